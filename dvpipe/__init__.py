@@ -1,0 +1,21 @@
+"""dvpipe: multi-camera image and video preprocessing off the CPU critical path.
+
+Public API only; importing dvpipe never imports torch, torch_npu or acl.
+"""
+from ._version import __version__
+from .errors import (BackendUnavailable, ConfigError, DvpipeError, FrameError, MissingDependencyError,
+                     PlanError)
+from .pipeline import Pipeline
+from .planner import Plan
+from .profiles import PROFILES, profile_stages
+from .stages import (Batch, Crop, Decode, FrameSpec, KernelContext, KernelQuery, Normalise, Normalize, Pad,
+                     Resize, Stage, Verdict, register_kernel)
+from .types import Batch as FrameBatch
+from .types import Camera, Frame, PixelFormat, Rig
+
+__all__ = [
+    "__version__", "Pipeline", "Plan", "Rig", "Camera", "Frame", "FrameBatch", "PixelFormat",
+    "Stage", "FrameSpec", "Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Batch",
+    "Verdict", "KernelQuery", "KernelContext", "register_kernel", "PROFILES", "profile_stages",
+    "DvpipeError", "ConfigError", "FrameError", "PlanError", "BackendUnavailable", "MissingDependencyError",
+]

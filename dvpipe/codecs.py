@@ -1,0 +1,151 @@
+"""Container sniffing and header parsing for encoded frames (no pixel decoding here).
+
+Used to validate frames before decode (a truncated JPEG decodes "successfully" to a grey-filled
+image with libjpeg, so truncation is checked explicitly) and to tell DVPP rules what a JPEG is
+(baseline/progressive/arithmetic, chroma subsampling).
+"""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from .errors import FrameError
+
+__all__ = ["ImageInfo", "sniff", "jpeg_info", "png_info", "image_info", "read_frame_bytes"]
+
+_JPEG_SOI = b"\xff\xd8\xff"
+_PNG_SIG = b"\x89PNG\r\n\x1a\n"
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """Header facts of an encoded image.
+
+    Attributes:
+        format: ``jpeg`` or ``png``.
+        width / height: pixels.
+        subsampling: JPEG chroma subsampling ``444``, ``422``, ``420``, ``440``, ``411``, ``400`` (gray), or ``""``.
+        coding: JPEG ``baseline``, ``extended``, ``progressive``, ``lossless`` or ``arithmetic``; ``""`` for PNG.
+        components: colour components (1 gray, 3 colour, 4 CMYK / RGBA).
+    """
+
+    format: str
+    width: int
+    height: int
+    subsampling: str = ""
+    coding: str = ""
+    components: int = 3
+
+    @property
+    def encoding(self) -> str:
+        """dvpipe encoding name used by DVPP rules: ``jpeg420``, ``jpeg-progressive``, ``png``..."""
+        if self.format == "png":
+            return "png"
+        if self.coding == "progressive":
+            return "jpeg-progressive"
+        if self.coding == "arithmetic":
+            return "jpeg-arithmetic"
+        return f"jpeg{self.subsampling}"
+
+
+def sniff(data: bytes) -> Optional[str]:
+    """``jpeg``, ``png`` or None from the first bytes."""
+    head = bytes(data[:8])
+    if head.startswith(_JPEG_SOI):
+        return "jpeg"
+    if head.startswith(_PNG_SIG):
+        return "png"
+    return None
+
+
+_SOF_CODING = {0xC0: "baseline", 0xC1: "extended", 0xC2: "progressive", 0xC3: "lossless"}
+
+
+def jpeg_info(data: bytes) -> ImageInfo:
+    """Parse JPEG markers up to the frame header. Raises :class:`FrameError` on malformed or truncated data."""
+    mv = memoryview(data)
+    n = len(mv)
+    if n < 4 or bytes(mv[:3]) != _JPEG_SOI:
+        raise FrameError("not a JPEG (no SOI marker)")
+    # A complete JPEG ends with EOI (FFD9); allow a little trailing padding some encoders add.
+    tail = bytes(mv[-64:]).rstrip(b"\x00\r\n ")
+    if not tail.endswith(b"\xff\xd9"):
+        raise FrameError("truncated JPEG (no EOI marker at the end)")
+    i = 2
+    while i + 4 <= n:
+        if mv[i] != 0xFF:
+            raise FrameError(f"corrupt JPEG (expected a marker at byte {i})")
+        marker = mv[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
+            i += 2
+            continue
+        (length,) = struct.unpack(">H", mv[i + 2:i + 4])
+        if length < 2 or i + 2 + length > n:
+            raise FrameError("corrupt JPEG (segment runs past the end)")
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            seg = mv[i + 4:i + 2 + length]
+            if len(seg) < 6:
+                raise FrameError("corrupt JPEG (short frame header)")
+            height, width = struct.unpack(">HH", seg[1:5])
+            ncomp = seg[5]
+            factors = [(seg[6 + 3 * c + 1] >> 4, seg[6 + 3 * c + 1] & 15) for c in range(ncomp) if 6 + 3 * c + 1 < len(seg)]
+            coding = "arithmetic" if marker >= 0xC9 else _SOF_CODING.get(marker, "baseline")
+            return ImageInfo("jpeg", width, height, _subsampling(factors), coding, ncomp)
+        if marker == 0xDA:
+            break
+        i += 2 + length
+    raise FrameError("corrupt JPEG (no frame header before the scan)")
+
+
+def _subsampling(factors: list[tuple[int, int]]) -> str:
+    if len(factors) == 1:
+        return "400"
+    if len(factors) < 3:
+        return ""
+    (h0, v0), (h1, v1), (h2, v2) = factors[:3]
+    if (h1, v1) != (h2, v2) or h1 == 0 or v1 == 0:
+        return ""
+    rh, rv = h0 / h1, v0 / v1
+    return {(1, 1): "444", (2, 1): "422", (2, 2): "420", (1, 2): "440", (4, 1): "411"}.get((rh, rv), "")
+
+
+def png_info(data: bytes) -> ImageInfo:
+    """Parse the PNG IHDR chunk and check the stream ends with IEND."""
+    if len(data) < 33 or bytes(data[:8]) != _PNG_SIG or bytes(data[12:16]) != b"IHDR":
+        raise FrameError("not a PNG (bad signature or IHDR)")
+    if bytes(data[-12:])[4:8] != b"IEND":
+        raise FrameError("truncated PNG (no IEND chunk at the end)")
+    width, height = struct.unpack(">II", bytes(data[16:24]))
+    colour_type = data[25]
+    comps = {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}.get(colour_type, 3)
+    return ImageInfo("png", width, height, "", "", comps)
+
+
+def image_info(data: bytes) -> ImageInfo:
+    """Header facts of a JPEG or PNG; :class:`FrameError` for anything else or a damaged header."""
+    kind = sniff(data)
+    if kind == "jpeg":
+        return jpeg_info(data)
+    if kind == "png":
+        return png_info(data)
+    raise FrameError("unrecognised image data (neither JPEG nor PNG)")
+
+
+def read_frame_bytes(value: Any) -> Any:
+    """Normalise a frame value: a path becomes its bytes; bytes-likes and arrays pass through."""
+    if isinstance(value, (str, os.PathLike)):
+        try:
+            with open(value, "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise FrameError(f"cannot read {os.fspath(value)}: {e.strerror or e}") from None
+    if isinstance(value, (bytes, bytearray, memoryview, np.ndarray)):
+        return value
+    raise FrameError(f"a frame must be encoded bytes, a file path or an HxWx3 uint8 BGR array, got {type(value).__name__}")

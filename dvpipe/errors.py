@@ -1,0 +1,53 @@
+"""One error family for dvpipe.
+
+Every error a user can meet derives from :class:`DvpipeError` *and* from the builtin that
+matches its meaning (``ValueError`` for bad configuration, ``RuntimeError`` for a backend that
+failed at run time, ``ImportError`` for a missing optional dependency), so callers can catch
+either the library family or the Python meaning.
+"""
+from __future__ import annotations
+
+
+class DvpipeError(Exception):
+    """Base class of every dvpipe error."""
+
+
+class ConfigError(DvpipeError, ValueError):
+    """Bad configuration or arguments, detected before anything runs.
+
+    ``path`` names the offending field (``cameras[2].intrinsics``) when there is one.
+    """
+
+    def __init__(self, message: str, path: str | None = None):
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class FrameError(DvpipeError, ValueError):
+    """One frame could not be processed (corrupt, wrong size, unsupported by a unit).
+
+    The pipeline turns it into a counted drop with ``reason`` unless asked to raise.
+    """
+
+    def __init__(self, reason: str, camera: str | None = None):
+        self.reason = reason
+        self.camera = camera
+        super().__init__(f"{camera}: {reason}" if camera else reason)
+
+
+class BackendUnavailable(DvpipeError, RuntimeError):
+    """A backend was asked for but cannot run here; ``reason`` says why."""
+
+    def __init__(self, backend: str, reason: str):
+        self.backend = backend
+        self.reason = reason
+        super().__init__(f"backend {backend!r} is unavailable: {reason}")
+
+
+class MissingDependencyError(DvpipeError, ImportError):
+    """An optional dependency is not installed; the message says how to install it."""
+
+
+class PlanError(DvpipeError, ValueError):
+    """No backend in the preference order can run a step; the message lists every verdict."""

@@ -1,0 +1,209 @@
+"""Pipeline: plan once, then run frame sets through the plan.
+
+``Pipeline(rig, stages, backends=...)`` plans every camera (see :mod:`dvpipe.planner`), allocates
+a small ring of output buffers and a thread pool, and ``process(frames)`` runs one frame set:
+each camera's steps in a worker thread, writing straight into its slot of the ``(N, 3, H, W)``
+batch buffer. A frame that fails becomes a counted drop (``batch.valid[i] = False``, zero image)
+while the other cameras are still produced; a step that fails on a frame is retried on the
+planned fallback backend first (``fallback="next"``), or raises (``fallback="error"``).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
+
+import numpy as np
+
+from .backends import FAMILIES
+from .codecs import read_frame_bytes
+from .errors import ConfigError, FrameError
+from .planner import CameraPlan, Plan, PlanStep, plan_pipeline
+from .profiles import profile_metas, profile_stages
+from .stages.base import Stage
+from .stages.registry import KernelContext
+from .types import Batch, Frame, PixelFormat, Rig
+
+__all__ = ["Pipeline"]
+
+_now_ns = time.perf_counter_ns
+
+
+class Pipeline:
+    """A planned multi-camera preprocessing pipeline.
+
+    Args:
+        rig: the cameras, in batch order.
+        stages: stage declarations (``Decode()``, ``Resize(...)``...); ``Batch()`` is appended if missing.
+        backends: preference order, e.g. ``("dvpp-sim", "cpu")``; each step runs on the first
+            backend whose kernel accepts it, the others in order are its runtime fallback.
+        profile: name of the metadata profile for ``batch.metas`` (None: generic metas).
+        target: a deployment target (``dvpipe.Target``) that DVPP planning checks rules against.
+        fidelity: ``reference`` (match the reference pipeline within float rounding) or ``fast``.
+        threads: worker threads across cameras (default: min(cameras, CPU count)).
+        fallback: ``next`` (retry a failed step on the next backend, counted) or ``error``.
+        output_buffers: size of the ring of reused output buffers; a batch's images stay valid
+            until this many later ``process`` calls.
+    """
+
+    def __init__(self, rig: Rig, stages: Sequence[Stage], backends: Sequence[str] | str = ("cpu",), *,
+                 profile: Optional[str] = None, target: Any = None, fidelity: str = "reference",
+                 threads: Optional[int] = None, fallback: str = "next", output_buffers: int = 2):
+        if not isinstance(rig, Rig):
+            raise ConfigError(f"rig must be a dvpipe.Rig (Rig.from_yaml(path)), got {type(rig).__name__}")
+        if fallback not in ("next", "error"):
+            raise ConfigError(f"fallback must be 'next' or 'error', got {fallback!r}")
+        if not isinstance(output_buffers, int) or output_buffers < 1:
+            raise ConfigError(f"output_buffers must be a positive integer, got {output_buffers!r}")
+        self.rig = rig
+        self.profile = profile
+        self.fallback = fallback
+        self.plan: Plan = plan_pipeline(rig.cameras, stages, backends, fidelity=fidelity, target=target)
+        self._metas = [profile_metas(profile, cp.camera, cp.img_aug, cp.prepad_size, cp.out_size)
+                       for cp in self.plan.cameras]
+        self._buffers = [self._allocate() for _ in range(output_buffers)]
+        self._next_buffer = 0
+        self._states: dict[tuple[int, int, str], dict] = {}
+        n_threads = threads if threads is not None else min(len(rig), os.cpu_count() or 1)
+        if not isinstance(n_threads, int) or n_threads < 1:
+            raise ConfigError(f"threads must be a positive integer, got {threads!r}")
+        self.threads = n_threads
+        self._pool = ThreadPoolExecutor(n_threads, thread_name_prefix="dvpipe-cam") if n_threads > 1 else None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_profile(cls, name: str, rig: Rig, backends: Sequence[str] | str = ("cpu",), *,
+                     fidelity: str = "reference", target: Any = None, **kwargs) -> "Pipeline":
+        """Pipeline with profile ``name``'s stages and metas (``bevformer-tiny``, ``petr``...)."""
+        stage_lists = {tuple(profile_stages(name, fidelity, cam)) for cam in rig.cameras}
+        if len(stage_lists) > 1:
+            raise ConfigError(f"profile {name} needs every camera at one size; the rig mixes "
+                              + ", ".join(f"{c.name} {c.width}x{c.height}" for c in rig.cameras))
+        return cls(rig, list(stage_lists.pop()), backends, profile=name, target=target, fidelity=fidelity, **kwargs)
+
+    # -- execution ---------------------------------------------------------------------------------
+    def _allocate(self):
+        shape, dtype = self.plan.out_shape, self.plan.out_dtype
+        family = self.plan.cameras[0].steps[-1].backend.family
+        alloc = getattr(importlib.import_module(FAMILIES[family]), "allocate_output", None) if family in FAMILIES else None
+        if alloc is not None:
+            return alloc(self.plan.cameras[0].steps[-1].backend, shape, dtype)
+        return np.zeros(shape, dtype=dtype)
+
+    def _run_steps(self, steps: list[PlanStep], data, cam_index: int, cp: CameraPlan, out, timings, tag: str):
+        for k, step in enumerate(steps):
+            key = (cam_index, k, tag + step.backend.name)
+            state = self._states.get(key)
+            if state is None:
+                state = self._states.setdefault(key, {})
+            ctx = KernelContext(cp.camera, step.spec_in, step.spec_out, step.backend, self.plan.fidelity,
+                                out=out if step.writes_batch else None, state=state)
+            t0 = _now_ns()
+            data = step.kernel.fn(data, step.stages, ctx)
+            t1 = _now_ns()
+            timings.append((cp.camera.name, step.name, t0, t1, step.backend.name))
+            spec = step.spec_out
+            if spec.pixel_format in (PixelFormat.BGR, PixelFormat.FLOAT_HWC) and spec.placement == "host":
+                shape = getattr(data, "shape", None)
+                if shape is None or tuple(shape[:2]) != (spec.height, spec.width):
+                    raise FrameError(f"{step.name} produced {shape} but the plan expects {spec.height}x{spec.width}")
+        return data
+
+    def _run_camera(self, i: int, value, out, timings, fallbacks) -> Optional[str]:
+        """Run camera ``i``; returns None on success or the drop reason."""
+        cp = self.plan.cameras[i]
+        try:
+            data = read_frame_bytes(value.data if isinstance(value, Frame) else value)
+        except FrameError as e:
+            return e.reason
+        for k, step in enumerate(cp.steps):
+            try:
+                data = self._run_steps([step], data, i, cp, out, timings, "")
+            except Exception as e:  # noqa: BLE001 - a kernel failure is a frame failure, reported below
+                reason = e.reason if isinstance(e, FrameError) else f"{type(e).__name__}: {e}"
+                if self.fallback == "error" and not isinstance(e, FrameError):
+                    raise
+                if not step.fallback or (isinstance(e, FrameError) and step.backend.family in ("cpu", "reference")):
+                    return f"{step.name} on {step.backend.name}: {reason}"
+                try:
+                    data = self._run_steps(step.fallback, data, i, cp, out, timings, "fb:")
+                except Exception as e2:  # noqa: BLE001
+                    r2 = e2.reason if isinstance(e2, FrameError) else f"{type(e2).__name__}: {e2}"
+                    return f"{step.name} on {step.backend.name}: {reason}; fallback {step.fallback[0].backend.name}: {r2}"
+                with self._lock:
+                    fallbacks.append((cp.camera.name, step.name, step.backend.name, step.fallback[0].backend.name, reason))
+        return None
+
+    def process(self, frames: Mapping[str, Any]) -> Batch:
+        """Run one frame set.
+
+        Args:
+            frames: camera name -> encoded bytes, a file path, an HxWx3 uint8 BGR array, or a
+                :class:`~dvpipe.Frame`. A camera missing from the mapping is dropped ("missing").
+
+        Returns:
+            a :class:`~dvpipe.Batch`; ``images`` is a buffer of the pipeline's output ring.
+
+        Raises:
+            ConfigError: a key is not a camera of the rig (nothing is run).
+        """
+        if not isinstance(frames, Mapping):
+            raise ConfigError(f"process() takes a mapping camera name -> frame, got {type(frames).__name__}")
+        unknown = [k for k in frames if k not in self.rig.names]
+        if unknown:
+            raise ConfigError(f"unknown camera(s) {', '.join(map(str, unknown))}; the rig has {', '.join(self.rig.names)}")
+        images = self._buffers[self._next_buffer]
+        self._next_buffer = (self._next_buffer + 1) % len(self._buffers)
+        n = len(self.rig)
+        timings: list = []
+        fallbacks: list = []
+        reasons: list[Optional[str]] = [None] * n
+
+        def job(i: int) -> None:
+            name = self.rig.cameras[i].name
+            if name not in frames:
+                reasons[i] = "missing: no frame for this camera in the frame set"
+                return
+            reasons[i] = self._run_camera(i, frames[name], images[i], timings, fallbacks)
+
+        if self._pool is None:
+            for i in range(n):
+                job(i)
+        else:
+            list(self._pool.map(job, range(n)))
+
+        valid = np.array([r is None for r in reasons], dtype=bool)
+        drops = [(self.rig.cameras[i].name, r) for i, r in enumerate(reasons) if r is not None]
+        for i in np.flatnonzero(~valid):
+            images[i] = 0
+        metas = []
+        for i, m in enumerate(self._metas):
+            m = dict(m)
+            value = frames.get(self.rig.cameras[i].name)
+            if isinstance(value, Frame):
+                m["capture_ns"], m["seq"] = value.capture_ns, value.seq
+            metas.append(m)
+        return Batch(images, metas, valid, drops, timings, self.rig.names, fallbacks)
+
+    def run(self, frame_sets: Iterable[Mapping[str, Any]]) -> Iterator[Batch]:
+        """``process`` every frame set of an iterable, yielding batches."""
+        for frames in frame_sets:
+            yield self.process(frames)
+
+    def close(self) -> None:
+        """Stop the worker threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def __enter__(self) -> "Pipeline":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Pipeline({len(self.rig)} cameras, backends={self.plan.backends}, profile={self.profile})"

@@ -1,0 +1,279 @@
+"""The planner: for each camera and step, which backend runs it and why.
+
+For every camera the planner walks the stage list. At each position it asks the backends in the
+user's preference order, first to last, for their registered kernels starting there (longest
+run first: that is fusion), and records every answer as a :class:`~dvpipe.stages.Verdict`. The
+first kernel that says yes becomes the step. For each step it also plans the same stages on the
+backends *after* the chosen one: that is the runtime fallback used when the step fails on a frame.
+
+The resulting :class:`Plan` prints as a table (``print(pipe.plan)``), serialises with
+:meth:`Plan.to_dict`, and is exactly what the pipeline executes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from .backends import BackendRef, availability, resolve
+from .errors import ConfigError, PlanError
+from .stages.base import FrameSpec, Stage
+from .stages.image import Batch, Pad
+from .stages.registry import Kernel, KernelQuery, Verdict, kernels_at
+from .types import Camera, PixelFormat
+
+__all__ = ["Plan", "CameraPlan", "PlanStep", "plan_pipeline", "input_spec"]
+
+
+@dataclass
+class PlanStep:
+    """One executed step: a kernel covering one or more consecutive stages on one backend."""
+
+    stages: tuple[Stage, ...]
+    kernel: Kernel
+    backend: BackendRef
+    spec_in: FrameSpec
+    spec_out: FrameSpec
+    verdicts: list[tuple[str, Verdict]]
+    matrix: np.ndarray
+    fallback: list["PlanStep"] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return "+".join(s.op for s in self.stages)
+
+    @property
+    def writes_batch(self) -> bool:
+        return self.stages[-1].op == "batch"
+
+    @property
+    def chosen(self) -> Verdict:
+        return self.verdicts[-1][1]
+
+    def to_dict(self) -> dict:
+        return {
+            "step": self.name,
+            "stages": [s.describe() for s in self.stages],
+            "backend": self.backend.name,
+            "kernel": self.kernel.name,
+            "unit": self.kernel.unit,
+            "in": str(self.spec_in),
+            "out": str(self.spec_out),
+            "verdicts": [{"backend": b, **v.to_dict()} for b, v in self.verdicts],
+            "fallback": [s.backend.name + ":" + s.name for s in self.fallback],
+        }
+
+
+@dataclass
+class CameraPlan:
+    """The steps of one camera plus the geometry they apply.
+
+    Attributes:
+        img_aug: 3x3 map from original to output pixel coordinates (all steps).
+        prepad_size: ``(width, height)`` before the first Pad (the image content size).
+        out_size: ``(width, height)`` of the camera's image in the batch.
+    """
+
+    camera: Camera
+    spec_in: FrameSpec
+    steps: list[PlanStep]
+    img_aug: np.ndarray
+    prepad_size: tuple[int, int]
+    out_size: tuple[int, int]
+
+    def signature(self) -> tuple:
+        return tuple((s.name, s.backend.name, str(s.spec_in), str(s.spec_out), s.chosen.reason) for s in self.steps)
+
+
+@dataclass
+class Plan:
+    """Per camera, per step: backend, verdicts and specs. ``print(plan)`` gives a table."""
+
+    cameras: list[CameraPlan]
+    backends: tuple[str, ...]
+    fidelity: str
+    target: Any = None
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        w, h = self.cameras[0].out_size
+        return (len(self.cameras), 3, h, w)
+
+    @property
+    def out_dtype(self) -> str:
+        return self.cameras[0].steps[-1].spec_out.dtype
+
+    @property
+    def out_placement(self) -> str:
+        return self.cameras[0].steps[-1].spec_out.placement
+
+    def fallbacks(self) -> list[tuple[str, str, str, str]]:
+        """``(camera, step, backend not taken, reason)`` for every preferred backend that said no."""
+        out = []
+        for cp in self.cameras:
+            for s in cp.steps:
+                for b, v in s.verdicts[:-1]:
+                    out.append((cp.camera.name, s.name, b, v.reason))
+        return out
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form (stable keys: ``backends``, ``fidelity``, ``target``, ``cameras``)."""
+        return {
+            "backends": list(self.backends),
+            "fidelity": self.fidelity,
+            "target": None if self.target is None else str(self.target),
+            "output": {"shape": list(self.out_shape), "dtype": self.out_dtype, "placement": self.out_placement},
+            "cameras": [
+                {"name": cp.camera.name, "input": str(cp.spec_in),
+                 "img_aug": cp.img_aug.tolist(), "steps": [s.to_dict() for s in cp.steps]}
+                for cp in self.cameras
+            ],
+        }
+
+    def __str__(self) -> str:
+        groups: dict[tuple, list[CameraPlan]] = {}
+        for cp in self.cameras:
+            groups.setdefault(cp.signature(), []).append(cp)
+        head = (f"plan: {len(self.cameras)} camera(s), backends {' > '.join(self.backends)}, fidelity {self.fidelity}"
+                + (f", target {self.target}" if self.target is not None else "")
+                + f" -> output {tuple(self.out_shape)} {self.out_dtype} on {self.out_placement}")
+        rows = [("cameras", "step", "backend", "in -> out", "verdict")]
+        for cps in groups.values():
+            names = cps[0].camera.name if len(cps) == 1 else f"{cps[0].camera.name} (+{len(cps) - 1} alike)"
+            for k, s in enumerate(cps[0].steps):
+                notes = [f"{b}: {v.status}, {v.reason}" for b, v in s.verdicts[:-1]]
+                if s.chosen.reason:
+                    notes.append(s.chosen.reason)
+                if s.chosen.detour:
+                    notes.append(f"detour: {s.chosen.detour}")
+                rows.append((names if k == 0 else "", s.name, s.backend.name, f"{s.spec_in} -> {s.spec_out}",
+                             "ok" + (" (" + "; ".join(notes) + ")" if notes else "")))
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        lines = [head] + ["  " + "  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows]
+        return "\n".join(lines)
+
+
+def input_spec(camera: Camera) -> FrameSpec:
+    """What a camera's frames look like when they enter the plan."""
+    if camera.encoding == "raw":
+        return FrameSpec(camera.width, camera.height, PixelFormat.BGR, "uint8", "bgr")
+    return FrameSpec(camera.width, camera.height, PixelFormat.ENCODED, "uint8", "", encoding=camera.encoding)
+
+
+def _specs_after(stages: Sequence[Stage], spec: FrameSpec, cam: Camera, offset: int) -> list[FrameSpec]:
+    out = []
+    for k, st in enumerate(stages):
+        try:
+            spec = st.output_spec(spec)
+        except ConfigError as e:
+            raise ConfigError(f"camera {cam.name}: stage {offset + k} ({st.describe()}): {e}") from None
+        out.append(spec)
+    return out
+
+
+def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec], cam: Camera,
+                prefs: Sequence[BackendRef], avail: dict[str, Verdict], fidelity: str, target: Any,
+                with_fallback: bool) -> list[PlanStep]:
+    steps: list[PlanStep] = []
+    i = 0
+    while i < len(stages):
+        ops = [s.op for s in stages[i:]]
+        verdicts: list[tuple[str, Verdict]] = []
+        chosen: Optional[tuple[Kernel, BackendRef, int]] = None
+        for p, ref in enumerate(prefs):
+            if not avail[ref.name].ok:
+                verdicts.append((ref.name, avail[ref.name]))
+                continue
+            kernels = kernels_at(ops, ref.family)
+            if not kernels:
+                verdicts.append((ref.name, Verdict.no(f"no {ref.family} kernel for {ops[0]}")))
+                continue
+            best_no: Optional[Verdict] = None
+            for kern in kernels:
+                n = len(kern.ops)
+                query = KernelQuery(tuple(stages[i:i + n]), spec, tuple(specs[i:i + n]), cam, ref, fidelity, target)
+                v = kern.check(query)
+                if v.ok:
+                    chosen = (kern, ref, p)
+                    verdicts.append((ref.name, v))
+                    break
+                # keep the verdict of the shortest run: it is the one that explains the fallback
+                best_no = v
+            if chosen:
+                break
+            verdicts.append((ref.name, best_no))
+        if chosen is None:
+            detail = "; ".join(f"{b}: {v.reason}" for b, v in verdicts)
+            raise PlanError(f"camera {cam.name}: no backend can run {stages[i].describe()} on {spec} ({detail})")
+        kern, ref, p = chosen
+        n = len(kern.ops)
+        covered = tuple(stages[i:i + n])
+        matrix = np.eye(3)
+        s_in = spec
+        for st, s_out in zip(covered, specs[i:i + n]):
+            matrix = st.matrix(s_in) @ matrix
+            s_in = s_out
+        out_spec = specs[i + n - 1]
+        if ref.placement != "host":
+            out_spec = out_spec.with_(placement=ref.placement)
+        fallback: list[PlanStep] = []
+        if with_fallback and p + 1 < len(prefs):
+            try:
+                fallback = _plan_range(covered, spec, list(specs[i:i + n]), cam, prefs[p + 1:], avail, fidelity,
+                                       target, with_fallback=False)
+            except PlanError:
+                fallback = []
+        steps.append(PlanStep(covered, kern, ref, spec, out_spec, verdicts, matrix, fallback))
+        spec = out_spec
+        i += n
+    return steps
+
+
+def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: Sequence[str], *,
+                  fidelity: str = "reference", target: Any = None) -> Plan:
+    """Plan ``stages`` for every camera on the ``backends`` preference order.
+
+    A ``Batch()`` stage is appended when the list does not end with one. Raises
+    :class:`ConfigError` for stage lists that cannot apply to a camera, and :class:`PlanError`
+    when no backend can run a step (the message lists every backend's verdict).
+    """
+    if fidelity not in ("reference", "fast"):
+        raise ConfigError(f"fidelity must be 'reference' or 'fast', got {fidelity!r}")
+    stages = list(stages)
+    for k, st in enumerate(stages):
+        if not isinstance(st, Stage) or not st.op:
+            raise ConfigError(f"stages[{k}] is {st!r}, not a dvpipe stage (Decode(), Resize(...), or a Stage subclass with an op)")
+    if not stages or stages[-1].op != "batch":
+        stages.append(Batch())
+    if any(st.op == "batch" for st in stages[:-1]):
+        raise ConfigError("Batch() must be the last stage")
+    if isinstance(backends, str):
+        backends = (backends,)
+    if not backends:
+        raise ConfigError("backends must name at least one backend, e.g. ('cpu',)")
+    prefs = [resolve(b) for b in backends]
+    avail = {ref.name: availability(ref, target) for ref in prefs}
+
+    cam_plans = []
+    for cam in cameras:
+        spec0 = input_spec(cam)
+        specs = _specs_after(stages, spec0, cam, 0)
+        steps = _plan_range(stages, spec0, specs, cam, prefs, avail, fidelity, target, with_fallback=True)
+        img_aug = np.eye(3)
+        for s in steps:
+            img_aug = s.matrix @ img_aug
+        prepad = next((spec_before.size for st, spec_before in zip(stages, [spec0] + specs) if isinstance(st, Pad)),
+                      specs[-1].size)
+        cam_plans.append(CameraPlan(cam, spec0, steps, img_aug, prepad, specs[-1].size))
+
+    sizes = {cp.out_size for cp in cam_plans}
+    if len(sizes) > 1:
+        listing = ", ".join(f"{cp.camera.name} {cp.out_size[0]}x{cp.out_size[1]}" for cp in cam_plans)
+        raise ConfigError(f"cameras produce different output sizes ({listing}); a batch needs one size: "
+                          "add Resize(size=...) or Pad(size=...)")
+    places = {cp.steps[-1].spec_out.placement for cp in cam_plans}
+    if len(places) > 1:
+        raise PlanError(f"cameras would write their batch slots on different devices ({', '.join(sorted(places))}); "
+                        "give the batch step one backend for all cameras")
+    return Plan(cam_plans, tuple(r.name for r in prefs), fidelity, target)

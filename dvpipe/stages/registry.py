@@ -1,0 +1,186 @@
+"""The kernel registry: ``{first op: [Kernel, ...]}``.
+
+A kernel implements a run of one or more consecutive stages (``("normalise", "pad", "batch")``)
+on one backend family (``cpu``, ``reference``, ``torch``, ``dvpp``, or a user's). The planner takes,
+for each position in a camera's stage list, the longest registered run whose ``supports`` says yes
+on the first backend of the user's preference order that has one — that is what "fusion" means here.
+
+Registering a kernel for a user stage::
+
+    @dataclass(frozen=True)
+    class Gamma(dvpipe.Stage):
+        op = "gamma"
+        gamma: float = 2.2
+
+    @dvpipe.register_kernel("gamma", backend="cpu")
+    def gamma_cpu(data, stages, ctx):
+        (stage,) = stages
+        return (255.0 * (data / 255.0) ** (1 / stage.gamma)).astype(data.dtype)
+
+A kernel is ``fn(data, stages, ctx) -> data``: ``stages`` is the tuple of stage declarations it
+covers, ``ctx`` a :class:`KernelContext`. A kernel whose run ends in ``batch`` writes the camera's
+image into ``ctx.out`` (a ``(3, H, W)`` view of the batch buffer) and returns it.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+from ..errors import ConfigError
+from ..types import Camera
+from .base import FrameSpec, Stage
+
+__all__ = ["Verdict", "Kernel", "KernelQuery", "KernelContext", "register_kernel", "kernels_at", "registered_ops"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A backend's answer to "can you run this step here?".
+
+    Attributes:
+        status: ``ok``, ``rejected`` (a rule forbids it), ``unknown`` (the documentation leaves it
+            open; treated as not ok), or ``unavailable`` (the backend cannot run on this machine).
+        reason: plain words; empty when ok without remarks.
+        rule: identifier of the rule that decided, if any.
+        source: where the rule comes from (a documentation URL), if any.
+        detour: the legal workaround taken or proposed, if any.
+    """
+
+    status: str = "ok"
+    reason: str = ""
+    rule: Optional[str] = None
+    source: Optional[str] = None
+    detour: Optional[str] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @classmethod
+    def yes(cls, reason: str = "", **kw) -> "Verdict":
+        return cls("ok", reason, **kw)
+
+    @classmethod
+    def no(cls, reason: str, **kw) -> "Verdict":
+        return cls("rejected", reason, **kw)
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "ok": self.ok, "reason": self.reason, "rule": self.rule,
+                "source": self.source, "detour": self.detour}
+
+
+@dataclass(frozen=True)
+class KernelQuery:
+    """What a kernel's ``supports`` function is asked about, at plan time.
+
+    ``specs[k]`` is the spec after ``stages[k]``; ``spec_in`` the spec entering the run.
+    """
+
+    stages: tuple[Stage, ...]
+    spec_in: FrameSpec
+    specs: tuple[FrameSpec, ...]
+    camera: Camera
+    backend: Any  # dvpipe.backends.BackendRef
+    fidelity: str
+    target: Any = None
+
+    @property
+    def spec_out(self) -> FrameSpec:
+        return self.specs[-1]
+
+
+@dataclass
+class KernelContext:
+    """What a kernel sees when it runs.
+
+    Attributes:
+        camera: the camera whose frame this is.
+        spec_in / spec_out: plan-time specs entering and leaving the step.
+        out: ``(3, H, W)`` destination in the batch buffer when the step ends in ``batch``.
+        backend: the :class:`~dvpipe.backends.BackendRef` running the step.
+        state: a per-(pipeline, camera, step) dict for reusable scratch buffers.
+        fidelity: ``reference`` or ``fast``.
+        device_spans: kernels doing asynchronous device work append
+            ``(name, enqueue_ns, sync_ns, device_duration_ns)`` here.
+    """
+
+    camera: Camera
+    spec_in: FrameSpec
+    spec_out: FrameSpec
+    backend: Any
+    fidelity: str
+    out: Any = None
+    state: dict = field(default_factory=dict)
+    device_spans: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A registered implementation of a run of ops on one backend family."""
+
+    ops: tuple[str, ...]
+    family: str
+    fn: Callable[[Any, tuple, KernelContext], Any]
+    supports: Optional[Callable[[KernelQuery], Verdict]] = None
+    unit: str = "cpu"
+    name: str = ""
+
+    def check(self, query: KernelQuery) -> Verdict:
+        if self.supports is None:
+            return Verdict.yes()
+        return self.supports(query)
+
+
+_LOCK = threading.Lock()
+_REGISTRY: dict[str, list[Kernel]] = {}
+
+
+def register_kernel(ops: str | Sequence[str], backend: str, *, supports: Optional[Callable] = None,
+                    unit: Optional[str] = None, name: Optional[str] = None, replace: bool = False):
+    """Decorator registering ``fn(data, stages, ctx)`` for ``ops`` on backend family ``backend``.
+
+    Args:
+        ops: one op name or a sequence of consecutive op names the kernel covers (a fused kernel).
+        backend: backend family (``cpu``, ``reference``, ``torch``, ``dvpp``, or a new name).
+        supports: optional ``f(query: KernelQuery) -> Verdict`` deciding per camera/spec/target.
+        unit: hardware unit for latency accounting (``cpu``, ``dvpp``, ``cuda``, ``npu``); default
+            ``cpu`` for host backends.
+        name: name shown in plans; default the function name.
+        replace: allow re-registering the same (ops, backend) pair (default: error).
+    """
+    op_tuple = (ops,) if isinstance(ops, str) else tuple(ops)
+    if not op_tuple or not all(isinstance(o, str) and o for o in op_tuple):
+        raise ConfigError(f"register_kernel: ops must be op names, got {ops!r}")
+
+    def deco(fn: Callable) -> Callable:
+        kernel = Kernel(op_tuple, backend, fn, supports, unit or "cpu", name or fn.__name__)
+        with _LOCK:
+            bucket = _REGISTRY.setdefault(op_tuple[0], [])
+            clash = [k for k in bucket if k.ops == op_tuple and k.family == backend]
+            if clash and not replace:
+                raise ConfigError(f"a kernel for {'+'.join(op_tuple)} on backend {backend!r} is already registered "
+                                  f"({clash[0].name}); pass replace=True to override")
+            bucket[:] = [k for k in bucket if not (k.ops == op_tuple and k.family == backend)] + [kernel]
+        return fn
+
+    return deco
+
+
+def kernels_at(ops: Sequence[str], family: str) -> list[Kernel]:
+    """Kernels of ``family`` whose op run is a prefix of ``ops``, longest first."""
+    with _LOCK:
+        bucket = list(_REGISTRY.get(ops[0], ())) if ops else []
+    found = [k for k in bucket if k.family == family and tuple(ops[: len(k.ops)]) == k.ops]
+    return sorted(found, key=lambda k: -len(k.ops))
+
+
+def registered_ops() -> dict[str, list[str]]:
+    """``{op: [backend family, ...]}`` of every registered kernel (for support matrices)."""
+    out: dict[str, set[str]] = {}
+    with _LOCK:
+        for bucket in _REGISTRY.values():
+            for k in bucket:
+                for op in k.ops:
+                    out.setdefault(op, set()).add(k.family)
+    return {op: sorted(v) for op, v in sorted(out.items())}

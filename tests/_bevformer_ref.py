@@ -1,0 +1,55 @@
+"""Independent reference of the BEVFormer test-time preprocessing, written from anchors.md §A.
+
+It calls OpenCV and numpy exactly as mmcv 1.x / mmdet3d 0.17 / BEVFormer do, and nothing from dvpipe.
+"""
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+
+CONFIGS = {
+    # anchors.md §A.1: bevformer_base.py L16-17, bevformer_small.py L23-24, bevformer_tiny.py L26-27
+    "bevformer-base": dict(mean=[103.530, 116.280, 123.675], std=[1.0, 1.0, 1.0], to_rgb=False, scale=None),
+    "bevformer-small": dict(mean=[103.530, 116.280, 123.675], std=[1.0, 1.0, 1.0], to_rgb=False, scale=0.8),
+    "bevformer-tiny": dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True, scale=0.5),
+}
+
+
+def imnormalize(img: np.ndarray, mean, std, to_rgb: bool) -> np.ndarray:
+    """mmcv.imnormalize (copy, float32, cv2 in-place ops) — §A.3 step 2."""
+    img = img.copy().astype(np.float32)
+    mean = np.float64(np.array(mean).reshape(1, -1))
+    stdinv = 1 / np.float64(np.array(std).reshape(1, -1))
+    if to_rgb:
+        cv2.cvtColor(img, cv2.COLOR_BGR2RGB, img)
+    cv2.subtract(img, mean, img)
+    cv2.multiply(img, stdinv, img)
+    return img
+
+
+def bevformer_reference(encoded: list[bytes], lidar2imgs: list[np.ndarray], profile: str):
+    """Returns (img (N,3,Hp,Wp) float32, metas list) as §A.5 describes."""
+    cfg = CONFIGS[profile]
+    imgs, metas = [], []
+    for data, l2i in zip(encoded, lidar2imgs):
+        bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)  # LoadMultiViewImageFromFiles
+        x = bgr.astype(np.float32)
+        x = imnormalize(x, cfg["mean"], cfg["std"], cfg["to_rgb"])               # NormalizeMultiviewImage
+        L = np.array(l2i, dtype=np.float64)
+        if cfg["scale"] is not None:                                              # RandomScaleImageMultiViewImage
+            s = cfg["scale"]
+            y_size, x_size = int(x.shape[0] * s), int(x.shape[1] * s)
+            x = cv2.resize(x, (x_size, y_size), interpolation=cv2.INTER_LINEAR)
+            S = np.eye(4)
+            S[0, 0] *= s
+            S[1, 1] *= s
+            L = S @ L
+        ori_shape = x.shape
+        hp, wp = math.ceil(x.shape[0] / 32) * 32, math.ceil(x.shape[1] / 32) * 32  # PadMultiViewImage
+        x = np.pad(x, ((0, hp - x.shape[0]), (0, wp - x.shape[1]), (0, 0)), constant_values=0)
+        imgs.append(x.transpose(2, 0, 1))                                         # DefaultFormatBundle3D
+        metas.append({"lidar2img": L, "img_shape": x.shape, "pad_shape": x.shape, "ori_shape": ori_shape,
+                      "scale_factor": 1.0})
+    return np.ascontiguousarray(np.stack(imgs)), metas

@@ -1,0 +1,83 @@
+"""Shared fixtures: synthetic encoded images built in code, and optional real data."""
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "samples"
+NUSCENES = Path(os.environ.get("DVPIPE_NUSCENES", ROOT.parent / "shared" / "data" / "nuscenes-sample"))
+KITTI = Path(os.environ.get("DVPIPE_KITTI", ROOT.parent / "shared" / "data" / "kitti-sample"))
+
+
+def textured_bgr(width: int, height: int, seed: int = 0) -> np.ndarray:
+    """A smooth-plus-detail test image (JPEG-friendly but not flat), HxWx3 uint8 BGR."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    base = np.stack([
+        128 + 100 * np.sin(x / (7 + seed) + y / 13),
+        128 + 90 * np.cos(y / (5 + seed) - x / 17),
+        128 + 80 * np.sin((x + y) / 11),
+    ], axis=-1)
+    base += rng.normal(0, 12, base.shape)
+    return np.clip(base, 0, 255).astype(np.uint8)
+
+
+def encode_jpeg(bgr: np.ndarray, subsampling: str = "420", progressive: bool = False, quality: int = 90,
+                gray: bool = False) -> bytes:
+    """JPEG bytes through Pillow (any subsampling, progressive, grayscale) — independent of dvpipe."""
+    rgb = bgr[..., ::-1]
+    img = Image.fromarray(rgb).convert("L") if gray else Image.fromarray(rgb)
+    sub = {"444": 0, "422": 1, "420": 2}.get(subsampling, 2)
+    buf = io.BytesIO()
+    kw = dict(quality=quality, progressive=progressive)
+    if not gray:
+        kw["subsampling"] = sub
+    img.save(buf, format="JPEG", **kw)
+    return buf.getvalue()
+
+
+def encode_png(bgr: np.ndarray) -> bytes:
+    ok, buf = cv2.imencode(".png", bgr)
+    assert ok
+    return buf.tobytes()
+
+
+def rig_dict(sizes, encoding="jpeg", seed=0):
+    """A rig with plausible calibration, one camera per (width, height)."""
+    rng = np.random.default_rng(seed)
+    cams = []
+    for k, (w, h) in enumerate(sizes):
+        yaw = 2 * np.pi * k / max(1, len(sizes))
+        # lidar (x right, y forward, z up) -> camera (x right, y down, z forward), then yaw about lidar z
+        base = np.array([[1, 0, 0], [0, 0, -1], [0, 1, 0]], dtype=float)
+        c, s = np.cos(yaw), np.sin(yaw)
+        rz = np.array([[c, s, 0], [-s, c, 0], [0, 0, 1]])
+        T = np.eye(4)
+        T[:3, :3] = base @ rz
+        T[:3, 3] = rng.normal(0, 0.3, 3)
+        f = 0.8 * w
+        K = [[f, 0, w / 2 + rng.normal(0, 5)], [0, f, h / 2 + rng.normal(0, 5)], [0, 0, 1]]
+        cams.append({"name": f"CAM{k}", "width": w, "height": h, "encoding": encoding,
+                     "intrinsics": K, "lidar2cam": T.tolist()})
+    return {"name": "test", "cameras": cams}
+
+
+@pytest.fixture(scope="session")
+def nuscenes_dir():
+    if not (NUSCENES / "rig.yaml").exists():
+        pytest.skip(f"real nuScenes sample not present at {NUSCENES}")
+    return NUSCENES
+
+
+@pytest.fixture(scope="session")
+def samples_dir():
+    if not (SAMPLES / "rig.yaml").exists():
+        pytest.skip("samples/ not generated (python tools/make_samples.py)")
+    return SAMPLES

@@ -1,0 +1,156 @@
+"""Geometry: matrices vs hand-computed cases, odd sizes, projections through the plans."""
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+
+import dvpipe as dv
+from dvpipe import geometry
+from conftest import encode_jpeg, encode_png, rig_dict, textured_bgr
+
+
+def _random_points_in_front(cam: dv.Camera, n=200, seed=0):
+    rng = np.random.default_rng(seed)
+    cam2lidar = np.linalg.inv(cam.lidar2cam)
+    z = rng.uniform(2, 60, n)
+    u = rng.uniform(0, cam.width, n)
+    v = rng.uniform(0, cam.height, n)
+    K = cam.intrinsics
+    x = (u - K[0, 2]) * z / K[0, 0]
+    y = (v - K[1, 2]) * z / K[1, 1]
+    p_cam = np.stack([x, y, z, np.ones(n)], 1)
+    return (p_cam @ cam2lidar.T)[:, :3]
+
+
+def test_hand_computed_matrices():
+    assert np.allclose(geometry.resize_matrix((1600, 900), (800, 450)), np.diag([0.5, 0.5, 1]))
+    # odd size: 1242x375 -> 621x187: sy = 187/375, not 0.5
+    assert np.allclose(geometry.resize_matrix((1242, 375), (621, 187)), np.diag([0.5, 187 / 375, 1]))
+    assert np.allclose(geometry.crop_matrix(10, 130) @ [5, 140, 1], [-5, 10, 1])
+    assert np.allclose(geometry.flip_matrix(15) @ [0.5, 3, 1], [14.5, 3, 1])  # centre of column 0 -> column 14
+    assert geometry.scaled_size(1242, 375, 0.5) == (621, 187)
+    assert geometry.scaled_size(1600, 900, 0.8) == (1280, 720)
+
+
+@pytest.mark.parametrize("sizes,interpolation,tol", [
+    (((97, 61), (53, 29)), cv2.INTER_LINEAR, 1e-3),
+    (((97, 61), (48, 30)), cv2.INTER_LINEAR, 1e-3),
+    (((15, 15), (31, 7)), cv2.INTER_LINEAR, 1e-3),
+    # a box filter's footprint centre is exact in the continuum; its pixel-quantised weights move the
+    # centroid by at most a quarter of a source pixel
+    (((97, 61), (53, 29)), cv2.INTER_AREA, 0.25),
+    (((96, 60), (48, 30)), cv2.INTER_AREA, 1e-3),
+])
+def test_resize_matrix_matches_opencv_sampling_on_odd_sizes(sizes, interpolation, tol):
+    """A ramp holding each pixel's own centre coordinate (u = i + 0.5) is reproduced by bilinear
+    interpolation, so after cv2.resize every output pixel holds the source coordinate of its centre:
+    that must be A^-1 applied to the output centre (away from the clamped borders)."""
+    (w_in, h_in), (w_out, h_out) = sizes
+    A = geometry.resize_matrix((w_in, h_in), (w_out, h_out))
+    ramp_u = np.tile(np.arange(w_in, dtype=np.float32) + 0.5, (h_in, 1))
+    ramp_v = np.tile((np.arange(h_in, dtype=np.float32) + 0.5)[:, None], (1, w_in))
+    out_u = cv2.resize(ramp_u, (w_out, h_out), interpolation=interpolation)
+    out_v = cv2.resize(ramp_v, (w_out, h_out), interpolation=interpolation)
+    ys, xs = np.mgrid[0:h_out, 0:w_out]
+    src = geometry.apply(np.linalg.inv(A), np.stack([xs.ravel() + 0.5, ys.ravel() + 0.5], 1))
+    inside = ((src[:, 0] > 1) & (src[:, 0] < w_in - 1) & (src[:, 1] > 1) & (src[:, 1] < h_in - 1))
+    assert inside.sum() > 10
+    assert np.abs(out_u.ravel()[inside] - src[inside, 0]).max() < tol
+    assert np.abs(out_v.ravel()[inside] - src[inside, 1]).max() < tol
+
+
+@pytest.mark.parametrize("stages", [
+    [dv.Decode(), dv.Resize(size=(187, 621)), dv.Normalise(), dv.Pad(size_divisor=32)],
+    [dv.Decode(), dv.Crop(left=3, top=5, width=1001, height=301), dv.Resize(scale=0.37), dv.Normalise(), dv.Pad(size_divisor=16)],
+    [dv.Decode(), dv.Resize(scale=(0.5, 0.75), interpolation="area"), dv.Crop(left=1, top=0, width=600, height=201), dv.Normalise()],
+])
+def test_output_lidar2img_equals_mapped_projection(stages):
+    """For random 3D points, pixel(output lidar2img) == img_aug(pixel(original projection)), 1e-6 px."""
+    rig = dv.Rig.from_dict(rig_dict([(1242, 375)]))
+    pipe = dv.Pipeline(rig, stages)
+    cam = rig[0]
+    A = pipe.plan.cameras[0].img_aug
+    batch = pipe.process({cam.name: encode_png(textured_bgr(1242, 375))})
+    pts = _random_points_in_front(cam)
+    uv0, d0 = geometry.project(cam.lidar2img, pts)
+    uv1, d1 = geometry.project(batch.metas[0]["lidar2img"], pts)
+    assert np.allclose(d0, d1)
+    assert np.abs(geometry.apply(A, uv0) - uv1).max() < 1e-6
+    # and the matrix is the product of the independent per-step formulas
+    expected = np.eye(3)
+    size = (1242, 375)
+    for st in stages:
+        if isinstance(st, dv.Resize):
+            out = st.out_size(*size)
+            expected = np.diag([out[0] / size[0], out[1] / size[1], 1]) @ expected
+            size = out
+        elif isinstance(st, dv.Crop):
+            expected = np.array([[1, 0, -st.left], [0, 1, -st.top], [0, 0, 1]]) @ expected
+            size = (st.width, st.height)
+    assert np.allclose(A, expected, atol=1e-12)
+
+
+def test_cam2img_consistent_with_lidar2img():
+    rig = dv.Rig.from_dict(rig_dict([(640, 480)]))
+    pipe = dv.Pipeline(rig, [dv.Decode(), dv.Resize(size=(240, 320)), dv.Normalise()])
+    m = pipe.process({"CAM0": encode_jpeg(textured_bgr(640, 480))}).metas[0]
+    assert np.allclose(m["lidar2img"], m["cam2img"] @ rig[0].lidar2cam)
+    assert np.allclose(m["cam2img"][:3, :3], np.diag([0.5, 0.5, 1]) @ rig[0].intrinsics)
+
+
+def test_markers_found_at_projected_pixel(samples_dir):
+    """A marker rendered at a known 3D point is found in the output tensor at its projected pixel (+-1 px)."""
+    import yaml
+
+    scene = yaml.safe_load((samples_dir / "scene.yaml").read_text())
+    rig = dv.Rig.from_yaml(samples_dir / "rig.yaml")
+    pipe = dv.Pipeline.from_profile("bevformer-base", rig)  # full resolution, BGR, mean-subtracted
+    checked = 0
+    for frame_set in scene["frame_sets"]:
+        frames = {cam: samples_dir / path for cam, path in frame_set["images"].items()}
+        batch = pipe.process(frames)
+        for marker in frame_set["markers"]:
+            xyz = np.array(marker["xyz_lidar"], dtype=float)
+            for i, cam in enumerate(rig):
+                uv, d = geometry.project(batch.metas[i]["lidar2img"], xyz[None])
+                u, v = uv[0]
+                if d[0] <= 0 or not (8 <= u < cam.width - 8 and 8 <= v < cam.height - 8):
+                    continue
+                if cam.name not in marker.get("visible_in", [cam.name]):
+                    continue
+                img = batch.images[i].transpose(1, 2, 0) + np.array([103.530, 116.280, 123.675])
+                centre = _blob_centroid(img, u, v, marker)
+                assert np.abs(centre - [u, v]).max() <= 1.0, (cam.name, marker, centre, (u, v))
+                checked += 1
+    assert checked >= 6
+
+
+def _blob_centroid(img_bgr: np.ndarray, u: float, v: float, marker: dict) -> np.ndarray:
+    r = int(marker.get("radius_px", 6)) + 4
+    x0, y0 = int(u) - r, int(v) - r
+    win = img_bgr[y0:y0 + 2 * r + 1, x0:x0 + 2 * r + 1]
+    colour = np.array(marker.get("colour_bgr", [255, 0, 255]), dtype=float)
+    mask = (np.abs(win - colour).max(axis=2) < 60).astype(float)
+    ys, xs = np.mgrid[0:win.shape[0], 0:win.shape[1]]
+    return np.array([(mask * (xs + 0.5)).sum(), (mask * (ys + 0.5)).sum()]) / mask.sum() + [x0, y0]
+
+
+@pytest.mark.parametrize("profile", ["bevformer-tiny", "bevformer-small", "bevformer-base", "petr"])
+def test_nuscenes_box_centres_through_profile(nuscenes_dir, profile):
+    """Annotated center_2d mapped through the profile == projection of the 3D centre with the output matrices."""
+    rig = dv.Rig.from_yaml(nuscenes_dir / "rig.yaml")
+    ann = json.loads((nuscenes_dir / "annotations.json").read_text())
+    pipe = dv.Pipeline.from_profile(profile, rig)
+    for i, cam in enumerate(rig):
+        boxes = ann["cam_instances"].get(cam.name, [])
+        if not boxes:
+            continue
+        c2d = np.array([b["center_2d"] for b in boxes])
+        p_cam = np.array([b["bbox_3d_cam"][:3] for b in boxes])
+        p_lidar = (np.c_[p_cam, np.ones(len(p_cam))] @ np.linalg.inv(cam.lidar2cam).T)[:, :3]
+        meta = pipe._metas[i]
+        uv, _ = geometry.project(meta["lidar2img"], p_lidar)
+        assert np.abs(geometry.apply(pipe.plan.cameras[i].img_aug, c2d) - uv).max() < 2e-3
