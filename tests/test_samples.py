@@ -175,6 +175,9 @@ def test_scene_layout(scene, rig):
             caps.append(ns)
             referenced.add(fr["image"])
         assert len(set(caps)) == len(caps), "cameras of one frame set fire at different times"
+    for cam in BEVFORMER_ORDER:  # every camera's frames differ between sets (catches mix-ups)
+        blobs = [(SAMPLES / t["frames"][cam]["image"]).read_bytes() for t in ts_list]
+        assert len(set(blobs)) == len(blobs), cam
     on_disk = {p.relative_to(SAMPLES).as_posix() for p in (SAMPLES / "frames").rglob("*") if p.is_file()}
     assert on_disk == referenced
 

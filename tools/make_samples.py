@@ -122,18 +122,19 @@ BOXES = [
 ]
 
 # Markers: azimuth (deg, counter-clockwise from +y), horizontal range from the lidar origin (m),
-# height above ground (m), velocity (m/s).  "attach" places the marker relative to a box centre
+# height above ground (m), velocity (m/s; some markers move so that every camera's images differ
+# between frame sets).  "attach" places the marker relative to a box centre
 # (it then moves with the box).
 MARKERS = [
     dict(name="M00", az=8.0, rng=10.0, h=0.4),
     dict(name="M01", az=-12.0, rng=22.0, h=2.2, velocity=(0.2, 0.0, 0.0)),
     dict(name="M02", az=28.0, rng=14.0, h=1.0),
-    dict(name="M03", az=45.0, rng=18.0, h=0.8),
+    dict(name="M03", az=45.0, rng=18.0, h=0.8, velocity=(-0.4, 0.0, 0.0)),
     dict(name="M04", az=70.0, rng=9.0, h=1.6),
     dict(name="M05", az=-30.0, rng=25.0, h=2.6),
-    dict(name="M06", az=-60.0, rng=12.0, h=0.5),
+    dict(name="M06", az=-60.0, rng=12.0, h=0.5, velocity=(0.0, 0.5, 0.0)),
     dict(name="M07", az=-80.0, rng=20.0, h=2.5),
-    dict(name="M08", az=100.0, rng=11.0, h=1.0),
+    dict(name="M08", az=100.0, rng=11.0, h=1.0, velocity=(0.0, 0.0, 0.3)),
     dict(name="M09", az=125.0, rng=24.0, h=0.6),
     dict(name="M10", az=165.0, rng=15.0, h=1.4),
     dict(name="M11", az=190.0, rng=9.0, h=0.3),
