@@ -1,0 +1,203 @@
+"""Pipeline behaviour: bad input, drops, plans, user stages, output buffers."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import numpy as np
+import pytest
+
+import dvpipe as dv
+from _bevformer_ref import imnormalize
+from conftest import ROOT, encode_jpeg, encode_png, rig_dict, textured_bgr
+
+TINY = dict(mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), to_rgb=True)
+
+
+def _pipe(sizes=((64, 48), (64, 48), (64, 48)), **kw):
+    rig = dv.Rig.from_dict(rig_dict(list(sizes)))
+    return rig, dv.Pipeline(rig, [dv.Decode(), dv.Normalise(**TINY), dv.Pad(size_divisor=32)], **kw)
+
+
+def _expected(bgr, hp=64, wp=64):
+    x = imnormalize(bgr.astype(np.float32), TINY["mean"], TINY["std"], True)
+    out = np.zeros((hp, wp, 3), np.float32)
+    out[:bgr.shape[0], :bgr.shape[1]] = x
+    return out.transpose(2, 0, 1)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "wrong_size", "not_an_image_type"])
+def test_bad_frame_is_a_counted_drop_and_others_survive(damage):
+    rig, pipe = _pipe()
+    imgs = [textured_bgr(64, 48, seed=k) for k in range(3)]
+    frames = {c.name: encode_jpeg(im, quality=95) for c, im in zip(rig, imgs)}
+    good = frames["CAM1"]
+    frames["CAM1"] = {"truncated": good[: len(good) // 2], "garbage": b"\xff\xd8\xff" + bytes(200) + b"\xff\xd9",
+                      "empty": b"", "wrong_size": encode_jpeg(textured_bgr(80, 48)),
+                      "not_an_image_type": 12345}[damage]
+    batch = pipe.process(frames)
+    assert batch.valid.tolist() == [True, False, True]
+    assert [c for c, _ in batch.drops] == ["CAM1"] and batch.drops[0][1]
+    assert np.all(batch.images[1] == 0)
+    for i in (0, 2):
+        ref = _expected(dv_decode(frames[rig[i].name]))
+        assert np.abs(batch.images[i] - ref).max() < 1e-4
+    if damage == "wrong_size":
+        assert "80x48" in batch.drops[0][1] and "64x48" in batch.drops[0][1]
+    if damage == "truncated":
+        assert "truncated" in batch.drops[0][1]
+
+
+def dv_decode(data):
+    import cv2
+
+    return cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+
+
+def test_missing_camera_dropped_unknown_camera_is_config_error():
+    rig, pipe = _pipe()
+    frames = {c.name: encode_jpeg(textured_bgr(64, 48)) for c in rig}
+    del frames["CAM2"]
+    batch = pipe.process(frames)
+    assert batch.valid.tolist() == [True, True, False]
+    assert batch.drops[0][0] == "CAM2" and "missing" in batch.drops[0][1]
+    frames["CAM9"] = frames["CAM0"]
+    with pytest.raises(dv.ConfigError, match="unknown camera.*CAM9"):
+        pipe.process(frames)
+
+
+def test_rig_yaml_errors_name_the_field(tmp_path):
+    bad = tmp_path / "rig.yaml"
+    bad.write_text("cameras:\n- {name: A, width: 10, height: 10, intrinsics: [[1,0,0],[0,1,0]]}\n"
+                   "- {name: B, width: -4, height: 10}\n- {name: C, width: 10, height: 10, lidar2cam: [[1,2],[3,4]]}\n")
+    with pytest.raises(dv.ConfigError) as e:
+        dv.Rig.from_yaml(bad)
+    msg = str(e.value)
+    assert "cameras[0].intrinsics: expected a 3x3 matrix, got shape [2, 3]" in msg
+    assert "cameras[1].width" in msg
+    assert "cameras[2].lidar2cam" in msg
+    with pytest.raises(dv.ConfigError, match="not found"):
+        dv.Rig.from_yaml(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda: dv.Resize(), "exactly one of"),
+    (lambda: dv.Resize(size=(10,)), "height, width"),
+    (lambda: dv.Resize(scale=0.5, interpolation="cubic"), "linear, area, nearest"),
+    (lambda: dv.Normalise(std=(1, 0, 1)), "positive"),
+    (lambda: dv.Normalise(dtype="int8"), "float32, float16"),
+    (lambda: dv.Pad(), "exactly one of"),
+    (lambda: dv.Crop(left=-1, width=2, height=2), "non-negative"),
+])
+def test_stage_validation_says_what_is_allowed(make, match):
+    with pytest.raises(dv.ConfigError, match=match):
+        make()
+
+
+def test_stage_order_errors_before_anything_runs():
+    rig = dv.Rig.from_dict(rig_dict([(64, 48)]))
+    with pytest.raises(dv.ConfigError, match="Decode"):
+        dv.Pipeline(rig, [dv.Normalise()])
+    with pytest.raises(dv.ConfigError, match="does not fit"):
+        dv.Pipeline(rig, [dv.Decode(), dv.Crop(width=100, height=10)])
+    rig2 = dv.Rig.from_dict(rig_dict([(64, 48), (96, 48)]))
+    with pytest.raises(dv.ConfigError, match="different output sizes"):
+        dv.Pipeline(rig2, [dv.Decode(), dv.Normalise()])
+
+
+def test_inputs_paths_arrays_png_gray_progressive_subsamplings(tmp_path):
+    sizes = [(61, 37)] * 7
+    rig = dv.Rig.from_dict(rig_dict(sizes))
+    bgr = [textured_bgr(61, 37, seed=k) for k in range(7)]
+    path = tmp_path / "f.jpg"
+    path.write_bytes(encode_jpeg(bgr[0]))
+    frames = {"CAM0": str(path), "CAM1": bgr[1], "CAM2": encode_png(bgr[2]),
+              "CAM3": encode_jpeg(bgr[3], gray=True), "CAM4": encode_jpeg(bgr[4], progressive=True),
+              "CAM5": encode_jpeg(bgr[5], subsampling="444"), "CAM6": encode_jpeg(bgr[6], subsampling="422")}
+    pipe = dv.Pipeline(rig, [dv.Decode(), dv.Normalise(**TINY), dv.Pad(size_divisor=32)])
+    batch = pipe.process(frames)
+    assert batch.valid.all(), batch.drops
+    for i, name in enumerate(rig.names):
+        value = frames[name]
+        decoded = value if isinstance(value, np.ndarray) else dv_decode(path.read_bytes() if isinstance(value, str) else value)
+        assert np.abs(batch.images[i] - _expected(decoded)).max() < 1e-4
+    # grayscale: three equal channels before normalisation
+    g = batch.images[3][:, :37, :61] * np.array(TINY["std"])[:, None, None] + np.array(TINY["mean"])[:, None, None]
+    assert np.abs(g[0] - g[1]).max() < 1e-3
+
+
+def test_plan_table_json_and_verdicts_for_rejecting_backend():
+    @dv.register_kernel("normalise", backend="picky", supports=lambda q: dv.Verdict.no("picky only takes 32-wide images"),
+                        replace=True)
+    def _never(data, stages, ctx):  # pragma: no cover - rejected at plan time
+        raise AssertionError
+
+    rig, pipe = _pipe(backends=("picky", "cpu"))
+    text = str(pipe.plan)
+    assert "picky: rejected, picky only takes 32-wide images" in text
+    assert "CAM0 (+2 alike)" in text
+    d = pipe.plan.to_dict()
+    json.dumps(d)
+    steps = d["cameras"][0]["steps"]
+    assert [s["backend"] for s in steps] == ["cpu", "cpu"]
+    assert steps[1]["verdicts"][0] == {"backend": "picky", "status": "rejected", "ok": False,
+                                       "reason": "picky only takes 32-wide images", "rule": None, "source": None,
+                                       "detour": None}
+    assert d["output"] == {"shape": [3, 3, 64, 64], "dtype": "float32", "placement": "host"}
+
+
+def test_runtime_fallback_to_next_backend_is_counted_and_error_mode_raises():
+    @dv.register_kernel(("normalise", "pad", "batch"), backend="flaky", replace=True)
+    def _flaky(data, stages, ctx):
+        raise RuntimeError("device lost")
+
+    rig, pipe = _pipe(backends=("flaky", "cpu"))
+    frames = {c.name: encode_jpeg(textured_bgr(64, 48, seed=k)) for k, c in enumerate(rig)}
+    batch = pipe.process(frames)
+    assert batch.valid.all()
+    assert len(batch.fallbacks) == 3 and batch.fallbacks[0][2:4] == ("flaky", "cpu")
+    assert "device lost" in batch.fallbacks[0][4]
+    assert np.abs(batch.images[0] - _expected(dv_decode(frames["CAM0"]))).max() < 1e-4
+    rig, strict = _pipe(backends=("flaky", "cpu"), fallback="error")
+    with pytest.raises(RuntimeError, match="device lost"):
+        strict.process(frames)
+
+
+def test_output_buffers_are_a_reused_ring():
+    rig, pipe = _pipe(output_buffers=2)
+    frames = {c.name: encode_jpeg(textured_bgr(64, 48)) for c in rig}
+    ptrs = [pipe.process(frames).images.ctypes.data for _ in range(4)]
+    assert ptrs[0] == ptrs[2] and ptrs[1] == ptrs[3] and ptrs[0] != ptrs[1]
+
+
+def test_user_stage_sample_plans_fuses_and_matches_independent_math(samples_dir):
+    spec = importlib.util.spec_from_file_location("custom_stage", ROOT / "samples" / "custom_stage.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["custom_stage"] = mod
+    spec.loader.exec_module(mod)
+    size = (64, 48)
+    rig = dv.Rig.from_dict(rig_dict([size]))
+    stages = [dv.Decode(), mod.Gamma(1.8), dv.Normalise(**TINY), dv.Pad(size_divisor=32)]
+    pipe = dv.Pipeline(rig, stages)
+    steps = pipe.plan.cameras[0].steps
+    assert [s.name for s in steps] == ["decode", "gamma+normalise+pad+batch"]
+    data = encode_jpeg(textured_bgr(*size))
+    batch = pipe.process({"CAM0": data})
+    assert [t[1] for t in batch.timings] == ["decode", "gamma+normalise+pad+batch"]
+    bgr = dv_decode(data).astype(np.float64)
+    corrected = np.clip(np.round(255.0 * (bgr / 255.0) ** (1 / 1.8)), 0, 255)
+    assert np.abs(batch.images[0] - _expected(corrected.astype(np.uint8))).max() < 1e-4
+    # the single-op kernel is used when the fused run does not apply (no pad)
+    pipe2 = dv.Pipeline(rig, [dv.Decode(), mod.Gamma(1.8), dv.Normalise(**TINY)])
+    assert [s.name for s in pipe2.plan.cameras[0].steps] == ["decode", "gamma", "normalise+batch"]
+    with pytest.raises(dv.ConfigError, match="before Normalise"):
+        dv.Pipeline(rig, [dv.Decode(), dv.Normalise(**TINY), mod.Gamma(1.8)])
+
+
+def test_import_dvpipe_imports_no_heavy_optional_stack():
+    import subprocess
+
+    code = "import sys, dvpipe; print(sorted(m for m in ('torch', 'torch_npu', 'acl') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
