@@ -1,0 +1,195 @@
+"""Read-only environment detection: what this machine can run, and why not.
+
+Nothing here raises: every item is reported as available with its version/details, or unavailable
+with the reason. Nothing is installed, initialised on a device longer than needed, or written.
+
+Sources for the Ascend paths (constraints.md §7):
+- CANN <= 8.3: ``<install>/ascend-toolkit/latest/<arch>-linux/ascend_toolkit_install.info``
+  (``<install>`` = ``/usr/local/Ascend`` for root, ``$HOME/Ascend`` otherwise; 5.0.4 wrote ``arm64``);
+  NNRT: ``nnrt/latest/<arch>-linux/ascend_nnrt_install.info``; NNAE: ``nnae/latest/ascend_nnae_install.info``.
+- CANN >= 8.5: ``<install>/cann/<arch>-linux/ascend_toolkit_install.info``.
+- ``$ASCEND_HOME_PATH`` / ``$ASCEND_TOOLKIT_HOME`` (set by set_env.sh; names not verified in the docs).
+- SoC: ``acl.get_soc_name()`` after ``acl.init()``; else ``npu-smi info``.
+"""
+from __future__ import annotations
+
+import glob
+import importlib
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+__all__ = ["Item", "EnvironmentReport", "detect", "find_cann_version", "detect_soc"]
+
+
+@dataclass
+class Item:
+    """One line of the report: ``name``, ``ok``, and ``detail`` (version or the reason it is unavailable)."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class EnvironmentReport:
+    items: list[Item] = field(default_factory=list)
+    cann_version: Optional[str] = None
+    cann_source: Optional[str] = None
+    soc: Optional[str] = None
+
+    def add(self, name: str, ok: bool, detail: str) -> None:
+        self.items.append(Item(name, ok, detail))
+
+    def to_dict(self) -> dict:
+        return {"cann_version": self.cann_version, "cann_source": self.cann_source, "soc": self.soc,
+                "items": [asdict(i) for i in self.items]}
+
+    def __str__(self) -> str:
+        width = max(len(i.name) for i in self.items) if self.items else 0
+        lines = ["environment:"]
+        for i in self.items:
+            lines.append(f"  {i.name.ljust(width)}  {'yes' if i.ok else 'no '}  {i.detail}")
+        return "\n".join(lines)
+
+
+def _arches() -> list[str]:
+    m = platform.machine().lower()
+    primary = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(m, m)
+    return [primary] + (["arm64"] if primary == "aarch64" else [])
+
+
+def _install_roots(env: dict) -> list[str]:
+    roots = []
+    for var in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
+        if env.get(var):
+            roots.append(env[var])
+    roots += ["/usr/local/Ascend", os.path.join(env.get("HOME", os.path.expanduser("~")), "Ascend")]
+    return list(dict.fromkeys(roots))
+
+
+def candidate_info_files(env: Optional[dict] = None) -> list[str]:
+    """Install-info paths to look at, most specific first (both the pre-8.5 and the 8.5+ layouts)."""
+    env = dict(os.environ if env is None else env)
+    out = []
+    for root in _install_roots(env):
+        for arch in _arches():
+            out += [
+                os.path.join(root, "cann", f"{arch}-linux", "ascend_toolkit_install.info"),                   # >= 8.5
+                os.path.join(root, "ascend-toolkit", "latest", f"{arch}-linux", "ascend_toolkit_install.info"),  # <= 8.3
+                os.path.join(root, "nnrt", "latest", f"{arch}-linux", "ascend_nnrt_install.info"),
+            ]
+            # $ASCEND_HOME_PATH may already point at .../latest or .../cann
+            out.append(os.path.join(root, f"{arch}-linux", "ascend_toolkit_install.info"))
+        out.append(os.path.join(root, "nnae", "latest", "ascend_nnae_install.info"))
+    return list(dict.fromkeys(out))
+
+
+def find_cann_version(env: Optional[dict] = None) -> tuple[Optional[str], str]:
+    """``(version, where)`` from the first install-info file with a ``version=`` line, else ``(None, why)``."""
+    looked = candidate_info_files(env)
+    for path in looked:
+        try:
+            with open(path, "r", encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    m = re.match(r"\s*version\s*=\s*(\S+)", line)
+                    if m:
+                        return m.group(1), path
+        except OSError:
+            continue
+    return None, f"no CANN install-info file found (looked at {len(looked)} paths, e.g. {looked[0]})"
+
+
+def _run(cmd: list[str], timeout: float = 5.0) -> Optional[str]:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def detect_soc() -> tuple[Optional[str], str]:
+    """``(soc_name, how)`` via pyACL, else npu-smi; ``(None, why)`` when neither answers."""
+    reasons = []
+    try:
+        acl = importlib.import_module("acl")
+        try:
+            ret = acl.init()
+            name = acl.get_soc_name()
+            if ret == 0:
+                acl.finalize()
+            if name:
+                return str(name), "acl.get_soc_name()"
+            reasons.append(f"acl.get_soc_name() returned {name!r} (acl.init ret {ret})")
+        except Exception as e:  # noqa: BLE001 - report, never raise
+            reasons.append(f"pyACL call failed: {e}")
+    except Exception as e:  # noqa: BLE001
+        reasons.append(f"pyACL not importable ({type(e).__name__}: {e})")
+    if shutil.which("npu-smi"):
+        out = _run(["npu-smi", "info"]) or ""
+        m = re.search(r"\b(910B\d?(?:-\d)?C?|910_93\d\d|310P\d|310B\d|310|910\w*)\b", out)
+        if m:
+            return "Ascend" + m.group(1), "npu-smi info"
+        reasons.append("npu-smi info printed no chip name")
+    else:
+        reasons.append("npu-smi not on PATH")
+    return None, "; ".join(reasons)
+
+
+def _version_of(module: str) -> tuple[bool, str]:
+    try:
+        mod = importlib.import_module(module)
+        return True, str(getattr(mod, "__version__", "installed"))
+    except Exception as e:  # noqa: BLE001
+        return False, f"not importable ({type(e).__name__}: {e})"
+
+
+def detect(probe_soc: bool = True) -> EnvironmentReport:
+    """Build the environment report (read-only; never raises)."""
+    rep = EnvironmentReport()
+    rep.add("python", True, f"{sys.version.split()[0]} on {platform.machine()} {platform.system()}")
+    ok, v = _version_of("numpy")
+    rep.add("numpy", ok, v)
+    try:
+        import cv2
+
+        jpeg = re.search(r"JPEG:\s*(.+)", cv2.getBuildInformation())
+        rep.add("opencv", True, f"{cv2.__version__}; JPEG {jpeg.group(1).strip() if jpeg else 'unknown'}; "
+                                f"{cv2.getNumThreads()} threads")
+    except Exception as e:  # noqa: BLE001
+        rep.add("opencv", False, f"not importable ({e})")
+    try:
+        import av
+
+        decoders = [c for c in ("h264", "hevc", "mjpeg") if c in av.codecs_available]
+        rep.add("pyav", True, f"{av.__version__}; FFmpeg decoders: {', '.join(decoders) or 'none'}")
+    except Exception as e:  # noqa: BLE001
+        rep.add("pyav", False, f"not importable ({e})")
+    try:
+        torch = importlib.import_module("torch")
+        rep.add("torch", True, torch.__version__)
+        if torch.cuda.is_available():
+            rep.add("cuda", True, f"{torch.cuda.device_count()} device(s): {torch.cuda.get_device_name(0)}")
+        else:
+            rep.add("cuda", False, "torch reports no CUDA device" + ("" if torch.version.cuda else " (CPU-only torch build)"))
+        ok, v = _version_of("torchvision")
+        rep.add("torchvision", ok, v)
+    except Exception as e:  # noqa: BLE001
+        rep.add("torch", False, f"not importable ({type(e).__name__}: {e}); pip install 'dvpipe[torch]'")
+        rep.add("cuda", False, "needs torch")
+    ok, v = _version_of("torch_npu")
+    rep.add("torch_npu", ok, v if ok else v + "; pip install 'dvpipe[npu]' on a machine with CANN")
+    ok, v = _version_of("acl")
+    rep.add("pyacl", ok, "importable" if ok else v + "; pyACL ships with CANN: source <install>/set_env.sh")
+    version, where = find_cann_version()
+    rep.cann_version, rep.cann_source = version, where if version else None
+    rep.add("cann", version is not None, f"{version} ({where})" if version else where)
+    if probe_soc:
+        soc, how = detect_soc()
+        rep.soc = soc
+        rep.add("soc", soc is not None, f"{soc} ({how})" if soc else how)
+    return rep
