@@ -1,0 +1,230 @@
+"""Human and machine output of :class:`~dvpipe.latency.stats.LatencyStats`.
+
+* :func:`format_report` — aligned terminal table, milliseconds with 2 decimals.
+* :func:`to_json` — a JSON-serialisable dict; every duration is in ns (keys end in ``_ns``)::
+
+    {
+      "schema": "dvpipe.latency/1",
+      "batches": 200,                       # timelines ingested over the run
+      "window": {"size": 100, "batches": 100},
+      "counters_only": false,
+      "cameras": ["CAM_FRONT", ...],        # first-seen order
+      "steps": {                            # first-seen (plan) order
+        "decode": {"kind": "host", "category": "cpu",
+                   "run": SUMMARY, "window": SUMMARY,
+                   "cameras": {"CAM_FRONT": {"run": SUMMARY, "window": SUMMARY}, ...}},
+        ...},
+      "end_to_end": {"capture": {"run": SUMMARY, "window": SUMMARY, "cameras": {cam: {"run": .., "window": ..}}},
+                     "arrival": {...}},
+      "budgets": {"end_to_end": {"budget_ns", "count", "violations", "rate", "worst_ns",
+                                 "window": {"count", "violations", "rate", "worst_ns", "budget_ns"}}, ...},
+      "breakdown": {"run": BREAKDOWN, "window": BREAKDOWN},
+      "critical_path": {"cameras": {cam: {"count", "share", "mean_wait_ns"}}, "window_cameras": {...},
+                        "last": {"index", "camera", "assembly_wait_ns",
+                                 "steps": [{"name", "camera", "category", "start_ns", "end_ns", "duration_ns"}]}}
+    }
+
+  where SUMMARY is ``{"count", "sum_ns", "mean_ns", "min_ns", "max_ns", "p50_ns", "p90_ns", "p99_ns",
+  "approximate"}`` (percentiles null for counters-only series) and BREAKDOWN is
+  ``{"batches", "critical_path_ns": {category: mean ns per batch}, "share": {category: fraction},
+  "work_ns": {category: mean busy ns per batch, all cameras}}``.
+* :func:`format_comparison` — one side-by-side table for several runs (``dvpipe bench``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from .stats import LatencyStats, Summary
+
+__all__ = ["format_report", "to_json", "format_comparison", "CATEGORY_LABELS", "SCHEMA"]
+
+SCHEMA = "dvpipe.latency/1"
+
+CATEGORY_LABELS = {
+    "source": "before arrival", "io": "I/O", "cpu": "CPU", "dvpp": "DVPP", "npu_gpu": "NPU/GPU",
+    "transfer": "copies", "model": "model", "wait": "waiting", "unaccounted": "unaccounted",
+}
+
+
+def _ms(ns: float | int | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:.2f}"
+
+
+def _table(rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for r in rows:
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def _budget_cell(budgets: Mapping[str, dict[str, Any]], key: str) -> tuple[str, str]:
+    b = budgets.get(key)
+    if b is None:
+        return "", ""
+    rate = f" ({100 * b['rate']:.1f}%)" if b["count"] else ""
+    return _ms(b["budget_ns"]), f"{b['violations']}/{b['count']}{rate}"
+
+
+def format_report(stats: "LatencyStats", *, window: bool = False, per_camera: bool = True,
+                  title: str | None = None) -> str:
+    """Aligned text table of ``stats`` (run-level, or the sliding window with ``window=True``), in ms."""
+    scope = f"window (last {min(stats.window, stats.batches)} of {stats.batches} batches)" if window else "run"
+    cams = stats.cameras
+    head = (f"{title or 'dvpipe latency'}: {stats.batches} batches, {len(cams)} camera"
+            f"{'' if len(cams) == 1 else 's'}, {len(stats.step_names)} steps; {scope}; times in ms")
+    if stats.counters_only:
+        head += "; counters only"
+    lines = [head]
+    budgets = stats.budget_report(window=window)
+    wsum = stats.window_step_summaries() if window else None
+
+    def step_summary(name: str, cam: str | None) -> "Summary":
+        if wsum is not None:
+            from .stats import EMPTY_SUMMARY
+            return wsum.get((name, cam), EMPTY_SUMMARY)
+        return stats.step(name, cam)
+
+    rows: list[list[str]] = [["step", "camera", "kind", "n", "p50", "p90", "p99", "max", "mean", "budget", "over"]]
+
+    def row(label: str, cam: str, kind: str, s: "Summary", bkey: str | None) -> list[str]:
+        b, o = _budget_cell(budgets, bkey) if bkey else ("", "")
+        return [label, cam, kind, str(s.count), _ms(s.p50_ns), _ms(s.p90_ns), _ms(s.p99_ns), _ms(s.max_ns),
+                _ms(s.mean_ns), b, o]
+
+    for name in stats.step_names:
+        kind, cat = stats.step_kind(name)
+        kind_label = kind if cat in (kind, "cpu") else f"{kind}/{cat}"
+        rows.append(row(name, "all", kind_label, step_summary(name, None), name))
+        if per_camera and len(cams) > 1:
+            for cam in cams:
+                s = step_summary(name, cam)
+                if s.count:
+                    rows.append(row("", cam, "", s, None))
+    for origin in ("capture", "arrival"):
+        s = stats.end_to_end(origin, window=window)
+        if not s.count:
+            continue
+        bkey = "end_to_end_capture" if origin == "capture" else "end_to_end_arrival"
+        if bkey not in budgets and "end_to_end" in budgets:
+            primary = "capture" if stats.end_to_end("capture").count else "arrival"
+            if origin == primary:
+                bkey = "end_to_end"
+        rows.append(row(f"end to end ({origin} -> output)", "all", "", s, bkey))
+        if per_camera and len(cams) > 1:
+            for cam in cams:
+                cs = stats.end_to_end(origin, cam, window=window)
+                if cs.count:
+                    rows.append(row("", cam, "", cs, None))
+    if len(rows) > 1:
+        lines.extend(_table(rows, right={3, 4, 5, 6, 7, 8, 9, 10}))
+    else:
+        lines.append("(no spans recorded)")
+
+    unseen = [k for k in budgets if k not in stats.step_names and k not in ("end_to_end", "end_to_end_capture",
+                                                                                "end_to_end_arrival")]
+    for key in unseen:
+        lines.append(f"budget for {key!r}: no step of that name was recorded (steps: {', '.join(stats.step_names)})")
+
+    bd = stats.breakdown(window=window)
+    if bd["critical_path_ns"]:
+        total = sum(bd["critical_path_ns"].values())
+        lines.append(f"where did the time go (critical path, mean {_ms(total)} ms per batch over {bd['batches']}):")
+        parts = [[CATEGORY_LABELS.get(c, c), _ms(v), f"{100 * bd['share'].get(c, 0.0):.1f}%"]
+                 for c, v in sorted(bd["critical_path_ns"].items(), key=lambda kv: -kv[1])]
+        lines.extend("  " + ln for ln in _table(parts, right={1, 2}))
+    if bd["work_ns"]:
+        work = ", ".join(f"{CATEGORY_LABELS.get(c, c)} {_ms(v)}"
+                         for c, v in sorted(bd["work_ns"].items(), key=lambda kv: -kv[1]))
+        lines.append(f"work per batch, cameras + batcher summed (ms): {work}")
+    crit = stats.critical_cameras(window=window)
+    if crit:
+        lines.append("critical camera: " + ", ".join(
+            f"{c} {100 * v['share']:.0f}% (others waited {_ms(v['mean_wait_ns'])} ms)" for c, v in crit.items()))
+    return "\n".join(lines)
+
+
+def to_json(stats: "LatencyStats", *, per_camera: bool = True) -> dict[str, Any]:
+    """JSON-serialisable dict of ``stats``; keys are documented in this module's docstring."""
+    wsum = stats.window_step_summaries()
+    from .stats import EMPTY_SUMMARY
+    cams = stats.cameras
+    steps: dict[str, Any] = {}
+    for name in stats.step_names:
+        kind, cat = stats.step_kind(name)
+        entry: dict[str, Any] = {"kind": kind, "category": cat, "run": stats.step(name).to_dict(),
+                                 "window": wsum.get((name, None), EMPTY_SUMMARY).to_dict()}
+        if per_camera:
+            entry["cameras"] = {c: {"run": stats.step(name, c).to_dict(),
+                                    "window": wsum.get((name, c), EMPTY_SUMMARY).to_dict()}
+                                for c in cams if stats.step(name, c).count}
+        steps[name] = entry
+    e2e: dict[str, Any] = {}
+    for origin in ("capture", "arrival"):
+        entry = {"run": stats.end_to_end(origin).to_dict(), "window": stats.end_to_end(origin, window=True).to_dict()}
+        if per_camera:
+            entry["cameras"] = {c: {"run": stats.end_to_end(origin, c).to_dict(),
+                                    "window": stats.end_to_end(origin, c, window=True).to_dict()}
+                                for c in cams if stats.end_to_end(origin, c).count}
+        e2e[origin] = entry
+    budgets = stats.budget_report()
+    wbudgets = stats.budget_report(window=True)
+    for key, b in budgets.items():
+        b["window"] = wbudgets[key]
+    last = stats.last_critical_path
+    last_json = None
+    if last is not None:
+        last_json = {"index": last.index, "camera": last.critical_camera, "assembly_wait_ns": last.assembly_wait_ns,
+                     "steps": [{"name": n, "camera": c, "category": cat, "start_ns": s, "end_ns": e,
+                                "duration_ns": e - s} for n, c, cat, s, e in last.critical_path]}
+    return {
+        "schema": SCHEMA,
+        "batches": stats.batches,
+        "window": {"size": stats.window, "batches": min(stats.window, stats.batches)},
+        "counters_only": stats.counters_only,
+        "cameras": cams,
+        "steps": steps,
+        "end_to_end": e2e,
+        "budgets": budgets,
+        "breakdown": {"run": stats.breakdown(), "window": stats.breakdown(window=True)},
+        "critical_path": {"cameras": stats.critical_cameras(), "window_cameras": stats.critical_cameras(window=True),
+                          "last": last_json},
+    }
+
+
+def format_comparison(runs: Mapping[str, "LatencyStats"], *, percentiles: Sequence[str] = ("p50", "p99"),
+                      window: bool = False, title: str | None = None) -> str:
+    """Side-by-side table of several runs (e.g. one per backend plan): one row per step and end to end.
+
+    ``percentiles`` are Summary fields without the ``_ns`` suffix ("p50", "p90", "p99", "max", "mean").
+    """
+    allowed = ("p50", "p90", "p99", "max", "mean", "min")
+    for p in percentiles:
+        if p not in allowed:
+            raise ValueError(f"Invalid percentile ({p!r}). Supported values are {', '.join(allowed)}.")
+    names: dict[str, None] = {}
+    for st in runs.values():
+        for n in st.step_names:
+            names.setdefault(n, None)
+    header = ["step"] + [f"{label} {p}" for label in runs for p in percentiles]
+    rows = [header]
+    for n in names:
+        r = [n]
+        for st in runs.values():
+            s = st.step(n, window=window)
+            r += [_ms(getattr(s, f"{p}_ns")) if s.count else "-" for p in percentiles]
+        rows.append(r)
+    for origin in ("capture", "arrival"):
+        if not any(st.end_to_end(origin).count for st in runs.values()):
+            continue
+        r = [f"end to end ({origin})"]
+        for st in runs.values():
+            s = st.end_to_end(origin, window=window)
+            r += [_ms(getattr(s, f"{p}_ns")) if s.count else "-" for p in percentiles]
+        rows.append(r)
+    lines = [f"{title or 'latency comparison'} (ms)"]
+    lines.extend(_table(rows, right=set(range(1, len(header)))))
+    return "\n".join(lines)

@@ -1,0 +1,458 @@
+"""Chrome trace event format: write timelines, read them back, validate, summarise.
+
+The file is a JSON object ``{"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}``
+that opens in https://ui.perfetto.dev and chrome://tracing:
+
+* every span is a complete event ``{"ph": "X", "name", "cat": kind, "ts", "dur", "pid", "tid", "args"}``
+  with ``ts``/``dur`` in microseconds (floats, ns resolution) relative to ``otherData.base_ns`` on the
+  ``now_ns`` clock (``span.start_ns = base_ns + round(ts * 1000)``); ``args`` carry ``batch``,
+  ``camera``, ``category`` and the span's attributes (``unit``, ``stream``, ...);
+* tracks (``tid``) are named by metadata events (``ph: "M"``, ``thread_name``): ``batcher`` (batch-level
+  work: assembly, model, output), one ``camera <name>`` per camera worker, one ``stream <name>`` per
+  device stream (device-kind spans), plus any explicit ``span.track``;
+* each batch is also an async slice (``ph: "b"``/``"e"``, ``cat: "batch"``, ``id`` = batch index) from
+  capture (or arrival) to output, whose ``args`` hold the stamps needed to rebuild the timeline.
+
+Several runs can share one file, one process (``pid``) each: ``to_chrome_trace({"cpu": tls1, "dvpp": tls2})``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .clock import epoch_offset_ns
+from .timeline import KINDS, FrameStamps, Span, Timeline, category_of
+
+__all__ = [
+    "TraceFormatError",
+    "TraceWriter",
+    "to_chrome_trace",
+    "write_trace",
+    "load_trace",
+    "validate_trace",
+    "timelines_from_trace",
+    "stats_from_trace",
+    "summarise_trace",
+    "trace_processes",
+    "track_of",
+]
+
+BATCHER_TRACK = "batcher"
+_PHASES = frozenset("XBEbeniIMCsftPOND(")
+
+
+class TraceFormatError(ValueError):
+    """A trace does not follow the Chrome trace event format; ``problems`` lists what is wrong."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        shown = "\n  ".join(problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        super().__init__(f"invalid Chrome trace ({len(problems)} problem{'s' if len(problems) != 1 else ''}):"
+                         f"\n  {shown}{more}")
+
+
+def track_of(span: Span) -> str:
+    """Trace track of a span: its explicit ``track``, else its device stream, camera worker, or the batcher."""
+    if span.track:
+        return span.track
+    if span.kind == "device":
+        return f"stream {span.attrs.get('stream') or span.attrs.get('unit') or 'device'}"
+    if span.camera is not None:
+        return f"camera {span.camera}"
+    return BATCHER_TRACK
+
+
+def _jsonable(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    item = getattr(v, "item", None)  # numpy / torch scalars
+    if callable(item):
+        try:
+            return _jsonable(item())
+        except (TypeError, ValueError):
+            pass
+    return repr(v)
+
+
+def _track_sort_key(name: str) -> tuple[int, str]:
+    if name == BATCHER_TRACK:
+        return (0, "")
+    if name.startswith("camera "):
+        return (1, "")
+    if name.startswith("stream "):
+        return (2, "")
+    return (3, "")
+
+
+class TraceWriter:
+    """Collects timelines as trace events (converted on ``add``, so timelines can be dropped) and writes them.
+
+    ``with TraceWriter("out/trace.json") as tw: tw.add(batch.timeline)`` writes on exit. Thread-safe
+    enough for one batcher thread calling ``add``; use one writer per process.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, process_name: str = "dvpipe", pid: int = 1,
+                 metadata: Mapping[str, Any] | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._processes: dict[int, str] = {}
+        self._tracks: dict[tuple[int, str], None] = {}  # first-seen order
+        self._raw: list[dict[str, Any]] = []  # events with absolute "ts_ns"/"dur_ns"; converted in to_dict
+        self._min_ns: int | None = None
+        self.metadata = dict(metadata or {})
+        self.pid = pid
+        self.process_name = process_name
+        self.spans_written = 0
+
+    def _seen(self, t: int) -> None:
+        if self._min_ns is None or t < self._min_ns:
+            self._min_ns = t
+
+    def add(self, tl: Timeline, *, pid: int | None = None, process_name: str | None = None) -> None:
+        """Convert one timeline to events (every span, plus the batch's async slice)."""
+        pid = self.pid if pid is None else pid
+        self._processes.setdefault(pid, process_name or self.process_name)
+        index = tl.index
+        for s in list(tl.spans):
+            track = track_of(s)
+            self._tracks.setdefault((pid, track), None)
+            args: dict[str, Any] = {"batch": index, "camera": s.camera,
+                                    "category": category_of(s.kind, s.attrs.get("unit"))}
+            if s.track:
+                args["track"] = s.track
+            for k, v in s.attrs.items():
+                args.setdefault(k, _jsonable(v))
+            self._raw.append({"ph": "X", "name": s.name, "cat": s.kind, "ts_ns": s.start_ns,
+                              "dur_ns": s.end_ns - s.start_ns, "pid": pid, "track": track, "args": args})
+            self._seen(s.start_ns)
+            self.spans_written += 1
+        start = tl.capture_ns
+        if start is None:
+            start = tl.arrival_ns
+        if start is None and tl.spans:
+            start = min(s.start_ns for s in tl.spans)
+        end = tl.end_ns
+        if start is not None and end is not None:
+            self._tracks.setdefault((pid, BATCHER_TRACK), None)
+            bargs = {"batch": index, "capture_ns": tl._capture_ns, "arrival_ns": tl._arrival_ns,
+                     "output_ns": tl.output_ns, "end_to_end_ns": end - start,
+                     "cameras": {c: {"capture_ns": st.capture_ns, "arrival_ns": st.arrival_ns}
+                                 for c, st in tl.cameras.items()},
+                     "timeline_camera": tl.camera}
+            if tl.attrs:
+                bargs["attrs"] = _jsonable(tl.attrs)
+            if tl.counters_only:
+                bargs["counters"] = [[n, c, k, u, *v] for (n, c, k, u), v in tl.counters().items()]
+            name = f"batch {index}" if index is not None else "batch"
+            bid = index if index is not None else len(self._raw)
+            self._raw.append({"ph": "b", "name": name, "cat": "batch", "id": bid, "ts_ns": start, "pid": pid,
+                              "track": BATCHER_TRACK, "args": bargs})
+            self._raw.append({"ph": "e", "name": name, "cat": "batch", "id": bid, "ts_ns": end, "pid": pid,
+                              "track": BATCHER_TRACK, "args": {}})
+            self._seen(start)
+
+    def extend(self, timelines: Iterable[Timeline], **kwargs: Any) -> None:
+        for tl in timelines:
+            self.add(tl, **kwargs)
+
+    def _lanes(self) -> dict[int, str]:
+        """Track name per complete event (index into ``_raw``), splitting a track into lanes
+        ("stream dvpp:0", "stream dvpp:0 #2", ...) where its spans overlap without nesting, because
+        trace viewers mis-draw or drop slices that are not properly nested on one thread."""
+        by_track: dict[tuple[int, str], list[int]] = {}
+        for i, r in enumerate(self._raw):
+            if r["ph"] == "X":
+                by_track.setdefault((r["pid"], r["track"]), []).append(i)
+        out: dict[int, str] = {}
+        for (pid, track), idx in by_track.items():
+            idx.sort(key=lambda i: (self._raw[i]["ts_ns"], -self._raw[i]["dur_ns"]))
+            lanes: list[list[int]] = []  # per lane, the stack of open end times
+            for i in idx:
+                start = self._raw[i]["ts_ns"]
+                end = start + self._raw[i]["dur_ns"]
+                lane = None
+                for k, stack in enumerate(lanes):
+                    while stack and stack[-1] <= start:
+                        stack.pop()
+                    if not stack or end <= stack[-1]:
+                        stack.append(end)
+                        lane = k
+                        break
+                if lane is None:
+                    lane = len(lanes)
+                    lanes.append([end])
+                name = track if lane == 0 else f"{track} #{lane + 1}"
+                out[i] = name
+                self._tracks.setdefault((pid, name), None)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        base_ns = self._min_ns or 0
+        lanes = self._lanes()
+        tids: dict[tuple[int, str], int] = {}
+        for pid in self._processes:
+            names = sorted((t for p, t in self._tracks if p == pid), key=lambda n: (_track_sort_key(n), n))
+            for i, name in enumerate(names):
+                tids[(pid, name)] = i + 1
+        events: list[dict[str, Any]] = []
+        for pid, pname in self._processes.items():
+            events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": pname}})
+            events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+                           "args": {"sort_index": pid}})
+        for (pid, name), tid in tids.items():
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+            events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                           "args": {"sort_index": tid}})
+        for i, r in enumerate(self._raw):
+            ev = {"ph": r["ph"], "name": r["name"], "cat": r["cat"], "ts": round((r["ts_ns"] - base_ns) / 1e3, 3),
+                  "pid": r["pid"], "tid": tids[(r["pid"], lanes.get(i, r["track"]))]}
+            if "dur_ns" in r:
+                ev["dur"] = round(r["dur_ns"] / 1e3, 3)
+            if "id" in r:
+                ev["id"] = r["id"]
+            ev["args"] = r["args"]
+            events.append(ev)
+        other = {"generator": "dvpipe.latency", "clock": "time.perf_counter_ns", "base_ns": base_ns,
+                 "epoch_offset_ns": epoch_offset_ns(), "spans": self.spans_written}
+        other.update(_jsonable(self.metadata))
+        return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
+
+    def write(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """Write the trace (``.json``, or gzip-compressed when the name ends in ``.gz``); return the path."""
+        target = Path(path) if path is not None else self.path
+        if target is None:
+            raise ValueError("TraceWriter.write: no path given here or to TraceWriter(path)")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = json.dumps(self.to_dict(), separators=(",", ":")).encode()
+        if target.suffix == ".gz":
+            data = gzip.compress(data)
+        target.write_bytes(data)
+        return target
+
+    def __enter__(self) -> "TraceWriter":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self.path is not None:
+            self.write()
+
+
+def to_chrome_trace(timelines: Iterable[Timeline] | Mapping[str, Iterable[Timeline]], *,
+                    process_name: str = "dvpipe", metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Trace dict of ``timelines``; a mapping ``{label: timelines}`` gives one process per label."""
+    writer = TraceWriter(process_name=process_name, metadata=metadata)
+    if isinstance(timelines, Mapping):
+        for i, (label, tls) in enumerate(timelines.items()):
+            writer.extend(tls, pid=i + 1, process_name=str(label))
+    else:
+        writer.extend(timelines)
+    return writer.to_dict()
+
+
+def write_trace(path: str | os.PathLike[str], timelines: Iterable[Timeline] | Mapping[str, Iterable[Timeline]],
+                **kwargs: Any) -> Path:
+    """Write :func:`to_chrome_trace` of ``timelines`` to ``path`` (gzip when it ends in ``.gz``); return it."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    data = json.dumps(to_chrome_trace(timelines, **kwargs), separators=(",", ":")).encode()
+    target.write_bytes(gzip.compress(data) if target.suffix == ".gz" else data)
+    return target
+
+
+def load_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a trace file (JSON object or bare event array; plain or gzip); return ``{"traceEvents": [...], ...}``."""
+    raw = Path(path).read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError as e:
+        # The array format may legally lack its closing bracket (a trace cut short by a crash).
+        text = raw.decode(errors="replace").rstrip().rstrip(",")
+        if text.startswith("[") and not text.endswith("]"):
+            obj = json.loads(text + "]")
+        else:
+            raise TraceFormatError([f"{path}: not JSON ({e})"]) from e
+    if isinstance(obj, list):
+        obj = {"traceEvents": obj}
+    return obj
+
+
+def validate_trace(obj: Mapping[str, Any] | list[Any], *, check_nesting: bool = False) -> int:
+    """Check the trace event format (ph, ts, dur for X, pid, tid, ...); return the number of events.
+
+    With ``check_nesting``, complete events on one (pid, tid) must also nest properly (no partial
+    overlap), which viewers need to draw them; dvpipe's writer guarantees it.
+    Raises :class:`TraceFormatError` listing every problem found.
+    """
+    problems: list[str] = []
+    events = obj if isinstance(obj, list) else obj.get("traceEvents") if isinstance(obj, Mapping) else None
+    if not isinstance(events, list):
+        raise TraceFormatError(["expected a JSON object with a 'traceEvents' list (or a bare list of events)"])
+
+    def num(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    def ident(v: Any) -> bool:
+        return (isinstance(v, int) and not isinstance(v, bool)) or isinstance(v, str)
+
+    for i, ev in enumerate(events):
+        where = f"traceEvents[{i}]"
+        if not isinstance(ev, Mapping):
+            problems.append(f"{where}: expected an object, got {type(ev).__name__}")
+            continue
+        ph = ev.get("ph")
+        if not isinstance(ph, str) or ph not in _PHASES:
+            problems.append(f"{where}: 'ph' must be one of {''.join(sorted(_PHASES))}, got {ph!r}")
+            continue
+        where = f"{where} (ph {ph!r}, name {ev.get('name')!r})"
+        if not ident(ev.get("pid")):
+            problems.append(f"{where}: missing or invalid 'pid' ({ev.get('pid')!r})")
+        process_scoped = ph == "M" and str(ev.get("name", "")).startswith("process_")
+        if not process_scoped and not ident(ev.get("tid")):
+            problems.append(f"{where}: missing or invalid 'tid' ({ev.get('tid')!r})")
+        if ph == "M":
+            if not isinstance(ev.get("name"), str) or not isinstance(ev.get("args"), Mapping):
+                problems.append(f"{where}: metadata events need a 'name' string and an 'args' object")
+            continue
+        if not num(ev.get("ts")):
+            problems.append(f"{where}: missing or non-numeric 'ts' ({ev.get('ts')!r})")
+        if ph == "X":
+            if not isinstance(ev.get("name"), str):
+                problems.append(f"{where}: complete events need a 'name' string")
+            dur = ev.get("dur")
+            if not num(dur) or dur < 0:
+                problems.append(f"{where}: complete events need a numeric 'dur' >= 0, got {dur!r}")
+        if ph in "bne" and "id" not in ev and "id2" not in ev:
+            problems.append(f"{where}: async events need an 'id'")
+        if "args" in ev and not isinstance(ev["args"], Mapping):
+            problems.append(f"{where}: 'args' must be an object")
+    if check_nesting and not problems:
+        problems.extend(_nesting_problems(events))
+    if problems:
+        raise TraceFormatError(problems)
+    return len(events)
+
+
+def _nesting_problems(events: list[Any]) -> list[str]:
+    by_thread: dict[tuple[Any, Any], list[tuple[float, float, int]]] = {}
+    for i, ev in enumerate(events):
+        if ev.get("ph") == "X":
+            by_thread.setdefault((ev["pid"], ev["tid"]), []).append((ev["ts"], ev["ts"] + ev["dur"], i))
+    problems = []
+    for (pid, tid), items in by_thread.items():
+        items.sort(key=lambda x: (x[0], -(x[1] - x[0])))
+        stack: list[tuple[float, int]] = []
+        for start, end, i in items:
+            while stack and stack[-1][0] <= start:
+                stack.pop()
+            if stack and end > stack[-1][0] + 1e-6:
+                problems.append(f"traceEvents[{i}] (pid {pid}, tid {tid}): overlaps traceEvents[{stack[-1][1]}] "
+                                "without nesting inside it")
+            stack.append((end, i))
+    return problems
+
+
+def trace_processes(obj: Mapping[str, Any] | list[Any]) -> dict[Any, str]:
+    """``{pid: process name}`` of a trace (one process per run in a multi-run trace)."""
+    events = obj if isinstance(obj, list) else obj.get("traceEvents", [])
+    names: dict[Any, str] = {}
+    for ev in events:
+        if isinstance(ev, Mapping) and "pid" in ev:
+            if ev.get("ph") == "M" and ev.get("name") == "process_name":
+                names[ev["pid"]] = str((ev.get("args") or {}).get("name", ev["pid"]))
+            else:
+                names.setdefault(ev["pid"], str(ev["pid"]))
+    return names
+
+
+def timelines_from_trace(obj: Mapping[str, Any] | list[Any], *, pid: Any = None) -> list[Timeline]:
+    """Rebuild timelines from a trace written by dvpipe (lossless for stamps and spans); ``pid`` filters.
+
+    Foreign traces (no ``batch`` args) become one timeline per process holding every complete event,
+    so per-name percentiles still work; end-to-end figures need dvpipe's batch slices.
+    """
+    validate_trace(obj)
+    events = obj if isinstance(obj, list) else obj["traceEvents"]
+    other = obj.get("otherData", {}) if isinstance(obj, Mapping) else {}
+    base_ns = int(other.get("base_ns", 0) or 0)
+    thread_names: dict[tuple[Any, Any], str] = {}
+    for ev in events:
+        if ev["ph"] == "M" and ev.get("name") == "thread_name":
+            thread_names[(ev["pid"], ev.get("tid"))] = str(ev.get("args", {}).get("name"))
+
+    def to_ns(ts: float) -> int:
+        return base_ns + int(round(ts * 1000))
+
+    timelines: dict[tuple[Any, Any], Timeline] = {}
+
+    def get(pid: Any, batch: Any) -> Timeline:
+        key = (pid, batch)
+        tl = timelines.get(key)
+        if tl is None:
+            tl = timelines[key] = Timeline(index=batch if isinstance(batch, int) else None)
+        return tl
+
+    for ev in events:
+        ph = ev["ph"]
+        if pid is not None and ev.get("pid") != pid:
+            continue
+        args = ev.get("args") or {}
+        if ph == "X":
+            batch = args.get("batch")
+            start_ns = to_ns(ev["ts"])
+            end_ns = start_ns + int(round(ev["dur"] * 1000))
+            cat = ev.get("cat")
+            kind = cat if cat in KINDS else "host"
+            attrs = {k: v for k, v in args.items() if k not in ("batch", "camera", "category", "track")}
+            if cat not in KINDS and cat:
+                attrs.setdefault("cat", cat)
+            track = args.get("track")
+            span = Span(ev["name"], start_ns, end_ns, kind, args.get("camera"), track, attrs)
+            get(ev["pid"], batch).spans.append(span)
+        elif ph == "b" and ev.get("cat") == "batch":
+            tl = get(ev["pid"], args.get("batch"))
+            tl._capture_ns = args.get("capture_ns")
+            tl._arrival_ns = args.get("arrival_ns")
+            tl.output_ns = args.get("output_ns")
+            tl.camera = args.get("timeline_camera")
+            tl.attrs.update(args.get("attrs") or {})
+            for cam, st in (args.get("cameras") or {}).items():
+                tl.cameras[cam] = FrameStamps(st.get("capture_ns"), st.get("arrival_ns"))
+            if "counters" in args:
+                tl._counters = {(n, c, k, u): [int(a), int(b), int(m)] for n, c, k, u, a, b, m in args["counters"]}
+    out = list(timelines.values())
+    out.sort(key=lambda t: (t.index is None, t.index if t.index is not None else 0))
+    return out
+
+
+def stats_from_trace(trace: str | os.PathLike[str] | Mapping[str, Any] | list[Any], *, pid: Any = None,
+                     **stats_kwargs: Any):
+    """:class:`~dvpipe.latency.stats.LatencyStats` of a trace file or dict (one process with ``pid``);
+    other keyword arguments go to ``LatencyStats``."""
+    from .stats import LatencyStats
+    obj = load_trace(trace) if isinstance(trace, (str, os.PathLike)) else trace
+    return LatencyStats.from_timelines(timelines_from_trace(obj, pid=pid), **stats_kwargs)
+
+
+def summarise_trace(path: str | os.PathLike[str], *, window: bool = False, per_camera: bool = True,
+                    budgets: Mapping[str, float] | None = None) -> str:
+    """The terminal report of a trace file (what ``dvpipe trace FILE`` prints); one table per process."""
+    obj = load_trace(path)
+    n = validate_trace(obj)
+    spans = sum(1 for ev in obj["traceEvents"] if ev.get("ph") == "X")
+    procs = trace_processes(obj)
+    parts = [f"trace {os.fspath(path)}: {n} events, {spans} spans, {len(procs)} process"
+             f"{'' if len(procs) == 1 else 'es'}"]
+    for pid, pname in procs.items():
+        stats = stats_from_trace(obj, pid=pid, budgets=budgets)
+        parts.append(stats.report(window=window, per_camera=per_camera, title=pname))
+    return "\n\n".join(parts)

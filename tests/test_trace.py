@@ -1,0 +1,203 @@
+"""dvpipe.latency.trace: Chrome trace event files that open in Perfetto / chrome://tracing."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import time
+
+import pytest
+
+from dvpipe.latency import (DeviceSpan, LatencyStats, Timeline, TraceFormatError, TraceWriter, load_trace, now_ns,
+                            stats_from_trace, summarise_trace, timelines_from_trace, to_chrome_trace, validate_trace,
+                            write_trace)
+
+MS = 1_000_000
+CAMERAS = ("CAM_FRONT", "CAM_FRONT_LEFT", "CAM_BACK")
+
+
+def make_batches(n: int = 4) -> list[Timeline]:
+    """Synthetic multi-camera batches: per camera decode -> DVPP resize (device) -> h2d, then assembly + model."""
+    out = []
+    for b in range(n):
+        base = (b + 1) * 100 * MS
+        tl = Timeline(index=b, attrs={"plan": "dvpp-sim"})
+        ready = {}
+        for c, cam in enumerate(CAMERAS):
+            f = Timeline(camera=cam, capture_ns=base - 3 * MS, arrival_ns=base + c * MS)
+            t = base + c * MS
+            f.record("queue_wait", t, t + MS // 2, kind="wait")
+            t += MS // 2
+            f.record("decode", t, t + 4 * MS, unit="cpu")
+            t += 4 * MS
+            # device work of all cameras shares one stream and overlaps: the writer splits it into lanes
+            f.add_device(DeviceSpan("resize", t, t + 3 * MS, 2 * MS, unit="dvpp", stream="dvpp:0"))
+            t += 3 * MS
+            f.record("h2d", t, t + MS, kind="transfer", unit="npu")
+            t += MS
+            ready[cam] = t
+            tl.merge(f)
+        tl.record_assembly(ready)
+        t = max(ready.values())
+        tl.record("model", t, t + 5 * MS, kind="model", unit="npu")
+        tl.finish(t + 5 * MS + 100)
+        out.append(tl)
+    return out
+
+
+def test_trace_validates_and_contains_every_span_of_every_batch():
+    tls = make_batches()
+    trace = to_chrome_trace(tls)
+    n = validate_trace(trace, check_nesting=True)
+    assert n == len(trace["traceEvents"])
+    spans = [ev for ev in trace["traceEvents"] if ev["ph"] == "X"]
+    assert len(spans) == sum(len(t.spans) for t in tls)
+    got = sorted((ev["args"]["batch"], ev["name"], ev["args"]["camera"] or "") for ev in spans)
+    want = sorted((t.index, s.name, s.camera or "") for t in tls for s in t.spans)
+    assert got == want
+    for ev in spans:
+        assert isinstance(ev["ts"], float) and isinstance(ev["dur"], float)
+        assert {"ph", "ts", "dur", "pid", "tid", "name", "cat", "args"} <= set(ev)
+    decode0 = next(ev for ev in spans if ev["name"] == "decode" and ev["args"]["camera"] == "CAM_FRONT")
+    assert decode0["dur"] == 4000.0  # microseconds
+    assert decode0["cat"] == "host" and decode0["args"]["category"] == "cpu"
+
+
+def test_tracks_per_camera_worker_device_stream_and_batcher():
+    trace = to_chrome_trace(make_batches(2))
+    names = {ev["tid"]: ev["args"]["name"] for ev in trace["traceEvents"]
+             if ev["ph"] == "M" and ev["name"] == "thread_name"}
+    tracks = set(names.values())
+    assert {"batcher", "stream dvpp:0"} | {f"camera {c}" for c in CAMERAS} <= tracks
+    assert any(t.startswith("stream dvpp:0 #") for t in tracks)  # overlapping device spans got a lane
+    by_name = {v: k for k, v in names.items()}
+    model = next(ev for ev in trace["traceEvents"] if ev.get("name") == "model")
+    assert model["tid"] == by_name["batcher"]
+    wait = next(ev for ev in trace["traceEvents"] if ev.get("name") == "batch_assembly_wait")
+    assert wait["tid"] == by_name["batcher"] and wait["args"]["camera"] == "CAM_BACK"
+    resize = [ev for ev in trace["traceEvents"] if ev.get("name") == "resize"]
+    assert all(names[ev["tid"]].startswith("stream dvpp:0") for ev in resize)
+    assert all(ev["args"]["device_duration_ns"] == 2 * MS and ev["dur"] == 2000.0 for ev in resize)
+    proc = [ev for ev in trace["traceEvents"] if ev["ph"] == "M" and ev["name"] == "process_name"]
+    assert proc[0]["args"]["name"] == "dvpipe"
+    slices = [ev for ev in trace["traceEvents"] if ev["ph"] in "be"]
+    assert len(slices) == 4 and {ev["cat"] for ev in slices} == {"batch"}
+
+
+def test_round_trip_rebuilds_the_same_statistics(tmp_path):
+    tls = make_batches()
+    budgets = {"end_to_end": 20e6, "decode": 5e6}
+    original = LatencyStats.from_timelines(tls, budgets=budgets)
+    for name in ("trace.json", "trace.json.gz"):
+        path = write_trace(tmp_path / name, tls)
+        if name.endswith(".gz"):
+            assert path.read_bytes()[:2] == b"\x1f\x8b"
+        rebuilt = timelines_from_trace(load_trace(path))
+        assert [t.to_dict() for t in rebuilt] == [t.to_dict() for t in tls]
+        again = stats_from_trace(path, budgets=budgets)
+        assert again.report() == original.report()
+        assert again.to_json() == original.to_json()
+
+
+def test_summarise_trace(tmp_path):
+    path = write_trace(tmp_path / "t.json", make_batches(3))
+    text = summarise_trace(path)
+    first = text.splitlines()[0]
+    assert first.startswith(f"trace {path}:") and "spans, 1 process" in first
+    for word in ("decode", "resize", "h2d", "model", "batch_assembly_wait", "end to end (capture -> output)",
+                 "where did the time go"):
+        assert word in text
+
+
+def test_several_runs_in_one_trace(tmp_path):
+    path = write_trace(tmp_path / "cmp.json", {"cpu": make_batches(2), "dvpp-sim": make_batches(3)})
+    obj = load_trace(path)
+    validate_trace(obj, check_nesting=True)
+    procs = {ev["pid"]: ev["args"]["name"] for ev in obj["traceEvents"]
+             if ev["ph"] == "M" and ev["name"] == "process_name"}
+    assert sorted(procs.values()) == ["cpu", "dvpp-sim"]
+    assert stats_from_trace(obj, pid=2).batches == 3
+    text = summarise_trace(path)
+    assert "2 processes" in text and "\ncpu: 2 batches" in text and "\ndvpp-sim: 3 batches" in text
+
+
+def test_trace_writer_streams_timelines_from_a_live_run(tmp_path):
+    path = tmp_path / "out" / "live.json"
+    with TraceWriter(path, metadata={"deployment": "test"}) as tw:
+        for i in range(3):
+            tl = Timeline(index=i, capture_ns=now_ns())
+            tl.arrived()
+
+            def work(batch: Timeline, cam: str) -> None:
+                with batch.span("decode", camera=cam):
+                    time.sleep(0.001)
+
+            threads = [threading.Thread(target=work, args=(tl, c)) for c in CAMERAS]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            tl.time("model", time.sleep, 0.001)
+            tl.finish()
+            tw.add(tl)
+    obj = load_trace(path)
+    validate_trace(obj, check_nesting=True)
+    assert obj["otherData"]["deployment"] == "test" and obj["otherData"]["spans"] == 12
+    assert sum(1 for ev in obj["traceEvents"] if ev["ph"] == "X") == 12
+
+
+def test_counters_only_timelines_survive_a_trace():
+    tl = Timeline(index=0, counters_only=True, capture_ns=0, arrival_ns=MS)
+    tl.record("decode", MS, 3 * MS, camera="A")
+    tl.finish(4 * MS)
+    rebuilt = timelines_from_trace(to_chrome_trace([tl]))
+    assert rebuilt[0].counters() == tl.counters()
+    assert LatencyStats.from_timelines(rebuilt).end_to_end().max_ns == 4 * MS
+
+
+def test_validate_trace_reports_every_problem():
+    good = {"ph": "X", "name": "a", "ts": 0.0, "dur": 1.0, "pid": 1, "tid": 1}
+    validate_trace([good])
+    bad = [
+        {"ph": "X", "name": "no-dur", "ts": 0.0, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "neg", "ts": 0.0, "dur": -1, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "no-pid", "ts": 0.0, "dur": 1.0, "tid": 1},
+        {"ph": "X", "name": "no-tid", "ts": 0.0, "dur": 1.0, "pid": 1},
+        {"ph": "X", "name": "no-ts", "dur": 1.0, "pid": 1, "tid": 1},
+        {"ph": "Q", "name": "bad-ph", "ts": 0.0, "pid": 1, "tid": 1},
+        {"ph": "b", "name": "no-id", "cat": "batch", "ts": 0.0, "pid": 1, "tid": 1},
+        "not an event",
+    ]
+    with pytest.raises(TraceFormatError) as info:
+        validate_trace({"traceEvents": bad})
+    problems = info.value.problems
+    assert len(problems) == 8
+    text = str(info.value)
+    for needle in ("numeric 'dur' >= 0, got None", "got -1", "invalid 'pid'", "invalid 'tid'", "non-numeric 'ts'",
+                   "'ph' must be one of", "async events need an 'id'", "expected an object"):
+        assert needle in text
+    with pytest.raises(TraceFormatError, match="'traceEvents' list"):
+        validate_trace({"events": []})
+    overlap = [good, {**good, "name": "b", "ts": 0.5, "dur": 1.0}]
+    validate_trace(overlap)
+    with pytest.raises(TraceFormatError, match="without nesting"):
+        validate_trace(overlap, check_nesting=True)
+
+
+def test_load_trace_accepts_array_format_and_foreign_traces(tmp_path):
+    events = [{"ph": "X", "name": "conv", "ts": 10.0, "dur": 5.0, "pid": 7, "tid": 1, "cat": "kernel"},
+              {"ph": "X", "name": "conv", "ts": 20.0, "dur": 7.0, "pid": 7, "tid": 1, "cat": "kernel"}]
+    path = tmp_path / "foreign.json"
+    path.write_text(json.dumps(events)[:-1] + ",\n")  # the array format may lack its closing bracket
+    obj = load_trace(path)
+    assert len(obj["traceEvents"]) == 2
+    stats = stats_from_trace(obj)
+    assert stats.step("conv").count == 2 and stats.step("conv").max_ns == 7000
+    assert "conv" in summarise_trace(path)
+    gz = tmp_path / "foreign.json.gz"
+    gz.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    assert load_trace(gz)["traceEvents"] == events
+    (tmp_path / "junk.json").write_text("{not json")
+    with pytest.raises(TraceFormatError, match="not JSON"):
+        load_trace(tmp_path / "junk.json")
