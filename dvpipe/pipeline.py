@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
@@ -21,6 +20,8 @@ import numpy as np
 from .backends import FAMILIES
 from .codecs import read_frame_bytes
 from .errors import ConfigError, FrameError
+from .latency.clock import now_ns, to_monotonic_ns
+from .latency.timeline import Timeline
 from .planner import CameraPlan, Plan, PlanStep, plan_pipeline
 from .profiles import profile_metas, profile_stages
 from .stages.base import Stage
@@ -28,9 +29,6 @@ from .stages.registry import KernelContext
 from .types import Batch, Frame, PixelFormat, Rig
 
 __all__ = ["Pipeline"]
-
-_now_ns = time.perf_counter_ns
-
 
 class Pipeline:
     """A planned multi-camera preprocessing pipeline.
@@ -73,6 +71,7 @@ class Pipeline:
         self.threads = n_threads
         self._pool = ThreadPoolExecutor(n_threads, thread_name_prefix="dvpipe-cam") if n_threads > 1 else None
         self._lock = threading.Lock()
+        self._count = 0
 
     @classmethod
     def from_profile(cls, name: str, rig: Rig, backends: Sequence[str] | str = ("cpu",), *,
@@ -93,7 +92,8 @@ class Pipeline:
             return alloc(self.plan.cameras[0].steps[-1].backend, shape, dtype)
         return np.zeros(shape, dtype=dtype)
 
-    def _run_steps(self, steps: list[PlanStep], data, cam_index: int, cp: CameraPlan, out, timings, tag: str):
+    def _run_steps(self, steps: list[PlanStep], data, cam_index: int, cp: CameraPlan, out, tl: Timeline, tag: str):
+        name = cp.camera.name
         for k, step in enumerate(steps):
             key = (cam_index, k, tag + step.backend.name)
             state = self._states.get(key)
@@ -101,10 +101,14 @@ class Pipeline:
                 state = self._states.setdefault(key, {})
             ctx = KernelContext(cp.camera, step.spec_in, step.spec_out, step.backend, self.plan.fidelity,
                                 out=out if step.writes_batch else None, state=state)
-            t0 = _now_ns()
-            data = step.kernel.fn(data, step.stages, ctx)
-            t1 = _now_ns()
-            timings.append((cp.camera.name, step.name, t0, t1, step.backend.name))
+            t0 = now_ns()
+            try:
+                data = step.kernel.fn(data, step.stages, ctx)
+            finally:
+                tl.record(step.name, t0, now_ns(), camera=name, unit=step.kernel.unit, backend=step.backend.name)
+                for ds in ctx.device_spans:
+                    ds.camera = ds.camera or name
+                    tl.add_device(ds)
             spec = step.spec_out
             if spec.pixel_format in (PixelFormat.BGR, PixelFormat.FLOAT_HWC) and spec.placement == "host":
                 shape = getattr(data, "shape", None)
@@ -112,7 +116,7 @@ class Pipeline:
                     raise FrameError(f"{step.name} produced {shape} but the plan expects {spec.height}x{spec.width}")
         return data
 
-    def _run_camera(self, i: int, value, out, timings, fallbacks) -> Optional[str]:
+    def _run_camera(self, i: int, value, out, tl: Timeline, fallbacks) -> Optional[str]:
         """Run camera ``i``; returns None on success or the drop reason."""
         cp = self.plan.cameras[i]
         try:
@@ -121,7 +125,7 @@ class Pipeline:
             return e.reason
         for k, step in enumerate(cp.steps):
             try:
-                data = self._run_steps([step], data, i, cp, out, timings, "")
+                data = self._run_steps([step], data, i, cp, out, tl, "")
             except Exception as e:  # noqa: BLE001 - a kernel failure is a frame failure, reported below
                 reason = e.reason if isinstance(e, FrameError) else f"{type(e).__name__}: {e}"
                 if self.fallback == "error" and not isinstance(e, FrameError):
@@ -129,7 +133,7 @@ class Pipeline:
                 if not step.fallback or (isinstance(e, FrameError) and step.backend.family in ("cpu", "reference")):
                     return f"{step.name} on {step.backend.name}: {reason}"
                 try:
-                    data = self._run_steps(step.fallback, data, i, cp, out, timings, "fb:")
+                    data = self._run_steps(step.fallback, data, i, cp, out, tl, "fb:")
                 except Exception as e2:  # noqa: BLE001
                     r2 = e2.reason if isinstance(e2, FrameError) else f"{type(e2).__name__}: {e2}"
                     return f"{step.name} on {step.backend.name}: {reason}; fallback {step.fallback[0].backend.name}: {r2}"
@@ -158,16 +162,23 @@ class Pipeline:
         images = self._buffers[self._next_buffer]
         self._next_buffer = (self._next_buffer + 1) % len(self._buffers)
         n = len(self.rig)
-        timings: list = []
+        tl = Timeline(index=self._count)
+        self._count += 1
+        arrival = now_ns()
         fallbacks: list = []
         reasons: list[Optional[str]] = [None] * n
+        ready: dict[str, int] = {}
 
         def job(i: int) -> None:
             name = self.rig.cameras[i].name
             if name not in frames:
                 reasons[i] = "missing: no frame for this camera in the frame set"
                 return
-            reasons[i] = self._run_camera(i, frames[name], images[i], timings, fallbacks)
+            value = frames[name]
+            capture = to_monotonic_ns(value.capture_ns) if isinstance(value, Frame) else None
+            tl.set_frame(name, capture_ns=capture, arrival_ns=arrival)
+            reasons[i] = self._run_camera(i, value, images[i], tl, fallbacks)
+            ready[name] = now_ns()
 
         if self._pool is None:
             for i in range(n):
@@ -175,6 +186,7 @@ class Pipeline:
         else:
             list(self._pool.map(job, range(n)))
 
+        tl.record_assembly(ready)
         valid = np.array([r is None for r in reasons], dtype=bool)
         drops = [(self.rig.cameras[i].name, r) for i, r in enumerate(reasons) if r is not None]
         for i in np.flatnonzero(~valid):
@@ -186,7 +198,7 @@ class Pipeline:
             if isinstance(value, Frame):
                 m["capture_ns"], m["seq"] = value.capture_ns, value.seq
             metas.append(m)
-        return Batch(images, metas, valid, drops, timings, self.rig.names, fallbacks)
+        return Batch(images, metas, valid, drops, self.rig.names, fallbacks, tl)
 
     def run(self, frame_sets: Iterable[Mapping[str, Any]]) -> Iterator[Batch]:
         """``process`` every frame set of an iterable, yielding batches."""

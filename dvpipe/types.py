@@ -229,25 +229,33 @@ class Batch:
 
     Attributes:
         images: ``(N, 3, H, W)`` array (float32 or float16) in rig order; a torch tensor when the
-            pipeline's output device is a torch device. Owned by the pipeline and overwritten by a
+            plan's batch step runs on a torch device. Owned by the pipeline and overwritten by a
             later call once its ring of output buffers wraps (``Pipeline(output_buffers=...)``):
             copy it to keep it.
         metas: one dict per camera, keys defined by the profile (``lidar2img``, ``img_shape``...).
         valid: ``(N,)`` bool; False where the camera's frame was dropped (its image is zeros).
         drops: ``(camera, reason)`` for every dropped frame.
-        timings: per-step host spans ``(camera, step, start_ns, end_ns, backend)``.
         cameras: camera names in batch order.
         fallbacks: ``(camera, step, from_backend, to_backend, reason)`` for runtime fallbacks.
+        timeline: the batch's :class:`dvpipe.latency.Timeline` (every step's span per camera,
+            device spans, batch-assembly wait).
     """
 
     images: Any
     metas: list[dict]
     valid: np.ndarray
     drops: list[tuple[str, str]]
-    timings: list[tuple[str, str, int, int, str]]
     cameras: tuple[str, ...]
     fallbacks: list[tuple[str, str, str, str, str]] = field(default_factory=list)
     timeline: Any = None
+
+    @property
+    def timings(self) -> list[tuple[str, str, int, int, str]]:
+        """Host step spans ``(camera, step, start_ns, end_ns, backend)`` from the timeline."""
+        if self.timeline is None:
+            return []
+        return [(s.camera, s.name, s.start_ns, s.end_ns, s.attrs.get("backend", ""))
+                for s in self.timeline.spans if s.kind == "host" and s.camera is not None]
 
     def step_ms(self) -> dict[str, float]:
         """Sum of host time per step name over cameras, in milliseconds."""

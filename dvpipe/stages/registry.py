@@ -102,7 +102,8 @@ class KernelContext:
         state: a per-(pipeline, camera, step) dict for reusable scratch buffers.
         fidelity: ``reference`` or ``fast``.
         device_spans: kernels doing asynchronous device work append
-            ``(name, enqueue_ns, sync_ns, device_duration_ns)`` here.
+            :class:`dvpipe.latency.DeviceSpan` objects here (host enqueue and sync stamps plus
+            the device-reported duration); the pipeline puts them on the batch timeline.
     """
 
     camera: Camera
