@@ -11,6 +11,7 @@ The resulting :class:`Plan` prints as a table (``print(pipe.plan)``), serialises
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
@@ -174,8 +175,10 @@ def _specs_after(stages: Sequence[Stage], spec: FrameSpec, cam: Camera, offset: 
 
 def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec], cam: Camera,
                 prefs: Sequence[BackendRef], avail: dict[str, Verdict], fidelity: str, target: Any,
-                with_fallback: bool) -> list[PlanStep]:
-    steps: list[PlanStep] = []
+                with_fallback: bool) -> tuple[list[PlanStep], list[Stage], list[FrameSpec]]:
+    """Plan ``stages`` (with ``specs[k]`` the spec after stage k); returns the steps and the stage and
+    spec lists as detours left them."""
+    stages, steps = list(stages), []
     i = 0
     while i < len(stages):
         ops = [s.op for s in stages[i:]]
@@ -194,6 +197,11 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
                 n = len(kern.ops)
                 query = KernelQuery(tuple(stages[i:i + n]), spec, tuple(specs[i:i + n]), cam, ref, fidelity, target)
                 v = kern.check(query)
+                if v.ok and v.replace is not None:
+                    # a detour: the kernel runs other stages than those asked about; re-derive the specs
+                    stages = list(stages[:i]) + list(v.replace) + list(stages[i + n:])
+                    specs = specs[:i] + _specs_after(stages[i:], spec, cam, i)
+                    kern = dataclasses.replace(kern, ops=tuple(st.op for st in v.replace))
                 if v.ok:
                     chosen = (kern, ref, p)
                     verdicts.append((ref.name, v))
@@ -221,13 +229,13 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
         if with_fallback and p + 1 < len(prefs):
             try:
                 fallback = _plan_range(covered, spec, list(specs[i:i + n]), cam, prefs[p + 1:], avail, fidelity,
-                                       target, with_fallback=False)
+                                       target, with_fallback=False)[0]
             except PlanError:
                 fallback = []
         steps.append(PlanStep(covered, kern, ref, spec, out_spec, verdicts, matrix, fallback))
         spec = out_spec
         i += n
-    return steps
+    return steps, stages, specs
 
 
 def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: Sequence[str], *,
@@ -259,11 +267,12 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
     for cam in cameras:
         spec0 = input_spec(cam)
         specs = _specs_after(stages, spec0, cam, 0)
-        steps = _plan_range(stages, spec0, specs, cam, prefs, avail, fidelity, target, with_fallback=True)
+        steps, cam_stages, specs = _plan_range(stages, spec0, specs, cam, prefs, avail, fidelity, target,
+                                               with_fallback=True)
         img_aug = np.eye(3)
         for s in steps:
             img_aug = s.matrix @ img_aug
-        prepad = next((spec_before.size for st, spec_before in zip(stages, [spec0] + specs) if isinstance(st, Pad)),
+        prepad = next((spec_before.size for st, spec_before in zip(cam_stages, [spec0] + specs) if isinstance(st, Pad)),
                       specs[-1].size)
         cam_plans.append(CameraPlan(cam, spec0, steps, img_aug, prepad, specs[-1].size))
 

@@ -201,3 +201,42 @@ def test_import_dvpipe_imports_no_heavy_optional_stack():
     code = "import sys, dvpipe; print(sorted(m for m in ('torch', 'torch_npu', 'acl') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_detour_replaces_stages_and_geometry_follows():
+    """A kernel that only takes even heights says so with a detour (crop the last row, then run);
+    the planner substitutes the stages, and img_aug / lidar2img follow the crop's geometry."""
+    def needs_even(q):
+        h = q.spec_in.height
+        if h % 2 == 0:
+            return dv.Verdict.yes()
+        return dv.Verdict.yes("odd height", detour="drops the last row; principal point unchanged",
+                              replace=(dv.Crop(left=0, top=0, width=q.spec_in.width, height=h - 1), q.stages[0]))
+
+    @dv.register_kernel("normalise", backend="evenonly", supports=needs_even, replace=True)
+    def _even_normalise(data, stages, ctx):
+        crop, norm = stages if len(stages) == 2 else (None, stages[0])
+        if crop is not None:
+            data = data[crop.top:crop.top + crop.height, crop.left:crop.left + crop.width]
+        assert data.shape[0] % 2 == 0
+        x = data[..., ::-1].astype(np.float32) if norm.to_rgb else data.astype(np.float32)
+        return (x - np.float32(norm.mean)) / np.float32(norm.std)
+
+    rig = dv.Rig.from_dict(rig_dict([(64, 47)]))
+    pipe = dv.Pipeline(rig, [dv.Decode(), dv.Normalise(**TINY), dv.Resize(scale=0.5), dv.Pad(size_divisor=32)],
+                       backends=("evenonly", "cpu"))
+    cp = pipe.plan.cameras[0]
+    assert [(s.name, s.backend.name) for s in cp.steps] == [
+        ("decode", "cpu"), ("crop+normalise", "evenonly"), ("resize", "cpu"), ("pad", "cpu"), ("batch", "cpu")]
+    assert "detour: drops the last row" in str(pipe.plan)
+    # the crop keeps 46 rows and moves nothing; resize 64x46 -> 32x23 is then exactly x0.5
+    assert cp.prepad_size == (32, 23)
+    assert np.allclose(cp.img_aug, np.diag([0.5, 0.5, 1]))
+    data = encode_jpeg(textured_bgr(64, 47))
+    batch = pipe.process({"CAM0": data})
+    assert batch.valid.all(), batch.drops
+    import cv2
+    x = imnormalize(dv_decode(data)[:46].astype(np.float32), TINY["mean"], TINY["std"], True)
+    ref = np.zeros((32, 32, 3), np.float32)
+    ref[:23] = cv2.resize(x, (32, 23), interpolation=cv2.INTER_LINEAR)
+    assert np.abs(batch.images[0] - ref.transpose(2, 0, 1)).max() < 1e-4

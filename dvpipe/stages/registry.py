@@ -44,7 +44,11 @@ class Verdict:
         reason: plain words; empty when ok without remarks.
         rule: identifier of the rule that decided, if any.
         source: where the rule comes from (a documentation URL), if any.
-        detour: the legal workaround taken or proposed, if any.
+        detour: the legal workaround taken or proposed, in plain words, if any.
+        replace: for an ok verdict with a detour, the stages the kernel runs *instead of* the ones it
+            was asked about (e.g. ``(Decode(), Crop(0, 0, 1242, 374))`` when the unit floors an odd
+            height). The planner substitutes them, so their geometry reaches ``lidar2img`` through
+            the usual stage matrices.
     """
 
     status: str = "ok"
@@ -52,6 +56,7 @@ class Verdict:
     rule: Optional[str] = None
     source: Optional[str] = None
     detour: Optional[str] = None
+    replace: Optional[tuple] = None
 
     @property
     def ok(self) -> bool:
