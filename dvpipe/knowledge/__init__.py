@@ -1,0 +1,36 @@
+"""DVPP knowledge base: what Huawei Ascend DVPP accepts, per product family and CANN version.
+
+The documented rules (JPEGD, VPC, VDEC, PNGD) live as data in ``dvpipe/knowledge/data/*.yaml``, each with
+its source URL, the CANN versions it was read for and a confidence; this package parses CANN versions,
+maps SoC names to families and answers queries. Importing it reads no file and imports nothing heavier
+than the standard library; the YAML is parsed on first use and cached.
+
+Units: sizes and offsets in pixels; width strides and buffers in bytes; height strides in rows.
+
+    >>> from dvpipe.knowledge import check, stride_for
+    >>> v = check("Ascend310", "6.0.1", "vpc", "resize", 1242, 375, "nv12", out_width=620, out_height=188)
+    >>> v.status, v.reasons[0].detail
+    ('rejected', 'input height 375 must be even (floored to 374 silently)')
+    >>> tuple(stride_for("Ascend310", "6.0.1", "jpegd", "nv12", 1242, 375))
+    (1280, 384, 737280)
+"""
+from .detours import Detour, align_down, align_down_even, align_up, legal_box, legal_crop, propose, resize_hops
+from .rules import (CONFIDENCES, STATUSES, Finding, KnowledgeGap, OpenQuestion, Request, Requirements, Rule, Stride,
+                    Verdict, bitstreams, check, evaluate, open_questions, ops, pixel_formats, requirements, rules,
+                    stride_for, units)
+from .socs import (Alias, Family, SocInfo, aliases, families, family, family_of, known_soc_names, latest_checked,
+                   lookup_alias, soc_info)
+from .versions import CannVersion, VersionRange
+
+__all__ = [
+    # versions and names
+    "CannVersion", "VersionRange", "Family", "SocInfo", "Alias", "families", "family", "family_of", "soc_info",
+    "known_soc_names", "aliases", "lookup_alias", "latest_checked",
+    # queries
+    "Request", "Verdict", "Finding", "check", "evaluate", "stride_for", "Stride", "KnowledgeGap", "requirements",
+    "Requirements", "CONFIDENCES", "STATUSES",
+    # listings
+    "Rule", "rules", "OpenQuestion", "open_questions", "units", "ops", "pixel_formats", "bitstreams",
+    # detours
+    "Detour", "propose", "legal_crop", "legal_box", "resize_hops", "align_up", "align_down", "align_down_even",
+]
