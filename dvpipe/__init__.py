@@ -10,11 +10,12 @@ from .planner import Plan
 from .profiles import PROFILES, profile_stages
 from .stages import (Batch, Crop, Decode, FrameSpec, KernelContext, KernelQuery, Normalise, Normalize, Pad,
                      Resize, Stage, Verdict, register_kernel)
+from .target import Target
 from .types import Batch as FrameBatch
 from .types import Camera, Frame, PixelFormat, Rig
 
 __all__ = [
-    "__version__", "Pipeline", "Plan", "Rig", "Camera", "Frame", "FrameBatch", "PixelFormat",
+    "__version__", "Pipeline", "Plan", "Target", "Rig", "Camera", "Frame", "FrameBatch", "PixelFormat",
     "Stage", "FrameSpec", "Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Batch",
     "Verdict", "KernelQuery", "KernelContext", "register_kernel", "PROFILES", "profile_stages",
     "DvpipeError", "ConfigError", "FrameError", "PlanError", "BackendUnavailable", "MissingDependencyError",
