@@ -1,17 +1,40 @@
-"""The CPU backend: OpenCV (libjpeg-turbo, SIMD resize/arithmetic) and numpy.
+"""The CPU backend: libjpeg-turbo (simplejpeg or OpenCV), OpenCV SIMD kernels and numpy.
 
-Fast paths (each registered as one fused kernel):
+What runs, per camera (the cameras of a frame set run in the pipeline's thread pool; the
+decoders, OpenCV and numpy's loops release the GIL):
 
-* ``normalise+pad+batch`` (and the same with a resize before or after normalise): per colour
-  plane, one ``cv2.addWeighted(plane, 1/std, plane, 0, -mean/std, dtype=CV_32F)`` converts
-  uint8 -> float, normalises and writes CHW straight into the camera's slot of the reused batch
-  buffer; only the pad strip is cleared. Every output byte is written once.
-* ``decode+resize`` at fidelity ``fast``: JPEG DCT-domain downscaling (libjpeg decodes at 1/2,
-  1/4 or 1/8 scale), then a small resize to the exact target. Not bit-identical to bilinear
-  resizing of the full decode; the deviation is measured in the tests and documented.
+* ``decode`` -- libjpeg-turbo into a buffer reused from one frame set to the next (see
+  :mod:`dvpipe.backends._decode`; simplejpeg when installed, bit-identical to ``cv2.imdecode``).
+* ``decode+resize`` at fidelity ``fast`` only -- JPEG DCT-domain downscaling: libjpeg decodes at
+  1/2, 1/4 or 1/8 scale (4x, 16x, 64x fewer pixels through the IDCT and colour conversion), then
+  a small resize to the exact target if the scaled size is not already it. Not bit-identical to
+  bilinear resizing of the full decode; the deviation is measured in
+  ``tests/test_cpu_backend.py`` and documented in ``docs/performance.md``.
+* fused ``[resize+]normalise[+resize][+pad]+batch`` -- the only float data is the output: per
+  colour plane, one ``cv2.addWeighted(plane, 1/std, plane, 0, -mean/std, dtype=CV_32F)``
+  converts uint8 -> float, normalises, reorders BGR -> RGB if asked and writes CHW straight into
+  the camera's slot of the pipeline's reused batch buffer; only the pad strip is written besides.
+  Every output byte is written once.
 
-The cameras of a frame set run in parallel threads (the pipeline's pool); OpenCV and
-libjpeg-turbo release the GIL.
+  The reference order "normalise at full resolution, then resize the float image" has two paths:
+
+  - exact 2x shrink with ``linear`` or ``area`` (bevformer-tiny: 1600x900 -> 800x450). OpenCV's
+    INTER_LINEAR at exactly 0.5 is the 2x2 mean (OpenCV itself switches to INTER_AREA there), and
+    the per-channel affine normalisation commutes with a mean, so
+    ``resize(normalise(x)) == normalise(mean2x2(x))`` up to float rounding. The 2x2 *sums* are
+    formed exactly in uint16 (row pairs added by numpy, doubled, then an INTER_LINEAR 2:1
+    horizontal resize whose 0.5/0.5 weights give ``(2a + 2b) / 2`` exactly), and one
+    ``addWeighted`` per plane applies ``1 / (4 std)`` and ``-mean / std`` at quarter resolution.
+    Max deviation from the reference pipeline: a few 1e-7 (float rounding), far inside 1e-4.
+  - any other scale: per plane, normalise at full resolution into a float scratch plane, then
+    ``cv2.resize`` it straight into the output slot (what the reference does, one plane at a time).
+
+Scratch buffers live in the per-(camera, step) ``ctx.state`` and are reused; kernel "programs"
+(channel order, coefficients, path) are prepared on the first frame and cached there too.
+
+OpenCV threads: the backend never calls ``cv2.setNumThreads`` (it is process-wide). Parallelism
+comes from the pipeline's camera threads; OpenCV's own worker pool adds little on top for these
+per-plane ops -- see ``docs/performance.md`` for the measurement and how to pin it to 1.
 """
 from __future__ import annotations
 
@@ -23,24 +46,39 @@ from ..types import PixelFormat
 from ._decode import decode_bgr
 
 _INTERP = {"linear": cv2.INTER_LINEAR, "area": cv2.INTER_AREA, "nearest": cv2.INTER_NEAREST}
+_CV_DEPTH = {np.dtype(np.float32): cv2.CV_32F, np.dtype(np.float16): cv2.CV_16F}
 
 
-def _scratch(ctx: KernelContext, key: str, shape: tuple, dtype) -> np.ndarray:
-    buf = ctx.state.get(key)
+def _probe_f16() -> bool:
+    """Whether this OpenCV writes float16 from addWeighted (OpenCV 5 does; 4.x does not)."""
+    try:
+        a = np.arange(4, dtype=np.uint8).reshape(1, 4)
+        d = np.empty((1, 4), np.float16)
+        r = cv2.addWeighted(a, 0.5, a, 0.0, 1.0, dst=d, dtype=cv2.CV_16F)
+        return r is d or np.shares_memory(r, d)
+    except cv2.error:
+        return False
+
+
+_DIRECT_F16 = _probe_f16()
+
+
+def _scratch(state: dict, key: str, shape: tuple, dtype) -> np.ndarray:
+    buf = state.get(key)
     if buf is None or buf.shape != shape or buf.dtype != dtype:
-        buf = ctx.state[key] = np.empty(shape, dtype)
+        buf = state[key] = np.empty(shape, dtype)
     return buf
 
 
-@register_kernel("decode", backend="cpu", name="cv2.imdecode")
+# -- decode ----------------------------------------------------------------------------------------
+@register_kernel("decode", backend="cpu", name="libjpeg-turbo")
 def _decode(data, stages, ctx: KernelContext):
-    return decode_bgr(data, ctx.spec_in)
+    return decode_bgr(data, ctx.spec_in, state=ctx.state, decoder="auto")
 
 
-def _dct_reduce(q: KernelQuery) -> int:
-    dec, rs = q.stages
-    w_in, h_in = q.spec_in.size
-    w_out, h_out = q.spec_out.size
+def _dct_reduce(spec_in, spec_out) -> int:
+    w_in, h_in = spec_in.size
+    w_out, h_out = spec_out.size
     for r in (8, 4, 2):
         if -(-w_in // r) >= w_out and -(-h_in // r) >= h_out:
             return r
@@ -54,27 +92,32 @@ def _supports_dct(q: KernelQuery) -> Verdict:
         return Verdict.no(f"DCT-domain scaling needs JPEG input, got {q.spec_in.encoding or q.spec_in.pixel_format.value}")
     if q.stages[1].interpolation == "nearest":
         return Verdict.no("DCT-domain scaling is not a nearest-neighbour resize")
-    r = _dct_reduce(q)
+    r = _dct_reduce(q.spec_in, q.spec_out)
     if r == 1:
         return Verdict.no("shrink below 2x: DCT-domain scaling does not apply")
     return Verdict.yes(f"JPEG decoded at 1/{r} scale in the DCT domain")
 
 
-@register_kernel(("decode", "resize"), backend="cpu", supports=_supports_dct, name="cv2.imdecode_reduced")
+@register_kernel(("decode", "resize"), backend="cpu", supports=_supports_dct, name="libjpeg-turbo-dct-scaled")
 def _decode_resize(data, stages, ctx: KernelContext):
-    dec, rs = stages
-    q = KernelQuery(stages, ctx.spec_in, (ctx.spec_out, ctx.spec_out), ctx.camera, ctx.backend, ctx.fidelity)
-    img = decode_bgr(data, ctx.spec_in, reduce=_dct_reduce(q))
-    w, h = ctx.spec_out.size
-    if img.shape[1] != w or img.shape[0] != h:
-        img = cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA)
+    st = ctx.state
+    prog = st.get("dct")
+    if prog is None:
+        prog = st["dct"] = (_dct_reduce(ctx.spec_in, ctx.spec_out), ctx.spec_out.size, _INTERP[stages[1].interpolation])
+    reduce, size, interp = prog
+    img = decode_bgr(data, ctx.spec_in, reduce=reduce, state=st, decoder="auto")
+    if img.shape[1] != size[0] or img.shape[0] != size[1]:  # the scaled size is not the target: finish
+        img = cv2.resize(img, size, dst=_scratch(st, "rs", (size[1], size[0], 3), np.uint8), interpolation=interp)
     return img
 
 
+# -- single-stage kernels (used when a user's stage order leaves nothing to fuse) --------------------
 @register_kernel("resize", backend="cpu", name="cv2.resize")
 def _resize(data, stages, ctx: KernelContext):
     (st,) = stages
-    return cv2.resize(data, ctx.spec_out.size, interpolation=_INTERP[st.interpolation])
+    w, h = ctx.spec_out.size
+    dst = _scratch(ctx.state, "rs", (h, w) + data.shape[2:], data.dtype)
+    return cv2.resize(data, (w, h), dst=dst, interpolation=_INTERP[st.interpolation])
 
 
 @register_kernel("crop", backend="cpu", name="slice")
@@ -83,14 +126,19 @@ def _crop(data, stages, ctx: KernelContext):
     return data[st.top:st.top + st.height, st.left:st.left + st.width]
 
 
-@register_kernel("normalise", backend="cpu", name="numpy_normalise")
+@register_kernel("normalise", backend="cpu", name="cv2.addWeighted")
 def _normalise(data, stages, ctx: KernelContext):
+    """uint8 BGR HWC -> float HWC (channel order as asked); per plane, then one merge."""
     (st,) = stages
-    order = [2, 1, 0] if st.to_rgb else [0, 1, 2]
-    out = np.empty(data.shape[:2] + (3,), dtype=st.dtype)
+    h, w = data.shape[:2]
+    planes = cv2.split(data, _planes(ctx.state, "u8", (h, w), np.uint8))
+    order = (2, 1, 0) if st.to_rgb else (0, 1, 2)
+    f = [_scratch(ctx.state, f"f{c}", (h, w), np.float32) for c in range(3)]
     for c, src in enumerate(order):
-        out[..., c] = (data[..., src].astype(np.float32) - np.float32(st.mean[c])) * np.float32(1.0 / st.std[c])
-    return out
+        cv2.addWeighted(planes[src], 1.0 / st.std[c], planes[src], 0.0, -st.mean[c] / st.std[c], dst=f[c],
+                        dtype=cv2.CV_32F)
+    out = cv2.merge(f)
+    return out if st.dtype == "float32" else out.astype(st.dtype)
 
 
 @register_kernel("pad", backend="cpu", name="cv2.copyMakeBorder")
@@ -104,66 +152,122 @@ def _pad(data, stages, ctx: KernelContext):
 @register_kernel("batch", backend="cpu", name="chw_copy")
 def _batch(data, stages, ctx: KernelContext):
     out = ctx.out
-    for c in range(3):
-        np.copyto(out[c], data[..., c], casting="unsafe")
+    h, w = data.shape[:2]
+    if data.ndim == 2:
+        data = data[..., None]
+    for c in range(out.shape[0]):
+        np.copyto(out[c, :h, :w], data[..., c], casting="unsafe")
     return out
 
 
-def _fill_pad(out: np.ndarray, h: int, w: int, value: float) -> None:
-    if h < out.shape[1]:
-        out[:, h:, :] = value
-    if w < out.shape[2]:
-        out[:, :h, w:] = value
+# -- the fused write kernel --------------------------------------------------------------------------
+def _planes(state: dict, key: str, shape: tuple, dtype) -> list:
+    lst = state.get(key)
+    if lst is None or lst[0].shape != shape or lst[0].dtype != dtype:
+        lst = state[key] = [np.empty(shape, dtype) for _ in range(3)]
+    return lst
 
 
-def _split_stages(stages):
-    by_op = {s.op: s for s in stages}
-    return by_op.get("resize"), by_op["normalise"], by_op.get("pad")
+class _Program:
+    """What the fused kernel does for one input shape, prepared on the first frame."""
 
+    __slots__ = ("path", "in_shape", "pre", "size", "interp", "order", "alpha", "beta", "pad_value",
+                 "depth", "direct")
 
-def _normalise_into(plane_u8: np.ndarray, dst: np.ndarray, mean: float, std: float, ctx: KernelContext, key: str):
-    """uint8 plane -> (x - mean) / std into ``dst`` (float32 directly; float16 through a scratch plane)."""
-    if dst.dtype == np.float32:
-        cv2.addWeighted(plane_u8, 1.0 / std, plane_u8, 0.0, -mean / std, dst=dst, dtype=cv2.CV_32F)
-    else:
-        tmp = _scratch(ctx, key + "f32", plane_u8.shape, np.float32)
-        cv2.addWeighted(plane_u8, 1.0 / std, plane_u8, 0.0, -mean / std, dst=tmp, dtype=cv2.CV_32F)
-        np.copyto(dst, tmp, casting="unsafe")
+    def __init__(self, stages, data: np.ndarray, out: np.ndarray):
+        by_op = {s.op: s for s in stages}
+        resize, norm, pad = by_op.get("resize"), by_op["normalise"], by_op.get("pad")
+        h, w = data.shape[:2]
+        self.in_shape = data.shape
+        self.pre = None  # uint8 resize before normalising: (w, h, interp)
+        self.path = "direct"
+        self.interp = None
+        if resize is not None and stages[0].op == "resize":
+            rw, rh = resize.out_size(w, h)
+            self.pre = ((rw, rh), _INTERP[resize.interpolation])
+            w, h = rw, rh
+        elif resize is not None:
+            ow, oh = resize.out_size(w, h)
+            if resize.interpolation in ("linear", "area") and (w, h) == (2 * ow, 2 * oh):
+                self.path = "sum2x2"
+            else:
+                self.path = "general"
+                self.interp = _INTERP[resize.interpolation]
+            w, h = ow, oh
+        self.size = (w, h)
+        self.order = (2, 1, 0) if norm.to_rgb else (0, 1, 2)
+        self.alpha = tuple(1.0 / s for s in norm.std)
+        self.beta = tuple(-m / s for m, s in zip(norm.mean, norm.std))
+        self.pad_value = float(pad.value) if pad is not None else 0.0
+        self.depth = _CV_DEPTH[out.dtype]
+        # addWeighted writes the output dtype itself (float32; float16 on OpenCV 5), resize writes float32 only
+        self.direct = out.dtype == np.float32 or (_DIRECT_F16 and self.path != "general")
 
 
 def _fused_write(data, stages, ctx: KernelContext):
-    """Normalise (+ resize before or after it) + pad + CHW, written into the batch slot."""
-    resize, norm, pad = _split_stages(stages)
-    resize_first = resize is not None and stages[0].op == "resize"
+    """``[resize+]normalise[+resize][+pad]+batch`` straight into the camera's batch slot."""
+    st = ctx.state
     out = ctx.out
-    order = (2, 1, 0) if norm.to_rgb else (0, 1, 2)
-    if resize_first:
-        w, h = resize.out_size(data.shape[1], data.shape[0])
-        data = cv2.resize(data, (w, h), interpolation=_INTERP[resize.interpolation])
-    h, w = data.shape[:2]
-    if resize is not None and not resize_first:
-        ow, oh = resize.out_size(w, h)
-        for c, src in enumerate(order):
-            plane = cv2.extractChannel(data, src, dst=_scratch(ctx, f"u8{c}", (h, w), np.uint8))
-            full = _scratch(ctx, f"f32{c}", (h, w), np.float32)
-            cv2.addWeighted(plane, 1.0 / norm.std[c], plane, 0.0, -norm.mean[c] / norm.std[c], dst=full, dtype=cv2.CV_32F)
-            if out.dtype == np.float32:
-                cv2.resize(full, (ow, oh), dst=out[c, :oh, :ow], interpolation=_INTERP[resize.interpolation])
+    prog = st.get("prog")
+    if prog is None or prog.in_shape != data.shape:
+        prog = st["prog"] = _Program(stages, data, out)
+    w, h = prog.size
+    alpha, beta, order = prog.alpha, prog.beta, prog.order
+    if prog.pre is not None:
+        size, interp = prog.pre
+        data = cv2.resize(data, size, dst=_scratch(st, "pre", (h, w, 3), np.uint8), interpolation=interp)
+
+    if prog.path == "direct":
+        planes = cv2.split(data, _planes(st, "u8", (h, w), np.uint8))
+        depth = prog.depth
+        for c in range(3):
+            p = planes[order[c]]
+            dst = out[c, :h, :w] if prog.direct else _scratch(st, "f32", (h, w), np.float32)
+            cv2.addWeighted(p, alpha[c], p, 0.0, beta[c], dst=dst, dtype=depth if prog.direct else cv2.CV_32F)
+            if not prog.direct:
+                np.copyto(out[c, :h, :w], dst, casting="unsafe")
+    elif prog.path == "sum2x2":
+        # exact 2x2 block sums in uint16: rows pairs (numpy, exact), doubled, then 2:1 horizontal
+        # INTER_LINEAR whose 0.5/0.5 weights give (2a + 2b) / 2 = a + b exactly
+        v = _scratch(st, "v16", (h, 2 * w, 3), np.uint16)
+        np.add(data[0::2], data[1::2], out=v, dtype=np.uint16)
+        cv2.add(v, v, dst=v)
+        s = cv2.resize(v, (w, h), dst=_scratch(st, "s16", (h, w, 3), np.uint16), interpolation=cv2.INTER_LINEAR)
+        planes = cv2.split(s, _planes(st, "u16", (h, w), np.uint16))
+        depth = prog.depth
+        for c in range(3):
+            p = planes[order[c]]
+            dst = out[c, :h, :w] if prog.direct else _scratch(st, "f32", (h, w), np.float32)
+            cv2.addWeighted(p, 0.25 * alpha[c], p, 0.0, beta[c], dst=dst, dtype=depth if prog.direct else cv2.CV_32F)
+            if not prog.direct:
+                np.copyto(out[c, :h, :w], dst, casting="unsafe")
+    else:  # general: normalise a plane at full resolution, resize it into the slot
+        ih, iw = data.shape[:2]
+        planes = cv2.split(data, _planes(st, "u8", (ih, iw), np.uint8))
+        full = _scratch(st, "full", (ih, iw), np.float32)
+        for c in range(3):
+            p = planes[order[c]]
+            cv2.addWeighted(p, alpha[c], p, 0.0, beta[c], dst=full, dtype=cv2.CV_32F)
+            if prog.direct:
+                cv2.resize(full, (w, h), dst=out[c, :h, :w], interpolation=prog.interp)
             else:
-                np.copyto(out[c, :oh, :ow], cv2.resize(full, (ow, oh), interpolation=_INTERP[resize.interpolation]),
-                          casting="unsafe")
-        h, w = oh, ow
-    else:
-        for c, src in enumerate(order):
-            plane = cv2.extractChannel(data, src, dst=_scratch(ctx, f"u8{c}", (h, w), np.uint8))
-            _normalise_into(plane, out[c, :h, :w], norm.mean[c], norm.std[c], ctx, f"n{c}")
-    _fill_pad(out, h, w, pad.value if pad is not None else 0.0)
+                small = cv2.resize(full, (w, h), dst=_scratch(st, "f32", (h, w), np.float32), interpolation=prog.interp)
+                np.copyto(out[c, :h, :w], small, casting="unsafe")
+
+    # the pad strip: bottom rows, then the right columns of the image rows
+    hp, wp = out.shape[1:]
+    if h < hp:
+        out[:, h:, :].fill(prog.pad_value)
+    if w < wp:
+        out[:, :h, w:].fill(prog.pad_value)
     return out
 
 
 def _supports_fused(q: KernelQuery) -> Verdict:
     if q.spec_in.pixel_format is not PixelFormat.BGR or q.spec_in.dtype != "uint8":
         return Verdict.no(f"fused normalise writes need uint8 BGR input, got {q.spec_in}")
+    if q.spec_out.dtype not in ("float32", "float16"):
+        return Verdict.no(f"fused normalise writes float32 or float16, not {q.spec_out.dtype}")
     return Verdict.yes()
 
 
