@@ -106,9 +106,16 @@ def _decode_resize(data, stages, ctx: KernelContext):
         prog = st["dct"] = (_dct_reduce(ctx.spec_in, ctx.spec_out), ctx.spec_out.size, _INTERP[stages[1].interpolation])
     reduce, size, interp = prog
     img = decode_bgr(data, ctx.spec_in, reduce=reduce, state=st, decoder="auto")
-    if img.shape[1] != size[0] or img.shape[0] != size[1]:  # the scaled size is not the target: finish
-        img = cv2.resize(img, size, dst=_scratch(st, "rs", (size[1], size[0], 3), np.uint8), interpolation=interp)
-    return img
+    w, h = size
+    dw, dh = img.shape[1] - w, img.shape[0] - h
+    if dw == 0 and dh == 0:
+        return img
+    if dw <= 1 and dh <= 1 and ctx.spec_in.width // w == reduce and ctx.spec_in.height // h == reduce:
+        # an odd size: libjpeg rounds the scaled size up (ceil(1241 / 2) = 621 for int(1241 * 0.5) = 620);
+        # dropping the last column / row keeps pixel i centred on source 2i + 1 (the nominal geometry)
+        # where a 621 -> 620 resize would drift by up to half a pixel towards the far edge
+        return img[:h, :w]
+    return cv2.resize(img, size, dst=_scratch(st, "rs", (h, w, 3), np.uint8), interpolation=interp)
 
 
 # -- single-stage kernels (used when a user's stage order leaves nothing to fuse) --------------------
