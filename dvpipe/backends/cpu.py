@@ -158,13 +158,13 @@ def _pad(data, stages, ctx: KernelContext):
 
 @register_kernel("batch", backend="cpu", name="chw_copy")
 def _batch(data, stages, ctx: KernelContext):
-    out = ctx.out
+    out = _host_view(ctx.out)
     h, w = data.shape[:2]
     if data.ndim == 2:
         data = data[..., None]
     for c in range(out.shape[0]):
         np.copyto(out[c, :h, :w], data[..., c], casting="unsafe")
-    return out
+    return ctx.out
 
 
 # -- the fused write kernel --------------------------------------------------------------------------
@@ -211,10 +211,15 @@ class _Program:
         self.direct = out.dtype == np.float32 or (_DIRECT_F16 and self.path != "general")
 
 
+def _host_view(out):
+    """The batch slot as a numpy array (a host torch tensor, when a torch step fell back here, shares memory)."""
+    return out if isinstance(out, np.ndarray) else out.numpy()
+
+
 def _fused_write(data, stages, ctx: KernelContext):
     """``[resize+]normalise[+resize][+pad]+batch`` straight into the camera's batch slot."""
     st = ctx.state
-    out = ctx.out
+    out = _host_view(ctx.out)
     prog = st.get("prog")
     if prog is None or prog.in_shape != data.shape:
         prog = st["prog"] = _Program(stages, data, out)
@@ -267,7 +272,7 @@ def _fused_write(data, stages, ctx: KernelContext):
         out[:, h:, :].fill(prog.pad_value)
     if w < wp:
         out[:, :h, w:].fill(prog.pad_value)
-    return out
+    return ctx.out
 
 
 def _supports_fused(q: KernelQuery) -> Verdict:
