@@ -32,8 +32,8 @@ Kernels (all registered on family ``torch``):
     buffers reused across frames, ``non_blocking`` copy, device events.
 
 On accelerators each step runs on its own stream, after the default stream's queued work, and
-synchronises before returning; its device spans ``(name, enqueue_ns, sync_ns, device_duration_ns)``
-go to ``ctx.device_spans`` (``upload`` for the host -> device copy inside a fused step, then the
+synchronises before returning; its device spans (:class:`dvpipe.latency.clock.DeviceSpan`:
+``name, enqueue_ns, sync_ns, device_duration_ns``, unit ``cuda``/``npu``) go to ``ctx.device_spans`` (``upload`` for the host -> device copy inside a fused step, then the
 step's compute). Everything a step needs across frames (staging, scratch, gather indices, events)
 lives in ``ctx.state``: after the first frame set no memory is allocated per frame.
 """
@@ -193,13 +193,22 @@ def _supports_decode(q: KernelQuery) -> Verdict:
     return Verdict.yes()
 
 
-def _encoded_tensor(ctx: KernelContext, data) -> "torch.Tensor":
+def _step_state(ctx: KernelContext, stages) -> dict:
+    """This step's own scratch dict inside ``ctx.state``.
+
+    Keyed by the step's stages and specs, so that two steps of one camera never share a cache even
+    where the pipeline hands them the same ``ctx.state``.
+    """
+    return ctx.state.setdefault(("torch", tuple(stages), ctx.spec_in, ctx.spec_out), {})
+
+
+def _encoded_tensor(state: dict, data) -> "torch.Tensor":
     """The encoded bytes in a reused host uint8 tensor (grown as needed)."""
     raw = np.frombuffer(data, dtype=np.uint8)
     n = raw.size
-    cap = ctx.state.get("encoded")
+    cap = state.get("encoded")
     if cap is None or cap.numel() < n:
-        cap = ctx.state["encoded"] = torch.empty(max(n, int(1.25 * (cap.numel() if cap is not None else 0))),
+        cap = state["encoded"] = torch.empty(max(n, int(1.25 * (cap.numel() if cap is not None else 0))),
                                                  dtype=torch.uint8)
     view = cap[:n]
     view.numpy()[:] = raw
@@ -217,7 +226,8 @@ def _decode(data, stages, ctx: KernelContext):
     from ._torch.device import device_run, resolve_device
 
     dev = resolve_device(ctx.backend.device)
-    run = device_run(ctx, dev)
+    state = _step_state(ctx, stages)
+    run = device_run(state, dev)
     run.begin()
     spec = ctx.spec_in
     if isinstance(data, np.ndarray):  # raw BGR frames pass through (validated)
@@ -230,7 +240,7 @@ def _decode(data, stages, ctx: KernelContext):
     if (info.width, info.height) != spec.size:
         raise FrameError(f"frame is {info.width}x{info.height} but the camera declares {spec.width}x{spec.height}")
     tvio = _TV["io"]
-    enc = _encoded_tensor(ctx, data)
+    enc = _encoded_tensor(state, data)
     h, w = spec.height, spec.width
     if dev.type == "cpu":
         try:
@@ -245,8 +255,8 @@ def _decode(data, stages, ctx: KernelContext):
             _rgb_chw_to_bgr_hwc(img, dst)
     except RuntimeError as e:  # nvJPEG rejected this frame: decode it on the host, count it, go on
         bgr = decode_bgr(data, spec)  # raises FrameError if the frame is really corrupt
-        ctx.state["cpu_fallbacks"] = ctx.state.get("cpu_fallbacks", 0) + 1
-        ctx.state["last_fallback_reason"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+        state["cpu_fallbacks"] = state.get("cpu_fallbacks", 0) + 1
+        state["last_fallback_reason"] = str(e).splitlines()[0] if str(e) else type(e).__name__
         with run.mark("decode(cpu-fallback)"):
             dst.copy_(run.upload(bgr, key="fallback"))
     run.finish(ctx)
@@ -308,7 +318,7 @@ class _Axis:
 
 
 class _Program:
-    """What one fused step does to every frame; built on the first frame and kept in ``ctx.state``."""
+    """What one fused step does to every frame; built on the first frame and kept in the step's state."""
 
     def __init__(self, stages, ctx: KernelContext, dev, in_order: str, nv12: bool):
         from ._torch.colour import NV12Converter
@@ -485,15 +495,16 @@ def _pixels(data, stages, ctx: KernelContext):
     from ._torch.resample import Scratch
 
     dev = resolve_device(ctx.backend.device)
-    run = device_run(ctx, dev)
+    state = _step_state(ctx, stages)
+    run = device_run(state, dev)
     run.begin()
     x, nv12 = _as_input(data, ctx, run)
-    prog: Optional[_Program] = ctx.state.get("program")
+    prog: Optional[_Program] = state.get("program")
     in_order = ctx.spec_in.channel_order if ctx.spec_in.channel_order in ("bgr", "rgb") else "bgr"
     if prog is None or prog.dev != dev or (prog.nv12 is not None) != nv12:
-        prog = ctx.state["program"] = _Program(stages, ctx, dev, in_order, nv12)
-        ctx.state["scratch"] = Scratch(dev)
-    scratch = ctx.state["scratch"]
+        prog = state["program"] = _Program(stages, ctx, dev, in_order, nv12)
+        state["scratch"] = Scratch(dev)
+    scratch = state["scratch"]
     hp, wp = prog.out_size
     host_out = None
     if prog.writes_batch:
@@ -591,7 +602,7 @@ def _transfer(data, stages, ctx: KernelContext):
     from ._torch.device import device_run, resolve_device
 
     dev = resolve_device(ctx.backend.device)
-    run = device_run(ctx, dev)
+    run = device_run(_step_state(ctx, stages), dev)
     run.begin()
     if ctx.spec_out.placement == "host":
         out = run.download(data) if isinstance(data, torch.Tensor) else np.asarray(data)

@@ -1,6 +1,6 @@
 """Devices, streams, events and timed host <-> device transfers for the torch backend.
 
-One :class:`DeviceRun` is kept per (pipeline, camera, step) in ``ctx.state``: its stream, its
+One :class:`DeviceRun` is kept per (pipeline, camera, step) in the step's state: its stream, its
 timing events and its staging buffers are created on the first frame and reused for every later
 one, so that a warmed-up pipeline allocates nothing per frame.
 
@@ -9,7 +9,8 @@ stream (the consumer of the previous batch in that output buffer), upload the ho
 pinned staging buffer with a ``non_blocking`` copy, enqueue the compute on the step's own stream,
 then synchronise on the end event. The device durations of the upload and of the compute are
 read from the events and appended to ``ctx.device_spans`` as
-``(name, enqueue_ns, sync_ns, device_duration_ns)``. On ``cpu`` there is no stream and no span:
+:class:`dvpipe.latency.clock.DeviceSpan` (``name, enqueue_ns, sync_ns, device_duration_ns``,
+``unit`` ``cuda``/``npu``, ``stream`` ``cuda:0/s<id>``). On ``cpu`` there is no stream and no span:
 the step's host span is its time.
 """
 from __future__ import annotations
@@ -106,16 +107,22 @@ class DeviceRun:
         """Context manager timing the device work enqueued inside it as span ``name``."""
         return _Mark(self, name)
 
-    def finish(self, ctx) -> None:
-        """Wait for the step's device work; append its spans to ``ctx.device_spans``."""
+    def finish(self, ctx) -> list:
+        """Wait for the step's device work; append its spans to ``ctx.device_spans`` and return them."""
         if not self.accel or not self._spans:
-            return
+            return []
+        from ...latency.clock import DeviceSpan
+
         last = self._spans[-1][3]
         last.synchronize()
         sync_ns = _now_ns()
-        for name, enqueue_ns, start, end in self._spans:
-            ctx.device_spans.append((name, enqueue_ns, sync_ns, int(start.elapsed_time(end) * 1e6)))
-        ctx.state["last_device_spans"] = list(ctx.device_spans)
+        stream = f"{self.dev}/s{self.stream.stream_id}"
+        spans = [DeviceSpan.from_elapsed_ms(name, enqueue_ns, sync_ns, start.elapsed_time(end), unit=self.dev.type,
+                                            stream=stream)
+                 for name, enqueue_ns, start, end in self._spans]
+        ctx.device_spans.extend(spans)
+        self.last_spans = spans
+        return spans
 
     # -- transfers -------------------------------------------------------------------------------
     def upload(self, data: Any, key: str = "in") -> torch.Tensor:
@@ -175,9 +182,9 @@ class _Mark:
         return False
 
 
-def device_run(ctx, dev: torch.device) -> DeviceRun:
-    """The :class:`DeviceRun` of this (pipeline, camera, step), created on first use."""
-    run: Optional[DeviceRun] = ctx.state.get("device_run")
+def device_run(state: dict, dev: torch.device) -> DeviceRun:
+    """The :class:`DeviceRun` kept in a step's ``state``, created on first use."""
+    run: Optional[DeviceRun] = state.get("device_run")
     if run is None or run.dev != dev:
-        run = ctx.state["device_run"] = DeviceRun(dev)
+        run = state["device_run"] = DeviceRun(dev)
     return run
