@@ -1,0 +1,268 @@
+"""``dvpipe probe``: the local environment, or which step runs where on a DVPP target and why.
+
+Forms::
+
+    dvpipe probe                                   # environment report (exit 0 without Ascend software)
+    dvpipe probe DEPLOYMENT.yaml [--soc S --cann V]
+    dvpipe probe RIG.yaml [--profile NAME]
+    dvpipe probe --camera CAM2=1242x375:png --camera CAM2J=1242x375:jpeg420 --soc Ascend310 --cann 6.0.1
+    dvpipe probe --matrix --soc Ascend310P3 [--cann 7.0.0,8.0.0]
+    dvpipe probe ... --json | --require dvpp | --live
+
+The target defaults to the detected one (pyACL / npu-smi and the CANN install-info file); without
+one, pass ``--soc`` and ``--cann``. Cameras given with ``--camera`` (or a rig file) are planned with
+``--profile`` (default ``bevformer-tiny``) at ``--fidelity`` (default ``fast``: resize right after
+decode, where VPC can run it); a deployment uses its own pipeline.
+
+Exit status: 0; 1 when ``--require dvpp`` finds a step that DVPP implements but does not run here;
+2 for bad arguments or configuration; 3 when ``--live`` cannot run (no pyACL / no device).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Optional
+
+EXIT_OK, EXIT_REQUIRE, EXIT_USAGE, EXIT_NO_DEVICE = 0, 1, 2, 3
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..probe.report import DEFAULT_PROFILE, ENCODINGS
+
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = ("examples:\n"
+                "  dvpipe probe\n"
+                "  dvpipe probe configs/deployments/kitti-stereo.yaml --soc Ascend310 --cann 6.0.1\n"
+                "  dvpipe probe --camera CAM2=1242x375:png --soc Ascend910_9391 --cann 8.1.RC1 --json\n"
+                "  dvpipe probe --matrix --soc Ascend310\n"
+                "exit status: 0 ok; 1 --require dvpp failed; 2 bad arguments; 3 --live cannot run here")
+    p.add_argument("config", nargs="?", metavar="DEPLOYMENT.yaml",
+                   help="a deployment YAML (its rig and pipeline are probed) or a rig YAML")
+    p.add_argument("--camera", action="append", default=[], metavar="NAME=WxH:ENCODING",
+                   help=f"a camera to probe (repeatable); encodings: {', '.join(ENCODINGS)}")
+    p.add_argument("--soc", help="SoC name as acl.get_soc_name() returns it (e.g. Ascend310P3); default: detected")
+    p.add_argument("--cann", help="CANN version (e.g. 7.0.0, 8.1.RC1); default: detected. With --matrix: a "
+                                  "comma-separated list of versions (default: every version the docs were read for)")
+    p.add_argument("--driver", help="driver version (keys the --live cache); default: detected")
+    p.add_argument("--profile", help=f"profile whose stages are probed for --camera / rig input (default "
+                                     f"{DEFAULT_PROFILE})")
+    p.add_argument("--fidelity", choices=("fast", "reference"), default=None,
+                   help="stage order for --camera / rig input (default fast: resize before normalise)")
+    p.add_argument("--json", action="store_true", help="print JSON (schema in docs/probe.md)")
+    p.add_argument("--require", choices=("dvpp",), help="exit 1 when any step that DVPP implements falls back")
+    p.add_argument("--matrix", action="store_true",
+                   help="resolution x encoding x CANN-version grid for one SoC (migration planning)")
+    p.add_argument("--live", action="store_true",
+                   help="run each DVPP step on synthetic images on this machine's device (needs pyACL) and cache "
+                        "the results next to the documented verdicts")
+    p.add_argument("--cache", metavar="PATH", help="the --live cache file (default ~/.cache/dvpipe/dvpp-live.json)")
+    p.add_argument("--no-sources", action="store_true", help="leave the source URLs out of the table")
+    p.add_argument("--colour", "--color", choices=("auto", "always", "never"), default="auto",
+                   help="colour the table (default: only on a terminal, and not when NO_COLOR is set)")
+
+
+def _use_colour(mode: str, stream: Any) -> bool:
+    if mode == "always":
+        return True
+    if mode == "never" or os.environ.get("NO_COLOR"):
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def _emit(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _environment(args: argparse.Namespace) -> int:
+    from ..probe.environment import detect
+
+    rep = detect()
+    if args.json:
+        _emit(json.dumps({"environment": rep.to_dict()}, indent=1))
+        return EXIT_OK
+    _emit(str(rep))
+    if rep.soc and rep.cann_version:
+        _emit(f"\ntarget: {rep.soc} (CANN {rep.cann_version}); probe a rig with "
+              "`dvpipe probe DEPLOYMENT.yaml` or `dvpipe probe --camera NAME=WxH:ENCODING`")
+    else:
+        _emit("\nno Ascend target detected here; to check cameras against one, pass it: "
+              "`dvpipe probe --camera CAM=1600x900:jpeg420 --soc Ascend310P3 --cann 7.0.0`")
+    return EXIT_OK
+
+
+def resolve_target(soc: Optional[str], cann: Optional[str], driver: Optional[str] = None):
+    """The :class:`dvpipe.Target` from the flags, filling what is missing from the local machine."""
+    from ..errors import ConfigError
+    from ..target import Target
+
+    why = []
+    if not soc:
+        from ..probe.environment import detect_soc
+
+        soc, how = detect_soc()
+        if not soc:
+            why.append(f"no SoC detected ({how})")
+    if not cann:
+        from ..probe.environment import find_cann_version
+
+        cann, where = find_cann_version()
+        if not cann:
+            why.append(f"no CANN version detected ({where})")
+    if why:
+        raise ConfigError("no DVPP target: " + "; ".join(why) + ". Pass the target, e.g. --soc Ascend310P3 "
+                          "--cann 7.0.0 (SoC as acl.get_soc_name() returns it)")
+    if driver is None:
+        from ..probe.live import detect_driver
+
+        driver = detect_driver()[0]
+    return Target(soc, cann, driver)
+
+
+def load_input(path: str) -> tuple[Any, Optional[str], Optional[tuple], Optional[str], str]:
+    """``(rig, profile, stages, fidelity, kind)`` from a deployment or rig YAML.
+
+    A deployment is loaded with :func:`dvpipe.deploy.load_deployment`; when only its sources,
+    outputs or model are unusable here (files that exist only on the device), its rig and pipeline
+    are still probed.
+    """
+    import yaml
+
+    from ..errors import ConfigError
+    from ..types import Rig
+
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"file not found: {path}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a deployment (rig:, pipeline:) or a rig (cameras:) mapping")
+    if "rig" not in data and "cameras" in data:
+        return Rig.from_yaml(path), None, None, None, "rig"
+    if "rig" not in data:
+        raise ConfigError(f"{path}: neither a deployment (no 'rig' key) nor a rig (no 'cameras' list)")
+    try:
+        from ..deploy import DeploymentError, load_deployment
+    except ImportError:  # pragma: no cover - the deployment package is part of dvpipe
+        return _rig_only(path, data), (data.get("pipeline") or {}).get("profile"), None, None, "deployment"
+    try:
+        dep = load_deployment(path)
+    except DeploymentError as e:
+        local = ("source", "cameras", "outputs", "model", "run", "sync", "latency")
+        if not all(p.split(".")[0].split("[")[0] in local for p, _m in e.errors):
+            raise
+        reduced = {k: v for k, v in data.items() if k not in local}
+        reduced["source"] = {"type": "synthetic"}
+        try:
+            dep = load_deployment(reduced, base_dir=os.path.dirname(os.path.abspath(path)))
+        except DeploymentError:
+            raise e from None
+    p = dep.pipeline
+    return dep.rig, p.profile, (tuple(p.stages) if p.stages else None), p.fidelity, "deployment"
+
+
+def _rig_only(path: str, data: dict) -> Any:  # pragma: no cover - fallback without dvpipe.deploy
+    from ..types import Rig
+
+    rig = data["rig"]
+    if isinstance(rig, str):
+        return Rig.from_yaml(os.path.join(os.path.dirname(os.path.abspath(path)), rig))
+    return Rig.from_dict(rig, "rig")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+
+    if args.matrix:
+        if args.config or args.camera:
+            raise ConfigError("--matrix probes a fixed grid of sizes and encodings; give it --soc (and optionally "
+                              "--cann), not cameras")
+        return _matrix(args)
+    if not args.config and not args.camera:
+        if args.live or args.require:
+            raise ConfigError("nothing to probe: give DEPLOYMENT.yaml or --camera NAME=WxH:ENCODING")
+        if args.soc or args.cann:
+            raise ConfigError("--soc/--cann need something to check: DEPLOYMENT.yaml, --camera NAME=WxH:ENCODING "
+                              "or --matrix")
+        return _environment(args)
+    return _cameras(args)
+
+
+def _cameras(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+    from ..probe.report import DEFAULT_FIDELITY, build_report, parse_camera
+
+    cams: list = []
+    profile, stages, fidelity, kind = args.profile, None, args.fidelity, "cameras"
+    if args.config:
+        rig, cfg_profile, cfg_stages, cfg_fidelity, kind = load_input(args.config)
+        cams.extend(rig.cameras)
+        if kind == "deployment":
+            if args.profile:
+                raise ConfigError("--profile applies to --camera and rig input; a deployment brings its own pipeline")
+            profile, stages = cfg_profile, cfg_stages
+            fidelity = args.fidelity or cfg_fidelity
+    names = {c.name for c in cams}
+    for text in args.camera:
+        cam = parse_camera(text)
+        if cam.name in names:
+            raise ConfigError(f"--camera {text}: camera {cam.name!r} is already defined")
+        names.add(cam.name)
+        cams.append(cam)
+    target = resolve_target(args.soc, args.cann, args.driver)
+    cache = None
+    if args.live:
+        from ..probe import live
+
+        status = live.available()
+        if not status.ok:
+            sys.stderr.write(f"dvpipe probe: --live cannot run here: {status.reason}\n")
+            return EXIT_NO_DEVICE
+        cache = live.LiveCache.load(args.cache)
+        live.run_live(cams, target, cache, profile=profile, stages=stages, fidelity=fidelity or DEFAULT_FIDELITY)
+        cache.save()
+    elif args.cache:
+        from ..probe import live
+
+        cache = live.LiveCache.load(args.cache)
+    rep = build_report(cams, target, profile=profile, stages=stages, fidelity=fidelity or DEFAULT_FIDELITY,
+                       empirical=cache)
+    if args.json:
+        _emit(json.dumps(rep.to_dict(), indent=1))
+    else:
+        _emit(rep.render(colour=_use_colour(args.colour, sys.stdout), sources=not args.no_sources))
+    if args.require:
+        failures = rep.require(args.require)
+        if failures:
+            sys.stderr.write(f"dvpipe probe: --require {args.require}: {len(failures)} step(s) do not run on DVPP:\n")
+            for line in failures:
+                sys.stderr.write(f"  {line}\n")
+            return EXIT_REQUIRE
+    return EXIT_OK
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+    from ..probe.matrix import build_matrix
+
+    if not args.soc:
+        from ..probe.environment import detect_soc
+
+        soc, how = detect_soc()
+        if not soc:
+            raise ConfigError(f"--matrix needs a SoC: pass --soc (e.g. --soc Ascend310P3); none detected ({how})")
+    else:
+        soc = args.soc
+    versions = [v.strip() for v in args.cann.split(",")] if args.cann else None
+    m = build_matrix(soc, versions, profile=args.profile, fidelity=args.fidelity)
+    if args.json:
+        _emit(json.dumps(m.to_dict(), indent=1))
+    else:
+        _emit(m.render(colour=_use_colour(args.colour, sys.stdout)))
+    if args.require and m.fallback_count():
+        return EXIT_REQUIRE
+    return EXIT_OK

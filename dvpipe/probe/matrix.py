@@ -1,0 +1,178 @@
+"""``dvpipe probe --matrix``: a resolution x encoding x CANN-version grid for one SoC.
+
+Every cell is one camera planned exactly as ``dvpipe probe --camera`` plans it (same planner, same
+DVPP verdicts), so the grid and a per-camera probe never disagree. A cell shows one symbol per step
+that a DVPP unit implements, in stage order (decode, then resize for the default profile):
+
+====  ==============================================================================
+``+``  runs on DVPP as asked
+``~``  runs on DVPP through a legal detour (align-crop, even output, two VPC passes...)
+``-``  falls back: the documented rules reject it
+``?``  falls back: the docs leave it open (or the product is not listed at that version)
+``x``  the DVPP backend is unavailable, or the camera cannot be planned at all
+====  ==============================================================================
+
+Migration planning reads a row across the versions: ``++`` from some version on means that camera
+can move to DVPP with that CANN; a ``-`` that never turns into ``+`` is a product limit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from ..errors import ConfigError
+
+__all__ = ["SIZES", "ENCODINGS", "CANN_VERSIONS", "Matrix", "Cell", "build_matrix", "default_versions", "symbol"]
+
+#: sizes (width, height): common automotive and dataset cameras, portrait sensors, 4K/DCI-4K, VGA,
+#: odd sizes (floored to even by VPC on 310/910), and 8K (NV12-only VPC resize on 310/910/310P).
+SIZES: tuple[tuple[int, int], ...] = (
+    (1600, 900),    # nuScenes
+    (1920, 1080),   # 1080p
+    (1920, 1280),   # Waymo front
+    (1920, 886),    # Waymo side
+    (1242, 375),    # KITTI
+    (1550, 2048),   # Argoverse 2 ring, portrait
+    (2048, 1550),   # Argoverse 2 stereo
+    (3840, 2160),   # 4K UHD
+    (4096, 2160),   # DCI 4K
+    (640, 480),     # VGA
+    (1281, 721),    # odd width and height
+    (1919, 1079),   # odd, just under 1080p
+    (7680, 4320),   # 8K UHD
+)
+#: encodings probed (see :data:`dvpipe.probe.report.ENCODINGS`).
+ENCODINGS: tuple[str, ...] = ("jpeg420", "jpeg422", "jpeg444", "jpeg440", "jpeg400", "jpeg-progressive", "png",
+                              "h264", "h265", "nv12")
+#: the CANN versions whose DVPP docs were read for the knowledge base (constraints.md, version codes).
+CANN_VERSIONS: tuple[str, ...] = ("5.0.4", "6.0.1", "6.2.RC1", "6.3.RC2", "7.0.RC1", "7.0.0", "8.0.RC1", "8.0.0",
+                                  "8.1.RC1", "8.2.RC1", "8.3.RC1", "8.5.0", "9.0.0")
+
+_SYMBOLS = {"ok": "+", "detour": "~", "rejected": "-", "unknown": "?", "unavailable": "x", "error": "x"}
+_COLOURS = {"+": "32", "~": "33", "-": "31", "?": "35", "x": "31"}
+
+
+def symbol(step: Any) -> str:
+    """The matrix symbol of a :class:`~dvpipe.probe.report.StepRow` that a DVPP unit implements."""
+    if step.ok:
+        return _SYMBOLS["detour"] if step.detour else _SYMBOLS["ok"]
+    return _SYMBOLS.get(step.status, "-")
+
+
+@dataclass
+class Cell:
+    """One (size, encoding, CANN version): the DVPP-relevant steps of its plan."""
+
+    width: int
+    height: int
+    encoding: str
+    cann: str
+    steps: list = field(default_factory=list)  # StepRow, only those a DVPP unit implements
+    error: Optional[str] = None
+
+    @property
+    def code(self) -> str:
+        if self.error:
+            return "x"
+        return "".join(symbol(s) for s in self.steps) or "."
+
+    def to_dict(self) -> dict:
+        return {"width": self.width, "height": self.height, "encoding": self.encoding, "cann": self.cann,
+                "code": self.code, "error": self.error,
+                "steps": [{"stage": s.stage, "unit": s.unit, "backend": s.backend, "ok": s.ok, "status": s.status,
+                           "reason": s.reason, "source": s.source, "detour": s.detour} for s in self.steps]}
+
+
+@dataclass
+class Matrix:
+    soc: str
+    family: str
+    versions: list[str]
+    sizes: list[tuple[int, int]]
+    encodings: list[str]
+    cells: dict  # (w, h, encoding, cann) -> Cell
+    profile: str
+    fidelity: str
+
+    def fallback_count(self) -> int:
+        return sum(1 for c in self.cells.values() if c.error or any(not s.ok for s in c.steps))
+
+    def to_dict(self) -> dict:
+        return {"soc": self.soc, "family": self.family, "profile": self.profile, "fidelity": self.fidelity,
+                "versions": self.versions, "sizes": [list(s) for s in self.sizes], "encodings": self.encodings,
+                "legend": {"+": "runs on DVPP", "~": "runs on DVPP through a legal detour",
+                           "-": "falls back: rejected by the documented rules",
+                           "?": "falls back: the docs leave it open", "x": "not planned / DVPP unavailable"},
+                "cells": [c.to_dict() for c in self.cells.values()]}
+
+    def render(self, colour: bool = False) -> str:
+        """One block per encoding: rows are sizes, columns CANN versions, one symbol per DVPP step."""
+        out = [f"DVPP support matrix for {self.soc} (family {self.family}), profile {self.profile} "
+               f"(fidelity {self.fidelity})",
+               "each cell: one symbol per step a DVPP unit implements (decoder, then VPC):",
+               "  + on DVPP   ~ on DVPP via a legal detour   - falls back (rejected)   "
+               "? falls back (docs leave it open)   x not planned",
+               "details for one cell: dvpipe probe --camera C=WxH:ENCODING --soc SOC --cann VERSION"]
+        size_w = max(len(f"{w}x{h}") for w, h in self.sizes)
+        col_w = [max(len(v), 3) for v in self.versions]
+        for enc in self.encodings:
+            first = next((c for c in self.cells.values() if c.encoding == enc and c.steps), None)
+            stages = ",".join(s.stage for s in first.steps) if first else ""
+            out.append("")
+            out.append(f"{enc}" + (f" ({stages})" if stages else ""))
+            out.append("  " + "".ljust(size_w) + "  " + "  ".join(v.ljust(col_w[i]) for i, v in enumerate(self.versions)))
+            for (w, h) in self.sizes:
+                cells = []
+                for i, v in enumerate(self.versions):
+                    code = self.cells[(w, h, enc, v)].code
+                    text = code.ljust(col_w[i])
+                    if colour:
+                        worst = next((s for s in ("x", "-", "?", "~", "+") if s in code), None)
+                        text = f"\x1b[{_COLOURS[worst]}m{text}\x1b[0m" if worst else text
+                    cells.append(text)
+                out.append(("  " + f"{w}x{h}".ljust(size_w) + "  " + "  ".join(cells)).rstrip())
+        return "\n".join(out)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+def default_versions(soc: str) -> list[str]:
+    """The checked CANN versions from the first one whose docs list the SoC's family."""
+    from ..knowledge import CannVersion, family, family_of, latest_checked
+
+    fam = family(family_of(soc))
+    out = [v for v in CANN_VERSIONS if CannVersion.parse(v) >= fam.documented_from
+           and CannVersion.parse(v) <= latest_checked()]
+    return out or [str(latest_checked())]
+
+
+def build_matrix(soc: str, versions: Optional[Sequence[str]] = None, *,
+                 sizes: Sequence[tuple[int, int]] = SIZES, encodings: Sequence[str] = ENCODINGS,
+                 profile: Optional[str] = None, fidelity: Optional[str] = None) -> Matrix:
+    """Plan every (size, encoding, version) for ``soc`` with the probe's planner path.
+
+    Args:
+        soc: SoC name (``Ascend310P3``).
+        versions: CANN versions (default :func:`default_versions`).
+        sizes, encodings: the grid (defaults :data:`SIZES`, :data:`ENCODINGS`).
+        profile, fidelity: the stage list, as for ``dvpipe probe --camera`` (default bevformer-tiny, fast).
+    """
+    from ..target import Target
+    from .report import DEFAULT_FIDELITY, DEFAULT_PROFILE, build_report, probe_camera
+
+    versions = list(versions) if versions else default_versions(soc)
+    if not versions:
+        raise ConfigError("--matrix: no CANN version to probe")
+    targets = [Target(soc, v) for v in versions]  # validates the SoC name and every version first
+    profile = profile or DEFAULT_PROFILE
+    fidelity = fidelity or DEFAULT_FIDELITY
+    cams = [probe_camera(f"{enc}@{w}x{h}", w, h, enc) for enc in encodings for (w, h) in sizes]
+    cells: dict = {}
+    for t in targets:
+        rep = build_report(cams, t, profile=profile, fidelity=fidelity)
+        for cam, cr in zip(cams, rep.cameras):
+            enc = cr.encoding
+            cell = Cell(cr.width, cr.height, enc, t.cann, [s for s in cr.steps if s.status != "none"], cr.error)
+            cells[(cr.width, cr.height, enc, t.cann)] = cell
+    return Matrix(soc, targets[0].family, versions, list(sizes), list(encodings), cells, profile, fidelity)
