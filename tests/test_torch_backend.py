@@ -515,3 +515,77 @@ def test_npu_matches_reference():
     frames = _frames(rig)
     batch = dv.Pipeline.from_profile("bevformer-tiny", rig, backends=("torch:npu", "cpu")).process(frames)
     assert_matches(batch.images, _reference(rig, "bevformer-tiny", frames))
+
+
+# -- the accelerator code path, exercised on CPU tensors with a stand-in device module -------------
+class _FakeEvent:
+    def __init__(self, enable_timing=False):
+        self.t_ns = None
+
+    def record(self, stream=None):
+        import time
+
+        self.t_ns = time.perf_counter_ns()
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end):
+        return (end.t_ns - self.t_ns) / 1e6
+
+
+class _FakeStream:
+    stream_id = 3
+
+    def __init__(self, device=None):
+        self.waited = 0
+
+    def wait_stream(self, other):
+        self.waited += 1
+
+
+@pytest.fixture
+def fake_accelerator(monkeypatch):
+    """DeviceRun takes its accelerator branch (streams, events, staged uploads) over CPU tensors."""
+    import contextlib
+
+    from dvpipe.backends._torch import device as devmod
+
+    fake = types.SimpleNamespace(Stream=_FakeStream, Event=_FakeEvent, default_stream=lambda dev: _FakeStream(),
+                                 stream=lambda s: contextlib.nullcontext())
+    real_init = devmod.DeviceRun.__init__
+
+    def init(self, dev):
+        real_init(self, dev)
+        self.accel, self.mod, self.stream = True, fake, _FakeStream()
+        self._events, self._spans = [], []
+
+    monkeypatch.setattr(devmod.DeviceRun, "__init__", init)
+    return fake
+
+
+def test_accelerator_path_stages_uploads_and_records_device_spans(fake_accelerator):
+    rig = dv.Rig.from_dict(rig_dict([(161, 91)] * 2))
+    frames = _frames(rig)
+    pipe = dv.Pipeline.from_profile("bevformer-tiny", rig, backends=TORCH_CPU)
+    for _ in range(2):
+        batch = pipe.process(frames)
+    assert_matches(batch.images, _reference(rig, "bevformer-tiny", frames))
+    spans = batch.timeline.spans_for(kind="device")
+    names = sorted({s.name for s in spans})
+    assert names == ["normalise+resize+pad+batch", "upload"], names
+    assert {s.camera for s in spans} == {"CAM0", "CAM1"}
+    assert all(s.attrs.get("duration_source") == "device" for s in spans)
+
+
+def test_accelerator_path_kernel_spans(fake_accelerator):
+    cam = dv.Camera("CAM0", 64, 48)
+    img = textured_bgr(64, 48)
+    spec = FrameSpec(64, 48, PixelFormat.BGR, "uint8", "bgr")
+    stages = [dv.Normalise(**TINY), dv.Pad(size_divisor=32), dv.Batch()]
+    out = np.zeros((3, 64, 64), np.float32)
+    _, ctx = _run_kernel(stages, spec, img, cam, out=out)
+    rig = dv.Rig((dv.Camera("CAM0", 64, 48, encoding="raw"),))
+    assert_matches(out, _reference(rig, [dv.Decode()] + stages, {"CAM0": img})[0])
+    assert [s.name for s in ctx.device_spans] == ["upload", "normalise+pad+batch"]
+    assert all(s.unit == "cpu" and s.stream == "cpu/s3" for s in ctx.device_spans)

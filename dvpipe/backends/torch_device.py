@@ -254,11 +254,13 @@ def _decode(data, stages, ctx: KernelContext):
             img = tvio.decode_jpeg(enc, mode=tvio.ImageReadMode.RGB, device=dev)
             _rgb_chw_to_bgr_hwc(img, dst)
     except RuntimeError as e:  # nvJPEG rejected this frame: decode it on the host, count it, go on
+        t0 = _now_ns()
         bgr = decode_bgr(data, spec)  # raises FrameError if the frame is really corrupt
         state["cpu_fallbacks"] = state.get("cpu_fallbacks", 0) + 1
-        state["last_fallback_reason"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+        state["last_fallback"] = (str(e).splitlines()[0] if str(e) else type(e).__name__, _now_ns() - t0)
+        staged = run.upload(bgr, key="fallback")
         with run.mark("decode(cpu-fallback)"):
-            dst.copy_(run.upload(bgr, key="fallback"))
+            dst.copy_(staged)
     run.finish(ctx)
     return dst
 
@@ -504,6 +506,7 @@ def _pixels(data, stages, ctx: KernelContext):
     if prog is None or prog.dev != dev or (prog.nv12 is not None) != nv12:
         prog = state["program"] = _Program(stages, ctx, dev, in_order, nv12)
         state["scratch"] = Scratch(dev)
+        run.after_setup()
     scratch = state["scratch"]
     hp, wp = prog.out_size
     host_out = None

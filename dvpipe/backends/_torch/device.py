@@ -96,6 +96,12 @@ class DeviceRun:
         """Start a kernel call: order after the default stream (the previous consumer of the output)."""
         if self.accel:
             self._spans = []
+            self._n_events = 0
+            self.stream.wait_stream(self.mod.default_stream(self.dev))
+
+    def after_setup(self) -> None:
+        """Order after one-time setup copies (gather indices, weights) made on the default stream."""
+        if self.accel:
             self.stream.wait_stream(self.mod.default_stream(self.dev))
 
     def _event(self, i: int):
@@ -116,7 +122,7 @@ class DeviceRun:
         last = self._spans[-1][3]
         last.synchronize()
         sync_ns = _now_ns()
-        stream = f"{self.dev}/s{self.stream.stream_id}"
+        stream = f"{self.dev}/s{getattr(self.stream, 'stream_id', id(self.stream))}"
         spans = [DeviceSpan.from_elapsed_ms(name, enqueue_ns, sync_ns, start.elapsed_time(end), unit=self.dev.type,
                                             stream=stream)
                  for name, enqueue_ns, start, end in self._spans]
@@ -165,7 +171,8 @@ class _Mark:
     def __enter__(self):
         run = self.run
         if run.accel:
-            i = 2 * len(run._spans)
+            i = run._n_events
+            run._n_events += 2
             self.start, self.end = run._event(i), run._event(i + 1)
             self.enqueue_ns = _now_ns()
             self._ctx = run.mod.stream(run.stream)
