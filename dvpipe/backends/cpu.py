@@ -179,7 +179,7 @@ class _Program:
     """What the fused kernel does for one input shape, prepared on the first frame."""
 
     __slots__ = ("path", "in_shape", "pre", "size", "interp", "order", "alpha", "beta", "pad_value",
-                 "depth", "direct")
+                 "depth", "direct", "strip")
 
     def __init__(self, stages, data: np.ndarray, out: np.ndarray):
         by_op = {s.op: s for s in stages}
@@ -202,6 +202,8 @@ class _Program:
                 self.interp = _INTERP[resize.interpolation]
             w, h = ow, oh
         self.size = (w, h)
+        # output rows per strip of the sum2x2 path: ~768 KB of uint8 input (2 rows x 2w x 3 each)
+        self.strip = min(h, max(16, round(786432 / (12 * w))))
         self.order = (2, 1, 0) if norm.to_rgb else (0, 1, 2)
         self.alpha = tuple(1.0 / s for s in norm.std)
         self.beta = tuple(-m / s for m, s in zip(norm.mean, norm.std))
@@ -239,20 +241,31 @@ def _fused_write(data, stages, ctx: KernelContext):
             if not prog.direct:
                 np.copyto(out[c, :h, :w], dst, casting="unsafe")
     elif prog.path == "sum2x2":
-        # exact 2x2 block sums in uint16: rows pairs (numpy, exact), doubled, then 2:1 horizontal
-        # INTER_LINEAR whose 0.5/0.5 weights give (2a + 2b) / 2 = a + b exactly
-        v = _scratch(st, "v16", (h, 2 * w, 3), np.uint16)
-        np.add(data[0::2], data[1::2], out=v, dtype=np.uint16)
-        cv2.add(v, v, dst=v)
-        s = cv2.resize(v, (w, h), dst=_scratch(st, "s16", (h, w, 3), np.uint16), interpolation=cv2.INTER_LINEAR)
-        planes = cv2.split(s, _planes(st, "u16", (h, w), np.uint16))
+        # exact 2x2 block sums in uint16: row pairs added by numpy (exact), doubled, then a 2:1
+        # horizontal INTER_LINEAR whose 0.5/0.5 weights give (2a + 2b) / 2 = a + b exactly; in strips
+        # of ~768 KB of input so the uint16 intermediates stay in L2 (-20% at 3840x2160)
+        rows = prog.strip
+        v = _scratch(st, "v16", (rows, 2 * w, 3), np.uint16)
+        s = _scratch(st, "s16", (rows, w, 3), np.uint16)
+        planes = _planes(st, "u16", (rows, w), np.uint16)
         depth = prog.depth
-        for c in range(3):
-            p = planes[order[c]]
-            dst = out[c, :h, :w] if prog.direct else _scratch(st, "f32", (h, w), np.float32)
-            cv2.addWeighted(p, 0.25 * alpha[c], p, 0.0, beta[c], dst=dst, dtype=depth if prog.direct else cv2.CV_32F)
-            if not prog.direct:
-                np.copyto(out[c, :h, :w], dst, casting="unsafe")
+        coef = [(order[c], 0.25 * alpha[c], beta[c]) for c in range(3)]
+        for r0 in range(0, h, rows):
+            n = min(rows, h - r0)
+            vv, sv = (v, s) if n == rows else (v[:n], s[:n])
+            pv = planes if n == rows else [p[:n] for p in planes]
+            np.add(data[2 * r0:2 * (r0 + n):2], data[2 * r0 + 1:2 * (r0 + n):2], out=vv, dtype=np.uint16)
+            cv2.add(vv, vv, dst=vv)
+            cv2.resize(vv, (w, n), dst=sv, interpolation=cv2.INTER_LINEAR)
+            cv2.split(sv, pv)
+            for c, (src, a, b) in enumerate(coef):
+                p = pv[src]
+                if prog.direct:
+                    cv2.addWeighted(p, a, p, 0.0, b, dst=out[c, r0:r0 + n, :w], dtype=depth)
+                else:
+                    tmp = _scratch(st, "f32", (rows, w), np.float32)[:n]
+                    cv2.addWeighted(p, a, p, 0.0, b, dst=tmp, dtype=cv2.CV_32F)
+                    np.copyto(out[c, r0:r0 + n, :w], tmp, casting="unsafe")
     else:  # general: normalise a plane at full resolution, resize it into the slot
         ih, iw = data.shape[:2]
         planes = cv2.split(data, _planes(st, "u8", (ih, iw), np.uint8))
