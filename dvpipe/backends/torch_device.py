@@ -199,7 +199,12 @@ def _step_state(ctx: KernelContext, stages) -> dict:
     Keyed by the step's stages and specs, so that two steps of one camera never share a cache even
     where the pipeline hands them the same ``ctx.state``.
     """
-    return ctx.state.setdefault(("torch", tuple(stages), ctx.spec_in, ctx.spec_out), {})
+    key = ("torch", tuple(stages), ctx.spec_in, ctx.spec_out)
+    try:
+        hash(key)
+    except TypeError:  # a user stage with unhashable fields: the pipeline passes the same objects each frame
+        key = ("torch", tuple(id(s) for s in stages), ctx.spec_in, ctx.spec_out)
+    return ctx.state.setdefault(key, {})
 
 
 def _encoded_tensor(state: dict, data) -> "torch.Tensor":
@@ -561,12 +566,9 @@ def _supports_pixels(q: KernelQuery) -> Verdict:
     here = q.backend.placement
     if spec.placement not in ("host", here) and not (spec.placement == "dvpp" and q.backend.device.startswith("npu")):
         return Verdict.no(f"input lives on {spec.placement}, this step runs on {q.backend.device}")
-    notes = []
-    if spec.placement == "host" and here != "host":
-        notes.append("uploads the host frame (timed as 'upload')")
     if any(getattr(s, "antialias", False) for s in q.stages if s.op == "resize"):
-        notes.append("antialiased resize (torch.nn.functional.interpolate), not OpenCV INTER_LINEAR")
-    return Verdict.yes("; ".join(notes))
+        return Verdict.yes("antialiased resize (torch.nn.functional.interpolate), not OpenCV INTER_LINEAR")
+    return Verdict.yes()
 
 
 def _fused_runs() -> list[tuple[str, ...]]:
