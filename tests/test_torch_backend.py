@@ -589,3 +589,12 @@ def test_accelerator_path_kernel_spans(fake_accelerator):
     assert_matches(out, _reference(rig, [dv.Decode()] + stages, {"CAM0": img})[0])
     assert [s.name for s in ctx.device_spans] == ["upload", "normalise+pad+batch"]
     assert all(s.unit == "cpu" and s.stream == "cpu/s3" for s in ctx.device_spans)
+
+
+def test_uint8_batches_round_at_fast_fidelity_too():
+    rig = dv.Rig.from_dict(rig_dict([(77, 45)], encoding="raw"))
+    img = textured_bgr(77, 45, seed=2)
+    stages = [dv.Decode(), dv.Resize(size=(20, 31)), dv.Batch()]
+    got = dv.Pipeline(rig, stages, backends=TORCH_CPU, fidelity="fast").process({"CAM0": img}).images.numpy()
+    want = _reference(rig, stages, {"CAM0": img})
+    assert np.abs(got.astype(int) - want.astype(int)).max() <= 1 and (got == want).mean() > 0.99

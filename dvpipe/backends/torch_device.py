@@ -363,12 +363,16 @@ class _Program:
                     out_order = "rgb" if in_order == "bgr" else "bgr"
             elif st.op == "pad":
                 self.pad = st
+        self.out_dtype = torch_dtype(ctx.spec_out.dtype)
+        if self.out_dtype == torch.uint8:  # integers out: round, never truncate
+            self.round_u8 = rows.matrix is not None or cols.matrix is not None
         self.nv12 = None
         if nv12:  # the conversion writes the target channel order directly
             colour_range = ctx.camera.extra.get("yuv_range") or (
                 "limited" if ctx.camera.encoding in ("h264", "h265") else "full")
             self.nv12 = NV12Converter(spec.width, spec.height, out_order, colour_range, dev)
-            self.nv12_round = ctx.fidelity == "reference"  # a decoder hands over integers
+            # a decoder hands over integers
+            self.nv12_round = ctx.fidelity == "reference" or self.out_dtype == torch.uint8
             in_order = out_order
         self.perm = tuple(in_order.index(ch) for ch in out_order)
         self.rows_axis, self.cols_axis = rows, cols
@@ -389,7 +393,6 @@ class _Program:
             # common tap weights (0.5 x 0.5 for an exact 2x shrink) are summed, and multiplied once here
             self.folded = ((self.rows.common if self.cols_strided and self.rows.common is not None else 1.0)
                            * (self.cols.common if self.cols_strided and self.cols.common is not None else 1.0))
-        self.out_dtype = torch_dtype(ctx.spec_out.dtype)
         out_w, out_h = ctx.spec_out.size
         self.out_size = (out_h, out_w)
 
@@ -498,7 +501,7 @@ def _as_input(data, ctx: KernelContext, run) -> tuple["torch.Tensor", bool]:
 
 def _pixels(data, stages, ctx: KernelContext):
     """Any run of crop / resize / normalise / pad / batch, one frame."""
-    from ._torch.device import as_tensor, device_run, resolve_device
+    from ._torch.device import device_run, resolve_device
     from ._torch.resample import Scratch
 
     dev = resolve_device(ctx.backend.device)
