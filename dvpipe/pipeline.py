@@ -94,8 +94,8 @@ class Pipeline:
 
     def _run_steps(self, steps: list[PlanStep], data, cam_index: int, cp: CameraPlan, out, tl: Timeline, tag: str):
         name = cp.camera.name
-        for k, step in enumerate(steps):
-            key = (cam_index, k, tag + step.backend.name)
+        for step in steps:
+            key = (cam_index, id(step), tag)
             state = self._states.get(key)
             if state is None:
                 state = self._states.setdefault(key, {})
@@ -116,6 +116,17 @@ class Pipeline:
                     raise FrameError(f"{step.name} produced {shape} but the plan expects {spec.height}x{spec.width}")
         return data
 
+    def _run_fallback(self, step: PlanStep, data, i: int, cp: CameraPlan, out, tl: Timeline):
+        """Run ``step``'s planned fallback; a host fallback writing a device batch slot goes through a host copy."""
+        if step.writes_batch and type(out).__module__.startswith("torch") and out.device.type != "cpu":
+            import torch
+
+            slot = torch.zeros(tuple(out.shape), dtype=out.dtype).numpy()
+            data = self._run_steps(step.fallback, data, i, cp, slot, tl, "fb:")
+            out.copy_(torch.from_numpy(slot))
+            return out
+        return self._run_steps(step.fallback, data, i, cp, out, tl, "fb:")
+
     def _run_camera(self, i: int, value, out, tl: Timeline, fallbacks) -> Optional[str]:
         """Run camera ``i``; returns None on success or the drop reason."""
         cp = self.plan.cameras[i]
@@ -133,7 +144,7 @@ class Pipeline:
                 if not step.fallback or (isinstance(e, FrameError) and step.backend.family in ("cpu", "reference")):
                     return f"{step.name} on {step.backend.name}: {reason}"
                 try:
-                    data = self._run_steps(step.fallback, data, i, cp, out, tl, "fb:")
+                    data = self._run_fallback(step, data, i, cp, out, tl)
                 except Exception as e2:  # noqa: BLE001
                     r2 = e2.reason if isinstance(e2, FrameError) else f"{type(e2).__name__}: {e2}"
                     return f"{step.name} on {step.backend.name}: {reason}; fallback {step.fallback[0].backend.name}: {r2}"

@@ -20,7 +20,7 @@ import numpy as np
 from .backends import BackendRef, availability, resolve
 from .errors import ConfigError, PlanError
 from .stages.base import FrameSpec, Stage
-from .stages.image import Batch, Pad
+from .stages.image import Batch, Pad, Transfer
 from .stages.registry import Kernel, KernelQuery, Verdict, kernels_at
 from .types import Camera, PixelFormat
 
@@ -238,6 +238,32 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
     return steps, stages, specs
 
 
+def _device_side(placement: str) -> Optional[BackendRef]:
+    return resolve(f"torch:{placement}") if placement.split(":")[0] in ("cuda", "npu") else None
+
+
+def _insert_transfers(steps: list[PlanStep]) -> list[PlanStep]:
+    """Insert an explicit, timed transfer step wherever a step reads from another memory domain."""
+    out: list[PlanStep] = []
+    for step in steps:
+        src, dst = step.spec_in.placement, step.backend.placement
+        if src != dst and step.spec_in.pixel_format is not PixelFormat.ENCODED:
+            ref = _device_side(dst) or _device_side(src)
+            kernels = kernels_at(("transfer",), ref.family) if ref is not None else []
+            if not kernels:
+                raise PlanError(f"{step.name} on {step.backend.name} reads from {src}, and no backend copies {src} -> {dst}")
+            st = Transfer(placement=dst)
+            t_out = st.output_spec(step.spec_in)
+            out.append(PlanStep((st,), kernels[0], ref, step.spec_in, t_out, [(ref.name, Verdict.yes(f"{src} -> {dst}"))],
+                                np.eye(3)))
+            step = dataclasses.replace(step, spec_in=t_out)
+        if step.fallback:  # the fallback gets the failed step's input as it is at run time
+            first = dataclasses.replace(step.fallback[0], spec_in=step.spec_in)
+            step.fallback = _insert_transfers([first] + step.fallback[1:])
+        out.append(step)
+    return out
+
+
 def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: Sequence[str], *,
                   fidelity: str = "reference", target: Any = None) -> Plan:
     """Plan ``stages`` for every camera on the ``backends`` preference order.
@@ -269,6 +295,7 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
         specs = _specs_after(stages, spec0, cam, 0)
         steps, cam_stages, specs = _plan_range(stages, spec0, specs, cam, prefs, avail, fidelity, target,
                                                with_fallback=True)
+        steps = _insert_transfers(steps)
         img_aug = np.eye(3)
         for s in steps:
             img_aug = s.matrix @ img_aug

@@ -15,7 +15,7 @@ from ..errors import ConfigError
 from ..types import PixelFormat
 from .base import FrameSpec, Stage
 
-__all__ = ["Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Batch", "INTERPOLATIONS", "DTYPES"]
+__all__ = ["Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Transfer", "Batch", "INTERPOLATIONS", "DTYPES"]
 
 INTERPOLATIONS = ("linear", "area", "nearest")
 DTYPES = ("float32", "float16")
@@ -248,6 +248,24 @@ class Pad(Stage):
 
     def describe(self) -> str:
         return f"pad /{self.size_divisor}" if self.size_divisor else f"pad {self.size[1]}x{self.size[0]}"
+
+
+@dataclass(frozen=True)
+class Transfer(Stage):
+    """Move the frame between host memory and a device (``placement``: ``host``, ``cuda:0``, ``npu:0``).
+
+    Inserted by the planner wherever consecutive steps live in different memory domains, so that
+    every copy is a timed step of its own; users need not write it.
+    """
+
+    op: ClassVar[str] = "transfer"
+    placement: str = "host"
+
+    def output_spec(self, spec: FrameSpec) -> FrameSpec:
+        return spec.with_(placement=self.placement)
+
+    def describe(self) -> str:
+        return f"transfer to {self.placement}"
 
 
 @dataclass(frozen=True)
