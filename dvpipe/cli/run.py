@@ -1,0 +1,110 @@
+"""``dvpipe run [DEPLOYMENT.yaml]``: run a deployment, show progress, per-step latency and the frame account.
+
+Without a deployment it runs the bundled sample (``samples/deployment.yaml``: the nuScenes-like
+6-camera sample scene through bevformer-tiny on the best available backend).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from ..errors import ConfigError
+
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "deployment.yaml"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("deployment", nargs="?",
+                   help=f"deployment YAML (default: the bundled sample, {SAMPLE.parent.name}/{SAMPLE.name})")
+    p.add_argument("--frames", type=int, metavar="N", help="stop after N frame sets (recordings loop to reach N)")
+    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    p.add_argument("--backends", metavar="LIST", help="backend preference for every camera, comma-separated "
+                                                      "(e.g. cpu, or torch:cuda,cpu, or auto)")
+    p.add_argument("--realtime", action="store_true", help="replay recordings at their capture rate")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: the deployment's outputs.dir)")
+    p.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto trace of every frame set")
+    p.add_argument("--json", metavar="PATH", help="write the latency statistics as JSON")
+    p.add_argument("--plots", metavar="DIR", help="write latency plots (PNG; needs matplotlib)")
+    p.add_argument("--no-outputs", action="store_true", help="write no files")
+    p.add_argument("--quiet", "-q", action="store_true", help="no plan and no progress display")
+
+
+def _positive(value, flag: str):
+    if value is not None and value <= 0:
+        raise ConfigError(f"{flag} must be positive, got {value:g}")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..deploy import Runner, load_deployment
+    from ..deploy.config import parse_backends
+    from ..deploy.runner import ProgressLine
+
+    path = args.deployment
+    if path is None:
+        if not SAMPLE.is_file():
+            raise ConfigError(f"no deployment given and the bundled sample ({SAMPLE}) is not there; "
+                              "pass a deployment YAML (see configs/deployments/)")
+        path = str(SAMPLE)
+    _positive(args.frames, "--frames")
+    _positive(args.duration, "--duration")
+    dep = load_deployment(path)
+    run_changes = {}
+    if args.frames is not None:
+        run_changes.update(frames=args.frames, loop=True, duration_s=None)
+    if args.duration is not None:
+        run_changes.update(duration_s=args.duration)
+        if args.frames is None:
+            run_changes.update(frames=None, loop=True)
+    if args.realtime:
+        run_changes.update(realtime=True)
+    if run_changes:
+        dep = dep.with_run(**run_changes)
+    if args.backends:
+        backends = parse_backends([b.strip() for b in args.backends.split(",") if b.strip()], "--backends")
+        dep = replace(dep, pipeline=replace(dep.pipeline, backends=backends),
+                      cameras=tuple(replace(c, backends=None) for c in dep.cameras))
+    if args.out:
+        import os
+
+        dep = dep.with_outputs(dir=os.path.abspath(args.out),
+                               trace=os.path.join(os.path.abspath(args.out), os.path.basename(dep.outputs.trace))
+                               if dep.outputs.trace else None)
+    out = sys.stdout
+    for w in dep.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    print(dep.describe(), file=out)
+    progress = None if args.quiet else ProgressLine(dep.run.frames, dep.run.duration_s, stream=sys.stderr)
+    runner = Runner(dep, progress=progress, trace_path=args.trace, json_path=args.json, plots_dir=args.plots,
+                    write_outputs=not args.no_outputs)
+    if runner.backend_notes:
+        print("backends auto: skipped " + "; ".join(runner.backend_notes), file=out)
+    if not args.quiet:
+        print(runner.pipe.plan, file=out)
+    out.flush()
+    result = runner.run()
+    if progress is not None:
+        progress.close(runner)
+    stop = "interrupted (Ctrl-C)" if result.interrupted else f"stopped: {result.stopped_by}"
+    rate = result.sets / result.elapsed_s if result.elapsed_s > 0 else 0.0
+    print(f"\n{result.sets} frame sets in {result.elapsed_s:.2f} s ({rate:.1f} sets/s); {stop}", file=out)
+    print(result.summary(), file=out)
+    if result.sets:
+        print("", file=out)
+        print(result.stats.report(title="latency (ms)"), file=out)
+    if result.model_error:
+        print(f"model errors: {result.accounting.model_errors}; first: {result.model_error}", file=out)
+    if result.outputs:
+        print("\noutputs:", file=out)
+        for k, v in result.outputs.items():
+            if not k.startswith("plot_"):
+                print(f"  {k:<8} {v}", file=out)
+    else:
+        print("\noutputs: none written", file=out)
+    if result.interrupted:
+        return 130
+    if result.sets == 0:
+        print("dvpipe run: no frame set was produced (see the source column above)", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,1012 @@
+"""Deployment YAML: schema, validation, and the frozen objects the runner uses.
+
+A deployment names the rig, a source per camera, the preprocessing (a profile or a stage list),
+backend preferences (global and per camera), the synchronisation policy, run limits, latency
+budgets, outputs and an optional model hook. :func:`load_deployment` validates everything at load
+and reports **all** problems at once, each with its key path::
+
+    cameras[2].source.uri: file not found: /data/cam2.mp4
+    sync.on_late: 'skip' is not one of mask, reuse, drop
+
+Paths *read* by the deployment (rig file, source files, model path) are relative to the YAML
+file; paths *written* (``outputs.dir``) are relative to the working directory.
+
+Schema (every key optional unless marked)::
+
+    name: str                          # default: the file name without .yaml
+    description: str
+    rig: PATH | {cameras: [...]}       # required; the rig YAML format (dvpipe.Rig)
+    encoding: h264                     # overrides the rig's camera encodings (jpeg, png, h264, h265, raw)
+    pipeline:                          # required
+      profile: bevformer-tiny          # exactly one of profile / stages
+      stages: [decode, {resize: {scale: 0.5}}, {normalise: {mean: [..], std: [..], to_rgb: true}},
+               {pad: {size_divisor: 32}}]      # an op "module:Class" builds a user stage
+      fidelity: reference | fast
+      backends: auto | [cpu, ...]      # auto: the best available on this machine, cpu last
+      threads: int
+      fallback: next | error
+    source: SOURCE                     # default source of every camera; "{camera}" in uri is replaced
+    cameras:                           # per-camera settings, by name (each needs a source from here
+      - name: CAM_FRONT                #   or from the default)
+        source: SOURCE
+        backends: auto | [...]
+        encoding: h264                 # this camera's encoding, if not the rig's
+    sync:
+      tolerance_ms: 25                 # frames within +-tolerance of the set's time form a set
+      on_late: mask | reuse | drop     # a late or missing camera: masked, its last frame reused
+      deadline_ms: 100                 #   (flagged stale), or the whole set dropped
+      max_reuse_age_ms: 500
+      anchor: earliest | CAMERA        # what a set's time is: the earliest waiting frame, or one camera
+    run:
+      frames: N                        # stop after N frame sets
+      duration_s: S
+      loop: false                      # recorded sources start over at their end
+      realtime: false                  # replay recorded sources at their capture rate (x speed)
+      speed: 1.0
+      queue_size: 2                    # frames waiting per camera
+      latest_only: auto | true | false # live: drop the oldest waiting frame rather than block
+      stall_timeout_ms: 1000           # no frame for this long: the camera is "stalled"
+    latency:
+      budget_ms: 100                   # end to end (capture -> output)
+      steps_ms: {decode: 10}
+      window: 100
+    outputs:
+      dir: out/{name}
+      metrics: true                    # latency.json + summary.json
+      trace: false | true | PATH       # Chrome/Perfetto trace
+      plots: false | true | DIR
+      dumps: false | {every: N, max: M}
+    model: module:callable | file.py:callable | {entry: ..., path: DIR, init: {...}}
+
+SOURCE (``type`` required; see :mod:`dvpipe.deploy.sources` for each type)::
+
+    {type: images, uri: DIR|GLOB, pattern: "*.jpg", timestamps: filename|sidecar|fps,
+     unit: auto|ns|us|ms|s, sidecar: FILE, fps: 10, start_ns: INT}
+    {type: video, uri: FILE.mp4, start_ns: INT}
+    {type: elementary, uri: FILE.h264, codec: h264|h265, fps: 30, start_ns: INT}
+    {type: rtsp, uri: rtsp://HOST/PATH, transport: tcp|udp, open_timeout_s: 5, read_timeout_s: 2,
+     reconnect: {initial_ms: 250, max_ms: 5000, factor: 2, attempts: 0}}
+    {type: v4l2, uri: /dev/video0, input_format: mjpeg, fps: 30, size: [W, H]}
+    {type: synthetic, fps: 30, resolution: [W, H], cycle: 16, quality: 90, frames: N, start_ns: INT}
+    common: offset_ms: 0 (added to capture times), faults: FAULTS (testing; see sources.faults)
+"""
+from __future__ import annotations
+
+import glob as _glob
+import importlib.util
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping, Optional, Sequence
+
+from ..errors import ConfigError
+from ..types import Rig
+
+__all__ = [
+    "Deployment", "CameraConfig", "SourceConfig", "PipelineConfig", "SyncConfig", "RunConfig",
+    "LatencyConfig", "OutputsConfig", "ModelConfig", "Faults", "DeploymentError", "load_deployment", "parse_backends",
+    "SOURCE_TYPES", "ON_LATE", "VIDEO_ENCODINGS",
+]
+
+SOURCE_TYPES = ("images", "video", "elementary", "rtsp", "v4l2", "synthetic")
+ON_LATE = ("mask", "reuse", "drop")
+VIDEO_ENCODINGS = ("h264", "h265")
+_LIVE_TYPES = ("rtsp", "v4l2")
+
+
+class DeploymentError(ConfigError):
+    """A deployment failed validation. ``errors`` holds every ``(path, message)``."""
+
+    def __init__(self, errors: Sequence[tuple[str, str]], where: str = "deployment"):
+        self.errors = list(errors)
+        lines = "\n".join(f"  {p}: {m}" if p else f"  {m}" for p, m in self.errors)
+        n = len(self.errors)
+        super().__init__(f"{n} problem{'s' if n != 1 else ''} in {where}:\n{lines}")
+
+
+# ----------------------------------------------------------------------------------- objects
+@dataclass(frozen=True)
+class Faults:
+    """Faults injected by a source wrapper, to rehearse a deployment's policies (see ``sources.faults``).
+
+    Frame numbers are the source's sequence numbers (0-based).
+
+    Attributes:
+        corrupt: frames whose bytes are damaged (the decoder rejects them).
+        corrupt_every: damage every n-th frame (0: never).
+        late_ms: ``((seq, ms), ...)``: frame delivered ``ms`` after its normal time.
+        stall: ``((seq, seconds), ...)``: the source delivers nothing for ``seconds`` before ``seq``.
+        disconnect: the stream is lost before these frames (a live source reconnects).
+        resize: ``((seq, (width, height)), ...)``: from ``seq`` on, frames come at this size.
+        lose: frames lost inside the source (never delivered, so never counted as entered).
+        fail_open: the first n attempts to open the source fail (-1: it never opens).
+    """
+
+    corrupt: tuple[int, ...] = ()
+    corrupt_every: int = 0
+    late_ms: tuple[tuple[int, float], ...] = ()
+    stall: tuple[tuple[int, float], ...] = ()
+    disconnect: tuple[int, ...] = ()
+    resize: tuple[tuple[int, tuple[int, int]], ...] = ()
+    lose: tuple[int, ...] = ()
+    fail_open: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.corrupt or self.corrupt_every or self.late_ms or self.stall or self.disconnect
+                    or self.resize or self.lose or self.fail_open)
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """Where one camera's frames come from.
+
+    Attributes:
+        type: one of :data:`SOURCE_TYPES`.
+        uri: file, folder, glob, device or URL (file paths made absolute), or None (synthetic).
+        options: the type's other keys, validated, defaults filled in (read-only mapping).
+        offset_ms: added to every capture time (fixes a known clock offset of this camera).
+        faults: injected faults (testing), or None.
+    """
+
+    type: str
+    uri: Optional[str] = None
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    offset_ms: float = 0.0
+    faults: Optional[Faults] = None
+
+    @property
+    def live(self) -> bool:
+        """True for sources that capture now (RTSP, V4L2, real-time synthetic)."""
+        return self.type in _LIVE_TYPES or (self.type == "synthetic" and bool(self.options.get("realtime")))
+
+    def describe(self) -> str:
+        what = self.uri if self.uri else ", ".join(f"{k}={v}" for k, v in self.options.items() if v is not None)
+        return f"{self.type} {what}".strip()
+
+
+@dataclass(frozen=True)
+class CameraConfig:
+    """A rig camera and how it is fed. ``backends`` None: the pipeline's preference."""
+
+    name: str
+    source: SourceConfig
+    backends: Optional[tuple[str, ...]] = None
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Preprocessing: a profile name or a stage list, planned on ``backends`` (``("auto",)`` allowed)."""
+
+    profile: Optional[str] = None
+    stages: Optional[tuple[Any, ...]] = None
+    fidelity: str = "reference"
+    backends: tuple[str, ...] = ("auto",)
+    threads: Optional[int] = None
+    fallback: str = "next"
+
+
+@dataclass(frozen=True)
+class SyncConfig:
+    """How frames are grouped into frame sets (see :mod:`dvpipe.deploy.sync`)."""
+
+    tolerance_ms: float = 25.0
+    on_late: str = "mask"
+    deadline_ms: float = 100.0
+    max_reuse_age_ms: float = 500.0
+    anchor: str = "earliest"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Run limits and queueing (see :mod:`dvpipe.deploy.runner`)."""
+
+    frames: Optional[int] = None
+    duration_s: Optional[float] = None
+    loop: bool = False
+    realtime: bool = False
+    speed: float = 1.0
+    queue_size: int = 2
+    latest_only: str = "auto"
+    stall_timeout_ms: float = 1000.0
+
+
+@dataclass(frozen=True)
+class LatencyConfig:
+    """Budgets in milliseconds (end to end and per step) and the sliding-window size in batches."""
+
+    budget_ms: Optional[float] = None
+    steps_ms: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    window: int = 100
+
+    def budgets_ns(self) -> dict[str, float]:
+        out = {k: v * 1e6 for k, v in self.steps_ms.items()}
+        if self.budget_ms is not None:
+            out["end_to_end"] = self.budget_ms * 1e6
+        return out
+
+
+@dataclass(frozen=True)
+class OutputsConfig:
+    """What is written where. Paths are absolute after loading; None means "not written"."""
+
+    dir: Optional[str] = None
+    metrics: bool = True
+    trace: Optional[str] = None
+    plots: Optional[str] = None
+    dumps_every: int = 0
+    dumps_max: int = 0
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """``entry`` = ``module:callable`` (``path`` is added to ``sys.path``) or ``/abs/file.py:callable``;
+    with ``init``, ``callable(**init)`` builds the model once."""
+
+    entry: str
+    path: Optional[str] = None
+    init: Optional[Mapping[str, Any]] = None
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A validated deployment (frozen). Build with :func:`load_deployment`."""
+
+    name: str
+    rig: Rig
+    pipeline: PipelineConfig
+    cameras: tuple[CameraConfig, ...]
+    sync: SyncConfig = SyncConfig()
+    run: RunConfig = RunConfig()
+    latency: LatencyConfig = LatencyConfig()
+    outputs: OutputsConfig = OutputsConfig()
+    model: Optional[ModelConfig] = None
+    description: str = ""
+    path: Optional[str] = None
+    rig_path: Optional[str] = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def live(self) -> bool:
+        """True when any source captures now (RTSP, V4L2, real-time synthetic) or replay is paced."""
+        return self.run.realtime or any(c.source.live for c in self.cameras)
+
+    def camera(self, name: str) -> CameraConfig:
+        for c in self.cameras:
+            if c.name == name:
+                return c
+        raise KeyError(f"unknown camera {name!r}; the deployment has {', '.join(c.name for c in self.cameras)}")
+
+    def with_run(self, **changes) -> "Deployment":
+        """A copy with run settings changed (``frames=``, ``duration_s=``...), e.g. from CLI flags."""
+        from dataclasses import replace
+
+        return replace(self, run=replace(self.run, **changes))
+
+    def with_outputs(self, **changes) -> "Deployment":
+        from dataclasses import replace
+
+        return replace(self, outputs=replace(self.outputs, **changes))
+
+    def describe(self) -> str:
+        lines = [f"deployment {self.name}" + (f" ({self.path})" if self.path else ""),
+                 f"  rig: {len(self.rig)} cameras" + (f" from {self.rig_path}" if self.rig_path else " (inline)"),
+                 "  pipeline: " + (f"profile {self.pipeline.profile}" if self.pipeline.profile else
+                                   f"{len(self.pipeline.stages or ())} stages")
+                 + f", fidelity {self.pipeline.fidelity}, backends {' > '.join(self.pipeline.backends)}",
+                 f"  sync: +-{self.sync.tolerance_ms:g} ms, late cameras: {self.sync.on_late}"
+                 + (f" after {self.sync.deadline_ms:g} ms" if self.live else ""),
+                 ]
+        for c in self.cameras:
+            cam = self.rig[c.name]
+            extra = f", backends {' > '.join(c.backends)}" if c.backends else ""
+            lines.append(f"  {c.name:<16} {cam.width}x{cam.height} {cam.encoding:<5} <- {c.source.describe()}{extra}")
+        if self.model:
+            lines.append(f"  model: {self.model.entry}")
+        return "\n".join(lines)
+
+
+# -------------------------------------------------------------------------------- validation
+_MISSING = object()
+
+
+class _V:
+    """Collects every problem with its key path; helpers return a default on error so that checking goes on."""
+
+    def __init__(self, base_dir: Path):
+        self.base_dir = base_dir
+        self.errors: list[tuple[str, str]] = []
+        self.warnings: list[str] = []
+
+    def err(self, path: str, msg: str) -> None:
+        self.errors.append((path, msg))
+
+    def mapping(self, value: Any, path: str, allowed: Sequence[str], required: Sequence[str] = ()) -> Optional[dict]:
+        if value is None:
+            value = {}
+        if not isinstance(value, Mapping):
+            self.err(path, f"expected a mapping, got {_kind(value)}")
+            return None
+        for k in value:
+            if k not in allowed:
+                close = [a for a in allowed if _similar(str(k), a)]
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                self.err(_join(path, k), f"unknown key{hint}; allowed: {', '.join(allowed)}")
+        for k in required:
+            if k not in value:
+                self.err(_join(path, k), "required")
+        return dict(value)
+
+    def number(self, m: Mapping, key: str, path: str, default: Any, *, integer: bool = False,
+               minimum: float | None = None, exclusive_min: bool = False, allow_none: bool = False) -> Any:
+        v = m.get(key, _MISSING)
+        if v is _MISSING or (v is None and allow_none):
+            return default
+        p = _join(path, key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
+            self.err(p, f"expected {'an integer' if integer else 'a number'}, got {v!r}")
+            return default
+        if minimum is not None and (v <= minimum if exclusive_min else v < minimum):
+            self.err(p, f"must be {'>' if exclusive_min else '>='} {minimum:g}, got {v!r}")
+            return default
+        return int(v) if integer else float(v)
+
+    def boolean(self, m: Mapping, key: str, path: str, default: bool) -> bool:
+        v = m.get(key, _MISSING)
+        if v is _MISSING:
+            return default
+        if not isinstance(v, bool):
+            self.err(_join(path, key), f"expected true or false, got {v!r}")
+            return default
+        return v
+
+    def choice(self, m: Mapping, key: str, path: str, choices: Sequence[str], default: Any) -> Any:
+        v = m.get(key, _MISSING)
+        if v is _MISSING:
+            return default
+        if v not in choices:
+            self.err(_join(path, key), f"{v!r} is not one of {', '.join(map(str, choices))}")
+            return default
+        return v
+
+    def string(self, m: Mapping, key: str, path: str, default: Any = None, required: bool = False) -> Any:
+        v = m.get(key, _MISSING)
+        if v is _MISSING or v is None:
+            if required and v is _MISSING:
+                return default  # "required" already reported by mapping()
+            if required:
+                self.err(_join(path, key), "must not be empty")
+            return default
+        if not isinstance(v, str) or not v:
+            self.err(_join(path, key), f"expected a non-empty string, got {v!r}")
+            return default
+        return v
+
+    def path(self, value: str, path: str, *, kind: str = "file", must_exist: bool = True) -> str:
+        p = Path(os.path.expanduser(value))
+        if not p.is_absolute():
+            p = self.base_dir / p
+        p = Path(os.path.normpath(p))
+        if must_exist:
+            if kind == "file" and not p.is_file():
+                self.err(path, f"{'not a file' if p.exists() else 'file not found'}: {p}")
+            elif kind == "dir" and not p.is_dir():
+                self.err(path, f"{'not a folder' if p.exists() else 'folder not found'}: {p}")
+        return str(p)
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _kind(v: Any) -> str:
+    return "null" if v is None else type(v).__name__
+
+
+def _similar(a: str, b: str) -> bool:
+    a, b = a.lower(), b.lower()
+    if a == b:
+        return True
+    if abs(len(a) - len(b)) > 2:
+        return False
+    # one edit apart, or the same letters in another order
+    if sorted(a) == sorted(b):
+        return True
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b)) == 1
+    s, t = (a, b) if len(a) < len(b) else (b, a)
+    return any(t[:i] + t[i + 1:] == s for i in range(len(t)))
+
+
+def _pair(v: Any, path: str, V: _V, what: str = "[width, height]") -> Optional[tuple[int, int]]:
+    if (not isinstance(v, Sequence) or isinstance(v, str) or len(v) != 2
+            or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v)):
+        V.err(path, f"expected {what} of positive integers, got {v!r}")
+        return None
+    return int(v[0]), int(v[1])
+
+
+def _int_list(v: Any, path: str, V: _V) -> tuple[int, ...]:
+    if isinstance(v, int) and not isinstance(v, bool):
+        v = [v]
+    if not isinstance(v, Sequence) or isinstance(v, str) or not all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
+        V.err(path, f"expected a list of frame numbers (non-negative integers), got {v!r}")
+        return ()
+    return tuple(sorted(set(int(x) for x in v)))
+
+
+def _seq_map(v: Any, path: str, V: _V, value_check) -> tuple:
+    """``{seq: value}`` -> ``((seq, value), ...)`` sorted by seq."""
+    if not isinstance(v, Mapping):
+        V.err(path, f"expected a mapping frame number -> value, got {_kind(v)}")
+        return ()
+    out = []
+    for k, val in v.items():
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            V.err(f"{path}.{k}", "keys are frame numbers (non-negative integers)")
+            continue
+        checked = value_check(val, f"{path}.{k}")
+        if checked is not None:
+            out.append((int(k), checked))
+    return tuple(sorted(out))
+
+
+def _parse_faults(v: Any, path: str, V: _V) -> Optional[Faults]:
+    m = V.mapping(v, path, ("corrupt", "corrupt_every", "late_ms", "stall", "disconnect", "resize", "lose",
+                            "fail_open"))
+    if m is None:
+        return None
+
+    def positive(val, p):
+        if isinstance(val, bool) or not isinstance(val, (int, float)) or val < 0:
+            V.err(p, f"expected a non-negative number, got {val!r}")
+            return None
+        return float(val)
+
+    fail_open = m.get("fail_open", 0)
+    if fail_open is True:
+        fail_open = -1
+    if isinstance(fail_open, bool) or not isinstance(fail_open, int) or fail_open < -1:
+        V.err(_join(path, "fail_open"),
+              f"expected a number of failed attempts (-1 or true: never opens), got {fail_open!r}")
+        fail_open = 0
+    return Faults(
+        corrupt=_int_list(m["corrupt"], _join(path, "corrupt"), V) if "corrupt" in m else (),
+        corrupt_every=V.number(m, "corrupt_every", path, 0, integer=True, minimum=0),
+        late_ms=_seq_map(m["late_ms"], _join(path, "late_ms"), V, positive) if "late_ms" in m else (),
+        stall=_seq_map(m["stall"], _join(path, "stall"), V, positive) if "stall" in m else (),
+        disconnect=_int_list(m["disconnect"], _join(path, "disconnect"), V) if "disconnect" in m else (),
+        resize=(_seq_map(m["resize"], _join(path, "resize"), V, lambda val, p: _pair(val, p, V))
+                if "resize" in m else ()),
+        lose=_int_list(m["lose"], _join(path, "lose"), V) if "lose" in m else (),
+        fail_open=int(fail_open),
+    )
+
+
+_COMMON_SOURCE_KEYS = ("type", "uri", "offset_ms", "faults")
+_SOURCE_KEYS = {
+    "images": ("pattern", "timestamps", "unit", "sidecar", "fps", "start_ns"),
+    "video": ("start_ns",),
+    "elementary": ("codec", "fps", "start_ns"),
+    "rtsp": ("transport", "open_timeout_s", "read_timeout_s", "reconnect"),
+    "v4l2": ("input_format", "fps", "size"),
+    "synthetic": ("fps", "resolution", "cycle", "quality", "frames", "start_ns", "realtime"),
+}
+_ES_EXT = {".h264": "h264", ".264": "h264", ".avc": "h264", ".h265": "h265", ".265": "h265", ".hevc": "h265"}
+
+
+def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str) -> Optional[SourceConfig]:
+    where = path  # errors of a shared default repeat per camera; load_deployment keeps one of each
+    if not isinstance(v, Mapping):
+        V.err(where, f"expected a mapping with a 'type' ({', '.join(SOURCE_TYPES)}), got {_kind(v)}")
+        return None
+    typ = v.get("type")
+    if typ not in SOURCE_TYPES:
+        V.err(_join(where, "type"), "required" if typ is None else f"{typ!r} is not one of {', '.join(SOURCE_TYPES)}")
+        return None
+    m = V.mapping(v, where, _COMMON_SOURCE_KEYS + _SOURCE_KEYS[typ])
+    if m is None:
+        return None
+    opts: dict[str, Any] = {}
+    uri = m.get("uri")
+    if uri is not None and not isinstance(uri, str):
+        V.err(_join(where, "uri"), f"expected a string, got {uri!r}")
+        uri = None
+    if isinstance(uri, str):
+        uri = uri.replace("{camera}", camera_name)
+    start_ns = m.get("start_ns")
+    if start_ns is not None and (isinstance(start_ns, bool) or not isinstance(start_ns, int)):
+        V.err(_join(where, "start_ns"), f"expected an integer (ns since the Unix epoch), got {start_ns!r}")
+        start_ns = None
+    upath = _join(where, "uri")
+
+    if typ == "images":
+        if uri is None:
+            V.err(upath, "required: a folder of images or a glob pattern")
+        else:
+            if any(ch in uri for ch in "*?["):
+                uri = V.path(uri, upath, must_exist=False)
+                if not _glob.glob(uri):
+                    V.err(upath, f"no files match {uri}")
+            else:
+                uri = V.path(uri, upath, kind="dir")
+        opts["pattern"] = V.string(m, "pattern", where, None)
+        opts["timestamps"] = V.choice(m, "timestamps", where, ("filename", "sidecar", "fps"),
+                                      "sidecar" if "sidecar" in m else ("fps" if "fps" in m else "filename"))
+        opts["unit"] = V.choice(m, "unit", where, ("auto", "ns", "us", "ms", "s"), "auto")
+        sidecar = V.string(m, "sidecar", where, None)
+        if sidecar is not None:
+            sidecar = V.path(sidecar.replace("{camera}", camera_name), _join(where, "sidecar"))
+        if opts["timestamps"] == "sidecar" and sidecar is None:
+            V.err(_join(where, "sidecar"),
+                  "required when timestamps: sidecar (a YAML/JSON/CSV file: image name -> time, or a .txt)")
+        opts["sidecar"] = sidecar
+        opts["fps"] = V.number(m, "fps", where, 10.0 if opts["timestamps"] == "fps" else None, minimum=0,
+                               exclusive_min=True, allow_none=True)
+        opts["start_ns"] = start_ns
+        if encoding not in ("jpeg", "png"):
+            V.err(where, f"an image sequence needs camera encoding jpeg or png; "
+                         f"camera {camera_name} declares {encoding}")
+    elif typ == "video":
+        if uri is None:
+            V.err(upath, "required: a video file (MP4, MKV, ...)")
+        else:
+            uri = V.path(uri, upath)
+        opts["start_ns"] = start_ns
+        if encoding not in VIDEO_ENCODINGS + ("raw", "jpeg"):
+            V.err(where, f"a video source needs camera encoding h264, h265 (decoded as a plan step) or raw "
+                         f"(decoded in the source); camera {camera_name} declares {encoding}")
+    elif typ == "elementary":
+        if uri is None:
+            V.err(upath, "required: an H.264/H.265 elementary stream file")
+        else:
+            uri = V.path(uri, upath)
+        codec = V.choice(m, "codec", where, VIDEO_ENCODINGS, None)
+        if codec is None and uri is not None:
+            codec = _ES_EXT.get(Path(uri).suffix.lower())
+            if codec is None:
+                V.err(_join(where, "codec"), f"required: cannot tell h264 from h265 by the name {Path(uri).name}")
+        opts["codec"] = codec
+        opts["fps"] = V.number(m, "fps", where, 30.0, minimum=0, exclusive_min=True)
+        opts["start_ns"] = start_ns
+        if codec and encoding != codec:
+            V.err(where, f"the stream is {codec} but camera {camera_name} declares encoding {encoding}")
+    elif typ == "rtsp":
+        if uri is None:
+            V.err(upath, "required: rtsp://host[:port]/path")
+        elif not re.match(r"^rtsps?://[^/\s]+", uri):
+            V.err(upath, f"expected rtsp://host[:port]/path, got {uri!r}")
+        opts["transport"] = V.choice(m, "transport", where, ("tcp", "udp"), "tcp")
+        opts["open_timeout_s"] = V.number(m, "open_timeout_s", where, 5.0, minimum=0, exclusive_min=True)
+        opts["read_timeout_s"] = V.number(m, "read_timeout_s", where, 2.0, minimum=0, exclusive_min=True)
+        rp = _join(where, "reconnect")
+        r = V.mapping(m.get("reconnect"), rp, ("initial_ms", "max_ms", "factor", "attempts")) or {}
+        opts["reconnect"] = MappingProxyType({
+            "initial_ms": V.number(r, "initial_ms", rp, 250.0, minimum=0),
+            "max_ms": V.number(r, "max_ms", rp, 5000.0, minimum=0),
+            "factor": V.number(r, "factor", rp, 2.0, minimum=1),
+            "attempts": V.number(r, "attempts", rp, 0, integer=True, minimum=0),
+        })
+        if encoding not in VIDEO_ENCODINGS + ("jpeg", "raw"):
+            V.err(where, f"an RTSP source needs camera encoding h264, h265, jpeg (MJPEG) or raw; "
+                         f"camera {camera_name} declares {encoding}")
+    elif typ == "v4l2":
+        if uri is None:
+            V.err(upath, "required: a V4L2 device such as /dev/video0")
+        elif not os.path.exists(uri):
+            V.warnings.append(f"{upath}: device {uri} does not exist on this machine")
+        opts["input_format"] = V.string(m, "input_format", where, None)
+        opts["fps"] = V.number(m, "fps", where, None, minimum=0, exclusive_min=True, allow_none=True)
+        opts["size"] = _pair(m["size"], _join(where, "size"), V) if m.get("size") is not None else None
+    elif typ == "synthetic":
+        if uri is not None:
+            V.err(upath, "a synthetic source takes no uri")
+        opts["fps"] = V.number(m, "fps", where, 30.0, minimum=0, exclusive_min=True)
+        res = m.get("resolution")
+        opts["resolution"] = _pair(res, _join(where, "resolution"), V) if res is not None else None
+        opts["cycle"] = V.number(m, "cycle", where, 16, integer=True, minimum=1)
+        opts["quality"] = V.number(m, "quality", where, 90, integer=True, minimum=1)
+        opts["frames"] = V.number(m, "frames", where, None, integer=True, minimum=1, allow_none=True)
+        opts["start_ns"] = start_ns
+        opts["realtime"] = V.boolean(m, "realtime", where, True)
+    offset_ms = V.number(m, "offset_ms", where, 0.0)
+    faults = _parse_faults(m["faults"], _join(where, "faults"), V) if m.get("faults") is not None else None
+    return SourceConfig(typ, uri, MappingProxyType(opts), offset_ms, faults if faults else None)
+
+
+def parse_backends(value: Any, path: str = "backends") -> tuple[str, ...]:
+    """``auto``, a backend name or a list of them -> a tuple of names; ``ConfigError`` naming ``path``."""
+    V = _V(Path.cwd())
+    out = _parse_backends(value, path, V)
+    if V.errors:
+        raise DeploymentError(V.errors, path)
+    return out or ("cpu",)
+
+
+def _parse_backends(v: Any, path: str, V: _V) -> Optional[tuple[str, ...]]:
+    from ..backends import resolve
+
+    if v == "auto":
+        return ("auto",)
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, Sequence) or not v:
+        V.err(path, f"expected 'auto' or a list of backend names such as [cpu], got {v!r}")
+        return None
+    out = []
+    for i, b in enumerate(v):
+        if b == "auto":
+            out.append("auto")
+            continue
+        try:
+            out.append(resolve(b).name)
+        except ConfigError as e:
+            V.err(f"{path}[{i}]", e.message)
+    return tuple(out)
+
+
+def _stage_table() -> dict[str, Any]:
+    from ..stages import Batch, Crop, Decode, Normalise, Pad, Resize
+
+    return {"decode": Decode, "resize": Resize, "crop": Crop, "normalise": Normalise, "normalize": Normalise,
+            "pad": Pad, "batch": Batch}
+
+
+def _to_tuples(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_to_tuples(x) for x in v)
+    return v
+
+
+def _parse_stages(v: Any, path: str, V: _V) -> Optional[tuple]:
+    table = _stage_table()
+    if not isinstance(v, Sequence) or isinstance(v, str) or not v:
+        V.err(path, f"expected a non-empty list of stages such as [decode, {{resize: {{scale: 0.5}}}}], got {v!r}")
+        return None
+    out = []
+    for i, item in enumerate(v):
+        p = f"{path}[{i}]"
+        if isinstance(item, str):
+            op, params = item, {}
+        elif isinstance(item, Mapping) and len(item) == 1:
+            op, params = next(iter(item.items()))
+            params = params or {}
+        else:
+            V.err(p, f"expected an op name or {{op: {{params}}}}, got {item!r}")
+            continue
+        if not isinstance(params, Mapping):
+            V.err(f"{p}.{op}", f"expected a mapping of parameters, got {_kind(params)}")
+            continue
+        if isinstance(op, str) and ":" in op:
+            cls = _import_entry(op, f"{p}", V)
+        else:
+            cls = table.get(op)
+            if cls is None:
+                V.err(p, f"unknown stage {op!r}; known: {', '.join(sorted(set(table)))}, "
+                         "or 'module:Class' for your own")
+        if cls is None:
+            continue
+        try:
+            out.append(cls(**{k: _to_tuples(x) for k, x in params.items()}))
+        except ConfigError as e:
+            V.err(f"{p}.{op}", e.message if not e.path else str(e))
+        except TypeError as e:
+            V.err(f"{p}.{op}", str(e).replace("__init__() ", ""))
+    return tuple(out)
+
+
+def _import_entry(entry: str, path: str, V: _V, sys_path: Optional[str] = None) -> Any:
+    import importlib
+    import sys
+
+    mod, _, attr = entry.partition(":")
+    if sys_path and sys_path not in sys.path:
+        sys.path.insert(0, sys_path)
+    try:
+        obj = importlib.import_module(mod)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        return obj
+    except Exception as e:  # noqa: BLE001 - any import failure is a config error at this path
+        V.err(path, f"cannot import {entry}: {type(e).__name__}: {e}")
+        return None
+
+
+_ENTRY_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_FILE_ENTRY_RE = re.compile(r"^.+\.py:[A-Za-z_][\w.]*$")
+
+
+def _parse_model(v: Any, V: _V) -> Optional[ModelConfig]:
+    if isinstance(v, str):
+        v = {"entry": v}
+    m = V.mapping(v, "model", ("entry", "path", "init"), required=("entry",))
+    if m is None:
+        return None
+    entry = V.string(m, "entry", "model", None, required=True)
+    if entry is not None and _FILE_ENTRY_RE.match(entry):  # path/to/file.py:callable
+        file, _, attr = entry.rpartition(":")
+        file = V.path(file, "model.entry")
+        init = m.get("init")
+        return ModelConfig(f"{file}:{attr}", None, MappingProxyType(dict(init)) if isinstance(init, Mapping) else None)
+    if entry is not None and not _ENTRY_RE.match(entry):
+        V.err("model.entry", f"expected 'module:callable' or 'path/to/file.py:callable' (for example "
+                             f"'mypkg.model:infer'), got {entry!r}")
+        entry = None
+    path = V.string(m, "path", "model", None)
+    if path is not None:
+        path = V.path(path, "model.path", kind="dir")
+    init = m.get("init")
+    if init is not None and not isinstance(init, Mapping):
+        V.err("model.init", f"expected a mapping of keyword arguments, got {_kind(init)}")
+        init = None
+    if entry is not None:
+        import sys
+
+        mod = entry.split(":")[0]
+        added = path is not None and path not in sys.path
+        if added:
+            sys.path.insert(0, path)
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except (ImportError, ValueError):
+            found = False
+        finally:
+            if added:
+                sys.path.remove(path)
+        if not found:
+            V.err("model.entry", f"module {mod!r} not found" + (f" (also looked in {path})" if path else ""))
+    if entry is None:
+        return None
+    return ModelConfig(entry, path, MappingProxyType(dict(init)) if init else None)
+
+
+_TOP_KEYS = ("version", "name", "description", "rig", "pipeline", "encoding", "source", "cameras", "sync", "run",
+             "latency", "outputs", "model")
+
+
+def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
+                    base_dir: str | os.PathLike | None = None) -> Deployment:
+    """Load and validate a deployment from a YAML file or an already-parsed mapping.
+
+    Args:
+        source: path of the YAML file, or its content as a mapping.
+        base_dir: folder that relative input paths refer to (default: the file's folder, or the
+            working directory for a mapping).
+
+    Returns:
+        a frozen :class:`Deployment`.
+
+    Raises:
+        DeploymentError: listing every problem with its key path (a ``ConfigError``).
+    """
+    import yaml
+
+    path: Optional[Path] = None
+    if isinstance(source, Mapping):
+        data = dict(source)
+        where = "deployment"
+    else:
+        path = Path(source)
+        where = str(path)
+        try:
+            with open(path, "r", encoding="utf-8") as f:
+                data = yaml.safe_load(f)
+        except FileNotFoundError:
+            raise DeploymentError([("", f"deployment file not found: {path}")], where) from None
+        except IsADirectoryError:
+            raise DeploymentError([("", f"{path} is a folder, not a deployment YAML file")], where) from None
+        except yaml.YAMLError as e:
+            raise DeploymentError([("", f"not valid YAML: {e}")], where) from None
+        if data is None:
+            data = {}
+    base = Path(base_dir) if base_dir is not None else (path.resolve().parent if path else Path.cwd())
+    V = _V(base)
+    top = V.mapping(data, "", _TOP_KEYS, required=("rig", "pipeline"))
+    if top is None:
+        raise DeploymentError(V.errors, where)
+    if top.get("version", 1) != 1:
+        V.err("version", f"this dvpipe reads deployment version 1, got {top.get('version')!r}")
+    name = V.string(top, "name", "", path.stem if path else "deployment")
+    description = V.string(top, "description", "", "") or ""
+
+    # rig ---------------------------------------------------------------------------------------
+    rig: Optional[Rig] = None
+    rig_path: Optional[str] = None
+    rig_v = top.get("rig")
+    if isinstance(rig_v, str):
+        rig_path = V.path(rig_v, "rig")
+        if os.path.isfile(rig_path):
+            try:
+                with open(rig_path, "r", encoding="utf-8") as f:
+                    rig_data = yaml.safe_load(f) or {}
+                rig = _rig_from(rig_data, f"rig ({rig_path})", V)
+            except yaml.YAMLError as e:
+                V.err("rig", f"{rig_path} is not valid YAML: {e}")
+    elif isinstance(rig_v, Mapping):
+        rig = _rig_from(rig_v, "rig", V)
+    elif rig_v is not None:
+        V.err("rig", f"expected a rig file path or an inline rig {{cameras: [...]}}, got {_kind(rig_v)}")
+
+    # pipeline ----------------------------------------------------------------------------------
+    pm = V.mapping(top.get("pipeline"), "pipeline",
+                   ("profile", "stages", "fidelity", "backends", "threads", "fallback"))
+    pipeline = PipelineConfig()
+    if pm is not None:
+        profile = V.string(pm, "profile", "pipeline", None)
+        stages = _parse_stages(pm["stages"], "pipeline.stages", V) if "stages" in pm else None
+        if (profile is None) == ("stages" not in pm):
+            V.err("pipeline", "needs exactly one of 'profile' (bevformer-tiny, ...) or 'stages' (a list)")
+        if profile is not None:
+            from ..profiles import PROFILES
+
+            if profile not in PROFILES:
+                V.err("pipeline.profile", f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
+        backends = _parse_backends(pm["backends"], "pipeline.backends", V) if "backends" in pm else ("auto",)
+        pipeline = PipelineConfig(
+            profile=profile, stages=stages,
+            fidelity=V.choice(pm, "fidelity", "pipeline", ("reference", "fast"), "reference"),
+            backends=backends or ("cpu",),
+            threads=V.number(pm, "threads", "pipeline", None, integer=True, minimum=1, allow_none=True),
+            fallback=V.choice(pm, "fallback", "pipeline", ("next", "error"), "next"),
+        )
+
+    # cameras and sources -----------------------------------------------------------------------
+    default_source = top.get("source")
+    entries: dict[str, tuple[int, Mapping]] = {}
+    cams_v = top.get("cameras", [])
+    if cams_v is None:
+        cams_v = []
+    if not isinstance(cams_v, Sequence) or isinstance(cams_v, str):
+        V.err("cameras", f"expected a list of {{name, source, backends}}, got {_kind(cams_v)}")
+        cams_v = []
+    rig_names = rig.names if rig is not None else ()
+    for i, item in enumerate(cams_v):
+        p = f"cameras[{i}]"
+        m = V.mapping(item, p, ("name", "source", "backends", "encoding"), required=("name",))
+        if m is None or "name" not in m:
+            continue
+        nm = m["name"]
+        if rig is not None and nm not in rig_names:
+            V.err(f"{p}.name", f"{nm!r} is not a camera of the rig ({', '.join(rig_names)})")
+            continue
+        if nm in entries:
+            V.err(f"{p}.name", f"camera {nm!r} is listed twice (also cameras[{entries[nm][0]}])")
+            continue
+        entries[nm] = (i, m)
+    if rig is not None:
+        from dataclasses import replace as _replace
+
+        from ..types import ENCODINGS
+
+        default_enc = V.choice(top, "encoding", "", ENCODINGS, None)
+        changed = []
+        for cam in rig.cameras:
+            idx, m = entries.get(cam.name, (None, {}))
+            enc = V.choice(m, "encoding", f"cameras[{idx}]", ENCODINGS, None) if idx is not None else None
+            enc = enc or default_enc
+            changed.append(_replace(cam, encoding=enc) if enc and enc != cam.encoding else cam)
+        rig = Rig(tuple(changed), name=rig.name)
+    cameras: list[CameraConfig] = []
+    if rig is not None:
+        for cam in rig.cameras:
+            idx, m = entries.get(cam.name, (None, {}))
+            if idx is not None and "source" in m:
+                src = _parse_source(m["source"], f"cameras[{idx}].source", V, cam.name, cam.encoding)
+            elif default_source is not None:
+                src = _parse_source(default_source, "source", V, cam.name, cam.encoding)
+            else:
+                V.err("cameras" if idx is None else f"cameras[{idx}].source",
+                      f"camera {cam.name} has no source (give it one under cameras, or a default 'source')")
+                src = None
+            backends = _parse_backends(m["backends"], f"cameras[{idx}].backends", V) if "backends" in m else None
+            if src is not None:
+                cameras.append(CameraConfig(cam.name, src, backends))
+
+    # sync ----------------------------------------------------------------------------------------
+    sm = V.mapping(top.get("sync"), "sync",
+                   ("tolerance_ms", "on_late", "deadline_ms", "max_reuse_age_ms", "anchor")) or {}
+    anchor = V.string(sm, "anchor", "sync", "earliest")
+    if anchor != "earliest" and rig is not None and anchor not in rig_names:
+        V.err("sync.anchor", f"expected 'earliest' or a camera of the rig ({', '.join(rig_names)}), got {anchor!r}")
+        anchor = "earliest"
+    sync = SyncConfig(
+        tolerance_ms=V.number(sm, "tolerance_ms", "sync", 25.0, minimum=0),
+        on_late=V.choice(sm, "on_late", "sync", ON_LATE, "mask"),
+        deadline_ms=V.number(sm, "deadline_ms", "sync", 100.0, minimum=0),
+        max_reuse_age_ms=V.number(sm, "max_reuse_age_ms", "sync", 500.0, minimum=0),
+        anchor=anchor,
+    )
+
+    # run -----------------------------------------------------------------------------------------
+    rm = V.mapping(top.get("run"), "run", ("frames", "duration_s", "loop", "realtime", "speed", "queue_size",
+                                           "latest_only", "stall_timeout_ms")) or {}
+    latest = rm.get("latest_only", "auto")
+    if latest not in ("auto", True, False):
+        V.err("run.latest_only", f"expected auto, true or false, got {latest!r}")
+        latest = "auto"
+    run = RunConfig(
+        frames=V.number(rm, "frames", "run", None, integer=True, minimum=1, allow_none=True),
+        duration_s=V.number(rm, "duration_s", "run", None, minimum=0, exclusive_min=True, allow_none=True),
+        loop=V.boolean(rm, "loop", "run", False),
+        realtime=V.boolean(rm, "realtime", "run", False),
+        speed=V.number(rm, "speed", "run", 1.0, minimum=0, exclusive_min=True),
+        queue_size=V.number(rm, "queue_size", "run", 2, integer=True, minimum=1),
+        latest_only={True: "true", False: "false"}.get(latest, "auto") if isinstance(latest, bool) else latest,
+        stall_timeout_ms=V.number(rm, "stall_timeout_ms", "run", 1000.0, minimum=0, exclusive_min=True),
+    )
+
+    # latency -------------------------------------------------------------------------------------
+    lm = V.mapping(top.get("latency"), "latency", ("budget_ms", "steps_ms", "window")) or {}
+    steps_ms: dict[str, float] = {}
+    if lm.get("steps_ms") is not None:
+        steps = lm["steps_ms"]
+        sp = V.mapping(steps, "latency.steps_ms", tuple(steps) if isinstance(steps, Mapping) else ())
+        for k in (sp or {}):
+            val = V.number(sp, k, "latency.steps_ms", None, minimum=0, exclusive_min=True)
+            if val is not None:
+                steps_ms[str(k)] = val
+    latency = LatencyConfig(
+        budget_ms=V.number(lm, "budget_ms", "latency", None, minimum=0, exclusive_min=True, allow_none=True),
+        steps_ms=MappingProxyType(steps_ms),
+        window=V.number(lm, "window", "latency", 100, integer=True, minimum=1),
+    )
+
+    # outputs -------------------------------------------------------------------------------------
+    om = V.mapping(top.get("outputs"), "outputs", ("dir", "metrics", "trace", "plots", "dumps")) or {}
+    out_dir_v = V.string(om, "dir", "outputs", "out/{name}")
+    out_dir = os.path.abspath(os.path.expanduser(out_dir_v.replace("{name}", name or "deployment")))
+
+    def out_file(key: str, default_name: str) -> Optional[str]:
+        v = om.get(key, False)
+        if v is False or v is None:
+            return None
+        if v is True:
+            return os.path.join(out_dir, default_name)
+        if isinstance(v, str) and v:
+            return v if os.path.isabs(v) else os.path.join(out_dir, v)
+        V.err(f"outputs.{key}", f"expected true, false or a path, got {v!r}")
+        return None
+
+    dumps = om.get("dumps", False)
+    dumps_every = dumps_max = 0
+    if dumps not in (False, None):
+        dm = V.mapping(dumps if dumps is not True else {}, "outputs.dumps", ("every", "max"))
+        if dm is not None:
+            dumps_every = V.number(dm, "every", "outputs.dumps", 1, integer=True, minimum=1)
+            dumps_max = V.number(dm, "max", "outputs.dumps", 10, integer=True, minimum=1)
+    outputs = OutputsConfig(dir=out_dir, metrics=V.boolean(om, "metrics", "outputs", True),
+                            trace=out_file("trace", "trace.json"), plots=out_file("plots", "plots"),
+                            dumps_every=dumps_every, dumps_max=dumps_max)
+
+    model = _parse_model(top["model"], V) if top.get("model") is not None else None
+
+    # cross-field checks ------------------------------------------------------------------------
+    if rig is not None and pipeline.profile is not None:
+        sizes = {(c.width, c.height) for c in rig.cameras}
+        if len(sizes) > 1:
+            V.err("pipeline.profile", f"profile {pipeline.profile} needs every camera at one size; the rig mixes "
+                  + ", ".join(f"{c.name} {c.width}x{c.height}" for c in rig.cameras)
+                  + " (use a stage list with resize/pad to one size)")
+
+    if V.errors:
+        raise DeploymentError(list(dict.fromkeys(V.errors)), where)
+    assert rig is not None
+    return Deployment(name=name, rig=rig, pipeline=pipeline, cameras=tuple(cameras), sync=sync, run=run,
+                      latency=latency, outputs=outputs, model=model, description=description,
+                      path=str(path.resolve()) if path else None, rig_path=rig_path, warnings=tuple(V.warnings))
+
+
+def _rig_from(data: Any, path: str, V: _V) -> Optional[Rig]:
+    try:
+        return Rig.from_dict(data)
+    except ConfigError as e:
+        msg = str(e)
+        for part in msg.split("; "):
+            field_path, sep, rest = part.partition(": ")
+            if sep and re.match(r"^[\w\[\].]+$", field_path):
+                V.err(f"{path}.{field_path}", rest)
+            else:
+                V.err(path, part)
+        return None

@@ -1,0 +1,193 @@
+"""What a source is: something that opens, yields frames with capture times, and closes.
+
+A :class:`Source` delivers :class:`Item` objects (a :class:`~dvpipe.Frame` plus timing facts) from
+``read()``, ``None`` at the end of its input. It raises :class:`SourceError` when it cannot open or
+go on, and :class:`StreamLost` when a stream broke in a way a reconnect may fix; the runner's reader
+thread owns the retry loop (:class:`Backoff`), so every source type reconnects the same way.
+
+Times: ``Frame.capture_ns`` is the capture time as the source knows it, in nanoseconds since the
+Unix epoch (file names, container timestamps, the wall clock at capture). ``Item.capture_mono_ns``
+is the same moment on dvpipe's monotonic clock (:func:`dvpipe.latency.now_ns`) when that is
+meaningful (live sources, paced replay), else None: a recording processed as fast as possible has
+no meaningful capture-to-output latency.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
+
+from ...errors import DvpipeError
+from ...types import Camera, Frame, PixelFormat
+
+__all__ = ["Item", "Source", "SourceError", "StreamLost", "Backoff", "SourceWrapper"]
+
+
+class SourceError(DvpipeError, RuntimeError):
+    """A source cannot open, or cannot go on. ``reason`` is a short sentence for reports."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+class StreamLost(SourceError):
+    """The stream broke (disconnect, read timeout, EOF of a live stream); a reconnect may fix it."""
+
+
+@dataclass
+class Item:
+    """One frame from a source, with timing facts for sync and the latency timeline.
+
+    Attributes:
+        frame: the frame (``data``: encoded bytes, one access unit for video, or a BGR array).
+        keyframe: for video access units, whether it starts a new reference chain; else None.
+        capture_mono_ns: capture time on the monotonic clock, or None when not meaningful.
+        arrival_ns: when the runner received it (monotonic; set by the reader thread).
+        read_span_ns: ``(start, end)`` of reading/demuxing this frame (monotonic), if measured.
+        discontinuity: frames of this camera were lost just before this one (a gap in the stream,
+            a reconnect): a video decoder must wait for a keyframe.
+    """
+
+    frame: Frame
+    keyframe: Optional[bool] = None
+    capture_mono_ns: Optional[int] = None
+    arrival_ns: int = 0
+    read_span_ns: Optional[tuple[int, int]] = None
+    discontinuity: bool = False
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Reconnect delays: ``initial_ms``, times ``factor`` per failed attempt, at most ``max_ms``.
+
+    ``attempts`` = 0 retries forever; otherwise the source fails after that many failed attempts.
+    """
+
+    initial_ms: float = 250.0
+    max_ms: float = 5000.0
+    factor: float = 2.0
+    attempts: int = 0
+
+    def delays_s(self) -> Iterator[float]:
+        """Delay before each attempt, in seconds (infinite when ``attempts`` is 0)."""
+        d = self.initial_ms
+        n = 0
+        while self.attempts == 0 or n < self.attempts:
+            yield min(d, self.max_ms) / 1000.0
+            d *= self.factor
+            n += 1
+
+
+class Source:
+    """Base class of the source types. Subclasses implement ``_open``, ``_read`` and ``_close``.
+
+    Attributes:
+        camera: the rig camera this source feeds.
+        cfg: its :class:`~dvpipe.deploy.config.SourceConfig`.
+        live: True when frames are captured now (no backlog is ever wanted).
+        backoff: reconnect policy, or None when a lost stream is final (recordings).
+        stop: set by the runner to interrupt waits (pacing, stalls, reconnect delays).
+    """
+
+    type = ""
+    live = False
+
+    def __init__(self, camera: Camera, cfg: Any):
+        self.camera = camera
+        self.cfg = cfg
+        self.options = dict(cfg.options) if cfg is not None else {}
+        self.offset_ns = int(round((cfg.offset_ms if cfg is not None else 0.0) * 1e6))
+        self.seq = 0
+        self.backoff: Optional[Backoff] = None
+        self.stop = threading.Event()
+        self.is_open = False
+        self.run_start_ns: Optional[int] = None
+
+    # -- the interface the reader thread uses ----------------------------------------------------
+    def open(self) -> None:
+        """Open (or reopen) the source. Raises :class:`SourceError` with the reason."""
+        self._open()
+        self.is_open = True
+
+    def read(self) -> Optional[Item]:
+        """The next frame, or None at the end of the input. May raise :class:`StreamLost`."""
+        return self._read()
+
+    def close(self) -> None:
+        """Release files, sockets and decoders. Safe to call twice."""
+        if self.is_open:
+            self.is_open = False
+            self._close()
+
+    def reopen(self) -> None:
+        """Close and open again (after :class:`StreamLost`)."""
+        self.close()
+        self.open()
+
+    def describe(self) -> str:
+        return self.cfg.describe() if self.cfg is not None else self.type
+
+    def set_stop(self, event: threading.Event) -> None:
+        """Use ``event`` to interrupt this source's waits (the runner's stop flag)."""
+        self.stop = event
+
+    # -- helpers for subclasses ------------------------------------------------------------------
+    def _item(self, data: Any, capture_ns: int, *, keyframe: Optional[bool] = None,
+              pixel_format: PixelFormat = PixelFormat.ENCODED, capture_mono_ns: Optional[int] = None,
+              read_span_ns: Optional[tuple[int, int]] = None) -> Item:
+        frame = Frame(self.camera.name, self.seq, int(capture_ns) + self.offset_ns, data, pixel_format)
+        self.seq += 1
+        mono = None if capture_mono_ns is None else capture_mono_ns + self.offset_ns
+        return Item(frame, keyframe, mono, 0, read_span_ns)
+
+    def _open(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _read(self) -> Optional[Item]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.camera.name!r}, {self.describe()})"
+
+
+class SourceWrapper(Source):
+    """A source that changes another's stream (looping, pacing, faults); delegates the rest."""
+
+    def __init__(self, inner: Source):
+        super().__init__(inner.camera, inner.cfg)
+        self.inner = inner
+        self.live = inner.live
+        self.backoff = inner.backoff
+        self.stop = inner.stop
+        self.type = inner.type
+
+    def open(self) -> None:
+        self.inner.open()
+        self.is_open = True
+
+    def read(self) -> Optional[Item]:
+        return self.inner.read()
+
+    def close(self) -> None:
+        self.is_open = False
+        self.inner.close()
+
+    def reopen(self) -> None:
+        self.inner.reopen()
+        self.is_open = True
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def set_stop(self, event: threading.Event) -> None:
+        self.stop = event
+        inner = self.inner
+        while True:
+            inner.stop = event
+            if not isinstance(inner, SourceWrapper):
+                break
+            inner = inner.inner

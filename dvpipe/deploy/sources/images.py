@@ -1,0 +1,149 @@
+"""Image sequences: a folder (nuScenes-style, one folder per camera) or a glob, with capture times
+from the file names, a sidecar file, or a frame rate.
+
+* ``timestamps: filename`` (default): the last run of digits in the file name is the capture time
+  (``1700000000008081000.jpg``, ``n015-...__CAM_FRONT__1532402927612460.jpg``); ``unit: auto``
+  guesses ns / us / ms / s from the number of digits (19 / 16 / 13 / 10, as epoch times have now).
+* ``timestamps: sidecar``: a YAML or JSON mapping ``file name -> time``, a CSV with rows
+  ``file name, time`` (header optional), or a ``.txt`` with one time per line for the files in name
+  order (KITTI raw ``timestamps.txt``: ``2011-09-26 13:02:25.964389445``, UTC); numeric times in
+  ``unit`` (auto as above).
+* ``timestamps: fps``: frame k is captured at ``start_ns + k / fps``.
+
+Frames are ordered by capture time; files are read lazily, one per ``read()``.
+"""
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import os
+import re
+from pathlib import Path
+from typing import Optional
+
+from ...latency import now_ns
+from .base import Item, Source, SourceError
+
+__all__ = ["ImageSequence", "scan_images"]
+
+_EXTS = (".jpg", ".jpeg", ".png")
+_UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def _to_ns(value: str | int | float, unit: str) -> int:
+    if unit == "auto":
+        digits = len(str(int(float(value))))
+        unit = "ns" if digits >= 18 else "us" if digits >= 15 else "ms" if digits >= 12 else "s"
+    if isinstance(value, str):
+        value = float(value) if any(c in value for c in ".eE") else int(value)
+    return int(round(value * _UNIT_NS[unit])) if isinstance(value, float) else int(value) * _UNIT_NS[unit]
+
+
+def _datetime_ns(text: str) -> int:
+    """``2011-09-26 13:02:25.964389445`` (KITTI raw timestamps.txt, UTC) -> epoch ns."""
+    import datetime as dt
+
+    date, _, frac = text.strip().partition(".")
+    t = dt.datetime.strptime(date.replace("T", " "), "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.timezone.utc)
+    return int(t.timestamp()) * 1_000_000_000 + int((frac + "000000000")[:9] or 0)
+
+
+def _read_sidecar(path: str):
+    """A mapping file name -> time, or (``.txt``) a list of times in file-name order."""
+    text = Path(path).read_text(encoding="utf-8")
+    if path.lower().endswith(".txt"):
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+        return [_datetime_ns(ln) if "-" in ln[:10] else ln for ln in lines]
+    if path.lower().endswith((".yaml", ".yml", ".json")):
+        import yaml
+
+        data = json.loads(text) if path.lower().endswith(".json") else yaml.safe_load(text)
+        if isinstance(data, dict):
+            return {str(k): v for k, v in data.items()}
+        raise SourceError(f"sidecar {path}: expected a mapping file name -> time")
+    rows = [r for r in csv.reader(text.splitlines()) if r and not r[0].startswith("#")]
+    out = {}
+    for r in rows:
+        if len(r) < 2:
+            raise SourceError(f"sidecar {path}: expected rows 'file name, time', got {r!r}")
+        name, t = r[0].strip(), r[1].strip()
+        if not re.match(r"^-?[\d.eE+]+$", t):
+            continue  # a header row
+        out[name] = t
+    return out
+
+
+def scan_images(uri: str, pattern: Optional[str] = None) -> list[str]:
+    """Image files of a folder (optionally matching ``pattern``) or a glob, sorted by name."""
+    if os.path.isdir(uri):
+        if pattern:
+            files = glob.glob(os.path.join(uri, pattern))
+        else:
+            files = [os.path.join(uri, f) for f in os.listdir(uri) if f.lower().endswith(_EXTS)]
+    else:
+        files = glob.glob(uri)
+    return sorted(f for f in files if os.path.isfile(f))
+
+
+class ImageSequence(Source):
+    """A recorded image sequence (JPEG/PNG files)."""
+
+    type = "images"
+
+    def _open(self) -> None:
+        o = self.options
+        files = scan_images(self.cfg.uri, o.get("pattern"))
+        if not files:
+            matching = f" matching {o['pattern']}" if o.get("pattern") else ""
+            raise SourceError(f"no images in {self.cfg.uri}{matching}")
+        mode, unit = o.get("timestamps", "filename"), o.get("unit", "auto")
+        stamped: list[tuple[int, str]] = []
+        if mode == "filename":
+            for f in files:
+                digits = re.findall(r"\d+", Path(f).stem)
+                if not digits:
+                    raise SourceError(f"{f}: no digits in the file name to read a capture time from "
+                                      "(use timestamps: sidecar or fps)")
+                stamped.append((_to_ns(digits[-1], unit), f))
+        elif mode == "sidecar":
+            table = _read_sidecar(o["sidecar"])
+            if isinstance(table, list):  # one time per line, matched to the files in name order
+                if len(table) < len(files):
+                    raise SourceError(f"sidecar {o['sidecar']} lists {len(table)} times for {len(files)} images")
+                stamped = [(t if isinstance(t, int) else _to_ns(t, unit), f) for t, f in zip(table, files)]
+            else:
+                for f in files:
+                    t = table.get(Path(f).name, table.get(Path(f).stem))
+                    if t is None:
+                        raise SourceError(f"{f}: not listed in the sidecar {o['sidecar']}")
+                    stamped.append((_to_ns(t, unit), f))
+        else:
+            start = o.get("start_ns") or 0
+            period = 1e9 / o.get("fps", 10.0)
+            stamped = [(start + int(round(k * period)), f) for k, f in enumerate(files)]
+        stamped.sort()
+        self._files = stamped
+        self._next = 0
+
+    def _read(self) -> Optional[Item]:
+        if self._next >= len(self._files):
+            return None
+        capture_ns, path = self._files[self._next]
+        self._next += 1
+        t0 = now_ns()
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise SourceError(f"cannot read {path}: {e.strerror or e}") from None
+        return self._item(data, capture_ns, read_span_ns=(t0, now_ns()))
+
+    @property
+    def period_ns(self) -> Optional[int]:
+        """Median spacing of capture times (None with fewer than two frames)."""
+        stamps = [t for t, _ in getattr(self, "_files", [])]
+        if len(stamps) < 2:
+            return None
+        diffs = sorted(b - a for a, b in zip(stamps, stamps[1:]))
+        return diffs[len(diffs) // 2]

@@ -1,0 +1,249 @@
+"""A synthetic camera: renders a sample-like scene through the camera's own calibration.
+
+Each camera sees the same world (lidar frame: x right, y forward, z up, ground z = 0): a tiled
+ground plane with lane lines, sky with distance haze, and boxes (from ``samples/scene.yaml`` when
+it is there, else a built-in set) moving with their velocities. The static background is ray cast
+once per camera; ``cycle`` frames with the boxes at successive positions are drawn and encoded
+at open (in the camera's declared encoding: JPEG, PNG, raw BGR, or H.264/H.265 as one closed GOP
+of ``cycle`` pictures, so that replaying the cycle is a valid stream). ``read()`` then costs
+nothing but a timestamp, which makes the source suitable for soak runs.
+
+``realtime: true`` (default) makes it a live camera: frame k is captured at ``start + k / fps`` on
+the wall clock and delivered then; when the reader falls behind, image frames whose time has passed
+are never captured (a live camera does not buffer), while video access units are all delivered
+(late), as an encoder's stream is; after a reconnect, video resumes at the next keyframe.
+``realtime: false`` delivers as fast as read.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from pathlib import Path
+from typing import Optional
+
+import cv2
+import numpy as np
+
+from ...latency import now_ns, to_monotonic_ns, wall_ns
+from ...types import Camera, PixelFormat
+from ..video_decode import is_keyframe
+from .base import Backoff, Item, Source, SourceError
+
+__all__ = ["SyntheticSource", "render_background", "render_frame"]
+
+_SCENE = Path(__file__).resolve().parents[3] / "samples" / "scene.yaml"
+_DEFAULT_BOXES = [  # center xyz (m), size (m), yaw (rad), velocity (m/s), BGR colour
+    ((-1.8, 14.0, 0.8), (1.9, 4.5, 1.6), 0.0, (0.0, 3.0, 0.0), (40, 40, 200)),
+    ((1.8, 24.0, 0.8), (1.9, 4.5, 1.6), 0.0, (0.0, -4.0, 0.0), (200, 90, 30)),
+    ((5.5, -12.0, 1.4), (2.5, 9.0, 2.8), 0.0, (0.0, 2.0, 0.0), (60, 160, 60)),
+    ((-6.0, -4.0, 0.9), (0.6, 0.6, 1.8), 0.0, (0.8, 0.0, 0.0), (30, 200, 230)),
+    ((9.0, 6.0, 0.8), (4.5, 1.9, 1.6), math.pi / 2, (-2.5, 0.0, 0.0), (150, 150, 150)),
+    ((-10.0, 18.0, 4.0), (8.0, 8.0, 8.0), 0.3, (0.0, 0.0, 0.0), (120, 110, 140)),
+]
+
+
+def _boxes() -> list[tuple]:
+    if _SCENE.is_file():
+        try:
+            import yaml
+
+            scene = yaml.safe_load(_SCENE.read_text(encoding="utf-8"))
+            out = []
+            for k, b in enumerate(scene["timestamps"][0]["boxes"]):
+                rng = np.random.default_rng(k)
+                colour = tuple(int(c) for c in rng.integers(40, 220, 3))
+                out.append((tuple(b["center"]), tuple(b["size"]), float(b.get("yaw", 0.0)),
+                            tuple(b.get("velocity", (0.0, 0.0, 0.0))), colour))
+            if out:
+                return out
+        except Exception:  # noqa: BLE001 - a malformed scene file only means the built-in boxes
+            pass
+    return list(_DEFAULT_BOXES)
+
+
+def render_background(camera: Camera, width: int, height: int) -> np.ndarray:
+    """Ground, lane lines and sky for ``camera`` at ``width x height`` (intrinsics scaled to it)."""
+    K = np.array(camera.intrinsics, dtype=np.float64)
+    S = np.diag([width / camera.width, height / camera.height, 1.0])
+    Kinv = np.linalg.inv(S @ K)
+    T = np.array(camera.lidar2cam, dtype=np.float64)
+    R, t = T[:3, :3], T[:3, 3]
+    centre = -R.T @ t
+    u, v = np.meshgrid(np.arange(width) + 0.5, np.arange(height) + 0.5)
+    rays = np.stack([u, v, np.ones_like(u)], -1) @ Kinv.T @ R  # camera rays in the lidar frame
+    dz = rays[..., 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.where(dz < -1e-6, -centre[2] / dz, np.inf)
+    x = centre[0] + s * rays[..., 0]
+    y = centre[1] + s * rays[..., 1]
+    ground = np.isfinite(s) & (s < 250)
+    tile = ((np.floor(np.nan_to_num(x) / 2) + np.floor(np.nan_to_num(y) / 2)) % 2).astype(np.float32)
+    img = np.empty((height, width, 3), np.float32)
+    base = 70 + 18 * tile
+    img[..., 0] = base
+    img[..., 1] = base + 4
+    img[..., 2] = base + 2
+    lanes = np.zeros_like(ground)
+    for lx in (-5.25, -1.75, 1.75, 5.25):
+        lanes |= np.abs(x - lx) < 0.08
+    dashed = (np.floor(np.nan_to_num(y) / 3) % 2 == 0) | (np.abs(np.abs(x) - 5.25) < 0.1)
+    img[lanes & dashed & ground] = (235, 235, 235)
+    dist = np.nan_to_num(np.hypot(x - centre[0], y - centre[1]), nan=1e9, posinf=1e9)
+    haze = np.clip(dist / 150.0, 0, 1)[..., None]
+    sky_row = np.clip((v / height)[..., None], 0, 1)
+    sky = np.concatenate([235 - 80 * sky_row, 200 - 60 * sky_row, 150 - 40 * sky_row], -1)
+    img = np.where(ground[..., None], img * (1 - haze) + np.array([210, 200, 190]) * haze, sky)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def _box_corners(center, size, yaw) -> np.ndarray:
+    dx, dy, dz = (s / 2 for s in size)
+    local = np.array([[sx * dx, sy * dy, sz * dz] for sz in (-1, 1) for sy in (-1, 1) for sx in (-1, 1)])
+    c, s = math.cos(yaw), math.sin(yaw)
+    rot = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
+    return local @ rot.T + np.asarray(center)
+
+
+_FACES = [(0, 1, 3, 2), (4, 5, 7, 6), (0, 1, 5, 4), (2, 3, 7, 6), (0, 2, 6, 4), (1, 3, 7, 5)]
+_SHADE = [0.55, 1.0, 0.8, 0.7, 0.85, 0.75]
+
+
+def render_frame(background: np.ndarray, camera: Camera, boxes: list[tuple], t_s: float) -> np.ndarray:
+    """The background with the boxes at time ``t_s`` drawn over it (far to near)."""
+    height, width = background.shape[:2]
+    img = background.copy()
+    K = np.diag([width / camera.width, height / camera.height, 1.0]) @ np.array(camera.intrinsics)
+    T = np.array(camera.lidar2cam)
+    polys = []
+    for center, size, yaw, vel, colour in boxes:
+        c = np.asarray(center) + np.asarray(vel) * t_s
+        corners = _box_corners(c, size, yaw)
+        cam = corners @ T[:3, :3].T + T[:3, 3]
+        if np.any(cam[:, 2] < 0.5):
+            continue
+        px = cam @ K.T
+        px = px[:, :2] / px[:, 2:3]
+        if (px[:, 0].max() < 0 or px[:, 0].min() > width or px[:, 1].max() < 0 or px[:, 1].min() > height):
+            continue
+        for f, shade in zip(_FACES, _SHADE):
+            polys.append((float(cam[list(f), 2].mean()), px[list(f)], tuple(int(ch * shade) for ch in colour)))
+    for _, pts, colour in sorted(polys, key=lambda p: -p[0]):
+        cv2.fillConvexPoly(img, np.round(pts * 16).astype(np.int32), colour, lineType=cv2.LINE_AA, shift=4)
+    return img
+
+
+def _encode_video(images: list[np.ndarray], codec: str, fps: float) -> list[bytes]:
+    import av
+
+    h, w = images[0].shape[:2]
+    n = len(images)
+    name = "libx264" if codec == "h264" else "libx265"
+    cc = av.CodecContext.create(name, "w")
+    cc.width, cc.height, cc.pix_fmt = w, h, "yuv420p"
+    cc.time_base = Fraction(1, 1000)
+    cc.framerate = Fraction(fps).limit_denominator(1000)
+    cc.gop_size = n
+    cc.max_b_frames = 0
+    if codec == "h264":
+        cc.options = {"preset": "ultrafast", "tune": "zerolatency",
+                      "x264-params": f"keyint={n}:min-keyint={n}:scenecut=0:repeat-headers=1"}
+    else:
+        cc.options = {"preset": "ultrafast", "tune": "zerolatency",
+                      "x265-params": f"keyint={n}:min-keyint={n}:scenecut=0:bframes=0:repeat-headers=1:log-level=error"}
+    out = []
+    for k, img in enumerate(images):
+        frame = av.VideoFrame.from_ndarray(img, format="bgr24")
+        frame.pts = k
+        out.extend(bytes(p) for p in cc.encode(frame))
+    out.extend(bytes(p) for p in cc.encode(None))
+    if len(out) != n or not is_keyframe(out[0], codec):
+        raise SourceError(f"synthetic {codec} encoding gave {len(out)} access units for {n} pictures")
+    return out
+
+
+class SyntheticSource(Source):
+    """Renders the sample-like scene for one camera; ``realtime`` makes it a live camera."""
+
+    type = "synthetic"
+
+    def __init__(self, camera: Camera, cfg):
+        super().__init__(camera, cfg)
+        self.live = bool(self.options.get("realtime", True))
+        self.backoff = Backoff(100.0, 1000.0, 2.0, 0) if self.live else None
+        self._cycle: Optional[list] = None
+        self._resync = False
+
+    def _prepare(self) -> None:
+        o = self.options
+        w, h = o.get("resolution") or (self.camera.width, self.camera.height)
+        fps = float(o.get("fps", 30.0))
+        n = int(o.get("cycle", 16))
+        bg = render_background(self.camera, w, h)
+        boxes = _boxes()
+        images = [render_frame(bg, self.camera, boxes, k / fps) for k in range(n)]
+        enc = self.camera.encoding
+        if enc == "jpeg":
+            q = [int(cv2.IMWRITE_JPEG_QUALITY), int(o.get("quality", 90))]
+            self._cycle = [cv2.imencode(".jpg", im, q)[1].tobytes() for im in images]
+        elif enc == "png":
+            q = [int(cv2.IMWRITE_PNG_COMPRESSION), 1]
+            self._cycle = [cv2.imencode(".png", im, q)[1].tobytes() for im in images]
+        elif enc == "raw":
+            for im in images:
+                im.setflags(write=False)
+            self._cycle = images
+        else:
+            self._cycle = _encode_video(images, enc, fps)
+            self._keys = [is_keyframe(au, enc) for au in self._cycle]
+
+    def _open(self) -> None:
+        if self._cycle is None:
+            self._prepare()
+        if getattr(self, "_t0_wall", None) is None:  # a reopen after a disconnect keeps the clock
+            start = self.options.get("start_ns")
+            if start is not None:  # a fixed capture grid (reproducible runs): frame 0 is released now
+                self._t0_wall, self._t0_mono = int(start), now_ns()
+            else:
+                self._t0_wall = int(self.run_start_ns or wall_ns())
+                self._t0_mono = to_monotonic_ns(self._t0_wall)
+            self._k = 0
+            self.seq = 0
+            self._resync = self.live  # the camera starts capturing now (on the run's grid), at a keyframe
+        elif self.live:
+            self._resync = True  # after a reconnect: resume now (at a keyframe for video)
+
+    def _period_ns(self) -> float:
+        return 1e9 / float(self.options.get("fps", 30.0))
+
+    def _skip_to_now(self) -> None:
+        due = int((now_ns() - self._t0_mono) // self._period_ns())
+        if due > self._k:
+            self._k = due
+
+    def _read(self) -> Optional[Item]:
+        limit = self.options.get("frames")
+        if limit is not None and self.seq >= limit:
+            return None
+        period = self._period_ns()
+        video = self.camera.encoding in ("h264", "h265")
+        if self.live:
+            # a live camera does not keep frames nobody read; a video stream does (its encoder
+            # coded every picture), except across a reconnect, which resumes at the next keyframe
+            if not video or self._resync:
+                self._skip_to_now()
+            if video and self._resync:
+                while not self._keys[self._k % len(self._cycle)]:
+                    self._k += 1
+            self._resync = False
+            release = self._t0_mono + int(self._k * period)
+            wait = release - now_ns()
+            if wait > 0 and self.stop.wait(wait / 1e9):
+                return None
+        k = self._k
+        self._k += 1
+        data = self._cycle[k % len(self._cycle)]
+        capture = self._t0_wall + int(round(k * period))
+        mono = self._t0_mono + int(round(k * period)) if self.live else None
+        key = self._keys[k % len(self._cycle)] if video else None
+        fmt = PixelFormat.BGR if self.camera.encoding == "raw" else PixelFormat.ENCODED
+        return self._item(data, capture, keyframe=key, pixel_format=fmt, capture_mono_ns=mono)

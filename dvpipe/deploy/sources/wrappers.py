@@ -1,0 +1,241 @@
+"""Stream changers stacked on any source: looping, real-time replay pacing, injected faults.
+
+The runner builds ``source -> Looped -> Paced -> Faulty`` as the deployment asks:
+
+* :class:`Looped` (``run.loop``): a recording starts over at its end; capture times continue
+  (shifted by the recording's span plus one frame period) and sequence numbers keep counting.
+* :class:`Paced` (``run.realtime``): each frame is delivered at ``t0 + (capture - capture_0) / speed``
+  on the monotonic clock, as if captured now; that moment becomes its ``capture_mono_ns``.
+* :class:`Faulty` (``source.faults``): corrupt, late, lost frames, stalls, disconnects, resolution
+  changes and a source that never opens, at given frame numbers: to rehearse a deployment's policies
+  and to test them.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import cv2
+import numpy as np
+
+from ...latency import now_ns
+from ...types import PixelFormat
+from ..video_decode import is_keyframe
+from .base import Item, Source, SourceError, SourceWrapper, StreamLost
+
+__all__ = ["Looped", "Paced", "ReplayClock", "Faulty", "corrupt_data"]
+
+
+class Looped(SourceWrapper):
+    """Start a recording over at its end, continuing capture times and sequence numbers."""
+
+    def __init__(self, inner: Source):
+        super().__init__(inner)
+        self._count = 0
+        self._shift_ns = 0
+        self._first: Optional[int] = None
+        self._last: Optional[int] = None
+        self._period: Optional[int] = None
+        self.loops = 0
+
+    def read(self) -> Optional[Item]:
+        item = self.inner.read()
+        if item is None:
+            if self._count == 0 or self._first is None:
+                return None
+            self.inner.reopen()
+            span = self._last - self._first
+            self._shift_ns += span + (self._period or max(span, 1))
+            self._first = self._last = None
+            self.loops += 1
+            item = self.inner.read()
+            if item is None:
+                return None
+        cap = item.frame.capture_ns
+        if self._first is None:
+            self._first = cap
+        elif self._last is not None and cap > self._last and self._period is None:
+            self._period = cap - self._last
+        self._last = cap
+        item.frame.capture_ns = cap + self._shift_ns
+        if item.capture_mono_ns is not None:
+            item.capture_mono_ns += self._shift_ns
+        item.frame.seq = self._count
+        self._count += 1
+        return item
+
+
+class ReplayClock:
+    """Shared by the paced sources of a run: capture time ``c0`` (the first frame read by any camera)
+    is released at ``t0`` (when it was read); others at ``t0 + (capture - c0) / speed``."""
+
+    def __init__(self, speed: float = 1.0):
+        import threading
+
+        self.speed = float(speed)
+        self.c0_ns: Optional[int] = None
+        self.t0_mono_ns: Optional[int] = None
+        self._lock = threading.Lock()
+
+    def release_ns(self, capture_ns: int) -> int:
+        with self._lock:
+            if self.c0_ns is None:
+                self.c0_ns, self.t0_mono_ns = capture_ns, now_ns()
+            return self.t0_mono_ns + int((capture_ns - self.c0_ns) / self.speed)
+
+
+class Paced(SourceWrapper):
+    """Deliver a recording at its capture rate (times the clock's speed), as if captured now."""
+
+    def __init__(self, inner: Source, clock: Optional[ReplayClock] = None):
+        super().__init__(inner)
+        self.live = True
+        self.clock = clock or ReplayClock()
+
+    def read(self) -> Optional[Item]:
+        item = self.inner.read()
+        if item is None:
+            return None
+        release = self.clock.release_ns(item.frame.capture_ns)
+        wait = release - now_ns()
+        if wait > 0 and self.stop.wait(wait / 1e9):
+            return None
+        item.capture_mono_ns = release
+        return item
+
+
+def corrupt_data(data, pixel_format: PixelFormat):
+    """Damage a frame so that its decoder rejects it (truncated image, zeroed access unit, bad array)."""
+    if isinstance(data, np.ndarray):
+        return np.zeros(data.shape, np.float32)  # not uint8: the raw-frame check rejects it
+    b = bytes(data)
+    if b[:3] == b"\xff\xd8\xff" or b[:4] == b"\x89PNG":
+        return b[: max(8, len(b) // 2)]  # truncated: no EOI / IEND
+    return b[:6] + bytes(len(b) - 6)  # an access unit whose NAL payloads are zeros
+
+
+class _Resizer:
+    """Re-encodes a video camera's stream at another size (for the resolution-change fault)."""
+
+    def __init__(self, codec: str):
+        import av
+
+        self.codec = codec
+        self.size: Optional[tuple[int, int]] = None
+        self.dec = av.CodecContext.create("h264" if codec == "h264" else "hevc", "r")
+        self.enc = None
+        self.n = 0
+
+    def feed(self, au: bytes):
+        """Decode (every access unit must pass here, to keep the reference chain)."""
+        import av
+
+        try:
+            return self.dec.decode(av.Packet(au))
+        except av.error.FFmpegError:
+            return []
+
+    def __call__(self, au: bytes, size: tuple[int, int]) -> bytes:
+        import av
+        from fractions import Fraction
+
+        frames = self.feed(au)
+        if not frames:
+            raise SourceError("resize fault: the decoder gave no picture")
+        img = cv2.resize(frames[-1].to_ndarray(format="bgr24"), size, interpolation=cv2.INTER_AREA)
+        if self.enc is None or self.size != size:
+            self.size = size
+            self.n = 0
+            name = "libx264" if self.codec == "h264" else "libx265"
+            self.enc = av.CodecContext.create(name, "w")
+            self.enc.width, self.enc.height, self.enc.pix_fmt = size[0], size[1], "yuv420p"
+            self.enc.time_base = Fraction(1, 1000)
+            self.enc.max_b_frames = 0
+            self.enc.options = ({"preset": "ultrafast", "tune": "zerolatency", "x264-params": "repeat-headers=1"}
+                                if self.codec == "h264" else
+                                {"preset": "ultrafast", "tune": "zerolatency",
+                                 "x265-params": "bframes=0:repeat-headers=1:log-level=error"})
+        frame = av.VideoFrame.from_ndarray(img, format="bgr24")
+        frame.pts = self.n
+        self.n += 1
+        out = b"".join(bytes(p) for p in self.enc.encode(frame))
+        if not out:
+            raise SourceError("resize fault: the encoder buffered the picture")
+        return out
+
+
+class Faulty(SourceWrapper):
+    """Inject the faults of a :class:`~dvpipe.deploy.config.Faults` into a source's stream."""
+
+    def __init__(self, inner: Source, faults):
+        super().__init__(inner)
+        self.faults = faults
+        self._opens = 0
+        self._fired: set[tuple[str, int]] = set()
+        self._resizer = None
+        self._resize_to: Optional[tuple[int, int]] = None
+        self._late = dict(faults.late_ms)
+        self._stall = dict(faults.stall)
+        self._resize = dict(faults.resize)
+
+    def open(self) -> None:
+        self._opens += 1
+        n = self.faults.fail_open
+        if n == -1 or self._opens <= n:
+            raise SourceError(f"injected fault: the source does not open (attempt {self._opens})")
+        super().open()
+
+    def reopen(self) -> None:
+        self.inner.close()
+        self.open()
+
+    def _once(self, kind: str, seq: int) -> bool:
+        if (kind, seq) in self._fired:
+            return False
+        self._fired.add((kind, seq))
+        return True
+
+    def read(self) -> Optional[Item]:
+        while True:
+            item = self.inner.read()
+            if item is None:
+                return None
+            seq = item.frame.seq
+            if seq in self._stall and self._once("stall", seq):
+                if self.stop.wait(self._stall[seq]):
+                    return None
+            if seq in self.faults.disconnect and self._once("disconnect", seq):
+                raise StreamLost(f"injected fault: stream lost before frame {seq}")
+            if seq in self.faults.lose:
+                continue
+            break
+        f = item.frame
+        if seq in self._resize:
+            self._resize_to = self._resize[seq]
+        if self._resize and self.camera.encoding in ("h264", "h265"):
+            if self._resizer is None:
+                self._resizer = _Resizer(self.camera.encoding)
+            if self._resize_to is None:
+                self._resizer.feed(bytes(f.data))
+            else:
+                f.data = self._resizer(bytes(f.data), self._resize_to)
+                item.keyframe = is_keyframe(f.data, self.camera.encoding)
+        elif self._resize_to is not None:
+            f.data = self._resized(f.data)
+        every = self.faults.corrupt_every
+        if seq in self.faults.corrupt or (every and seq % every == every - 1):
+            f.data = corrupt_data(f.data, f.pixel_format)
+        if seq in self._late:
+            if self.stop.wait(self._late[seq] / 1000.0):
+                return None
+        return item
+
+    def _resized(self, data):
+        w, h = self._resize_to
+        if isinstance(data, np.ndarray):
+            return cv2.resize(data, (w, h), interpolation=cv2.INTER_AREA)
+        b = bytes(data)
+        img = cv2.imdecode(np.frombuffer(b, np.uint8), cv2.IMREAD_COLOR)
+        if img is None:
+            return b
+        img = cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA)
+        return cv2.imencode(".png" if b[:4] == b"\x89PNG" else ".jpg", img)[1].tobytes()

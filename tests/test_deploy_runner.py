@@ -1,0 +1,290 @@
+"""The runner end to end: faults (corrupt, stall, disconnect, resolution change, never opens), each
+sync policy with injected lateness, back-pressure versus stalls, the model hook, limits, Ctrl-C,
+outputs and `dvpipe run`. Every run checks the accounting invariant: frames in = emitted + dropped.
+
+Runs use tiny synthetic cameras (96x64); live ones run for about a second. No wall-clock speed
+assertions: only orderings and lower bounds that hold on a slow machine.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from dvpipe.cli import main as cli_main
+from dvpipe.deploy import Runner, load_deployment
+from dvpipe.deploy.testing import synthetic_deployment
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(dep_dict: dict, **kw):
+    dep = load_deployment(dep_dict)
+    result = Runner(dep, write_outputs=False, **kw).run()
+    assert_accounted(result)
+    return result
+
+
+def assert_accounted(result) -> None:
+    acc = result.accounting
+    assert acc.check() == []
+    for cam in acc.cameras:
+        assert acc.entered[cam] == acc.emitted[cam] + sum(acc.dropped[cam].values()), cam
+    t = acc.totals()
+    assert t["entered"] == t["emitted"] + t["dropped"]
+
+
+def live(**kw) -> dict:
+    """Three live synthetic cameras at 25 fps; late cameras wait 30 ms."""
+    sync = dict({"tolerance_ms": 10, "deadline_ms": 30}, **kw.pop("sync", {}))
+    return synthetic_deployment(3, fps=25.0, realtime=True, frames=kw.pop("frames", 30), sync=sync, **kw)
+
+
+# ------------------------------------------------------------------------------------------ basics
+def test_offline_run_emits_every_frame_in_complete_sets():
+    seen = []
+    result = run(synthetic_deployment(3, frames=10), model=lambda b: seen.append((b.images.shape, b.valid.copy())))
+    acc = result.accounting
+    assert result.sets == 10 and result.stopped_by == "end of input"
+    assert acc.entered == {"CAM0": 10, "CAM1": 10, "CAM2": 10} and acc.emitted == acc.entered
+    assert all(shape == (3, 3, 64, 96) and valid.all() for shape, valid in seen)
+    steps = result.stats.step_names
+    assert {"queue_wait", "decode", "model"} <= set(steps), steps
+    assert result.stats.step("model").count == 10
+
+
+def test_metas_carry_set_time_skew_and_capture():
+    r = Runner(load_deployment(synthetic_deployment(2, frames=3)), write_outputs=False)
+    metas = []
+    for rb in r.batches():
+        metas.append([dict(m) for m in rb.batch.metas])
+    assert_accounted(r.finish())
+    m = metas[1][1]
+    assert m["set_time_ns"] == m["capture_ns"] - m["sync_skew_ns"] and m["stale"] is False
+    assert m["seq"] == 1 and "lidar2img" in m
+
+
+# ------------------------------------------------------------------------------------------ faults
+@pytest.mark.parametrize("encoding", ["jpeg", "h264"])
+def test_corrupt_frames_are_counted_drops_and_the_other_cameras_go_on(encoding):
+    result = run(synthetic_deployment(3, frames=12, encoding=encoding, cycle=8, faults={"CAM1": {"corrupt": [3]}}))
+    d = result.accounting.dropped
+    assert d["CAM0"] == {} and d["CAM2"] == {}
+    assert result.accounting.emitted["CAM0"] == 12
+    if encoding == "jpeg":
+        assert d["CAM1"] == {"corrupt": 1}
+    else:  # the P-frames after a corrupt one wait for the next keyframe (picture 8)
+        assert d["CAM1"] == {"corrupt": 1, "keyframe_wait": 4}
+    assert result.accounting.emitted["CAM1"] == 12 - sum(d["CAM1"].values())
+
+
+@pytest.mark.parametrize("encoding", ["jpeg", "h264"])
+def test_resolution_change_mid_stream(encoding):
+    result = run(synthetic_deployment(2, frames=10, encoding=encoding, faults={"CAM0": {"resize": {6: [48, 32]}}}))
+    acc = result.accounting
+    assert acc.dropped["CAM0"] == {"wrong_size": 4} and acc.emitted["CAM0"] == 6
+    assert "frame is 48x32 but the camera declares 96x64" in acc.examples[("CAM0", "wrong_size")]
+    assert acc.emitted["CAM1"] == 10
+
+
+def test_source_that_never_opens_is_masked_in_every_set():
+    result = run(synthetic_deployment(3, frames=6, faults={"CAM2": {"fail_open": True}}))
+    acc = result.accounting
+    assert acc.health["CAM2"].state == "failed" and "did not open" in acc.health["CAM2"].detail
+    assert acc.entered["CAM2"] == 0 and sum(acc.masked["CAM2"].values()) == 6
+    assert acc.emitted["CAM0"] == acc.emitted["CAM1"] == 6
+    assert "source did not open" in result.summary()
+
+
+def test_stalled_camera_is_reported_as_stalled_and_masked_while_the_others_go_on():
+    dep = live(faults={"CAM1": {"stall": {8: 0.45}}}, run={"stall_timeout_ms": 150})
+    result = run(dep)
+    acc = result.accounting
+    h = acc.health["CAM1"]
+    assert h.stalls >= 1 and h.stalled_ns >= 150_000_000
+    assert sum(acc.masked["CAM1"].values()) >= 3
+    assert acc.health["CAM0"].stalls == 0 and acc.health["CAM2"].stalls == 0
+    assert acc.emitted["CAM0"] >= 25
+    assert "stalled" in result.summary()
+
+
+@pytest.mark.parametrize("encoding", ["jpeg", "h264"])
+def test_disconnected_stream_reconnects_with_backoff(encoding):
+    result = run(live(encoding=encoding, faults={"CAM0": {"disconnect": [8]}}))
+    acc = result.accounting
+    h = acc.health["CAM0"]
+    assert (h.disconnects, h.reconnects) == (1, 1), h.events
+    assert any("injected fault: stream lost" in e for e in h.events)
+    assert acc.emitted["CAM0"] >= 20
+    if encoding == "h264":  # it resumes at a keyframe: nothing waits for one
+        assert "keyframe_wait" not in acc.dropped["CAM0"] and "corrupt" not in acc.dropped["CAM0"]
+
+
+def test_recorded_stream_lost_fails_that_camera_only():
+    result = run(synthetic_deployment(2, frames=10, faults={"CAM1": {"disconnect": [4]}}))
+    acc = result.accounting
+    assert acc.health["CAM1"].state == "failed" and "stream lost" in acc.health["CAM1"].detail
+    assert acc.emitted["CAM1"] == 4 and acc.emitted["CAM0"] == 10
+
+
+# ------------------------------------------------------------------------------------------ policies
+@pytest.mark.parametrize("policy", ["mask", "reuse", "drop"])
+def test_sync_policies_with_injected_lateness(policy):
+    seen = []
+
+    def model(batch):
+        i = batch.cameras.index("CAM1")
+        seen.append((bool(batch.valid[i]), batch.metas[i].get("stale"), batch.metas[i].get("stale_age_ns"),
+                     float(np.abs(batch.images[i]).sum())))
+
+    dep = live(faults={"CAM1": {"late_ms": {5: 150}}}, sync={"on_late": policy, "max_reuse_age_ms": 1000})
+    result = run(dep, model=model)
+    acc = result.accounting
+    assert acc.dropped["CAM1"].get("late", 0) >= 1  # frame 5 came after its set was emitted
+    if policy == "mask":
+        assert sum(acc.masked["CAM1"].values()) >= 2
+        assert any(not valid and total == 0.0 for valid, _s, _a, total in seen)
+    elif policy == "reuse":
+        assert acc.stale["CAM1"] >= 2
+        stale = [(valid, age, total) for valid, st, age, total in seen if st]
+        assert stale and all(valid and age > 0 and total > 0 for valid, age, total in stale)
+        masked = [text for (cam, key), text in acc.examples.items() if cam == "CAM1" and key.startswith("masked:")]
+        assert all("no recent frame to reuse" in t for t in masked), masked  # only before its first frame
+    else:
+        assert acc.dropped["CAM0"].get("set_dropped", 0) >= 2 and acc.dropped["CAM2"].get("set_dropped", 0) >= 2
+        # a late camera is never masked: its set is gone (a camera whose source ended is, at the end)
+        assert set(acc.masked["CAM1"]) <= {"ended"}, acc.masked["CAM1"]
+
+
+# ------------------------------------------------------------------------------------------ pressure
+def test_slow_pipeline_is_back_pressure_not_a_stall():
+    result = run(synthetic_deployment(2, frames=12), model=lambda b: time.sleep(0.02))
+    for cam, h in result.accounting.health.items():
+        assert h.stalls == 0 and h.blocked_ns > 0, cam
+    assert result.accounting.totals()["dropped"] <= 6  # recordings lose nothing but what is queued at the end
+
+
+def test_live_sources_never_build_a_backlog():
+    dep = synthetic_deployment(2, fps=100.0, realtime=True, frames=60, run={"queue_size": 1},
+                               sync={"tolerance_ms": 4, "deadline_ms": 20})
+    waits = []
+    result = run(dep, model=lambda b: time.sleep(0.04))
+    acc = result.accounting
+    assert acc.dropped["CAM0"].get("superseded", 0) > 10  # the latest frame wins
+    assert all(h.stalls == 0 for h in acc.health.values())
+    assert result.stats.step("queue_wait").max_ns < 0.5e9, waits  # bounded by one frame, not by the run
+
+
+# ------------------------------------------------------------------------------------------ model, limits
+def test_model_errors_are_counted_and_the_run_goes_on():
+    calls = []
+
+    def model(batch):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("boom")
+        return batch.images.mean()
+
+    result = run(synthetic_deployment(2, frames=5), model=model)
+    assert result.accounting.model_errors == 1 and "RuntimeError: boom" in result.model_error
+    assert result.sets == 5 and result.stats.step("model").count == 5
+
+
+def test_model_hook_from_the_yaml_with_init(tmp_path):
+    (tmp_path / "hook.py").write_text(
+        "class Model:\n"
+        "    def __init__(self, scale):\n        self.scale = scale\n        self.calls = 0\n"
+        "    def __call__(self, batch):\n        self.calls += 1\n"
+        "        return float(batch.images.sum()) * self.scale\n")
+    dep = load_deployment(synthetic_deployment(2, frames=3, model={"entry": "hook:Model", "path": str(tmp_path),
+                                                                   "init": {"scale": 2}}))
+    r = Runner(dep, write_outputs=False)
+    outs = [rb.output for rb in r.batches()]
+    assert_accounted(r.finish())
+    assert len(outs) == 3 and all(isinstance(o, float) for o in outs) and r.model.calls == 3
+    (tmp_path / "filehook.py").write_text("def run(batch):\n    return batch.images.shape\n")
+    dep = load_deployment(synthetic_deployment(2, frames=2, model=str(tmp_path / "filehook.py") + ":run"))
+    assert Runner(dep, write_outputs=False).run().stats.step("model").count == 2
+
+
+def test_frames_and_duration_limits_and_ctrl_c():
+    r = run(synthetic_deployment(2, frames=None, run={"frames": 4, "loop": True}))
+    assert r.sets == 4 and r.stopped_by == "--frames 4"
+    r = run(synthetic_deployment(2, fps=50.0, realtime=True, frames=None, run={"duration_s": 0.4}))
+    assert r.stopped_by == "--duration 0.4 s" and r.elapsed_s >= 0.4
+
+    calls = []
+
+    def interrupt(batch):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+
+    r = run(synthetic_deployment(2, frames=20), model=interrupt)
+    assert r.interrupted and r.stopped_by == "Ctrl-C" and r.sets == 2
+    assert sum(r.accounting.dropped[c].get("shutdown", 0) for c in ("CAM0", "CAM1")) >= 2
+
+
+def test_per_camera_backends_plan_groups_into_one_batch():
+    dep = synthetic_deployment(3, frames=2, backends=["cpu"])
+    dep["cameras"][1]["backends"] = ["reference"]
+    ref = {}
+    r = Runner(load_deployment(dep), write_outputs=False)
+    assert "[CAM0, CAM2] backends cpu" in str(r.pipe.plan) and "[CAM1] backends reference" in str(r.pipe.plan)
+    for rb in r.batches():
+        ref[rb.frame_set.index] = np.array(rb.batch.images)
+        assert rb.batch.valid.all() and list(rb.batch.cameras) == ["CAM0", "CAM1", "CAM2"]
+    assert_accounted(r.finish())
+    r2 = Runner(load_deployment(synthetic_deployment(3, frames=2, backends=["cpu"])), write_outputs=False)
+    for rb in r2.batches():
+        np.testing.assert_allclose(rb.batch.images, ref[rb.frame_set.index], atol=1e-4)
+    r2.finish()
+
+
+# ------------------------------------------------------------------------------------------ outputs, CLI
+def test_run_cli_writes_trace_json_plots_and_dumps(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from dvpipe.latency import load_trace, validate_trace
+
+    d = synthetic_deployment(2, frames=4, outputs={"dir": str(tmp_path / "out"), "dumps": {"every": 2, "max": 5}})
+    p = tmp_path / "dep.yaml"
+    p.write_text(yaml.safe_dump(d))
+    rc = cli_main(["run", str(p), "--trace", str(tmp_path / "t.json"), "--json", str(tmp_path / "lat.json"),
+                   "--plots", str(tmp_path / "plots")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert validate_trace(load_trace(tmp_path / "t.json")) > 0
+    lat = json.loads((tmp_path / "lat.json").read_text())
+    assert lat["schema"] == "dvpipe.latency/1" and "decode" in lat["steps"]
+    assert sorted(x.name for x in (tmp_path / "plots").iterdir()) == ["latency_cdf.png", "latency_steps.png",
+                                                                       "latency_timeline.png"]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["accounted"] and summary["totals"]["entered"] == 8 and summary["sets"] == 4
+    dumps = sorted((tmp_path / "out" / "dumps").iterdir())
+    assert [x.name for x in dumps] == ["set_000000.json", "set_000000.npz", "set_000002.json", "set_000002.npz"]
+    assert np.load(dumps[1])["images"].shape == (2, 3, 64, 96)
+    for text in ("plan:", "frames: 8 in = 8 emitted + 0 dropped", "latency (ms)", "outputs:", str(tmp_path / "t.json")):
+        assert text in out
+
+
+def test_dvpipe_run_without_arguments_runs_the_sample(samples_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    rc = cli_main(["run", "--frames", "2", "--backends", "cpu"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "deployment sample-nuscenes-bevformer-tiny" in out and "plan: 6 camera(s)" in out
+    assert "decode" in out and "frames: " in out and "p50" in out and "p90" in out
+    assert (tmp_path / "out" / "sample" / "summary.json").exists() and str(tmp_path / "out" / "sample") in out
+
+
+def test_run_cli_reports_a_run_that_produced_nothing(tmp_path, capsys):
+    d = synthetic_deployment(1, frames=3, faults={"CAM0": {"fail_open": -1}})
+    p = tmp_path / "dep.yaml"
+    p.write_text(yaml.safe_dump(d))
+    assert cli_main(["run", str(p), "--no-outputs", "-q"]) == 1
+    captured = capsys.readouterr()
+    assert "no frame set was produced" in captured.err and "failed" in captured.out

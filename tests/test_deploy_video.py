@@ -1,0 +1,150 @@
+"""Video decoding as a plan step: H.264/H.265 access units through the CPU "decode" step (PyAV),
+per-camera decoder state, carried access units, keyframe recovery, resolution changes."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from dvpipe import Decode, FrameError, Pipeline, Rig
+from dvpipe.deploy import Runner, load_deployment
+from dvpipe.deploy.testing import encode_access_units, synthetic_deployment, tiny_rig
+from dvpipe.deploy.video_decode import (decode_video, install_cpu_dispatch, is_keyframe, nal_types,
+                                        pack_access_units, unpack_access_units)
+from dvpipe.stages.base import FrameSpec
+from dvpipe.types import PixelFormat
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Ctx:
+    """The parts of a KernelContext that decode_video uses."""
+
+    def __init__(self, codec: str, width: int, height: int):
+        self.spec_in = FrameSpec(width, height, PixelFormat.ENCODED, encoding=codec)
+        self.state: dict = {}
+
+
+def reference_decode(aus, codec: str) -> list[np.ndarray]:
+    dec = av.CodecContext.create("h264" if codec == "h264" else "hevc", "r")
+    out = []
+    for au in aus:
+        out += [f.to_ndarray(format="bgr24") for f in dec.decode(av.Packet(au))]
+    return out
+
+
+@pytest.mark.parametrize("codec", ["h264", "h265"])
+def test_one_picture_per_access_unit_matching_a_plain_decode(codec):
+    aus = encode_access_units(6, 64, 48, codec=codec, gop=3)
+    ref = reference_decode(aus, codec)
+    ctx = Ctx(codec, 64, 48)
+    got = [decode_video(au, ctx) for au in aus]
+    assert len(got) == len(ref) == 6
+    for a, b in zip(got, ref):
+        np.testing.assert_array_equal(a, b)
+    assert [is_keyframe(au, codec) for au in aus] == [True, False, False, True, False, False]
+    assert nal_types(aus[0], codec)
+
+
+def test_carried_access_units_keep_the_reference_chain():
+    aus = encode_access_units(8, 64, 48, gop=8)
+    ref = reference_decode(aus, "h264")
+    ctx = Ctx("h264", 64, 48)
+    decode_video(aus[0], ctx)
+    # frames 1-3 were dropped before decoding (superseded); frame 4 carries them
+    bundle = pack_access_units(aus[1:5])
+    assert unpack_access_units(bundle) == (aus[1:5], False)
+    np.testing.assert_array_equal(decode_video(bundle, ctx), ref[4])
+    np.testing.assert_array_equal(decode_video(aus[5], ctx), ref[5])
+
+
+def test_lost_frames_and_corrupt_frames_wait_for_the_next_keyframe():
+    aus = encode_access_units(10, 64, 48, gop=5)
+    ctx = Ctx("h264", 64, 48)
+    with pytest.raises(FrameError, match="waiting for a keyframe"):
+        decode_video(aus[1], ctx)  # a stream joined mid-GOP
+    decode_video(aus[0], ctx)
+    decode_video(aus[1], ctx)
+    with pytest.raises(FrameError, match="waiting for a keyframe"):
+        decode_video(pack_access_units([aus[3]], discontinuity=True), ctx)  # frame 2 was lost
+    with pytest.raises(FrameError, match="waiting for a keyframe"):
+        decode_video(aus[4], ctx)
+    assert decode_video(aus[5], ctx).shape == (48, 64, 3)
+    bad = aus[6][:6] + bytes(len(aus[6]) - 6)
+    with pytest.raises(FrameError, match="corrupt h264"):
+        decode_video(bad, ctx)
+    with pytest.raises(FrameError, match="waiting for a keyframe"):
+        decode_video(aus[7], ctx)
+    with pytest.raises(FrameError, match="corrupt h264 access unit .no NAL units"):
+        decode_video(b"garbage without start codes", Ctx("h264", 64, 48))
+    with pytest.raises(FrameError, match="corrupt access-unit bundle"):
+        decode_video(pack_access_units([aus[0]])[:-3], ctx)
+
+
+def test_a_resolution_change_is_a_wrong_size_drop():
+    small = encode_access_units(2, 64, 48, gop=2)
+    big = encode_access_units(2, 96, 64, gop=2)
+    ctx = Ctx("h264", 64, 48)
+    decode_video(small[0], ctx)
+    with pytest.raises(FrameError, match="frame is 96x64 but the camera declares 64x48"):
+        decode_video(big[0], ctx)
+
+
+def test_video_decode_is_a_planned_step_and_the_batch_matches_the_decode():
+    install_cpu_dispatch()
+    rig = Rig.from_dict(tiny_rig(2, 64, 48, encoding="h264"))
+    pipe = Pipeline(rig, [Decode()], ("cpu",))
+    text = str(pipe.plan)
+    assert "48 h264 -> 64x48 bgr/uint8" in text and "PyAV" in text
+    (step,) = [s for s in pipe.plan.cameras[0].steps if s.name == "decode"]
+    assert step.backend.name == "cpu" and "PyAV" in step.chosen.reason
+    aus = encode_access_units(3, 64, 48)
+    ref = reference_decode(aus, "h264")
+    for k, au in enumerate(aus):
+        batch = pipe.process({"CAM0": au, "CAM1": au})
+        assert batch.valid.all()
+        np.testing.assert_array_equal(batch.images[0], ref[k].transpose(2, 0, 1).astype(np.float32))
+    assert any(s.name == "decode" for s in batch.timeline.spans)
+    pipe.close()
+    assert install_cpu_dispatch() is False  # idempotent
+
+
+def test_slow_pipeline_drops_video_frames_without_breaking_the_decoder():
+    # live H.264 cameras, a slow model: frames are superseded before decoding, yet every decoded
+    # picture is right (the dropped access units ride along to the decoder)
+    dep = synthetic_deployment(2, fps=60.0, realtime=True, frames=40, encoding="h264", cycle=8,
+                               run={"queue_size": 1}, sync={"tolerance_ms": 6, "deadline_ms": 30})
+    import time
+
+    r = Runner(load_deployment(dep), model=lambda b: time.sleep(0.03), write_outputs=False)
+    cycle = None
+    checked = 0
+    for rb in r.batches():
+        if cycle is None:
+            cycle = reference_decode(r._sources["CAM0"]._cycle, "h264")  # noqa: SLF001 - the rendered cycle
+        i = 0
+        it = rb.frame_set.members.get("CAM0")
+        if it is None or not rb.batch.valid[i]:
+            continue
+        k = round((it.frame.capture_ns - r._sources["CAM0"]._t0_wall) * 60 / 1e9)  # noqa: SLF001
+        want = (cycle[k % 8].transpose(2, 0, 1).astype(np.float32) - 128) / 64
+        np.testing.assert_allclose(rb.batch.images[i], want, atol=1e-5)
+        checked += 1
+    result = r.finish()
+    acc = result.accounting
+    assert checked >= 5
+    assert acc.dropped["CAM0"].get("superseded", 0) > 0
+    assert not {"corrupt", "keyframe_wait", "decode_error"} & set(acc.dropped["CAM0"]), acc.dropped
+    assert acc.check() == []
+
+
+def test_video_file_deployment_runs(samples_dir):
+    if not (samples_dir / "video" / "CAM_FRONT.mp4").exists():
+        pytest.skip("samples/video not generated")
+    dep = load_deployment(ROOT / "configs" / "deployments" / "nuscenes-video-h264.yaml")
+    result = Runner(dep.with_run(frames=4), write_outputs=False).run()
+    assert result.sets == 4 and result.accounting.totals()["emitted"] == 24
+    assert result.stats.step("decode").count == 24
+    assert "1600x900 h264 -> 1600x900 bgr/uint8" in str(result.plan)
