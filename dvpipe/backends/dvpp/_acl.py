@@ -1,0 +1,575 @@
+"""The only module that touches pyACL (``acl``), or the software device that stands in for it.
+
+A :class:`Runtime` is one opened device: ``acl.init``, ``acl.rt.set_device``, a context, the run mode.
+``device="hw"`` imports the real ``acl`` module (shipped with CANN); ``device="sim"`` builds a
+:class:`~dvpipe.backends.dvpp.sim.SimAcl` for the pipeline's target. Both are used through the same
+methods, so the kernels (:mod:`.jpegd`, :mod:`.vpc`, :mod:`.vdec`) never know which one runs.
+
+Every pyACL call goes through :meth:`Runtime.call` and one checker, :func:`check`, which raises a typed
+:class:`AclError` carrying the return code, the pyACL and C API names and the sizes/formats involved.
+The error classes come from one table (:mod:`._codes`) and also derive from the matching builtin
+(``InvalidParam`` is a ``ValueError``, ``BadAlloc`` a ``MemoryError``, ``ApiNotSupport`` a
+``NotImplementedError``), so callers can catch either meaning.
+
+Signatures: :data:`API` lists every pyACL function used, the C function behind it, what it returns, and
+whether the Python signature was read on a hiascend.com pyACL page (``verified``) or taken from public
+Ascend sample code / the C prototype (``inferred``). The software device implements exactly this list.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from ...errors import BackendUnavailable, DvpipeError
+from . import _codes
+from ._enums import MEMCPY, RUN_MODE
+
+__all__ = ["AclError", "check", "error_class", "API", "Runtime", "runtime", "why_unavailable",
+           "InvalidParam", "UnsupportedJpeg", "BadAlloc", "ApiNotSupport", "FeatureUnsupported",
+           "CallbackTimeout", "RtFailure"]
+
+
+# ------------------------------------------------------------------------------------------------ errors
+
+class AclError(DvpipeError, RuntimeError):
+    """A pyACL call returned a non-zero code.
+
+    Attributes:
+        ret: the return code (``100000``).
+        code_name: its name (``ACL_ERROR_INVALID_PARAM``).
+        api: the pyACL function (``acl.media.dvpp_vpc_resize_async``).
+        c_api: the C function behind it (``acldvppVpcResizeAsync``), when known.
+        context: sizes, formats and other facts of the call (``width=1242, height=375, format=nv12``).
+        detail: the device's own explanation (``acl.get_recent_err_msg()``), when it gives one.
+    """
+
+    def __init__(self, ret: int, api: str, context: Optional[dict] = None, detail: str = "", c_api: str = ""):
+        self.ret = int(ret)
+        self.code_name = _codes.name_of(self.ret)
+        self.api = api
+        self.c_api = c_api or API.get(api, ("", "", ""))[0]
+        self.context = dict(context or {})
+        self.detail = detail
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        words = _codes.words_of(self.ret)
+        head = f"{self.api}{f' ({self.c_api})' if self.c_api else ''} returned {self.ret} {self.code_name}"
+        if words:
+            head += f" ({words})"
+        ctx = ", ".join(f"{k}={v}" for k, v in self.context.items())
+        return head + (f" [{ctx}]" if ctx else "") + (f": {self.detail}" if self.detail else "")
+
+    def __reduce__(self):
+        return (error_for, (self.ret, self.api, self.context, self.detail, self.c_api))
+
+
+def _class_name(code_name: str) -> str:
+    return "".join(p.capitalize() for p in code_name.replace("ACL_ERROR_", "").split("_"))
+
+
+_CLASSES: dict[int, type] = {}
+for _name, _code, _base, _words in _codes.CODES:
+    _cls = type(_class_name(_name), (AclError, _base), {"__doc__": f"{_name} ({_code}): {_words}.",
+                                                        "__module__": __name__})
+    _CLASSES[_code] = _cls
+    globals()[_cls.__name__] = _cls
+InvalidParam = _CLASSES[_codes.ACL_ERROR_INVALID_PARAM]
+UnsupportedJpeg = _CLASSES[_codes.ACL_ERROR_UNSUPPORTED_JPEG]
+BadAlloc = _CLASSES[_codes.ACL_ERROR_BAD_ALLOC]
+ApiNotSupport = _CLASSES[_codes.ACL_ERROR_API_NOT_SUPPORT]
+FeatureUnsupported = _CLASSES[_codes.ACL_ERROR_FEATURE_UNSUPPORTED]
+CallbackTimeout = _CLASSES[_codes.ACL_ERROR_WAIT_CALLBACK_TIMEOUT]
+RtFailure = _CLASSES[_codes.ACL_ERROR_RT_FAILURE]
+
+
+def error_class(ret: int) -> type:
+    """The :class:`AclError` subclass for a return code (``AclError`` itself for codes outside the table)."""
+    return _CLASSES.get(int(ret), AclError)
+
+
+def error_for(ret: int, api: str, context: Optional[dict] = None, detail: str = "", c_api: str = "") -> AclError:
+    return error_class(ret)(ret, api, context, detail, c_api)
+
+
+def check(ret: Any, api: str, detail: str = "", **context: Any) -> None:
+    """Raise the typed :class:`AclError` for a non-zero ``ret`` of ``api``; ``context`` goes into the message.
+
+    >>> check(0, api="acl.rt.synchronize_stream")
+    >>> try:
+    ...     check(100000, api="acl.media.dvpp_vpc_resize_async", width=1242, height=375)
+    ... except ValueError as e:
+    ...     print(type(e).__name__, e.ret)
+    InvalidParam 100000
+    """
+    if ret is None or int(ret) == 0:
+        return
+    raise error_for(int(ret), api, context, detail)
+
+
+# ------------------------------------------------------------------------------------------------ API table
+
+#: pyACL function -> (C function, returns, how the Python signature is known). ``returns``: ``ret``,
+#: ``(value, ret)``-style tuples, or ``value`` (creators and getters, no return code).
+API: dict[str, tuple[str, str, str]] = {
+    "acl.init": ("aclInit", "ret", "verified: pyACL ref (acl.init(config_path))"),
+    "acl.finalize": ("aclFinalize", "ret", "verified: pyACL ref"),
+    "acl.get_soc_name": ("aclrtGetSocName", "value", "verified: CANN 6.0.1 aclpythondevg_01_0008"),
+    "acl.get_recent_err_msg": ("aclGetRecentErrMsg", "value", "inferred: C API aclGetRecentErrMsg"),
+    "acl.rt.set_device": ("aclrtSetDevice", "ret", "inferred: Ascend samples"),
+    "acl.rt.reset_device": ("aclrtResetDevice", "ret", "inferred: Ascend samples"),
+    "acl.rt.create_context": ("aclrtCreateContext", "(context, ret)", "inferred: Ascend samples"),
+    "acl.rt.destroy_context": ("aclrtDestroyContext", "ret", "inferred: Ascend samples"),
+    "acl.rt.set_context": ("aclrtSetCurrentContext", "ret", "inferred: Ascend samples (acllite dvpp_vdec.py)"),
+    "acl.rt.get_run_mode": ("aclrtGetRunMode", "(mode, ret)", "inferred: Ascend samples"),
+    "acl.rt.create_stream": ("aclrtCreateStream", "(stream, ret)", "inferred: Ascend samples"),
+    "acl.rt.destroy_stream": ("aclrtDestroyStream", "ret", "inferred: Ascend samples"),
+    "acl.rt.synchronize_stream": ("aclrtSynchronizeStream", "ret", "inferred: constraints.md §6 (not verified "
+                                                                   "page by page)"),
+    "acl.rt.memcpy": ("aclrtMemcpy", "ret", "verified: CANN 8.0.0 aclpythondevg_01_0120 (dst, dest_max, src, "
+                                            "count, kind)"),
+    "acl.rt.malloc_host": ("aclrtMallocHost", "(ptr, ret)", "inferred: Ascend samples"),
+    "acl.rt.free_host": ("aclrtFreeHost", "ret", "inferred: Ascend samples"),
+    "acl.rt.process_report": ("aclrtProcessReport", "ret", "inferred: Ascend samples (acllite dvpp_vdec.py)"),
+    "acl.util.bytes_to_ptr": ("", "value", "verified: CANN 8.5.0 aclpythondevg_01_0055 (bytes only)"),
+    "acl.util.ptr_to_bytes": ("", "value", "verified: CANN 8.5.0 aclpythondevg_01_0056 (ptr, size)"),
+    "acl.util.start_thread": ("", "(thread_id, ret)", "inferred: Ascend samples (acllite dvpp_vdec.py)"),
+    "acl.util.stop_thread": ("", "ret", "inferred: Ascend samples (acllite dvpp_vdec.py)"),
+    "acl.media.dvpp_malloc": ("acldvppMalloc", "(ptr, ret)", "verified: constraints.md §6 (pyACL 5.0.4..9.0.0)"),
+    "acl.media.dvpp_free": ("acldvppFree", "ret", "verified: constraints.md §6"),
+    "acl.media.dvpp_create_channel_desc": ("acldvppCreateChannelDesc", "value", "verified: constraints.md §6"),
+    "acl.media.dvpp_destroy_channel_desc": ("acldvppDestroyChannelDesc", "ret", "inferred: C prototype"),
+    "acl.media.dvpp_create_channel": ("acldvppCreateChannel", "ret", "verified: constraints.md §6"),
+    "acl.media.dvpp_destroy_channel": ("acldvppDestroyChannel", "ret", "inferred: C prototype"),
+    "acl.media.dvpp_create_pic_desc": ("acldvppCreatePicDesc", "value", "verified: constraints.md §6"),
+    "acl.media.dvpp_destroy_pic_desc": ("acldvppDestroyPicDesc", "ret", "verified: Ascend samples"),
+    "acl.media.dvpp_set_pic_desc_data": ("acldvppSetPicDescData", "ret", "verified: constraints.md §6"),
+    "acl.media.dvpp_set_pic_desc_size": ("acldvppSetPicDescSize", "ret", "verified: constraints.md §6"),
+    "acl.media.dvpp_set_pic_desc_format": ("acldvppSetPicDescFormat", "ret", "verified: constraints.md §6"),
+    "acl.media.dvpp_set_pic_desc_width": ("acldvppSetPicDescWidth", "ret", "verified: constraints.md §6"),
+    "acl.media.dvpp_set_pic_desc_height": ("acldvppSetPicDescHeight", "ret", "verified: constraints.md §6"),
+    "acl.media.dvpp_set_pic_desc_width_stride": ("acldvppSetPicDescWidthStride", "ret", "verified: constraints.md §6"),
+    "acl.media.dvpp_set_pic_desc_height_stride": ("acldvppSetPicDescHeightStride", "ret",
+                                                  "verified: constraints.md §6"),
+    "acl.media.dvpp_get_pic_desc_data": ("acldvppGetPicDescData", "value", "verified: Ascend samples"),
+    "acl.media.dvpp_get_pic_desc_size": ("acldvppGetPicDescSize", "value", "verified: Ascend samples"),
+    "acl.media.dvpp_get_pic_desc_width": ("acldvppGetPicDescWidth", "value", "inferred: constraints.md §6 "
+                                                                             "(getter series)"),
+    "acl.media.dvpp_get_pic_desc_height": ("acldvppGetPicDescHeight", "value", "inferred: constraints.md §6"),
+    "acl.media.dvpp_get_pic_desc_width_stride": ("acldvppGetPicDescWidthStride", "value", "inferred"),
+    "acl.media.dvpp_get_pic_desc_height_stride": ("acldvppGetPicDescHeightStride", "value", "inferred"),
+    "acl.media.dvpp_get_pic_desc_ret_code": ("acldvppGetPicDescRetCode", "value", "verified: Ascend samples"),
+    "acl.media.dvpp_jpeg_get_image_info": ("acldvppJpegGetImageInfo", "(width, height, components, ret)",
+                                           "verified: CANN 8.0.RC3 aclpythondevg_01_0324"),
+    "acl.media.dvpp_jpeg_predict_dec_size": ("acldvppJpegPredictDecSize", "(size, ret)",
+                                             "verified: constraints.md §6 (data, size, out_fmt)"),
+    "acl.media.dvpp_jpeg_decode_async": ("acldvppJpegDecodeAsync", "ret", "verified: constraints.md §6 "
+                                                                         "(channel_desc, data, size, out_desc, stream)"),
+    "acl.media.dvpp_create_roi_config": ("acldvppCreateRoiConfig", "value", "verified: constraints.md §6 "
+                                                                           "(left, right, top, bottom)"),
+    "acl.media.dvpp_destroy_roi_config": ("acldvppDestroyRoiConfig", "ret", "inferred: C prototype"),
+    "acl.media.dvpp_create_resize_config": ("acldvppCreateResizeConfig", "value", "verified: constraints.md §6"),
+    "acl.media.dvpp_set_resize_config_interpolation": ("acldvppSetResizeConfigInterpolation", "ret",
+                                                       "inferred: C prototype"),
+    "acl.media.dvpp_destroy_resize_config": ("acldvppDestroyResizeConfig", "ret", "inferred: C prototype"),
+    "acl.media.dvpp_vpc_resize_async": ("acldvppVpcResizeAsync", "ret", "verified: CANN 8.0.0 "
+                                                                       "aclpythondevg_01_0306"),
+    "acl.media.dvpp_vpc_crop_resize_async": ("acldvppVpcCropResizeAsync", "ret", "verified: CANN 8.0.0 "
+                                                                                "aclpythondevg_01_0308"),
+    "acl.media.dvpp_vpc_crop_resize_paste_async": ("acldvppVpcCropResizePasteAsync", "ret",
+                                                   "verified: CANN 8.0.0 aclpythondevg_01_0312"),
+    "acl.media.dvpp_vpc_convert_color_async": ("acldvppVpcConvertColorAsync", "ret", "verified: CANN 8.1.RC1 "
+                                                                                     "aclpythondevg_01_0307"),
+    "acl.media.dvpp_create_stream_desc": ("acldvppCreateStreamDesc", "value", "verified: Ascend samples"),
+    "acl.media.dvpp_destroy_stream_desc": ("acldvppDestroyStreamDesc", "ret", "verified: Ascend samples"),
+    "acl.media.dvpp_set_stream_desc_data": ("acldvppSetStreamDescData", "ret", "verified: Ascend samples"),
+    "acl.media.dvpp_set_stream_desc_size": ("acldvppSetStreamDescSize", "ret", "verified: Ascend samples"),
+    "acl.media.dvpp_set_stream_desc_eos": ("acldvppSetStreamDescEos", "ret", "verified: CANN 8.0.0 "
+                                                                            "aclpythondevg_01_0278"),
+    "acl.media.dvpp_get_stream_desc_data": ("acldvppGetStreamDescData", "value", "verified: Ascend samples"),
+    "acl.media.dvpp_get_stream_desc_size": ("acldvppGetStreamDescSize", "value", "verified: Ascend samples"),
+    "acl.media.vdec_create_channel_desc": ("aclvdecCreateChannelDesc", "value", "verified: Ascend samples"),
+    "acl.media.vdec_destroy_channel_desc": ("aclvdecDestroyChannelDesc", "ret", "inferred: C prototype"),
+    "acl.media.vdec_set_channel_desc_channel_id": ("aclvdecSetChannelDescChannelId", "ret", "verified: samples"),
+    "acl.media.vdec_set_channel_desc_thread_id": ("aclvdecSetChannelDescThreadId", "ret", "verified: samples"),
+    "acl.media.vdec_set_channel_desc_callback": ("aclvdecSetChannelDescCallback", "ret",
+                                                 "verified: CANN 8.0.0 aclpythondevg_01_0356; callback(stream_desc, "
+                                                 "pic_desc, user_data)"),
+    "acl.media.vdec_set_channel_desc_entype": ("aclvdecSetChannelDescEnType", "ret", "verified: samples"),
+    "acl.media.vdec_set_channel_desc_out_pic_format": ("aclvdecSetChannelDescOutPicFormat", "ret",
+                                                       "verified: samples"),
+    "acl.media.vdec_create_channel": ("aclvdecCreateChannel", "ret", "verified: samples"),
+    "acl.media.vdec_destroy_channel": ("aclvdecDestroyChannel", "ret", "verified: samples"),
+    "acl.media.vdec_create_frame_config": ("aclvdecCreateFrameConfig", "value", "verified: samples"),
+    "acl.media.vdec_destroy_frame_config": ("aclvdecDestroyFrameConfig", "ret", "verified: samples"),
+    "acl.media.vdec_send_frame": ("aclvdecSendFrame", "ret", "verified: samples (channel_desc, stream_desc, "
+                                                             "pic_desc, frame_config, user_data)"),
+}
+
+
+# ------------------------------------------------------------------------------------------------ loading
+
+def _import_acl():
+    import acl  # noqa: PLC0415 - pyACL ships with CANN; imported only for device "hw"
+
+    return acl
+
+
+def why_unavailable(device: str) -> Optional[str]:
+    """None when ``device`` (``hw`` or ``sim``) can be opened here, else why not (never raises)."""
+    if device == "sim":
+        return None
+    try:
+        _import_acl()
+    except Exception as e:  # noqa: BLE001 - any import-time failure is a reason to report
+        return (f"pyACL cannot be imported ({type(e).__name__}: {e}); pyACL ships with the CANN toolkit: source "
+                "<install>/set_env.sh, or plan with backend 'dvpp-sim' and a target")
+    return None
+
+
+@dataclass(frozen=True)
+class _Key:
+    device: str
+    device_id: int
+    soc: str
+    cann: str
+
+
+_RUNTIMES: dict[_Key, "Runtime"] = {}
+_RUNTIMES_LOCK = threading.Lock()
+
+
+def runtime(device: str, target: Any = None, device_id: int = 0) -> "Runtime":
+    """The opened :class:`Runtime` for ``device`` (``hw``: pyACL; ``sim``: the software device for ``target``).
+
+    One per process and device for ``hw`` (``acl.init`` may run once), one per target for ``sim``.
+    """
+    if device == "sim":
+        if target is None:
+            raise BackendUnavailable("dvpp-sim", "the software device simulates one target: pass "
+                                     "target=dvpipe.Target(soc=..., cann=...)")
+        key = _Key("sim", device_id, target.soc, str(target.cann))
+    elif device == "hw":
+        key = _Key("hw", device_id, "", "")
+    else:
+        raise ValueError(f"DVPP device is 'hw' or 'sim', got {device!r}")
+    with _RUNTIMES_LOCK:
+        rt = _RUNTIMES.get(key)
+        if rt is None:
+            if device == "sim":
+                from .sim import SimAcl
+
+                acl = SimAcl(target)
+            else:
+                why = why_unavailable("hw")
+                if why:
+                    raise BackendUnavailable("dvpp", why)
+                acl = _import_acl()
+            rt = Runtime(acl, device, device_id, target)
+            rt.open()
+            _RUNTIMES[key] = rt
+    return rt
+
+
+# ------------------------------------------------------------------------------------------------ runtime
+
+class Runtime:
+    """One opened device (real pyACL or the software device) and every call the kernels make.
+
+    The kernels call only these methods; each goes through :meth:`call` and :func:`check`.
+    Thread safety: each calling thread is bound to the runtime's context on first use
+    (``acl.rt.set_context``); streams and channels are per camera step, so cameras run in parallel.
+    """
+
+    def __init__(self, acl: Any, device: str, device_id: int = 0, target: Any = None):
+        self.acl = acl
+        self.device = device
+        self.device_id = device_id
+        self.target = target
+        self.context = None
+        self.run_mode = RUN_MODE["host"]
+        self._tls = threading.local()
+        self._opened = False
+        self._staging_lock = threading.Lock()
+
+    @property
+    def is_sim(self) -> bool:
+        return self.device == "sim"
+
+    @property
+    def name(self) -> str:
+        return f"dvpp-{self.device}:{self.device_id}"
+
+    # -- generic call ---------------------------------------------------------------------------------
+    def _fn(self, api: str) -> Callable:
+        obj = self.acl
+        for part in api.split(".")[1:]:
+            obj = getattr(obj, part)
+        return obj
+
+    def call(self, api: str, *args: Any, **context: Any) -> Any:
+        """Call pyACL function ``api`` (``acl.media.dvpp_malloc``) with ``args``; check its return code.
+
+        Returns the values before ``ret`` (one value unwrapped, several as a tuple), or None. For creators
+        and getters (no return code) returns the value; a creator returning None raises.
+        """
+        self.bind()
+        out = self._fn(api)(*args)
+        kind = API.get(api, ("", "ret", ""))[1]
+        if kind == "value":
+            if out is None and ("create" in api or api.endswith("bytes_to_ptr")):
+                raise error_for(_codes.ACL_ERROR_FAILURE, api, context, self.recent_error())
+            return out
+        if isinstance(out, tuple):
+            *values, ret = out
+            if ret:
+                raise error_for(ret, api, context, self.recent_error())
+            return values[0] if len(values) == 1 else tuple(values)
+        if out:
+            raise error_for(out, api, context, self.recent_error())
+        return None
+
+    def recent_error(self) -> str:
+        fn = getattr(self.acl, "get_recent_err_msg", None)
+        if fn is None:
+            return ""
+        try:
+            return str(fn() or "")
+        except Exception:  # noqa: BLE001 - the explanation is a nicety, never a second failure
+            return ""
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    def open(self) -> None:
+        """``acl.init``, ``set_device``, ``create_context``, run mode."""
+        if self._opened:
+            return
+        ret = self.acl.init()
+        if ret not in (0, _codes.ACL_ERROR_REPEAT_INITIALIZE):
+            check(ret, api="acl.init")
+        check(self.acl.rt.set_device(self.device_id), api="acl.rt.set_device", device_id=self.device_id)
+        ctx, ret = self.acl.rt.create_context(self.device_id)
+        check(ret, api="acl.rt.create_context", device_id=self.device_id)
+        self.context = ctx
+        mode, ret = self.acl.rt.get_run_mode()
+        check(ret, api="acl.rt.get_run_mode")
+        self.run_mode = mode
+        self._opened = True
+
+    def close(self) -> None:
+        """Destroy the context, reset the device and finalize (errors are ignored: best effort at exit)."""
+        if not self._opened:
+            return
+        self._opened = False
+        for fn, args in ((self.acl.rt.destroy_context, (self.context,)),
+                         (self.acl.rt.reset_device, (self.device_id,)), (self.acl.finalize, ())):
+            try:
+                fn(*args)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def bind(self) -> None:
+        """Make the runtime's context current on the calling thread (once per thread)."""
+        if getattr(self._tls, "bound", False) or self.context is None:
+            return
+        check(self.acl.rt.set_context(self.context), api="acl.rt.set_context")
+        self._tls.bound = True
+
+    def soc_name(self) -> Optional[str]:
+        return self.acl.get_soc_name()
+
+    # -- memory ----------------------------------------------------------------------------------------
+    def malloc(self, nbytes: int, **context: Any) -> int:
+        return self.call("acl.media.dvpp_malloc", int(nbytes), alloc_bytes=int(nbytes), **context)
+
+    def free(self, ptr: int) -> None:
+        self.call("acl.media.dvpp_free", ptr)
+
+    def _staging(self, nbytes: int) -> int:
+        """A pinned host buffer of at least ``nbytes`` for downloads, reused per thread."""
+        st = getattr(self._tls, "staging", None)
+        if st is None or st[1] < nbytes:
+            if st is not None:
+                self.call("acl.rt.free_host", st[0])
+            size = 1 << max(16, (int(nbytes) - 1).bit_length())
+            st = (self.call("acl.rt.malloc_host", size, alloc_bytes=size), size)
+            self._tls.staging = st
+        return st[0]
+
+    def upload(self, dev_ptr: int, dev_size: int, data: Any, **context: Any) -> None:
+        """Copy host ``data`` (bytes-like) into device memory at ``dev_ptr``."""
+        raw = data if isinstance(data, bytes) else bytes(data)
+        src = self.call("acl.util.bytes_to_ptr", raw)
+        kind = MEMCPY["host_to_device"] if self.run_mode == RUN_MODE["host"] else MEMCPY["device_to_device"]
+        self.call("acl.rt.memcpy", dev_ptr, int(dev_size), src, len(raw), kind, copy_bytes=len(raw), **context)
+
+    def download(self, dev_ptr: int, nbytes: int, **context: Any) -> np.ndarray:
+        """Copy ``nbytes`` of device memory to the host; returns a read-only ``uint8`` array."""
+        host = self._staging(nbytes)
+        kind = MEMCPY["device_to_host"] if self.run_mode == RUN_MODE["host"] else MEMCPY["device_to_device"]
+        self.call("acl.rt.memcpy", host, int(nbytes), dev_ptr, int(nbytes), kind, copy_bytes=int(nbytes), **context)
+        return np.frombuffer(self.call("acl.util.ptr_to_bytes", host, int(nbytes)), np.uint8)
+
+    def device_copy(self, dst_ptr: int, dst_size: int, src_ptr: int, nbytes: int, **context: Any) -> None:
+        """Copy ``nbytes`` between two device buffers (e.g. a DVPP picture into a torch-npu tensor)."""
+        self.call("acl.rt.memcpy", dst_ptr, int(dst_size), src_ptr, int(nbytes), MEMCPY["device_to_device"],
+                  copy_bytes=int(nbytes), **context)
+
+    # -- streams and channels ----------------------------------------------------------------------------
+    def create_stream(self) -> int:
+        return self.call("acl.rt.create_stream")
+
+    def destroy_stream(self, stream: int) -> None:
+        self.call("acl.rt.destroy_stream", stream)
+
+    def synchronize(self, stream: int, **context: Any) -> None:
+        self.call("acl.rt.synchronize_stream", stream, **context)
+
+    def create_channel(self) -> int:
+        desc = self.call("acl.media.dvpp_create_channel_desc")
+        self.call("acl.media.dvpp_create_channel", desc)
+        return desc
+
+    def destroy_channel(self, desc: int) -> None:
+        self.call("acl.media.dvpp_destroy_channel", desc)
+        self.call("acl.media.dvpp_destroy_channel_desc", desc)
+
+    # -- picture descriptors and configs -------------------------------------------------------------------
+    def pic_desc(self, ptr: int, size: int, fmt: int, width: int, height: int, ws: int, hs: int) -> int:
+        d = self.call("acl.media.dvpp_create_pic_desc")
+        self.call("acl.media.dvpp_set_pic_desc_data", d, ptr)
+        self.call("acl.media.dvpp_set_pic_desc_size", d, int(size))
+        self.call("acl.media.dvpp_set_pic_desc_format", d, int(fmt))
+        self.call("acl.media.dvpp_set_pic_desc_width", d, int(width))
+        self.call("acl.media.dvpp_set_pic_desc_height", d, int(height))
+        self.call("acl.media.dvpp_set_pic_desc_width_stride", d, int(ws))
+        self.call("acl.media.dvpp_set_pic_desc_height_stride", d, int(hs))
+        return d
+
+    def output_pic_desc(self, ptr: int, size: int, fmt: int) -> int:
+        """A descriptor with only buffer and format set (VDEC writes the geometry)."""
+        d = self.call("acl.media.dvpp_create_pic_desc")
+        self.call("acl.media.dvpp_set_pic_desc_data", d, ptr)
+        self.call("acl.media.dvpp_set_pic_desc_size", d, int(size))
+        self.call("acl.media.dvpp_set_pic_desc_format", d, int(fmt))
+        return d
+
+    def pic_info(self, desc: int) -> tuple[int, int, int, int, int]:
+        """``(width, height, width_stride, height_stride, ret_code)`` read back from a descriptor."""
+        g = self.call
+        return (g("acl.media.dvpp_get_pic_desc_width", desc), g("acl.media.dvpp_get_pic_desc_height", desc),
+                g("acl.media.dvpp_get_pic_desc_width_stride", desc), g("acl.media.dvpp_get_pic_desc_height_stride", desc),
+                g("acl.media.dvpp_get_pic_desc_ret_code", desc))
+
+    def pic_data(self, desc: int) -> int:
+        return self.call("acl.media.dvpp_get_pic_desc_data", desc)
+
+    def destroy_pic_desc(self, desc: int) -> None:
+        self.call("acl.media.dvpp_destroy_pic_desc", desc)
+
+    def roi(self, left: int, top: int, right: int, bottom: int) -> int:
+        """An ROI config from an inclusive box (pyACL's argument order is left, right, top, bottom)."""
+        return self.call("acl.media.dvpp_create_roi_config", int(left), int(right), int(top), int(bottom))
+
+    def destroy_roi(self, roi: int) -> None:
+        self.call("acl.media.dvpp_destroy_roi_config", roi)
+
+    def resize_config(self, interpolation: Optional[int] = None) -> int:
+        cfg = self.call("acl.media.dvpp_create_resize_config")
+        if interpolation is not None:
+            self.call("acl.media.dvpp_set_resize_config_interpolation", cfg, int(interpolation))
+        return cfg
+
+    def destroy_resize_config(self, cfg: int) -> None:
+        self.call("acl.media.dvpp_destroy_resize_config", cfg)
+
+    # -- JPEGD ---------------------------------------------------------------------------------------------
+    def jpeg_info(self, data: bytes, **context: Any) -> tuple[int, int, int]:
+        """``(width, height, components)`` from the JPEG header (host memory)."""
+        raw = data if isinstance(data, bytes) else bytes(data)
+        ptr = self.call("acl.util.bytes_to_ptr", raw)
+        return self.call("acl.media.dvpp_jpeg_get_image_info", ptr, len(raw), jpeg_bytes=len(raw), **context)
+
+    def jpeg_predict_size(self, data: bytes, fmt: int, **context: Any) -> int:
+        raw = data if isinstance(data, bytes) else bytes(data)
+        ptr = self.call("acl.util.bytes_to_ptr", raw)
+        return self.call("acl.media.dvpp_jpeg_predict_dec_size", ptr, len(raw), int(fmt), **context)
+
+    def jpeg_decode(self, channel: int, dev_ptr: int, size: int, out_desc: int, stream: int, **context: Any) -> None:
+        self.call("acl.media.dvpp_jpeg_decode_async", channel, dev_ptr, int(size), out_desc, stream, **context)
+
+    # -- VPC -----------------------------------------------------------------------------------------------
+    def vpc_resize(self, channel: int, src: int, dst: int, cfg: int, stream: int, **context: Any) -> None:
+        self.call("acl.media.dvpp_vpc_resize_async", channel, src, dst, cfg, stream, **context)
+
+    def vpc_crop_resize(self, channel: int, src: int, dst: int, crop: int, cfg: int, stream: int,
+                        **context: Any) -> None:
+        self.call("acl.media.dvpp_vpc_crop_resize_async", channel, src, dst, crop, cfg, stream, **context)
+
+    def vpc_crop_resize_paste(self, channel: int, src: int, dst: int, crop: int, paste: int, cfg: int, stream: int,
+                              **context: Any) -> None:
+        self.call("acl.media.dvpp_vpc_crop_resize_paste_async", channel, src, dst, crop, paste, cfg, stream,
+                  **context)
+
+    def vpc_convert_color(self, channel: int, src: int, dst: int, stream: int, **context: Any) -> None:
+        self.call("acl.media.dvpp_vpc_convert_color_async", channel, src, dst, stream, **context)
+
+    # -- VDEC ----------------------------------------------------------------------------------------------
+    def start_thread(self, fn: Callable, args: Any = None) -> int:
+        return self.call("acl.util.start_thread", fn, [] if args is None else args)
+
+    def stop_thread(self, tid: int) -> None:
+        self.call("acl.util.stop_thread", tid)
+
+    def process_report(self, timeout_ms: int) -> bool:
+        """Run one pending callback on this thread; False on timeout."""
+        self.bind()
+        ret = self.acl.rt.process_report(int(timeout_ms))
+        if ret == _codes.ACL_ERROR_WAIT_CALLBACK_TIMEOUT:
+            return False
+        check(ret, api="acl.rt.process_report")
+        return True
+
+    def vdec_channel(self, channel_id: int, thread_id: int, callback: Callable, entype: int, out_fmt: int) -> int:
+        d = self.call("acl.media.vdec_create_channel_desc")
+        self.call("acl.media.vdec_set_channel_desc_channel_id", d, int(channel_id))
+        self.call("acl.media.vdec_set_channel_desc_thread_id", d, int(thread_id))
+        self.call("acl.media.vdec_set_channel_desc_callback", d, callback)
+        self.call("acl.media.vdec_set_channel_desc_entype", d, int(entype))
+        self.call("acl.media.vdec_set_channel_desc_out_pic_format", d, int(out_fmt))
+        self.call("acl.media.vdec_create_channel", d, channel_id=channel_id, entype=entype)
+        return d
+
+    def vdec_destroy(self, desc: int) -> None:
+        self.call("acl.media.vdec_destroy_channel", desc)
+        self.call("acl.media.vdec_destroy_channel_desc", desc)
+
+    def frame_config(self) -> int:
+        return self.call("acl.media.vdec_create_frame_config")
+
+    def destroy_frame_config(self, cfg: int) -> None:
+        self.call("acl.media.vdec_destroy_frame_config", cfg)
+
+    def stream_desc(self, ptr: int, size: int, eos: bool = False) -> int:
+        d = self.call("acl.media.dvpp_create_stream_desc")
+        if ptr:
+            self.call("acl.media.dvpp_set_stream_desc_data", d, ptr)
+            self.call("acl.media.dvpp_set_stream_desc_size", d, int(size))
+        if eos:
+            self.call("acl.media.dvpp_set_stream_desc_eos", d, 1)
+        return d
+
+    def stream_data(self, desc: int) -> int:
+        return self.call("acl.media.dvpp_get_stream_desc_data", desc)
+
+    def destroy_stream_desc(self, desc: int) -> None:
+        self.call("acl.media.dvpp_destroy_stream_desc", desc)
+
+    def vdec_send(self, channel: int, stream_desc: int, pic_desc: int, frame_config: int, user_data: Any,
+                  **context: Any) -> None:
+        self.call("acl.media.vdec_send_frame", channel, stream_desc, pic_desc, frame_config, user_data, **context)
+
+    def __repr__(self) -> str:
+        return f"Runtime({self.name}, target={self.target})"

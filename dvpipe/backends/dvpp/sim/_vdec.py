@@ -1,0 +1,279 @@
+"""Software VDEC: ``acl.media.vdec_*`` and the stream descriptors of the acldvpp (v1) API, on PyAV.
+
+Model (what the software device does; the docs describe the calls, not every pairing rule):
+
+* ``vdec_send_frame`` takes one Annex-B access unit in DVPP memory and an output picture descriptor;
+  the picture decoded from it comes back through the channel's callback, on the thread named with
+  ``vdec_set_channel_desc_thread_id``, when that thread calls ``acl.rt.process_report``.
+* Pictures come back in display order; each callback carries the input stream descriptor, output
+  picture descriptor and ``user_data`` of the sends in the order they were made (for camera streams
+  without B-frames that is the picture decoded from that very access unit).
+* ``dvpp_set_stream_desc_eos(desc, 1)`` on a send flushes the decoder: every send still waiting gets
+  its callback (a picture, or ``dvpp_get_pic_desc_ret_code`` = 1 when no picture came out of it).
+* Output: NV12/NV21 with the strides of the knowledge base's VDEC rule (the descriptor's width,
+  height and strides are written by the device), padding bytes set to the sentinel.
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from .. import _codes as C
+from .._enums import PIXEL_FORMAT_NAME
+from ..colour import write_nv12
+from ._dvpp import PicDesc, _check, _stride
+
+__all__ = ["VdecMedia", "StreamDesc", "VdecChannelDesc"]
+
+_CODEC = {0: "h265", 1: "h264", 2: "h264", 3: "h264"}
+_FFMPEG = {"h264": "h264", "h265": "hevc"}
+
+
+@dataclass
+class StreamDesc:
+    data: int = 0
+    size: int = 0
+    eos: int = 0
+    timestamp: int = 0
+    ret_code: int = 0
+
+
+@dataclass
+class FrameConfig:
+    pass
+
+
+@dataclass
+class VdecChannelDesc:
+    channel_id: int = 0
+    thread_id: int = 0
+    callback: Any = None
+    entype: int = 2
+    out_format: int = 1
+    out_mode: int = 0
+    created: bool = False
+    decoder: Any = None
+    codec: str = "h264"
+    checked: bool = False
+    refused: str = ""
+    pending: deque = field(default_factory=deque)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class VdecMedia:
+    """VDEC calls (mixed into the software device's ``media`` namespace)."""
+
+    _sim: Any
+
+    # -- stream descriptors -------------------------------------------------------------------------
+    def dvpp_create_stream_desc(self):
+        return self._sim.objs.add(StreamDesc())
+
+    def dvpp_destroy_stream_desc(self, desc: int) -> int:
+        return C.ACL_SUCCESS if self._sim.objs.pop(desc, StreamDesc) else C.ACL_ERROR_INVALID_PARAM
+
+    def _sset(self, desc: int, name: str, value: int) -> int:
+        d = self._sim.objs.get(desc, StreamDesc)
+        if d is None:
+            return C.ACL_ERROR_INVALID_PARAM
+        setattr(d, name, int(value))
+        return C.ACL_SUCCESS
+
+    def _sget(self, desc: int, name: str) -> int:
+        d = self._sim.objs.get(desc, StreamDesc)
+        return 0 if d is None else getattr(d, name)
+
+    def dvpp_set_stream_desc_data(self, desc, data): return self._sset(desc, "data", data)
+    def dvpp_set_stream_desc_size(self, desc, size): return self._sset(desc, "size", size)
+    def dvpp_set_stream_desc_eos(self, desc, eos): return self._sset(desc, "eos", eos)
+    def dvpp_set_stream_desc_timestamp(self, desc, ts): return self._sset(desc, "timestamp", ts)
+    def dvpp_get_stream_desc_data(self, desc): return self._sget(desc, "data")
+    def dvpp_get_stream_desc_size(self, desc): return self._sget(desc, "size")
+    def dvpp_get_stream_desc_eos(self, desc): return self._sget(desc, "eos")
+    def dvpp_get_stream_desc_timestamp(self, desc): return self._sget(desc, "timestamp")
+    def dvpp_get_stream_desc_ret_code(self, desc): return self._sget(desc, "ret_code")
+
+    # -- channel descriptors ------------------------------------------------------------------------
+    def vdec_create_channel_desc(self):
+        return self._sim.objs.add(VdecChannelDesc())
+
+    def vdec_destroy_channel_desc(self, desc: int) -> int:
+        ch = self._sim.objs.get(desc, VdecChannelDesc)
+        if ch is None:
+            return C.ACL_ERROR_INVALID_PARAM
+        if ch.created:
+            return C.ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED
+        self._sim.objs.pop(desc, VdecChannelDesc)
+        return C.ACL_SUCCESS
+
+    def _cset(self, desc: int, name: str, value: Any) -> int:
+        ch = self._sim.objs.get(desc, VdecChannelDesc)
+        if ch is None:
+            return C.ACL_ERROR_INVALID_PARAM
+        setattr(ch, name, value)
+        return C.ACL_SUCCESS
+
+    def vdec_set_channel_desc_channel_id(self, desc, cid): return self._cset(desc, "channel_id", int(cid))
+    def vdec_set_channel_desc_thread_id(self, desc, tid): return self._cset(desc, "thread_id", int(tid))
+    def vdec_set_channel_desc_callback(self, desc, cb): return self._cset(desc, "callback", cb)
+    def vdec_set_channel_desc_entype(self, desc, entype): return self._cset(desc, "entype", int(entype))
+    def vdec_set_channel_desc_out_pic_format(self, desc, fmt): return self._cset(desc, "out_format", int(fmt))
+    def vdec_set_channel_desc_out_mode(self, desc, mode): return self._cset(desc, "out_mode", int(mode))
+
+    def vdec_get_channel_desc_out_mode(self, desc):
+        ch = self._sim.objs.get(desc, VdecChannelDesc)
+        return 0 if ch is None else ch.out_mode
+
+    def vdec_create_frame_config(self):
+        return self._sim.objs.add(FrameConfig())
+
+    def vdec_destroy_frame_config(self, cfg: int) -> int:
+        return C.ACL_SUCCESS if self._sim.objs.pop(cfg, FrameConfig) else C.ACL_ERROR_INVALID_PARAM
+
+    # -- channel ------------------------------------------------------------------------------------
+    def vdec_create_channel(self, desc: int) -> int:
+        sim = self._sim
+        if not sim._initialised:
+            return C.ACL_ERROR_UNINITIALIZE
+        ch = sim.objs.get(desc, VdecChannelDesc)
+        if ch is None:
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, "unknown VDEC channel description")
+        codec = _CODEC.get(ch.entype)
+        if codec is None:
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"unknown stream format (entype) {ch.entype}")
+        if ch.callback is None or not ch.thread_id:
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, "a VDEC channel needs a callback and a callback thread id")
+        if PIXEL_FORMAT_NAME.get(ch.out_format) not in ("nv12", "nv21"):
+            return sim.fail(C.ACL_ERROR_FEATURE_UNSUPPORTED, "the software device writes NV12/NV21 VDEC output")
+        t = sim.target
+        v = _check(t.soc, str(t.cann), "vdec", "decode", 1920, 1080, codec, (("channels", ch.channel_id + 1),))
+        bad = [f for f in v.violations if "channels" in f.subject.split(",")]
+        if bad:
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"channel id {ch.channel_id}: {bad[0].message} "
+                                                       f"[rule {bad[0].rule_id}]")
+        try:
+            import av
+        except ImportError as e:  # the software device's own dependency
+            from ....errors import MissingDependencyError
+
+            raise MissingDependencyError(f"the software VDEC decodes with PyAV, which cannot be imported ({e}); "
+                                         "pip install av") from e
+        ch.decoder = av.CodecContext.create(_FFMPEG[codec], "r")
+        ch.decoder.thread_type = "SLICE"
+        ch.codec = codec
+        ch.created = True
+        return C.ACL_SUCCESS
+
+    def vdec_destroy_channel(self, desc: int) -> int:
+        ch = self._sim.objs.get(desc, VdecChannelDesc)
+        if ch is None or not ch.created:
+            return C.ACL_ERROR_INVALID_PARAM
+        ch.created = False
+        ch.decoder = None
+        return C.ACL_SUCCESS
+
+    def vdec_send_frame(self, channel_desc: int, input_stream_desc: int, output_pic_desc: int, frame_config: int,
+                        user_data: Any) -> int:
+        sim = self._sim
+        ch = sim.objs.get(channel_desc, VdecChannelDesc)
+        if ch is None or not ch.created:
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, "the VDEC channel description does not belong to a created "
+                                                       "channel")
+        sd = sim.objs.get(input_stream_desc, StreamDesc)
+        if sd is None:
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, "unknown input stream description")
+        if sim.objs.get(frame_config, FrameConfig) is None:
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, "unknown frame configuration")
+        with ch.lock:
+            if sd.eos:
+                frames = self._decode(ch, None)
+                self._deliver(ch, frames, flush=True)
+                return C.ACL_SUCCESS
+            space, view = sim.memory.resolve(sd.data, sd.size)
+            if space != "device" or sd.size <= 0:
+                return sim.fail(C.ACL_ERROR_INVALID_PARAM, "VDEC input must be in DVPP memory (acl.media.dvpp_malloc)")
+            pic = sim.objs.get(output_pic_desc, PicDesc)
+            if pic is None:
+                return sim.fail(C.ACL_ERROR_INVALID_PARAM, "unknown output picture description")
+            ch.pending.append((input_stream_desc, output_pic_desc, user_data))
+            frames = self._decode(ch, view.tobytes())
+            self._deliver(ch, frames, flush=False)
+        return C.ACL_SUCCESS
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _decode(self, ch: VdecChannelDesc, data: Optional[bytes]) -> list:
+        import av
+
+        try:
+            if data is None:
+                return list(ch.decoder.decode(None))
+            return list(ch.decoder.decode(av.Packet(data)))
+        except av.error.FFmpegError as e:
+            self._sim.fail(C.ACL_ERROR_RT_FAILURE, f"VDEC: corrupt access unit ({e})")
+            return [None]  # this send fails
+
+    def _deliver(self, ch: VdecChannelDesc, frames: list, flush: bool) -> None:
+        sim = self._sim
+        t = sim.target
+        for frame in frames:
+            if not ch.pending:
+                break
+            sdh, pdh, user_data = ch.pending.popleft()
+            pic = sim.objs.get(pdh, PicDesc)
+            ok = frame is not None and pic is not None and self._write(ch, frame, pic, t)
+            if pic is not None:
+                pic.ret_code = 0 if ok else 1
+            self._post(ch, sdh, pdh, user_data)
+        if flush:
+            while ch.pending:
+                sdh, pdh, user_data = ch.pending.popleft()
+                pic = sim.objs.get(pdh, PicDesc)
+                if pic is not None:
+                    pic.ret_code = 1
+                self._post(ch, sdh, pdh, user_data)
+
+    def _write(self, ch: VdecChannelDesc, frame: Any, pic: PicDesc, t: Any) -> bool:
+        sim = self._sim
+        w, h = frame.width, frame.height
+        if not ch.checked:
+            v = _check(t.soc, str(t.cann), "vdec", "decode", w, h, ch.codec, ())
+            hard = v.violations
+            if hard:
+                ch.refused = f"{hard[0].message} [rule {hard[0].rule_id}]"
+            elif v.unknowns and sim.strict_unknown:
+                ch.refused = f"{v.unknowns[0].message} [rule {v.unknowns[0].rule_id}: left open by the docs]"
+            ch.checked = True
+        if ch.refused:
+            sim.fail(C.ACL_ERROR_INVALID_PARAM, ch.refused)
+            return False
+        fmt = PIXEL_FORMAT_NAME.get(ch.out_format, "nv12")
+        st, _wa, _ha, gap = _stride(t.soc, str(t.cann), "vdec", fmt, w // 2 * 2, h // 2 * 2, "out")
+        if st is None:
+            sim.fail(C.ACL_ERROR_FEATURE_UNSUPPORTED, gap)
+            return False
+        if pic.size < st.buffer_bytes:
+            sim.fail(C.ACL_ERROR_INVALID_PARAM, f"VDEC output buffer {pic.size} bytes < {st.buffer_bytes} "
+                                                f"({st.width_stride}x{st.height_stride} {fmt}) [rule {st.rule_id}]")
+            return False
+        space, buf = sim.memory.resolve(pic.data, pic.size)
+        if space != "device":
+            sim.fail(C.ACL_ERROR_INVALID_PARAM, "VDEC output must be in DVPP memory")
+            return False
+        nv = frame.reformat(format="nv12").to_ndarray()  # (h*3/2, w)
+        ow, oh = w // 2 * 2, h // 2 * 2
+        y = nv[:oh, :ow]
+        uv = nv[h:h + oh // 2, :ow].reshape(oh // 2, ow // 2, 2)
+        if fmt == "nv21":
+            uv = uv[..., ::-1]
+        write_nv12(buf, np.ascontiguousarray(y), np.ascontiguousarray(uv), st.width_stride, st.height_stride)
+        pic.width, pic.height, pic.width_stride, pic.height_stride = ow, oh, st.width_stride, st.height_stride
+        return True
+
+    def _post(self, ch: VdecChannelDesc, sdh: int, pdh: int, user_data: Any) -> None:
+        cb = ch.callback
+        if not self._sim.reports.post(ch.thread_id, lambda: cb(sdh, pdh, user_data)):
+            self._sim.fail(C.ACL_ERROR_THREAD_NOT_SUBSCRIBE, f"callback thread {ch.thread_id} does not exist")

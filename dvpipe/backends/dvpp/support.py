@@ -1,0 +1,340 @@
+"""What the DVPP backend can run, decided from the knowledge base: the ``supports`` functions.
+
+For a run of stages starting with ``decode`` (``decode``, ``decode+resize``, ``decode+crop+resize``...),
+:func:`plan_step` maps each stage to a DVPP unit call on the target and asks
+:func:`dvpipe.knowledge.check` about it (always for the acldvpp v1 API, which is the one this backend
+calls through pyACL ``acl.media``):
+
+* ``decode`` -> JPEGD (JPEG), VDEC (H.264/H.265) or PNGD (PNG; judged, never run: acldvpp PNGD support
+  per product is an open question and the hi_mpi PNG API is not implemented here);
+* ``crop`` before a ``resize`` -> the crop box of a VPC crop-resize; ``resize`` -> VPC resize;
+  a ``crop`` after the last resize -> a slice of the host copy;
+* the colour conversion NV12 -> BGR -> VPC where the product writes BGR888 (Ascend310P), else the host.
+
+Where a rule forbids a call, :func:`dvpipe.knowledge.propose` gives the legal detour (align-crop, even
+output size, legal crop box, resize in several hops); the stages the step really runs are returned in
+the verdict's ``replace`` and the planner substitutes them, so the geometry (and ``lidar2img``) follows.
+A documented silent effect (JPEGD floors an odd height to even) is made explicit the same way, as a
+``Crop``. What the documentation forbids without a detour, or leaves open, is declined with the rule,
+its source and the reason, and the planner routes the step to the next backend.
+
+Fidelity: a DVPP path cannot match the float reference within float rounding (4:2:0 chroma, uint8
+resize), so at fidelity ``reference`` every DVPP step is declined, saying what it would do at ``fast``;
+at ``fast`` the outputs stay within the tolerance table of docs/dvpp.md.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from ...errors import DvpipeError
+from ...stages.image import Crop, Decode, Resize
+from ...stages.registry import KernelQuery, Verdict
+from ...types import PixelFormat
+
+__all__ = ["DvppDecode", "VpcOp", "Program", "plan_step", "supports", "StepRefused", "TOLERANCES", "TOLERANCE_WHY"]
+
+
+class StepRefused(DvpipeError, ValueError):
+    """A frame the planned DVPP step cannot take (its size differs from the camera's, EXIF rotation...).
+
+    Not a :class:`~dvpipe.errors.FrameError`: the pipeline runs the planned fallback for this frame
+    (counted in ``batch.fallbacks``), or raises with ``fallback="error"``.
+    """
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass(frozen=True)
+class DvppDecode(Decode):
+    """``Decode`` as planned on the DVPP backend; carries the target the step was planned for.
+
+    The kernel context has no target (see the report of this backend: ``KernelContext.target`` is the
+    proposed fix); until then the DVPP step keeps it on its own decode stage. Prints as ``decode``.
+    """
+
+    target: Any = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class VpcOp:
+    """One VPC call: ``kind`` (``resize``, ``crop_resize``, ``csc``), crop box ``(l, t, r, b)`` inclusive in
+    the input picture, output size ``(w, h)`` and output format (``nv12`` or ``bgr888``)."""
+
+    kind: str
+    crop: Optional[tuple[int, int, int, int]]
+    out_size: tuple[int, int]
+    out_fmt: str = "nv12"
+
+
+@dataclass(frozen=True)
+class Program:
+    """What a DVPP step does to each frame, derived once from its stages.
+
+    Attributes:
+        source: ``jpegd`` or ``vdec``.
+        in_size: the camera's ``(width, height)``.
+        decode_size: the decoder's output ``(width, height)`` (odd sizes floored to even).
+        ops: the VPC calls, in order, all on the device before one stream synchronisation.
+        host_crop: ``(left, top, width, height)`` sliced from the host copy, or None.
+        host_csc: colour range of the host NV12 -> BGR conversion (``full``/``limited``), or None when VPC
+            wrote BGR888.
+        out_size: ``(width, height)`` of the BGR output.
+    """
+
+    source: str
+    in_size: tuple[int, int]
+    decode_size: tuple[int, int]
+    ops: tuple[VpcOp, ...]
+    host_crop: Optional[tuple[int, int, int, int]]
+    host_csc: Optional[str]
+    out_size: tuple[int, int]
+
+    def describe(self) -> str:
+        parts = [f"{self.source.upper()} {self.in_size[0]}x{self.in_size[1]} -> NV12 "
+                 f"{self.decode_size[0]}x{self.decode_size[1]}"]
+        for op in self.ops:
+            what = {"resize": "resize", "crop_resize": "crop-resize", "csc": "colour conversion"}[op.kind]
+            box = f" crop {op.crop}" if op.crop is not None else ""
+            parts.append(f"VPC {what}{box} -> {op.out_fmt.upper()} {op.out_size[0]}x{op.out_size[1]}")
+        if self.host_csc:
+            parts.append(f"NV12 -> BGR on the host (BT.601 {self.host_csc} range)")
+        if self.host_crop is not None:
+            parts.append("crop {2}x{3}+{0}+{1} of the host copy".format(*self.host_crop))
+        return "; ".join(parts)
+
+
+#: The tolerance table (docs/dvpp.md; asserted by tests/test_dvpp_fidelity.py): the DVPP path on the
+#: software device against the CPU backend running the same stages, per step and content. Keys
+#: ``(step, content)``; bounds on ``|dvpp - cpu|``: uint8 grey levels for decoded/resized pictures,
+#: normalised units ((x - mean) / std, std 57-58) for the batch. ``samples`` = the bundled 1600x900 scene;
+#: ``synthetic`` = :func:`.testing.synthetic_bgr` (saturated colour blocks with sharp edges: the worst case
+#: for 4:2:0 chroma). The max errors sit on saturated colour edges, where 4:2:0 keeps one chroma sample
+#: per 2x2 block.
+TOLERANCES: dict[tuple[str, str], dict[str, float]] = {
+    ("jpegd", "samples"): {"mean_abs": 0.1, "p999_abs": 6, "max_abs": 24},
+    ("jpegd", "synthetic"): {"mean_abs": 0.5, "p999_abs": 16, "max_abs": 48},
+    ("jpegd+vpc.resize", "samples"): {"mean_abs": 0.25, "p999_abs": 14, "max_abs": 48},
+    ("jpegd+vpc.resize", "synthetic"): {"mean_abs": 1.2, "p999_abs": 36, "max_abs": 90},
+    ("batch", "samples"): {"mean_abs": 0.006, "p999_abs": 0.25, "max_abs": 0.85},
+    ("vdec", "synthetic"): {"mean_abs": 1.5, "p999_abs": 4, "max_abs": 6},
+}
+#: why each step differs from the CPU backend
+TOLERANCE_WHY = {
+    "jpegd": "JPEGD writes the JPEG's own 4:2:0 chroma samples (NV12); the host upsamples them bilinearly as "
+             "libjpeg-turbo does, but the software device derives them from a decoded picture (2x2 mean), so "
+             "chroma edges soften; on a device the samples are the JPEG's own and the error is expected lower",
+    "jpegd+vpc.resize": "VPC resizes Y and the half-resolution UV plane bilinearly, so the output keeps 4:2:0 "
+                        "chroma at the output size (the CPU path resizes full-resolution BGR), and rounds to "
+                        "uint8 after each stage",
+    "batch": "the resize step's error after normalisation (std 57-58), bevformer-tiny at fidelity fast vs the "
+             "CPU backend at fidelity reference",
+    "vdec": "the same decoded YUV (H.264 decoding is bit-exact by specification); OpenCV's NV12 BT.601 "
+            "limited-range conversion vs FFmpeg swscale's (PyAV bgr24) rounding",
+}
+
+
+# ------------------------------------------------------------------------------------------------ knowledge
+
+@functools.lru_cache(maxsize=4096)
+def _kcheck(soc: str, cann: str, unit: str, op: str, width: int, height: int, fmt: str, extras: tuple):
+    from ...knowledge import check
+
+    return check(soc, cann, unit, op, width, height, fmt, api="acldvpp", **dict(extras))
+
+
+def kcheck(target: Any, unit: str, op: str, width: int, height: int, fmt: str, **extras: Any):
+    """:func:`dvpipe.knowledge.check` for ``target`` and the acldvpp API (cached)."""
+    return _kcheck(target.soc, str(target.cann), unit, op, int(width), int(height), fmt,
+                   tuple(sorted(extras.items())))
+
+
+def _deciding(kv) -> Any:
+    for kind in ("violation", "unknown", "effect"):
+        for f in kv.reasons:
+            if f.kind == kind:
+                return f
+    return None
+
+
+def _refusal(kv, extra: str = "") -> Verdict:
+    f = _deciding(kv)
+    reason = (f.message if f is not None else kv.summary) + (f"; {extra}" if extra else "")
+    status = kv.status if kv.status in ("rejected", "unknown") else "rejected"
+    return Verdict(status, reason, f.rule_id if f else None, f.source if f else None)
+
+
+# ------------------------------------------------------------------------------------------------ planning
+
+@dataclass
+class _Plan:
+    stages: list
+    ops: list
+    notes: list
+    detours: list
+    rule: Optional[str] = None
+    source: Optional[str] = None
+    changed: bool = False
+
+
+def _bitstream(camera: Any) -> str:
+    extra = getattr(camera, "extra", None) or {}
+    return str(extra.get("bitstream") or "jpeg")
+
+
+def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
+              fidelity: str = "fast") -> tuple[Verdict, Optional[Program]]:
+    """The verdict for running ``stages`` (a run starting with ``decode``) on DVPP, and the program.
+
+    The program is None unless the verdict is ok. Deterministic: the kernel calls it again with the
+    stages the planner substituted and gets the same program.
+    """
+    if target is None:
+        return Verdict.no("the DVPP backend plans against a target: Pipeline(..., target=dvpipe.Target(soc=..., "
+                          "cann=...))"), None
+    if spec_in.pixel_format is not PixelFormat.ENCODED:
+        return Verdict.no(f"DVPP decoders take encoded frames; this camera delivers {spec_in.pixel_format.value} "
+                          "arrays"), None
+    w, h = spec_in.size
+    enc = spec_in.encoding
+    if enc == "png":
+        kv = kcheck(target, "pngd", "decode", w, h, _bitstream(camera) if _bitstream(camera).startswith("png")
+                    else "png")
+        note = "dvpipe's DVPP backend calls the acldvpp (v1) API; PNG decoding is not implemented (run on the next backend)"
+        if kv.ok:
+            return Verdict.no(f"PNGD decode on {target.soc} (CANN {target.cann}): {note}"), None
+        return _refusal(kv, note), None
+    if enc == "jpeg":
+        source = "jpegd"
+        kv = kcheck(target, "jpegd", "decode", w, h, _bitstream(camera), out_fmt="nv12")
+    elif enc in ("h264", "h265"):
+        source = "vdec"
+        kv = kcheck(target, "vdec", "decode", w, h, enc, out_fmt="nv12")
+    else:
+        return Verdict.no(f"no DVPP decoder for {enc or 'this input'}"), None
+    if not kv.ok:
+        return _refusal(kv), None
+    for st in stages[1:]:
+        if st.op == "resize" and st.interpolation != "linear":
+            return Verdict.no(f"VPC resize on {target.soc} (CANN {target.cann}): only the hardware default "
+                              f"(bilinear) is offloaded; the acldvppResizeConfig interpolation options are not "
+                              f"documented (open question 3), so {st.interpolation!r} runs on the next backend",
+                              rule="vpc.v1.interpolation_open"), None
+
+    p = _Plan([DvppDecode(target=target)], [], [], [])
+    dw, dh = w // 2 * 2, h // 2 * 2
+    effect = next((f for f in kv.reasons if f.kind == "effect"), None)
+    rest = list(stages[1:])
+    if (dw, dh) != (w, h):
+        dropped = " and ".join(x for x in (f"the last {w - dw} column" if dw != w else "",
+                                           f"the last {h - dh} row" if dh != h else "") if x)
+        p.notes.append(effect.message if effect is not None else f"{source.upper()} floors odd sizes to even")
+        p.rule, p.source = (effect.rule_id, effect.source) if effect is not None else (None, None)
+        already = rest and rest[0].op == "crop" and (rest[0].left, rest[0].top, rest[0].width, rest[0].height) == (
+            0, 0, dw, dh)
+        if not already:
+            p.stages.append(Crop(0, 0, dw, dh))
+            p.changed = True
+            p.detours.append(f"{source.upper()} writes {dw}x{dh} (YUV420SP needs even sizes): drops {dropped}; "
+                             "the principal point is unchanged")
+    cur = (dw, dh)
+    pending: Optional[list] = None  # [left, top, width, height] of the crops since the last resize
+    pending_n = 0  # how many stages of p.stages formed it
+    for st in rest:
+        if st.op == "crop":
+            if pending is None:
+                pending = [st.left, st.top, st.width, st.height]
+            else:
+                pending = [pending[0] + st.left, pending[1] + st.top, st.width, st.height]
+            pending_n += 1
+            p.stages.append(st)
+            continue
+        if st.op != "resize":
+            return Verdict.no(f"the DVPP step covers decode, crop and resize, not {st.op}"), None
+        if pending is not None and (pending[0], pending[1], pending[2], pending[3]) == (0, 0, cur[0], cur[1]):
+            pending = None  # a crop of the whole picture (the decoder's own floor): nothing to cut
+        src = (pending[2], pending[3]) if pending is not None else cur
+        ow, oh = st.out_size(*src)
+        kind = "crop_resize" if pending is not None else "resize"
+        box = None if pending is None else (pending[0], pending[1], pending[0] + pending[2] - 1,
+                                            pending[1] + pending[3] - 1)
+        extras = dict(out_width=ow, out_height=oh, out_fmt="nv12")
+        if box is not None:
+            extras["crop"] = box
+        kv = kcheck(target, "vpc", kind, cur[0], cur[1], "nv12", **extras)
+        if kv.ok:
+            p.ops.append(VpcOp(kind, box, (ow, oh)))
+            p.stages.append(st)
+            cur, pending, pending_n = (ow, oh), None, 0
+            continue
+        from ...knowledge import propose
+
+        d = propose(kv)
+        if d is None or not d.ok:
+            why = "no legal detour" if d is None else f"the detour is {d.status}"
+            return _refusal(kv, why), None
+        f = _deciding(kv)
+        p.notes.append(f.message)
+        p.rule, p.source = f.rule_id, f.source
+        p.detours.extend(d.steps)
+        p.changed = True
+        if pending_n:
+            del p.stages[len(p.stages) - pending_n:]
+        # the detour's requests are the VPC calls that replace this one; emit them as stages
+        for r in d.requests:
+            rw, rh = r.width, r.height
+            rbox = r.crop
+            if rbox is None and (rw, rh) != cur:
+                rbox = (0, 0, rw - 1, rh - 1)  # align-crop of the input picture
+            if rbox is not None and rbox == (0, 0, cur[0] - 1, cur[1] - 1):
+                rbox = None
+            if rbox is not None:
+                p.stages.append(Crop(rbox[0], rbox[1], rbox[2] - rbox[0] + 1, rbox[3] - rbox[1] + 1))
+            ow, oh = r.out_size
+            p.stages.append(Resize(size=(oh, ow)))
+            p.ops.append(VpcOp("crop_resize" if rbox is not None else "resize", rbox, (ow, oh)))
+            cur = (ow, oh)
+        pending, pending_n = None, 0
+    host_crop = None if pending is None else tuple(pending)
+    out_size = cur if host_crop is None else (host_crop[2], host_crop[3])
+
+    # colour conversion: on VPC where the product writes BGR888 (a JPEG source: full range), else the host
+    host_csc: Optional[str] = "limited" if source == "vdec" else "full"
+    ops = list(p.ops)
+    if source == "jpegd":
+        if ops:
+            last = ops[-1]
+            extras = dict(out_width=last.out_size[0], out_height=last.out_size[1], out_fmt="bgr888")
+            if last.crop is not None:
+                extras["crop"] = last.crop
+            prev = ops[-2].out_size if len(ops) > 1 else (dw, dh)
+            if kcheck(target, "vpc", last.kind, prev[0], prev[1], "nv12", **extras).ok:
+                ops[-1] = VpcOp(last.kind, last.crop, last.out_size, "bgr888")
+                host_csc = None
+        elif kcheck(target, "vpc", "csc", dw, dh, "nv12", out_fmt="bgr888").ok:
+            ops.append(VpcOp("csc", None, (dw, dh), "bgr888"))
+            host_csc = None
+    prog = Program(source, (w, h), (dw, dh), tuple(ops), host_crop, host_csc, out_size)
+
+    reason = "; ".join(p.notes) if p.notes else ""
+    if fidelity == "reference":
+        why = ("fidelity 'reference' means the float reference within float rounding; a DVPP path differs by "
+               "the 4:2:0 chroma round trip and uint8 resampling (tolerance table: docs/dvpp.md); at fidelity "
+               f"'fast' this step runs on DVPP: {prog.describe()}")
+        return Verdict("rejected", (reason + "; " if reason else "") + why, p.rule or "dvpp.fidelity",
+                       p.source, "; ".join(p.detours) or None), None
+    text = prog.describe() if not reason else f"{reason}; runs as: {prog.describe()}"
+    replace = tuple(p.stages) if p.changed else (p.stages[0], *stages[1:])
+    return Verdict("ok", text, p.rule, p.source, "; ".join(p.detours) or None, replace), prog
+
+
+def supports(q: KernelQuery) -> Verdict:
+    """The ``supports`` function of every DVPP decode kernel (see :func:`plan_step`)."""
+    try:
+        verdict, _prog = plan_step(q.stages, q.spec_in, q.camera, q.target, q.fidelity)
+    except ValueError as e:  # a malformed request built from odd stages: say so instead of crashing the plan
+        return Verdict.no(f"cannot map this step onto DVPP: {e}")
+    return verdict

@@ -1,0 +1,231 @@
+"""VPC on device pictures: resize, crop-resize, crop-resize-paste, colour conversion; host copies.
+
+A :class:`Picture` is a DVPP buffer from the pool plus its picture descriptor, laid out with the strides
+the knowledge base gives for the target (:func:`dvpipe.knowledge.stride_for`). VPC calls are queued on
+the step's stream (:func:`enqueue`) after the decoder's call, and the caller synchronises once.
+:func:`to_host` downloads a picture and crops it from its strides to the valid region, converting NV12
+to BGR on the host when VPC did not write BGR888.
+
+:class:`StepState` holds what one camera's DVPP step keeps across frames (runtime, pool, channel,
+stream, resize configuration, the program from :func:`~dvpipe.backends.dvpp.support.plan_step`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from ...latency.clock import DeviceSpan, now_ns
+from . import _acl
+from ._enums import PIXEL_FORMAT
+from .colour import nv12_planes, nv12_to_bgr, packed_view
+from .pool import BufferPool, DeviceBuffer, pool_for
+from .support import Program, StepRefused, VpcOp
+
+__all__ = ["Picture", "layout", "new_picture", "release", "enqueue", "crop_resize_paste", "to_host", "to_npu",
+           "StepState"]
+
+
+@dataclass
+class Picture:
+    """A picture in DVPP memory: buffer, format (``nv12``, ``bgr888``, ``rgb888``), size, strides, descriptor."""
+
+    buf: DeviceBuffer
+    fmt: str
+    width: int
+    height: int
+    ws: int
+    hs: int
+    desc: int
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes holding the picture with its padding (what a download copies)."""
+        return self.ws * self.hs * 3 // 2 if self.fmt in ("nv12", "nv21") else self.ws * self.hs
+
+
+def layout(target: Any, unit: str, fmt: str, width: int, height: int, side: str = "out"):
+    """The documented stride for a picture (:class:`dvpipe.knowledge.Stride`); StepRefused when undocumented."""
+    from ...knowledge import KnowledgeGap, stride_for
+
+    try:
+        return stride_for(target.soc, target.cann, unit, fmt, width, height, api="acldvpp", side=side)
+    except KnowledgeGap as e:
+        raise StepRefused(f"{unit.upper()} {fmt} {width}x{height} on {target.soc} (CANN {target.cann}): {e.reason}") \
+            from None
+
+
+def new_picture(rt: Any, pool: BufferPool, target: Any, unit: str, fmt: str, width: int, height: int,
+                side: str = "out", min_bytes: int = 0) -> Picture:
+    """A pooled buffer and a descriptor for a ``width x height`` picture written by ``unit``."""
+    st = layout(target, unit, fmt, width, height, side)
+    size = max(int(st.buffer_bytes), int(min_bytes))
+    buf = pool.acquire(size, fmt)
+    try:
+        desc = rt.pic_desc(buf.ptr, size, PIXEL_FORMAT[fmt], width, height, st.width_stride, st.height_stride)
+    except Exception:
+        pool.release(buf)
+        raise
+    return Picture(buf, fmt, width, height, st.width_stride, st.height_stride, desc)
+
+
+def release(rt: Any, pool: BufferPool, pic: Optional[Picture]) -> None:
+    """Destroy the descriptor and return the buffer to the pool."""
+    if pic is None:
+        return
+    try:
+        rt.destroy_pic_desc(pic.desc)
+    finally:
+        pool.release(pic.buf)
+
+
+def _ctx(src: Picture, op: str, out: tuple[int, int], fmt: str) -> dict:
+    return {"op": op, "input": f"{src.width}x{src.height} {src.fmt} stride {src.ws}x{src.hs}",
+            "output": f"{out[0]}x{out[1]} {fmt}"}
+
+
+def enqueue(rt: Any, pool: BufferPool, target: Any, channel: int, stream: int, src: Picture, op: VpcOp,
+            cfg: int, rois: list) -> Picture:
+    """Queue one VPC call reading ``src``; returns the output picture (valid after the stream sync).
+
+    ROI configurations created here are appended to ``rois`` for the caller to destroy after the sync.
+    """
+    ow, oh = op.out_size
+    dst = new_picture(rt, pool, target, "vpc", op.out_fmt, ow, oh, "out")
+    try:
+        ctx = _ctx(src, op.kind, op.out_size, op.out_fmt)
+        if op.kind == "resize":
+            rt.vpc_resize(channel, src.desc, dst.desc, cfg, stream, **ctx)
+        elif op.kind == "crop_resize":
+            roi = rt.roi(*op.crop)
+            rois.append(roi)
+            rt.vpc_crop_resize(channel, src.desc, dst.desc, roi, cfg, stream, crop=op.crop, **ctx)
+        elif op.kind == "csc":
+            rt.vpc_convert_color(channel, src.desc, dst.desc, stream, **ctx)
+        else:
+            raise ValueError(f"unknown VPC op {op.kind!r}")
+    except Exception:
+        release(rt, pool, dst)
+        raise
+    return dst
+
+
+def crop_resize_paste(rt: Any, channel: int, stream: int, src: Picture, canvas: Picture,
+                      crop: tuple[int, int, int, int], paste: tuple[int, int, int, int], cfg: int) -> list:
+    """Queue a crop-resize-paste of ``src``'s ``crop`` box into ``canvas``'s ``paste`` box (both inclusive).
+
+    Used to write a picture straight into an aligned canvas (letterboxing, mosaics); the canvas outside
+    the paste box keeps its content. Returns the ROI configurations to destroy after the sync.
+    """
+    c, p = rt.roi(*crop), rt.roi(*paste)
+    rt.vpc_crop_resize_paste(channel, src.desc, canvas.desc, c, p, cfg, stream, crop=crop, paste=paste,
+                             **_ctx(src, "crop_resize_paste", (canvas.width, canvas.height), canvas.fmt))
+    return [c, p]
+
+
+def to_host(rt: Any, pic: Picture, colour_range: Optional[str] = "full", scratch: Optional[dict] = None,
+            out: Optional[np.ndarray] = None) -> np.ndarray:
+    """Download ``pic`` and return its valid region as ``H x W x 3`` uint8 BGR on the host.
+
+    NV12 is cropped from its strides plane by plane and converted with ``colour_range``; BGR888/RGB888
+    rows are cropped from the width stride. The result is ``out`` (if given) or a new array.
+    """
+    raw = rt.download(pic.buf.ptr, pic.nbytes, picture=f"{pic.width}x{pic.height} {pic.fmt}")
+    if pic.fmt in ("nv12", "nv21"):
+        y, uv = nv12_planes(raw, pic.width, pic.height, pic.ws, pic.hs)
+        if pic.fmt == "nv21":
+            uv = uv[..., ::-1]
+        return nv12_to_bgr(y, uv, colour_range or "full", out=out, scratch=scratch)
+    img = packed_view(raw, pic.width, pic.height, pic.ws, pic.hs, 3)
+    if pic.fmt == "rgb888":
+        img = img[..., ::-1]
+    if out is not None:
+        out[...] = img
+        return out
+    return np.ascontiguousarray(img)
+
+
+def to_npu(rt: Any, pic: Picture, device: str = "npu:0"):
+    """Copy ``pic`` (with its strides) into a new ``uint8`` torch-npu tensor on ``device``, device to device.
+
+    NV12 comes back as a 2-D ``(hs * 3/2, ws)`` tensor, which the torch backend's NV12 conversion crops
+    from its strides itself (:mod:`dvpipe.backends._torch.colour`); packed pictures as ``(hs, ws)``.
+    Needs torch-npu. Written against the pyACL/torch-npu APIs; not yet run on a device (docs/dvpp.md).
+    """
+    from .._optional import require
+
+    torch = require("torch")
+    require("torch_npu")
+    rows = pic.hs * 3 // 2 if pic.fmt in ("nv12", "nv21") else pic.hs
+    t = torch.empty((rows, pic.ws), dtype=torch.uint8, device=device)
+    rt.device_copy(t.data_ptr(), rows * pic.ws, pic.buf.ptr, rows * pic.ws, picture=f"{pic.width}x{pic.height}")
+    return t
+
+
+@dataclass
+class StepState:
+    """What one camera's DVPP step keeps from frame to frame (in the kernel's ``ctx.state``)."""
+
+    runtime: Any
+    pool: BufferPool
+    target: Any
+    program: Program
+    camera: str
+    channel: int = 0
+    stream: int = 0
+    resize_cfg: int = 0
+    scratch: dict = field(default_factory=dict)
+    frames: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, device: str, target: Any, program: Program, camera: str) -> "StepState":
+        rt = _acl.runtime(device, target)
+        s = cls(rt, pool_for(rt), target, program, camera)
+        s.stream = rt.create_stream()
+        s.channel = rt.create_channel()
+        s.resize_cfg = rt.resize_config()
+        return s
+
+    @property
+    def stream_name(self) -> str:
+        return f"dvpp:{self.camera}"
+
+    def span(self, name: str, enqueue_ns: int, **attrs: Any) -> DeviceSpan:
+        """A device span from ``enqueue_ns`` to now (the stream sync just returned)."""
+        return DeviceSpan(name, enqueue_ns, now_ns(), None, unit="dvpp", stream=self.stream_name, attrs=attrs)
+
+    def run_vpc(self, first: Picture, pics: list, rois: list) -> tuple[list, list]:
+        """Queue the program's VPC calls after ``first``; every picture made is appended to ``pics`` (which
+        should already hold ``first``) and every ROI to ``rois`` as soon as it exists, so the caller can
+        release them whatever happens."""
+        if not pics:
+            pics.append(first)
+        for op in self.program.ops:
+            pics.append(enqueue(self.runtime, self.pool, self.target, self.channel, self.stream, pics[-1], op,
+                                self.resize_cfg, rois))
+        return pics, rois
+
+    def finish(self, last: Picture) -> np.ndarray:
+        """The host BGR output of the step from its last picture (host CSC and host crop as programmed)."""
+        p = self.program
+        w, h = last.width, last.height
+        buf = self.scratch.get("out")
+        if buf is None or buf.shape != (h, w, 3):
+            buf = self.scratch["out"] = np.empty((h, w, 3), np.uint8)
+        img = to_host(self.runtime, last, p.host_csc, self.scratch, out=buf)
+        if p.host_crop is not None:
+            l, t, cw, ch = p.host_crop
+            img = img[t:t + ch, l:l + cw]
+        return img
+
+    def cleanup(self, pics: list, rois: list) -> None:
+        rt = self.runtime
+        for roi in rois:
+            try:
+                rt.destroy_roi(roi)
+            except _acl.AclError:
+                pass
+        for pic in pics:
+            release(rt, self.pool, pic)
