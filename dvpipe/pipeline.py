@@ -100,7 +100,7 @@ class Pipeline:
             if state is None:
                 state = self._states.setdefault(key, {})
             ctx = KernelContext(cp.camera, step.spec_in, step.spec_out, step.backend, self.plan.fidelity,
-                                out=out if step.writes_batch else None, state=state)
+                                out=out if step.writes_batch else None, state=state, target=self.plan.target)
             t0 = now_ns()
             try:
                 data = step.kernel.fn(data, step.stages, ctx)

@@ -109,6 +109,7 @@ class KernelContext:
         device_spans: kernels doing asynchronous device work append
             :class:`dvpipe.latency.DeviceSpan` objects here (host enqueue and sync stamps plus
             the device-reported duration); the pipeline puts them on the batch timeline.
+        target: the plan's deployment target (``dvpipe.Target``) or None.
     """
 
     camera: Camera
@@ -119,6 +120,7 @@ class KernelContext:
     out: Any = None
     state: dict = field(default_factory=dict)
     device_spans: list = field(default_factory=list)
+    target: Any = None
 
 
 @dataclass(frozen=True)
