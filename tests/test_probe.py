@@ -15,7 +15,7 @@ from dvpipe.cli import main as cli_main
 from dvpipe.errors import ConfigError
 from dvpipe.probe import live
 from dvpipe.probe.report import ENCODINGS, camera_encoding, parse_camera
-from dvpipe.stages.registry import KernelQuery, Verdict
+from dvpipe.stages.registry import KernelQuery
 from dvpipe.target import Target
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,28 +141,51 @@ def test_driver_version_file(tmp_path):
     assert live.detect_driver([str(tmp_path / "none")])[0] is None
 
 
-def test_empirical_result_overrides_the_documented_verdict(tmp_path):
-    from dvpipe.backends import resolve
-    from dvpipe.stages import Resize
-    from dvpipe.stages.base import FrameSpec
-    from dvpipe.types import PixelFormat
+def test_empirical_failure_overrides_a_documented_ok(tmp_path):
+    from dvpipe.backends import load_family, resolve
+    from dvpipe.stages import Decode, Resize
+    from dvpipe.stages.registry import kernels_at
 
-    cam = parse_camera("C=1242x375:png")
-    spec = FrameSpec(1242, 375, PixelFormat.BGR)
-    stages = (Resize(scale=0.5),)
-    target = Target("Ascend310", "6.0.1", "23.0.3")
-    query = KernelQuery(stages, spec, (stages[0].output_spec(spec),), cam, resolve("dvpp"), "fast", target)
+    load_family("dvpp")
+    kern = next(iter(kernels_at(["decode", "resize"], "dvpp")))
+    cam = parse_camera("C=1600x900:jpeg420")
+    stages = (Decode(), Resize(scale=0.5))
+    spec = __import__("dvpipe.planner", fromlist=["input_spec"]).input_spec(cam)
+    target = Target("Ascend310P3", "7.0.0", "23.0.3")
+    specs = (stages[0].output_spec(spec), stages[1].output_spec(stages[0].output_spec(spec)))
+    query = KernelQuery(stages, spec, specs, cam, resolve("dvpp"), "fast", target)
     cache = live.LiveCache(str(tmp_path / "c.json"))
-    documented_no = Verdict.no("VPC resize on Ascend310 (CANN 6.0.1): input height 375 must be even")
-    assert live.prefer_empirical(query, documented_no, cache) is documented_no  # nothing measured yet
-    cache.record(target, live.step_key(cam, stages, spec), {"ok": True, "error": None, "measured": "2026-01-01"})
-    v = live.prefer_empirical(query, documented_no, cache)
-    assert v.ok and v.rule == "live" and "input height 375 must be even" in v.reason
-    cache.record(target, live.step_key(cam, stages, spec), {"ok": False, "error": "ret 507018", "measured": "x"})
-    v = live.prefer_empirical(query, Verdict.yes(), cache)
-    assert v.status == "rejected" and "ret 507018" in v.reason
-    sim = KernelQuery(stages, spec, query.specs, cam, resolve("dvpp-sim"), "fast", target)
-    assert live.prefer_empirical(sim, documented_no, cache) is documented_no  # the simulator follows the docs
+    documented = kern.check(query)
+    assert documented.ok  # constraints.md §1.2, §2.1: 1600x900 JPEG decode + x0.5 resize on 310P
+    assert live.prefer_empirical(kern, query, documented, cache) is documented  # nothing measured yet
+    key = live.step_key(cam, stages, spec, kern.name)
+    cache.record(target, key, {"ok": True, "error": None, "measured": "2026-01-01T00:00:00Z"})
+    assert live.prefer_empirical(kern, query, documented, cache) is documented  # measured as documented
+    cache.record(target, key, {"ok": False, "error": "acldvppJpegDecodeAsync ret 100000", "measured": "x"})
+    v = live.prefer_empirical(kern, query, documented, cache)
+    assert v.status == "rejected" and v.rule == "live" and "ret 100000" in v.reason
+    sim = KernelQuery(stages, spec, specs, cam, resolve("dvpp-sim"), "fast", target)
+    assert live.prefer_empirical(kern, sim, documented, cache) is documented  # the simulator follows the docs
+    other = KernelQuery(stages, spec, specs, cam, resolve("dvpp"), "fast", Target("Ascend310P3", "8.0.0", "23.0.3"))
+    assert live.prefer_empirical(kern, other, documented, cache) is documented  # another CANN, another target
+
+
+def test_live_loop_on_the_software_device_fills_the_cache_and_the_report(tmp_path):
+    """``run_live`` against ``dvpp-sim``: the same loop ``--live`` runs on the device."""
+    from dvpipe.probe.report import build_report
+
+    target = Target("Ascend310", "6.0.1", "23.0.3")
+    cams = [parse_camera("CAM2=1242x375:png"), parse_camera("CAM2J=1242x375:jpeg420")]
+    cache = live.LiveCache(str(tmp_path / "live.json"))
+    results = live.run_live(cams, target, cache, backend="dvpp-sim")
+    # only the planned DVPP step is run: PNG decode is refused by the documented rules (§4, §9 q7)
+    assert [(r["camera"], r["ok"], r["documented"]) for r in results] == [("CAM2J", True, "ok")]
+    cache.save()
+    rep = build_report(cams, target, empirical=live.LiveCache.load(cache.path))
+    row = rep.cameras[1].steps[0]
+    assert row.backend == "dvpp" and row.empirical["ok"] and row.empirical["driver"] == "23.0.3"
+    assert "live: ok (measured" in rep.render()
+    assert rep.cameras[0].steps[0].empirical is None
 
 
 @pytest.mark.parametrize("enc", ["jpeg420", "jpeg422", "jpeg444", "jpeg400", "jpeg-progressive", "png", "nv12"])
@@ -191,3 +214,133 @@ def test_support_matrix_is_up_to_date():
     # a few facts of constraints.md the table must show
     assert "| JPEGD progressive 1600x900 | no / no |" in text  # §1.1: no progressive JPEG on any product
     assert "| VPC resize 1242x375 -> 621x187 | detour / detour |" in text  # §2.2: odd height -> align-crop
+
+
+# ------------------------------------------------------------------------------------------- planner agreement
+
+KITTI_ARGS = ("--camera", "CAM2=1242x375:png", "--camera", "CAM2J=1242x375:jpeg420")
+
+
+def test_require_dvpp_fails_on_fallbacks_and_passes_otherwise(capsys):
+    # constraints.md §4/§9 q7: PNGD on Ascend310 (acldvpp only) is open -> the PNG camera falls back
+    rc, _out, err = run_cli(capsys, *KITTI_ARGS, "--soc", "Ascend310", "--cann", "6.0.1", "--require", "dvpp")
+    assert rc == 1
+    assert "CAM2: decode falls back to cpu (unknown)" in err and "CAM2J" not in err
+    # §1.2/§1.3/§2.3: 1600x900 JPEG decodes and resizes on 310P3 (output BGR888 on 310P)
+    rc, _out, err = run_cli(capsys, str(ROOT / "configs" / "rigs" / "nuscenes.yaml"), "--soc", "Ascend310P3",
+                            "--cann", "7.0.0", "--require", "dvpp")
+    assert rc == 0 and err == ""
+
+
+def test_probe_rows_are_the_pipeline_plan():
+    """The probe plans with the planner: the backends per step are those of a real Pipeline."""
+    import dvpipe as dv
+    from dvpipe.probe.report import build_report
+
+    target = Target("Ascend310", "6.0.1")
+    rig = dv.Rig((parse_camera("CAM2J=1242x375:jpeg420"),))
+    pipe = dv.Pipeline.from_profile("bevformer-tiny", rig, backends=("dvpp-sim", "cpu"), fidelity="fast",
+                                    target=target, threads=1)
+    rep = build_report(rig, target)
+    planned = [(s.name, "dvpp" if s.backend.family == "dvpp" else s.backend.name) for s in pipe.plan.cameras[0].steps]
+    assert [(r.stage, r.backend) for r in rep.cameras[0].steps] == planned
+    assert planned[0] == ("decode+crop+resize", "dvpp")  # the align-crop detour of §1.3 is in the plan itself
+
+
+def test_rig_yaml_gives_the_same_rows_as_camera_flags(capsys):
+    rc, out, _ = run_cli(capsys, str(ROOT / "configs" / "rigs" / "kitti.yaml"), "--soc", "Ascend310", "--cann", "6.0.1",
+                         "--json")
+    rig_rows = {c["name"]: c["steps"] for c in json.loads(out)["cameras"]}
+    rc2, out2, _ = run_cli(capsys, "--camera", "CAM2=1242x375:png", "--soc", "Ascend310", "--cann", "6.0.1", "--json")
+    assert rc == rc2 == 0
+    flag_rows = json.loads(out2)["cameras"][0]["steps"]
+    assert rig_rows["CAM2"] == rig_rows["CAM3"] == flag_rows
+
+
+def test_deployment_yaml_uses_its_own_pipeline(capsys):
+    dep = ROOT / "configs" / "deployments" / "kitti-stereo.yaml"
+    if not dep.exists():
+        pytest.skip("no KITTI deployment config")
+    rc, out, _ = run_cli(capsys, str(dep), "--soc", "Ascend310P3", "--cann", "7.0.0", "--json")
+    assert rc == 0
+    data = json.loads(out)
+    assert data["profile"] is None  # its stage list (decode, normalise, pad), not the default profile
+    assert [c["name"] for c in data["cameras"]] == ["CAM2", "CAM3"]
+    assert not any("resize" in s["stage"] for c in data["cameras"] for s in c["steps"])
+    rc, _out, err = run_cli(capsys, str(dep), "--profile", "petr", "--soc", "Ascend310P3", "--cann", "7.0.0")
+    assert rc == 2 and "brings its own pipeline" in err
+
+
+def test_colour_only_when_asked_or_on_a_terminal(capsys):
+    args = ("--camera", "C=1600x900:jpeg420", "--soc", "Ascend310P3", "--cann", "7.0.0")
+    _rc, plain, _ = run_cli(capsys, *args)  # captured output is not a TTY
+    assert "\x1b[" not in plain
+    _rc, coloured, _ = run_cli(capsys, *args, "--colour", "always")
+    assert "\x1b[32m" in coloured
+    assert coloured.replace("\x1b[0m", "").replace("\x1b[1m", "").replace("\x1b[2m", "").replace("\x1b[32m", "") == plain
+
+
+def test_nv12_cameras_say_that_raw_input_is_taken_as_bgr(capsys):
+    rc, out, _ = run_cli(capsys, "--camera", "N=1920x1080:nv12", "--soc", "Ascend310P3", "--cann", "7.0.0")
+    assert rc == 0 and "note: the planner takes raw frames as BGR arrays" in out
+
+
+# ------------------------------------------------------------------------------------------- matrix
+
+def test_matrix_cells_follow_the_documented_rules():
+    from dvpipe.probe.matrix import build_matrix
+
+    m = build_matrix("Ascend310", ["6.0.1", "8.5.0"], sizes=[(1600, 900), (1242, 375), (7680, 4320)],
+                     encodings=["jpeg420", "jpeg-progressive", "png", "h264"])
+    code = {(w, h, e, v): c.code for (w, h, e, v), c in m.cells.items()}
+    assert code[(1600, 900, "jpeg420", "6.0.1")] == "++"      # §1.1, §1.2, §2.1, §2.4 (ratio 1/2)
+    assert code[(1242, 375, "jpeg420", "6.0.1")] == "~~"      # §1.3 odd height floored; §2.3 even NV12 output
+    assert code[(7680, 4320, "jpeg420", "6.0.1")] == "++"     # §1.2 JPEGD to 8192; §2.1 8K NV12 resize-only mode
+    assert code[(1600, 900, "jpeg-progressive", "6.0.1")] == "--"  # §1.1 no progressive JPEG
+    assert code[(1600, 900, "png", "6.0.1")] == "??"          # §4 / §9 q7: acldvpp PNGD support per product open
+    assert code[(7680, 4320, "png", "6.0.1")] == "--"         # §4 PNGD input at most 4096x4096
+    assert code[(7680, 4320, "h264", "6.0.1")] == "--"        # §3.2 VDEC streams at most 4096x4096 on 310
+    assert code[(1242, 375, "h264", "6.0.1")] == "--"         # §3.3 VDEC NV12 output needs even width and height
+    assert code[(1600, 900, "jpeg420", "8.5.0")] == "??"      # §8: 310 no longer listed from 8.5.0 (§9 q10)
+    text = m.render()
+    assert "jpeg420 (symbols: decode, resize)" in text and "1242x375" in text
+    assert m.fallback_count() > 0
+    data = m.to_dict()
+    assert len(data["cells"]) == 3 * 4 * 2 and data["legend"]["~"]
+
+
+def test_matrix_shows_version_dependent_support():
+    from dvpipe.probe.matrix import build_matrix, default_versions
+
+    m = build_matrix("Ascend910_9391", ["8.1.RC1", "8.2.RC1"], sizes=[(1920, 1080)], encodings=["h264"])
+    # §8: A3 appears in 8.1.RC1 for JPEGE only; VDEC (and VPC resize) support from the 8.2.RC1 docs
+    assert m.cells[(1920, 1080, "h264", "8.1.RC1")].code == "??"
+    assert m.cells[(1920, 1080, "h264", "8.2.RC1")].code == "++"
+    assert default_versions("Ascend910_9391")[0] == "8.1.RC1"  # the first version whose docs list A3
+    assert default_versions("Ascend310")[0] == "5.0.4"
+
+
+def test_matrix_cli(capsys):
+    rc, out, _ = run_cli(capsys, "--matrix", "--soc", "Ascend310P3", "--cann", "7.0.0")
+    assert rc == 0
+    assert "DVPP support matrix for Ascend310P3" in out
+    for size in ("1600x900", "1920x1080", "1920x1280", "1920x886", "1242x375", "1550x2048", "2048x1550",
+                 "3840x2160", "4096x2160", "640x480", "1281x721"):
+        assert f"  {size} " in out
+    rc, _out, err = run_cli(capsys, "--matrix", "--camera", "C=1x1:png", "--soc", "Ascend310")
+    assert rc == 2 and "--matrix" in err
+
+
+def test_deployment_whose_sources_exist_only_on_the_device_is_still_probed(tmp_path, capsys):
+    dep = tmp_path / "dep.yaml"
+    dep.write_text(f"name: t\nrig: {ROOT / 'configs' / 'rigs' / 'kitti.yaml'}\n"
+                   "pipeline: {profile: bevformer-tiny, fidelity: fast}\n"
+                   "source: {type: images, uri: '/data/on/the/device/{camera}'}\n")
+    rc, out, err = run_cli(capsys, str(dep), "--soc", "Ascend310", "--cann", "6.0.1", "--json")
+    assert rc == 0, err
+    data = json.loads(out)
+    assert [c["name"] for c in data["cameras"]] == ["CAM2", "CAM3"] and data["fidelity"] == "fast"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rig: missing.yaml\npipeline: {profile: bevformer-tiny}\nsource: {type: synthetic}\n")
+    rc, _out, err = run_cli(capsys, str(bad), "--soc", "Ascend310", "--cann", "6.0.1")
+    assert rc == 2 and "rig" in err

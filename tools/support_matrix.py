@@ -98,7 +98,7 @@ def generate() -> str:
     """The whole markdown document (deterministic: same code and data, same bytes)."""
     from dvpipe.backends import load_family
     from dvpipe.knowledge import families, latest_checked, open_questions, rules
-    from dvpipe.stages.registry import _LOCK, _REGISTRY, registered_ops
+    from dvpipe.stages.registry import _LOCK, _REGISTRY
 
     loaded = {b: load_family(b) for b in _BACKENDS}
     out = ["# Support matrix", "",
@@ -107,16 +107,25 @@ def generate() -> str:
            "## Stages by backend", "",
            "A mark means the backend family registers a kernel for the stage; whether it runs for a given camera "
            "and target is the planner's verdict (`print(pipe.plan)`, `dvpipe probe`).", ""]
-    ops = registered_ops()
+    with _LOCK:  # dvpipe's own kernels only (a test or a user may have registered more in this process)
+        own = [k for b in _REGISTRY.values() for k in b if getattr(k.fn, "__module__", "").startswith("dvpipe.")]
+    ops: dict[str, set] = {}
+    for k in own:
+        for op in k.ops:
+            ops.setdefault(op, set()).add(k.family)
+    ops = {op: ops[op] for op in sorted(ops)}
+    single = {(k.family, k.ops[0]) for k in own if len(k.ops) == 1}
     out.append("| stage | " + " | ".join(_BACKENDS) + " |")
     out.append("|---|" + "---|" * len(_BACKENDS))
     for op, fams in ops.items():
-        out.append(f"| {op} | " + " | ".join("yes" if b in fams else "" for b in _BACKENDS) + " |")
+        cells = ["" if b not in fams else "yes" if (b, op) in single else "fused only" for b in _BACKENDS]
+        out.append(f"| {op} | " + " | ".join(cells) + " |")
+    out += ["", "`fused only`: the backend runs the stage only inside a fused step (e.g. DVPP resizes in the same "
+                "step as its decode, fed from the decoder's output)."]
     missing = [f"`{b}` ({why})" for b, why in loaded.items() if why]
     if missing:
         out += ["", "Not importable when this file was generated: " + ", ".join(missing) + "."]
-    with _LOCK:
-        fused = sorted({(k.family, "+".join(k.ops), k.name) for b in _REGISTRY.values() for k in b if len(k.ops) > 1})
+    fused = sorted({(k.family, "+".join(k.ops), k.name) for k in own if len(k.ops) > 1})
     if fused:
         out += ["", "Fused kernels (one step covering several stages):", ""]
         for fam in dict.fromkeys(f for f, _o, _n in fused):

@@ -1,24 +1,27 @@
 """``dvpipe probe --live``: run each DVPP step on the device and cache what really happens.
 
-The documented rules say what Huawei's pages promise; the device has the last word. ``--live``
-plans each camera exactly as the probe does, then runs one synthetic frame of the camera's size and
-encoding through the plan on the real DVPP backend (pyACL). Every step a DVPP unit implements is
-tried on the device, including the steps the documented rules reject or leave open (those are run
-*in addition to* the planned fallback, so the chain goes on). Each result is stored in a JSON cache
-keyed by the target (SoC, CANN version, driver version) and by the step (camera size and encoding,
-the stages, the input spec).
+The documented rules say what Huawei's pages promise; the device has the last word. ``--live`` plans
+each camera exactly as the probe does, then runs one synthetic frame of the camera's size and encoding
+(JPEG with its subsampling, PNG, one H.264/H.265 intra access unit) through the plan with every DVPP
+step on the real device (pyACL). Each DVPP step's outcome is stored in a JSON cache keyed by the target
+(SoC, CANN version, driver version) and by the step (camera size and encoding, the kernel, the stages
+the planner asked it about, the input spec); ``dvpipe probe`` shows it next to the documented verdict.
+
+Steps the documented rules refuse are not forced onto the device: dvpipe's DVPP kernels re-check the
+rules and never call the device for a refused step (forcing needs a mode in the DVPP backend).
 
 Where pyACL is absent (a laptop, CI) ``--live`` refuses with the reason and ``dvpipe probe`` exits 3.
 
-The planner prefers an empirical result over the documented one through :func:`prefer_empirical`
-(the hook ``planner._plan_range`` calls for DVPP kernels). Cache file schema (version 1)::
+The planner prefers the measured result over the documented one through :func:`prefer_empirical` (the
+hook proposed for ``planner._plan_range``): a step the docs allow but the device failed is planned on
+the next backend, with the measurement as the reason. Cache file schema (version 1)::
 
     {"schema": 1,
      "targets": {"Ascend310P3|7.0.0|23.0.3": {
          "soc": "Ascend310P3", "cann": "7.0.0", "driver": "23.0.3",
-         "steps": {"1242x375 png|decode|decode|1242x375 png": {
-             "ok": true, "error": null, "measured": "2026-11-30T10:00:00Z", "kernel": "...",
-             "backend": "dvpp", "ms": 1.9, "documented": "unknown"}}}}}
+         "steps": {"1600x900 jpeg420|dvpp.decode+resize|decode; resize x0.5 linear|1600x900 jpeg": {
+             "ok": true, "error": null, "measured": "2026-11-30T10:00:00Z", "kernel": "dvpp.decode+resize",
+             "backend": "dvpp", "ms": 1.9, "documented": "ok"}}}}}
 """
 from __future__ import annotations
 
@@ -84,13 +87,13 @@ def target_key(soc: str, cann: str, driver: Optional[str]) -> str:
     return f"{soc}|{cann}|{driver or '?'}"
 
 
-def step_key(camera: Any, stages: Sequence[Any], spec_in: Any) -> str:
-    """The cache key of one step: camera size and encoding, ops, stage parameters, input spec."""
+def step_key(camera: Any, stages: Sequence[Any], spec_in: Any, kernel: str) -> str:
+    """The cache key of one step: camera size and encoding, the kernel, the stages it was *asked* to run (before
+    a detour replaced them; what the planner's ``KernelQuery`` holds) and the input spec."""
     from .report import camera_encoding
 
-    ops = "+".join(s.op for s in stages)
     desc = "; ".join(s.describe() for s in stages)
-    return f"{camera.width}x{camera.height} {camera_encoding(camera)}|{ops}|{desc}|{spec_in}"
+    return f"{camera.width}x{camera.height} {camera_encoding(camera)}|{kernel}|{desc}|{spec_in}"
 
 
 @dataclass
@@ -140,10 +143,6 @@ class LiveCache:
                  if t["soc"] == target.soc and t["cann"] == str(target.cann) and key in t["steps"]]
         return max(found, key=lambda e: e.get("measured", "")) if found else None
 
-    def lookup_step(self, target: Any, camera: Any, step: Any) -> Optional[dict]:
-        """The result for a :class:`~dvpipe.planner.PlanStep` of ``camera`` (as the probe report shows it)."""
-        return self.get(target, step_key(camera, step.stages, step.spec_in))
-
 
 # ------------------------------------------------------------------------------------------- running
 
@@ -184,91 +183,96 @@ def synthetic_frame(camera: Any) -> Any:
         elif enc in ("jpeg444", "jpeg422", "jpeg420"):
             kw["subsampling"] = {"jpeg444": 0, "jpeg422": 1, "jpeg420": 2}[enc]
         elif enc == "jpeg440":
-            # Pillow has no 4:4:0 preset; libjpeg via OpenCV does not either: the closest honest frame is 4:4:4
-            # with the note in the result
-            kw["subsampling"] = 0
+            kw["subsampling"] = 0  # no 4:4:0 encoder (Pillow, OpenCV): run_live notes it in the result
         buf = io.BytesIO()
         img.save(buf, format="JPEG", **kw)
         return buf.getvalue()
     if enc in ("h264", "h265"):
+        import io
+
         import av
 
-        codec = {"h264": "libx264", "h265": "libx265"}[enc]
-        stream_buf = bytearray()
-        ctx = av.CodecContext.create(codec, "w")
-        ctx.width, ctx.height, ctx.pix_fmt = w - w % 2, h - h % 2, "yuv420p"
-        frame = av.VideoFrame.from_ndarray(bgr[: ctx.height, : ctx.width], format="bgr24").reformat(format="yuv420p")
-        for pkt in list(ctx.encode(frame)) + list(ctx.encode(None)):
-            stream_buf += bytes(pkt)
-        return bytes(stream_buf)
+        buf = io.BytesIO()
+        out = av.open(buf, "w", format="h264" if enc == "h264" else "hevc")
+        s = out.add_stream("libx264" if enc == "h264" else "libx265", rate=10)
+        s.width, s.height, s.pix_fmt = w - w % 2, h - h % 2, "yuv420p"
+        # one intra picture, no B-frames: a decoder returns it for this access unit alone
+        s.options = {"bf": "0", "g": "1"} if enc == "h264" else {"x265-params": "bframes=0:keyint=1:log-level=error"}
+        for pkt in list(s.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(bgr[: s.height, : s.width]),
+                                                            format="bgr24"))) + list(s.encode()):
+            out.mux(pkt)
+        out.close()
+        return buf.getvalue()
     raise ValueError(f"no synthetic frame for encoding {enc!r}")
 
 
 def run_live(cameras: Sequence[Any], target: Any, cache: LiveCache, *, profile: Optional[str] = None,
              stages: Optional[Sequence[Any]] = None, fidelity: str = "fast", backend: str = "dvpp") -> list[dict]:
-    """Run one synthetic frame per camera through its probe plan and try every DVPP step on ``backend``.
+    """Run one synthetic frame per camera through its probe plan, each DVPP step on ``backend``.
 
-    Steps the plan puts on DVPP run there; steps it routes elsewhere although a DVPP kernel exists are
-    *also* tried on DVPP (forcing the kernel, whatever the documented rules say), and the chain then goes on
-    with the planned backend's output. Every DVPP attempt is recorded in ``cache`` (not saved here).
-    ``backend="dvpp-sim"`` runs the same loop against the software device (tests).
+    Every step the plan puts on DVPP is run on the device and its outcome recorded in ``cache`` (not saved
+    here); when it fails, the chain goes on with the step's planned runtime fallback. Steps the documented
+    rules route elsewhere are not forced onto the device: dvpipe's DVPP kernels re-check the rules and do
+    not call the device for a refused step. ``backend="dvpp-sim"`` runs the same loop on the software
+    device (tests).
 
-    Returns the recorded results, each with its ``key``.
+    Returns the recorded results, each with its ``key`` and ``camera``.
     """
+    import numpy as np
+
     from ..backends import resolve
     from ..codecs import read_frame_bytes
     from ..planner import plan_pipeline
-    from ..stages.registry import KernelContext, kernels_at
-    from .report import stages_for
+    from ..stages.registry import KernelContext
+    from .report import camera_encoding, stages_for
 
-    ref = resolve(backend)
+    try:  # the CPU fallback decodes H.264/H.265 access units through PyAV, as in a deployment
+        from ..deploy.video_decode import install_cpu_dispatch
+
+        install_cpu_dispatch()
+    except ImportError:  # pragma: no cover - part of dvpipe
+        pass
     results = []
     for cam in cameras:
         plan = plan_pipeline([cam], stages_for(cam, profile, stages, fidelity), (backend, "cpu"), fidelity=fidelity,
                              target=target)
         cp = plan.cameras[0]
+        from .report import _replay_dvpp
+
+        _declined, asked = _replay_dvpp(cam, stages_for(cam, profile, stages, fidelity), cp.steps, (backend, "cpu"),
+                                        fidelity, target)
         data: Any = synthetic_frame(cam)
         if isinstance(data, (bytes, bytearray)):
             data = read_frame_bytes(bytes(data))
-        out = None
-        for step in cp.steps:
-            on_dvpp = step.backend.family == "dvpp"
-            candidates = [step.kernel] if on_dvpp else [k for k in kernels_at([s.op for s in step.stages], "dvpp")
-                                                        if len(k.ops) == len(step.stages)]
-            documented = next((v.status for b, v in step.verdicts if resolve(b).family == "dvpp"), "none")
-            if step.writes_batch:
-                import numpy as np
-
-                out = np.zeros((3, step.spec_out.height, step.spec_out.width), dtype=step.spec_out.dtype)
-            produced = None
-            for kern in candidates:
-                ctx = KernelContext(cam, step.spec_in, step.spec_out, ref, plan.fidelity, out=out)
-                t0 = time.perf_counter()
-                try:
-                    produced = kern.fn(data, step.stages, ctx)
-                    err = None
-                except Exception as e:  # noqa: BLE001 - the device's answer is the result
-                    err = f"{type(e).__name__}: {e}"
-                entry = {"ok": err is None, "error": err, "kernel": kern.name, "backend": backend,
-                         "ms": round((time.perf_counter() - t0) * 1e3, 3), "documented": documented,
-                         "measured": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-                key = step_key(cam, step.stages, step.spec_in)
-                cache.record(target, key, entry)
-                results.append(dict(entry, key=key, camera=cam.name))
-                if err is None:
-                    break
-            if on_dvpp and produced is not None:
+        for k, step in enumerate(cp.steps):
+            out = np.zeros((3, step.spec_out.height, step.spec_out.width), step.spec_out.dtype) \
+                if step.writes_batch else None
+            if step.backend.family != "dvpp":
+                ctx = KernelContext(cam, step.spec_in, step.spec_out, step.backend, plan.fidelity, out=out)
+                data = step.kernel.fn(data, step.stages, ctx)
+                continue
+            ctx = KernelContext(cam, step.spec_in, step.spec_out, resolve(backend), plan.fidelity, out=out)
+            t0 = time.perf_counter()
+            try:
+                produced, err = step.kernel.fn(data, step.stages, ctx), None
+            except Exception as e:  # noqa: BLE001 - the device's answer is the result
+                produced, err = None, f"{type(e).__name__}: {e}"
+            entry = {"ok": err is None, "error": err, "kernel": step.kernel.name, "backend": backend,
+                     "ms": round((time.perf_counter() - t0) * 1e3, 3), "documented": step.chosen.status,
+                     "measured": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+            if camera_encoding(cam) == "jpeg440":
+                entry["note"] = "measured with a 4:4:4 JPEG: no 4:4:0 encoder is available to make the frame"
+            key = step_key(cam, asked.get(k, step.stages), step.spec_in, step.kernel.name)
+            cache.record(target, key, entry)
+            results.append(dict(entry, key=key, camera=cam.name))
+            if err is None:
                 data = produced
                 continue
-            if on_dvpp:  # failed on the device: go on with the planned runtime fallback
-                for fb in step.fallback:
-                    fctx = KernelContext(cam, fb.spec_in, fb.spec_out, fb.backend, plan.fidelity,
-                                         out=out if fb.writes_batch else None)
-                    data = fb.kernel.fn(data, fb.stages, fctx)
-                continue
-            ctx = KernelContext(cam, step.spec_in, step.spec_out, step.backend, plan.fidelity,
-                                out=out if step.writes_batch else None)
-            data = step.kernel.fn(data, step.stages, ctx)
+            for fb in step.fallback:  # failed on the device: the planned runtime fallback
+                fout = np.zeros((3, fb.spec_out.height, fb.spec_out.width), fb.spec_out.dtype) if fb.writes_batch \
+                    else None
+                data = fb.kernel.fn(data, fb.stages, KernelContext(cam, fb.spec_in, fb.spec_out, fb.backend,
+                                                                   plan.fidelity, out=fout))
     return results
 
 
@@ -287,18 +291,20 @@ def _default_cache() -> Optional[LiveCache]:
     return _DEFAULT[path]
 
 
-def prefer_empirical(query: Any, documented: Any, cache: Optional[LiveCache] = None) -> Any:
+def prefer_empirical(kernel: Any, query: Any, documented: Any, cache: Optional[LiveCache] = None) -> Any:
     """The planner's verdict for a DVPP kernel, preferring a measured result over the documented one.
 
     Args:
-        query: the :class:`~dvpipe.stages.registry.KernelQuery` the kernel was asked.
+        kernel: the :class:`~dvpipe.stages.registry.Kernel` asked.
+        query: the :class:`~dvpipe.stages.registry.KernelQuery` it was asked.
         documented: the kernel's own (documented-rules) :class:`~dvpipe.stages.registry.Verdict`.
         cache: the live cache (default: :func:`default_cache_path`, when it exists).
 
-    Returns ``documented`` unchanged when there is no target or no measurement for this step; otherwise
-    a verdict saying what was measured, with the documented verdict in its reason. A detour the rules
-    prescribe is kept when the device accepted the step as asked only if the measurement was of the
-    original step (it always is: live records the step before any replacement).
+    Returns ``documented`` unchanged when there is no target, the backend is the software device, or nothing
+    was measured for this step on this target. When the device contradicts the documentation, a verdict
+    saying what was measured (with the documented verdict in its reason): ``rejected`` for a documented-ok
+    step that failed on the device. A measured success keeps the documented verdict (and its detour, which
+    is what ran on the device).
     """
     target = getattr(query, "target", None)
     if target is None or getattr(query.backend, "device", "") == "sim":
@@ -306,15 +312,12 @@ def prefer_empirical(query: Any, documented: Any, cache: Optional[LiveCache] = N
     cache = cache if cache is not None else _default_cache()
     if cache is None:
         return documented
-    e = cache.get(target, step_key(query.camera, query.stages, query.spec_in))
+    e = cache.get(target, step_key(query.camera, query.stages, query.spec_in, kernel.name))
     if e is None:
         return documented
     from ..stages.registry import Verdict
 
     when = f"measured {e.get('measured', '?')}, driver {e.get('driver') or '?'}"
-    if e["ok"] and not documented.ok:
-        return Verdict("ok", f"runs on this device ({when}); the documented rules say: {documented.status}, "
-                             f"{documented.reason}", rule="live", source=cache.path)
     if not e["ok"] and documented.ok:
         return Verdict("rejected", f"fails on this device ({when}): {e.get('error')}; the documented rules allow it",
                        rule="live", source=cache.path)

@@ -69,16 +69,23 @@ class Cell:
     cann: str
     steps: list = field(default_factory=list)  # StepRow, only those a DVPP unit implements
     error: Optional[str] = None
+    ops: tuple[str, ...] = ()  # the stages with a DVPP kernel, in order: one symbol each
+    notes: list = field(default_factory=list)
 
     @property
     def code(self) -> str:
+        """One symbol per stage in ``ops``: the symbol of the planned step covering that stage."""
         if self.error:
-            return "x"
-        return "".join(symbol(s) for s in self.steps) or "."
+            return "x" * max(1, len(self.ops))
+        out = []
+        for op in self.ops:
+            row = next((s for s in self.steps if op in s.stage.split("+")), None)
+            out.append(symbol(row) if row is not None else ".")
+        return "".join(out) or "."
 
     def to_dict(self) -> dict:
         return {"width": self.width, "height": self.height, "encoding": self.encoding, "cann": self.cann,
-                "code": self.code, "error": self.error,
+                "code": self.code, "ops": list(self.ops), "error": self.error, "notes": list(self.notes),
                 "steps": [{"stage": s.stage, "unit": s.unit, "backend": s.backend, "ok": s.ok, "status": s.status,
                            "reason": s.reason, "source": s.source, "detour": s.detour} for s in self.steps]}
 
@@ -109,17 +116,19 @@ class Matrix:
         """One block per encoding: rows are sizes, columns CANN versions, one symbol per DVPP step."""
         out = [f"DVPP support matrix for {self.soc} (family {self.family}), profile {self.profile} "
                f"(fidelity {self.fidelity})",
-               "each cell: one symbol per step a DVPP unit implements (decoder, then VPC):",
+               "each cell: one symbol per stage DVPP can run (listed per block); a fused DVPP step (decode+resize) "
+               "gives its symbol to every stage it covers:",
                "  + on DVPP   ~ on DVPP via a legal detour   - falls back (rejected)   "
                "? falls back (docs leave it open)   x not planned",
                "details for one cell: dvpipe probe --camera C=WxH:ENCODING --soc SOC --cann VERSION"]
         size_w = max(len(f"{w}x{h}") for w, h in self.sizes)
         col_w = [max(len(v), 3) for v in self.versions]
         for enc in self.encodings:
-            first = next((c for c in self.cells.values() if c.encoding == enc and c.steps), None)
-            stages = ",".join(s.stage for s in first.steps) if first else ""
+            first = next((c for c in self.cells.values() if c.encoding == enc), None)
             out.append("")
-            out.append(f"{enc}" + (f" ({stages})" if stages else ""))
+            out.append(f"{enc}" + (f" (symbols: {', '.join(first.ops)})" if first and first.ops else ""))
+            for note in (first.notes if first else ()):
+                out.append(f"  note: {note}")
             out.append("  " + "".ljust(size_w) + "  " + "  ".join(v.ljust(col_w[i]) for i, v in enumerate(self.versions)))
             for (w, h) in self.sizes:
                 cells = []
@@ -168,11 +177,28 @@ def build_matrix(soc: str, versions: Optional[Sequence[str]] = None, *,
     profile = profile or DEFAULT_PROFILE
     fidelity = fidelity or DEFAULT_FIDELITY
     cams = [probe_camera(f"{enc}@{w}x{h}", w, h, enc) for enc in encodings for (w, h) in sizes]
+    ops = _dvpp_stage_ops(cams[0], profile, fidelity) if cams else ()
     cells: dict = {}
     for t in targets:
         rep = build_report(cams, t, profile=profile, fidelity=fidelity)
         for cam, cr in zip(cams, rep.cameras):
             enc = cr.encoding
-            cell = Cell(cr.width, cr.height, enc, t.cann, [s for s in cr.steps if s.status != "none"], cr.error)
+            cell = Cell(cr.width, cr.height, enc, t.cann, [s for s in cr.steps if s.status != "none"], cr.error,
+                        ops, list(cr.notes))
             cells[(cr.width, cr.height, enc, t.cann)] = cell
     return Matrix(soc, targets[0].family, versions, list(sizes), list(encodings), cells, profile, fidelity)
+
+
+def _dvpp_stage_ops(cam: Any, profile: str, fidelity: str) -> tuple[str, ...]:
+    """The ops of the profile's stages that some DVPP kernel covers, in stage order (decode, resize...)."""
+    from ..backends import load_family
+    from ..stages.registry import registered_ops
+    from .report import stages_for
+
+    load_family("dvpp")
+    dvpp = {op for op, fams in registered_ops().items() if "dvpp" in fams} or {"decode", "crop", "resize"}
+    out: list[str] = []
+    for st in stages_for(cam, profile, None, fidelity):
+        if st.op in dvpp and st.op not in out:
+            out.append(st.op)
+    return tuple(out)

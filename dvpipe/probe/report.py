@@ -143,6 +143,7 @@ class CameraReport:
     encoding: str
     steps: list[StepRow] = field(default_factory=list)
     error: Optional[str] = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def fallbacks(self) -> list[StepRow]:
@@ -150,7 +151,7 @@ class CameraReport:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "width": self.width, "height": self.height, "encoding": self.encoding,
-                "steps": [s.to_dict() for s in self.steps], "error": self.error}
+                "steps": [s.to_dict() for s in self.steps], "error": self.error, "notes": list(self.notes)}
 
 
 @dataclass
@@ -229,8 +230,8 @@ def build_report(cameras: Iterable[Camera] | Rig, target: Any, *, profile: Optio
         empirical: a :class:`dvpipe.probe.live.LiveCache` whose entries are shown next to the documented
             verdicts, or None.
 
-    Each camera is planned on its own (the probe does not need one batch size for all cameras);
-    a camera that cannot be planned at all carries the planner's error instead of steps.
+    Each camera is planned on its own (the probe does not need one batch size for all cameras); a
+    camera that cannot be planned at all carries the planner's error instead of steps.
     """
     from ..planner import plan_pipeline
 
@@ -238,13 +239,20 @@ def build_report(cameras: Iterable[Camera] | Rig, target: Any, *, profile: Optio
     reports = []
     for cam in cams:
         rep = CameraReport(cam.name, cam.width, cam.height, camera_encoding(cam))
+        if cam.encoding == "raw" and (cam.extra or {}).get("pixel_format") not in (None, "bgr"):
+            rep.notes.append(f"the planner takes raw frames as BGR arrays (dvpipe.planner.input_spec); a "
+                             f"{cam.extra['pixel_format']} camera input is not modelled yet, so these rows are for raw "
+                             "BGR frames of this size")
         try:
-            plan = plan_pipeline([cam], stages_for(cam, profile, stages, fidelity), list(backends),
-                                 fidelity=fidelity, target=target)
+            cam_stages = stages_for(cam, profile, stages, fidelity)
+            plan = plan_pipeline([cam], cam_stages, list(backends), fidelity=fidelity, target=target)
         except DvpipeError as e:
             rep.error = str(e)
         else:
-            rep.steps = [_row(step, cam, empirical, target) for step in plan.cameras[0].steps]
+            steps = plan.cameras[0].steps
+            declined, asked = _replay_dvpp(cam, cam_stages, steps, backends, fidelity, target)
+            rep.steps = [_row(step, cam, declined.get(k), empirical, target, asked.get(k))
+                         for k, step in enumerate(steps)]
         reports.append(rep)
     notes = []
     if stages is None:
@@ -261,10 +269,7 @@ def _shown(name: str) -> str:
 def _dvpp_unit(ops: Sequence[str], cam: Camera) -> str:
     units = []
     for op in ops:
-        if op == "decode":
-            u = _DECODER_BY_ENCODING.get(cam.encoding)
-        else:
-            u = _UNIT_BY_OP.get(op)
+        u = _DECODER_BY_ENCODING.get(cam.encoding) if op == "decode" else _UNIT_BY_OP.get(op)
         if u and u not in units:
             units.append(u)
     return "+".join(units) or "DVPP"
@@ -277,42 +282,123 @@ def _unit_from_rule(rule: Optional[str]) -> Optional[str]:
     return head.upper() if head in ("jpegd", "vpc", "vdec", "pngd") else None
 
 
-def _dvpp_has_kernel(ops: Sequence[str]) -> bool:
+def _dvpp_loaded() -> bool:
     from ..backends import load_family
-    from ..stages.registry import kernels_at
 
-    if load_family("dvpp"):
-        # the DVPP family cannot even be imported: judge by the ops DVPP units implement
-        return ops[0] in ("decode", "resize", "crop")
-    return bool(kernels_at(list(ops), "dvpp"))
+    return load_family("dvpp") is None
 
 
-def _row(step: Any, cam: Camera, empirical: Any, target: Any) -> StepRow:
+def _dvpp_ops() -> list[str]:
+    from ..stages.registry import registered_ops
+
+    return [op for op, fams in registered_ops().items() if "dvpp" in fams]
+
+
+def _replay_dvpp(cam: Camera, stages: Sequence[Any], steps: Sequence[Any], backends: Sequence[str], fidelity: str,
+                 target: Any) -> tuple[dict, dict]:
+    """``(declined, asked)`` for a camera's planned steps.
+
+    ``declined``: ``{step index: (run ops, verdict, first step)}`` for planned steps that a longer DVPP run
+    starting at an *earlier* step would have covered (e.g. the resize of ``decode+resize`` when the DVPP
+    decode-resize was declined). ``asked``: ``{step index: stages}`` for steps on DVPP: the stages the planner
+    asked the kernel about, before a detour replaced them (the key of the ``--live`` results).
+
+    The planner keeps, per step, only the verdicts of kernels starting at that step; the DVPP kernels start
+    with the decode, so the reason a later resize is not on DVPP is the verdict of the DVPP run that would
+    have included it. This asks the DVPP kernels again, exactly as the planner did (same ``supports``).
+    """
+    from ..backends import resolve
+    from ..planner import input_spec
+    from ..stages.image import Batch
+    from ..stages.registry import KernelQuery, kernels_at
+
+    dvpp = next((resolve(b) for b in backends if resolve(b).family == "dvpp"), None)
+    if dvpp is None or not _dvpp_loaded():
+        return {}, {}
+    stages = list(stages)
+    if not stages or stages[-1].op != "batch":
+        stages.append(Batch())
+    specs, spec = [], input_spec(cam)
+    for st in stages:
+        spec = st.output_spec(spec)
+        specs.append(spec)
+    out: dict = {}
+    asked: dict = {}
+    pos, run, run_step = 0, None, 0  # run: (start position, {length: (ops, verdict)}) where DVPP kernels start
+    for k, step in enumerate(steps):
+        if pos >= len(stages):
+            break
+        kernels = kernels_at([s.op for s in stages[pos:]], "dvpp")
+        covered = len(step.stages)
+        if kernels:
+            tried: dict = {}
+            spec_in = input_spec(cam) if pos == 0 else specs[pos - 1]
+            for kern in kernels:  # longest first, as the planner asks them
+                n = len(kern.ops)
+                v = kern.check(KernelQuery(tuple(stages[pos:pos + n]), spec_in, tuple(specs[pos:pos + n]), cam, dvpp,
+                                           fidelity, target))
+                tried[n] = (tuple(kern.ops), v)
+                if v.ok:
+                    break
+            run = (pos, tried)
+            if step.backend.family == "dvpp":
+                covered = next((n for n, (_o, v) in tried.items() if v.ok), covered)
+                asked[k] = tuple(stages[pos:pos + covered])
+            run_step = k
+        elif run is not None:
+            start, tried = run
+            longer = [n for n in tried if start + n > pos and not tried[n][1].ok]
+            if longer:
+                out[k] = (*tried[min(longer)], steps[run_step])
+        pos += covered
+    return out, asked
+
+
+def _row(step: Any, cam: Camera, declined: Optional[tuple], empirical: Any, target: Any,
+         asked: Optional[tuple] = None) -> StepRow:
     from ..backends import resolve
 
     ops = [s.op for s in step.stages]
-    dv = next(((b, v) for b, v in step.verdicts if resolve(b).family == "dvpp"), None)
     verdicts = [{"backend": _shown(b), **v.to_dict()} for b, v in step.verdicts]
     runs_on = _shown(step.backend.name)
-    if dv is None:
-        # DVPP was not asked (not in the preference order)
-        return StepRow(step.name, step.kernel.unit, runs_on, True, "", status="none", spec_in=str(step.spec_in),
-                       spec_out=str(step.spec_out), verdicts=verdicts)
-    _b, v = dv
+    base = dict(spec_in=str(step.spec_in), spec_out=str(step.spec_out), verdicts=verdicts)
+    dv = next((v for b, v in step.verdicts if resolve(b).family == "dvpp"), None)
+    if dv is None and declined is None:  # DVPP was not asked (not in the preference order)
+        return StepRow(step.name, step.kernel.unit, runs_on, True, "", status="none", **base)
+    if declined is not None:
+        run_ops, v, first = declined
+        unit = _dvpp_unit([o for o in ops if o != "decode"][:1] or ops, cam)
+        said = next((fv.reason for b, fv in first.verdicts if resolve(b).family == "dvpp"), None)
+        why = f"see {first.name} above" if said == v.reason else v.reason
+        reason = f"{unit} {ops[0]}: DVPP runs it only fused with the decode ({'+'.join(run_ops)}), declined: {why}"
+        return StepRow(step.name, unit, runs_on, False, reason, v.source, v.detour, v.status, v.rule, **base)
     has_kernel = _dvpp_has_kernel(ops)
     if not has_kernel:
-        reason = f"no DVPP unit runs {step.name}; it runs on {runs_on}"
-        return StepRow(step.name, step.kernel.unit, runs_on, True, reason, status="none",
-                       spec_in=str(step.spec_in), spec_out=str(step.spec_out), verdicts=verdicts)
-    unit = _unit_from_rule(v.rule) if step.backend.family != "dvpp" else None
-    unit = unit or _dvpp_unit(ops, cam)
-    reason = v.reason or (f"{unit} {step.name} on {target.soc} (CANN {target.cann}): accepted by the documented rules"
-                          if v.ok else v.status)
-    row = StepRow(step.name, unit, runs_on, v.ok, reason, v.source, v.detour, v.status, v.rule,
-                  str(step.spec_in), str(step.spec_out), verdicts)
-    if empirical is not None:
-        row.empirical = empirical.lookup_step(target, cam, step)
+        dvpp_ops = _dvpp_ops()
+        what = f" (it runs {', '.join(dvpp_ops)})" if dvpp_ops else ""
+        reason = f"dvpipe's DVPP backend has no kernel for {step.name}{what}; runs on {runs_on}"
+        return StepRow(step.name, step.kernel.unit, runs_on, True, reason, status="none", **base)
+    unit = (_unit_from_rule(dv.rule) if step.backend.family != "dvpp" else None) or _dvpp_unit(ops, cam)
+    reason = dv.reason or (f"{unit} {step.name} on {target.soc} (CANN {target.cann}): accepted" if dv.ok else dv.status)
+    row = StepRow(step.name, unit, runs_on, dv.ok, reason, dv.source, dv.detour, dv.status, dv.rule, **base)
+    if empirical is not None and step.backend.family == "dvpp":
+        row.empirical = empirical.get(target, _live_key(cam, asked or step.stages, step))
     return row
+
+
+def _live_key(cam: Camera, asked: Sequence[Any], step: Any) -> str:
+    from .live import step_key
+
+    return step_key(cam, asked, step.spec_in, step.kernel.name)
+
+
+def _dvpp_has_kernel(ops: Sequence[str]) -> bool:
+    from ..stages.registry import kernels_at
+
+    if not _dvpp_loaded():
+        # the DVPP family cannot even be imported: judge by the ops DVPP units implement
+        return ops[0] in ("decode", "resize", "crop")
+    return bool(kernels_at(list(ops), "dvpp"))
 
 
 # ------------------------------------------------------------------------------------------- rendering
@@ -345,7 +431,7 @@ def _render(rep: ProbeReport, colour: bool, sources: bool) -> str:
         lines.append("  " + "; ".join(rep.notes) + f"; planned on {' > '.join(_shown(b) for b in rep.backends)}")
     groups: dict[tuple, list[CameraReport]] = {}
     for c in rep.cameras:
-        key = (c.width, c.height, c.encoding, c.error,
+        key = (c.width, c.height, c.encoding, c.error, tuple(c.notes),
                tuple((s.stage, s.unit, s.backend, s.ok, s.reason, s.source, s.detour, s.status) for s in c.steps))
         groups.setdefault(key, []).append(c)
     for cams in groups.values():
@@ -353,6 +439,7 @@ def _render(rep: ProbeReport, colour: bool, sources: bool) -> str:
         names = ", ".join(x.name for x in cams)
         lines.append("")
         lines.append(_paint(f"{names}: {c.width}x{c.height} {c.encoding}", "1", colour))
+        lines.extend("  note: " + n for n in c.notes)
         if c.error:
             lines.append("  " + _paint("not planned: ", "31", colour) + c.error)
             continue
@@ -364,8 +451,11 @@ def _render(rep: ProbeReport, colour: bool, sources: bool) -> str:
             word = r[3]
             cells = [r[i].ljust(widths[i]) for i in range(3)]
             verdict = _paint(word.ljust(widths[3]), _COLOURS.get("detour" if word == "detour" else s.status), colour)
-            lines.append(("  " + "  ".join(cells + [verdict]) + "  " + s.reason).rstrip())
+            reason, _sep, runs_as = s.reason.partition("; runs as: ")
+            lines.append(("  " + "  ".join(cells + [verdict]) + "  " + reason).rstrip())
             pad = "  " + " " * (sum(widths) + 2 * 4)
+            if runs_as:
+                lines.append(pad + "runs as: " + runs_as)
             if s.detour:
                 lines.append(pad + "detour: " + s.detour)
             if s.empirical:
