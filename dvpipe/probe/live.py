@@ -248,10 +248,12 @@ def run_live(cameras: Sequence[Any], target: Any, cache: LiveCache, *, profile: 
             out = np.zeros((3, step.spec_out.height, step.spec_out.width), step.spec_out.dtype) \
                 if step.writes_batch else None
             if step.backend.family != "dvpp":
-                ctx = KernelContext(cam, step.spec_in, step.spec_out, step.backend, plan.fidelity, out=out)
+                ctx = KernelContext(cam, step.spec_in, step.spec_out, step.backend, plan.fidelity, out=out,
+                                    target=target)
                 data = step.kernel.fn(data, step.stages, ctx)
                 continue
-            ctx = KernelContext(cam, step.spec_in, step.spec_out, resolve(backend), plan.fidelity, out=out)
+            ctx = KernelContext(cam, step.spec_in, step.spec_out, resolve(backend), plan.fidelity, out=out,
+                                target=target)
             t0 = time.perf_counter()
             try:
                 produced, err = step.kernel.fn(data, step.stages, ctx), None
@@ -272,7 +274,7 @@ def run_live(cameras: Sequence[Any], target: Any, cache: LiveCache, *, profile: 
                 fout = np.zeros((3, fb.spec_out.height, fb.spec_out.width), fb.spec_out.dtype) if fb.writes_batch \
                     else None
                 data = fb.kernel.fn(data, fb.stages, KernelContext(cam, fb.spec_in, fb.spec_out, fb.backend,
-                                                                   plan.fidelity, out=fout))
+                                                                   plan.fidelity, out=fout, target=target))
     return results
 
 
