@@ -16,6 +16,11 @@ NUSCENES = Path(os.environ.get("DVPIPE_NUSCENES", ROOT.parent / "shared" / "data
 KITTI = Path(os.environ.get("DVPIPE_KITTI", ROOT.parent / "shared" / "data" / "kitti-sample"))
 
 
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite tests/golden/* from the current output (review each changed line against constraints.md)")
+
+
 def textured_bgr(width: int, height: int, seed: int = 0) -> np.ndarray:
     """A smooth-plus-detail test image (JPEG-friendly but not flat), HxWx3 uint8 BGR."""
     rng = np.random.default_rng(seed)
