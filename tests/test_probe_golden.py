@@ -21,7 +21,10 @@ probe_kitti_ascend310_6.0.1 (.txt and .json)
     "VPC resize ...: output width 621 must be even, output height 187 must be even; NV12/NV21 output needs even
     width and height": 310 VPC writes NV12/NV21 only [§2.3, MindX], strides A(w,16)/A(h,2) from the Ascend
     samples [§2.3 secondary] and NV12 needs w2/h2 [§2.2 table]; hence the secondary source
-    github.com/Ascend/ascend-referenceapps shown (the row's source is the last deciding rule's);
+    github.com/Ascend/ascend-referenceapps among the sources;
+    source line: every rule that shaped the step, in order, with its page: jpegd.bitstream (5.0.4
+    aclcppdevg_03_0168, §1.1), jpegd.v1.odd_floor (5.0.4 aclcppdevg_03_0170, §1.3), vpc.v1.out_stride.310_910
+    (Ascend samples, §2.3 secondary);
     "runs as: JPEGD 1242x375 -> NV12 1242x374; VPC resize -> NV12 620x186": scale 620/1242, 186/374 inside
     [1/32, 16] [§2.4], sizes inside 10x6..4096x4096 [§2.1]; "NV12 -> BGR on the host": no BGR888 VPC output
     is documented for 310 [§2.3];
@@ -30,7 +33,8 @@ probe_kitti_ascend310_6.0.1 (.txt and .json)
   normalise+pad+batch on cpu: DVPP has no normalise unit; VPC make-border could pad [§2] but dvpipe's DVPP
     backend does not use it [dvpipe].
   footer: exactly the two CAM2 rows fall back; JSON: same rows, CAM2J "out" 620x186, rule
-    vpc.v1.out_stride.310_910 (§2.3), CAM2 rule pngd.v1.support_open (§4, q7).
+    "jpegd.bitstream; jpegd.v1.odd_floor; vpc.v1.out_stride.310_910" (§1.1, §1.3, §2.3), CAM2 rule
+    pngd.v1.support_open (§4, q7).
 
 probe_kitti_ascend910_9391_8.1.RC1 (.txt and .json)
   header "family ascend910_93": Ascend910_93xx strings are Atlas A3 ("910C" is only a market name) [§0].
@@ -49,7 +53,8 @@ probe_nuscenes_ascend310p3_7.0.0 (.txt and .json)
     across versions, §8], 1600x900 is even so nothing is floored [§1.3]; "VPC resize -> BGR888 800x450": 310P
     adds RGB888/BGR888 VPC output up to 4096x4096 [§2.3 MindX], NV12 1600x900 meets w2/h2 [§2.2 310P],
     scale 1/2 inside [1/32, 16] [§2.4], 800x450 inside 10x6..4096x4096 [§2.1].
-  no source line: the DVPP backend's ok verdicts carry no rule id or source [dvpipe; see the report to the lead].
+  source line: jpegd.bitstream (5.0.4 aclcppdevg_03_0168, §1.1) and vpc.v1.range.310p (6.0.1 aclcppdevg_03_0168,
+    the 310P row of the VPC range table, §2.1).
   normalise+pad+batch on cpu [dvpipe]; footer: nothing falls back.
 
 Regenerate (only after re-reviewing every changed line against constraints.md)::

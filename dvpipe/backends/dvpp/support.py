@@ -175,9 +175,32 @@ class _Plan:
     ops: list
     notes: list
     detours: list
-    rule: Optional[str] = None
-    source: Optional[str] = None
+    rules: list = field(default_factory=list)
+    sources: list = field(default_factory=list)
     changed: bool = False
+
+    def cite(self, rule_id: Optional[str], source: Optional[str]) -> None:
+        """Keep every rule (and its documentation page) that shaped this step, in order, once."""
+        if rule_id and rule_id not in self.rules:
+            self.rules.append(rule_id)
+        if source and source not in self.sources:
+            self.sources.append(source)
+
+    def cite_checked(self, kv) -> None:
+        """Cite the first rule an ok knowledge verdict was checked against (its range rule)."""
+        from ...knowledge import rules
+
+        if kv.rules_checked:
+            rid = kv.rules_checked[0]
+            self.cite(rid, next((r.source for r in rules() if r.id == rid), None))
+
+    @property
+    def rule(self) -> Optional[str]:
+        return "; ".join(self.rules) or None
+
+    @property
+    def source(self) -> Optional[str]:
+        return " ; ".join(self.sources) or None
 
 
 def _bitstream(camera: Any) -> str:
@@ -225,6 +248,7 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
                               rule="vpc.v1.interpolation_open"), None
 
     p = _Plan([DvppDecode(target=target)], [], [], [])
+    p.cite_checked(kv)
     dw, dh = w // 2 * 2, h // 2 * 2
     effect = next((f for f in kv.reasons if f.kind == "effect"), None)
     rest = list(stages[1:])
@@ -232,7 +256,8 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
         dropped = " and ".join(x for x in (f"the last {w - dw} column" if dw != w else "",
                                            f"the last {h - dh} row" if dh != h else "") if x)
         p.notes.append(effect.message if effect is not None else f"{source.upper()} floors odd sizes to even")
-        p.rule, p.source = (effect.rule_id, effect.source) if effect is not None else (None, None)
+        if effect is not None:
+            p.cite(effect.rule_id, effect.source)
         already = rest and rest[0].op == "crop" and (rest[0].left, rest[0].top, rest[0].width, rest[0].height) == (
             0, 0, dw, dh)
         if not already:
@@ -266,6 +291,7 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
             extras["crop"] = box
         kv = kcheck(target, "vpc", kind, cur[0], cur[1], "nv12", **extras)
         if kv.ok:
+            p.cite_checked(kv)
             p.ops.append(VpcOp(kind, box, (ow, oh)))
             p.stages.append(st)
             cur, pending, pending_n = (ow, oh), None, 0
@@ -278,7 +304,7 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
             return _refusal(kv, why), None
         f = _deciding(kv)
         p.notes.append(f.message)
-        p.rule, p.source = f.rule_id, f.source
+        p.cite(f.rule_id, f.source)
         p.detours.extend(d.steps)
         p.changed = True
         if pending_n:
