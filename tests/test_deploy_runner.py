@@ -288,3 +288,29 @@ def test_run_cli_reports_a_run_that_produced_nothing(tmp_path, capsys):
     assert cli_main(["run", str(p), "--no-outputs", "-q"]) == 1
     captured = capsys.readouterr()
     assert "no frame set was produced" in captured.err and "failed" in captured.out
+
+
+def test_ctrl_c_stops_a_live_run_cleanly(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    d = synthetic_deployment(2, fps=30.0, realtime=True, frames=None, outputs={"dir": str(tmp_path / "out")})
+    p = tmp_path / "dep.yaml"
+    p.write_text(yaml.safe_dump(d))
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "dvpipe", "run", str(p)], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=env, cwd=tmp_path)
+    head = []
+    for line in proc.stdout:  # the plan is printed (and flushed) right before the run starts
+        head.append(line)
+        if line.startswith("plan:"):
+            break
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out = "".join(head) + proc.stdout.read()
+    assert proc.wait(timeout=30) == 130, out
+    assert "interrupted (Ctrl-C)" in out and "frames: " in out and "NOT ACCOUNTED" not in out
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["accounted"] and s["stopped_by"] == "Ctrl-C" and s["totals"]["entered"] > 0

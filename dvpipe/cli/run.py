@@ -78,8 +78,9 @@ def main(args: argparse.Namespace) -> int:
     progress = None if args.quiet else ProgressLine(dep.run.frames, dep.run.duration_s, stream=sys.stderr)
     runner = Runner(dep, progress=progress, trace_path=args.trace, json_path=args.json, plots_dir=args.plots,
                     write_outputs=not args.no_outputs)
-    if runner.backend_notes:
-        print("backends auto: skipped " + "; ".join(runner.backend_notes), file=out)
+    if runner.backend_notes:  # why "auto" did not pick the others (first clause of each reason)
+        notes = "; ".join(n.split("; ")[0] for n in runner.backend_notes)
+        print(f"backends auto: skipped {notes}", file=out)
     if not args.quiet:
         print(runner.pipe.plan, file=out)
     out.flush()

@@ -990,6 +990,11 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
                   + ", ".join(f"{c.name} {c.width}x{c.height}" for c in rig.cameras)
                   + " (use a stage list with resize/pad to one size)")
 
+    live_cams = [c.name for c in cameras if c.source.live]
+    recorded = [c.name for c in cameras if not c.source.live]
+    if live_cams and recorded and not run.realtime:
+        V.warnings.append(f"{', '.join(recorded)} read recordings as fast as possible next to live cameras "
+                          f"({', '.join(live_cams)}); set run.realtime: true to replay them at their capture rate")
     if V.errors:
         raise DeploymentError(list(dict.fromkeys(V.errors)), where)
     assert rig is not None

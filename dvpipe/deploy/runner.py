@@ -273,7 +273,11 @@ class Runner:
         self.dep = dep = deployment
         self.cameras = [c.name for c in dep.cameras]
         self.pipe, self.backend_notes = build_pipeline(dep)
-        self.model = model if model is not None else load_model(dep)
+        try:
+            self.model = model if model is not None else load_model(dep)
+        except BaseException:
+            getattr(self.pipe, "close", lambda: None)()
+            raise
         self.progress = progress
         self.write_outputs = write_outputs
         self.trace_path = trace_path if trace_path is not None else dep.outputs.trace
@@ -294,7 +298,7 @@ class Runner:
         self._video = {c.name for c in dep.rig.cameras if c.encoding in VIDEO_ENCODINGS}
         self._backlog: dict[str, list[bytes]] = {c: [] for c in self._video}
         self._discontinuity: dict[str, bool] = {c: False for c in self._video}
-        self._reuse: dict[str, tuple[Any, dict, int]] = {}
+        self._reuse: dict[str, tuple[Any, int]] = {}  # camera -> (copy of its last image, capture_ns)
         self._index = {c: dep.rig.index(c) for c in self.cameras}
         self._model_fail_streak = 0
         self._unprocessed: list[FrameSet] = []
@@ -529,10 +533,10 @@ class Runner:
                 yield self._process(self._unprocessed.pop(0))
             if self.stopped_by != "end of input":
                 break
+            self._check_stalls(now_ns())
             if not sets:
                 if self.sync.done:
                     break
-                self._check_stalls(now)
                 deadline = self.sync.next_deadline_ns
                 timeout = 0.05 if deadline is None else min(0.05, max(0.0, (deadline - now_ns()) / 1e9))
                 if timeout > 0:

@@ -240,7 +240,7 @@ class Synchroniser:
                 dropped = False
                 for buf in self.pending.values():
                     while buf and buf[0].frame.capture_ns < t_set - tol:
-                        self._drop(buf.popleft(), "unmatched", f"no {anchor_cam} frame within +-{tol / 1e6:g} ms")
+                        self._drop(buf.popleft(), "unmatched", f"no {anchor_cam} frame within +-{tol / 1e6:.4g} ms")
                         dropped = True
                 if dropped:
                     return False
@@ -265,15 +265,16 @@ class Synchroniser:
                 absent[cam] = self.ended[cam]
             elif buf:
                 nxt = buf[0].frame.capture_ns - t_set
-                late[cam] = f"missing: no frame within +-{tol / 1e6:g} ms of the set (its next is {nxt / 1e6:+.1f} ms)"
+                late[cam] = (f"missing: no frame within +-{tol / 1e6:.4g} ms of the set "
+                             f"(its next is {nxt / 1e6:+.1f} ms)")
             else:
                 waiting.append(cam)
         if waiting:
             if not self._expired(t_set, list(members.values()), now_ns):
                 return None
             for cam in waiting:
-                late[cam] = (f"late: no frame within the {self.cfg.deadline_ms:g} ms deadline" if self.live else
-                             f"stalled: no frame within {self.wait_ns / 1e6:g} ms")
+                late[cam] = (f"late: no frame within the {self.cfg.deadline_ms:.4g} ms deadline" if self.live else
+                             f"stalled: no frame within {self.wait_ns / 1e6:.4g} ms")
         self._waiting_since = None  # decided: the next set waits afresh
         # take the members (and drop the older frames they supersede)
         for cam, it in members.items():
