@@ -314,3 +314,22 @@ def test_ctrl_c_stops_a_live_run_cleanly(tmp_path):
     assert "interrupted (Ctrl-C)" in out and "frames: " in out and "NOT ACCOUNTED" not in out
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert s["accounted"] and s["stopped_by"] == "Ctrl-C" and s["totals"]["entered"] > 0
+
+
+def test_runtime_fallbacks_are_counted_in_the_run_summary():
+    import dvpipe as dv
+
+    @dv.register_kernel(("normalise", "pad", "batch"), backend="flaky-run", replace=True)
+    def _fails_on_cam1(data, stages, ctx):
+        if ctx.camera.name == "CAM1":
+            raise RuntimeError("unit reset")
+        from dvpipe.backends.cpu import _fused_write
+        return _fused_write(data, stages, ctx)
+
+    result = run(synthetic_deployment(3, frames=5, backends=["flaky-run", "cpu"]))
+    acc = result.accounting
+    assert acc.fallbacks["CAM1"] == {"normalise+pad+batch: flaky-run -> cpu": 5}
+    assert acc.fallbacks["CAM0"] == {} and acc.emitted["CAM1"] == 5
+    assert acc.totals()["fallbacks"] == 5 and acc.to_dict()["cameras"]["CAM1"]["fallbacks"]
+    from dvpipe.deploy.summary import format_summary
+    assert "fallbacks" in format_summary(acc)

@@ -612,6 +612,8 @@ class Runner:
 
     def _settle(self, fs: FrameSet, batch) -> None:
         """Apply the late-camera policy to the batch, annotate metas, count emitted and dropped frames."""
+        for fb in batch.fallbacks:
+            self.acc.fallback(*fb)
         policy = self.dep.sync.on_late
         max_age = int(self.dep.sync.max_reuse_age_ms * 1e6)
         reasons = dict(batch.drops)

@@ -82,6 +82,7 @@ class Accounting:
         self.examples: dict[tuple[str, str], str] = {}
         self.masked: dict[str, dict[str, int]] = {c: {} for c in self.cameras}
         self.stale = {c: 0 for c in self.cameras}
+        self.fallbacks: dict[str, dict[str, int]] = {c: {} for c in self.cameras}
         self.sets_emitted = 0
         self.model_errors = 0
         self.health = {c: CameraHealth() for c in self.cameras}
@@ -99,6 +100,14 @@ class Accounting:
             d = self.dropped[camera]
             d[category] = d.get(category, 0) + 1
             self.examples.setdefault((camera, category), detail)
+
+    def fallback(self, camera: str, step: str, from_backend: str, to_backend: str, reason: str) -> None:
+        """A step that failed on ``from_backend`` for one frame and ran on ``to_backend`` instead."""
+        key = f"{step}: {from_backend} -> {to_backend}"
+        with self._lock:
+            f = self.fallbacks[camera]
+            f[key] = f.get(key, 0) + 1
+            self.examples.setdefault((camera, "fallback " + key), reason)
 
     def mask(self, camera: str, reason: str) -> None:
         key = reason.split(":", 1)[0].strip() or reason
@@ -132,7 +141,8 @@ class Accounting:
     def totals(self) -> dict[str, int]:
         return {"entered": sum(self.entered.values()), "emitted": sum(self.emitted.values()),
                 "dropped": self.dropped_total(), "masked_slots": sum(sum(m.values()) for m in self.masked.values()),
-                "stale_slots": sum(self.stale.values()), "sets": self.sets_emitted}
+                "stale_slots": sum(self.stale.values()), "fallbacks": sum(sum(f.values()) for f in self.fallbacks.values()),
+                "sets": self.sets_emitted}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable summary (``summary.json``)."""
@@ -142,6 +152,7 @@ class Accounting:
             cams[c] = {
                 "entered": self.entered[c], "emitted": self.emitted[c], "dropped": dict(self.dropped[c]),
                 "masked_slots": dict(self.masked[c]), "stale_slots": self.stale[c],
+                "fallbacks": dict(self.fallbacks[c]),
                 "source": {"state": h.state, "detail": h.detail, "disconnects": h.disconnects,
                            "reconnects": h.reconnects, "stalls": h.stalls, "stalled_s": h.stalled_ns / 1e9,
                            "backpressure_s": h.blocked_ns / 1e9, "events": list(h.events)},
@@ -161,7 +172,7 @@ def format_summary(acc: Accounting) -> str:
     """The end-of-run table: frames per camera and reason, slots, source health."""
     cats = [k for k in DROP_CATEGORIES if any(acc.dropped[c].get(k) for c in acc.cameras)]
     cats += sorted({k for c in acc.cameras for k in acc.dropped[c]} - set(cats))
-    head = ["camera", "in", "emitted", "dropped"] + cats + ["masked", "stale", "source"]
+    head = ["camera", "in", "emitted", "dropped"] + cats + ["masked", "stale", "fallbacks", "source"]
     rows = [head]
     for c in acc.cameras:
         h = acc.health[c]
@@ -179,11 +190,12 @@ def format_summary(acc: Accounting) -> str:
             src += " (" + "; ".join(extra) + ")"
         rows.append([c, str(acc.entered[c]), str(acc.emitted[c]), str(acc.dropped_total(c))]
                     + [str(acc.dropped[c].get(k, 0) or "") for k in cats]
-                    + [str(sum(acc.masked[c].values()) or ""), str(acc.stale[c] or ""), src])
+                    + [str(sum(acc.masked[c].values()) or ""), str(acc.stale[c] or ""),
+                   str(sum(acc.fallbacks[c].values()) or ""), src])
     t = acc.totals()
     rows.append(["total", str(t["entered"]), str(t["emitted"]), str(t["dropped"])]
                 + [str(sum(acc.dropped[c].get(k, 0) for c in acc.cameras)) for k in cats]
-                + [str(t["masked_slots"] or ""), str(t["stale_slots"] or ""), ""])
+                + [str(t["masked_slots"] or ""), str(t["stale_slots"] or ""), str(t["fallbacks"] or ""), ""])
     lines = [f"frames: {t['entered']} in = {t['emitted']} emitted + {t['dropped']} dropped"
              + ("" if not acc.check() else "  (NOT ACCOUNTED: " + "; ".join(acc.check()) + ")")
              + f"; {t['sets']} frame sets"]
