@@ -333,3 +333,34 @@ def test_runtime_fallbacks_are_counted_in_the_run_summary():
     assert acc.totals()["fallbacks"] == 5 and acc.to_dict()["cameras"]["CAM1"]["fallbacks"]
     from dvpipe.deploy.summary import format_summary
     assert "fallbacks" in format_summary(acc)
+
+
+def test_deployment_target_plans_dvpp_steps_on_the_software_device():
+    dep = yaml.safe_load((ROOT / "samples" / "deployment.yaml").read_text())
+    dep.update(target={"soc": "Ascend310", "cann": "6.0.1"}, model=None, outputs={"metrics": False})
+    dep["pipeline"].update(fidelity="fast", backends=["dvpp-sim", "cpu"])
+    dep["run"].update(frames=4, realtime=False)
+    dep["rig"] = str(ROOT / "samples" / "rig.yaml")
+    dep["source"]["uri"] = str(ROOT / "samples" / "frames" / "{camera}")
+    loaded = load_deployment(dep)
+    assert str(loaded.target) == "Ascend310 (CANN 6.0.1)"
+    runner = Runner(loaded, write_outputs=False)
+    steps = runner.pipe.plan.cameras[0].steps
+    assert (steps[0].name, steps[0].backend.name) == ("decode+resize", "dvpp-sim")
+    result = runner.run()
+    assert_accounted(result)
+    assert result.accounting.totals()["emitted"] == 24
+
+
+@pytest.mark.parametrize("target,match", [
+    ({"soc": "910C", "cann": "8.0.0"}, "target.soc"),
+    ({"soc": "Ascend310", "cann": "x"}, "target.cann"),
+    ({"soc": "Ascend310"}, "target"),
+])
+def test_deployment_target_errors_have_key_paths(target, match):
+    from dvpipe.deploy.config import DeploymentError
+
+    dep = synthetic_deployment(2)
+    dep["target"] = target
+    with pytest.raises(DeploymentError, match=match):
+        load_deployment(dep)

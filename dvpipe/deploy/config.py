@@ -57,6 +57,7 @@ Schema (every key optional unless marked)::
       plots: false | true | DIR
       dumps: false | {every: N, max: M}
     model: module:callable | file.py:callable | {entry: ..., path: DIR, init: {...}}
+    target: {soc: Ascend310P3, cann: 7.0.0}   # DVPP steps are planned against it (default: detected)
 
 SOURCE (``type`` required; see :mod:`dvpipe.deploy.sources` for each type)::
 
@@ -83,6 +84,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ..errors import ConfigError
 from ..types import Rig
+from ..target import Target
 
 __all__ = [
     "Deployment", "CameraConfig", "SourceConfig", "PipelineConfig", "SyncConfig", "RunConfig",
@@ -262,6 +264,7 @@ class Deployment:
     latency: LatencyConfig = LatencyConfig()
     outputs: OutputsConfig = OutputsConfig()
     model: Optional[ModelConfig] = None
+    target: Optional[Target] = None
     description: str = ""
     path: Optional[str] = None
     rig_path: Optional[str] = None
@@ -763,7 +766,7 @@ def _parse_model(v: Any, V: _V) -> Optional[ModelConfig]:
 
 
 _TOP_KEYS = ("version", "name", "description", "rig", "pipeline", "encoding", "source", "cameras", "sync", "run",
-             "latency", "outputs", "model")
+             "latency", "outputs", "model", "target")
 
 
 def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
@@ -982,6 +985,17 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
 
     model = _parse_model(top["model"], V) if top.get("model") is not None else None
 
+    # target (the Ascend SoC and CANN version DVPP steps are planned against; default: detected) ---
+    target = None
+    tm = V.mapping(top.get("target"), "target", ("soc", "cann"), required=("soc", "cann")) if top.get(
+        "target") is not None else None
+    if tm is not None and "soc" in tm and "cann" in tm:
+        try:
+            target = Target(soc=str(tm["soc"]), cann=str(tm["cann"]))
+        except ConfigError as e:
+            field_name, _, msg = str(e).partition(": ")
+            V.err(f"target.{field_name.split('.')[-1]}" if msg else "target", msg or str(e))
+
     # cross-field checks ------------------------------------------------------------------------
     if rig is not None and pipeline.profile is not None:
         sizes = {(c.width, c.height) for c in rig.cameras}
@@ -999,7 +1013,7 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
         raise DeploymentError(list(dict.fromkeys(V.errors)), where)
     assert rig is not None
     return Deployment(name=name, rig=rig, pipeline=pipeline, cameras=tuple(cameras), sync=sync, run=run,
-                      latency=latency, outputs=outputs, model=model, description=description,
+                      latency=latency, outputs=outputs, model=model, target=target, description=description,
                       path=str(path.resolve()) if path else None, rig_path=rig_path, warnings=tuple(V.warnings))
 
 

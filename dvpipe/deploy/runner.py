@@ -43,6 +43,7 @@ import numpy as np
 
 from ..errors import ConfigError, DvpipeError
 from ..latency import LatencyStats, Timeline, TraceWriter, now_ns, wall_ns
+from ..target import Target
 from ..types import Frame, Rig
 from .config import VIDEO_ENCODINGS, Deployment
 from .sources import ReplayClock, Source, SourceError, StreamLost, open_source
@@ -182,7 +183,8 @@ def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
         b, n = resolve_backends(cc.backends or p.backends)
         notes += [x for x in n if x not in notes]
         groups.setdefault(b, []).append(cc.name)
-    kwargs = dict(profile=p.profile, fidelity=p.fidelity, threads=p.threads, fallback=p.fallback)
+    target = dep.target if dep.target is not None else Target.detect()
+    kwargs = dict(profile=p.profile, fidelity=p.fidelity, threads=p.threads, fallback=p.fallback, target=target)
     if len(groups) == 1:
         (backends,) = groups
         return Pipeline(dep.rig, stages, backends, **kwargs), notes
