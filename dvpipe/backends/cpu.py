@@ -6,8 +6,9 @@ decoders, OpenCV and numpy's loops release the GIL):
 * ``decode`` -- libjpeg-turbo into a buffer reused from one frame set to the next (see
   :mod:`dvpipe.backends._decode`; simplejpeg when installed, bit-identical to ``cv2.imdecode``).
 * ``decode+resize`` at fidelity ``fast`` only -- JPEG DCT-domain downscaling: libjpeg decodes at
-  1/2, 1/4 or 1/8 scale (4x, 16x, 64x fewer pixels through the IDCT and colour conversion), then
-  a small resize to the exact target if the scaled size is not already it. Not bit-identical to
+  1/2, 1/4 or 1/8 scale (4x, 16x, 64x fewer pixels through the IDCT and colour conversion); an
+  odd size drops the one column / row libjpeg's rounding up adds, any other size is finished by a
+  small resize to the exact target. Not bit-identical to
   bilinear resizing of the full decode; the deviation is measured in
   ``tests/test_cpu_backend.py`` and documented in ``docs/performance.md``.
 * fused ``[resize+]normalise[+resize][+pad]+batch`` -- the only float data is the output: per
@@ -186,7 +187,7 @@ class _Program:
         resize, norm, pad = by_op.get("resize"), by_op["normalise"], by_op.get("pad")
         h, w = data.shape[:2]
         self.in_shape = data.shape
-        self.pre = None  # uint8 resize before normalising: (w, h, interp)
+        self.pre = None  # uint8 resize before normalising: ((w, h), interp)
         self.path = "direct"
         self.interp = None
         if resize is not None and stages[0].op == "resize":
