@@ -45,15 +45,21 @@ class Pipeline:
         fallback: ``next`` (retry a failed step on the next backend, counted) or ``error``.
         output_buffers: size of the ring of reused output buffers; a batch's images stay valid
             until this many later ``process`` calls.
+        timing: ``spans`` (every step of every camera on ``batch.timeline``) or ``counters``
+            (count, sum and max per step only: the cheapest accounting).
     """
 
     def __init__(self, rig: Rig, stages: Sequence[Stage], backends: Sequence[str] | str = ("cpu",), *,
                  profile: Optional[str] = None, target: Any = None, fidelity: str = "reference",
-                 threads: Optional[int] = None, fallback: str = "next", output_buffers: int = 2):
+                 threads: Optional[int] = None, fallback: str = "next", output_buffers: int = 2,
+                 timing: str = "spans"):
         if not isinstance(rig, Rig):
             raise ConfigError(f"rig must be a dvpipe.Rig (Rig.from_yaml(path)), got {type(rig).__name__}")
         if fallback not in ("next", "error"):
             raise ConfigError(f"fallback must be 'next' or 'error', got {fallback!r}")
+        if timing not in ("spans", "counters"):
+            raise ConfigError(f"timing must be 'spans' or 'counters', got {timing!r}")
+        self.timing = timing
         if not isinstance(output_buffers, int) or output_buffers < 1:
             raise ConfigError(f"output_buffers must be a positive integer, got {output_buffers!r}")
         self.rig = rig
@@ -173,7 +179,7 @@ class Pipeline:
         images = self._buffers[self._next_buffer]
         self._next_buffer = (self._next_buffer + 1) % len(self._buffers)
         n = len(self.rig)
-        tl = Timeline(index=self._count)
+        tl = Timeline(index=self._count, counters_only=self.timing == "counters")
         self._count += 1
         arrival = now_ns()
         fallbacks: list = []

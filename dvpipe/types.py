@@ -251,7 +251,8 @@ class Batch:
 
     @property
     def timings(self) -> list[tuple[str, str, int, int, str]]:
-        """Host step spans ``(camera, step, start_ns, end_ns, backend)`` from the timeline."""
+        """Host step spans ``(camera, step, start_ns, end_ns, backend)`` from the timeline (empty when the
+        pipeline keeps counters only: use :meth:`step_ms`)."""
         if self.timeline is None:
             return []
         return [(s.camera, s.name, s.start_ns, s.end_ns, s.attrs.get("backend", ""))
@@ -260,6 +261,11 @@ class Batch:
     def step_ms(self) -> dict[str, float]:
         """Sum of host time per step name over cameras, in milliseconds."""
         out: dict[str, float] = {}
+        if self.timeline is not None and getattr(self.timeline, "counters_only", False):
+            for (step, cam, kind, _unit), (_n, total_ns, _max) in self.timeline.counters().items():
+                if kind == "host" and cam is not None:
+                    out[step] = out.get(step, 0.0) + total_ns / 1e6
+            return out
         for _cam, step, t0, t1, _b in self.timings:
             out[step] = out.get(step, 0.0) + (t1 - t0) / 1e6
         return out

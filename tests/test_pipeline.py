@@ -240,3 +240,15 @@ def test_detour_replaces_stages_and_geometry_follows():
     ref = np.zeros((32, 32, 3), np.float32)
     ref[:23] = cv2.resize(x, (32, 23), interpolation=cv2.INTER_LINEAR)
     assert np.abs(batch.images[0] - ref.transpose(2, 0, 1)).max() < 1e-4
+
+
+def test_counters_only_timing_keeps_step_totals():
+    rig, spans = _pipe()
+    _, counters = _pipe(timing="counters")
+    frames = {c.name: encode_jpeg(textured_bgr(64, 48)) for c in rig}
+    a, b = spans.process(frames), counters.process(frames)
+    assert set(a.step_ms()) == set(b.step_ms()) == {"decode", "normalise+pad+batch"}
+    assert b.timings == [] and all(v > 0 for v in b.step_ms().values())
+    assert np.array_equal(a.images, b.images)
+    with pytest.raises(dv.ConfigError, match="spans"):
+        _pipe(timing="none")
