@@ -364,3 +364,12 @@ def test_deployment_target_errors_have_key_paths(target, match):
     dep["target"] = target
     with pytest.raises(DeploymentError, match=match):
         load_deployment(dep)
+
+
+def test_counters_only_accounting_still_counts_and_budgets_end_to_end():
+    dep = synthetic_deployment(2, frames=6)
+    dep["latency"] = {"counters_only": True, "budget_ms": 10000}
+    result = run(dep)
+    assert result.stats.counters_only and result.stats.step("decode").count == 12
+    assert result.stats.step("decode").p50_ns is None  # no per-step percentiles in this mode
+    assert result.stats.end_to_end("arrival").count == 6

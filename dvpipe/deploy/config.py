@@ -50,6 +50,7 @@ Schema (every key optional unless marked)::
       budget_ms: 100                   # end to end (capture -> output)
       steps_ms: {decode: 10}
       window: 100
+      counters_only: false             # true: count/sum/max per step only (cheapest; no percentiles of steps)
     outputs:
       dir: out/{name}
       metrics: true                    # latency.json + summary.json
@@ -221,6 +222,7 @@ class LatencyConfig:
     budget_ms: Optional[float] = None
     steps_ms: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     window: int = 100
+    counters_only: bool = False
 
     def budgets_ns(self) -> dict[str, float]:
         out = {k: v * 1e6 for k, v in self.steps_ms.items()}
@@ -941,7 +943,7 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
     )
 
     # latency -------------------------------------------------------------------------------------
-    lm = V.mapping(top.get("latency"), "latency", ("budget_ms", "steps_ms", "window")) or {}
+    lm = V.mapping(top.get("latency"), "latency", ("budget_ms", "steps_ms", "window", "counters_only")) or {}
     steps_ms: dict[str, float] = {}
     if lm.get("steps_ms") is not None:
         steps = lm["steps_ms"]
@@ -954,6 +956,7 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
         budget_ms=V.number(lm, "budget_ms", "latency", None, minimum=0, exclusive_min=True, allow_none=True),
         steps_ms=MappingProxyType(steps_ms),
         window=V.number(lm, "window", "latency", 100, integer=True, minimum=1),
+        counters_only=V.boolean(lm, "counters_only", "latency", False),
     )
 
     # outputs -------------------------------------------------------------------------------------

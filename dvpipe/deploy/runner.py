@@ -184,7 +184,8 @@ def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
         notes += [x for x in n if x not in notes]
         groups.setdefault(b, []).append(cc.name)
     target = dep.target if dep.target is not None else Target.detect()
-    kwargs = dict(profile=p.profile, fidelity=p.fidelity, threads=p.threads, fallback=p.fallback, target=target)
+    kwargs = dict(profile=p.profile, fidelity=p.fidelity, threads=p.threads, fallback=p.fallback, target=target,
+                  timing="counters" if dep.latency.counters_only else "spans")
     if len(groups) == 1:
         (backends,) = groups
         return Pipeline(dep.rig, stages, backends, **kwargs), notes
@@ -193,6 +194,12 @@ def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
         sub = Rig(tuple(c for c in dep.rig.cameras if c.name in names), name=f"{dep.rig.name}:{'+'.join(backends)}")
         built.append((backends, Pipeline(sub, stages, backends, **kwargs)))
     return _GroupedPipeline(dep.rig, built), notes
+
+
+def _without_stamps(timeline: Timeline) -> Timeline:
+    """The pipeline's timeline without its per-camera stamps (the runner's are the true ones)."""
+    timeline.cameras.clear()
+    return timeline
 
 
 def load_model(dep: Deployment) -> Optional[Callable]:
@@ -287,7 +294,7 @@ class Runner:
         self.plots_dir = plots_dir if plots_dir is not None else dep.outputs.plots
         self.acc = Accounting(self.cameras)
         self.stats = LatencyStats(budgets=dep.latency.budgets_ns(), window=dep.latency.window,
-                                  keep_timelines=keep_timelines)
+                                  keep_timelines=keep_timelines, counters_only=dep.latency.counters_only)
         self.trace = TraceWriter(self.trace_path, metadata={"deployment": dep.name}) if (
             self.trace_path and write_outputs) else None
         live = dep.live
@@ -570,7 +577,7 @@ class Runner:
 
     # -- one frame set -------------------------------------------------------------------------------
     def _process(self, fs: FrameSet) -> RunBatch:
-        tl = Timeline(index=fs.index)
+        tl = Timeline(index=fs.index, counters_only=self.dep.latency.counters_only)
         formed = now_ns()
         frames: dict[str, Frame] = {}
         for cam, it in fs.members.items():
@@ -589,8 +596,11 @@ class Runner:
             raise
         # the pipeline's timeline has every step's span (and device spans, the assembly wait); the
         # capture/arrival stamps are the runner's (a recording's capture times are not "now")
-        for span in (batch.timeline.spans if batch.timeline is not None else ()):
-            tl.add(span)
+        if batch.timeline is not None and batch.timeline.counters_only:
+            tl.merge(_without_stamps(batch.timeline))
+        else:
+            for span in (batch.timeline.spans if batch.timeline is not None else ()):
+                tl.add(span)
         batch.timeline = tl
         self._settle(fs, batch)
         output = None
