@@ -11,7 +11,7 @@ import pytest
 from dvpipe import Decode, FrameError, Pipeline, Rig
 from dvpipe.deploy import Runner, load_deployment
 from dvpipe.deploy.testing import encode_access_units, synthetic_deployment, tiny_rig
-from dvpipe.deploy.video_decode import (decode_video, install_cpu_dispatch, is_keyframe, nal_types,
+from dvpipe.deploy.video_decode import (decode_video, is_keyframe, nal_types,
                                         pack_access_units, unpack_access_units)
 from dvpipe.stages.base import FrameSpec
 from dvpipe.types import PixelFormat
@@ -93,7 +93,6 @@ def test_a_resolution_change_is_a_wrong_size_drop():
 
 
 def test_video_decode_is_a_planned_step_and_the_batch_matches_the_decode():
-    install_cpu_dispatch()
     rig = Rig.from_dict(tiny_rig(2, 64, 48, encoding="h264"))
     pipe = Pipeline(rig, [Decode()], ("cpu",))
     text = str(pipe.plan)
@@ -108,7 +107,6 @@ def test_video_decode_is_a_planned_step_and_the_batch_matches_the_decode():
         np.testing.assert_array_equal(batch.images[0], ref[k].transpose(2, 0, 1).astype(np.float32))
     assert any(s.name == "decode" for s in batch.timeline.spans)
     pipe.close()
-    assert install_cpu_dispatch() is False  # idempotent
 
 
 def test_slow_pipeline_drops_video_frames_without_breaking_the_decoder():

@@ -72,8 +72,21 @@ def _scratch(state: dict, key: str, shape: tuple, dtype) -> np.ndarray:
 
 
 # -- decode ----------------------------------------------------------------------------------------
-@register_kernel("decode", backend="cpu", name="libjpeg-turbo")
+_VIDEO = ("h264", "h265")
+
+
+def _supports_decode(q: KernelQuery) -> Verdict:
+    if q.spec_in.encoding in _VIDEO:
+        return Verdict.yes(f"{q.spec_in.encoding} access units decoded by PyAV/FFmpeg (software)")
+    return Verdict.yes()
+
+
+@register_kernel("decode", backend="cpu", supports=_supports_decode, name="libjpeg-turbo")
 def _decode(data, stages, ctx: KernelContext):
+    if ctx.spec_in.encoding in _VIDEO:  # one access unit per frame; a per-camera decoder in ctx.state
+        from ..deploy.video_decode import decode_video
+
+        return decode_video(data, ctx)
     return decode_bgr(data, ctx.spec_in, state=ctx.state, decoder="auto")
 
 

@@ -49,7 +49,7 @@ from .config import VIDEO_ENCODINGS, Deployment
 from .sources import ReplayClock, Source, SourceError, StreamLost, open_source
 from .summary import Accounting, classify_drop, format_summary
 from .sync import Dropped, FrameSet, Synchroniser
-from .video_decode import install_cpu_dispatch, pack_access_units
+from .video_decode import pack_access_units
 
 __all__ = ["Runner", "RunResult", "RunError", "build_pipeline", "resolve_backends", "AUTO_BACKENDS", "load_model"]
 
@@ -170,8 +170,6 @@ def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
     from ..pipeline import Pipeline
     from ..profiles import profile_stages
 
-    if any(c.encoding in VIDEO_ENCODINGS for c in dep.rig.cameras):
-        install_cpu_dispatch()
     p = dep.pipeline
     if p.profile is not None:
         stages = profile_stages(p.profile, p.fidelity, dep.rig.cameras[0])

@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import FrameError
 
 __all__ = ["VIDEO_ENCODINGS", "decode_video", "pack_access_units", "unpack_access_units", "is_keyframe",
-           "nal_types", "install_cpu_dispatch"]
+           "nal_types"]
 
 VIDEO_ENCODINGS = ("h264", "h265")
 _FFMPEG_NAME = {"h264": "h264", "h265": "hevc"}
@@ -171,46 +171,3 @@ def decode_video(data: Any, ctx) -> np.ndarray:
     return picture.to_ndarray(format="bgr24")
 
 
-def _video_verdict(query):
-    from ..stages.registry import Verdict
-
-    enc = query.spec_in.encoding
-    if enc in VIDEO_ENCODINGS:
-        return Verdict.yes(f"{enc} access units decoded by PyAV/FFmpeg (software)")
-    return Verdict.yes()
-
-
-def install_cpu_dispatch() -> bool:
-    """Make the CPU ``decode`` kernel hand H.264/H.265 frames to :func:`decode_video`.
-
-    The registry holds one kernel per (ops, backend); until the CPU backend's own decode kernel
-    dispatches video by encoding, this re-registers it wrapped (same name, same behaviour for every
-    other encoding; the plan's verdict for a video camera says "decoded by PyAV"). Idempotent;
-    returns True when it installed the wrapper.
-    """
-    from ..backends import load_family
-    from ..stages.registry import kernels_at, register_kernel
-
-    load_family("cpu")
-    current = next((k for k in kernels_at(["decode"], "cpu") if k.ops == ("decode",)), None)
-    if current is None or getattr(current.fn, "handles_video", False):
-        return False
-    inner = current.fn
-
-    def decode_dispatch(data, stages, ctx):
-        if ctx.spec_in.encoding in VIDEO_ENCODINGS:
-            return decode_video(data, ctx)
-        return inner(data, stages, ctx)
-
-    decode_dispatch.handles_video = True  # type: ignore[attr-defined]
-    inner_supports = current.supports
-
-    def supports(query):
-        if query.spec_in.encoding in VIDEO_ENCODINGS:
-            return _video_verdict(query)
-        return inner_supports(query) if inner_supports else _video_verdict(query)
-
-    # same name: plans of other encodings look exactly as before; the verdict names PyAV for video
-    register_kernel("decode", backend="cpu", supports=supports, unit=current.unit, name=current.name,
-                    replace=True)(decode_dispatch)
-    return True

@@ -226,12 +226,6 @@ def run_live(cameras: Sequence[Any], target: Any, cache: LiveCache, *, profile: 
     from ..stages.registry import KernelContext
     from .report import camera_encoding, stages_for
 
-    try:  # the CPU fallback decodes H.264/H.265 access units through PyAV, as in a deployment
-        from ..deploy.video_decode import install_cpu_dispatch
-
-        install_cpu_dispatch()
-    except ImportError:  # pragma: no cover - part of dvpipe
-        pass
     results = []
     for cam in cameras:
         plan = plan_pipeline([cam], stages_for(cam, profile, stages, fidelity), (backend, "cpu"), fidelity=fidelity,
