@@ -30,6 +30,9 @@ from .types import Batch, Frame, PixelFormat, Rig
 
 __all__ = ["Pipeline"]
 
+#: Exceptions that mean a kernel is wrong rather than that a frame was refused; they propagate.
+_PROGRAMMING_ERRORS = (TypeError, AttributeError, NameError, AssertionError)
+
 class Pipeline:
     """A planned multi-camera preprocessing pipeline.
 
@@ -143,6 +146,8 @@ class Pipeline:
         for k, step in enumerate(cp.steps):
             try:
                 data = self._run_steps([step], data, i, cp, out, tl, "")
+            except _PROGRAMMING_ERRORS:
+                raise  # a bug in a kernel, not a frame the backend refused: never hide it behind a fallback
             except Exception as e:  # noqa: BLE001 - a kernel failure is a frame failure, reported below
                 reason = e.reason if isinstance(e, FrameError) else f"{type(e).__name__}: {e}"
                 if self.fallback == "error" and not isinstance(e, FrameError):
@@ -151,6 +156,8 @@ class Pipeline:
                     return f"{step.name} on {step.backend.name}: {reason}"
                 try:
                     data = self._run_fallback(step, data, i, cp, out, tl)
+                except _PROGRAMMING_ERRORS:
+                    raise
                 except Exception as e2:  # noqa: BLE001
                     r2 = e2.reason if isinstance(e2, FrameError) else f"{type(e2).__name__}: {e2}"
                     return f"{step.name} on {step.backend.name}: {reason}; fallback {step.fallback[0].backend.name}: {r2}"

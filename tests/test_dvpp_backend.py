@@ -239,3 +239,32 @@ def test_planted_stride_bug_is_caught_by_the_sentinel(samples, monkeypatch):
     monkeypatch.setattr(vpc, "nv12_planes", naive_nv12_planes)
     bad = error_stats(pipe.process(sets[0]).images, cpu.process(sets[0]).images)
     assert ok["mean_abs"] < 0.1 and bad["mean_abs"] > 10 * ok["mean_abs"] + 5
+
+
+def test_crop_resize_runs_on_dvpp_without_falling_back():
+    """A crop then a resize is one VPC crop-resize on the device: no silent CPU fallback."""
+    import dvpipe as dv
+    from conftest import encode_jpeg, rig_dict, textured_bgr
+
+    rig = dv.Rig.from_dict(rig_dict([(640, 480)]))
+    pipe = dv.Pipeline(rig, [dv.Decode(), dv.Crop(left=64, top=32, width=320, height=240), dv.Resize(size=(120, 160)),
+                             dv.Normalise(), dv.Pad(size_divisor=32)],
+                       backends=("dvpp-sim", "cpu"), fidelity="fast", target=dv.Target("Ascend310P3", "7.0.0"))
+    first = pipe.plan.cameras[0].steps[0]
+    assert first.backend.name == "dvpp-sim" and [s.op for s in first.stages] == ["decode", "crop", "resize"]
+    batch = pipe.process({"CAM0": encode_jpeg(textured_bgr(640, 480))})
+    assert batch.valid.all() and batch.fallbacks == [], batch.fallbacks
+
+
+def test_a_kernel_bug_is_raised_not_hidden_by_a_fallback():
+    import dvpipe as dv
+    from conftest import encode_jpeg, rig_dict, textured_bgr
+
+    @dv.register_kernel(("normalise", "pad", "batch"), backend="buggy", replace=True)
+    def _buggy(data, stages, ctx):
+        return data.no_such_attribute
+
+    rig = dv.Rig.from_dict(rig_dict([(64, 48)]))
+    pipe = dv.Pipeline(rig, [dv.Decode(), dv.Normalise(), dv.Pad(size_divisor=32)], backends=("buggy", "cpu"))
+    with pytest.raises(AttributeError):
+        pipe.process({"CAM0": encode_jpeg(textured_bgr(64, 48))})

@@ -100,7 +100,7 @@ def enqueue(rt: Any, pool: BufferPool, target: Any, channel: int, stream: int, s
         elif op.kind == "crop_resize":
             roi = rt.roi(*op.crop)
             rois.append(roi)
-            rt.vpc_crop_resize(channel, src.desc, dst.desc, roi, cfg, stream, crop=op.crop, **ctx)
+            rt.vpc_crop_resize(channel, src.desc, dst.desc, roi, cfg, stream, crop_box=op.crop, **ctx)
         elif op.kind == "csc":
             rt.vpc_convert_color(channel, src.desc, dst.desc, stream, **ctx)
         else:
@@ -119,7 +119,7 @@ def crop_resize_paste(rt: Any, channel: int, stream: int, src: Picture, canvas: 
     the paste box keeps its content. Returns the ROI configurations to destroy after the sync.
     """
     c, p = rt.roi(*crop), rt.roi(*paste)
-    rt.vpc_crop_resize_paste(channel, src.desc, canvas.desc, c, p, cfg, stream, crop=crop, paste=paste,
+    rt.vpc_crop_resize_paste(channel, src.desc, canvas.desc, c, p, cfg, stream, crop_box=crop, paste_box=paste,
                              **_ctx(src, "crop_resize_paste", (canvas.width, canvas.height), canvas.fmt))
     return [c, p]
 
