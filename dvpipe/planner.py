@@ -203,9 +203,22 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
                     v = prefer_empirical(kern, query, v)
                 if v.ok and v.replace is not None:
                     # a detour: the kernel runs other stages than those asked about; re-derive the specs
-                    stages = list(stages[:i]) + list(v.replace) + list(stages[i + n:])
-                    specs = specs[:i] + _specs_after(stages[i:], spec, cam, i)
-                    kern = dataclasses.replace(kern, ops=tuple(st.op for st in v.replace))
+                    detoured = list(stages[:i]) + list(v.replace) + list(stages[i + n:])
+                    problem = None
+                    try:
+                        new_specs = specs[:i] + _specs_after(detoured[i:], spec, cam, i)
+                    except ConfigError as e:
+                        problem = f"the later stages do not fit what the detour produces ({e})"
+                    else:
+                        if new_specs[-1].size != specs[-1].size:
+                            problem = (f"the detour would change the batch image from {specs[-1].width}x"
+                                       f"{specs[-1].height} to {new_specs[-1].width}x{new_specs[-1].height}")
+                    if problem is not None:
+                        v = Verdict(v.status if not v.ok else "rejected", f"{v.reason}; declined: {problem}",
+                                    v.rule, v.source, v.detour)
+                    else:
+                        stages, specs = detoured, new_specs
+                        kern = dataclasses.replace(kern, ops=tuple(st.op for st in v.replace))
                 if v.ok:
                     chosen = (kern, ref, p)
                     verdicts.append((ref.name, v))

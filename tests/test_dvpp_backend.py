@@ -268,3 +268,22 @@ def test_a_kernel_bug_is_raised_not_hidden_by_a_fallback():
     pipe = dv.Pipeline(rig, [dv.Decode(), dv.Normalise(), dv.Pad(size_divisor=32)], backends=("buggy", "cpu"))
     with pytest.raises(AttributeError):
         pipe.process({"CAM0": encode_jpeg(textured_bgr(64, 48))})
+
+
+@pytest.mark.parametrize("profile,size", [("petr", (1242, 375)), ("bevdet", (1920, 1080)),
+                                          ("bevformer-small", (1242, 375)), ("bevformer-base", (641, 359))])
+def test_detours_never_break_later_stages_or_change_the_batch_shape(profile, size):
+    """A DVPP detour (odd sizes floored, even outputs) is taken only when the network input keeps its
+    shape; otherwise the step is declined with the reason and runs on the next backend."""
+    import dvpipe as dv
+    from conftest import encode_jpeg, rig_dict, textured_bgr
+
+    rig = dv.Rig.from_dict(rig_dict([size]))
+    cpu = dv.Pipeline.from_profile(profile, rig, backends=("cpu",), fidelity="fast")
+    sim = dv.Pipeline.from_profile(profile, rig, backends=("dvpp-sim", "cpu"), fidelity="fast",
+                                   target=dv.Target("Ascend310", "6.0.1"))
+    assert sim.plan.out_shape == cpu.plan.out_shape
+    batch = sim.process({"CAM0": encode_jpeg(textured_bgr(*size))})
+    assert batch.valid.all() and tuple(batch.images.shape) == cpu.plan.out_shape
+    if profile == "bevformer-base":  # 641 -> 640 would make the padded width 640, not 672
+        assert "declined: the detour would change the batch image from 672x384 to 640x384" in str(sim.plan)
