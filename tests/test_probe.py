@@ -344,3 +344,13 @@ def test_deployment_whose_sources_exist_only_on_the_device_is_still_probed(tmp_p
     bad.write_text("rig: missing.yaml\npipeline: {profile: bevformer-tiny}\nsource: {type: synthetic}\n")
     rc, _out, err = run_cli(capsys, str(bad), "--soc", "Ascend310", "--cann", "6.0.1")
     assert rc == 2 and "rig" in err
+
+
+def test_a_camera_that_cannot_be_planned_fails_the_probe(capsys):
+    from dvpipe.cli import main as cli
+
+    rc = cli(["probe", "--camera", "A=1600x900:jpeg420", "--soc", "Ascend310", "--cann", "6.0.1", "--profile", "nope"])
+    out = capsys.readouterr()
+    assert rc == 2
+    assert "every step that DVPP implements runs on DVPP" not in out.out
+    assert "A could not be planned: unknown profile 'nope'" in out.err

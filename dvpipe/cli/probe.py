@@ -242,6 +242,10 @@ def _cameras(args: argparse.Namespace) -> int:
             for line in failures:
                 sys.stderr.write(f"  {line}\n")
             return EXIT_REQUIRE
+    if rep.errors:
+        sys.stderr.write("dvpipe probe: " + "; ".join(f"{cam} could not be planned: {err}" for cam, err in rep.errors)
+                         + "\n")
+        return EXIT_USAGE
     return EXIT_OK
 
 

@@ -464,10 +464,13 @@ def _render(rep: ProbeReport, colour: bool, sources: bool) -> str:
                 lines.append(pad + _paint("source: " + s.source, "2", colour))
     fb = rep.fallbacks
     lines.append("")
+    if rep.errors:
+        lines.append(_paint(f"{len(rep.errors)} camera(s) could not be planned: ", "31", colour)
+                     + ", ".join(cam for cam, _e in rep.errors))
     if fb:
         lines.append(_paint(f"{len(fb)} step(s) that DVPP implements fall back:", "33", colour) + " "
                      + ", ".join(f"{cam} {s.stage} -> {s.backend}" for cam, s in fb))
-    else:
+    elif not rep.errors:
         lines.append(_paint("every step that DVPP implements runs on DVPP", "32", colour))
     return "\n".join(lines)
 
