@@ -129,7 +129,23 @@ def generic_metas(camera: Camera, img_aug: np.ndarray, prepad_size: tuple[int, i
 
 def profile_metas(name: Optional[str], camera: Camera, img_aug: np.ndarray, prepad_size: tuple[int, int],
                   out_size: tuple[int, int]) -> dict:
-    """Per-camera ``img_metas`` as profile ``name`` (None: generic) defines them."""
+    """Per-camera ``img_metas`` as profile ``name`` (None: generic) defines them.
+
+    The arrays are read-only: every batch shares them (copy one to change it).
+    """
+    metas = _profile_metas(name, camera, img_aug, prepad_size, out_size)
+    for value in metas.values():
+        if isinstance(value, np.ndarray):
+            value.setflags(write=False)
+        elif isinstance(value, dict):
+            for v in value.values():
+                if isinstance(v, np.ndarray):
+                    v.setflags(write=False)
+    return metas
+
+
+def _profile_metas(name: Optional[str], camera: Camera, img_aug: np.ndarray, prepad_size: tuple[int, int],
+                   out_size: tuple[int, int]) -> dict:
     metas = generic_metas(camera, img_aug, prepad_size, out_size)
     if name is None:
         return metas

@@ -252,3 +252,13 @@ def test_counters_only_timing_keeps_step_totals():
     assert np.array_equal(a.images, b.images)
     with pytest.raises(dv.ConfigError, match="spans"):
         _pipe(timing="none")
+
+
+def test_metas_arrays_are_shared_read_only():
+    rig, pipe = _pipe()
+    frames = {c.name: encode_jpeg(textured_bgr(64, 48)) for c in rig}
+    m = pipe.process(frames).metas[0]
+    with pytest.raises(ValueError, match="read-only"):
+        m["lidar2img"][0, 0] = 0.0
+    m["note"] = "a key of one batch"  # the dicts are per batch
+    assert "note" not in pipe.process(frames).metas[0]
