@@ -116,19 +116,20 @@ def detect_soc() -> tuple[Optional[str], str]:
     """``(soc_name, how)`` via pyACL, else npu-smi; ``(None, why)`` when neither answers."""
     reasons = []
     try:
-        acl = importlib.import_module("acl")
-        try:
-            ret = acl.init()
-            name = acl.get_soc_name()
-            if ret == 0:
-                acl.finalize()
+        # through the DVPP backend's runtime: the only module that touches acl; it stays initialised for
+        # the run that follows (some CANN releases refuse acl.init after acl.finalize)
+        from ..backends.dvpp._acl import runtime, why_unavailable
+
+        why = why_unavailable("hw")
+        if why:
+            reasons.append(why)
+        else:
+            name = runtime("hw").soc_name()
             if name:
                 return str(name), "acl.get_soc_name()"
-            reasons.append(f"acl.get_soc_name() returned {name!r} (acl.init ret {ret})")
-        except Exception as e:  # noqa: BLE001 - report, never raise
-            reasons.append(f"pyACL call failed: {e}")
-    except Exception as e:  # noqa: BLE001
-        reasons.append(f"pyACL not importable ({type(e).__name__}: {e})")
+            reasons.append(f"acl.get_soc_name() returned {name!r}")
+    except Exception as e:  # noqa: BLE001 - report, never raise
+        reasons.append(f"pyACL call failed: {type(e).__name__}: {e}")
     if shutil.which("npu-smi"):
         out = _run(["npu-smi", "info"]) or ""
         m = re.search(r"\b(910B\d?(?:-\d)?C?|910_93\d\d|310P\d|310B\d|310|910\w*)\b", out)
@@ -183,8 +184,10 @@ def detect(probe_soc: bool = True) -> EnvironmentReport:
         rep.add("cuda", False, "needs torch")
     ok, v = _version_of("torch_npu")
     rep.add("torch_npu", ok, v if ok else v + "; pip install 'dvpipe[npu]' on a machine with CANN")
-    ok, v = _version_of("acl")
-    rep.add("pyacl", ok, "importable" if ok else v + "; pyACL ships with CANN: source <install>/set_env.sh")
+    from ..backends.dvpp._acl import why_unavailable
+
+    why = why_unavailable("hw")
+    rep.add("pyacl", why is None, "importable" if why is None else why)
     version, where = find_cann_version()
     rep.cann_version, rep.cann_source = version, where if version else None
     rep.add("cann", version is not None, f"{version} ({where})" if version else where)

@@ -49,12 +49,12 @@ class LiveStatus:
 
 def available() -> LiveStatus:
     """Whether ``--live`` can run here: pyACL importable and a SoC answering (never raises)."""
-    try:
-        import acl  # noqa: F401
-    except Exception as e:  # noqa: BLE001 - report, never raise
-        return LiveStatus(False, f"pyACL (the `acl` module shipped with CANN) is not importable ({type(e).__name__}: "
-                                 f"{e}); run on the Ascend machine after `source <install>/set_env.sh`. The "
-                                 "documented verdicts need no device: drop --live")
+    from ..backends.dvpp._acl import why_unavailable
+
+    why = why_unavailable("hw")
+    if why:
+        return LiveStatus(False, f"--live runs steps on the device and needs pyACL: {why}. The documented verdicts "
+                                 "need no device: drop --live")
     from .environment import detect_soc
 
     soc, how = detect_soc()
