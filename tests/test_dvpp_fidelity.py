@@ -79,3 +79,17 @@ def test_batch_within_tolerance_of_the_cpu_reference(samples, soc):
     assert not within(stats, TOLERANCES[("batch", "samples")]), stats
     for ma, mb in zip(a.metas, b.metas):  # same geometry: no detour at 1600x900
         np.testing.assert_allclose(ma["lidar2img"], mb["lidar2img"])
+
+
+@pytest.mark.parametrize("soc", ["Ascend310", "Ascend310P3", "Ascend910B3"])
+def test_batch_within_tolerance_on_real_nuscenes_frames(nuscenes_dir, soc):
+    """The bound depends on content: real frames have more texture than the synthetic scene."""
+    rig = dv.Rig.from_yaml(nuscenes_dir / "rig.yaml")
+    frames = {c.name: (nuscenes_dir / f"{c.name}.jpg").read_bytes() for c in rig}
+    dvpp = dv.Pipeline.from_profile("bevformer-tiny", rig, backends=("dvpp-sim", "cpu"), target=TARGETS[soc],
+                                    fidelity="fast")
+    cpu = dv.Pipeline.from_profile("bevformer-tiny", rig, backends=("cpu",), fidelity="reference")
+    assert dvpp.plan.cameras[0].steps[0].backend.name == "dvpp-sim"
+    stats = error_stats(dvpp.process(frames).images, cpu.process(frames).images)
+    assert not within(stats, TOLERANCES[("batch", "nuscenes")]), stats
+    assert stats["mean_abs"] > 0
