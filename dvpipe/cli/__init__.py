@@ -65,8 +65,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise
         from ..errors import DvpipeError
 
-        kind = "error" if isinstance(e, (DvpipeError, OSError)) else f"unexpected {type(e).__name__}"
+        expected = isinstance(e, (DvpipeError, OSError, UnicodeDecodeError))
+        kind = "error" if expected else f"unexpected {type(e).__name__}"
         print(f"dvpipe {name}: {kind}: {e}", file=sys.stderr)
-        if not isinstance(e, DvpipeError):
+        if not expected:
             print("  (run with --debug for the traceback, and please report it)", file=sys.stderr)
         return 2

@@ -23,6 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backends", metavar="LIST", help="backend preference for every camera, comma-separated "
                                                       "(e.g. cpu, or torch:cuda,cpu, or auto)")
     p.add_argument("--realtime", action="store_true", help="replay recordings at their capture rate")
+    p.add_argument("--soc", help="Ascend SoC that DVPP steps are planned against (with --cann; overrides target:)")
+    p.add_argument("--cann", help="CANN version for --soc (e.g. 7.0.0)")
     p.add_argument("--out", metavar="DIR", help="output folder (default: the deployment's outputs.dir)")
     p.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto trace of every frame set")
     p.add_argument("--json", metavar="PATH", help="write the latency statistics as JSON")
@@ -61,6 +63,12 @@ def main(args: argparse.Namespace) -> int:
         run_changes.update(realtime=True)
     if run_changes:
         dep = dep.with_run(**run_changes)
+    if args.soc or args.cann:
+        from ..target import Target
+
+        if not (args.soc and args.cann):
+            raise ConfigError("--soc and --cann go together (e.g. --soc Ascend310P3 --cann 7.0.0)")
+        dep = replace(dep, target=Target(args.soc, args.cann))
     if args.backends:
         backends = parse_backends([b.strip() for b in args.backends.split(",") if b.strip()], "--backends")
         dep = replace(dep, pipeline=replace(dep.pipeline, backends=backends),

@@ -804,6 +804,8 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
             raise DeploymentError([("", f"{path} is a folder, not a deployment YAML file")], where) from None
         except yaml.YAMLError as e:
             raise DeploymentError([("", f"not valid YAML: {e}")], where) from None
+        except UnicodeDecodeError:
+            raise DeploymentError([("", f"{path} is not a text file (a deployment is UTF-8 YAML)")], where) from None
         if data is None:
             data = {}
     base = Path(base_dir) if base_dir is not None else (path.resolve().parent if path else Path.cwd())
@@ -838,7 +840,7 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
     pm = V.mapping(top.get("pipeline"), "pipeline",
                    ("profile", "stages", "fidelity", "backends", "threads", "fallback"))
     pipeline = PipelineConfig()
-    if pm is not None:
+    if pm is not None and "pipeline" in top:
         profile = V.string(pm, "profile", "pipeline", None)
         stages = _parse_stages(pm["stages"], "pipeline.stages", V) if "stages" in pm else None
         if (profile is None) == ("stages" not in pm):
