@@ -373,3 +373,21 @@ def test_counters_only_accounting_still_counts_and_budgets_end_to_end():
     assert result.stats.counters_only and result.stats.step("decode").count == 12
     assert result.stats.step("decode").p50_ns is None  # no per-step percentiles in this mode
     assert result.stats.end_to_end("arrival").count == 6
+
+
+def test_a_one_frame_recording_loops_at_a_finite_rate(tmp_path):
+    """A recording of one frame per camera, looped to reach --frames, ends (it used to spin forever)."""
+    import cv2
+
+    from dvpipe.deploy.testing import tiny_rig
+
+    rig = tiny_rig(2)
+    for cam in rig["cameras"]:
+        (tmp_path / cam["name"]).mkdir()
+        img = np.full((cam["height"], cam["width"], 3), 120, np.uint8)
+        cv2.imwrite(str(tmp_path / cam["name"] / "1000000000.jpg"), img)
+    dep = {"rig": rig, "pipeline": {"stages": ["decode", {"pad": {"size_divisor": 32}}]},
+           "source": {"type": "images", "uri": str(tmp_path / "{camera}")}, "run": {"frames": 5, "loop": True},
+           "outputs": {"metrics": False}}
+    result = run(dep)
+    assert result.sets == 5 and result.accounting.dropped_total() <= 4  # only frames read ahead at the stop

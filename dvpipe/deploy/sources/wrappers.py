@@ -26,7 +26,13 @@ __all__ = ["Looped", "Paced", "ReplayClock", "Faulty", "corrupt_data"]
 
 
 class Looped(SourceWrapper):
-    """Start a recording over at its end, continuing capture times and sequence numbers."""
+    """Start a recording over at its end, continuing capture times and sequence numbers.
+
+    The next pass starts one frame period after the last frame (the period seen between the first two
+    frames; a one-frame recording repeats every :attr:`SINGLE_FRAME_PERIOD_NS`, 10 Hz).
+    """
+
+    SINGLE_FRAME_PERIOD_NS = 100_000_000
 
     def __init__(self, inner: Source):
         super().__init__(inner)
@@ -44,7 +50,7 @@ class Looped(SourceWrapper):
                 return None
             self.inner.reopen()
             span = self._last - self._first
-            self._shift_ns += span + (self._period or max(span, 1))
+            self._shift_ns += span + (self._period or (span if span > 0 else self.SINGLE_FRAME_PERIOD_NS))
             self._first = self._last = None
             self.loops += 1
             item = self.inner.read()
