@@ -335,7 +335,7 @@ class Runner:
         start_wall = wall_ns()
         for cc in self.dep.cameras:
             src = open_source(self.dep.rig[cc.name], cc.source, loop=self.dep.run.loop, clock=clock,
-                              start_ns=start_wall)
+                              start_ns=start_wall, limit=self.dep.run.frames)
             src.set_stop(self.stop_event)
             self._sources[cc.name] = src
             t = threading.Thread(target=self._reader, args=(cc.name, src), name=f"dvpipe-src-{cc.name}", daemon=True)

@@ -24,10 +24,10 @@ from .base import Backoff, Item, Source, SourceError, SourceWrapper, StreamLost
 from .images import ImageSequence
 from .synthetic import SyntheticSource
 from .video import ElementaryStream, RtspSource, V4l2Source, VideoFile
-from .wrappers import Faulty, Looped, Paced, ReplayClock
+from .wrappers import Faulty, Limited, Looped, Paced, ReplayClock
 
 __all__ = ["SOURCES", "open_source", "Source", "SourceError", "StreamLost", "Item", "Backoff",
-           "SourceWrapper", "Looped", "Paced", "ReplayClock", "Faulty"]
+           "SourceWrapper", "Looped", "Limited", "Paced", "ReplayClock", "Faulty"]
 
 #: source type -> class
 SOURCES: dict[str, type[Source]] = {
@@ -41,7 +41,7 @@ SOURCES: dict[str, type[Source]] = {
 
 
 def open_source(camera: Camera, cfg, *, loop: bool = False, clock: Optional[ReplayClock] = None,
-                start_ns: Optional[int] = None) -> Source:
+                start_ns: Optional[int] = None, limit: Optional[int] = None) -> Source:
     """The source for ``camera`` as ``cfg`` describes it (not opened yet).
 
     Args:
@@ -50,6 +50,7 @@ def open_source(camera: Camera, cfg, *, loop: bool = False, clock: Optional[Repl
             sources are paced by nature.
         start_ns: the run's common start (epoch ns): synthetic cameras of one run share their
             capture grid (a triggered rig) unless their ``start_ns`` option says otherwise.
+        limit: recordings end after this many frames (a run of N frame sets needs at most N each).
     """
     try:
         cls = SOURCES[cfg.type]
@@ -59,6 +60,8 @@ def open_source(camera: Camera, cfg, *, loop: bool = False, clock: Optional[Repl
     src.run_start_ns = start_ns
     if loop and not src.live:
         src = Looped(src)
+    if limit is not None and not src.live:
+        src = Limited(src, limit)
     if clock is not None and not src.live:
         src = Paced(src, clock)
     if cfg.faults:

@@ -22,7 +22,7 @@ from ...types import PixelFormat
 from ..video_decode import is_keyframe
 from .base import Item, Source, SourceError, SourceWrapper, StreamLost
 
-__all__ = ["Looped", "Paced", "ReplayClock", "Faulty", "corrupt_data"]
+__all__ = ["Looped", "Limited", "Paced", "ReplayClock", "Faulty", "corrupt_data"]
 
 
 class Looped(SourceWrapper):
@@ -67,6 +67,23 @@ class Looped(SourceWrapper):
             item.capture_mono_ns += self._shift_ns
         item.frame.seq = self._count
         self._count += 1
+        return item
+
+
+class Limited(SourceWrapper):
+    """End a recording after ``count`` frames: a run of N frame sets uses at most N frames per camera,
+    so nothing is read ahead only to be dropped at the stop."""
+
+    def __init__(self, inner: Source, count: int):
+        super().__init__(inner)
+        self.remaining = int(count)
+
+    def read(self) -> Optional[Item]:
+        if self.remaining <= 0:
+            return None
+        item = self.inner.read()
+        if item is not None:
+            self.remaining -= 1
         return item
 
 
