@@ -201,6 +201,7 @@ class Pipeline:
             value = frames[name]
             capture = to_monotonic_ns(value.capture_ns) if isinstance(value, Frame) else None
             tl.set_frame(name, capture_ns=capture, arrival_ns=arrival)
+            tl.record("worker_wait", arrival, now_ns(), "wait", camera=name)  # until a worker thread took it
             reasons[i] = self._run_camera(i, value, images[i], tl, fallbacks)
             ready[name] = now_ns()
 
