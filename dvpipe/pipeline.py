@@ -72,6 +72,8 @@ class Pipeline:
         self._metas = [profile_metas(profile, cp.camera, cp.img_aug, cp.prepad_size, cp.out_size)
                        for cp in self.plan.cameras]
         self._buffers = [self._allocate() for _ in range(output_buffers)]
+        self._device = getattr(self.plan.cameras[0].steps[-1].stages[-1], "device", None)
+        self._device_buffers: dict[int, Any] = {}
         self._next_buffer = 0
         self._states: dict[tuple[int, int, str], dict] = {}
         n_threads = threads if threads is not None else min(len(rig), os.cpu_count() or 1)
@@ -216,6 +218,8 @@ class Pipeline:
         drops = [(self.rig.cameras[i].name, r) for i, r in enumerate(reasons) if r is not None]
         for i in np.flatnonzero(~valid):
             images[i] = 0
+        if self._device is not None:
+            images = self._hand_over(images, tl)
         metas = []
         for i, m in enumerate(self._metas):
             m = dict(m)
@@ -224,6 +228,23 @@ class Pipeline:
                 m["capture_ns"], m["seq"] = value.capture_ns, value.seq
             metas.append(m)
         return Batch(images, metas, valid, drops, self.rig.names, fallbacks, tl)
+
+    def _hand_over(self, images, tl: Timeline):
+        """``batch.images`` on ``Batch(device=...)``: zero-copy on the CPU, one timed copy to a device."""
+        import torch
+
+        device = torch.device(self._device.split(":", 1)[1])
+        host = torch.from_numpy(images) if isinstance(images, np.ndarray) else images
+        if host.device == device:
+            return host
+        key = id(images)  # one device buffer per output buffer of the ring
+        dev = self._device_buffers.get(key)
+        if dev is None:
+            dev = self._device_buffers[key] = torch.empty(tuple(host.shape), dtype=host.dtype, device=device)
+        t0 = now_ns()
+        dev.copy_(host)
+        tl.record("h2d_batch", t0, now_ns(), "transfer", unit=device.type)
+        return dev
 
     def run(self, frame_sets: Iterable[Mapping[str, Any]]) -> Iterator[Batch]:
         """``process`` every frame set of an iterable, yielding batches."""

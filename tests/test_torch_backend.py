@@ -598,3 +598,19 @@ def test_uint8_batches_round_at_fast_fidelity_too():
     got = dv.Pipeline(rig, stages, backends=TORCH_CPU, fidelity="fast").process({"CAM0": img}).images.numpy()
     want = _reference(rig, stages, {"CAM0": img})
     assert np.abs(got.astype(int) - want.astype(int)).max() <= 1 and (got == want).mean() > 0.99
+
+
+def test_batch_device_hands_over_a_torch_tensor_without_a_copy_on_cpu():
+    import dvpipe as dv
+    from conftest import encode_jpeg, rig_dict, textured_bgr
+
+    rig = dv.Rig.from_dict(rig_dict([(64, 48), (64, 48)]))
+    frames = {c.name: encode_jpeg(textured_bgr(64, 48)) for c in rig}
+    host = dv.Pipeline(rig, [dv.Decode(), dv.Normalise(), dv.Pad(size_divisor=32)])
+    pipe = dv.Pipeline(rig, [dv.Decode(), dv.Normalise(), dv.Pad(size_divisor=32), dv.Batch(device="torch:cpu")])
+    batch = pipe.process(frames)
+    assert isinstance(batch.images, torch.Tensor) and batch.images.device.type == "cpu"
+    assert batch.images.data_ptr() == pipe._buffers[0].ctypes.data  # torch.from_numpy: the ring buffer itself
+    np.testing.assert_array_equal(batch.images.numpy(), host.process(frames).images)
+    with pytest.raises(dv.ConfigError, match="torch:cuda"):
+        dv.Batch(device="cuda")

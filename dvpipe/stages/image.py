@@ -270,14 +270,27 @@ class Transfer(Stage):
 
 @dataclass(frozen=True)
 class Batch(Stage):
-    """Write each camera's image as CHW into the ``(N, 3, H, W)`` batch, in rig order. Must be last."""
+    """Write each camera's image as CHW into the ``(N, 3, H, W)`` batch, in rig order. Must be last.
+
+    Args:
+        layout: ``NCHW``.
+        device: where ``batch.images`` is handed over: None (as the plan's last step produced it: a
+            numpy array for host backends), or a torch device as ``torch:cpu`` (``torch.from_numpy``,
+            no copy), ``torch:cuda[:N]`` or ``torch:npu[:N]`` (one timed host-to-device copy into a
+            reused device buffer when the batch was written on the host).
+    """
 
     op: ClassVar[str] = "batch"
     layout: str = "NCHW"
+    device: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.layout != "NCHW":
             raise ConfigError(f"Batch.layout {self.layout!r} is not supported; allowed: NCHW")
+        if self.device is not None and not (isinstance(self.device, str) and self.device.startswith("torch:")
+                                            and self.device.split(":")[1] in ("cpu", "cuda", "npu")):
+            raise ConfigError(f"Batch.device must be None or torch:cpu, torch:cuda[:N], torch:npu[:N]; "
+                              f"got {self.device!r}")
 
     def output_spec(self, spec: FrameSpec) -> FrameSpec:
         _require_pixels(spec, "Batch")
