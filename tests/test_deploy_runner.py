@@ -391,3 +391,25 @@ def test_a_one_frame_recording_loops_at_a_finite_rate(tmp_path):
            "outputs": {"metrics": False}}
     result = run(dep)
     assert result.sets == 5 and result.accounting.dropped_total() == 0  # no read-ahead past N frames
+
+
+def test_prometheus_endpoint_serves_the_run_metrics():
+    pytest.importorskip("prometheus_client")
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dep = synthetic_deployment(2, frames=4)
+    dep["outputs"] = {"metrics": False, "prometheus": {"port": port, "addr": "127.0.0.1"}}
+    runner = Runner(load_deployment(dep), write_outputs=False)
+    try:
+        for _ in runner.batches():
+            pass
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    finally:
+        runner.close()
+        runner.finish()
+    assert "dvpipe_batches_total 4.0" in body
+    assert 'dvpipe_step_duration_seconds_count{camera="CAM0",kind="host",step="decode"} 4.0' in body

@@ -29,6 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto trace of every frame set")
     p.add_argument("--json", metavar="PATH", help="write the latency statistics as JSON")
     p.add_argument("--plots", metavar="DIR", help="write latency plots (PNG; needs matplotlib)")
+    p.add_argument("--prometheus", type=int, metavar="PORT",
+                   help="serve latency metrics at http://0.0.0.0:PORT/metrics (needs dvpipe[prometheus])")
     p.add_argument("--no-outputs", action="store_true", help="write no files")
     p.add_argument("--quiet", "-q", action="store_true", help="no plan and no progress display")
 
@@ -63,6 +65,8 @@ def main(args: argparse.Namespace) -> int:
         run_changes.update(realtime=True)
     if run_changes:
         dep = dep.with_run(**run_changes)
+    if args.prometheus is not None:
+        dep = dep.with_outputs(prometheus_port=args.prometheus)
     if args.soc or args.cann:
         from ..target import Target
 

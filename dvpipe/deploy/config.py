@@ -57,6 +57,7 @@ Schema (every key optional unless marked)::
       trace: false | true | PATH       # Chrome/Perfetto trace
       plots: false | true | DIR
       dumps: false | {every: N, max: M}
+      prometheus: PORT | {port: PORT, addr: 0.0.0.0}   # /metrics for long-running deployments (dvpipe[prometheus])
     model: module:callable | file.py:callable | {entry: ..., path: DIR, init: {...}}
     target: {soc: Ascend310P3, cann: 7.0.0}   # DVPP steps are planned against it (default: detected)
 
@@ -241,6 +242,8 @@ class OutputsConfig:
     plots: Optional[str] = None
     dumps_every: int = 0
     dumps_max: int = 0
+    prometheus_port: Optional[int] = None
+    prometheus_addr: str = "0.0.0.0"
 
 
 @dataclass(frozen=True)
@@ -962,7 +965,7 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
     )
 
     # outputs -------------------------------------------------------------------------------------
-    om = V.mapping(top.get("outputs"), "outputs", ("dir", "metrics", "trace", "plots", "dumps")) or {}
+    om = V.mapping(top.get("outputs"), "outputs", ("dir", "metrics", "trace", "plots", "dumps", "prometheus")) or {}
     out_dir_v = V.string(om, "dir", "outputs", "out/{name}")
     out_dir = os.path.abspath(os.path.expanduser(out_dir_v.replace("{name}", name or "deployment")))
 
@@ -984,9 +987,18 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
         if dm is not None:
             dumps_every = V.number(dm, "every", "outputs.dumps", 1, integer=True, minimum=1)
             dumps_max = V.number(dm, "max", "outputs.dumps", 10, integer=True, minimum=1)
+    prom_port, prom_addr = None, "0.0.0.0"
+    prom = om.get("prometheus")
+    if prom is not None and prom is not False:
+        pm_ = prom if isinstance(prom, Mapping) else {"port": prom}
+        pmv = V.mapping(pm_, "outputs.prometheus", ("port", "addr"), required=("port",))
+        if pmv is not None:
+            prom_port = V.number(pmv, "port", "outputs.prometheus", None, integer=True, minimum=0)
+            prom_addr = V.string(pmv, "addr", "outputs.prometheus", "0.0.0.0")
     outputs = OutputsConfig(dir=out_dir, metrics=V.boolean(om, "metrics", "outputs", True),
                             trace=out_file("trace", "trace.json"), plots=out_file("plots", "plots"),
-                            dumps_every=dumps_every, dumps_max=dumps_max)
+                            dumps_every=dumps_every, dumps_max=dumps_max, prometheus_port=prom_port,
+                            prometheus_addr=prom_addr)
 
     model = _parse_model(top["model"], V) if top.get("model") is not None else None
 

@@ -291,8 +291,14 @@ class Runner:
         self.json_path = json_path
         self.plots_dir = plots_dir if plots_dir is not None else dep.outputs.plots
         self.acc = Accounting(self.cameras)
+        self.prometheus = None
+        if dep.outputs.prometheus_port is not None:
+            from ..latency.prometheus import PrometheusExporter
+
+            self.prometheus = PrometheusExporter(port=dep.outputs.prometheus_port, addr=dep.outputs.prometheus_addr)
         self.stats = LatencyStats(budgets=dep.latency.budgets_ns(), window=dep.latency.window,
-                                  keep_timelines=keep_timelines, counters_only=dep.latency.counters_only)
+                                  keep_timelines=keep_timelines, counters_only=dep.latency.counters_only,
+                                  listeners=[self.prometheus] if self.prometheus is not None else ())
         self.trace = TraceWriter(self.trace_path, metadata={"deployment": dep.name}) if (
             self.trace_path and write_outputs) else None
         live = dep.live
@@ -564,6 +570,8 @@ class Runner:
     def finish(self) -> RunResult:
         """Close (if needed), write outputs, check the accounting, and return the result."""
         self.close()
+        if self.prometheus is not None:
+            self.prometheus.close()
         elapsed = (now_ns() - (self.started_ns or now_ns())) / 1e9
         if self.write_outputs:
             self._write_outputs()
