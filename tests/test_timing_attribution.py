@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-import pytest
 
 import dvpipe as dv
 from conftest import encode_jpeg, rig_dict, textured_bgr

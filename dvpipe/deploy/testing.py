@@ -7,7 +7,6 @@ Used by dvpipe's own tests and the soak tool; handy for testing your deployment'
 """
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -90,17 +89,9 @@ def encode_access_units(n: int, width: int = 96, height: int = 64, codec: str = 
     ``gop`` pictures) of :func:`test_pattern` images, or of ``images``."""
     import av
 
-    cc = av.CodecContext.create("libx264" if codec == "h264" else "libx265", "w")
-    cc.width, cc.height, cc.pix_fmt = width, height, "yuv420p"
-    cc.time_base = Fraction(1, 1000)
-    cc.max_b_frames = 0
-    if codec == "h264":
-        cc.options = {"preset": "ultrafast", "tune": "zerolatency",
-                      "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:repeat-headers=1"}
-    else:
-        cc.options = {"preset": "ultrafast", "tune": "zerolatency",
-                      "x265-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=0:repeat-headers=1:"
-                                     "log-level=error"}
+    from .video_decode import camera_encoder
+
+    cc = camera_encoder(codec, width, height, gop)
     out: list[bytes] = []
     for k in range(n):
         img = images[k] if images is not None else test_pattern(k, width, height)

@@ -26,6 +26,7 @@ resolution change mid-stream), a decoder that produced no picture.
 from __future__ import annotations
 
 import struct
+from fractions import Fraction
 from typing import Any, Sequence
 
 import numpy as np
@@ -171,3 +172,18 @@ def decode_video(data: Any, ctx) -> np.ndarray:
     return picture.to_ndarray(format="bgr24")
 
 
+def camera_encoder(codec: str, width: int, height: int, gop: int, fps: float = 30.0):
+    """A PyAV encoder shaped like a camera's: Annex B access units, no B-frames, parameter sets before
+    every keyframe, an IDR every ``gop`` pictures (used by the synthetic source and the test helpers)."""
+    import av
+
+    cc = av.CodecContext.create("libx264" if codec == "h264" else "libx265", "w")
+    cc.width, cc.height, cc.pix_fmt = width, height, "yuv420p"
+    cc.time_base = Fraction(1, 1000)
+    cc.framerate = Fraction(fps).limit_denominator(1000)
+    cc.gop_size = gop
+    cc.max_b_frames = 0
+    params = f"keyint={gop}:min-keyint={gop}:scenecut=0:repeat-headers=1"
+    cc.options = ({"preset": "ultrafast", "tune": "zerolatency", "x264-params": params} if codec == "h264" else
+                  {"preset": "ultrafast", "tune": "zerolatency", "x265-params": params + ":bframes=0:log-level=error"})
+    return cc

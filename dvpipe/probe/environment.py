@@ -13,7 +13,6 @@ Sources for the Ascend paths (constraints.md §7):
 """
 from __future__ import annotations
 
-import glob
 import importlib
 import os
 import platform
@@ -93,16 +92,22 @@ def candidate_info_files(env: Optional[dict] = None) -> list[str]:
 def find_cann_version(env: Optional[dict] = None) -> tuple[Optional[str], str]:
     """``(version, where)`` from the first install-info file with a ``version=`` line, else ``(None, why)``."""
     looked = candidate_info_files(env)
-    for path in looked:
+    found = read_version_file(looked, r"\s*version\s*=\s*(\S+)")
+    return found or (None, f"no CANN install-info file found (looked at {len(looked)} paths, e.g. {looked[0]})")
+
+
+def read_version_file(paths, pattern: str) -> Optional[tuple[str, str]]:
+    """``(value, path)`` of the first line matching ``pattern`` (one group) in the first readable file."""
+    for path in paths:
         try:
             with open(path, "r", encoding="utf-8", errors="replace") as f:
                 for line in f:
-                    m = re.match(r"\s*version\s*=\s*(\S+)", line)
+                    m = re.match(pattern, line)
                     if m:
                         return m.group(1), path
         except OSError:
             continue
-    return None, f"no CANN install-info file found (looked at {len(looked)} paths, e.g. {looked[0]})"
+    return None
 
 
 def _run(cmd: list[str], timeout: float = 5.0) -> Optional[str]:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -65,16 +64,10 @@ def available() -> LiveStatus:
 
 def detect_driver(paths: Sequence[str] = _DRIVER_INFO) -> tuple[Optional[str], str]:
     """``(driver version, where)`` from the driver's ``version.info`` (``Version=23.0.3``), else ``(None, why)``."""
-    for path in paths:
-        try:
-            with open(path, "r", encoding="utf-8", errors="replace") as f:
-                for line in f:
-                    m = re.match(r"\s*(?:Version|version)\s*=\s*(\S+)", line)
-                    if m:
-                        return m.group(1), path
-        except OSError:
-            continue
-    return None, f"no driver version file ({', '.join(paths)})"
+    from .environment import read_version_file
+
+    found = read_version_file(paths, r"\s*(?:Version|version)\s*=\s*(\S+)")
+    return found or (None, f"no driver version file ({', '.join(paths)})")
 
 
 def default_cache_path() -> str:

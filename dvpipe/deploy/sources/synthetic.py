@@ -17,7 +17,6 @@ are never captured (a live camera does not buffer), while video access units are
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from pathlib import Path
 from typing import Optional
 
@@ -26,7 +25,7 @@ import numpy as np
 
 from ...latency import now_ns, to_monotonic_ns, wall_ns
 from ...types import Camera, PixelFormat
-from ..video_decode import is_keyframe
+from ..video_decode import camera_encoder, is_keyframe
 from .base import Backoff, Item, Source, SourceError
 
 __all__ = ["SyntheticSource", "render_background", "render_frame"]
@@ -137,19 +136,7 @@ def _encode_video(images: list[np.ndarray], codec: str, fps: float) -> list[byte
 
     h, w = images[0].shape[:2]
     n = len(images)
-    name = "libx264" if codec == "h264" else "libx265"
-    cc = av.CodecContext.create(name, "w")
-    cc.width, cc.height, cc.pix_fmt = w, h, "yuv420p"
-    cc.time_base = Fraction(1, 1000)
-    cc.framerate = Fraction(fps).limit_denominator(1000)
-    cc.gop_size = n
-    cc.max_b_frames = 0
-    if codec == "h264":
-        cc.options = {"preset": "ultrafast", "tune": "zerolatency",
-                      "x264-params": f"keyint={n}:min-keyint={n}:scenecut=0:repeat-headers=1"}
-    else:
-        cc.options = {"preset": "ultrafast", "tune": "zerolatency",
-                      "x265-params": f"keyint={n}:min-keyint={n}:scenecut=0:bframes=0:repeat-headers=1:log-level=error"}
+    cc = camera_encoder(codec, w, h, gop=n, fps=fps)
     out = []
     for k, img in enumerate(images):
         frame = av.VideoFrame.from_ndarray(img, format="bgr24")
