@@ -207,7 +207,9 @@ class Frame:
         capture_ns: capture time, epoch nanoseconds as the source reports it.
         data: bytes (``ENCODED``), or an array in ``pixel_format``.
         pixel_format: what ``data`` holds.
-        img_aug: 3x3 accumulated image-plane transform, original pixel coords -> current pixel coords.
+        img_aug: 3x3 image-plane transform already applied to ``data`` (original sensor pixel coords ->
+            coords in ``data``; identity for frames straight from a camera). What a plan applies on
+            top is known at plan time: ``pipe.plan.cameras[i].img_aug`` and ``batch.metas[i]["img_aug"]``.
     """
 
     camera: str
