@@ -46,6 +46,7 @@ Schema (every key optional unless marked)::
       queue_size: 2                    # frames waiting per camera
       latest_only: auto | true | false # live: drop the oldest waiting frame rather than block
       stall_timeout_ms: 1000           # no frame for this long: the camera is "stalled"
+      overlap_model: true              # preprocess set k+1 while the model runs on set k
     latency:
       budget_ms: 100                   # end to end (capture -> output)
       steps_ms: {decode: 10}
@@ -214,6 +215,7 @@ class RunConfig:
     queue_size: int = 2
     latest_only: str = "auto"
     stall_timeout_ms: float = 1000.0
+    overlap_model: bool = True
 
 
 @dataclass(frozen=True)
@@ -931,7 +933,7 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
 
     # run -----------------------------------------------------------------------------------------
     rm = V.mapping(top.get("run"), "run", ("frames", "duration_s", "loop", "realtime", "speed", "queue_size",
-                                           "latest_only", "stall_timeout_ms")) or {}
+                                           "latest_only", "stall_timeout_ms", "overlap_model")) or {}
     latest = rm.get("latest_only", "auto")
     if latest not in ("auto", True, False):
         V.err("run.latest_only", f"expected auto, true or false, got {latest!r}")
@@ -945,6 +947,7 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
         queue_size=V.number(rm, "queue_size", "run", 2, integer=True, minimum=1),
         latest_only={True: "true", False: "false"}.get(latest, "auto") if isinstance(latest, bool) else latest,
         stall_timeout_ms=V.number(rm, "stall_timeout_ms", "run", 1000.0, minimum=0, exclusive_min=True),
+        overlap_model=V.boolean(rm, "overlap_model", "run", True),
     )
 
     # latency -------------------------------------------------------------------------------------

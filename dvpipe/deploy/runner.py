@@ -36,6 +36,8 @@ import os
 import sys
 import threading
 import traceback
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, TextIO
 
@@ -317,6 +319,7 @@ class Runner:
         self._unprocessed: list[FrameSet] = []
         self.model_error: Optional[str] = None
         self.sets_done = 0
+        self.sets_prepared = 0  # ahead of sets_done by the set the model is working on
         self.dumps_written = 0
         self.outputs: dict[str, str] = {}
         self.started_ns: Optional[int] = None
@@ -324,6 +327,11 @@ class Runner:
         self.interrupted = False
         self._finished = False
         self.last_batch = None
+        # the model runs on its own thread so that frame set k+1 is preprocessed while the model works on
+        # set k (the pipeline's ring of two output buffers makes that safe with one set in flight)
+        self._model_pool = (ThreadPoolExecutor(1, thread_name_prefix="dvpipe-model")
+                            if self.model is not None and dep.run.overlap_model else None)
+        self._pending: deque = deque()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def __enter__(self) -> "Runner":
@@ -356,6 +364,14 @@ class Runner:
         self._finished = True
         self.stop_event.set()
         self.sync.close()  # from now on a frame a reader still gets never enters
+        if self._model_pool is not None:  # sets handed to the model are emitted: let them finish
+            for fut in self._pending:
+                try:
+                    fut.result()
+                except Exception:  # noqa: BLE001 - already counted as a model error; the run is stopping
+                    pass
+            self._pending.clear()
+            self._model_pool.shutdown(wait=True)
         for t in self._threads:
             t.join(timeout=5.0)
         for fs in self._unprocessed:
@@ -517,7 +533,7 @@ class Runner:
     # -- the loop ----------------------------------------------------------------------------------
     def _limits_reached(self, now: int) -> bool:
         r = self.dep.run
-        if r.frames is not None and self.sets_done >= r.frames:
+        if r.frames is not None and self.sets_prepared >= r.frames:
             self.stopped_by = f"--frames {r.frames}"
             return True
         if r.duration_s is not None and now - self.started_ns >= r.duration_s * 1e9:
@@ -543,7 +559,7 @@ class Runner:
                 if not first and self._limits_reached(now_ns()):
                     break
                 first = False
-                yield self._process(self._unprocessed.pop(0))
+                yield from self._submit(self._unprocessed.pop(0))
             if self.stopped_by != "end of input":
                 break
             self._check_stalls(now_ns())
@@ -554,6 +570,8 @@ class Runner:
                 timeout = 0.05 if deadline is None else min(0.05, max(0.0, (deadline - now_ns()) / 1e9))
                 if timeout > 0:
                     self.sync.wait(timeout)
+        while self._pending:
+            yield self._pending.popleft().result()
 
     def run(self) -> RunResult:
         """Run to the end (input, limits or Ctrl-C) and write the outputs."""
@@ -582,7 +600,7 @@ class Runner:
                          self.interrupted, self.stopped_by, dict(self.outputs), self.model_error)
 
     # -- one frame set -------------------------------------------------------------------------------
-    def _process(self, fs: FrameSet) -> RunBatch:
+    def _process(self, fs: FrameSet) -> tuple[FrameSet, Any, Timeline]:
         tl = Timeline(index=fs.index, counters_only=self.dep.latency.counters_only)
         formed = now_ns()
         frames: dict[str, Frame] = {}
@@ -609,6 +627,23 @@ class Runner:
                 tl.add(span)
         batch.timeline = tl
         self._settle(fs, batch)
+        self.sets_prepared += 1
+        return fs, batch, tl
+
+    def _submit(self, fs: FrameSet) -> Iterator[RunBatch]:
+        """Preprocess ``fs``; complete it (model, outputs, statistics) here or on the model thread."""
+        fs, batch, tl = self._process(fs)
+        if self._model_pool is None:
+            yield self._complete(fs, batch, tl, now_ns())
+            return
+        while self._pending:  # at most one set in the model's hands: its output buffer is still in use
+            yield self._pending.popleft().result()
+        self._pending.append(self._model_pool.submit(self._complete, fs, batch, tl, now_ns()))
+
+    def _complete(self, fs: FrameSet, batch, tl: Timeline, ready_ns: int) -> RunBatch:
+        started = now_ns()
+        if started > ready_ns:
+            tl.record("model_wait", ready_ns, started, "wait")  # the previous set still had the model
         output = None
         if self.model is not None:
             output = self._call_model(tl, batch)
