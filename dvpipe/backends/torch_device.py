@@ -58,7 +58,7 @@ from ..errors import FrameError
 from ..stages.registry import KernelContext, KernelQuery, Verdict, register_kernel
 from ..types import PixelFormat
 from ._decode import decode_bgr
-from ._optional import why_unavailable
+from .._optional import why_unavailable
 
 __all__ = ["available", "allocate_output", "environment", "decode_jpeg_batch"]
 

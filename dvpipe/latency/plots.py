@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from .._optional import require
 from .timeline import CATEGORIES, Timeline, category_of
 from .trace import BATCHER_TRACK, _track_sort_key, track_of
 
@@ -32,17 +33,7 @@ CATEGORY_COLOURS = {
 
 
 def _figure(**kwargs: Any):
-    try:
-        from matplotlib.figure import Figure
-    except ImportError as e:
-        msg = (f"matplotlib is needed for latency plots but cannot be imported ({e}); "
-               "install it with: pip install 'dvpipe[plots]'")
-        try:
-            from ..errors import MissingDependencyError
-        except ImportError:  # dvpipe.latency used on its own
-            raise ModuleNotFoundError(msg) from e
-        raise MissingDependencyError(msg) from e
-    return Figure(**kwargs)
+    return require("matplotlib.figure").Figure(**kwargs)
 
 
 def _save(fig: Any, path: str | os.PathLike[str]) -> Path:

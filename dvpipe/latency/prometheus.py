@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from .._optional import require
 from .stats import BatchRecord
 
 __all__ = ["PrometheusExporter", "DEFAULT_BUCKETS_S"]
@@ -31,17 +32,7 @@ DEFAULT_BUCKETS_S: tuple[float, ...] = (
 
 
 def _prometheus_client():
-    try:
-        import prometheus_client
-    except ImportError as e:
-        msg = (f"prometheus-client is needed for the Prometheus endpoint but cannot be imported ({e}); "
-               "install it with: pip install 'dvpipe[prometheus]'")
-        try:
-            from ..errors import MissingDependencyError
-        except ImportError:  # dvpipe.latency used on its own
-            raise ModuleNotFoundError(msg) from e
-        raise MissingDependencyError(msg) from e
-    return prometheus_client
+    return require("prometheus_client")
 
 
 class PrometheusExporter:

@@ -69,6 +69,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
 import dvpipe as dv  # noqa: E402
 from dvpipe.backends import _decode as dv_decode  # noqa: E402
@@ -127,16 +128,9 @@ def out_geometry(tgt: dict, w: int, h: int):
     return w, h, math.ceil(w / 32) * 32, math.ceil(h / 32) * 32
 
 
-# -- the reference (anchors.md §A.5, as mmcv / mmdet3d compute it) -----------------------------------
-def imnormalize(img: np.ndarray, mean, std, to_rgb: bool) -> np.ndarray:
-    img = img.copy().astype(np.float32)
-    mean = np.float64(np.array(mean).reshape(1, -1))
-    stdinv = 1 / np.float64(np.array(std).reshape(1, -1))
-    if to_rgb:
-        cv2.cvtColor(img, cv2.COLOR_BGR2RGB, img)
-    cv2.subtract(img, mean, img)
-    cv2.multiply(img, stdinv, img)
-    return img
+# -- the reference (anchors.md §A.5, as mmcv / mmdet3d compute it): mmcv's imnormalize lives with the
+# test suite's independent re-implementation, so both check against one definition
+from _bevformer_ref import imnormalize  # noqa: E402  (tests/ is on sys.path, see above)
 
 
 def naive_one(data: bytes, tgt: dict) -> np.ndarray:

@@ -153,7 +153,7 @@ def to_npu(rt: Any, pic: Picture, device: str = "npu:0"):
     from its strides itself (:mod:`dvpipe.backends._torch.colour`); packed pictures as ``(hs, ws)``.
     Needs torch-npu. Written against the pyACL/torch-npu APIs; not yet run on a device (docs/dvpp.md).
     """
-    from .._optional import require
+    from ..._optional import require
 
     torch = require("torch")
     require("torch_npu")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from ..errors import MissingDependencyError
+from .errors import MissingDependencyError
 
 _HINTS = {
     "torch": "pip install 'dvpipe[torch]' (CPU wheel: pip install torch==2.13.0)",
