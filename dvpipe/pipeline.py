@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 import threading
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
@@ -83,6 +84,27 @@ class Pipeline:
         self._pool = ThreadPoolExecutor(n_threads, thread_name_prefix="dvpipe-cam") if n_threads > 1 else None
         self._lock = threading.Lock()
         self._count = 0
+        # batch timelines not yet folded into `latency`: appending is the only per-batch cost
+        self._unreported: deque = deque(maxlen=self.LATENCY_BACKLOG)
+        self._latency = None
+
+    #: batches whose timelines wait to be folded into :attr:`latency` (older ones are dropped)
+    LATENCY_BACKLOG = 1024
+
+    @property
+    def latency(self):
+        """:class:`dvpipe.latency.LatencyStats` of this pipeline's batches (``pipe.latency.report()``).
+
+        Timelines are folded in when this is read; at most :attr:`LATENCY_BACKLOG` batches wait in
+        between (read it at least that often in long runs; a deployment's runner keeps its own).
+        """
+        if self._latency is None:
+            from .latency import LatencyStats
+
+            self._latency = LatencyStats(counters_only=self.timing == "counters")
+        while self._unreported:
+            self._latency.add(self._unreported.popleft())
+        return self._latency
 
     @classmethod
     def from_profile(cls, name: str, rig: Rig, backends: Sequence[str] | str = ("cpu",), *,
@@ -227,6 +249,7 @@ class Pipeline:
             if isinstance(value, Frame):
                 m["capture_ns"], m["seq"] = value.capture_ns, value.seq
             metas.append(m)
+        self._unreported.append(tl)  # not finished: a model timed on it (batch.timeline.time) still counts
         return Batch(images, metas, valid, drops, self.rig.names, fallbacks, tl)
 
     def _hand_over(self, images, tl: Timeline):

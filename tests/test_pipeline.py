@@ -262,3 +262,19 @@ def test_metas_arrays_are_shared_read_only():
         m["lidar2img"][0, 0] = 0.0
     m["note"] = "a key of one batch"  # the dicts are per batch
     assert "note" not in pipe.process(frames).metas[0]
+
+
+def test_pipeline_latency_report_includes_a_model_timed_on_the_batch():
+    """The ARCHITECTURE interface: time the model on batch.timeline, then print(pipe.latency.report())."""
+    import time
+
+    rig, pipe = _pipe()
+    frames = {c.name: encode_jpeg(textured_bgr(64, 48)) for c in rig}
+    for _ in range(5):
+        batch = pipe.process(frames)
+        batch.timeline.time("model", time.sleep, 0.01)
+    stats = pipe.latency
+    assert stats.batches == 5 and stats.step("model").count == 5
+    assert stats.step("decode").count == 15
+    assert stats.end_to_end("arrival").p50_ns >= 10e6  # the model is inside end to end
+    assert "model" in stats.report()
