@@ -19,4 +19,19 @@ __all__ = [
     "Stage", "FrameSpec", "Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Batch",
     "Verdict", "KernelQuery", "KernelContext", "register_kernel", "PROFILES", "profile_stages",
     "DvpipeError", "ConfigError", "FrameError", "PlanError", "BackendUnavailable", "MissingDependencyError",
+    "load_deployment", "Runner", "probe", "latency",
 ]
+
+_LAZY = {"load_deployment": ("dvpipe.deploy", "load_deployment"), "Runner": ("dvpipe.deploy", "Runner"),
+         "probe": ("dvpipe.probe", None), "latency": ("dvpipe.latency", None)}
+
+
+def __getattr__(name: str):
+    """``dvpipe.load_deployment``, ``dvpipe.Runner``, ``dvpipe.probe``, ``dvpipe.latency``, imported on first use."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'dvpipe' has no attribute {name!r}")
+    import importlib
+
+    module, attr = _LAZY[name]
+    mod = importlib.import_module(module)
+    return mod if attr is None else getattr(mod, attr)
