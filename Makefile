@@ -8,7 +8,7 @@ STAMP   = $(VENV)/.dvpipe-installed
 
 .PHONY: run test bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py dvpipe/backends/_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0

@@ -6,7 +6,8 @@ Every check runs the same stage list twice -- ``backends=("cpu",)`` and ``backen
 * decode: simplejpeg (when installed) must give the pixels ``cv2.imdecode`` gives, for every
   chroma subsampling, progressive and grayscale JPEG, odd sizes and the DCT-domain scales;
 * the fused write kernel on each of its paths (direct, exact 2x2 sums, general resize, uint8
-  resize first), every interpolation, float16, crops, pad by divisor / fixed size / value, and
+  resize first), with the compiled kernel (``dvpipe.backends._native``) and with the OpenCV
+  path that replaces it where it is not built, every interpolation, float16, crops, pad by divisor / fixed size / value, and
   stage orders that leave single-stage kernels to run;
 * fidelity ``fast`` (DCT-domain 1/2 decode): the deviation from ``reference`` in normalised units
   is measured and bounded. Measured (bevformer-tiny, mean / max abs): samples/ 0.0026 / 0.47,
@@ -38,6 +39,20 @@ def _smooth_bgr(w: int, h: int, seed: int = 0) -> np.ndarray:
     img += 40 * ((x // 97 + y // 71) % 2)[..., None]
     img += rng.normal(0, 2, img.shape)
     return np.clip(img, 0, 255).astype(np.uint8)
+
+
+@pytest.fixture(params=["native", "opencv"])
+def fused_impl(request, monkeypatch):
+    """Run a test with the compiled kernel, then with the OpenCV path (as if it were not built)."""
+    if request.param == "native" and cpu_backend._native is None:
+        pytest.skip(cpu_backend.NATIVE_REASON)
+    if request.param == "opencv":
+        monkeypatch.setattr(cpu_backend, "_native", None)
+    return request.param
+
+
+def _program(pipe):
+    return next(s["prog"] for s in pipe._states.values() if "prog" in s)
 
 
 def _run(stages, sizes, backend, frames, fidelity="reference", **kw):
@@ -119,24 +134,25 @@ def test_decode_errors_match_the_reference_backend(damage):
 # -- the fused write kernel, path by path -------------------------------------------------------------
 @pytest.mark.parametrize("norm", [TINY, BASE], ids=["tiny", "base"])
 @pytest.mark.parametrize("size", [(1600, 900), (641, 359), (97, 61)])
-def test_direct_path_normalise_pad_batch(norm, size):
-    _compare([Decode(), Normalise(**norm), Pad(size_divisor=32)], [size, size], atol=1e-4, rtol=1e-6,
-             expect_kernel="fused_normalise_pad_batch")
+def test_direct_path_normalise_pad_batch(norm, size, fused_impl):
+    pipe, _, _ = _compare([Decode(), Normalise(**norm), Pad(size_divisor=32)], [size, size], atol=1e-4,
+                          rtol=1e-6, expect_kernel="fused_normalise_pad_batch")
+    assert (_program(pipe).native is not None) == (fused_impl == "native")
 
 
 @pytest.mark.parametrize("interp", ["linear", "area"])
 @pytest.mark.parametrize("size", [(1600, 900), (642, 360), (98, 62)])
-def test_exact_2x2_sum_path_matches_float_resize_of_normalised_image(interp, size):
+def test_exact_2x2_sum_path_matches_float_resize_of_normalised_image(interp, size, fused_impl):
     stages = [Decode(), Normalise(**TINY), Resize(scale=0.5, interpolation=interp), Pad(size_divisor=32)]
     pipe, got, want = _compare(stages, [size], atol=1e-4, expect_kernel="fused_normalise_resize_pad_batch")
     step = pipe.plan.cameras[0].steps[-1]
-    assert pipe._states  # the program is cached per camera and step
-    prog = next(s["prog"] for s in pipe._states.values() if "prog" in s)
+    prog = _program(pipe)  # the program is cached per camera and step
     assert prog.path == "sum2x2", step
+    assert (prog.native is not None) == (fused_impl == "native")
     assert np.abs(got - want).max() < 2e-6  # only float rounding differs
 
 
-def test_exact_2x2_sums_at_the_uint8_extremes():
+def test_exact_2x2_sums_at_the_uint8_extremes(fused_impl):
     # all-255 and checkerboard 0/255 blocks: sums of 1020 and 510 must stay exact in uint16
     img = np.zeros((64, 96, 3), np.uint8)
     img[:32] = 255
@@ -153,12 +169,12 @@ def test_exact_2x2_sums_at_the_uint8_extremes():
 def test_general_resize_path(interp, scale):
     stages = [Decode(), Normalise(**TINY), Resize(scale=scale, interpolation=interp), Pad(size_divisor=32)]
     pipe, _, _ = _compare(stages, [(641, 359)], atol=1e-4)
-    assert next(s["prog"] for s in pipe._states.values() if "prog" in s).path == "general"
+    assert _program(pipe).path == "general"
 
 
 @pytest.mark.parametrize("interp", ["linear", "area", "nearest"])
 @pytest.mark.parametrize("scale", [0.5, 0.44, 1.25])
-def test_uint8_resize_before_normalise(interp, scale):
+def test_uint8_resize_before_normalise(interp, scale, fused_impl):
     # OpenCV resizes uint8 in fixed point, the reference in float64 then rounds: 1 grey level at most
     stages = [Decode(), Resize(scale=scale, interpolation=interp), Normalise(**TINY), Pad(size_divisor=32)]
     _compare(stages, [(641, 359)], atol=1.0 / 57.12 + 1e-4, expect_kernel="fused_resize_normalise_pad_batch")
@@ -175,7 +191,7 @@ def test_float16_outputs(path_stages):
     assert got.dtype == np.float16
 
 
-def test_crops_pad_to_fixed_size_and_pad_value():
+def test_crops_pad_to_fixed_size_and_pad_value(fused_impl):
     size = (641, 359)
     stages = [Decode(), Resize(scale=0.5), Crop(left=7, top=11, width=301, height=150), Normalise(**BASE),
               Pad(size=(160, 320), value=-3.5)]
@@ -187,7 +203,7 @@ def test_crops_pad_to_fixed_size_and_pad_value():
     _compare(stages, [size], atol=1e-4)
 
 
-def test_no_pad_and_raw_bgr_input():
+def test_no_pad_and_raw_bgr_input(fused_impl):
     size = (320, 180)
     frames = {"CAM0": textured_bgr(*size, seed=4)}
     _compare([Decode(), Normalise(**TINY)], [size], atol=1e-4, frames=frames, encoding="raw")
@@ -207,7 +223,7 @@ def test_single_stage_kernels_when_nothing_fuses():
     _compare([Decode(), Resize(scale=0.5, interpolation="area")], [size], atol=1.0)
 
 
-def test_every_output_byte_is_written_on_a_reused_buffer():
+def test_every_output_byte_is_written_on_a_reused_buffer(fused_impl):
     size = (641, 359)
     rig = dv.Rig.from_dict(rig_dict([size, size]))
     frames = _frames([size, size])

@@ -11,22 +11,22 @@ decoders, OpenCV and numpy's loops release the GIL):
   small resize to the exact target. Not bit-identical to
   bilinear resizing of the full decode; the deviation is measured in
   ``tests/test_cpu_backend.py`` and documented in ``docs/performance.md``.
-* fused ``[resize+]normalise[+resize][+pad]+batch`` -- the only float data is the output: per
-  colour plane, one ``cv2.addWeighted(plane, 1/std, plane, 0, -mean/std, dtype=CV_32F)``
-  converts uint8 -> float, normalises, reorders BGR -> RGB if asked and writes CHW straight into
-  the camera's slot of the pipeline's reused batch buffer; only the pad strip is written besides.
-  Every output byte is written once.
+* fused ``[resize+]normalise[+resize][+pad]+batch`` -- the only float data is the output, written
+  straight into the camera's slot of the pipeline's reused batch buffer (CHW, channel order as
+  asked); only the pad strip is written besides. Every output byte is written once.
 
-  The reference order "normalise at full resolution, then resize the float image" has two paths:
-
-  - exact 2x shrink with ``linear`` or ``area`` (bevformer-tiny: 1600x900 -> 800x450). OpenCV's
-    INTER_LINEAR at exactly 0.5 is the 2x2 mean (OpenCV itself switches to INTER_AREA there), and
-    the per-channel affine normalisation commutes with a mean, so
-    ``resize(normalise(x)) == normalise(mean2x2(x))`` up to float rounding. The 2x2 *sums* are
-    formed exactly in uint16 (row pairs added by numpy, doubled, then an INTER_LINEAR 2:1
-    horizontal resize whose 0.5/0.5 weights give ``(2a + 2b) / 2`` exactly), and one
-    ``addWeighted`` per plane applies ``1 / (4 std)`` and ``-mean / std`` at quarter resolution.
-    Max deviation from the reference pipeline: a few 1e-7 (float rounding), far inside 1e-4.
+  - float32 output with no resize, a uint8 resize first, or an exact 2x shrink (bevformer-base,
+    -tiny): the compiled kernel ``dvpipe.backends._native.normalise_planes`` (``setup.py``
+    builds it when a C compiler is present), one pass HWC uint8 -> CHW float32 at the speed of a
+    plain store, GIL released. Bit-identical to mmcv's imnormalize when std = 1, within 1 ulp
+    otherwise. At exactly 1/2 it takes the exact integer 2x2 sums: OpenCV's INTER_LINEAR at 0.5
+    is the 2x2 mean, and the per-channel affine normalisation commutes with a mean, so
+    ``resize(normalise(x)) == normalise(mean2x2(x))`` up to float rounding (a few 1e-7).
+  - the same without the compiled kernel (or for float16): per colour plane, one
+    ``cv2.addWeighted(plane, 1/std, plane, 0, -mean/std, dtype=CV_32F)`` after ``cv2.split``
+    (about 1.8x the kernel's time); the 2x2 sums in uint16 by numpy row-pair adds and an
+    INTER_LINEAR 2:1 horizontal resize whose 0.5/0.5 weights give ``(2a + 2b) / 2`` exactly,
+    in strips that stay in L2.
   - any other scale: per plane, normalise at full resolution into a float scratch plane, then
     ``cv2.resize`` it straight into the output slot (what the reference does, one plane at a time).
 
@@ -45,6 +45,13 @@ import numpy as np
 from ..stages.registry import KernelContext, KernelQuery, Verdict, register_kernel
 from ..types import PixelFormat
 from ._decode import decode_bgr
+
+try:  # the compiled kernel (setup.py builds it when a C compiler is present; optional)
+    from . import _native
+    NATIVE_REASON = None
+except ImportError as _e:  # pragma: no cover - exercised where the extension was not built
+    _native = None
+    NATIVE_REASON = f"dvpipe.backends._native not built ({_e}); reinstall with a C compiler present"
 
 _INTERP = {"linear": cv2.INTER_LINEAR, "area": cv2.INTER_AREA, "nearest": cv2.INTER_NEAREST}
 _CV_DEPTH = {np.dtype(np.float32): cv2.CV_32F, np.dtype(np.float16): cv2.CV_16F}
@@ -193,7 +200,7 @@ class _Program:
     """What the fused kernel does for one input shape, prepared on the first frame."""
 
     __slots__ = ("path", "in_shape", "pre", "size", "interp", "order", "alpha", "beta", "pad_value",
-                 "depth", "direct", "strip")
+                 "depth", "direct", "strip", "native")
 
     def __init__(self, stages, data: np.ndarray, out: np.ndarray):
         by_op = {s.op: s for s in stages}
@@ -225,6 +232,10 @@ class _Program:
         self.depth = _CV_DEPTH[out.dtype]
         # addWeighted writes the output dtype itself (float32; float16 on OpenCV 5), resize writes float32 only
         self.direct = out.dtype == np.float32 or (_DIRECT_F16 and self.path != "general")
+        # the compiled kernel: float32 output, no resize or an exact 2x shrink; (order, mean, 1/std, shrink)
+        self.native = None
+        if _native is not None and out.dtype == np.float32 and self.path != "general":
+            self.native = (self.order, tuple(norm.mean), self.alpha, 2 if self.path == "sum2x2" else 1)
 
 
 def _host_view(out):
@@ -245,7 +256,10 @@ def _fused_write(data, stages, ctx: KernelContext):
         size, interp = prog.pre
         data = cv2.resize(data, size, dst=_scratch(st, "pre", (h, w, 3), np.uint8), interpolation=interp)
 
-    if prog.path == "direct":
+    if prog.native is not None:
+        order, mean, inv_std, shrink = prog.native
+        _native.normalise_planes(data, out[:, :h, :w], order, mean, inv_std, shrink)
+    elif prog.path == "direct":
         planes = cv2.split(data, _planes(st, "u8", (h, w), np.uint8))
         depth = prog.depth
         for c in range(3):
@@ -307,6 +321,8 @@ def _supports_fused(q: KernelQuery) -> Verdict:
         return Verdict.no(f"fused normalise writes need uint8 BGR input, got {q.spec_in}")
     if q.spec_out.dtype not in ("float32", "float16"):
         return Verdict.no(f"fused normalise writes float32 or float16, not {q.spec_out.dtype}")
+    if _native is None:
+        return Verdict.yes(f"OpenCV path: {NATIVE_REASON}")
     return Verdict.yes()
 
 

@@ -31,8 +31,9 @@ warm-up; median and p90 ms per frame set:
   ``nvidia-dali-cuda130`` does not import).
 * ``dvpipe``: ``Pipeline.from_profile(target, rig, fidelity=..., threads=T).process(frames)``.
 * ``hand-tuned``: the same kernels as dvpipe's CPU backend called inline, without the framework
-  (decode into reused buffers, one ``addWeighted`` per plane into a reused output): dvpipe minus
-  this row is the framework's per-frame-set overhead.
+  (decode into reused buffers, then the compiled ``normalise_planes`` -- or, where it is not
+  built, one ``addWeighted`` per plane -- into a reused output): dvpipe minus this row is the
+  framework's per-frame-set overhead.
 * floors: ``floor: decode`` (libjpeg-turbo decode of every frame at the target scale -- full size,
   or 1/2 in the DCT domain for tiny ``fast`` -- into reused buffers, the fastest decoder here),
   ``floor: write`` (writing every byte of the output tensor once) and ``floor: decode+write``
@@ -73,6 +74,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import dvpipe as dv  # noqa: E402
 from dvpipe.backends import _decode as dv_decode  # noqa: E402
+from dvpipe.backends import cpu as cpu_backend  # noqa: E402
 from dvpipe.codecs import image_info  # noqa: E402
 
 try:
@@ -341,13 +343,19 @@ class HandTuned(Method):
         order = (2, 1, 0) if tgt["to_rgb"] else (0, 1, 2)
         k4 = 0.25 if self.v16 else 1.0
         self.coef = [(order[c], k4 / tgt["std"][c], -tgt["mean"][c] / tgt["std"][c]) for c in range(3)]
+        # dvpipe's compiled kernel when it is built (as dvpipe uses it), else its OpenCV path
+        self.native = None
+        if cpu_backend._native is not None:
+            self.native = (order, tuple(tgt["mean"]), tuple(1.0 / s for s in tgt["std"]), 2 if sums else 1)
         self.pool = ThreadPoolExecutor(threads)
 
     def job(self, i):
         out = self.out
         img = self.decode(i, self.bufs[i])
         h, w = self.h, self.w
-        if self.v16 is not None:  # exact 2x2 sums in strips of ~768 KB of input, as dvpipe does
+        if self.native is not None:
+            cpu_backend._native.normalise_planes(img, out[i, :, :h, :w], *self.native)
+        elif self.v16 is not None:  # exact 2x2 sums in strips of ~768 KB of input, as dvpipe does
             rows = self.strip
             for r0 in range(0, h, rows):
                 n = min(rows, h - r0)
