@@ -13,11 +13,11 @@ import importlib
 import os
 import threading
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
+from ._camera_pool import CameraPool
 from .backends import FAMILIES
 from .codecs import read_frame_bytes
 from .errors import ConfigError, FrameError
@@ -76,12 +76,13 @@ class Pipeline:
         self._device = getattr(self.plan.cameras[0].steps[-1].stages[-1], "device", None)
         self._device_buffers: dict[int, Any] = {}
         self._next_buffer = 0
-        self._states: dict[tuple[int, int, str], dict] = {}
+        self._states: dict[tuple[int, int, str], dict] = {}  # per (camera, step, tag): the kernel's scratch
+        self._prepared: dict[tuple[int, int, str], tuple] = {}  # per (camera, step, tag): see _prepare
         n_threads = threads if threads is not None else min(len(rig), os.cpu_count() or 1)
         if not isinstance(n_threads, int) or n_threads < 1:
             raise ConfigError(f"threads must be a positive integer, got {threads!r}")
         self.threads = n_threads
-        self._pool = ThreadPoolExecutor(n_threads, thread_name_prefix="dvpipe-cam") if n_threads > 1 else None
+        self._pool = CameraPool(n_threads) if n_threads > 1 else None
         self._lock = threading.Lock()
         self._count = 0
         # batch timelines not yet folded into `latency`: appending is the only per-batch cost
@@ -125,28 +126,41 @@ class Pipeline:
             return alloc(self.plan.cameras[0].steps[-1].backend, shape, dtype)
         return np.zeros(shape, dtype=dtype)
 
+    def _prepare(self, step: PlanStep, cam_index: int, cp: CameraPlan, tag: str) -> tuple:
+        """What running ``step`` for camera ``cam_index`` needs, built once and reused every frame set."""
+        key = (cam_index, id(step), tag)
+        state = self._states.setdefault(key, {})
+        ctx = KernelContext(cp.camera, step.spec_in, step.spec_out, step.backend, self.plan.fidelity,
+                            state=state, target=self.plan.target)
+        spec = step.spec_out
+        check = None
+        if spec.pixel_format in (PixelFormat.BGR, PixelFormat.FLOAT_HWC) and spec.placement == "host":
+            check = (spec.height, spec.width)
+        prepared = self._prepared[key] = (step.kernel.fn, step.stages, ctx, step.writes_batch, step.name,
+                                          step.kernel.unit, step.backend.name, check)
+        return prepared
+
     def _run_steps(self, steps: list[PlanStep], data, cam_index: int, cp: CameraPlan, out, tl: Timeline, tag: str):
         name = cp.camera.name
         for step in steps:
-            key = (cam_index, id(step), tag)
-            state = self._states.get(key)
-            if state is None:
-                state = self._states.setdefault(key, {})
-            ctx = KernelContext(cp.camera, step.spec_in, step.spec_out, step.backend, self.plan.fidelity,
-                                out=out if step.writes_batch else None, state=state, target=self.plan.target)
+            prepared = self._prepared.get((cam_index, id(step), tag)) or self._prepare(step, cam_index, cp, tag)
+            fn, stages, ctx, writes_batch, step_name, unit, backend, check = prepared
+            ctx.out = out if writes_batch else None
             t0 = now_ns()
             try:
-                data = step.kernel.fn(data, step.stages, ctx)
+                data = fn(data, stages, ctx)
             finally:
-                tl.record(step.name, t0, now_ns(), camera=name, unit=step.kernel.unit, backend=step.backend.name)
-                for ds in ctx.device_spans:
-                    ds.camera = ds.camera or name
-                    tl.add_device(ds)
-            spec = step.spec_out
-            if spec.pixel_format in (PixelFormat.BGR, PixelFormat.FLOAT_HWC) and spec.placement == "host":
+                tl.record(step_name, t0, now_ns(), camera=name, unit=unit, backend=backend)
+                ctx.out = None  # the batch buffer is not held between frame sets
+                if ctx.device_spans:
+                    for ds in ctx.device_spans:
+                        ds.camera = ds.camera or name
+                        tl.add_device(ds)
+                    ctx.device_spans = []
+            if check is not None:
                 shape = getattr(data, "shape", None)
-                if shape is None or tuple(shape[:2]) != (spec.height, spec.width):
-                    raise FrameError(f"{step.name} produced {shape} but the plan expects {spec.height}x{spec.width}")
+                if shape is None or tuple(shape[:2]) != check:
+                    raise FrameError(f"{step_name} produced {shape} but the plan expects {check[0]}x{check[1]}")
         return data
 
     def _run_fallback(self, step: PlanStep, data, i: int, cp: CameraPlan, out, tl: Timeline):
@@ -233,7 +247,7 @@ class Pipeline:
             for i in range(n):
                 job(i)
         else:
-            list(self._pool.map(job, range(n)))
+            self._pool.run(job, n)
 
         tl.record_assembly(ready)
         valid = np.array([r is None for r in reasons], dtype=bool)
@@ -277,7 +291,7 @@ class Pipeline:
     def close(self) -> None:
         """Stop the worker threads."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True)
+            self._pool.close()
             self._pool = None
 
     def __enter__(self) -> "Pipeline":

@@ -40,8 +40,10 @@ warm-up; median and p90 ms per frame set:
   (both, per camera in the same thread pool: no method can do less work).
 
 Threads: every method at 1 and at 2 threads -- ``cv2.setNumThreads(T)`` for the OpenCV-based
-rows (naive; set before each call, it is process-wide), a pool of T threads across cameras for
-dvpipe / hand-tuned / floors / PIL (with OpenCV's own pool at 1 thread inside them),
+rows (naive; set before each call, it is process-wide), T threads across cameras for dvpipe,
+hand-tuned and the floors (dvpipe's ``CameraPool``: the caller plus T - 1 workers, so the floors
+pay no more dispatch than dvpipe does) and for PIL (a ``ThreadPoolExecutor``), with OpenCV's own
+pool at 1 thread inside them,
 ``torch.set_num_threads(T)`` for torchvision and ``num_threads=T`` for DALI.
 
 Every method's output is checked against the reference (anchors.md §A, computed here from
@@ -74,6 +76,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import dvpipe as dv  # noqa: E402
 from dvpipe.backends import _decode as dv_decode  # noqa: E402
+from dvpipe._camera_pool import CameraPool  # noqa: E402
 from dvpipe.backends import cpu as cpu_backend  # noqa: E402
 from dvpipe.codecs import image_info  # noqa: E402
 
@@ -347,7 +350,7 @@ class HandTuned(Method):
         self.native = None
         if cpu_backend._native is not None:
             self.native = (order, tuple(tgt["mean"]), tuple(1.0 / s for s in tgt["std"]), 2 if sums else 1)
-        self.pool = ThreadPoolExecutor(threads)
+        self.pool = CameraPool(threads)
 
     def job(self, i):
         out = self.out
@@ -377,11 +380,11 @@ class HandTuned(Method):
         cv2.setNumThreads(1)
         self.out = self.outs[self.k % 2]
         self.k += 1
-        list(self.pool.map(self.job, range(self.n)))
+        self.pool.run(self.job, self.n)
         return self.out
 
     def close(self):
-        self.pool.shutdown()
+        self.pool.close()
 
 
 class Floor(Method):
@@ -400,7 +403,7 @@ class Floor(Method):
         self.bufs = [np.empty((dh, dw, 3), np.uint8) for _ in range(n)]
         self.outs = [np.zeros((n, 3, hp, wp), np.float32) for _ in range(2)]
         self.k = 0
-        self.pool = ThreadPoolExecutor(threads)
+        self.pool = CameraPool(threads)
         self.job = {"decode": self._decode, "write": self._write, "decode+write": self._both}[what]
 
     def _decode(self, i):
@@ -417,11 +420,11 @@ class Floor(Method):
         cv2.setNumThreads(1)
         self.out = self.outs[self.k % 2]
         self.k += 1
-        list(self.pool.map(self.job, range(self.n)))
+        self.pool.run(self.job, self.n)
         return self.out
 
     def close(self):
-        self.pool.shutdown()
+        self.pool.close()
 
 
 # -- the harness -----------------------------------------------------------------------------------

@@ -1,0 +1,73 @@
+"""CameraPool: every index exactly once, across the caller and the workers, errors re-raised."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from dvpipe._camera_pool import CameraPool
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+@pytest.mark.parametrize("n", [0, 1, 6, 13])
+def test_every_index_runs_exactly_once(threads, n):
+    pool = CameraPool(threads)
+    try:
+        for _ in range(50):
+            seen = []
+            lock = threading.Lock()
+
+            def fn(i):
+                with lock:
+                    seen.append(i)
+
+            pool.run(fn, n)
+            assert sorted(seen) == list(range(n))
+    finally:
+        pool.close()
+
+
+def test_work_is_shared_between_the_caller_and_the_workers():
+    pool = CameraPool(3)
+    names = set()
+
+    def fn(i):
+        names.add(threading.current_thread().name)
+        time.sleep(0.02)  # releases the GIL, as the decoders and kernels do
+
+    try:
+        pool.run(fn, 6)
+    finally:
+        pool.close()
+    assert threading.current_thread().name in names  # the caller works too
+    assert len(names) >= 2, names
+
+
+def test_the_first_error_is_raised_after_every_index_ran_and_the_pool_stays_usable():
+    pool = CameraPool(2)
+    ran = []
+
+    def fn(i):
+        ran.append(i)
+        if i == 2:
+            raise KeyError("camera 2")
+
+    try:
+        with pytest.raises(KeyError, match="camera 2"):
+            pool.run(fn, 5)
+        assert sorted(ran) == [0, 1, 2, 3, 4]
+        ran.clear()
+        pool.run(lambda i: ran.append(i), 3)
+        assert sorted(ran) == [0, 1, 2]
+    finally:
+        pool.close()
+
+
+def test_close_stops_the_workers_and_is_idempotent():
+    pool = CameraPool(3)
+    workers = list(pool._threads)
+    pool.run(lambda i: None, 4)
+    pool.close()
+    pool.close()
+    assert not any(t.is_alive() for t in workers)
