@@ -40,7 +40,7 @@ def test_no_cann_is_a_reason_not_an_error(tmp_path):
 def test_report_never_raises_and_explains_gaps():
     rep = detect()
     names = [i.name for i in rep.items]
-    for required in ("python", "opencv", "pyav", "torch", "cuda", "torch_npu", "pyacl", "cann", "soc"):
+    for required in ("python", "opencv", "cpu_kernel", "pyav", "torch", "cuda", "torch_npu", "pyacl", "cann", "soc"):
         assert required in names
     assert all(i.detail for i in rep.items)
     assert "environment:" in str(rep)

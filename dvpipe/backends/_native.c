@@ -113,6 +113,7 @@ static int parse_triple(PyObject *seq, const char *what, double out[3]) {
 }
 
 static PyObject *normalise_planes(PyObject *self, PyObject *args) {
+    (void)self;
     PyObject *src_obj, *dst_obj, *order_obj, *mean_obj, *istd_obj;
     int shrink;
     if (!PyArg_ParseTuple(args, "OOOOOi:normalise_planes", &src_obj, &dst_obj, &order_obj, &mean_obj, &istd_obj,
@@ -192,7 +193,12 @@ static PyMethodDef methods[] = {
      "See the module source for the exact arithmetic. Releases the GIL."},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",
-                                    "dvpipe's compiled CPU kernel (see normalise_planes).", -1, methods};
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_native",
+    .m_doc = "dvpipe's compiled CPU kernel (see normalise_planes).",
+    .m_size = -1,
+    .m_methods = methods,
+};
 
 PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

@@ -322,7 +322,7 @@ def _supports_fused(q: KernelQuery) -> Verdict:
     if q.spec_out.dtype not in ("float32", "float16"):
         return Verdict.no(f"fused normalise writes float32 or float16, not {q.spec_out.dtype}")
     if _native is None:
-        return Verdict.yes(f"OpenCV path: {NATIVE_REASON}")
+        return Verdict.yes(f"OpenCV path: {NATIVE_REASON or 'compiled kernel disabled'}")
     return Verdict.yes()
 
 

@@ -17,6 +17,7 @@ import importlib
 import os
 import platform
 import re
+from pathlib import Path
 import shutil
 import subprocess
 import sys
@@ -168,6 +169,15 @@ def detect(probe_soc: bool = True) -> EnvironmentReport:
                                 f"{cv2.getNumThreads()} threads")
     except Exception as e:  # noqa: BLE001
         rep.add("opencv", False, f"not importable ({e})")
+    try:
+        from ..backends import cpu as cpu_backend
+
+        native = cpu_backend._native
+        rep.add("cpu_kernel", native is not None,
+                f"compiled normalise kernel built ({Path(native.__file__).name})" if native is not None
+                else f"{cpu_backend.NATIVE_REASON}; the CPU backend uses its OpenCV path (~1.8x slower conversion)")
+    except Exception as e:  # noqa: BLE001
+        rep.add("cpu_kernel", False, f"CPU backend not importable ({e})")
     try:
         import av
 
