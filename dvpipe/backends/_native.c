@@ -74,23 +74,21 @@ DV_CLONES static void row1(const uint8_t *s, float *restrict d0, float *restrict
     }
 }
 
-/* Vertical pair sums of two input rows (n = 2w pixels, 3 channels): exact in uint16. */
-DV_CLONES static void vsum(const uint8_t *a, const uint8_t *b, uint16_t *restrict v, Py_ssize_t n3) {
-    for (Py_ssize_t i = 0; i < n3; i++) v[i] = (uint16_t)(a[i] + b[i]);
+/* Shrink 2, first half: the vertical pair sums of two input rows (2w pixels), exact integers
+ * <= 510 held in float, one plane per source channel (fixed offsets: the loop vectorises). */
+DV_CLONES static void vsum(const uint8_t *a, const uint8_t *b, float *restrict t0, float *restrict t1,
+                           float *restrict t2, Py_ssize_t n2) {
+    for (Py_ssize_t x = 0; x < n2; x++) {
+        t0[x] = (float)(a[3 * x] + b[3 * x]);
+        t1[x] = (float)(a[3 * x + 1] + b[3 * x + 1]);
+        t2[x] = (float)(a[3 * x + 2] + b[3 * x + 2]);
+    }
 }
 
-/* One output row from the vertical sums (shrink 2): horizontal pairs, mean, normalise. */
-DV_CLONES static void row2(const uint16_t *v, float *restrict d0, float *restrict d1, float *restrict d2,
-                           Py_ssize_t n, const coef_t *cf) {
-    const float m0 = cf->mean[0], m1 = cf->mean[1], m2 = cf->mean[2];
-    const float k0 = cf->k[0], k1 = cf->k[1], k2 = cf->k[2];
-    const int c0 = cf->order[0], c1 = cf->order[1], c2 = cf->order[2];
-    for (Py_ssize_t x = 0; x < n; x++) {
-        const uint16_t *p = v + 6 * x;
-        d0[x] = DV_NORM((float)(p[c0] + p[c0 + 3]) * 0.25f, m0, k0);
-        d1[x] = DV_NORM((float)(p[c1] + p[c1 + 3]) * 0.25f, m1, k1);
-        d2[x] = DV_NORM((float)(p[c2] + p[c2 + 3]) * 0.25f, m2, k2);
-    }
+/* Shrink 2, second half: horizontal pairs of one plane's vertical sums (the exact 2x2 sum, <= 1020),
+ * their mean, normalised. */
+DV_CLONES static void hmean(const float *t, float *restrict d, Py_ssize_t n, float m, float k) {
+    for (Py_ssize_t x = 0; x < n; x++) d[x] = DV_NORM((t[2 * x] + t[2 * x + 1]) * 0.25f, m, k);
 }
 
 static int parse_triple(PyObject *seq, const char *what, double out[3]) {
@@ -161,8 +159,8 @@ static PyObject *normalise_planes(PyObject *self, PyObject *args) {
     const Py_ssize_t sstride = src.strides[0], plane = dst.strides[0], drow = dst.strides[1];
     const uint8_t *sbase = (const uint8_t *)src.buf;
     char *dbase = (char *)dst.buf;
-    uint16_t *vbuf = NULL;
-    if (shrink == 2 && w > 0 && (vbuf = (uint16_t *)malloc((size_t)w * 6 * sizeof(uint16_t))) == NULL) {
+    float *vbuf = NULL; /* shrink 2: three planes of 2w vertical sums */
+    if (shrink == 2 && w > 0 && (vbuf = (float *)malloc((size_t)w * 6 * sizeof(float))) == NULL) {
         PyBuffer_Release(&src);
         PyBuffer_Release(&dst);
         return PyErr_NoMemory();
@@ -175,8 +173,11 @@ static PyObject *normalise_planes(PyObject *self, PyObject *args) {
             row1(sbase + y * sstride, d0, d1, d2, w, &cf);
         } else {
             const uint8_t *a = sbase + 2 * y * sstride;
-            vsum(a, a + sstride, vbuf, 6 * w);
-            row2(vbuf, d0, d1, d2, w, &cf);
+            float *t[3] = {vbuf, vbuf + 2 * w, vbuf + 4 * w};
+            vsum(a, a + sstride, t[0], t[1], t[2], 2 * w);
+            hmean(t[cf.order[0]], d0, w, cf.mean[0], cf.k[0]);
+            hmean(t[cf.order[1]], d1, w, cf.mean[1], cf.k[1]);
+            hmean(t[cf.order[2]], d2, w, cf.mean[2], cf.k[2]);
         }
     }
     Py_END_ALLOW_THREADS
