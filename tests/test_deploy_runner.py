@@ -301,8 +301,11 @@ def test_ctrl_c_stops_a_live_run_cleanly(tmp_path):
     p = tmp_path / "dep.yaml"
     p.write_text(yaml.safe_dump(d))
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # a shell starts background jobs with SIGINT ignored, and Python then installs no Ctrl-C handler:
+    # give the child the default disposition, as a terminal would
     proc = subprocess.Popen([sys.executable, "-m", "dvpipe", "run", str(p)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env=env, cwd=tmp_path)
+                            stderr=subprocess.DEVNULL, text=True, env=env, cwd=tmp_path,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     head = []
     for line in proc.stdout:  # the plan is printed (and flushed) right before the run starts
         head.append(line)
@@ -310,8 +313,13 @@ def test_ctrl_c_stops_a_live_run_cleanly(tmp_path):
             break
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
-    out = "".join(head) + proc.stdout.read()
-    assert proc.wait(timeout=30) == 130, out
+    try:
+        rest, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rest, _ = proc.communicate()
+    out = "".join(head) + rest
+    assert proc.returncode == 130, out
     assert "interrupted (Ctrl-C)" in out and "frames: " in out and "NOT ACCOUNTED" not in out
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert s["accounted"] and s["stopped_by"] == "Ctrl-C" and s["totals"]["entered"] > 0
