@@ -291,7 +291,11 @@ def test_run_cli_reports_a_run_that_produced_nothing(tmp_path, capsys):
     assert "no frame set was produced" in captured.err and "failed" in captured.out
 
 
-def test_ctrl_c_stops_a_live_run_cleanly(tmp_path):
+@pytest.mark.parametrize("sig,code,stopped_by,says", [
+    ("SIGINT", 130, "Ctrl-C", "interrupted (Ctrl-C)"),
+    ("SIGTERM", 143, "SIGTERM", "stopped: SIGTERM"),
+])
+def test_ctrl_c_and_sigterm_stop_a_live_run_cleanly(tmp_path, sig, code, stopped_by, says):
     import os
     import signal
     import subprocess
@@ -312,17 +316,17 @@ def test_ctrl_c_stops_a_live_run_cleanly(tmp_path):
         if line.startswith("plan:"):
             break
     time.sleep(1.0)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, sig))
     try:
         rest, _ = proc.communicate(timeout=30)
     except subprocess.TimeoutExpired:
         proc.kill()
         rest, _ = proc.communicate()
     out = "".join(head) + rest
-    assert proc.returncode == 130, out
-    assert "interrupted (Ctrl-C)" in out and "frames: " in out and "NOT ACCOUNTED" not in out
+    assert proc.returncode == code, out
+    assert says in out and "frames: " in out and "NOT ACCOUNTED" not in out
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert s["accounted"] and s["stopped_by"] == "Ctrl-C" and s["totals"]["entered"] > 0
+    assert s["accounted"] and s["stopped_by"] == stopped_by and s["totals"]["entered"] > 0
 
 
 def test_runtime_fallbacks_are_counted_in_the_run_summary():

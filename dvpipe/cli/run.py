@@ -96,6 +96,7 @@ def main(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(runner.pipe.plan, file=out)
     out.flush()
+    _stop_on_sigterm(runner)
     result = runner.run()
     if progress is not None:
         progress.close(runner)
@@ -117,7 +118,18 @@ def main(args: argparse.Namespace) -> int:
         print("\noutputs: none written", file=out)
     if result.interrupted:
         return 130
+    if result.stopped_by == "SIGTERM":
+        return 143
     if result.sets == 0:
         print("dvpipe run: no frame set was produced (see the source column above)", file=sys.stderr)
         return 1
     return 0
+
+
+def _stop_on_sigterm(runner) -> None:
+    """SIGTERM (``kill``, ``docker stop``, systemd) ends the run as a limit does: outputs written, exit 143."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, frame: runner.request_stop("SIGTERM"))

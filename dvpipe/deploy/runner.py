@@ -325,6 +325,7 @@ class Runner:
         self.started_ns: Optional[int] = None
         self.stopped_by = "end of input"
         self.interrupted = False
+        self._stop_request: Optional[str] = None
         self._finished = False
         self.last_batch = None
         # the model runs on its own thread so that frame set k+1 is preprocessed while the model works on
@@ -531,7 +532,15 @@ class Runner:
         return pack_access_units(bl + [bytes(item.frame.data)], discontinuity=disc)
 
     # -- the loop ----------------------------------------------------------------------------------
+    def request_stop(self, reason: str) -> None:
+        """Stop the run cleanly at the next frame set (e.g. on SIGTERM): outputs are written and every
+        frame is accounted for, as at a run limit. Safe to call from a signal handler or another thread."""
+        self._stop_request = reason
+
     def _limits_reached(self, now: int) -> bool:
+        if self._stop_request is not None:
+            self.stopped_by = self._stop_request
+            return True
         r = self.dep.run
         if r.frames is not None and self.sets_prepared >= r.frames:
             self.stopped_by = f"--frames {r.frames}"
