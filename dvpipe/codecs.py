@@ -65,15 +65,23 @@ def sniff(data: bytes) -> Optional[str]:
 _SOF_CODING = {0xC0: "baseline", 0xC1: "extended", 0xC2: "progressive", 0xC3: "lossless"}
 
 
+def jpeg_complete(data) -> bool:
+    """Whether JPEG bytes end with EOI (FFD9), allowing a little trailing padding some encoders add."""
+    return bytes(data[-64:]).rstrip(b"\x00\r\n ").endswith(b"\xff\xd9")
+
+
 def jpeg_info(data: bytes) -> ImageInfo:
     """Parse JPEG markers up to the frame header. Raises :class:`FrameError` on malformed or truncated data."""
+    return jpeg_frame_header(data)[1]
+
+
+def jpeg_frame_header(data: bytes) -> tuple[int, ImageInfo]:
+    """``(offset of the SOFn marker, ImageInfo)``; :class:`FrameError` as :func:`jpeg_info`."""
     mv = memoryview(data)
     n = len(mv)
     if n < 4 or bytes(mv[:3]) != _JPEG_SOI:
         raise FrameError("not a JPEG (no SOI marker)")
-    # A complete JPEG ends with EOI (FFD9); allow a little trailing padding some encoders add.
-    tail = bytes(mv[-64:]).rstrip(b"\x00\r\n ")
-    if not tail.endswith(b"\xff\xd9"):
+    if not jpeg_complete(mv):
         raise FrameError("truncated JPEG (no EOI marker at the end)")
     i = 2
     while i + 4 <= n:
@@ -97,7 +105,7 @@ def jpeg_info(data: bytes) -> ImageInfo:
             ncomp = seg[5]
             factors = [(seg[6 + 3 * c + 1] >> 4, seg[6 + 3 * c + 1] & 15) for c in range(ncomp) if 6 + 3 * c + 1 < len(seg)]
             coding = "arithmetic" if marker >= 0xC9 else _SOF_CODING.get(marker, "baseline")
-            return ImageInfo("jpeg", width, height, _subsampling(factors), coding, ncomp)
+            return i, ImageInfo("jpeg", width, height, _subsampling(factors), coding, ncomp)
         if marker == 0xDA:
             break
         i += 2 + length

@@ -21,6 +21,7 @@ import pytest
 import dvpipe as dv
 from conftest import encode_jpeg, encode_png, rig_dict, textured_bgr
 from dvpipe.backends import _decode
+from dvpipe.errors import FrameError
 from dvpipe.backends import cpu as cpu_backend
 from dvpipe.stages import Crop, Decode, Normalise, Pad, Resize
 from dvpipe.stages.base import FrameSpec
@@ -113,6 +114,40 @@ def test_decode_reuses_its_buffer_and_png_goes_through_opencv():
     png = encode_png(textured_bgr(*size, seed=3))
     pspec = FrameSpec(*size, PixelFormat.ENCODED, encoding="png")
     assert np.array_equal(_decode.decode_bgr(png, pspec, state={}, decoder="auto"), textured_bgr(*size, seed=3))
+
+
+@pytest.mark.skipif(_decode._sj is None, reason="the stream fast path is simplejpeg's")
+def test_a_streams_later_frames_skip_the_marker_walk_and_any_other_frame_takes_it(monkeypatch):
+    size = (320, 180)
+    spec = FrameSpec(*size, PixelFormat.ENCODED, encoding="jpeg")
+    frames = [encode_jpeg(textured_bgr(*size, seed=s)) for s in range(3)]
+    want = [_decode.decode_bgr(data, spec, decoder="cv2") for data in frames]
+    walks = []
+    real = _decode.jpeg_frame_header
+    monkeypatch.setattr(_decode, "jpeg_frame_header", lambda d: walks.append(1) or real(d))
+    state: dict = {}
+    for data, ref in zip(frames, want):
+        assert np.array_equal(_decode.decode_bgr(data, spec, state=state, decoder="auto"), ref)
+        assert len(walks) == 1  # the first frame only
+    # a comment segment moves the frame header: the full check runs again, and the pixels are right
+    shifted = frames[0][:2] + b"\xff\xfe\x00\x08dvpipe" + frames[0][2:]
+    assert np.array_equal(_decode.decode_bgr(shifted, spec, state=state, decoder="auto"), want[0])
+    assert len(walks) == 2
+    monkeypatch.setattr(_decode, "jpeg_frame_header", real)
+    # damaged frames of the primed stream end as in the reference: the same error, or (damaged entropy
+    # data, which OpenCV decodes with a warning and simplejpeg's strict mode refuses) the same pixels
+    def outcome(data, **kw):
+        try:
+            return _decode.decode_bgr(data, spec, **kw).copy()
+        except FrameError as e:
+            return str(e)
+
+    bad = {"truncated": frames[1][: len(frames[1]) // 2], "wrong_size": encode_jpeg(textured_bgr(322, 180)),
+           "damaged_scan": frames[1][:-400] + bytes(398) + b"\xff\xd9"}
+    for name, data in bad.items():
+        ref, got = outcome(data, decoder="cv2"), outcome(data, state=state, decoder="auto")
+        assert type(ref) is type(got) and np.array_equal(ref, got), (name, ref if isinstance(ref, str) else "pixels")
+        assert isinstance(ref, str) == (name != "damaged_scan"), name
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "wrong_size"])
