@@ -7,86 +7,134 @@ so a frame set costs one wake-up per worker rather than a queue hand-off per cam
 0.2 ms less per 6-camera set at 2 threads on a 2-core machine (docs/performance.md). The heavy
 work inside ``fn`` (decoders, OpenCV, the compiled kernel) releases the GIL, so the threads run
 in parallel.
+
+Errors: the first exception of any item is re-raised by ``run`` once every started item has
+finished. ``KeyboardInterrupt`` / ``SystemExit`` (in an item, or while the caller waits) cancel
+the items not yet started, so Ctrl-C takes effect within one camera's work, and no item of that
+call is still running when ``run`` raises: the next call never overlaps it.
+
+The workers hold only the shared state, not the pool: a pool that is garbage-collected without
+``close()`` stops its threads.
 """
 from __future__ import annotations
 
-import itertools
 import threading
+import weakref
 from typing import Callable, Optional
 
 
 class _Run:
-    """One ``run`` call: the index counter, how many items finished, the first exception."""
+    """One ``run`` call: its items, how many were taken and finished, the first exception."""
 
-    __slots__ = ("fn", "n", "next_index", "done", "error")
+    __slots__ = ("fn", "n", "taken", "done", "cancelled", "error")
 
     def __init__(self, fn: Callable[[int], None], n: int):
         self.fn, self.n = fn, n
-        self.next_index = itertools.count().__next__  # atomic under the GIL
-        self.done = 0
+        self.taken = self.done = 0
+        self.cancelled = False
         self.error: Optional[BaseException] = None
+
+    def settled(self) -> bool:
+        """Every item finished, or cancelled with every started item finished."""
+        return self.done == self.n or (self.cancelled and self.done == self.taken)
+
+
+class _Shared:
+    """What the caller and the workers share (the workers never reference the pool itself)."""
+
+    def __init__(self):
+        self.cv = threading.Condition()
+        self.run: Optional[_Run] = None
+        self.generation = 0
+        self.closed = False
+
+    def work(self, run: _Run) -> None:
+        cv = self.cv
+        while True:
+            with cv:
+                if run.cancelled or run.taken >= run.n:
+                    return
+                i = run.taken
+                run.taken += 1
+            try:
+                run.fn(i)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller of run()
+                with cv:
+                    if run.error is None:
+                        run.error = e
+                    if not isinstance(e, Exception):  # KeyboardInterrupt, SystemExit: stop starting items
+                        run.cancelled = True
+            with cv:
+                run.done += 1
+                if run.settled():
+                    cv.notify_all()
+
+    def worker(self) -> None:
+        seen = 0
+        while True:
+            with self.cv:
+                while self.generation == seen and not self.closed:
+                    self.cv.wait()
+                if self.closed:
+                    return
+                seen, run = self.generation, self.run
+            if run is not None:  # None: woke after that run had finished
+                self.work(run)  # a worker that wakes late finds nothing left and sleeps again
+
+    def shut(self) -> None:
+        with self.cv:
+            self.closed = True
+            self.cv.notify_all()
 
 
 class CameraPool:
     """``threads - 1`` daemon workers; the caller of :meth:`run` is the last thread."""
 
     def __init__(self, threads: int, name: str = "dvpipe-cam"):
-        self._cv = threading.Condition()
-        self._run: Optional[_Run] = None
-        self._generation = 0
-        self._closed = False
-        self._threads = [threading.Thread(target=self._worker, name=f"{name}_{k}", daemon=True)
+        self._shared = shared = _Shared()
+        self._threads = [threading.Thread(target=shared.worker, name=f"{name}_{k}", daemon=True)
                          for k in range(threads - 1)]
         for t in self._threads:
             t.start()
-
-    def _work(self, run: _Run) -> None:
-        while True:
-            i = run.next_index()
-            if i >= run.n:
-                return
-            try:
-                run.fn(i)
-            except BaseException as e:  # noqa: BLE001 - handed to the caller of run()
-                if run.error is None:
-                    run.error = e
-            with self._cv:
-                run.done += 1
-                if run.done == run.n:
-                    self._cv.notify_all()
-
-    def _worker(self) -> None:
-        seen = 0
-        while True:
-            with self._cv:
-                while self._generation == seen and not self._closed:
-                    self._cv.wait()
-                if self._closed:
-                    return
-                seen, run = self._generation, self._run
-            if run is not None:  # None: woke after that run had finished
-                self._work(run)  # a worker that wakes late finds the counter spent and sleeps again
+        # an unclosed pool stops its workers when collected -- but not at interpreter exit: waking daemon
+        # threads while the interpreter finalizes makes them pthread_exit, which aborts a process that
+        # has C++ libraries (torch) loaded ("terminate called without an active exception")
+        weakref.finalize(self, shared.shut).atexit = False
 
     def run(self, fn: Callable[[int], None], n: int) -> None:
         """Call ``fn(i)`` for every ``i < n`` across the threads; re-raises the first exception."""
-        run = _Run(fn, n)
+        shared, run = self._shared, _Run(fn, n)
+        cv = shared.cv
         if self._threads and n > 1:
-            with self._cv:
-                self._run = run
-                self._generation += 1
-                self._cv.notify_all()
-        self._work(run)
-        with self._cv:
-            while run.done < n:
-                self._cv.wait()
-            self._run = None  # frees the frame set the closure holds
+            with cv:
+                shared.run = run
+                shared.generation += 1
+                cv.notify_all()
+        try:
+            shared.work(run)
+            with cv:
+                while not run.settled():
+                    cv.wait()
+        except BaseException:  # Ctrl-C while waiting: start nothing more, let started items finish
+            with cv:
+                run.cancelled = True
+            while True:
+                try:
+                    with cv:
+                        while not run.settled():
+                            cv.wait()
+                    break
+                except KeyboardInterrupt:  # a second Ctrl-C: still wait, items take milliseconds
+                    continue
+            raise
+        finally:
+            with cv:
+                shared.run = None  # frees the frame set the closure holds
         if run.error is not None:
             raise run.error
 
     def close(self) -> None:
         """Stop the workers (idempotent)."""
-        with self._cv:
-            self._closed = True
-            self._cv.notify_all()
+        self._shared.shut()
         for t in self._threads:
             t.join()

@@ -51,6 +51,10 @@ class Pipeline:
             until this many later ``process`` calls.
         timing: ``spans`` (every step of every camera on ``batch.timeline``) or ``counters``
             (count, sum and max per step only: the cheapest accounting).
+
+    One frame set at a time: ``process`` runs a set's cameras in parallel, but must not be called
+    from two threads at once (the cameras' kernels keep per-camera scratch state and the output
+    ring is shared); use one pipeline per thread instead.
     """
 
     def __init__(self, rig: Rig, stages: Sequence[Stage], backends: Sequence[str] | str = ("cpu",), *,

@@ -71,3 +71,69 @@ def test_close_stops_the_workers_and_is_idempotent():
     pool.close()
     pool.close()
     assert not any(t.is_alive() for t in workers)
+
+
+def test_ctrl_c_while_the_caller_waits_returns_after_started_items_and_never_overlaps_the_next_run():
+    import signal
+
+    pool = CameraPool(2)
+    active, overlaps, started = {}, [], []
+    lock = threading.Lock()
+
+    def make(tag, worker_sleep):
+        def fn(i):
+            with lock:
+                if i in active:
+                    overlaps.append((i, active[i], tag))
+                active[i] = tag
+                started.append((tag, i))
+            on_worker = threading.current_thread() is not threading.main_thread()
+            time.sleep(worker_sleep if on_worker else 0.01)
+            with lock:
+                active.pop(i, None)
+        return fn
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)  # arrives while the caller waits for the slow worker item
+        with pytest.raises(KeyboardInterrupt):
+            pool.run(make("A", worker_sleep=0.5), 8)
+        assert not active  # every started item of A had finished when run() raised
+        pool.run(make("B", worker_sleep=0.01), 8)
+        assert overlaps == [] and sorted(i for t, i in started if t == "B") == list(range(8))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        pool.close()
+
+
+def test_keyboard_interrupt_in_an_item_stops_starting_new_ones():
+    pool = CameraPool(1)  # the caller alone: items run in order
+    ran = []
+
+    def fn(i):
+        ran.append(i)
+        if i == 1:
+            raise KeyboardInterrupt
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pool.run(fn, 5)
+        assert ran == [0, 1]
+    finally:
+        pool.close()
+
+
+def test_an_unclosed_pool_stops_its_workers_when_collected():
+    import gc
+
+    pool = CameraPool(3)
+    workers = list(pool._threads)
+    del pool
+    gc.collect()
+    for t in workers:
+        t.join(timeout=5)
+    assert not any(t.is_alive() for t in workers)

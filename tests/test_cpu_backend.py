@@ -133,6 +133,13 @@ def test_a_streams_later_frames_skip_the_marker_walk_and_any_other_frame_takes_i
     shifted = frames[0][:2] + b"\xff\xfe\x00\x08dvpipe" + frames[0][2:]
     assert np.array_equal(_decode.decode_bgr(shifted, spec, state=state, decoder="auto"), want[0])
     assert len(walks) == 2
+    # a frame of another size whose bytes at the remembered offset copy this stream's frame header
+    big = encode_jpeg(textured_bgr(2 * size[0], 2 * size[1]))
+    off, sig = state["_sof"]
+    crafted = big[:2] + b"\xff\xfe" + (off + 6).to_bytes(2, "big") + bytes(off - 6) + sig + big[2:]  # a COM segment
+    assert crafted[off:off + 10] == sig
+    with pytest.raises(FrameError, match="frame is 640x360"):
+        _decode.decode_bgr(crafted, spec, state=state, decoder="auto")
     monkeypatch.setattr(_decode, "jpeg_frame_header", real)
     # damaged frames of the primed stream end as in the reference: the same error, or (damaged entropy
     # data, which OpenCV decodes with a warning and simplejpeg's strict mode refuses) the same pixels
@@ -243,6 +250,18 @@ def test_no_pad_and_raw_bgr_input(fused_impl):
     frames = {"CAM0": textured_bgr(*size, seed=4)}
     _compare([Decode(), Normalise(**TINY)], [size], atol=1e-4, frames=frames, encoding="raw")
     _compare([Decode(), Normalise(**TINY), Resize(scale=0.5)], [size], atol=1e-4, frames=frames, encoding="raw")
+
+
+@pytest.mark.parametrize("view", ["channels_reversed", "fortran", "bgra_slice"])
+def test_raw_frames_given_as_views(view, fused_impl):
+    size = (320, 180)
+    img = textured_bgr(*size, seed=5)
+    frame = {"channels_reversed": np.ascontiguousarray(img[..., ::-1])[..., ::-1],
+             "fortran": np.asfortranarray(img),
+             "bgra_slice": np.concatenate([img, np.zeros(img.shape[:2] + (1,), np.uint8)], axis=2)[..., :3]}[view]
+    assert not frame.flags.c_contiguous
+    for stages in ([Decode(), Normalise(**TINY)], [Decode(), Normalise(**TINY), Resize(scale=0.5)]):
+        _compare(stages, [size], atol=1e-4, frames={"CAM0": frame}, encoding="raw")
 
 
 def test_single_stage_kernels_when_nothing_fuses():

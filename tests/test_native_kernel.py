@@ -113,3 +113,31 @@ def test_read_only_output_is_refused():
     dst.flags.writeable = False
     with pytest.raises((ValueError, BufferError), match="read-only"):
         native.normalise_planes(np.zeros((2, 2, 3), np.uint8), dst, (0, 1, 2), (0, 0, 0), (1, 1, 1), 1)
+
+
+@pytestmark_native
+def test_negative_strides_and_empty_frames():
+    img = _image(6, 8, seed=3)
+    out = np.empty((3, 6, 8), np.float32)
+    native.normalise_planes(img[::-1], out[::-1, ::-1], (0, 1, 2), (1.0, 2.0, 3.0), (1.0, 1.0, 1.0), 1)
+    want = (img[::-1].astype(np.float32) - np.float32([1, 2, 3])).transpose(2, 0, 1)[::-1, ::-1]
+    assert np.array_equal(out, want)
+    for hw, shrink in [((0, 8), 1), ((6, 0), 1), ((0, 0), 2)]:
+        src = np.zeros((hw[0] * shrink, hw[1] * shrink, 3), np.uint8)
+        native.normalise_planes(src, np.empty((3,) + hw, np.float32), (0, 1, 2), (0, 0, 0), (1, 1, 1), shrink)
+
+
+@pytestmark_native
+def test_overlapping_buffers_and_non_integer_orders_are_refused():
+    raw = np.zeros(4 * 4 * 3 * 4, np.uint8)
+    src = raw[: 4 * 4 * 3].reshape(4, 4, 3)
+    dst_over_src = raw.view(np.float32).reshape(3, 4, 4)  # the same bytes as src
+    with pytest.raises(ValueError, match="overlap"):
+        native.normalise_planes(src, dst_over_src, (0, 1, 2), (0, 0, 0), (1, 1, 1), 1)
+    same_plane = np.lib.stride_tricks.as_strided(np.zeros((4, 4), np.float32), (3, 4, 4), (0, 16, 4),
+                                                 writeable=True)
+    with pytest.raises(ValueError, match="overlap"):
+        native.normalise_planes(np.zeros((4, 4, 3), np.uint8), same_plane, (0, 1, 2), (0, 0, 0), (1, 1, 1), 1)
+    with pytest.raises(TypeError):
+        native.normalise_planes(np.zeros((2, 2, 3), np.uint8), np.zeros((3, 2, 2), np.float32), (2.0, 1, 0),
+                                (0, 0, 0), (1, 1, 1), 1)

@@ -22,6 +22,7 @@
  * (docs/performance.md). The loops are plain C for the compiler to vectorise: NEON on aarch64,
  * and on x86-64 with GCC an AVX2 clone chosen at load time next to the SSE2 baseline.
  * The GIL is released for the whole call, so the pipeline's camera threads run in parallel.
+ * src and dst must not overlap, nor dst's rows and planes each other (checked: ValueError).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -34,6 +35,8 @@
 #else
 #define DV_CLONES
 #endif
+
+#define DV_ABS(x) ((x) < 0 ? -(x) : (x))
 
 typedef struct {
     int order[3];
@@ -110,6 +113,44 @@ static int parse_triple(PyObject *seq, const char *what, double out[3]) {
     return 0;
 }
 
+static int parse_order(PyObject *seq, int out[3]) {
+    PyObject *fast = PySequence_Fast(seq, "order must be a sequence of 3 source channels");
+    if (fast == NULL) return -1;
+    int ok = PySequence_Fast_GET_SIZE(fast) == 3;
+    for (int i = 0; ok && i < 3; i++) {
+        PyObject *index = PyNumber_Index(PySequence_Fast_GET_ITEM(fast, i));
+        if (index == NULL) {
+            Py_DECREF(fast);
+            return -1;
+        }
+        long v = PyLong_AsLong(index);
+        Py_DECREF(index);
+        ok = v >= 0 && v <= 2;
+        out[i] = (int)v;
+    }
+    Py_DECREF(fast);
+    if (!ok) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "order holds 3 source channels, each 0, 1 or 2");
+        return -1;
+    }
+    return 0;
+}
+
+/* [lo, hi) byte range a strided buffer spans (empty when any dimension is 0). */
+static void extent(const Py_buffer *b, const char **lo, const char **hi) {
+    Py_ssize_t first = 0, last = 0;
+    for (int d = 0; d < b->ndim; d++) {
+        if (b->shape[d] == 0) {
+            *lo = *hi = (const char *)b->buf;
+            return;
+        }
+        Py_ssize_t span = (b->shape[d] - 1) * b->strides[d];
+        if (span < 0) first += span; else last += span;
+    }
+    *lo = (const char *)b->buf + first;
+    *hi = (const char *)b->buf + last + b->itemsize;
+}
+
 static PyObject *normalise_planes(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *src_obj, *dst_obj, *order_obj, *mean_obj, *istd_obj;
@@ -118,15 +159,12 @@ static PyObject *normalise_planes(PyObject *self, PyObject *args) {
                           &shrink))
         return NULL;
     if (shrink != 1 && shrink != 2) return PyErr_Format(PyExc_ValueError, "shrink must be 1 or 2, got %d", shrink);
-    double order_d[3], mean_d[3], istd_d[3];
-    if (parse_triple(order_obj, "order", order_d) || parse_triple(mean_obj, "mean", mean_d) ||
+    coef_t cf;
+    double mean_d[3], istd_d[3];
+    if (parse_order(order_obj, cf.order) || parse_triple(mean_obj, "mean", mean_d) ||
         parse_triple(istd_obj, "inv_std", istd_d))
         return NULL;
-    coef_t cf;
     for (int c = 0; c < 3; c++) {
-        if (order_d[c] != 0 && order_d[c] != 1 && order_d[c] != 2)
-            return PyErr_Format(PyExc_ValueError, "order holds source channels 0, 1 or 2");
-        cf.order[c] = (int)order_d[c];
         cf.mean[c] = (float)mean_d[c];
         cf.k[c] = (float)istd_d[c];
     }
@@ -146,8 +184,20 @@ static PyObject *normalise_planes(PyObject *self, PyObject *args) {
         err = "dst must be a 3xhxw float32 array";
     else if (dst.strides[2] != 4)
         err = "dst rows must be contiguous (planes and rows may be strided)";
-    else if (src.shape[0] != shrink * dst.shape[1] || src.shape[1] != shrink * dst.shape[2])
+    else if (src.shape[0] / shrink != dst.shape[1] || src.shape[0] % shrink || src.shape[1] / shrink != dst.shape[2] ||
+             src.shape[1] % shrink)
         err = "src must be exactly shrink times the size of dst";
+    else if (dst.shape[1] > 0 && dst.shape[2] > 0) {
+        /* the loops promise the compiler (restrict) that the planes and the input never overlap */
+        const Py_ssize_t row_bytes = dst.shape[2] * 4, plane_bytes = (dst.shape[1] - 1) * DV_ABS(dst.strides[1]) + row_bytes;
+        const char *slo, *shi, *dlo, *dhi;
+        extent(&src, &slo, &shi);
+        extent(&dst, &dlo, &dhi);
+        if ((dst.shape[1] > 1 && DV_ABS(dst.strides[1]) < row_bytes) || DV_ABS(dst.strides[0]) < plane_bytes)
+            err = "dst rows and planes must not overlap";
+        else if (slo < dhi && dlo < shi)
+            err = "src and dst must not overlap";
+    }
     if (err != NULL) {
         PyBuffer_Release(&src);
         PyBuffer_Release(&dst);
@@ -156,11 +206,16 @@ static PyObject *normalise_planes(PyObject *self, PyObject *args) {
     }
 
     const Py_ssize_t h = dst.shape[1], w = dst.shape[2];
+    if (h == 0 || w == 0) {
+        PyBuffer_Release(&src);
+        PyBuffer_Release(&dst);
+        Py_RETURN_NONE;
+    }
     const Py_ssize_t sstride = src.strides[0], plane = dst.strides[0], drow = dst.strides[1];
     const uint8_t *sbase = (const uint8_t *)src.buf;
     char *dbase = (char *)dst.buf;
     float *vbuf = NULL; /* shrink 2: three planes of 2w vertical sums */
-    if (shrink == 2 && w > 0 && (vbuf = (float *)malloc((size_t)w * 6 * sizeof(float))) == NULL) {
+    if (shrink == 2 && (vbuf = (float *)malloc((size_t)w * 6 * sizeof(float))) == NULL) {
         PyBuffer_Release(&src);
         PyBuffer_Release(&dst);
         return PyErr_NoMemory();

@@ -258,6 +258,8 @@ def _fused_write(data, stages, ctx: KernelContext):
 
     if prog.native is not None:
         order, mean, inv_std, shrink = prog.native
+        if data.strides[1:] != (3, 1):  # a raw frame given as a view (rgb[..., ::-1], Fortran order...)
+            data = np.ascontiguousarray(data)
         _native.normalise_planes(data, out[:, :h, :w], order, mean, inv_std, shrink)
     elif prog.path == "direct":
         planes = cv2.split(data, _planes(st, "u8", (h, w), np.uint8))
