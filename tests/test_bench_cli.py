@@ -39,3 +39,12 @@ def test_bench_dvpp_without_target_says_what_to_pass(tmp_path, capsys):
     rc = cli_main(["bench", path, "--backends", "dvpp-sim", "--frames", "2"])
     assert rc == 2
     assert "--soc and --cann" in capsys.readouterr().err
+
+
+def test_bench_checks_every_backend_name_before_running_any(tmp_path, capsys):
+    path = _write(tmp_path)
+    rc = cli_main(["bench", path, "--backends", "cpu,torch:cpu,dvp-sim", "--frames", "2"])
+    captured = capsys.readouterr()
+    assert rc == 2
+    assert "--backends[2]: unknown backend 'dvp-sim'" in captured.err
+    assert "latency per step" not in captured.out  # nothing was benchmarked first

@@ -291,6 +291,18 @@ def test_run_cli_reports_a_run_that_produced_nothing(tmp_path, capsys):
     assert "no frame set was produced" in captured.err and "failed" in captured.out
 
 
+def test_run_cli_checks_output_folders_before_running(tmp_path, capsys):
+    d = synthetic_deployment(1, frames=3)
+    p = tmp_path / "dep.yaml"
+    p.write_text(yaml.safe_dump(d))
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")  # a folder cannot be created below a file
+    assert cli_main(["run", str(p), "--plots", str(blocker / "plots"), "--no-outputs"]) == 2
+    captured = capsys.readouterr()
+    assert f"--plots {blocker / 'plots'}: cannot create the folder" in captured.err
+    assert "plan:" not in captured.out  # nothing ran
+
+
 @pytest.mark.parametrize("sig,code,stopped_by,says", [
     ("SIGINT", 130, "Ctrl-C", "interrupted (Ctrl-C)"),
     ("SIGTERM", 143, "SIGTERM", "stopped: SIGTERM"),

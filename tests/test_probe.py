@@ -346,11 +346,43 @@ def test_deployment_whose_sources_exist_only_on_the_device_is_still_probed(tmp_p
     assert rc == 2 and "rig" in err
 
 
-def test_a_camera_that_cannot_be_planned_fails_the_probe(capsys):
+def test_a_camera_that_cannot_be_planned_fails_the_probe(capsys, monkeypatch):
+    import dvpipe.planner
     from dvpipe.cli import main as cli
+    from dvpipe.errors import PlanError
 
-    rc = cli(["probe", "--camera", "A=1600x900:jpeg420", "--soc", "Ascend310", "--cann", "6.0.1", "--profile", "nope"])
+    real = dvpipe.planner.plan_pipeline
+
+    def plan(cameras, *args, **kw):
+        if cameras[0].name == "A":
+            raise PlanError("no backend can run this camera")
+        return real(cameras, *args, **kw)
+
+    monkeypatch.setattr(dvpipe.planner, "plan_pipeline", plan)
+    rc = cli(["probe", "--camera", "A=1600x900:jpeg420", "--camera", "B=1600x900:jpeg420", "--soc", "Ascend310",
+              "--cann", "6.0.1"])
     out = capsys.readouterr()
     assert rc == 2
     assert "every step that DVPP implements runs on DVPP" not in out.out
-    assert "A could not be planned: unknown profile 'nope'" in out.err
+    assert "A could not be planned: no backend can run this camera" in out.err
+    assert "B could not be planned" not in out.err
+
+
+def test_a_cann_newer_than_the_docs_checked_is_said_in_text_and_json(capsys):
+    from dvpipe.knowledge.socs import latest_checked
+
+    args = ["probe", "--camera", "C=1600x900:jpeg420", "--soc", "Ascend310P3"]
+    assert cli_main(args + ["--cann", "99.0.0"]) == 0
+    text = capsys.readouterr().out
+    assert f"note: CANN 99.0.0 is newer than the latest docs checked ({latest_checked()})" in text
+    assert cli_main(args + ["--cann", "99.0.0", "--json"]) == 0
+    assert any("newer than the latest docs checked" in n for n in json.loads(capsys.readouterr().out)["notes"])
+    assert cli_main(args + ["--cann", str(latest_checked())]) == 0
+    assert "newer than the latest docs" not in capsys.readouterr().out
+
+
+def test_an_unknown_profile_is_one_error_before_any_planning(capsys, samples_dir):
+    rc = cli_main(["probe", str(samples_dir / "rig.yaml"), "--profile", "nope", "--soc", "Ascend310P3", "--cann", "7.0.0"])
+    captured = capsys.readouterr()
+    assert rc == 2 and captured.out == ""
+    assert captured.err.count("unknown profile") == 1 and "bevformer-tiny" in captured.err

@@ -25,6 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ..deploy import load_deployment
     from ..deploy.bench import compare_backends, format_deviation
+    from ..deploy.config import parse_backends
     from ..latency.report import format_comparison
     from ..target import Target
 
@@ -38,6 +39,7 @@ def main(args: argparse.Namespace) -> int:
     if args.fidelity:
         dep = replace(dep, pipeline=replace(dep.pipeline, fidelity=args.fidelity))
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    parse_backends(backends, "--backends")  # every name checked before anything runs
     if any(b.startswith("dvpp") for b in backends) and dep.target is None and Target.detect() is None:
         raise ConfigError("DVPP plans need a target: pass --soc and --cann (e.g. --soc Ascend310P3 --cann 7.0.0) "
                           "or add target: {soc, cann} to the deployment")

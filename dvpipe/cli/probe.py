@@ -196,6 +196,10 @@ def _cameras(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
     from ..probe.report import DEFAULT_FIDELITY, build_report, parse_camera
 
+    from ..profiles import PROFILES
+
+    if args.profile and args.profile not in PROFILES:
+        raise ConfigError(f"--profile {args.profile}: unknown profile; known: {', '.join(PROFILES)}")
     cams: list = []
     profile, stages, fidelity, kind = args.profile, None, args.fidelity, "cameras"
     if args.config:

@@ -83,6 +83,9 @@ def main(args: argparse.Namespace) -> int:
         dep = dep.with_outputs(dir=os.path.abspath(args.out),
                                trace=os.path.join(os.path.abspath(args.out), os.path.basename(dep.outputs.trace))
                                if dep.outputs.trace else None)
+    for flag, path, is_dir in (("--plots", args.plots, True), ("--trace", args.trace, False),
+                               ("--json", args.json, False), ("--out", args.out, True)):
+        _check_writable(flag, path, is_dir)  # before the run, not after it
     out = sys.stdout
     for w in dep.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -133,3 +136,18 @@ def _stop_on_sigterm(runner) -> None:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda signum, frame: runner.request_stop("SIGTERM"))
+
+
+def _check_writable(flag: str, path, is_dir: bool) -> None:
+    """``ConfigError`` naming the option when its output folder cannot be created or written."""
+    import os
+
+    if not path:
+        return
+    folder = os.path.abspath(path if is_dir else os.path.dirname(os.path.abspath(path)))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"{flag} {path}: cannot create the folder {folder} ({e.strerror or e})") from None
+    if not os.access(folder, os.W_OK):
+        raise ConfigError(f"{flag} {path}: the folder {folder} is not writable")

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..errors import ConfigError, DvpipeError
+from ..knowledge.socs import latest_checked
 from ..types import Camera, Rig
 
 __all__ = [
@@ -257,6 +258,10 @@ def build_report(cameras: Iterable[Camera] | Rig, target: Any, *, profile: Optio
     notes = []
     if stages is None:
         notes.append(f"stages: profile {profile or DEFAULT_PROFILE}, fidelity {fidelity}")
+    newest = latest_checked()
+    if target.cann > newest:
+        notes.append(f"CANN {target.cann} is newer than the latest docs checked ({newest}): the verdicts assume "
+                     f"the rules current at {newest} still hold -- confirm on the device (dvpipe probe --live)")
     return ProbeReport(soc=target.soc, cann=str(target.cann), family=getattr(target, "family", ""), cameras=reports,
                        profile=profile or (DEFAULT_PROFILE if stages is None else None), fidelity=fidelity,
                        backends=tuple(backends), driver=getattr(target, "driver", None), notes=notes)
@@ -428,7 +433,9 @@ def _render(rep: ProbeReport, colour: bool, sources: bool) -> str:
         head += f", driver {rep.driver}"
     lines = [_paint(head, "1", colour)]
     if rep.notes:
-        lines.append("  " + "; ".join(rep.notes) + f"; planned on {' > '.join(_shown(b) for b in rep.backends)}")
+        first, *rest = rep.notes
+        lines.append("  " + first + f"; planned on {' > '.join(_shown(b) for b in rep.backends)}")
+        lines.extend(_paint("  note: " + n, "33", colour) for n in rest)
     groups: dict[tuple, list[CameraReport]] = {}
     for c in rep.cameras:
         key = (c.width, c.height, c.encoding, c.error, tuple(c.notes),
