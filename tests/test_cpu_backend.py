@@ -21,8 +21,8 @@ import pytest
 import dvpipe as dv
 from conftest import encode_jpeg, encode_png, rig_dict, textured_bgr
 from dvpipe.backends import _decode
-from dvpipe.errors import FrameError
 from dvpipe.backends import cpu as cpu_backend
+from dvpipe.errors import FrameError
 from dvpipe.stages import Crop, Decode, Normalise, Pad, Resize
 from dvpipe.stages.base import FrameSpec
 from dvpipe.types import PixelFormat

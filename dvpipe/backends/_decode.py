@@ -62,6 +62,17 @@ def _decode_jpeg_sj(data, out_w: int, out_h: int, state: Optional[dict]) -> Opti
     return img
 
 
+def _same_stream(data, state: dict, spec_in: FrameSpec) -> bool:
+    """Whether ``data`` is a complete JPEG laid out like the camera's last decoded frame, at the declared size."""
+    known = state.get("_sof")  # (offset, first 10 bytes of the SOFn segment) of this camera's stream
+    if known is None or data[known[0]:known[0] + 10] != known[1] or not jpeg_complete(data):
+        return False
+    try:  # libjpeg's own header parse (C): the real size, whatever the bytes at the offset were
+        return _sj.decode_jpeg_header(data)[:2] == (spec_in.height, spec_in.width)
+    except ValueError:
+        return False
+
+
 def decode_bgr(data, spec_in: FrameSpec, reduce: int = 1, state: Optional[dict] = None,
                decoder: str = "cv2") -> np.ndarray:
     """Decode JPEG/PNG bytes (or validate a BGR array) to HxWx3 uint8 BGR.
@@ -86,19 +97,11 @@ def decode_bgr(data, spec_in: FrameSpec, reduce: int = 1, state: Optional[dict] 
         if got != spec_in.size:
             raise FrameError(f"frame is {got[0]}x{got[1]} but the camera declares {spec_in.width}x{spec_in.height}")
         return data
-    tried_sj = False
-    if decoder == "auto" and _sj is not None and state is not None:
-        known = state.get("_sof")  # (offset, first 10 bytes of the SOFn segment) of this camera's stream
-        if known is not None and data[known[0]:known[0] + 10] == known[1] and jpeg_complete(data):
-            try:  # libjpeg's own header parse (C): the real size, whatever the bytes at the offset were
-                size_ok = _sj.decode_jpeg_header(data)[:2] == (spec_in.height, spec_in.width)
-            except ValueError:
-                size_ok = False
-            if size_ok:
-                tried_sj = True
-                img = _decode_jpeg_sj(data, -(-spec_in.width // reduce), -(-spec_in.height // reduce), state)
-                if img is not None:
-                    return img
+    tried_sj = decoder == "auto" and _sj is not None and state is not None and _same_stream(data, state, spec_in)
+    if tried_sj:
+        img = _decode_jpeg_sj(data, -(-spec_in.width // reduce), -(-spec_in.height // reduce), state)
+        if img is not None:
+            return img
     if sniff(data) == "jpeg":
         sof, info = jpeg_frame_header(data)
     else:

@@ -195,7 +195,6 @@ def main(args: argparse.Namespace) -> int:
 def _cameras(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
     from ..probe.report import DEFAULT_FIDELITY, build_report, parse_camera
-
     from ..profiles import PROFILES
 
     if args.profile and args.profile not in PROFILES:

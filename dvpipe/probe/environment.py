@@ -17,11 +17,11 @@ import importlib
 import os
 import platform
 import re
-from pathlib import Path
 import shutil
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Optional
 
 __all__ = ["Item", "EnvironmentReport", "detect", "find_cann_version", "detect_soc"]

@@ -75,8 +75,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import dvpipe as dv  # noqa: E402
-from dvpipe.backends import _decode as dv_decode  # noqa: E402
 from dvpipe._camera_pool import CameraPool  # noqa: E402
+from dvpipe.backends import _decode as dv_decode  # noqa: E402
 from dvpipe.backends import cpu as cpu_backend  # noqa: E402
 from dvpipe.codecs import image_info  # noqa: E402
 
