@@ -3,9 +3,10 @@
 
 One command::
 
-    .venv/bin/python tools/bench/peers.py                 # samples/, 40 rounds, 1 and 2 threads
+    .venv/bin/python tools/bench/peers.py                 # samples/, then ../shared/data/nuscenes-sample when
+                                                          # present: 40 rounds, 1 and 2 threads
     .venv/bin/python tools/bench/peers.py --quick         # 8 rounds: a smoke run (make bench)
-    .venv/bin/python tools/bench/peers.py --data ../shared/data/nuscenes-sample
+    .venv/bin/python tools/bench/peers.py --data ../shared/data/nuscenes-sample   # one data set
     .venv/bin/python tools/bench/peers.py --scaling       # 6 vs 12 cameras, 1600x900 vs 3840x2160
     .venv/bin/python tools/bench/peers.py --profile       # where a frame set's time goes (cProfile)
     .venv/bin/python tools/bench/peers.py --json out/bench.json   # also write every number
@@ -663,10 +664,14 @@ def profile(rig, frames, n_sets, log, results):
         results.setdefault("overhead_ms", {})[label] = {"1": cells[0], "2": cells[1]}
 
 
+NUSCENES = ROOT.parent / "shared" / "data" / "nuscenes-sample"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=str(ROOT / "samples"),
-                    help="frame-set folder: samples/ layout or nuscenes-sample layout (default: samples/)")
+    ap.add_argument("--data", action="append",
+                    help="frame-set folder, samples/ or nuscenes-sample layout; repeatable (default: samples/, "
+                         "then ../shared/data/nuscenes-sample when it is there)")
     ap.add_argument("--rounds", type=int, default=40, help="timed rounds per comparison (default 40)")
     ap.add_argument("--quick", action="store_true", help="8 rounds, for a smoke run")
     ap.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
@@ -678,6 +683,7 @@ def main(argv=None) -> int:
                     "dvpipe and the decode floors always run)")
     ap.add_argument("--json", help="write every number to this file")
     args = ap.parse_args(argv)
+    datasets = args.data or [str(ROOT / "samples")] + ([str(NUSCENES)] if NUSCENES.is_dir() else [])
     rounds = 8 if args.quick else args.rounds
     threads_list = [int(t) for t in args.threads.split(",")]
     only = [m.strip() for m in args.methods.split(",")] if args.methods else None
@@ -687,28 +693,32 @@ def main(argv=None) -> int:
         print(s, flush=True)
         lines.append(s)
 
-    rig, frames = load_frame_set(Path(args.data))
-    datas = [frames[c.name] for c in rig]
     skips = {"torchvision v2": torchvision_reason(), "DALI CPU": dali_reason()}
-    log(f"# dvpipe peers benchmark: {args.data} ({len(rig)} cameras, {rig[0].width}x{rig[0].height}, "
-        f"{sum(map(len, datas)) / len(datas) / 1024:.0f} KiB/frame), {os.cpu_count()} CPUs, "
-        f"OpenCV {cv2.__version__}, dvpipe decoder: {dv_decode.JPEG_DECODER}")
-    results: dict = {}
-    if args.only is None:
-        for label in args.targets.split(","):
-            tgt = TARGETS[label]
-            ref = reference(datas, tgt)
-            for threads in threads_list:
-                results.setdefault(label, {})[threads] = run_block(label, rig, frames, tgt, threads, rounds, skips,
-                                                                   ref, log, only)
-        summary(results, log)
-    if args.profile or args.only == "profile":
-        profile(rig, frames, 20 if args.quick else 100, log, results)
-    if args.scaling or args.only == "scaling":
-        scaling(rig, frames, max(5, rounds // 2), log, results)
+    if not args.data and len(datasets) == 1:
+        log(f"(../shared/data/nuscenes-sample is not at {NUSCENES}: the sample frames only)")
+    all_results: dict = {}
+    for k, data in enumerate(datasets):
+        rig, frames = load_frame_set(Path(data))
+        datas = [frames[c.name] for c in rig]
+        log(("\n" if k else "") + f"# dvpipe peers benchmark: {data} ({len(rig)} cameras, {rig[0].width}x{rig[0].height}, "
+            f"{sum(map(len, datas)) / len(datas) / 1024:.0f} KiB/frame), {os.cpu_count()} CPUs, "
+            f"OpenCV {cv2.__version__}, dvpipe decoder: {dv_decode.JPEG_DECODER}")
+        results = all_results[data] = {}
+        if args.only is None:
+            for label in args.targets.split(","):
+                tgt = TARGETS[label]
+                ref = reference(datas, tgt)
+                for threads in threads_list:
+                    results.setdefault(label, {})[threads] = run_block(label, rig, frames, tgt, threads, rounds,
+                                                                       skips, ref, log, only)
+            summary(results, log)
+        if args.profile or args.only == "profile":
+            profile(rig, frames, 20 if args.quick else 100, log, results)
+        if args.scaling or args.only == "scaling":
+            scaling(rig, frames, max(5, rounds // 2), log, results)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"args": vars(args), "skips": skips, "results": results,
+        Path(args.json).write_text(json.dumps({"args": vars(args), "skips": skips, "results": all_results,
                                                "log": lines}, indent=1, default=str))
     return 0
 
