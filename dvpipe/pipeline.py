@@ -71,6 +71,8 @@ class Pipeline:
         if not isinstance(output_buffers, int) or output_buffers < 1:
             raise ConfigError(f"output_buffers must be a positive integer, got {output_buffers!r}")
         self.rig = rig
+        self._names = rig.names  # batch order
+        self._name_set = frozenset(self._names)
         self.profile = profile
         self.fallback = fallback
         self.plan: Plan = plan_pipeline(rig.cameras, stages, backends, fidelity=fidelity, target=target)
@@ -154,7 +156,7 @@ class Pipeline:
             try:
                 data = fn(data, stages, ctx)
             finally:
-                tl.record(step_name, t0, now_ns(), camera=name, unit=unit, backend=backend)
+                tl.record_checked(step_name, t0, now_ns(), "host", name, {"unit": unit, "backend": backend})
                 ctx.out = None  # the batch buffer is not held between frame sets
                 if ctx.device_spans:
                     for ds in ctx.device_spans:
@@ -185,9 +187,9 @@ class Pipeline:
             data = read_frame_bytes(value.data if isinstance(value, Frame) else value)
         except FrameError as e:
             return e.reason
-        for k, step in enumerate(cp.steps):
+        for step in cp.steps:
             try:
-                data = self._run_steps([step], data, i, cp, out, tl, "")
+                data = self._run_steps((step,), data, i, cp, out, tl, "")
             except _PROGRAMMING_ERRORS:
                 raise  # a bug in a kernel, not a frame the backend refused: never hide it behind a fallback
             except Exception as e:  # noqa: BLE001 - a kernel failure is a frame failure, reported below
@@ -222,12 +224,13 @@ class Pipeline:
         """
         if not isinstance(frames, Mapping):
             raise ConfigError(f"process() takes a mapping camera name -> frame, got {type(frames).__name__}")
-        unknown = [k for k in frames if k not in self.rig.names]
+        names = self._names
+        unknown = [k for k in frames if k not in self._name_set]
         if unknown:
-            raise ConfigError(f"unknown camera(s) {', '.join(map(str, unknown))}; the rig has {', '.join(self.rig.names)}")
+            raise ConfigError(f"unknown camera(s) {', '.join(map(str, unknown))}; the rig has {', '.join(names)}")
         images = self._buffers[self._next_buffer]
         self._next_buffer = (self._next_buffer + 1) % len(self._buffers)
-        n = len(self.rig)
+        n = len(names)
         tl = Timeline(index=self._count, counters_only=self.timing == "counters")
         self._count += 1
         arrival = now_ns()
@@ -236,14 +239,14 @@ class Pipeline:
         ready: dict[str, int] = {}
 
         def job(i: int) -> None:
-            name = self.rig.cameras[i].name
+            name = names[i]
             if name not in frames:
                 reasons[i] = "missing: no frame for this camera in the frame set"
                 return
             value = frames[name]
             capture = to_monotonic_ns(value.capture_ns) if isinstance(value, Frame) else None
             tl.set_frame(name, capture_ns=capture, arrival_ns=arrival)
-            tl.record("worker_wait", arrival, now_ns(), "wait", camera=name)  # until a worker thread took it
+            tl.record_checked("worker_wait", arrival, now_ns(), "wait", name, {})  # until a worker thread took it
             reasons[i] = self._run_camera(i, value, images[i], tl, fallbacks)
             ready[name] = now_ns()
 
@@ -255,20 +258,21 @@ class Pipeline:
 
         tl.record_assembly(ready)
         valid = np.array([r is None for r in reasons], dtype=bool)
-        drops = [(self.rig.cameras[i].name, r) for i, r in enumerate(reasons) if r is not None]
-        for i in np.flatnonzero(~valid):
-            images[i] = 0
+        drops = [(names[i], r) for i, r in enumerate(reasons) if r is not None]
+        for i, r in enumerate(reasons):
+            if r is not None:
+                images[i] = 0
         if self._device is not None:
             images = self._hand_over(images, tl)
         metas = []
         for i, m in enumerate(self._metas):
             m = dict(m)
-            value = frames.get(self.rig.cameras[i].name)
+            value = frames.get(names[i])
             if isinstance(value, Frame):
                 m["capture_ns"], m["seq"] = value.capture_ns, value.seq
             metas.append(m)
         self._unreported.append(tl)  # not finished: a model timed on it (batch.timeline.time) still counts
-        return Batch(images, metas, valid, drops, self.rig.names, fallbacks, tl)
+        return Batch(images, metas, valid, drops, names, fallbacks, tl)
 
     def _hand_over(self, images, tl: Timeline):
         """``batch.images`` on ``Batch(device=...)``: zero-copy on the CPU, one timed copy to a device."""

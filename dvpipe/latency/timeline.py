@@ -331,6 +331,12 @@ class Timeline:
         self.spans.append(span)  # list.append is atomic: safe from worker threads
         return span
 
+    def record_checked(self, name: str, start_ns: int, end_ns: int, kind: str, camera: str | None,
+                       attrs: dict[str, Any]) -> Span | None:
+        """:meth:`record` for stamps already known to be valid (``now_ns`` ints, ``start <= end``, a known
+        kind): no validation and no keyword handling -- the pipeline's per-camera hot path."""
+        return self._record(name, start_ns, end_ns, kind, camera, None, attrs)
+
     @staticmethod
     def _check_kind(kind: str) -> None:
         if kind not in _KIND_SET:
