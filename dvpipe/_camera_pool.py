@@ -8,35 +8,39 @@ so a frame set costs one wake-up per worker rather than a queue hand-off per cam
 work inside ``fn`` (decoders, OpenCV, the compiled kernel) releases the GIL, so the threads run
 in parallel.
 
-Errors: the first exception of any item is re-raised by ``run`` once every started item has
-finished. ``KeyboardInterrupt`` / ``SystemExit`` (in an item, or while the caller waits) cancel
-the items not yet started, so Ctrl-C takes effect within one camera's work, and no item of that
-call is still running when ``run`` raises: the next call never overlaps it.
+Indices come from an ``itertools.count`` (atomic under the GIL); the only lock is taken once per
+item, when it finishes. Errors: the first exception of any item is re-raised by ``run`` once
+every started item has finished. ``KeyboardInterrupt`` / ``SystemExit`` (in an item, or while the
+caller waits) cancel the run: the indices not yet handed out are drained and counted as skipped,
+so Ctrl-C takes effect within one camera's work, and no item of that call is still running when
+``run`` raises: the next call never overlaps it.
 
 The workers hold only the shared state, not the pool: a pool that is garbage-collected without
 ``close()`` stops its threads.
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 from typing import Callable, Optional
 
 
 class _Run:
-    """One ``run`` call: its items, how many were taken and finished, the first exception."""
+    """One ``run`` call: its items, how many finished or were skipped, the first exception."""
 
-    __slots__ = ("fn", "n", "taken", "done", "cancelled", "error")
+    __slots__ = ("fn", "n", "next_index", "done", "skipped", "cancelled", "error")
 
     def __init__(self, fn: Callable[[int], None], n: int):
         self.fn, self.n = fn, n
-        self.taken = self.done = 0
+        self.next_index = itertools.count().__next__  # atomic under the GIL: each index is handed out once
+        self.done = self.skipped = 0
         self.cancelled = False
         self.error: Optional[BaseException] = None
 
     def settled(self) -> bool:
-        """Every item finished, or cancelled with every started item finished."""
-        return self.done == self.n or (self.cancelled and self.done == self.taken)
+        """Every item finished, or was skipped after a cancellation."""
+        return self.done + self.skipped == self.n
 
 
 class _Shared:
@@ -49,25 +53,35 @@ class _Shared:
         self.closed = False
 
     def work(self, run: _Run) -> None:
-        cv = self.cv
-        while True:
-            with cv:
-                if run.cancelled or run.taken >= run.n:
-                    return
-                i = run.taken
-                run.taken += 1
+        """Take and run items until none is left or the run is cancelled (one lock per item, at its end)."""
+        while not run.cancelled:
+            i = run.next_index()
+            if i >= run.n:
+                return
+            error = None
             try:
                 run.fn(i)
             except BaseException as e:  # noqa: BLE001 - handed to the caller of run()
-                with cv:
-                    if run.error is None:
-                        run.error = e
-                    if not isinstance(e, Exception):  # KeyboardInterrupt, SystemExit: stop starting items
-                        run.cancelled = True
-            with cv:
+                error = e
+            with self.cv:
                 run.done += 1
+                if error is not None and run.error is None:
+                    run.error = error
                 if run.settled():
-                    cv.notify_all()
+                    self.cv.notify_all()
+            if error is not None and not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit
+                self.cancel(run)
+
+    def cancel(self, run: _Run) -> None:
+        """Start no more items of ``run``: the indices not yet handed out are counted as skipped."""
+        run.cancelled = True
+        skipped = 0
+        while run.next_index() < run.n:
+            skipped += 1
+        with self.cv:
+            run.skipped += skipped
+            if run.settled():
+                self.cv.notify_all()
 
     def worker(self) -> None:
         seen = 0
@@ -116,8 +130,7 @@ class CameraPool:
                 while not run.settled():
                     cv.wait()
         except BaseException:  # Ctrl-C while waiting: start nothing more, let started items finish
-            with cv:
-                run.cancelled = True
+            shared.cancel(run)
             while True:
                 try:
                     with cv:

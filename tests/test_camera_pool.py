@@ -137,3 +137,25 @@ def test_an_unclosed_pool_stops_its_workers_when_collected():
     for t in workers:
         t.join(timeout=5)
     assert not any(t.is_alive() for t in workers)
+
+
+def test_keyboard_interrupt_in_a_worker_item_cancels_the_rest_without_hanging():
+    pool = CameraPool(2)
+    ran, lock = [], threading.Lock()
+
+    def fn(i):
+        with lock:
+            ran.append(i)
+        if i == 3:
+            raise KeyboardInterrupt
+        time.sleep(0.01)
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pool.run(fn, 40)
+        assert 3 in ran and len(ran) < 40  # the items not yet started were skipped
+        ran.clear()
+        pool.run(fn, 3)  # indices 0..2: none raises
+        assert sorted(ran) == [0, 1, 2]
+    finally:
+        pool.close()
