@@ -321,10 +321,9 @@ def _decoder(datas, w: int, h: int):
     return lambda i, buf: cv2.imdecode(arrs[i], flag)
 
 
-class HandTuned(Method):
-    """dvpipe's kernels inline: decode into reused buffers, per-plane addWeighted into a reused output."""
-
-    name = "hand-tuned (dvpipe kernels, no framework)"
+class _PerCamera(Method):
+    """Decode into reused buffers and write a reused output, one ``job(i)`` per camera on T threads
+    (dvpipe's ``CameraPool``): the shape shared by the hand-tuned row and the floors."""
 
     def __init__(self, datas, tgt, threads):
         n = len(datas)
@@ -336,22 +335,46 @@ class HandTuned(Method):
         dw, dh = (w, h) if self.fast else (W, H)
         self.decode = _decoder(datas, dw, dh)
         self.bufs = [np.empty((dh, dw, 3), np.uint8) for _ in range(n)]
+        self.outs = [np.zeros((n, 3, hp, wp), np.float32) for _ in range(2)]
+        self.k = 0
+        self.pool = CameraPool(threads)
+
+    def job(self, i):
+        raise NotImplementedError
+
+    def run(self):
+        cv2.setNumThreads(1)
+        self.out = self.outs[self.k % 2]
+        self.k += 1
+        self.pool.run(self.job, self.n)
+        return self.out
+
+    def close(self):
+        self.pool.close()
+
+
+class HandTuned(_PerCamera):
+    """dvpipe's kernels inline: decode into reused buffers, then the compiled kernel (or, where it is
+    not built, dvpipe's OpenCV path: per-plane addWeighted) into a reused output."""
+
+    name = "hand-tuned (dvpipe kernels, no framework)"
+
+    def __init__(self, datas, tgt, threads):
+        super().__init__(datas, tgt, threads)
+        w, h, n = self.w, self.h, self.n
         sums = not self.fast and tgt["scale"] is not None
+        order = (2, 1, 0) if tgt["to_rgb"] else (0, 1, 2)
+        self.native = None
+        if cpu_backend._native is not None:  # as dvpipe uses it
+            self.native = (order, tuple(tgt["mean"]), tuple(1.0 / s for s in tgt["std"]), 2 if sums else 1)
+            return
         self.strip = min(h, max(16, round(786432 / (12 * w))))
         ph = self.strip if sums else h
         self.planes = [[np.empty((ph, w), np.uint16 if sums else np.uint8) for _ in range(3)] for _ in range(n)]
         self.v16 = [np.empty((ph, 2 * w, 3), np.uint16) for _ in range(n)] if sums else None
         self.s16 = [np.empty((ph, w, 3), np.uint16) for _ in range(n)] if sums else None
-        self.outs = [np.zeros((n, 3, hp, wp), np.float32) for _ in range(2)]
-        self.k = 0
-        order = (2, 1, 0) if tgt["to_rgb"] else (0, 1, 2)
-        k4 = 0.25 if self.v16 else 1.0
+        k4 = 0.25 if sums else 1.0
         self.coef = [(order[c], k4 / tgt["std"][c], -tgt["mean"][c] / tgt["std"][c]) for c in range(3)]
-        # dvpipe's compiled kernel when it is built (as dvpipe uses it), else its OpenCV path
-        self.native = None
-        if cpu_backend._native is not None:
-            self.native = (order, tuple(tgt["mean"]), tuple(1.0 / s for s in tgt["std"]), 2 if sums else 1)
-        self.pool = CameraPool(threads)
 
     def job(self, i):
         out = self.out
@@ -377,34 +400,13 @@ class HandTuned(Method):
         out[i, :, h:].fill(0.0)
         out[i, :, :h, w:].fill(0.0)
 
-    def run(self):
-        cv2.setNumThreads(1)
-        self.out = self.outs[self.k % 2]
-        self.k += 1
-        self.pool.run(self.job, self.n)
-        return self.out
 
-    def close(self):
-        self.pool.close()
-
-
-class Floor(Method):
+class Floor(_PerCamera):
     checked = False
 
     def __init__(self, datas, tgt, threads, what: str):
-        n = len(datas)
-        info = image_info(datas[0])
-        W, H = info.width, info.height
-        w, h, wp, hp = out_geometry(tgt, W, H)
-        fast = tgt["fidelity"] == "fast" and tgt["scale"] is not None
-        dw, dh = (w, h) if fast else (W, H)
-        self.what, self.n = what, n
+        super().__init__(datas, tgt, threads)
         self.name = f"floor: {what}"
-        self.decode = _decoder(datas, dw, dh)
-        self.bufs = [np.empty((dh, dw, 3), np.uint8) for _ in range(n)]
-        self.outs = [np.zeros((n, 3, hp, wp), np.float32) for _ in range(2)]
-        self.k = 0
-        self.pool = CameraPool(threads)
         self.job = {"decode": self._decode, "write": self._write, "decode+write": self._both}[what]
 
     def _decode(self, i):
@@ -416,16 +418,6 @@ class Floor(Method):
     def _both(self, i):
         self.decode(i, self.bufs[i])
         self.out[i].fill(0.5)
-
-    def run(self):
-        cv2.setNumThreads(1)
-        self.out = self.outs[self.k % 2]
-        self.k += 1
-        self.pool.run(self.job, self.n)
-        return self.out
-
-    def close(self):
-        self.pool.close()
 
 
 # -- the harness -----------------------------------------------------------------------------------
