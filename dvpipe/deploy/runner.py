@@ -504,14 +504,18 @@ class Runner:
         if cam in self._video:
             self._carry(cam, d.item)
 
-    def _carry(self, cam: str, item) -> None:
-        """A video frame dropped before decoding: keep its access unit for the next decode."""
+    def _restart_chain(self, cam: str, item) -> None:
+        """A discontinuity or a keyframe makes the access units held back for ``cam`` useless."""
         if item.discontinuity:
             self._backlog[cam] = []
             self._discontinuity[cam] = True
         if item.keyframe:
             self._backlog[cam] = []
             self._discontinuity[cam] = False
+
+    def _carry(self, cam: str, item) -> None:
+        """A video frame dropped before decoding: keep its access unit for the next decode."""
+        self._restart_chain(cam, item)
         bl = self._backlog[cam]
         bl.append(bytes(item.frame.data))
         if len(bl) > _MAX_VIDEO_BACKLOG:
@@ -519,12 +523,7 @@ class Runner:
             self._discontinuity[cam] = True
 
     def _video_payload(self, cam: str, item):
-        if item.discontinuity:
-            self._backlog[cam] = []
-            self._discontinuity[cam] = True
-        if item.keyframe:
-            self._backlog[cam] = []
-            self._discontinuity[cam] = False
+        self._restart_chain(cam, item)
         bl, disc = self._backlog[cam], self._discontinuity[cam]
         self._backlog[cam], self._discontinuity[cam] = [], False
         if not bl and not disc:
@@ -557,10 +556,8 @@ class Runner:
             now = now_ns()
             if self._limits_reached(now):
                 break
-            for d in self.sync.take_drops():
-                self._account_drop(d)
             sets = self.sync.poll(now)
-            for d in self.sync.take_drops():
+            for d in self.sync.take_drops():  # recorded since the last poll, and by this one, in order
                 self._account_drop(d)
             self._unprocessed = list(sets)  # formed but not processed when the run stops: see close()
             first = True
@@ -615,8 +612,9 @@ class Runner:
         frames: dict[str, Frame] = {}
         for cam, it in fs.members.items():
             f = it.frame
-            data = self._video_payload(cam, it) if cam in self._video else f.data
-            frames[cam] = Frame(cam, f.seq, f.capture_ns, data, f.pixel_format)
+            if cam in self._video:  # the decoder gets the access units held back since the last decode
+                f = Frame(cam, f.seq, f.capture_ns, self._video_payload(cam, it), f.pixel_format)
+            frames[cam] = f
             tl.set_frame(cam, capture_ns=it.capture_mono_ns, arrival_ns=it.arrival_ns)
             if it.read_span_ns is not None:
                 tl.record("read", it.read_span_ns[0], it.read_span_ns[1], "io", camera=cam)
@@ -690,8 +688,9 @@ class Runner:
                 m["sync_skew_ns"] = it.frame.capture_ns - fs.time_ns
                 if batch.valid[i]:
                     self.acc.emit(cam)
-                    if policy == "reuse":
-                        self._reuse[cam] = (_copy(batch.images[i]), it.frame.capture_ns)
+                    if policy == "reuse":  # one buffer per camera, refilled in place
+                        kept = self._reuse.get(cam)
+                        self._reuse[cam] = (_copy(batch.images[i], kept[0] if kept else None), it.frame.capture_ns)
                 else:
                     reason = reasons.get(cam, "dropped")
                     self.acc.drop(cam, classify_drop(reason), reason)
@@ -784,7 +783,14 @@ class Runner:
         return d
 
 
-def _copy(x):
+def _copy(x, into=None):
+    """A copy of ``x`` (numpy or torch), written into ``into`` when it is a buffer of the same shape."""
+    if into is not None and tuple(into.shape) == tuple(x.shape) and type(into) is type(x):
+        if hasattr(into, "copy_"):
+            into.copy_(x)
+        else:
+            np.copyto(into, x)
+        return into
     return x.clone() if hasattr(x, "clone") else np.array(x, copy=True)
 
 
