@@ -707,18 +707,29 @@ def _parse_stages(v: Any, path: str, V: _V) -> Optional[tuple]:
     return tuple(out)
 
 
-def _import_entry(entry: str, path: str, V: _V, sys_path: Optional[str] = None) -> Any:
-    import importlib
-    import sys
+def import_entry(entry: str) -> Any:
+    """The object an entry names: ``package.module:attr.sub`` or ``path/to/file.py:attr``.
 
-    mod, _, attr = entry.partition(":")
-    if sys_path and sys_path not in sys.path:
-        sys.path.insert(0, sys_path)
-    try:
+    Raises whatever importing or the attribute lookup raises (callers turn it into a ``ConfigError``).
+    """
+    import importlib
+    import importlib.util
+
+    mod, _, attr = entry.rpartition(":")
+    if mod.endswith(".py"):
+        spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(mod))[0], mod)
+        obj: Any = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(obj)
+    else:
         obj = importlib.import_module(mod)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-        return obj
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _import_entry(entry: str, path: str, V: _V) -> Any:
+    try:
+        return import_entry(entry)
     except Exception as e:  # noqa: BLE001 - any import failure is a config error at this path
         V.err(path, f"cannot import {entry}: {type(e).__name__}: {e}")
         return None

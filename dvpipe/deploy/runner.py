@@ -29,8 +29,6 @@ Threads::
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
 import sys
@@ -47,7 +45,7 @@ from ..errors import ConfigError, DvpipeError
 from ..latency import LatencyStats, Timeline, TraceWriter, now_ns, wall_ns
 from ..target import Target
 from ..types import Frame, Rig
-from .config import VIDEO_ENCODINGS, Deployment
+from .config import VIDEO_ENCODINGS, Deployment, import_entry
 from .sources import ReplayClock, Source, SourceError, StreamLost, open_source
 from .summary import Accounting, classify_drop, format_summary
 from .sync import Dropped, FrameSet, Synchroniser
@@ -209,16 +207,8 @@ def load_model(dep: Deployment) -> Optional[Callable]:
         return None
     if m.path and m.path not in sys.path:
         sys.path.insert(0, m.path)
-    mod_name, _, attr = m.entry.rpartition(":")
     try:
-        if mod_name.endswith(".py"):
-            spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(mod_name))[0], mod_name)
-            obj: Any = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(obj)
-        else:
-            obj = importlib.import_module(mod_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
+        obj = import_entry(m.entry)
     except Exception as e:  # noqa: BLE001 - reported as a config error naming the entry
         raise ConfigError(f"cannot import {m.entry}: {type(e).__name__}: {e}", "model.entry") from None
     if m.init is not None:
