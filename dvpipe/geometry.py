@@ -24,7 +24,6 @@ pixel coordinates (homogeneous, ``[u', v', 1] = A @ [u, v, 1]``). A frame accumu
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -119,5 +118,3 @@ def apply(A: np.ndarray, uv: np.ndarray) -> np.ndarray:
     return uv @ A[:2, :2].T + A[:2, 2]
 
 
-def is_integral(x: float) -> bool:
-    return math.isclose(x, round(x), abs_tol=1e-9)

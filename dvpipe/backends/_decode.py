@@ -27,7 +27,6 @@ import numpy as np
 from ..codecs import image_info, jpeg_complete, jpeg_frame_header, sniff
 from ..errors import FrameError
 from ..stages.base import FrameSpec
-from ..types import PixelFormat
 
 try:  # optional: a faster front end to the same libjpeg-turbo
     import simplejpeg as _sj
@@ -124,6 +123,3 @@ def decode_bgr(data, spec_in: FrameSpec, reduce: int = 1, state: Optional[dict] 
         img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
     return img
 
-
-def expect_hwc(spec: FrameSpec) -> bool:
-    return spec.pixel_format in (PixelFormat.BGR, PixelFormat.RGB, PixelFormat.FLOAT_HWC)

@@ -317,7 +317,6 @@ class Runner:
         self.interrupted = False
         self._stop_request: Optional[str] = None
         self._finished = False
-        self.last_batch = None
         # the model runs on its own thread so that frame set k+1 is preprocessed while the model works on
         # set k (the pipeline's ring of two output buffers makes that safe with one set in flight)
         self._model_pool = (ThreadPoolExecutor(1, thread_name_prefix="dvpipe-model")
@@ -655,7 +654,6 @@ class Runner:
             self.trace.add(tl)
         self.sets_done += 1
         self.acc.sets_emitted += 1
-        self.last_batch = batch
         if self.progress is not None:
             self.progress(self)
         return RunBatch(fs, batch, output)

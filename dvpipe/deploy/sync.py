@@ -164,10 +164,6 @@ class Synchroniser:
         with self._cond:
             self._cond.wait(timeout_s)
 
-    def wake(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
-
     # -- consumer side (the runner) ----------------------------------------------------------------
     @property
     def done(self) -> bool:

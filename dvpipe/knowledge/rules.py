@@ -215,10 +215,6 @@ class Rule:
         return (family_key in self.families and self.api in (api, "any") and self.unit in (unit, "any")
                 and (self.ops is None or op in self.ops) and cann in self.cann)
 
-    @property
-    def stride_side(self) -> Optional[str]:
-        return self.stride.get("side") if self.stride else None
-
 
 def _ratio_bound(x: Any) -> Fraction:
     return Fraction(str(x))

@@ -293,7 +293,6 @@ class Runtime:
         self.run_mode = RUN_MODE["host"]
         self._tls = threading.local()
         self._opened = False
-        self._staging_lock = threading.Lock()
 
     @property
     def is_sim(self) -> bool:
@@ -463,9 +462,6 @@ class Runtime:
                 g("acl.media.dvpp_get_pic_desc_width_stride", desc), g("acl.media.dvpp_get_pic_desc_height_stride", desc),
                 g("acl.media.dvpp_get_pic_desc_ret_code", desc))
 
-    def pic_data(self, desc: int) -> int:
-        return self.call("acl.media.dvpp_get_pic_desc_data", desc)
-
     def destroy_pic_desc(self, desc: int) -> None:
         self.call("acl.media.dvpp_destroy_pic_desc", desc)
 
@@ -560,9 +556,6 @@ class Runtime:
         if eos:
             self.call("acl.media.dvpp_set_stream_desc_eos", d, 1)
         return d
-
-    def stream_data(self, desc: int) -> int:
-        return self.call("acl.media.dvpp_get_stream_desc_data", desc)
 
     def destroy_stream_desc(self, desc: int) -> None:
         self.call("acl.media.dvpp_destroy_stream_desc", desc)

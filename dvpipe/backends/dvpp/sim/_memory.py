@@ -73,20 +73,6 @@ class AddressSpace:
             return None
         return blk.array[off:off + nbytes]
 
-    def size_at(self, addr: int) -> Optional[int]:
-        """Bytes from ``addr`` to the end of its allocation, or None."""
-        with self._lock:
-            i = bisect.bisect_right(self._bases, addr) - 1
-            if i < 0:
-                return None
-            blk = self._blocks[self._bases[i]]
-        off = addr - blk.base
-        return blk.array.size - off if 0 <= off < blk.array.size else None
-
-    def is_base(self, addr: int) -> bool:
-        with self._lock:
-            return addr in self._blocks
-
     @property
     def live(self) -> int:
         with self._lock:
