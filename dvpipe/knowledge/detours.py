@@ -10,16 +10,11 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Optional, Sequence
 
-from .rules import Request, Requirements, Verdict, evaluate, requirements
+from .rules import Request, Requirements, Verdict, align_up, evaluate, requirements
 from .versions import VersionLike
 
 __all__ = ["align_up", "align_down", "align_down_even", "legal_box", "legal_crop", "resize_hops", "Detour",
            "propose"]
-
-
-def align_up(x: int, n: int) -> int:
-    """``x`` rounded up to a multiple of ``n`` (the docs' A(x, n))."""
-    return -(-int(x) // int(n)) * int(n)
 
 
 def align_down(x: int, n: int) -> int:

@@ -719,21 +719,22 @@ def _compute_stride(spec: Mapping[str, Any], fmt: str, w: int, h: int) -> tuple[
     """(ws bytes, hs rows, buffer bytes, size_inferred) from a stride block."""
     bpp = _bpp(fmt) if spec.get("times_bpp") else 1
     wa = int((spec.get("ws_align_for") or {}).get(fmt, spec.get("ws_align", 1)))
-    ws = _align_up(w, wa) * bpp
+    ws = align_up(w, wa) * bpp
     if spec.get("ws_min") and ws < spec["ws_min"]:
-        ws = _align_up(int(spec["ws_min"]), wa * bpp)
+        ws = align_up(int(spec["ws_min"]), wa * bpp)
     ha = int((spec.get("hs_align_for") or {}).get(fmt, spec.get("hs_align", 1)))
-    hs = _align_up(h, ha)
+    hs = align_up(h, ha)
     if spec.get("hs_min") and hs < spec["hs_min"]:
-        hs = _align_up(int(spec["hs_min"]), ha)
+        hs = align_up(int(spec["hs_min"]), ha)
     sizes = spec.get("size") or {}
     inferred = fmt not in sizes
     mult = Fraction(str(sizes[fmt])) if not inferred else Fraction(str(_vocab().pixel[fmt]["size"]))
     return ws, hs, math.ceil(ws * hs * mult), inferred
 
 
-def _align_up(x: int, n: int) -> int:
-    return -(-x // n) * n
+def align_up(x: int, n: int) -> int:
+    """``x`` rounded up to a multiple of ``n`` (the docs' A(x, n))."""
+    return -(-int(x) // int(n)) * int(n)
 
 
 def _range_fail(subject: str, what: str, value: int, lo: int, hi: int, chk: str, unknown: bool) -> Optional[_Fail]:
@@ -925,11 +926,12 @@ def _evaluate_api(req: Request, api: str) -> Verdict:
             "inferred", "§8")
     if req.soc_confidence != "documented" and req.soc_note:
         add("family.soc_name", "note", req.soc_note, fam.soc_source, req.soc_confidence, "§0", oq="q9")
-    if api not in fam.apis and not any(r.reject for r in _applicable(req, api)):
+    applicable = list(_applicable(req, api))  # the rules for this request, selected once
+    if api not in fam.apis and not any(r.reject for r in applicable):
         add(f"family.{fam.key}.apis", "violation", f"{_API_LABEL[api]} is not available on {fam.label} "
             f"(available: {', '.join(_API_LABEL[a] for a in fam.apis)})", fam.soc_source, "documented", "§6")
 
-    for rule in _applicable(req, api):
+    for rule in applicable:
         checked.append(rule.id)
         covered |= rule.aspects
         conf = rule.confidence
@@ -972,7 +974,7 @@ def _evaluate_api(req: Request, api: str) -> Verdict:
     # silent effects on odd sizes, unless a violation already names that dimension
     violated = {s for f in findings if f.kind == "violation" for s in f.subject.split(",")}
     ow, oh = req.out_size
-    for rule in _applicable(req, api):
+    for rule in applicable:
         if not rule.effect_odd:
             continue
         conf = rule.confidence
