@@ -100,6 +100,20 @@ class Camera:
         return f"Camera({self.name!r}, {self.width}x{self.height}, {self.encoding})"
 
 
+
+def read_yaml(path: str | os.PathLike, what: str = "file") -> Any:
+    """The parsed YAML of ``path``; ``ConfigError`` (naming ``what``) if it is missing or not YAML."""
+    import yaml
+
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            return yaml.safe_load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{what} not found: {path}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+
+
 @dataclass(frozen=True)
 class Rig:
     """An ordered set of cameras; the order is the batch order (``batch.images[i]``)."""
@@ -182,15 +196,11 @@ class Rig:
     @classmethod
     def from_yaml(cls, path: str | os.PathLike) -> "Rig":
         """Load a rig file (see ``configs/rigs/``). Errors name the file and the field."""
-        import yaml
+        return cls.from_yaml_data(read_yaml(path, "rig file"), path)
 
-        try:
-            with open(path, "r", encoding="utf-8") as f:
-                data = yaml.safe_load(f)
-        except FileNotFoundError:
-            raise ConfigError(f"rig file not found: {path}") from None
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    @classmethod
+    def from_yaml_data(cls, data: Any, path: str | os.PathLike) -> "Rig":
+        """:meth:`from_dict` on the parsed contents of the rig file ``path`` (errors name the file)."""
         try:
             return cls.from_dict(data or {})
         except ConfigError as e:

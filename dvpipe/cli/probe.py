@@ -127,28 +127,17 @@ def load_input(path: str) -> tuple[Any, Optional[str], Optional[tuple], Optional
     outputs or model are unusable here (files that exist only on the device), its rig and pipeline
     are still probed.
     """
-    import yaml
-
+    from ..deploy import DeploymentError, load_deployment
     from ..errors import ConfigError
-    from ..types import Rig
+    from ..types import Rig, read_yaml
 
-    try:
-        with open(path, "r", encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"file not found: {path}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a deployment (rig:, pipeline:) or a rig (cameras:) mapping")
     if "rig" not in data and "cameras" in data:
-        return Rig.from_yaml(path), None, None, None, "rig"
+        return Rig.from_yaml_data(data, path), None, None, None, "rig"
     if "rig" not in data:
         raise ConfigError(f"{path}: neither a deployment (no 'rig' key) nor a rig (no 'cameras' list)")
-    try:
-        from ..deploy import DeploymentError, load_deployment
-    except ImportError:  # pragma: no cover - the deployment package is part of dvpipe
-        return _rig_only(path, data), (data.get("pipeline") or {}).get("profile"), None, None, "deployment"
     try:
         dep = load_deployment(path)
     except DeploymentError as e:
@@ -163,15 +152,6 @@ def load_input(path: str) -> tuple[Any, Optional[str], Optional[tuple], Optional
             raise e from None
     p = dep.pipeline
     return dep.rig, p.profile, (tuple(p.stages) if p.stages else None), p.fidelity, "deployment"
-
-
-def _rig_only(path: str, data: dict) -> Any:  # pragma: no cover - fallback without dvpipe.deploy
-    from ..types import Rig
-
-    rig = data["rig"]
-    if isinstance(rig, str):
-        return Rig.from_yaml(os.path.join(os.path.dirname(os.path.abspath(path)), rig))
-    return Rig.from_dict(rig, "rig")
 
 
 def main(args: argparse.Namespace) -> int:
