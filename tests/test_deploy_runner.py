@@ -197,18 +197,21 @@ def test_model_errors_are_counted_and_the_run_goes_on():
 def test_model_hook_from_the_yaml_with_init(tmp_path):
     (tmp_path / "hook.py").write_text(
         "class Model:\n"
-        "    def __init__(self, scale):\n        self.scale = scale\n        self.calls = 0\n"
-        "    def __call__(self, batch):\n        self.calls += 1\n"
-        "        return float(batch.images.sum()) * self.scale\n")
+        "    def __init__(self, scale):\n        self.scale = scale\n        self.sums = []\n"
+        "    def __call__(self, batch):\n        self.sums.append(float(batch.images.sum()))\n"
+        "        return self.sums[-1] * self.scale\n")
     dep = load_deployment(synthetic_deployment(2, frames=3, model={"entry": "hook:Model", "path": str(tmp_path),
                                                                    "init": {"scale": 2}}))
     r = Runner(dep, write_outputs=False)
     outs = [rb.output for rb in r.batches()]
     assert_accounted(r.finish())
-    assert len(outs) == 3 and all(isinstance(o, float) for o in outs) and r.model.calls == 3
-    (tmp_path / "filehook.py").write_text("def run(batch):\n    return batch.images.shape\n")
+    assert len(r.model.sums) == 3 and len(set(r.model.sums)) > 1  # one call per set, each on its own batch
+    assert outs == [2 * x for x in r.model.sums]  # init's scale reached the model, its output reached the set
+    (tmp_path / "filehook.py").write_text("def run(batch):\n    return tuple(batch.images.shape)\n")
     dep = load_deployment(synthetic_deployment(2, frames=2, model=str(tmp_path / "filehook.py") + ":run"))
-    assert Runner(dep, write_outputs=False).run().stats.step("model").count == 2
+    r = Runner(dep, write_outputs=False)
+    assert [rb.output for rb in r.batches()] == [(2, 3, 64, 96)] * 2
+    assert r.finish().stats.step("model").count == 2
 
 
 def test_frames_and_duration_limits_and_ctrl_c():

@@ -398,7 +398,7 @@ def test_frame_timelines_merge_into_a_batch():
     assert batch.capture_ns == 50 and batch.arrival_ns == 60  # oldest frame
     assert {s.camera for s in batch.spans} == {"A", "B"}
     assert batch.step_names() == ["decode"]
-    assert batch.end_to_end_ns() is not None
+    assert batch.end_to_end_ns() == 130 - 50 and batch.end_to_end_ns("arrival") == 130 - 60  # last span end
     clone = Timeline.from_dict(json.loads(json.dumps(batch.to_dict())))
     assert clone.to_dict() == batch.to_dict()
     with pytest.raises(ValueError, match="Invalid origin"):
