@@ -1,4 +1,6 @@
 """dvpipe.Target: validated against the knowledge base (constraints.md §0 names, §7 detection)."""
+import importlib.util
+
 import pytest
 
 import dvpipe as dv
