@@ -193,20 +193,6 @@ def _supports_decode(q: KernelQuery) -> Verdict:
     return Verdict.yes()
 
 
-def _step_state(ctx: KernelContext, stages) -> dict:
-    """This step's own scratch dict inside ``ctx.state``.
-
-    Keyed by the step's stages and specs, so that two steps of one camera never share a cache even
-    where the pipeline hands them the same ``ctx.state``.
-    """
-    key = ("torch", tuple(stages), ctx.spec_in, ctx.spec_out)
-    try:
-        hash(key)
-    except TypeError:  # a user stage with unhashable fields: the pipeline passes the same objects each frame
-        key = ("torch", tuple(id(s) for s in stages), ctx.spec_in, ctx.spec_out)
-    return ctx.state.setdefault(key, {})
-
-
 def _encoded_tensor(state: dict, data) -> "torch.Tensor":
     """The encoded bytes in a reused host uint8 tensor (grown as needed)."""
     raw = np.frombuffer(data, dtype=np.uint8)
@@ -231,7 +217,7 @@ def _decode(data, stages, ctx: KernelContext):
     from ._torch.device import device_run, resolve_device
 
     dev = resolve_device(ctx.backend.device)
-    state = _step_state(ctx, stages)
+    state = ctx.state
     run = device_run(state, dev)
     run.begin()
     spec = ctx.spec_in
@@ -505,7 +491,7 @@ def _pixels(data, stages, ctx: KernelContext):
     from ._torch.resample import Scratch
 
     dev = resolve_device(ctx.backend.device)
-    state = _step_state(ctx, stages)
+    state = ctx.state
     run = device_run(state, dev)
     run.begin()
     x, nv12 = _as_input(data, ctx, run)
@@ -610,7 +596,7 @@ def _transfer(data, stages, ctx: KernelContext):
     from ._torch.device import device_run, resolve_device
 
     dev = resolve_device(ctx.backend.device)
-    run = device_run(_step_state(ctx, stages), dev)
+    run = device_run(ctx.state, dev)
     run.begin()
     if ctx.spec_out.placement == "host":
         out = run.download(data) if isinstance(data, torch.Tensor) else np.asarray(data)

@@ -26,9 +26,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from ..numpy_ref import area_weights, linear_weights, nearest_weights
-
-_WEIGHTS = {"linear": linear_weights, "area": area_weights, "nearest": nearest_weights}
+from ..numpy_ref import _WEIGHTS
 
 
 def resize_matrix(n_in: int, n_out: int, interpolation: str) -> np.ndarray:
