@@ -202,6 +202,18 @@ class DeviceTimer:
         self.span = self._tl.add_device(ds)
 
 
+def _accumulate(table: dict, key: tuple, count: int, total_ns: int, max_ns: int) -> None:
+    """Fold ``(count, total, max)`` into ``table[key]`` (a ``[count, sum_ns, max_ns]`` list)."""
+    entry = table.get(key)
+    if entry is None:
+        table[key] = [count, total_ns, max_ns]
+    else:
+        entry[0] += count
+        entry[1] += total_ns
+        if max_ns > entry[2]:
+            entry[2] = max_ns
+
+
 class Timeline:
     """Stamps and spans of one frame (``camera=...``) or one batch.
 
@@ -315,17 +327,9 @@ class Timeline:
             camera = self.camera
         counters = self._counters
         if counters is not None:
-            key = (name, camera, kind, attrs.get("unit"))
             duration_ns = end_ns - start_ns
             with self._lock:
-                entry = counters.get(key)
-                if entry is None:
-                    counters[key] = [1, duration_ns, duration_ns]
-                else:
-                    entry[0] += 1
-                    entry[1] += duration_ns
-                    if duration_ns > entry[2]:
-                        entry[2] = duration_ns
+                _accumulate(counters, (name, camera, kind, attrs.get("unit")), 1, duration_ns, duration_ns)
             return None
         span = Span(name, start_ns, end_ns, kind, camera, track, attrs)
         self.spans.append(span)  # list.append is atomic: safe from worker threads
@@ -456,13 +460,7 @@ class Timeline:
 
     def _merge_counter(self, key: tuple, count: int, total_ns: int, max_ns: int) -> None:
         assert self._counters is not None
-        entry = self._counters.get(key)
-        if entry is None:
-            self._counters[key] = [count, total_ns, max_ns]
-        else:
-            entry[0] += count
-            entry[1] += total_ns
-            entry[2] = max(entry[2], max_ns)
+        _accumulate(self._counters, key, count, total_ns, max_ns)
 
     # ------------------------------------------------------------------ queries
     def counters(self) -> dict[tuple[str, str | None, str, str | None], tuple[int, int, int]]:
@@ -472,15 +470,8 @@ class Timeline:
                 return {k: (v[0], v[1], v[2]) for k, v in self._counters.items()}
         out: dict[tuple[str, str | None, str, str | None], list[int]] = {}
         for s in list(self.spans):
-            key = (s.name, s.camera, s.kind, s.attrs.get("unit"))
             d = s.end_ns - s.start_ns
-            entry = out.get(key)
-            if entry is None:
-                out[key] = [1, d, d]
-            else:
-                entry[0] += 1
-                entry[1] += d
-                entry[2] = max(entry[2], d)
+            _accumulate(out, (s.name, s.camera, s.kind, s.attrs.get("unit")), 1, d, d)
         return {k: (v[0], v[1], v[2]) for k, v in out.items()}
 
     def spans_for(self, name: str | None = None, camera: str | None = None, kind: str | None = None) -> list[Span]:
