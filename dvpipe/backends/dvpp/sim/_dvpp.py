@@ -18,6 +18,7 @@ from .. import _codes as C
 from .._enums import JPEG_FORMAT, PIXEL_FORMAT_NAME
 from ..colour import (bgr_to_nv12_planes, fill_padding_nv12, fill_padding_packed, nv12_planes, nv12_to_bgr,
                       packed_view, write_nv12, write_packed)
+from ..support import kcheck  # the backend's cached knowledge check: the same rules, one cache
 
 __all__ = ["DvppMedia", "PicDesc", "jpeg_bitstream"]
 
@@ -69,13 +70,6 @@ def jpeg_bitstream(data: bytes) -> tuple[Any, str]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _check(soc: str, cann: str, unit: str, op: str, width: int, height: int, fmt: str, extras: tuple):
-    from ....knowledge import check
-
-    return check(soc, cann, unit, op, width, height, fmt, api="acldvpp", **dict(extras))
-
-
-@functools.lru_cache(maxsize=4096)
 def _stride(soc: str, cann: str, unit: str, fmt: str, width: int, height: int, side: str):
     """(Stride, ws alignment in bytes, hs alignment in rows) or the KnowledgeGap message."""
     from ....knowledge import KnowledgeGap, rules, soc_info, stride_for
@@ -104,7 +98,7 @@ class DvppMedia:
         sim = self._sim
         t = sim.target
         try:
-            v = _check(t.soc, str(t.cann), unit, op, int(width), int(height), fmt, tuple(sorted(extras.items())))
+            v = kcheck(t, unit, op, width, height, fmt, **extras)
         except ValueError as e:  # malformed request (e.g. a crop box outside the picture)
             return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"{unit} {op}: {e}"), {}
         floors: dict = {}
@@ -279,7 +273,7 @@ class DvppMedia:
         except FrameError as e:
             return None, None, self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"not a decodable JPEG: {e.reason}")
         t = self._sim.target
-        v = _check(t.soc, str(t.cann), "jpegd", "decode", max(info.width, 1), max(info.height, 1), bitstream, ())
+        v = kcheck(t, "jpegd", "decode", max(info.width, 1), max(info.height, 1), bitstream)
         bad = [f for f in v.violations if "fmt" in f.subject.split(",")]
         if bad:
             return info, bitstream, self._sim.fail(C.ACL_ERROR_UNSUPPORTED_JPEG, f"{bad[0].message} [rule {bad[0].rule_id}]")

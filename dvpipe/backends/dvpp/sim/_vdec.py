@@ -25,7 +25,8 @@ import numpy as np
 from .. import _codes as C
 from .._enums import PIXEL_FORMAT_NAME
 from ..colour import write_nv12
-from ._dvpp import PicDesc, _check, _stride
+from ..support import kcheck
+from ._dvpp import PicDesc, _stride
 
 __all__ = ["VdecMedia", "StreamDesc", "VdecChannelDesc"]
 
@@ -150,7 +151,7 @@ class VdecMedia:
         if PIXEL_FORMAT_NAME.get(ch.out_format) not in ("nv12", "nv21"):
             return sim.fail(C.ACL_ERROR_FEATURE_UNSUPPORTED, "the software device writes NV12/NV21 VDEC output")
         t = sim.target
-        v = _check(t.soc, str(t.cann), "vdec", "decode", 1920, 1080, codec, (("channels", ch.channel_id + 1),))
+        v = kcheck(t, "vdec", "decode", 1920, 1080, codec, channels=ch.channel_id + 1)
         bad = [f for f in v.violations if "channels" in f.subject.split(",")]
         if bad:
             return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"channel id {ch.channel_id}: {bad[0].message} "
@@ -240,7 +241,7 @@ class VdecMedia:
         sim = self._sim
         w, h = frame.width, frame.height
         if not ch.checked:
-            v = _check(t.soc, str(t.cann), "vdec", "decode", w, h, ch.codec, ())
+            v = kcheck(t, "vdec", "decode", w, h, ch.codec)
             hard = v.violations
             if hard:
                 ch.refused = f"{hard[0].message} [rule {hard[0].rule_id}]"
