@@ -209,12 +209,14 @@ class Pipeline:
                     fallbacks.append((cp.camera.name, step.name, step.backend.name, step.fallback[0].backend.name, reason))
         return None
 
-    def process(self, frames: Mapping[str, Any]) -> Batch:
+    def process(self, frames: Mapping[str, Any], timeline: Optional[Timeline] = None) -> Batch:
         """Run one frame set.
 
         Args:
             frames: camera name -> encoded bytes, a file path, an HxWx3 uint8 BGR array, or a
                 :class:`~dvpipe.Frame`. A camera missing from the mapping is dropped ("missing").
+            timeline: record the set's spans into this timeline (a deployment runner's, which holds
+                the true capture and arrival stamps) instead of a new one stamped here.
 
         Returns:
             a :class:`~dvpipe.Batch`; ``images`` is a buffer of the pipeline's output ring.
@@ -231,7 +233,8 @@ class Pipeline:
         images = self._buffers[self._next_buffer]
         self._next_buffer = (self._next_buffer + 1) % len(self._buffers)
         n = len(names)
-        tl = Timeline(index=self._count, counters_only=self.timing == "counters")
+        stamp = timeline is None  # the caller's timeline carries its own capture/arrival stamps
+        tl = Timeline(index=self._count, counters_only=self.timing == "counters") if stamp else timeline
         self._count += 1
         arrival = now_ns()
         fallbacks: list = []
@@ -244,8 +247,9 @@ class Pipeline:
                 reasons[i] = "missing: no frame for this camera in the frame set"
                 return
             value = frames[name]
-            capture = to_monotonic_ns(value.capture_ns) if isinstance(value, Frame) else None
-            tl.set_frame(name, capture_ns=capture, arrival_ns=arrival)
+            if stamp:
+                capture = to_monotonic_ns(value.capture_ns) if isinstance(value, Frame) else None
+                tl.set_frame(name, capture_ns=capture, arrival_ns=arrival)
             tl.record_checked("worker_wait", arrival, now_ns(), "wait", name, {})  # until a worker thread took it
             reasons[i] = self._run_camera(i, value, images[i], tl, fallbacks)
             ready[name] = now_ns()

@@ -136,28 +136,26 @@ class _GroupedPipeline:
         shape, dtype = (len(rig),) + shapes.pop(), dtypes.pop()
         self._buffers = [np.zeros(shape, dtype=dtype) for _ in range(output_buffers)]
         self._next = 0
+        self._slots = [[rig.index(name) for name in pipe.rig.names] for _b, pipe in groups]  # group row -> batch row
+        self._order = {c: k for k, c in enumerate(rig.names)}
 
-    def process(self, frames):
+    def process(self, frames, timeline: Optional[Timeline] = None):
         images = self._buffers[self._next]
         self._next = (self._next + 1) % len(self._buffers)
         n = len(self.rig)
         metas: list = [None] * n
         valid = np.zeros(n, dtype=bool)
         drops, fallbacks = [], []
-        tl = Timeline()
-        for _b, pipe in self.groups:
-            sub = pipe.process({k: v for k, v in frames.items() if k in pipe.rig.names})
-            for j, name in enumerate(pipe.rig.names):
-                i = self.rig.index(name)
+        tl = timeline if timeline is not None else Timeline()
+        for (_b, pipe), slots in zip(self.groups, self._slots):
+            sub = pipe.process({k: v for k, v in frames.items() if k in pipe.rig.names}, timeline=tl)
+            for j, i in enumerate(slots):
                 images[i] = sub.images[j]
                 metas[i] = sub.metas[j]
                 valid[i] = sub.valid[j]
             drops += sub.drops
             fallbacks += sub.fallbacks
-            for span in (sub.timeline.spans if sub.timeline is not None else ()):
-                tl.add(span)
-        order = {c: k for k, c in enumerate(self.rig.names)}
-        drops.sort(key=lambda d: order[d[0]])
+        drops.sort(key=lambda d: self._order[d[0]])
         return self._Batch(images, metas, valid, drops, self.rig.names, fallbacks, tl)
 
     def close(self) -> None:
@@ -194,10 +192,6 @@ def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
     return _GroupedPipeline(dep.rig, built), notes
 
 
-def _without_stamps(timeline: Timeline) -> Timeline:
-    """The pipeline's timeline without its per-camera stamps (the runner's are the true ones)."""
-    timeline.cameras.clear()
-    return timeline
 
 
 def load_model(dep: Deployment) -> Optional[Callable]:
@@ -609,19 +603,11 @@ class Runner:
                 tl.record("read", it.read_span_ns[0], it.read_span_ns[1], "io", camera=cam)
             tl.record("queue_wait", it.arrival_ns, max(formed, it.arrival_ns), "wait", camera=cam)
         try:
-            batch = self.pipe.process(frames)
+            batch = self.pipe.process(frames, timeline=tl)  # the steps' spans go straight into the set's timeline
         except BaseException:  # Ctrl-C or fallback="error": the run stops, its frames are still accounted
             for it in fs.members.values():
                 self._account_drop(Dropped(it, "shutdown", "the run stopped while its set was processed"))
             raise
-        # the pipeline's timeline has every step's span (and device spans, the assembly wait); the
-        # capture/arrival stamps are the runner's (a recording's capture times are not "now")
-        if batch.timeline is not None and batch.timeline.counters_only:
-            tl.merge(_without_stamps(batch.timeline))
-        else:
-            for span in (batch.timeline.spans if batch.timeline is not None else ()):
-                tl.add(span)
-        batch.timeline = tl
         self._settle(fs, batch)
         self.sets_prepared += 1
         return fs, batch, tl
