@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import struct
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -59,7 +59,7 @@ def unpack_access_units(data: bytes | memoryview) -> tuple[list[bytes], bool]:
     """``(access units, discontinuity)`` of a payload: a bundle, or a single access unit."""
     mv = memoryview(data)
     if bytes(mv[:4]) != _BUNDLE_MAGIC:
-        return [bytes(mv)], False
+        return [data if isinstance(data, bytes) else bytes(mv)], False
     try:
         flags, count = struct.unpack_from("<BI", mv, 4)
         pos, out = 9, []
@@ -87,9 +87,13 @@ def nal_types(au: bytes, codec: str) -> list[int]:
     return types
 
 
-def is_keyframe(au: bytes, codec: str) -> bool:
-    """True when the access unit starts a new reference chain (H.264 IDR; H.265 IRAP: BLA, IDR, CRA)."""
-    types = nal_types(au, codec)
+def is_keyframe(au: bytes, codec: str, types: Optional[list[int]] = None) -> bool:
+    """True when the access unit starts a new reference chain (H.264 IDR; H.265 IRAP: BLA, IDR, CRA).
+
+    ``types``: the access unit's :func:`nal_types`, when the caller has them already.
+    """
+    if types is None:
+        types = nal_types(au, codec)
     if codec == "h264":
         return 5 in types
     return any(16 <= t <= 23 for t in types)
@@ -137,12 +141,13 @@ def decode_video(data: Any, ctx) -> np.ndarray:
     error = None
     for k, au in enumerate(aus):
         last = k == len(aus) - 1
-        if not nal_types(au, codec):
+        types = nal_types(au, codec)
+        if not types:
             state["need_keyframe"] = True
             error = f"corrupt {codec} access unit (no NAL units)"
             continue
         if state.get("need_keyframe", True):
-            if not is_keyframe(au, codec):
+            if not is_keyframe(au, codec, types):
                 if last:
                     raise FrameError(f"{codec}: waiting for a keyframe (the stream started mid-GOP, "
                                      "or frames before this one were lost or corrupt)")

@@ -29,7 +29,7 @@ from .base import Backoff, Item, Source, SourceError, StreamLost
 __all__ = ["VideoFile", "ElementaryStream", "RtspSource", "V4l2Source", "AvStream"]
 
 _CODEC_ENCODING = {"h264": "h264", "hevc": "h265"}
-_PARAM_SETS = {"h264": (7, 8), "h265": (32, 33, 34)}
+_PARAM_SETS = {"h264": frozenset((7, 8)), "h265": frozenset((32, 33, 34))}  # SPS/PPS (+ VPS) NAL types
 _LIVE_REANCHOR_NS = 100_000_000
 
 
@@ -176,8 +176,9 @@ class AvStream(Source):
             data = bytes(pkt)
             key = None
             if self._mode == "access_units":
-                key = is_keyframe(data, self._codec)
-                has_params = set(nal_types(data, self._codec)) & set(_PARAM_SETS[self._codec])
+                types = nal_types(data, self._codec)  # one scan for both questions
+                key = is_keyframe(data, self._codec, types)
+                has_params = not _PARAM_SETS[self._codec].isdisjoint(types)
                 if key and self._extradata_annexb and not has_params:
                     data = self._extradata_annexb + data
             return self._item(data, capture, keyframe=key, capture_mono_ns=self._capture_mono(capture),
