@@ -15,7 +15,10 @@ import numpy as np
 
 from .errors import FrameError
 
-__all__ = ["ImageInfo", "sniff", "jpeg_info", "png_info", "image_info", "read_frame_bytes"]
+__all__ = ["VIDEO_ENCODINGS", "ImageInfo", "sniff", "jpeg_info", "png_info", "image_info", "read_frame_bytes"]
+
+#: camera encodings that deliver video access units (Annex B) rather than still images
+VIDEO_ENCODINGS = ("h264", "h265")
 
 _JPEG_SOI = b"\xff\xd8\xff"
 _PNG_SIG = b"\x89PNG\r\n\x1a\n"

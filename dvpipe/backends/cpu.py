@@ -42,6 +42,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from ..codecs import VIDEO_ENCODINGS
 from ..stages.registry import KernelContext, KernelQuery, Verdict, register_kernel
 from ..types import PixelFormat
 from ._decode import decode_bgr
@@ -79,18 +80,17 @@ def _scratch(state: dict, key: str, shape: tuple, dtype) -> np.ndarray:
 
 
 # -- decode ----------------------------------------------------------------------------------------
-_VIDEO = ("h264", "h265")
 
 
 def _supports_decode(q: KernelQuery) -> Verdict:
-    if q.spec_in.encoding in _VIDEO:
+    if q.spec_in.encoding in VIDEO_ENCODINGS:
         return Verdict.yes(f"{q.spec_in.encoding} access units decoded by PyAV/FFmpeg (software)")
     return Verdict.yes()
 
 
 @register_kernel("decode", backend="cpu", supports=_supports_decode, name="libjpeg-turbo")
 def _decode(data, stages, ctx: KernelContext):
-    if ctx.spec_in.encoding in _VIDEO:  # one access unit per frame; a per-camera decoder in ctx.state
+    if ctx.spec_in.encoding in VIDEO_ENCODINGS:  # one access unit per frame; a per-camera decoder in ctx.state
         from ..deploy.video_decode import decode_video
 
         return decode_video(data, ctx)

@@ -53,12 +53,12 @@ except ImportError as _e:  # the module still imports, so available() can say wh
     torch = None  # type: ignore[assignment]
     _TORCH_ERROR = f"{type(_e).__name__}: {_e}"
 
-from ..codecs import image_info
+from .._optional import why_unavailable
+from ..codecs import VIDEO_ENCODINGS, image_info
 from ..errors import FrameError
 from ..stages.registry import KernelContext, KernelQuery, Verdict, register_kernel
 from ..types import PixelFormat
 from ._decode import decode_bgr
-from .._optional import why_unavailable
 
 __all__ = ["available", "allocate_output", "environment", "decode_jpeg_batch"]
 
@@ -355,7 +355,7 @@ class _Program:
         self.nv12 = None
         if nv12:  # the conversion writes the target channel order directly
             colour_range = ctx.camera.extra.get("yuv_range") or (
-                "limited" if ctx.camera.encoding in ("h264", "h265") else "full")
+                "limited" if ctx.camera.encoding in VIDEO_ENCODINGS else "full")
             self.nv12 = NV12Converter(spec.width, spec.height, out_order, colour_range, dev)
             # a decoder hands over integers
             self.nv12_round = ctx.fidelity == "reference" or self.out_dtype == torch.uint8

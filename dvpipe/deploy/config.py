@@ -85,9 +85,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Sequence
 
+from ..codecs import VIDEO_ENCODINGS
 from ..errors import ConfigError
-from ..types import Rig
 from ..target import Target
+from ..types import Rig
 
 __all__ = [
     "Deployment", "CameraConfig", "SourceConfig", "PipelineConfig", "SyncConfig", "RunConfig",
@@ -97,7 +98,6 @@ __all__ = [
 
 SOURCE_TYPES = ("images", "video", "elementary", "rtsp", "v4l2", "synthetic")
 ON_LATE = ("mask", "reuse", "drop")
-VIDEO_ENCODINGS = ("h264", "h265")
 _LIVE_TYPES = ("rtsp", "v4l2")
 
 

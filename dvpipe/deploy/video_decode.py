@@ -31,12 +31,12 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from ..codecs import VIDEO_ENCODINGS
 from ..errors import FrameError
 
 __all__ = ["VIDEO_ENCODINGS", "decode_video", "pack_access_units", "unpack_access_units", "is_keyframe",
            "nal_types"]
 
-VIDEO_ENCODINGS = ("h264", "h265")
 _FFMPEG_NAME = {"h264": "h264", "h265": "hevc"}
 _BUNDLE_MAGIC = b"\x00DVB"  # never the start of Annex B data (00 00 01 / 00 00 00 01)
 _FLAG_DISCONTINUITY = 1

@@ -33,6 +33,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
+from ..codecs import VIDEO_ENCODINGS
+
 __all__ = ["LiveStatus", "LiveCache", "available", "detect_driver", "step_key", "target_key", "synthetic_frame",
            "run_live", "prefer_empirical", "default_cache_path"]
 
@@ -180,7 +182,7 @@ def synthetic_frame(camera: Any) -> Any:
         buf = io.BytesIO()
         img.save(buf, format="JPEG", **kw)
         return buf.getvalue()
-    if enc in ("h264", "h265"):
+    if enc in VIDEO_ENCODINGS:
         import io
 
         import av

@@ -28,6 +28,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
+from ...codecs import VIDEO_ENCODINGS
 from ...errors import DvpipeError
 from ...stages.image import Crop, Decode, Resize
 from ...stages.registry import KernelQuery, Verdict
@@ -235,7 +236,7 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
     if enc == "jpeg":
         source = "jpegd"
         kv = kcheck(target, "jpegd", "decode", w, h, _bitstream(camera), out_fmt="nv12")
-    elif enc in ("h264", "h265"):
+    elif enc in VIDEO_ENCODINGS:
         source = "vdec"
         kv = kcheck(target, "vdec", "decode", w, h, enc, out_fmt="nv12")
     else:

@@ -29,6 +29,7 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
+from ...codecs import VIDEO_ENCODINGS
 from ...errors import FrameError
 from ...latency.clock import now_ns
 from . import _acl, vpc
@@ -85,7 +86,7 @@ class VdecChannel:
 
     def __init__(self, runtime: Any, pool: BufferPool, target: Any, codec: str, width: int, height: int,
                  channel_id: Optional[int] = None, profile: Optional[str] = None):
-        if codec not in ("h264", "h265"):
+        if codec not in VIDEO_ENCODINGS:
             raise ValueError(f"VDEC decodes h264 or h265, not {codec!r}")
         self.rt, self.pool, self.target = runtime, pool, target
         self.codec, self.width, self.height = codec, int(width), int(height)

@@ -23,6 +23,7 @@ from typing import Optional
 import cv2
 import numpy as np
 
+from ...codecs import VIDEO_ENCODINGS
 from ...latency import now_ns, to_monotonic_ns, wall_ns
 from ...types import Camera, PixelFormat
 from ..video_decode import camera_encoder, is_keyframe
@@ -212,7 +213,7 @@ class SyntheticSource(Source):
         if limit is not None and self.seq >= limit:
             return None
         period = self._period_ns()
-        video = self.camera.encoding in ("h264", "h265")
+        video = self.camera.encoding in VIDEO_ENCODINGS
         if self.live:
             # a live camera does not keep frames nobody read; a video stream does (its encoder
             # coded every picture), except across a reconnect, which resumes at the next keyframe

@@ -21,6 +21,7 @@ import datetime as _dt
 import os
 from typing import Any, Optional
 
+from ...codecs import VIDEO_ENCODINGS
 from ...latency import now_ns, to_monotonic_ns, wall_ns
 from ...types import PixelFormat
 from ..video_decode import is_keyframe, nal_types
@@ -87,7 +88,7 @@ class AvStream(Source):
         enc = self.camera.encoding
         self._codec = _CODEC_ENCODING.get(codec)
         self._mode = None
-        if enc in ("h264", "h265"):
+        if enc in VIDEO_ENCODINGS:
             if self._codec != enc:
                 self._container.close()
                 raise SourceError(f"{self._url()} is {codec} video but camera {self.camera.name} declares {enc} "

@@ -17,6 +17,7 @@ from typing import Optional
 import cv2
 import numpy as np
 
+from ...codecs import VIDEO_ENCODINGS
 from ...latency import now_ns
 from ...types import PixelFormat
 from ..video_decode import is_keyframe
@@ -158,8 +159,9 @@ class _Resizer:
             return []
 
     def __call__(self, au: bytes, size: tuple[int, int]) -> bytes:
-        import av
         from fractions import Fraction
+
+        import av
 
         frames = self.feed(au)
         if not frames:
@@ -234,7 +236,7 @@ class Faulty(SourceWrapper):
         f = item.frame
         if seq in self._resize:
             self._resize_to = self._resize[seq]
-        if self._resize and self.camera.encoding in ("h264", "h265"):
+        if self._resize and self.camera.encoding in VIDEO_ENCODINGS:
             if self._resizer is None:
                 self._resizer = _Resizer(self.camera.encoding)
             if self._resize_to is None:
