@@ -99,7 +99,7 @@ def main(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(runner.pipe.plan, file=out)
     out.flush()
-    _stop_on_sigterm(runner)
+    _stop_on_signals(runner)
     result = runner.run()
     if progress is not None:
         progress.close(runner)
@@ -129,13 +129,23 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stop_on_sigterm(runner) -> None:
-    """SIGTERM (``kill``, ``docker stop``, systemd) ends the run as a limit does: outputs written, exit 143."""
+def _stop_on_signals(runner) -> None:
+    """Ctrl-C and SIGTERM (``kill``, ``docker stop``, systemd) end the run at the next frame set, as a limit
+    does: outputs written, every frame accounted for, exit 130 / 143. A KeyboardInterrupt raised at an
+    arbitrary point could cut a frame set's accounting in half. A second Ctrl-C interrupts at once."""
     import signal
     import threading
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda signum, frame: runner.request_stop("SIGTERM"))
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def on_sigint(signum, frame):
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the next Ctrl-C raises KeyboardInterrupt
+        runner.request_stop("Ctrl-C", interrupted=True)
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where the parent ignores SIGINT
+        signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGTERM, lambda signum, frame: runner.request_stop("SIGTERM"))
 
 
 def _check_writable(flag: str, path, is_dir: bool) -> None:

@@ -514,9 +514,11 @@ class Runner:
         return pack_access_units(bl + [bytes(item.frame.data)], discontinuity=disc)
 
     # -- the loop ----------------------------------------------------------------------------------
-    def request_stop(self, reason: str) -> None:
-        """Stop the run cleanly at the next frame set (e.g. on SIGTERM): outputs are written and every
-        frame is accounted for, as at a run limit. Safe to call from a signal handler or another thread."""
+    def request_stop(self, reason: str, interrupted: bool = False) -> None:
+        """Stop the run cleanly at the next frame set (Ctrl-C, SIGTERM): outputs are written and every
+        frame is accounted for, as at a run limit. Safe to call from a signal handler or another thread.
+        ``interrupted`` marks the result as interrupted by the user (``dvpipe run`` exits 130)."""
+        self.interrupted = self.interrupted or interrupted
         self._stop_request = reason
 
     def _limits_reached(self, now: int) -> bool:
