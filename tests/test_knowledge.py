@@ -613,3 +613,13 @@ def test_import_is_lazy_and_light():
             "assert _data.load_yaml.cache_info().currsize == 0, 'YAML parsed at import'; "
             "k.family_of('Ascend310'); assert _data.load_yaml.cache_info().currsize == 1")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_api_names_are_read_alike_everywhere():
+    # one normalisation (case, spaces, v1/v2 aliases) for requests and stride lookups
+    from dvpipe.knowledge.rules import stride_for
+
+    args = ("Ascend310P3", "7.0.0", "vpc", "nv12", 1600, 900)
+    assert stride_for(*args, api=" V1 ", side="out") == stride_for(*args, api="acldvpp", side="out")
+    with pytest.raises(ValueError, match="unknown API"):
+        stride_for(*args, api="v3", side="out")

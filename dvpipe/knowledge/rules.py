@@ -42,6 +42,14 @@ STATUSES = ("ok", "rejected", "unknown")
 _KINDS = ("violation", "unknown", "effect", "note")
 _APIS = ("acldvpp", "himpi")
 _API_ALIASES = {"acldvpp": "acldvpp", "v1": "acldvpp", "himpi": "himpi", "hi_mpi": "himpi", "v2": "himpi"}
+
+
+def _norm_api(api: Any) -> str:
+    """``acldvpp`` or ``himpi`` from any accepted spelling; ValueError otherwise."""
+    a = _API_ALIASES.get(str(api).strip().lower())
+    if a is None:
+        raise ValueError(f"unknown API {api!r}; use 'acldvpp' (v1) or 'himpi' (v2)")
+    return a
 _API_LABEL = {"acldvpp": "acldvpp", "himpi": "hi_mpi"}
 _ASPECT_WORDS = {
     "in_range": "input size limits", "out_range": "output size limits", "in_format": "input formats",
@@ -468,10 +476,7 @@ class Request:
         out_fmt = self.out_fmt if self.out_fmt is not None else v.units[unit].get("default_out_fmt", self.fmt)
         s(self, "out_fmt", _norm_pixel(out_fmt, "output"))
         if self.api is not None:
-            a = _API_ALIASES.get(str(self.api).strip().lower())
-            if a is None:
-                raise ValueError(f"unknown API {self.api!r}; use 'acldvpp' (v1) or 'himpi' (v2)")
-            s(self, "api", a)
+            s(self, "api", _norm_api(self.api))
         s(self, "crop", _box(self.crop, "crop"))
         s(self, "paste", _box(self.paste, "paste"))
         if self.border is not None:
@@ -1120,13 +1125,7 @@ def stride_for(soc: Optional[str], cann: VersionLike, unit: str, fmt: str, width
     else:
         raise ValueError("give soc= or family=")
     v = CannVersion.parse(cann)
-    if api is not None:
-        a = _API_ALIASES.get(str(api).lower())
-        if a is None:
-            raise ValueError(f"unknown API {api!r}")
-        apis: Sequence[str] = (a,)
-    else:
-        apis = fam.apis
+    apis: Sequence[str] = (_norm_api(api),) if api is not None else fam.apis
     gaps: list[Rule] = []
     for a in apis:
         cands = []
