@@ -117,9 +117,10 @@ class BufferPool:
 
     def stats(self) -> PoolStats:
         with self._lock:
-            return PoolStats(self.allocations, self.frees, self.acquires, self.reuses, self.releases,
-                             self.bytes_allocated, self._in_use, sum(len(b) for b in self._free.values()),
-                             {f"{fmt}:{size}": len(b) for (size, fmt), b in self._free.items()})
+            return PoolStats(allocations=self.allocations, frees=self.frees, acquires=self.acquires,
+                             reuses=self.reuses, releases=self.releases, bytes_allocated=self.bytes_allocated,
+                             in_use=self._in_use, free=sum(len(b) for b in self._free.values()),
+                             by_key={f"{fmt}:{size}": len(b) for (size, fmt), b in self._free.items()})
 
     def __repr__(self) -> str:
         s = self.stats()
