@@ -36,6 +36,15 @@ class FrameError(DvpipeError, ValueError):
         super().__init__(f"{camera}: {reason}" if camera else reason)
 
 
+class CorruptFrameError(FrameError):
+    """The decoder reported damaged data (libjpeg warnings, FFmpeg's corrupt flag or a decode error).
+
+    A drop with reason category ``corrupt`` under the default policy (``on_corrupt="drop"``);
+    under ``on_corrupt="flag"`` the kernel keeps the decoded (concealed) picture instead and the
+    frame's meta carries ``corrupt: True`` with the reason (see :meth:`KernelContext.corrupt`).
+    """
+
+
 class BackendUnavailable(DvpipeError, RuntimeError):
     """A backend was asked for but cannot run here; ``reason`` says why."""
 

@@ -27,7 +27,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from ..errors import ConfigError
+from ..errors import ConfigError, CorruptFrameError
 from ..types import Camera
 from .base import FrameSpec, Stage
 
@@ -110,6 +110,9 @@ class KernelContext:
             :class:`dvpipe.latency.DeviceSpan` objects here (host enqueue and sync stamps plus
             the device-reported duration); the pipeline puts them on the batch timeline.
         target: the plan's deployment target (``dvpipe.Target``) or None.
+        on_corrupt: ``drop`` (a damaged frame is a counted drop) or ``flag`` (kept, marked in its
+            meta); kernels report damage through :meth:`corrupt`.
+        corruption: the reasons recorded for this frame under ``on_corrupt="flag"``.
     """
 
     camera: Camera
@@ -121,6 +124,18 @@ class KernelContext:
     state: dict = field(default_factory=dict)
     device_spans: list = field(default_factory=list)
     target: Any = None
+    on_corrupt: str = "drop"
+    corruption: list = field(default_factory=list)
+
+    def corrupt(self, reason: str) -> None:
+        """Report that the decoder flagged this frame as damaged but produced a picture.
+
+        Raises :class:`~dvpipe.errors.CorruptFrameError` under ``on_corrupt="drop"``; under
+        ``"flag"`` records ``reason`` and returns, and the kernel goes on with the picture.
+        """
+        if self.on_corrupt != "flag":
+            raise CorruptFrameError(reason)
+        self.corruption.append(reason)
 
 
 @dataclass(frozen=True)
