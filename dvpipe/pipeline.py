@@ -28,6 +28,10 @@ from .profiles import profile_metas, profile_stages
 from .stages.base import Stage
 from .stages.registry import KernelContext
 from .types import Batch, Frame, PixelFormat, Rig
+from .video import VideoPacket
+
+#: default cap on a camera's frame size (pixels): 64 MP, above any automotive or surveillance sensor
+DEFAULT_MAX_PIXELS = 64_000_000
 
 __all__ = ["Pipeline"]
 
@@ -51,16 +55,23 @@ class Pipeline:
             until this many later ``process`` calls.
         timing: ``spans`` (every step of every camera on ``batch.timeline``) or ``counters``
             (count, sum and max per step only: the cheapest accounting).
+        on_corrupt: ``drop`` (a frame whose decoder reports damage -- libjpeg warnings, FFmpeg's
+            corrupt flag or a decode error -- is a drop) or ``flag`` (the concealed picture is kept
+            and its meta says ``corrupt: True`` with ``corrupt_reason``). A frame with no picture
+            at all is a drop either way.
+        max_pixels: the largest frame (width x height) a camera may declare; checked before any
+            buffer is allocated (a frame's header must match its camera's declared size).
 
-    One frame set at a time: ``process`` runs a set's cameras in parallel, but must not be called
-    from two threads at once (the cameras' kernels keep per-camera scratch state and the output
-    ring is shared); use one pipeline per thread instead.
+    Concurrency: ``process`` runs a set's cameras in parallel; calls from several threads are
+    serialised (one frame set at a time, in the order the calls take the pipeline's lock), since
+    the cameras' decoders keep per-camera state. Each call's batch is correct when it returns; the
+    output ring is shared, so a batch stays valid for ``output_buffers`` later calls from any thread.
     """
 
     def __init__(self, rig: Rig, stages: Sequence[Stage], backends: Sequence[str] | str = ("cpu",), *,
                  profile: Optional[str] = None, target: Any = None, fidelity: str = "reference",
                  threads: Optional[int] = None, fallback: str = "next", output_buffers: int = 2,
-                 timing: str = "spans"):
+                 timing: str = "spans", on_corrupt: str = "drop", max_pixels: int = DEFAULT_MAX_PIXELS):
         if not isinstance(rig, Rig):
             raise ConfigError(f"rig must be a dvpipe.Rig (Rig.from_yaml(path)), got {type(rig).__name__}")
         if fallback not in ("next", "error"):
@@ -68,6 +79,15 @@ class Pipeline:
         if timing not in ("spans", "counters"):
             raise ConfigError(f"timing must be 'spans' or 'counters', got {timing!r}")
         self.timing = timing
+        if on_corrupt not in ("drop", "flag"):
+            raise ConfigError(f"on_corrupt must be 'drop' or 'flag', got {on_corrupt!r}")
+        self.on_corrupt = on_corrupt
+        if not isinstance(max_pixels, int) or max_pixels < 1:
+            raise ConfigError(f"max_pixels must be a positive integer, got {max_pixels!r}")
+        for cam in getattr(rig, "cameras", ()):
+            if cam.width * cam.height > max_pixels:
+                raise ConfigError(f"camera {cam.name} declares {cam.width}x{cam.height} = {cam.width * cam.height} "
+                                  f"pixels, above max_pixels={max_pixels} (raise max_pixels if this is intended)")
         if not isinstance(output_buffers, int) or output_buffers < 1:
             raise ConfigError(f"output_buffers must be a positive integer, got {output_buffers!r}")
         self.rig = rig
@@ -90,6 +110,8 @@ class Pipeline:
         self.threads = n_threads
         self._pool = CameraPool(n_threads) if n_threads > 1 else None
         self._lock = threading.Lock()
+        self._serial = threading.Lock()  # one frame set at a time (see the class docstring)
+        self._corrupt: list[list[str]] = [[] for _ in self.plan.cameras]  # per camera: this set's damage
         self._count = 0
         # batch timelines not yet folded into `latency`: appending is the only per-batch cost
         self._unreported: deque = deque(maxlen=self.LATENCY_BACKLOG)
@@ -137,7 +159,8 @@ class Pipeline:
         key = (cam_index, id(step), tag)
         state = self._states.setdefault(key, {})
         ctx = KernelContext(cp.camera, step.spec_in, step.spec_out, step.backend, self.plan.fidelity,
-                            state=state, target=self.plan.target)
+                            state=state, target=self.plan.target, on_corrupt=self.on_corrupt,
+                            corruption=self._corrupt[cam_index])
         spec = step.spec_out
         check = None
         if spec.pixel_format in (PixelFormat.BGR, PixelFormat.FLOAT_HWC) and spec.placement == "host":
@@ -183,8 +206,13 @@ class Pipeline:
     def _run_camera(self, i: int, value, out, tl: Timeline, fallbacks) -> Optional[str]:
         """Run camera ``i``; returns None on success or the drop reason."""
         cp = self.plan.cameras[i]
+        self._corrupt[i].clear()
+        data = value.data if isinstance(value, Frame) else value
+        if isinstance(data, FrameError):  # a source that decodes itself could not produce this frame
+            return data.reason
         try:
-            data = read_frame_bytes(value.data if isinstance(value, Frame) else value)
+            if not isinstance(data, VideoPacket):
+                data = read_frame_bytes(data)
         except FrameError as e:
             return e.reason
         for step in cp.steps:
@@ -226,6 +254,10 @@ class Pipeline:
         """
         if not isinstance(frames, Mapping):
             raise ConfigError(f"process() takes a mapping camera name -> frame, got {type(frames).__name__}")
+        with self._serial:
+            return self._process(frames, timeline)
+
+    def _process(self, frames: Mapping[str, Any], timeline: Optional[Timeline]) -> Batch:
         names = self._names
         unknown = [k for k in frames if k not in self._name_set]
         if unknown:
@@ -274,6 +306,8 @@ class Pipeline:
             value = frames.get(names[i])
             if isinstance(value, Frame):
                 m["capture_ns"], m["seq"] = value.capture_ns, value.seq
+            if valid[i] and self._corrupt[i]:
+                m["corrupt"], m["corrupt_reason"] = True, "; ".join(self._corrupt[i])
             metas.append(m)
         self._unreported.append(tl)  # not finished: a model timed on it (batch.timeline.time) still counts
         return Batch(images, metas, valid, drops, names, fallbacks, tl)

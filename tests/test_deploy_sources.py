@@ -19,7 +19,7 @@ from dvpipe.deploy.sources.synthetic import SyntheticSource
 from dvpipe.deploy.sources.video import ElementaryStream, V4l2Source, VideoFile
 from dvpipe.deploy.sources.wrappers import corrupt_data
 from dvpipe.deploy.testing import encode_access_units
-from dvpipe.deploy.video_decode import is_keyframe
+from dvpipe.video import AccessUnit, is_keyframe
 from dvpipe.types import PixelFormat
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,8 +118,9 @@ def test_video_file_pts_give_the_capture_times(samples_dir, scene):
     got = [it.frame.capture_ns for it in items]
     assert len(got) == len(expected)
     assert max(abs(a - b) for a, b in zip(got, expected)) <= 6_000  # pts in 1/90000 s
-    assert items[0].keyframe and is_keyframe(items[0].frame.data, "h264")
-    assert items[0].frame.data[:4] == b"\x00\x00\x00\x01"  # avcC converted to Annex B
+    first = [u for u in items[0].frame.data.units if isinstance(u, AccessUnit)][0].data
+    assert items[0].keyframe and is_keyframe(first, "h264")
+    assert first[:4] == b"\x00\x00\x00\x01"  # avcC converted to Annex B
 
 
 def test_video_file_codec_must_match_the_camera(samples_dir, tmp_path):
@@ -142,8 +143,9 @@ def test_elementary_stream(tmp_path, codec):
     path.write_bytes(b"".join(aus))
     items = read_all(ElementaryStream(Camera("C", 64, 48, codec), cfg("elementary", str(path), codec=codec, fps=20.0,
                                                                         start_ns=7)))
-    assert [it.frame.data for it in items] == aus
+    assert [u.data for it in items for u in it.frame.data.units if isinstance(u, AccessUnit)] == aus
     assert [it.keyframe for it in items] == [k % 5 == 0 for k in range(10)]
+    assert [it.frame.data.want for it in items] == list(range(10))  # presentation indices
     assert [it.frame.capture_ns for it in items] == [7 + k * 50_000_000 for k in range(10)]
 
 
@@ -263,3 +265,40 @@ def test_v4l2_device_capture():
         assert it is not None and it.frame.data is not None and it.capture_mono_ns is not None
     finally:
         src.close()
+
+
+class _FakeClock:
+    """A monotonic clock (ns) that advances only when a paced source waits on it."""
+
+    def __init__(self):
+        self.t = 1_000_000_000
+        self.waits_ns: list[int] = []
+
+    def now(self) -> int:
+        return self.t
+
+    def wait(self, stop, seconds: float) -> bool:
+        ns = int(round(seconds * 1e9))
+        self.waits_ns.append(ns)
+        self.t += ns
+        return False
+
+
+@pytest.mark.parametrize("codec", ["h264", "h265"])
+def test_looped_paced_elementary_stream_never_pauses_between_passes(tmp_path, codec):
+    # issue 12.7: an elementary stream counts its capture times on across reopens; Looped added a
+    # whole recording span on top, so every pass began one recording-length late (a stall half of
+    # the time under realtime pacing). Hand-computed: 4 frames at 10 fps, 6 passes = 24 frames
+    # released exactly 100 ms apart, the first one at once.
+    aus = encode_access_units(4, 64, 48, codec=codec, gop=2)
+    path = tmp_path / f"cam.{codec}"
+    path.write_bytes(b"".join(aus))
+    fake = _FakeClock()
+    clock = ReplayClock(1.0, now=fake.now, wait=fake.wait)
+    src = Paced(Looped(ElementaryStream(Camera("C", 64, 48, codec), cfg("elementary", str(path), codec=codec,
+                                                                         fps=10.0, start_ns=5))), clock)
+    items = read_all(src, limit=24)
+    assert [it.frame.capture_ns for it in items] == [5 + k * 100_000_000 for k in range(24)]
+    assert [it.frame.seq for it in items] == list(range(24))
+    assert fake.waits_ns == [100_000_000] * 23
+    assert [it.capture_mono_ns for it in items] == [1_000_000_000 + k * 100_000_000 for k in range(24)]

@@ -90,11 +90,11 @@ def _supports_decode(q: KernelQuery) -> Verdict:
 
 @register_kernel("decode", backend="cpu", supports=_supports_decode, name="libjpeg-turbo")
 def _decode(data, stages, ctx: KernelContext):
-    if ctx.spec_in.encoding in VIDEO_ENCODINGS:  # one access unit per frame; a per-camera decoder in ctx.state
-        from ..deploy.video_decode import decode_video
+    if ctx.spec_in.encoding in VIDEO_ENCODINGS:  # access units in, the picture of this frame out (reordered)
+        from ..video import decode_video
 
         return decode_video(data, ctx)
-    return decode_bgr(data, ctx.spec_in, state=ctx.state, decoder="auto")
+    return decode_bgr(data, ctx.spec_in, state=ctx.state, decoder="auto", on_corrupt=ctx.corrupt)
 
 
 def _dct_reduce(spec_in, spec_out) -> int:
@@ -126,7 +126,7 @@ def _decode_resize(data, stages, ctx: KernelContext):
     if prog is None:
         prog = st["dct"] = (_dct_reduce(ctx.spec_in, ctx.spec_out), ctx.spec_out.size, _INTERP[stages[1].interpolation])
     reduce, size, interp = prog
-    img = decode_bgr(data, ctx.spec_in, reduce=reduce, state=st, decoder="auto")
+    img = decode_bgr(data, ctx.spec_in, reduce=reduce, state=st, decoder="auto", on_corrupt=ctx.corrupt)
     w, h = size
     dw, dh = img.shape[1] - w, img.shape[0] - h
     if dw == 0 and dh == 0:

@@ -7,7 +7,11 @@ looping. It implements what an FFmpeg client needs: OPTIONS, DESCRIBE, SETUP (TC
 only), PLAY, GET_PARAMETER/SET_PARAMETER (keep-alive), TEARDOWN.
 
 It binds **only to loopback addresses** (127.0.0.0/8, ::1) and can misbehave on purpose: drop the
-connection after n access units (to test reconnects) or pause (to test stalls).
+connection after n access units (to test reconnects), pause at a given access unit or whenever the
+test says (:meth:`RtspStream.pause` / :meth:`RtspStream.resume`: the connection stays open, nothing
+is sent, the stream resumes where it was), or go away and come back on the same port
+(:meth:`LoopbackRtspServer.suspend` / :meth:`LoopbackRtspServer.resume`: a crashed and restarted
+server).
 
 Command line (serves each file at ``rtsp://127.0.0.1:PORT/<file stem>``)::
 
@@ -78,7 +82,7 @@ def read_access_units(path: str) -> tuple[str, list[bytes], float]:
         it = src.read()
         if it is None:
             break
-        aus.append(bytes(it.frame.data))
+        aus.extend(u.data for u in it.frame.data.units if hasattr(u, "data"))  # decode order
         stamps.append(it.frame.capture_ns)
     src.close()
     fps = 30.0
@@ -113,6 +117,21 @@ class RtspStream:
     connections: int = 0
     sent: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _running: threading.Event = field(default_factory=lambda: _set_event(), repr=False)
+
+    def pause(self) -> None:
+        """Stop sending on every connection (they stay open) until :meth:`resume`."""
+        self._running.clear()
+
+    def resume(self) -> None:
+        """Send again, from the access unit where the pause began (at the stream's rate)."""
+        self._running.set()
+
+
+def _set_event() -> threading.Event:
+    e = threading.Event()
+    e.set()
+    return e
 
 
 def _is_loopback(host: str) -> bool:
@@ -133,14 +152,30 @@ class LoopbackRtspServer:
             raise ValueError(f"the test RTSP server binds to loopback addresses only, not {host!r}")
         self.streams = dict(streams)
         self.host = host
-        self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((host, port))
-        self._sock.listen(16)
+        self._sock = self._listen(port)
         self.port = self._sock.getsockname()[1]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._conns: list[socket.socket] = []
+
+    def _listen(self, port: int) -> socket.socket:
+        sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, port))
+        sock.listen(16)
+        return sock
+
+    def suspend(self) -> None:
+        """Go away as a crashed server does: close the port and every connection (clients see the
+        connection reset and cannot connect) until :meth:`resume`."""
+        self.stop()
+
+    def resume(self) -> "LoopbackRtspServer":
+        """Come back on the same port (streams start over for new connections)."""
+        self._sock = self._listen(self.port)
+        self._stop = threading.Event()
+        self._threads, self._conns = [], []
+        return self.start()
 
     def url(self, path: str) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -336,6 +371,12 @@ class LoopbackRtspServer:
                     if self._stop.wait(st.pause_s) or done.is_set():
                         break
                     t0 += st.pause_s
+                if not st._running.is_set():  # paused by the test: hold the connection, send nothing
+                    paused = time.monotonic()
+                    while not st._running.wait(0.05):
+                        if self._stop.is_set() or done.is_set():
+                            return
+                    t0 += time.monotonic() - paused
                 wait = t0 + k * period - time.monotonic()
                 if wait > 0 and self._stop.wait(wait):
                     break

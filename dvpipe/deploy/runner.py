@@ -43,13 +43,15 @@ import numpy as np
 
 from ..errors import ConfigError, DvpipeError
 from ..latency import LatencyStats, Timeline, TraceWriter, now_ns, wall_ns
+from ..latency.trace import DEFAULT_MAX_EVENTS
 from ..target import Target
 from ..types import Frame, Rig
 from .config import VIDEO_ENCODINGS, Deployment, import_entry
 from .sources import ReplayClock, Source, SourceError, StreamLost, open_source
+from .sources.base import StreamStalled
 from .summary import Accounting, classify_drop, format_summary
 from .sync import Dropped, FrameSet, Synchroniser
-from .video_decode import pack_access_units
+from ..video import GAP, VideoPacket, as_packet, merge_packets
 
 __all__ = ["Runner", "RunResult", "RunError", "build_pipeline", "resolve_backends", "AUTO_BACKENDS", "load_model"]
 
@@ -256,13 +258,15 @@ class Runner:
         model: overrides the deployment's model hook (a callable taking the batch).
         progress: called after every frame set with the runner (for progress displays).
         trace_path / json_path / plots_dir: override the deployment's outputs.
+        trace_max_events: bound of the trace (events kept: the most recent frame sets'); default
+            ``outputs.trace_max_events`` or :data:`dvpipe.latency.trace.DEFAULT_MAX_EVENTS`.
         write_outputs: False writes no files at all (tests, soak runs).
     """
 
     def __init__(self, deployment: Deployment, *, model: Optional[Callable] = None,
                  progress: Optional[Callable[["Runner"], None]] = None, trace_path: Optional[str] = None,
                  json_path: Optional[str] = None, plots_dir: Optional[str] = None, write_outputs: bool = True,
-                 keep_timelines: int = 16):
+                 keep_timelines: int = 16, trace_max_events: Optional[int] = None):
         self.dep = dep = deployment
         self.cameras = [c.name for c in dep.cameras]
         self.pipe, self.backend_notes = build_pipeline(dep)
@@ -285,7 +289,9 @@ class Runner:
         self.stats = LatencyStats(budgets=dep.latency.budgets_ns(), window=dep.latency.window,
                                   keep_timelines=keep_timelines, counters_only=dep.latency.counters_only,
                                   listeners=[self.prometheus] if self.prometheus is not None else ())
-        self.trace = TraceWriter(self.trace_path, metadata={"deployment": dep.name}) if (
+        # a ring of the most recent frame sets' events: memory and file stay bounded however long the run
+        max_events = trace_max_events or getattr(dep.outputs, "trace_max_events", None) or DEFAULT_MAX_EVENTS
+        self.trace = TraceWriter(self.trace_path, metadata={"deployment": dep.name}, max_events=max_events) if (
             self.trace_path and write_outputs) else None
         live = dep.live
         latest = {"auto": live, "true": True, "false": False}[dep.run.latest_only]
@@ -295,7 +301,9 @@ class Runner:
         self._threads: list[threading.Thread] = []
         self._sources: dict[str, Source] = {}
         self._video = {c.name for c in dep.rig.cameras if c.encoding in VIDEO_ENCODINGS}
-        self._backlog: dict[str, list[bytes]] = {c: [] for c in self._video}
+        self._codec = {c.name: c.encoding for c in dep.rig.cameras if c.encoding in VIDEO_ENCODINGS}
+        # per video camera: (discontinuity before it, packet) of frames dropped before decoding
+        self._backlog: dict[str, list[tuple[bool, VideoPacket]]] = {c: [] for c in self._video}
         self._discontinuity: dict[str, bool] = {c: False for c in self._video}
         self._reuse: dict[str, tuple[Any, int]] = {}  # camera -> (copy of its last image, capture_ns)
         self._index = {c: dep.rig.index(c) for c in self.cameras}
@@ -414,6 +422,19 @@ class Runner:
 
     def _reader(self, cam: str, src: Source) -> None:
         h = self.acc.health[cam]
+        try:
+            self._read_loop(cam, src, h)
+        finally:
+            h.finish(now_ns())  # an outage still open when the reader stops lasts until then
+
+    def _read_loop(self, cam: str, src: Source, h) -> None:
+        """Open, read and push until the input ends, the run stops or the source fails.
+
+        A read timeout on an open connection (:class:`StreamStalled`) is a stall: the reader reads on,
+        and reconnects only when the camera has been without frames for ``src.stall_reconnect_s``.
+        """
+        if self.acc.started_ns is None:
+            self.acc.started_ns = self.started_ns  # the origin of outage times in the summary
         err = self._open(cam, src, again=False)
         if err is not None:
             if err != "stopped":
@@ -421,26 +442,29 @@ class Runner:
             return
         h.state, h.detail = "streaming", ""
         h.streaming_since_ns = now_ns()
+        h.nominal_fps = src.nominal_fps()
         last_seq: Optional[int] = None
         gap_next = False
         while not self.stop_event.is_set():
             try:
                 item = src.read()
+            except StreamStalled as e:
+                without_ns = h.read_timed_out(now_ns(), e.reason)
+                limit = src.stall_reconnect_s
+                if src.backoff is None or limit is None or without_ns < limit * 1e9:
+                    continue
+                if not self._reconnect(cam, src, h, f"no frame for {without_ns / 1e9:.1f} s on an open connection "
+                                                     f"(more than stall_reconnect_s {limit:g} s)"):
+                    return
+                gap_next = True
+                continue
             except StreamLost as e:
-                h.disconnects += 1
-                h.note(f"disconnected: {e.reason}")
                 if src.backoff is None:
+                    h.disconnected(now_ns(), e.reason)
                     self._fail(cam, f"stream lost: {e.reason}")
                     return
-                h.state, h.detail = "reconnecting", e.reason
-                err = self._open(cam, src, again=True)
-                if err is not None:
-                    if err != "stopped":
-                        self._fail(cam, f"stream lost and did not come back: {err}")
+                if not self._reconnect(cam, src, h, e.reason):
                     return
-                h.reconnects += 1
-                h.state, h.detail = "streaming", ""
-                h.streaming_since_ns = now_ns()
                 gap_next = True
                 continue
             except SourceError as e:
@@ -459,26 +483,32 @@ class Runner:
             item.discontinuity = item.discontinuity or gap_next or (last_seq is not None and seq != last_seq + 1)
             gap_next = False
             last_seq = seq
-            if h.stall_started_ns is not None:
-                h.stalled_ns += t - h.stall_started_ns
-                h.stall_started_ns = None
-                h.note(f"resumed after {(t - (h.last_arrival_ns or t)) / 1e9:.1f} s without frames")
-            h.last_arrival_ns = t
-            if h.state == "stalled":
-                h.state = "streaming"
-            if not self.sync.push(item, self.stop_event, on_enter=self.acc.enter) and self.sync.closed:
+            h.arrived(t, item.media_ns)
+            h.pushing_frame(True, t)
+            try:
+                pushed = self.sync.push(item, self.stop_event, on_enter=self.acc.enter)
+            finally:
+                h.pushing_frame(False, now_ns())
+            if not pushed and self.sync.closed:
                 return
 
+    def _reconnect(self, cam: str, src: Source, h, reason: str) -> bool:
+        """The connection is lost (``reason``): reconnect with the source's back-off. False: give up."""
+        h.disconnected(now_ns(), reason)
+        err = self._open(cam, src, again=True)
+        if err is not None:
+            if err != "stopped":
+                self._fail(cam, f"stream lost and did not come back: {err}")
+            return False
+        h.reconnected(now_ns())
+        h.nominal_fps = src.nominal_fps() or h.nominal_fps
+        return True
+
     def _check_stalls(self, now: int) -> None:
+        """Begin a stall for each streaming camera without a frame for ``run.stall_timeout_ms``."""
         limit = int(self.dep.run.stall_timeout_ms * 1e6)
         for h in self.acc.health.values():
-            if h.state == "streaming" and h.stall_started_ns is None:
-                last = max(h.last_arrival_ns or 0, h.streaming_since_ns or 0) or self.started_ns
-                if last is not None and now - last > limit:
-                    h.state = "stalled"
-                    h.stalls += 1
-                    h.stall_started_ns = last
-                    h.note(f"stalled: no frame for {(now - last) / 1e9:.1f} s")
+            h.check_stall(now, limit)
 
     # -- accounting of drops (video cameras keep feeding their decoder) ------------------------------
     def _account_drop(self, d: Dropped) -> None:
@@ -487,31 +517,29 @@ class Runner:
         if cam in self._video:
             self._carry(cam, d.item)
 
-    def _restart_chain(self, cam: str, item) -> None:
-        """A discontinuity or a keyframe makes the access units held back for ``cam`` useless."""
-        if item.discontinuity:
-            self._backlog[cam] = []
-            self._discontinuity[cam] = True
-        if item.keyframe:
-            self._backlog[cam] = []
-            self._discontinuity[cam] = False
-
     def _carry(self, cam: str, item) -> None:
-        """A video frame dropped before decoding: keep its access unit for the next decode."""
-        self._restart_chain(cam, item)
+        """A video frame dropped before decoding: keep its access units for the camera's next decode."""
         bl = self._backlog[cam]
-        bl.append(bytes(item.frame.data))
-        if len(bl) > _MAX_VIDEO_BACKLOG:
+        bl.append((bool(item.discontinuity), as_packet(item.frame.data, self._codec[cam])))
+        if len(bl) > _MAX_VIDEO_BACKLOG:  # far behind: what is held is dropped; the decoder restarts at a keyframe
             bl.clear()
             self._discontinuity[cam] = True
 
     def _video_payload(self, cam: str, item):
-        self._restart_chain(cam, item)
+        """The frame's packet, carrying the units of the camera's frames dropped since its last decode."""
         bl, disc = self._backlog[cam], self._discontinuity[cam]
         self._backlog[cam], self._discontinuity[cam] = [], False
-        if not bl and not disc:
-            return item.frame.data
-        return pack_access_units(bl + [bytes(item.frame.data)], discontinuity=disc)
+        current = as_packet(item.frame.data, self._codec[cam])
+        if not bl and not disc and not item.discontinuity:
+            return current
+        units: list = [GAP] if disc else []
+        for gap, packet in bl:
+            if gap:
+                units.append(GAP)
+            units.extend(packet.units)
+        if item.discontinuity:
+            units.append(GAP)
+        return merge_packets([VideoPacket(units)], current)
 
     # -- the loop ----------------------------------------------------------------------------------
     def request_stop(self, reason: str, interrupted: bool = False) -> None:

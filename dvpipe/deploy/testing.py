@@ -89,7 +89,7 @@ def encode_access_units(n: int, width: int = 96, height: int = 64, codec: str = 
     ``gop`` pictures) of :func:`test_pattern` images, or of ``images``."""
     import av
 
-    from .video_decode import camera_encoder
+    from ..video import camera_encoder
 
     cc = camera_encoder(codec, width, height, gop)
     out: list[bytes] = []

@@ -348,10 +348,8 @@ def _host_image(rt: Any, pic: Picture, output: str) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------ kernel
 
 def _units(data: Any) -> tuple[list[bytes], bool]:
-    try:
-        from ...deploy.video_decode import unpack_access_units
-    except ImportError:  # the bundle format lives with the CPU video decoder
-        return [bytes(data)], False
+    from ...video import unpack_access_units
+
     return unpack_access_units(data)
 
 

@@ -26,7 +26,7 @@ import numpy as np
 from ...codecs import VIDEO_ENCODINGS
 from ...latency import now_ns, to_monotonic_ns, wall_ns
 from ...types import Camera, PixelFormat
-from ..video_decode import camera_encoder, is_keyframe
+from ...video import camera_encoder, is_keyframe
 from .base import Backoff, Item, Source, SourceError
 
 __all__ = ["SyntheticSource", "render_background", "render_frame"]

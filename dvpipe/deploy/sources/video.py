@@ -3,7 +3,7 @@
 Cameras that declare ``encoding: h264`` / ``h265`` receive **access units** (Annex B bytes, one
 coded picture each; MP4/MKV ``avcC``/``hvcC`` packets are converted with FFmpeg's
 ``*_mp4toannexb`` bitstream filter) and decode them as a plan step
-(:mod:`dvpipe.deploy.video_decode`). Cameras that declare ``raw`` get BGR arrays decoded here, in
+(:mod:`dvpipe.video`). Cameras that declare ``raw`` get BGR arrays decoded here, in
 the reader thread (any codec FFmpeg knows); ``jpeg`` cameras accept MJPEG streams packet by packet.
 
 Capture times:
@@ -24,14 +24,17 @@ from typing import Any, Optional
 from ...codecs import VIDEO_ENCODINGS
 from ...latency import now_ns, to_monotonic_ns, wall_ns
 from ...types import PixelFormat
-from ..video_decode import is_keyframe, nal_types
-from .base import Backoff, Item, Source, SourceError, StreamLost
+from ...errors import FrameError
+from ...video import (ELEMENTARY_LOOKAHEAD, FILE_LOOKAHEAD, RESET, AccessUnit, FFmpegEngine, Lookahead,
+                            PresentationOrder, ReorderingDecoder, VideoPacket, is_keyframe, nal_types)
+from .base import Backoff, Item, Source, SourceError, StreamLost, StreamStalled
 
 __all__ = ["VideoFile", "ElementaryStream", "RtspSource", "V4l2Source", "AvStream"]
 
 _CODEC_ENCODING = {"h264": "h264", "hevc": "h265"}
 _PARAM_SETS = {"h264": frozenset((7, 8)), "h265": frozenset((32, 33, 34))}  # SPS/PPS (+ VPS) NAL types
 _LIVE_REANCHOR_NS = 100_000_000
+_MAX_DEMUX_ERRORS = 100  # consecutive demux errors in a recording before it counts as unreadable
 
 
 def _av():
@@ -98,7 +101,6 @@ class AvStream(Source):
             self._mode = "packets"
         elif enc == "raw":
             self._mode = "decode"
-            self._decoder = stream.codec_context
         else:
             self._container.close()
             raise SourceError(f"{self._url()} is {codec} video; camera {self.camera.name} declares {enc} "
@@ -106,7 +108,7 @@ class AvStream(Source):
         self._bsf = None
         extradata = bytes(stream.codec_context.extradata or b"")
         self._extradata_annexb = b""
-        if self._mode == "access_units":
+        if self._mode in ("access_units", "decode") and self._codec is not None:
             if extradata[:1] == b"\x01":  # avcC / hvcC: length-prefixed packets
                 name = "h264_mp4toannexb" if self._codec == "h264" else "hevc_mp4toannexb"
                 self._bsf = av.BitStreamFilterContext(name, stream)
@@ -114,6 +116,24 @@ class AvStream(Source):
                 self._extradata_annexb = extradata
         self._demux = self._container.demux(stream)
         self._pending: list = []
+        self._eof = False
+        self._no_pts = 0
+        # decode order -> presentation order, the one place (dvpipe.video)
+        self._order = PresentationOrder(self._order_by(), self._lookahead())
+        self._order.mark(RESET)  # a (re)opened stream starts a new decoder
+        if self._mode == "decode":
+            self._raw_decoder = ReorderingDecoder(
+                self._codec or codec,
+                engine=lambda c, x=(None if self._codec else extradata): FFmpegEngine(c, x))
+
+    def _order_by(self) -> str:
+        """``pts`` (the container has timestamps) or ``index`` (elementary streams)."""
+        return "pts"
+
+    def _lookahead(self):
+        """Units read ahead of a frame (see :class:`~dvpipe.video.PresentationOrder`)."""
+        n = self.options.get("lookahead")
+        return FILE_LOOKAHEAD if n is None else int(n)
 
     def _close(self) -> None:
         c = getattr(self, "_container", None)
@@ -124,8 +144,21 @@ class AvStream(Source):
                 pass
             self._container = None
 
+    def _filter(self, pkt) -> list:
+        """The packet in Annex B form (one or none; the bitstream filter may hold one back)."""
+        if self._bsf is None:
+            return [pkt]
+        pts_ns = self._pts_ns(pkt)  # before the filter takes the packet
+        try:
+            return [p for p in self._bsf.filter(pkt) if p.size]
+        except _av().error.FFmpegError:
+            # a damaged length prefix: the packet cannot be delivered; its frame is a corrupt drop
+            return [_Damaged(pts_ns)]
+
     def _next_packet(self):
+        """The next packet in decode order, or None at the end of the stream."""
         av = _av()
+        errors = 0
         while True:
             if self._pending:
                 return self._pending.pop(0)
@@ -136,57 +169,115 @@ class AvStream(Source):
             except av.error.EOFError:
                 return None
             except av.error.FFmpegError as e:
-                raise StreamLost(f"{self._url()}: {_err_text(e)}") from None
+                if self.live or errors >= _MAX_DEMUX_ERRORS:
+                    raise StreamLost(f"{self._url()}: {_err_text(e)}") from None
+                errors += 1  # a damaged stretch of a recording: resume demuxing after it
+                self._pending.append(_Damaged(None))  # no pts: it takes no frame's place
+                self._demux = self._container.demux(self._stream)
+                continue
             if pkt.size == 0:  # the flush packet at the end
                 if self._bsf is not None:
-                    self._pending.extend(p for p in self._bsf.filter(None) if p.size)
+                    try:
+                        self._pending.extend(p for p in self._bsf.filter(None) if p.size)
+                    except av.error.FFmpegError:
+                        pass
                     self._bsf = None
                     continue
                 return None
-            if self._bsf is not None:
-                self._pending.extend(p for p in self._bsf.filter(pkt) if p.size)
-                continue
-            return pkt
+            self._pending.extend(self._filter(pkt))
 
-    def _capture_ns(self, pkt, arrival_wall_ns: int) -> int:  # pragma: no cover - per type
+    def _unit(self, pkt) -> AccessUnit:
+        """The access unit of a demuxed packet (parameter sets prepended to keyframes if out of band)."""
+        if isinstance(pkt, _Damaged):
+            return AccessUnit(b"", pkt.pts_ns, False, pkt.pts_ns is not None)
+        data = bytes(pkt)
+        pts = self._pts_ns(pkt)
+        show = not getattr(pkt, "is_discard", False)
+        if self._mode == "access_units" or (self._mode == "decode" and self._codec is not None):
+            types = nal_types(data, self._codec)  # one scan for both questions
+            key = is_keyframe(data, self._codec, types) or bool(pkt.is_keyframe and self._order.by == "pts")
+            if key and self._extradata_annexb and _PARAM_SETS[self._codec].isdisjoint(types):
+                data = self._extradata_annexb + data
+            return AccessUnit(data, pts, key, show)
+        return AccessUnit(data, pts, bool(pkt.is_keyframe), show)
+
+    def _pts_ns(self, pkt) -> Optional[int]:
+        if self._order.by != "pts" or pkt is None:
+            return None
+        t = pkt.pts if pkt.pts is not None else pkt.dts
+        if t is None:
+            return None
+        return int(round(float(t * pkt.time_base) * 1e9))
+
+    def _capture_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:  # pragma: no cover - per type
         raise NotImplementedError
 
     def _capture_mono(self, capture_ns: int) -> Optional[int]:
         return None
 
     def _read(self) -> Optional[Item]:
+        if self._mode == "packets":
+            return self._read_packet()
+        t0 = now_ns()
         while True:
-            t0 = now_ns()
+            packet = self._order.pop()
+            if packet is not None:
+                return self._emit(packet, t0)
+            if self._eof:
+                return self._at_end()
             pkt = self._next_packet()
             if pkt is None:
-                return self._at_end()
-            arrival_wall = wall_ns()
-            capture = self._capture_ns(pkt, arrival_wall)
-            if self._mode == "decode":
-                try:
-                    frames = self._decoder.decode(pkt)
-                except _av().error.FFmpegError:
-                    # a corrupt packet: pass the bytes on so that the frame is counted and dropped
-                    return self._item(bytes(pkt), capture, capture_mono_ns=self._capture_mono(capture),
-                                      read_span_ns=(t0, now_ns()))
-                if not frames:
-                    continue
-                img = frames[-1].to_ndarray(format="bgr24")
-                return self._item(img, capture, pixel_format=PixelFormat.BGR,
-                                  capture_mono_ns=self._capture_mono(capture), read_span_ns=(t0, now_ns()))
+                self._eof = True
+                self._order.finish()
+                continue
+            unit = self._unit(pkt)
+            if self._order.by == "pts" and unit.pts_ns is None and unit.data:
+                # no timestamp (an RTSP stream's first packet): just after the last one, or before all
+                self._no_pts += 1
+                pts = self._order.last_pts_ns + 1 if self._order.has_pts else self._no_pts - 1_000_000_000
+                unit = AccessUnit(unit.data, pts, unit.keyframe, unit.show)
+            self._order.push(unit)
+
+    def _emit(self, packet: VideoPacket, t0: int) -> Item:
+        capture = self._capture_ns(packet, wall_ns())
+        mono = self._capture_mono(capture)
+        if self._mode == "decode":  # raw: decode here, with the same reordering as the decode step
+            try:
+                data: Any = self._raw_decoder.picture(packet).to_ndarray(format="bgr24")
+                fmt = PixelFormat.BGR
+            except FrameError as e:
+                data, fmt = e, PixelFormat.BGR  # the frame is counted and dropped with this reason
+            return self._item(data, capture, pixel_format=fmt, capture_mono_ns=mono, read_span_ns=(t0, now_ns()))
+        return self._item(packet, capture, keyframe=packet.keyframe, capture_mono_ns=mono, read_span_ns=(t0, now_ns()))
+
+    def _read_packet(self) -> Optional[Item]:
+        """MJPEG: one packet per frame, in order (intra-only: decode order is presentation order)."""
+        t0 = now_ns()
+        pkt = self._next_packet()
+        if pkt is None:
+            return self._at_end()
+        if isinstance(pkt, _Damaged):
+            data: Any = FrameError("corrupt MJPEG packet (the demuxer could not read it)")
+        else:
             data = bytes(pkt)
-            key = None
-            if self._mode == "access_units":
-                types = nal_types(data, self._codec)  # one scan for both questions
-                key = is_keyframe(data, self._codec, types)
-                has_params = not _PARAM_SETS[self._codec].isdisjoint(types)
-                if key and self._extradata_annexb and not has_params:
-                    data = self._extradata_annexb + data
-            return self._item(data, capture, keyframe=key, capture_mono_ns=self._capture_mono(capture),
-                              read_span_ns=(t0, now_ns()))
+        pts = pkt.pts_ns if isinstance(pkt, _Damaged) else self._pts_ns(pkt)
+        packet = VideoPacket([], pts, "pts")
+        if pts is None:
+            packet = VideoPacket([], self.seq, "index")
+        capture = self._capture_ns(packet, wall_ns())
+        return self._item(data, capture, capture_mono_ns=self._capture_mono(capture), read_span_ns=(t0, now_ns()))
 
     def _at_end(self) -> Optional[Item]:
         return None
+
+
+class _Damaged:
+    """A packet the container could not deliver intact (its frame becomes a counted corrupt drop)."""
+
+    __slots__ = ("pts_ns",)
+
+    def __init__(self, pts_ns: Optional[int]):
+        self.pts_ns = pts_ns
 
 
 class VideoFile(AvStream):
@@ -201,11 +292,11 @@ class VideoFile(AvStream):
             start = _creation_time_ns(self._container) or 0
         self._start_ns = int(start)
 
-    def _capture_ns(self, pkt, arrival_wall_ns: int) -> int:
-        if pkt.pts is None:
+    def _capture_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:
+        if packet.by != "pts" or packet.want is None:
             rate = float(self._stream.average_rate or 30)
             return self._start_ns + int(round(self.seq * 1e9 / rate))
-        return self._start_ns + int(round(float(pkt.pts * pkt.time_base) * 1e9))
+        return self._start_ns + packet.want
 
 
 def _creation_time_ns(container) -> Optional[int]:
@@ -231,29 +322,90 @@ class ElementaryStream(AvStream):
     def format(self) -> str:  # type: ignore[override]
         return "h264" if self.options.get("codec") == "h264" else "hevc"
 
-    def _capture_ns(self, pkt, arrival_wall_ns: int) -> int:
-        return int(self.options.get("start_ns") or 0) + int(round(self.seq * 1e9 / self.options.get("fps", 30.0)))
+    def _order_by(self) -> str:
+        return "index"  # Annex B carries no timestamps: frames are the decoder's pictures, counted
+
+    def _lookahead(self):
+        n = self.options.get("lookahead")
+        return ELEMENTARY_LOOKAHEAD if n is None else int(n)
+
+    def _capture_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:
+        index = packet.want if packet.want is not None else self.seq
+        return int(self.options.get("start_ns") or 0) + int(round(index * 1e9 / self.options.get("fps", 30.0)))
 
 
 class _LiveStream(AvStream):
-    """Live capture: arrival-anchored capture times, reconnects, end of stream = stream lost."""
+    """Live capture: arrival-anchored capture times, reconnects, end of stream = stream lost.
+
+    A read that times out (``read_timeout_s``; FFmpeg's interrupt, "Immediate exit requested") on a
+    connection that is still open raises :class:`StreamStalled`: the sender paused, the stream is not
+    lost, and the next :meth:`read` goes on from the same connection. The reader reconnects only
+    when the stall lasts longer than ``stall_reconnect_s`` (default :attr:`STALL_RECONNECT_S`
+    seconds). A closed or reset connection or the end of the stream is :class:`StreamLost`.
+    """
 
     live = True
+    STALL_RECONNECT_S = 10.0
+
+    class _TimeoutGuard:
+        """Iterates a container's packets; a read timeout raises :class:`StreamStalled` and the next
+        call reads on from the same connection (a new demux generator: the old one ended with it)."""
+
+        def __init__(self, container, stream, url: str, read_timeout_s: Optional[float]):
+            self._container, self._stream, self._url = container, stream, url
+            self._timeout_s = read_timeout_s
+            self._demux = container.demux(stream)
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            try:
+                return next(self._demux)
+            except _av().error.ExitError:
+                self._demux = self._container.demux(self._stream)
+                waited = f" for {self._timeout_s:g} s" if self._timeout_s else ""
+                raise StreamStalled(f"{self._url}: no data{waited} (read timeout; the connection is open)") from None
 
     def __init__(self, camera, cfg):
         super().__init__(camera, cfg)
         r = self.options.get("reconnect") or {}
         self.backoff = Backoff(r.get("initial_ms", 250.0), r.get("max_ms", 5000.0), r.get("factor", 2.0),
                                int(r.get("attempts", 0)))
+        limit = self.options.get("stall_reconnect_s", self.STALL_RECONNECT_S)
+        self.stall_reconnect_s = None if limit is None else float(limit)
+        self._media_ns: Optional[int] = None
 
     def _open(self) -> None:
         super()._open()
         self._anchor = None  # (pts_ns, wall_ns)
+        self._media_ns = None
+        timeout = self._timeout()
+        self._demux = self._TimeoutGuard(self._container, self._stream, self._url(), timeout and timeout[1])
 
-    def _capture_ns(self, pkt, arrival_wall_ns: int) -> int:
-        if pkt.pts is None:
+    def nominal_fps(self) -> Optional[float]:
+        """The stream's declared rate (frames per second) when it has one, else the ``fps`` option."""
+        stream = getattr(self, "_stream", None)
+        rate = (getattr(stream, "average_rate", None) or getattr(stream, "guessed_rate", None)) if stream else None
+        if rate and 1.0 <= float(rate) <= 1000.0:
+            return float(rate)
+        return super().nominal_fps()
+
+    def _item(self, *args, **kwargs) -> Item:
+        item = super()._item(*args, **kwargs)
+        item.media_ns = self._media_ns  # this frame's pts on this connection (for outage accounting)
+        return item
+
+    def _lookahead(self):
+        # live: no look-ahead (latency) until the stream shows it reorders or the decoder runs short
+        n = self.options.get("lookahead")
+        return Lookahead(0 if n is None else int(n))
+
+    def _capture_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:
+        self._media_ns = packet.want if packet.by == "pts" else None
+        if packet.by != "pts" or packet.want is None:
             return arrival_wall_ns
-        pts_ns = int(round(float(pkt.pts * pkt.time_base) * 1e9))
+        pts_ns = packet.want
         if self._anchor is not None:
             capture = self._anchor[1] + (pts_ns - self._anchor[0])
             if abs(capture - arrival_wall_ns) <= _LIVE_REANCHOR_NS and capture <= arrival_wall_ns:

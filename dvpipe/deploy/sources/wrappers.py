@@ -12,7 +12,8 @@ The runner builds ``source -> Looped -> Paced -> Faulty`` as the deployment asks
 """
 from __future__ import annotations
 
-from typing import Optional
+import threading
+from typing import Callable, Optional
 
 import cv2
 import numpy as np
@@ -20,7 +21,7 @@ import numpy as np
 from ...codecs import VIDEO_ENCODINGS
 from ...latency import now_ns
 from ...types import PixelFormat
-from ..video_decode import is_keyframe
+from ...video import is_keyframe
 from .base import Item, Source, SourceError, SourceWrapper, StreamLost
 
 __all__ = ["Looped", "Limited", "Paced", "ReplayClock", "Faulty", "corrupt_data"]
@@ -29,8 +30,11 @@ __all__ = ["Looped", "Limited", "Paced", "ReplayClock", "Faulty", "corrupt_data"
 class Looped(SourceWrapper):
     """Start a recording over at its end, continuing capture times and sequence numbers.
 
-    The next pass starts one frame period after the last frame (the period seen between the first two
-    frames; a one-frame recording repeats every :attr:`SINGLE_FRAME_PERIOD_NS`, 10 Hz).
+    Each new pass starts one frame period (ns) after the last frame delivered: its shift is computed
+    from the first capture time the reopened source reports, so it is right whether the inner source
+    restarts its capture times at each open (files: pts) or keeps counting (a per-source frame
+    counter). The period is the one seen between the first two frames; a one-frame recording repeats
+    every :attr:`SINGLE_FRAME_PERIOD_NS` (10 Hz).
     """
 
     SINGLE_FRAME_PERIOD_NS = 100_000_000
@@ -39,8 +43,10 @@ class Looped(SourceWrapper):
         super().__init__(inner)
         self._count = 0
         self._shift_ns = 0
-        self._first: Optional[int] = None
+        self._first: Optional[int] = None  # first and last capture (as the inner source reports) of this pass
         self._last: Optional[int] = None
+        self._last_out: Optional[int] = None  # last capture delivered (shifted)
+        self._next_pass_ns: Optional[int] = None  # where the next pass's first frame goes
         self._period: Optional[int] = None
         self.loops = 0
 
@@ -49,9 +55,8 @@ class Looped(SourceWrapper):
         if item is None:
             if self._count == 0 or self._first is None:
                 return None
+            self._next_pass_ns = self._last_out + self._pass_gap_ns()
             self.inner.reopen()
-            span = self._last - self._first
-            self._shift_ns += span + (self._period or (span if span > 0 else self.SINGLE_FRAME_PERIOD_NS))
             self._first = self._last = None
             self.loops += 1
             item = self.inner.read()
@@ -60,15 +65,25 @@ class Looped(SourceWrapper):
         cap = item.frame.capture_ns
         if self._first is None:
             self._first = cap
+            if self._next_pass_ns is not None:
+                self._shift_ns = self._next_pass_ns - cap
         elif self._last is not None and cap > self._last and self._period is None:
             self._period = cap - self._last
         self._last = cap
         item.frame.capture_ns = cap + self._shift_ns
+        self._last_out = item.frame.capture_ns
         if item.capture_mono_ns is not None:
             item.capture_mono_ns += self._shift_ns
         item.frame.seq = self._count
         self._count += 1
         return item
+
+    def _pass_gap_ns(self) -> int:
+        """From the last frame of a pass to the first of the next (ns): one frame period."""
+        if self._period:
+            return self._period
+        span = self._last - self._first
+        return span if span > 0 else self.SINGLE_FRAME_PERIOD_NS
 
 
 class Limited(SourceWrapper):
@@ -90,20 +105,29 @@ class Limited(SourceWrapper):
 
 class ReplayClock:
     """Shared by the paced sources of a run: capture time ``c0`` (the first frame read by any camera)
-    is released at ``t0`` (when it was read); others at ``t0 + (capture - c0) / speed``."""
+    is released at ``t0`` (when it was read); others at ``t0 + (capture - c0) / speed``.
 
-    def __init__(self, speed: float = 1.0):
-        import threading
+    Args:
+        speed: replay speed (2.0 = twice real time).
+        now: the monotonic clock, ns (default :func:`dvpipe.latency.now_ns`; tests inject a fake one).
+        wait: ``wait(stop_event, seconds) -> bool`` sleeps until the release or the stop (True when
+            stopped); default ``stop_event.wait``. A fake clock advances its time here.
+    """
 
+    def __init__(self, speed: float = 1.0, *, now: Optional[Callable[[], int]] = None,
+                 wait: Optional[Callable[[threading.Event, float], bool]] = None):
         self.speed = float(speed)
         self.c0_ns: Optional[int] = None
         self.t0_mono_ns: Optional[int] = None
+        self.now = now or now_ns
+        self.wait = wait or (lambda stop, seconds: stop.wait(seconds))
         self._lock = threading.Lock()
 
     def release_ns(self, capture_ns: int) -> int:
+        """Monotonic time (ns) at which the frame captured at ``capture_ns`` (epoch ns) is released."""
         with self._lock:
             if self.c0_ns is None:
-                self.c0_ns, self.t0_mono_ns = capture_ns, now_ns()
+                self.c0_ns, self.t0_mono_ns = capture_ns, self.now()
             return self.t0_mono_ns + int((capture_ns - self.c0_ns) / self.speed)
 
 
@@ -120,8 +144,8 @@ class Paced(SourceWrapper):
         if item is None:
             return None
         release = self.clock.release_ns(item.frame.capture_ns)
-        wait = release - now_ns()
-        if wait > 0 and self.stop.wait(wait / 1e9):
+        wait = release - self.clock.now()
+        if wait > 0 and self.clock.wait(self.stop, wait / 1e9):
             return None
         item.capture_mono_ns = release
         return item
