@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -40,15 +41,49 @@ class PixelFormat(str, enum.Enum):
     CHW = "chw"  #: 3xHxW planes (float after Normalise), as written into the batch
 
 
+#: Largest width or height of a camera, in pixels (JPEG's limit; far above any sensor).
+CAMERA_MAX_SIDE = 65535
+#: Largest magnitude of an intrinsics / lidar2cam entry (pixels, metres): finite products downstream.
+_MATRIX_MAX_ABS = 1e9
+_CAMERA_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}$")
+
+
+def short_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters (user values in one-line messages: a huge list or
+    an integer of thousands of digits must not flood the line, nor fail to print)."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - e.g. int -> str beyond Python's digit limit
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def camera_name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot name a camera, or None.
+
+    Camera names are substituted into ``{camera}`` URIs and output file names, so each must be one
+    safe path component: 1-64 characters of ``A-Z a-z 0-9 _ . + -``, not starting with ``.`` or
+    ``-``, no ``..`` (so no ``/``, ``\\``, NUL, spaces or traversal).
+    """
+    if not isinstance(name, str) or not name:
+        return f"name must be a non-empty string, got {short_repr(name)}"
+    if not _CAMERA_NAME_RE.match(name) or ".." in name:
+        return (f"name {short_repr(name)} is not a safe file name: use 1-64 of A-Z a-z 0-9 _ . + -, not starting "
+                "with '.' or '-', no '..' (it is substituted into {camera} paths)")
+    return None
+
+
 def _matrix(value: Any, shape: tuple[int, int], path: str) -> np.ndarray:
     try:
         m = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ConfigError(f"expected a {shape[0]}x{shape[1]} matrix of numbers, got {value!r}", path) from None
+        raise ConfigError(f"expected a {shape[0]}x{shape[1]} matrix of numbers, got {short_repr(value)}", path) from None
     if m.shape != shape:
         raise ConfigError(f"expected a {shape[0]}x{shape[1]} matrix, got shape {list(m.shape)}", path)
     if not np.all(np.isfinite(m)):
         raise ConfigError("matrix has non-finite entries", path)
+    if np.any(np.abs(m) > _MATRIX_MAX_ABS):
+        raise ConfigError(f"matrix entries must be within +-{_MATRIX_MAX_ABS:g} (pixels, metres)", path)
     m.setflags(write=False)
     return m
 
@@ -76,16 +111,17 @@ class Camera:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        path = f"camera {self.name!r}" if isinstance(self.name, str) else "camera"
         if not isinstance(self.name, str) or not self.name:
-            raise ConfigError(f"name must be a non-empty string, got {self.name!r}", path)
+            raise ConfigError(f"name must be a non-empty string, got {short_repr(self.name)}", "camera.name")
+        path = f"camera {self.name!r}"
         for key in ("width", "height"):
             v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
-                raise ConfigError(f"must be a positive integer number of pixels, got {v!r}", f"{path}.{key}")
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 < v <= CAMERA_MAX_SIDE:
+                raise ConfigError(f"must be an integer number of pixels in 1..{CAMERA_MAX_SIDE}, got {short_repr(v)}",
+                                  f"{path}.{key}")
             object.__setattr__(self, key, int(v))
-        if self.encoding not in ENCODINGS:
-            raise ConfigError(f"unknown encoding {self.encoding!r}; allowed: {', '.join(ENCODINGS)}", f"{path}.encoding")
+        if not isinstance(self.encoding, str) or self.encoding not in ENCODINGS:
+            raise ConfigError(f"unknown encoding {short_repr(self.encoding)}; allowed: {', '.join(ENCODINGS)}", f"{path}.encoding")
         object.__setattr__(self, "intrinsics", _matrix(self.intrinsics, (3, 3), f"{path}.intrinsics"))
         object.__setattr__(self, "lidar2cam", _matrix(self.lidar2cam, (4, 4), f"{path}.lidar2cam"))
 
@@ -101,17 +137,126 @@ class Camera:
 
 
 
+#: Limits on the YAML dvpipe reads (rig files, deployments): far above any real file, far below harm.
+YAML_MAX_BYTES = 4 * 1024 * 1024
+#: Deepest nesting of collections, aliases followed (a deployment nests about 6 levels).
+YAML_MAX_DEPTH = 64
+#: Most nodes (scalars and collections) once every alias is expanded ("billion laughs" bombs).
+YAML_MAX_NODES = 200_000
+
+
+class _YamlLimit(Exception):
+    """A YAML document exceeded one of the ``YAML_MAX_*`` limits."""
+
+
+def _bounded_loader(text: str):
+    """A ``yaml.SafeLoader`` on ``text`` that refuses documents nested deeper than :data:`YAML_MAX_DEPTH`."""
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        _depth = 0
+
+        def compose_node(self, parent, index):  # noqa: D401 - PyYAML hook
+            self._depth += 1
+            try:
+                if self._depth > YAML_MAX_DEPTH:
+                    raise _YamlLimit(f"nested more than {YAML_MAX_DEPTH} levels deep")
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+
+    return _Loader(text)
+
+
+def _expanded_size(node: Any, depth: int, memo: dict, active: set) -> tuple[int, int]:
+    """``(nodes, height)`` of ``node`` with aliases expanded; raises :class:`_YamlLimit` past the limits.
+
+    Shared (aliased) nodes are measured once (``memo``), so this costs the document's size, not the
+    expansion's; ``active`` holds the nodes on the current path (an alias to one is a cycle).
+    """
+    import yaml
+
+    if depth > YAML_MAX_DEPTH:
+        raise _YamlLimit(f"nested more than {YAML_MAX_DEPTH} levels deep once aliases are followed")
+    key = id(node)
+    if key in active:
+        raise _YamlLimit("an alias refers to a collection that contains it (a recursive structure)")
+    if key not in memo:
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            children = []
+        active.add(key)
+        size, height = 1, 0
+        for child in children:
+            s, h = _expanded_size(child, depth + 1, memo, active)
+            size, height = size + s, max(height, h + 1)
+            if size > YAML_MAX_NODES:
+                raise _YamlLimit(f"more than {YAML_MAX_NODES} values once aliases are expanded (an alias bomb?)")
+        active.discard(key)
+        memo[key] = (size, height)
+    size, height = memo[key]
+    if depth + height > YAML_MAX_DEPTH:
+        raise _YamlLimit(f"nested more than {YAML_MAX_DEPTH} levels deep once aliases are followed")
+    return size, height
+
+
+def _yaml_error_line(e: Exception) -> str:
+    """One line for a PyYAML error: the problem and where (PyYAML's own text spans several lines)."""
+    problem = getattr(e, "problem", None)
+    if problem:  # PyYAML's "found unexpected ..." reads like a crash report; say what it means
+        problem = problem.replace("found unexpected end of stream", "the file ends too early")
+        problem = problem.replace("found unexpected", "found misplaced")
+    mark = getattr(e, "problem_mark", None)
+    if problem and mark is not None:
+        context = getattr(e, "context", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}"
+        return f"{problem} at {where}" + (f" ({context})" if context else "")
+    return " ".join(str(e).split())
+
+
 def read_yaml(path: str | os.PathLike, what: str = "file") -> Any:
-    """The parsed YAML of ``path``; ``ConfigError`` (naming ``what``) if it is missing or not YAML."""
+    """The parsed YAML of ``path`` (safe types only), within the ``YAML_MAX_*`` limits.
+
+    Raises:
+        ConfigError: one line naming the file: missing, unreadable, not UTF-8, larger than
+            :data:`YAML_MAX_BYTES` bytes, not YAML, nested too deep, or too many values after
+            alias expansion.
+    """
     import yaml
 
     try:
-        with open(path, "r", encoding="utf-8") as f:
-            return yaml.safe_load(f)
+        with open(path, "rb") as f:
+            raw = f.read(YAML_MAX_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"{what} not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{what} {path} is a folder, not a YAML file") from None
+    except (OSError, ValueError) as e:  # permissions, name too long, NUL in the name...
+        raise ConfigError(f"cannot read {what} {path}: {getattr(e, 'strerror', None) or e}") from None
+    if len(raw) > YAML_MAX_BYTES:
+        raise ConfigError(f"{path}: larger than {YAML_MAX_BYTES // (1024 * 1024)} MiB; not a {what} dvpipe reads")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); a {what} is UTF-8 YAML") from None
+    loader = _bounded_loader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        _expanded_size(root, 1, {}, set())
+        return loader.construct_document(root)
+    except _YamlLimit as e:
+        raise ConfigError(f"{path}: refused: {e}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        raise ConfigError(f"{path}: not valid YAML: {_yaml_error_line(e)}") from None
+    except (ValueError, TypeError, OverflowError) as e:  # e.g. an integer of more than 4300 digits
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
+    finally:
+        loader.dispose()
 
 
 @dataclass(frozen=True)
@@ -158,7 +303,9 @@ class Rig:
     def from_dict(cls, data: Mapping[str, Any], path: str = "") -> "Rig":
         """Build a rig from the rig-YAML structure (``{cameras: [{name, width, ...}]}``).
 
-        Every problem is reported at once, each with its key path.
+        Every problem is reported at once, each with its key path. Camera names must be safe path
+        components here (see :func:`camera_name_problem`): rig files feed deployments, which
+        substitute them into ``{camera}`` URIs and output names.
         """
         prefix = f"{path}." if path else ""
         if not isinstance(data, Mapping) or "cameras" not in data:
@@ -177,6 +324,10 @@ class Rig:
             if missing:
                 errors.append(f"{where}: missing {', '.join(missing)}")
                 continue
+            name_problem = camera_name_problem(item["name"])  # rig files name cameras in paths
+            if name_problem is not None:
+                errors.append(f"{where}.name: {name_problem}")
+                continue
             try:
                 cam = Camera(
                     name=item["name"], width=item["width"], height=item["height"],
@@ -191,7 +342,8 @@ class Rig:
                 errors.append(f"{where}{'.' + field_name if field_name else ''}: {e.message}")
         if errors:
             raise ConfigError("; ".join(errors))
-        return cls(tuple(cams), name=str(data.get("name", "rig")))
+        name = data.get("name", "rig")
+        return cls(tuple(cams), name=name if isinstance(name, str) else short_repr(name))
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike) -> "Rig":

@@ -1,8 +1,12 @@
 """``dvpipe validate DEPLOYMENT.yaml ...``: check deployments without running them.
 
-Reports every problem of each file at once, with its key path (``cameras[2].source.uri: file not
-found: ...``), then plans the pipeline (no source is opened, no hardware touched) unless
-``--no-plan``. Exit status 0 when every file is valid, 1 otherwise.
+Reports every problem of each file at once, one line each with its key path
+(``cameras[2].source.uri: file not found: ...``): the checks of :func:`~dvpipe.deploy.load_deployment`,
+plus those ``dvpipe run`` would otherwise meet later: each file source's codec against its camera's
+encoding (container headers only; image folders: their first image), the output folders creatable
+and writable (nothing is left behind), and the planned batch within ``decode.max_pixels`` per camera.
+Then it plans the pipeline (no source read, no hardware touched) unless ``--no-plan``. Exit status
+0 when every file is valid, 1 otherwise.
 """
 from __future__ import annotations
 
@@ -19,31 +23,71 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def check(path: str, plan: bool = True) -> dict:
-    """``{"path", "ok", "errors": [[key path, message]], "warnings", "plan"}`` for one deployment file."""
+    """``{"path", "ok", "errors": [[key path, message]], "warnings", "plan"}`` for one deployment file.
+
+    Never raises for a bad deployment: a failure of dvpipe itself while checking is reported as one
+    problem line too (naming the exception, to be reported).
+    """
+    result: dict = {"path": path, "ok": False, "errors": [], "warnings": [], "plan": None, "summary": None}
+    try:
+        result["errors"] = _problems(path, plan, result)
+    except Exception as e:  # noqa: BLE001 - a bug in a check must still end as one line, not a traceback
+        result["errors"] = [["", f"dvpipe failed while checking this file ({type(e).__name__}: "
+                                 f"{' '.join(str(e).split())[:300]}); please report it"]]
+    result["ok"] = not result["errors"]
+    return result
+
+
+def _problems(path: str, plan: bool, result: dict) -> list[list[str]]:
+    """Every problem of the deployment ``path`` as ``[key path, message]``; fills ``result``'s other keys."""
     from ..deploy import DeploymentError, load_deployment
+    from ..deploy.config import output_problems
     from ..errors import DvpipeError
 
-    result = {"path": path, "ok": False, "errors": [], "warnings": [], "plan": None, "summary": None}
     try:
-        dep = load_deployment(path)
+        dep = load_deployment(path, probe=True)
     except DeploymentError as e:
-        result["errors"] = [list(x) for x in e.errors]
-        return result
+        return [list(x) for x in e.errors]
     result["warnings"] = list(dep.warnings)
     result["summary"] = dep.describe()
-    if plan:
-        from ..deploy.runner import build_pipeline
+    problems = [list(x) for x in output_problems(dep.outputs)]
+    if problems or not plan:
+        return problems
+    too_big = _output_too_large(dep)
+    if too_big:
+        return [["pipeline", too_big]]
+    from ..deploy.runner import build_pipeline
 
-        try:
-            pipe, notes = build_pipeline(dep)
-        except DvpipeError as e:
-            result["errors"] = [["pipeline", str(e)]]
-            return result
-        result["plan"] = str(pipe.plan)
-        result["backend_notes"] = notes
-        getattr(pipe, "close", lambda: None)()
-    result["ok"] = True
-    return result
+    try:
+        pipe, notes = build_pipeline(dep)
+    except DvpipeError as e:
+        return [["pipeline", " ".join(str(e).split())]]
+    except Exception as e:  # noqa: BLE001 - user stages (module:Class) may raise anything while planning
+        return [["pipeline", f"planning failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"]]
+    result["plan"] = str(pipe.plan)
+    result["backend_notes"] = notes
+    getattr(pipe, "close", lambda: None)()
+    return []
+
+
+def _output_too_large(dep) -> str | None:
+    """Why the planned batch would be too large to allocate (per camera more than
+    ``decode.max_pixels``), or None. Plans on the CPU only (no buffer is made); a stage list that the
+    CPU cannot plan is left to the real planning."""
+    from ..planner import plan_pipeline
+    from ..profiles import profile_stages
+
+    p = dep.pipeline
+    stages = profile_stages(p.profile, p.fidelity, dep.rig.cameras[0]) if p.profile else list(p.stages or ())
+    try:
+        out = plan_pipeline(dep.rig.cameras, stages, ("cpu",), fidelity=p.fidelity).out_shape
+    except Exception:  # noqa: BLE001 - whatever fails here fails again, and is reported, in the real planning
+        return None
+    h, w = int(out[-2]), int(out[-1])
+    if h * w > dep.decode.max_pixels:
+        return (f"the stages make {w}x{h} = {h * w} pixels per camera, more than decode.max_pixels "
+                f"({dep.decode.max_pixels}); check the resize/pad sizes")
+    return None
 
 
 def main(args: argparse.Namespace) -> int:

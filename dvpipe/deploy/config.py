@@ -59,6 +59,9 @@ Schema (every key optional unless marked)::
       plots: false | true | DIR
       dumps: false | {every: N, max: M}
       prometheus: PORT | {port: PORT, addr: 0.0.0.0}   # /metrics for long-running deployments (dvpipe[prometheus])
+    decode:
+      on_corrupt: drop | flag          # a frame the decoder reports damaged: a `corrupt` drop, or kept and flagged
+      max_pixels: 64000000             # largest decoded frame (width x height, pixels); a larger camera is an error
     model: module:callable | file.py:callable | {entry: ..., path: DIR, init: {...}}
     target: {soc: Ascend310P3, cann: 7.0.0}   # DVPP steps are planned against it (default: detected)
 
@@ -73,13 +76,28 @@ SOURCE (``type`` required; see :mod:`dvpipe.deploy.sources` for each type)::
     {type: v4l2, uri: /dev/video0, input_format: mjpeg, fps: 30, size: [W, H]}
     {type: synthetic, fps: 30, resolution: [W, H], cycle: 16, quality: 90, frames: N, start_ns: INT}
     common: offset_ms: 0 (added to capture times), faults: FAULTS (testing; see sources.faults)
+
+Limits (each violation is a problem at its key path): every number is finite; durations and ages
+in ms at most one day (86400000), timeouts and stalls in s at most an hour, ``run.duration_s`` at
+most a year, fps at most 10000, frame counts at most 1e12, ports 1..65535, ``start_ns`` in 0..2**62.
+Camera sides are 1..65535 pixels and a frame at most ``decode.max_pixels``. Camera names are one
+safe path component (``A-Z a-z 0-9 _ . + -``, 1-64 characters, not starting with ``.`` or ``-``, no
+``..``): they are substituted into ``{camera}`` URIs and output names, so a substitution cannot leave
+the folder the user wrote (an absolute or ``..`` path the user writes is theirs). YAML files (this
+one and rig files) are read within :data:`dvpipe.types.YAML_MAX_BYTES` bytes,
+:data:`~dvpipe.types.YAML_MAX_DEPTH` levels and :data:`~dvpipe.types.YAML_MAX_NODES` values after
+alias expansion. ``load_deployment(..., probe=True)`` (``dvpipe validate``) also opens each file
+source's header to check its codec against the camera's encoding; :func:`output_problems` checks
+that the output folders can be created and written.
 """
 from __future__ import annotations
 
 import glob as _glob
 import importlib.util
+import math
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -88,16 +106,20 @@ from typing import Any, Mapping, Optional, Sequence
 from ..codecs import VIDEO_ENCODINGS
 from ..errors import ConfigError
 from ..target import Target
-from ..types import Rig
+from ..types import Rig, short_repr as _show
 
 __all__ = [
     "Deployment", "CameraConfig", "SourceConfig", "PipelineConfig", "SyncConfig", "RunConfig",
-    "LatencyConfig", "OutputsConfig", "ModelConfig", "Faults", "DeploymentError", "load_deployment", "parse_backends",
-    "SOURCE_TYPES", "ON_LATE", "VIDEO_ENCODINGS",
+    "LatencyConfig", "OutputsConfig", "DecodeConfig", "ModelConfig", "Faults", "DeploymentError", "load_deployment",
+    "parse_backends",
+    "SOURCE_TYPES", "ON_LATE", "ON_CORRUPT", "VIDEO_ENCODINGS", "DEFAULT_MAX_PIXELS", "output_problems",
 ]
 
 SOURCE_TYPES = ("images", "video", "elementary", "rtsp", "v4l2", "synthetic")
 ON_LATE = ("mask", "reuse", "drop")
+ON_CORRUPT = ("drop", "flag")
+#: decode.max_pixels by default: the largest decoded frame, in pixels (64 MP)
+DEFAULT_MAX_PIXELS = 64_000_000
 _LIVE_TYPES = ("rtsp", "v4l2")
 
 
@@ -249,6 +271,21 @@ class OutputsConfig:
 
 
 @dataclass(frozen=True)
+class DecodeConfig:
+    """Integrity policy and resource cap of decoding.
+
+    Attributes:
+        on_corrupt: ``drop`` (a frame the decoder reports damaged is a drop with reason ``corrupt``)
+            or ``flag`` (kept, ``metas[i]["corrupt"] = True``, counted).
+        max_pixels: largest decoded frame, in pixels (width x height), checked from the header before
+            any buffer is made; a camera declared larger is a configuration error.
+    """
+
+    on_corrupt: str = "drop"
+    max_pixels: int = DEFAULT_MAX_PIXELS
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     """``entry`` = ``module:callable`` (``path`` is added to ``sys.path``) or ``/abs/file.py:callable``;
     with ``init``, ``callable(**init)`` builds the model once."""
@@ -270,6 +307,7 @@ class Deployment:
     run: RunConfig = RunConfig()
     latency: LatencyConfig = LatencyConfig()
     outputs: OutputsConfig = OutputsConfig()
+    decode: DecodeConfig = DecodeConfig()
     model: Optional[ModelConfig] = None
     target: Optional[Target] = None
     description: str = ""
@@ -319,18 +357,54 @@ class Deployment:
 
 # -------------------------------------------------------------------------------- validation
 _MISSING = object()
+_MESSAGE_MAX = 600  #: longest problem message (characters)
+
+# Upper bounds of numeric fields: far above any real deployment, low enough that every conversion
+# the runner makes (ms -> ns as int64, products, sleeps) stays finite and exact.
+_NUMBER_MAX = 1e9  #: any number without a tighter bound
+_DAY_MS = 86_400_000.0  #: durations and ages in milliseconds: at most one day
+_HOUR_S = 3600.0  #: timeouts and stalls in seconds: at most one hour
+_YEAR_S = 31_622_400.0  #: run.duration_s: at most a (leap) year
+_MAX_FRAMES = 10 ** 12  #: frame counts and frame numbers
+_MAX_FPS = 10_000.0  #: frames per second
+_MAX_START_NS = 2 ** 62  #: capture-time origins (ns since the Unix epoch; ~year 2116)
+_MAX_PIXELS_LIMIT = 1 << 30  #: the largest decode.max_pixels one may set
+_SYNTH_CYCLE_MAX_BYTES = 2 << 30  #: a synthetic source renders its whole cycle (BGR) before encoding
+
+
+def _number_problem(v: Any, *, integer: bool = False, minimum: float | None = None, exclusive_min: bool = False,
+                    maximum: float = _NUMBER_MAX) -> Optional[str]:
+    """Why ``v`` is not an acceptable number (finite, of the right kind, in range), or None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
+        return f"expected {'an integer' if integer else 'a number'}, got {_show(v)}"
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"expected a finite number, got {_show(v)}"
+    if minimum is not None and (v <= minimum if exclusive_min else v < minimum):
+        return f"must be {'>' if exclusive_min else '>='} {_limit(minimum)}, got {_show(v)}"
+    if v > maximum:
+        return f"must be <= {_limit(maximum)}, got {_show(v)}"
+    return None
+
+
+def _limit(x: float) -> str:
+    """A bound as people write it: ``86400000``, ``0.5``."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 class _V:
     """Collects every problem with its key path; helpers return a default on error so that checking goes on."""
 
-    def __init__(self, base_dir: Path):
+    def __init__(self, base_dir: Path, *, probe: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS):
         self.base_dir = base_dir
+        self.probe = probe  # open file sources to check their codec (dvpipe validate)
+        self.max_pixels = max_pixels
         self.errors: list[tuple[str, str]] = []
         self.warnings: list[str] = []
 
     def err(self, path: str, msg: str) -> None:
-        self.errors.append((path, msg))
+        """Record a problem: one line, at most :data:`_MESSAGE_MAX` characters (values can be huge)."""
+        msg = " ".join(str(msg).split())
+        self.errors.append((path, msg if len(msg) <= _MESSAGE_MAX else msg[:_MESSAGE_MAX - 3] + "..."))
 
     def mapping(self, value: Any, path: str, allowed: Sequence[str], required: Sequence[str] = ()) -> Optional[dict]:
         if value is None:
@@ -349,16 +423,16 @@ class _V:
         return dict(value)
 
     def number(self, m: Mapping, key: str, path: str, default: Any, *, integer: bool = False,
-               minimum: float | None = None, exclusive_min: bool = False, allow_none: bool = False) -> Any:
+               minimum: float | None = None, exclusive_min: bool = False, allow_none: bool = False,
+               maximum: float = _NUMBER_MAX) -> Any:
+        """``m[key]`` as a finite int/float in ``[minimum, maximum]`` (or ``default`` after an error)."""
         v = m.get(key, _MISSING)
         if v is _MISSING or (v is None and allow_none):
             return default
         p = _join(path, key)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
-            self.err(p, f"expected {'an integer' if integer else 'a number'}, got {v!r}")
-            return default
-        if minimum is not None and (v <= minimum if exclusive_min else v < minimum):
-            self.err(p, f"must be {'>' if exclusive_min else '>='} {minimum:g}, got {v!r}")
+        problem = _number_problem(v, integer=integer, minimum=minimum, exclusive_min=exclusive_min, maximum=maximum)
+        if problem is not None:
+            self.err(p, problem)
             return default
         return int(v) if integer else float(v)
 
@@ -367,7 +441,7 @@ class _V:
         if v is _MISSING:
             return default
         if not isinstance(v, bool):
-            self.err(_join(path, key), f"expected true or false, got {v!r}")
+            self.err(_join(path, key), f"expected true or false, got {_show(v)}")
             return default
         return v
 
@@ -376,7 +450,7 @@ class _V:
         if v is _MISSING:
             return default
         if v not in choices:
-            self.err(_join(path, key), f"{v!r} is not one of {', '.join(map(str, choices))}")
+            self.err(_join(path, key), f"{_show(v)} is not one of {', '.join(map(str, choices))}")
             return default
         return v
 
@@ -389,25 +463,31 @@ class _V:
                 self.err(_join(path, key), "must not be empty")
             return default
         if not isinstance(v, str) or not v:
-            self.err(_join(path, key), f"expected a non-empty string, got {v!r}")
+            self.err(_join(path, key), f"expected a non-empty string, got {_show(v)}")
             return default
         return v
 
     def path(self, value: str, path: str, *, kind: str = "file", must_exist: bool = True) -> str:
+        """``value`` made absolute (relative to :attr:`base_dir`); with ``must_exist``, an error unless
+        it is an existing ``kind`` (``file`` or ``dir``)."""
+        if "\0" in value:
+            self.err(path, f"a path cannot contain a NUL character: {_show(value)}")
+            return value
         p = Path(os.path.expanduser(value))
         if not p.is_absolute():
             p = self.base_dir / p
         p = Path(os.path.normpath(p))
         if must_exist:
-            if kind == "file" and not p.is_file():
-                self.err(path, f"{'not a file' if p.exists() else 'file not found'}: {p}")
-            elif kind == "dir" and not p.is_dir():
-                self.err(path, f"{'not a folder' if p.exists() else 'folder not found'}: {p}")
+            is_kind = os.path.isfile if kind == "file" else os.path.isdir  # False on any OSError
+            if not is_kind(p):
+                what = "file" if kind == "file" else "folder"
+                self.err(path, f"{'not a ' + what if os.path.exists(p) else what + ' not found'}: {_show(str(p), 300)}")
         return str(p)
 
 
 def _join(path: str, key: Any) -> str:
-    return f"{path}.{key}" if path else str(key)
+    key = key if isinstance(key, str) and len(key) <= 60 else _show(key)
+    return f"{path}.{key}" if path else key
 
 
 def _kind(v: Any) -> str:
@@ -429,20 +509,27 @@ def _similar(a: str, b: str) -> bool:
     return any(t[:i] + t[i + 1:] == s for i in range(len(t)))
 
 
-def _pair(v: Any, path: str, V: _V, what: str = "[width, height]") -> Optional[tuple[int, int]]:
+def _pair(v: Any, path: str, V: _V, max_pixels: Optional[int] = None) -> Optional[tuple[int, int]]:
+    """``[width, height]`` in pixels, each side in 1..CAMERA_MAX_SIDE and (given) at most ``max_pixels``."""
+    from ..types import CAMERA_MAX_SIDE
+
     if (not isinstance(v, Sequence) or isinstance(v, str) or len(v) != 2
-            or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v)):
-        V.err(path, f"expected {what} of positive integers, got {v!r}")
+            or not all(isinstance(x, int) and not isinstance(x, bool) and 0 < x <= CAMERA_MAX_SIDE for x in v)):
+        V.err(path, f"expected [width, height] of integers in 1..{CAMERA_MAX_SIDE} (pixels), got {_show(v)}")
         return None
-    return int(v[0]), int(v[1])
+    w, h = int(v[0]), int(v[1])
+    if max_pixels is not None and w * h > max_pixels:
+        V.err(path, f"{w}x{h} is {w * h} pixels per frame, more than decode.max_pixels ({max_pixels})")
+        return None
+    return w, h
 
 
 def _int_list(v: Any, path: str, V: _V) -> tuple[int, ...]:
     if isinstance(v, int) and not isinstance(v, bool):
         v = [v]
     if not isinstance(v, Sequence) or isinstance(v, str) or not all(
-            isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
-        V.err(path, f"expected a list of frame numbers (non-negative integers), got {v!r}")
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= _MAX_FRAMES for x in v):
+        V.err(path, f"expected a list of frame numbers (non-negative integers), got {_show(v)}")
         return ()
     return tuple(sorted(set(int(x) for x in v)))
 
@@ -454,41 +541,43 @@ def _seq_map(v: Any, path: str, V: _V, value_check) -> tuple:
         return ()
     out = []
     for k, val in v.items():
-        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
-            V.err(f"{path}.{k}", "keys are frame numbers (non-negative integers)")
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= _MAX_FRAMES:
+            V.err(_join(path, k), f"keys are frame numbers (integers in 0..{_MAX_FRAMES})")
             continue
-        checked = value_check(val, f"{path}.{k}")
+        checked = value_check(val, _join(path, k))
         if checked is not None:
             out.append((int(k), checked))
     return tuple(sorted(out))
 
 
-def _parse_faults(v: Any, path: str, V: _V) -> Optional[Faults]:
+def _parse_faults(v: Any, path: str, V: _V, max_pixels: int) -> Optional[Faults]:
     m = V.mapping(v, path, ("corrupt", "corrupt_every", "late_ms", "stall", "disconnect", "resize", "lose",
                             "fail_open"))
     if m is None:
         return None
 
-    def positive(val, p):
-        if isinstance(val, bool) or not isinstance(val, (int, float)) or val < 0:
-            V.err(p, f"expected a non-negative number, got {val!r}")
-            return None
-        return float(val)
+    def bounded(maximum: float, unit: str):
+        def check(val, p):
+            if _number_problem(val, minimum=0, maximum=maximum) is not None:
+                V.err(p, f"expected a non-negative number of {unit}, at most {_limit(maximum)}, got {_show(val)}")
+                return None
+            return float(val)
+        return check
 
     fail_open = m.get("fail_open", 0)
     if fail_open is True:
         fail_open = -1
-    if isinstance(fail_open, bool) or not isinstance(fail_open, int) or fail_open < -1:
+    if isinstance(fail_open, bool) or not isinstance(fail_open, int) or not -1 <= fail_open <= 1_000_000:
         V.err(_join(path, "fail_open"),
-              f"expected a number of failed attempts (-1 or true: never opens), got {fail_open!r}")
+              f"expected a number of failed attempts (-1 or true: never opens), got {_show(fail_open)}")
         fail_open = 0
     return Faults(
         corrupt=_int_list(m["corrupt"], _join(path, "corrupt"), V) if "corrupt" in m else (),
-        corrupt_every=V.number(m, "corrupt_every", path, 0, integer=True, minimum=0),
-        late_ms=_seq_map(m["late_ms"], _join(path, "late_ms"), V, positive) if "late_ms" in m else (),
-        stall=_seq_map(m["stall"], _join(path, "stall"), V, positive) if "stall" in m else (),
+        corrupt_every=V.number(m, "corrupt_every", path, 0, integer=True, minimum=0, maximum=_MAX_FRAMES),
+        late_ms=_seq_map(m["late_ms"], _join(path, "late_ms"), V, bounded(_DAY_MS, "ms")) if "late_ms" in m else (),
+        stall=_seq_map(m["stall"], _join(path, "stall"), V, bounded(_HOUR_S, "seconds")) if "stall" in m else (),
         disconnect=_int_list(m["disconnect"], _join(path, "disconnect"), V) if "disconnect" in m else (),
-        resize=(_seq_map(m["resize"], _join(path, "resize"), V, lambda val, p: _pair(val, p, V))
+        resize=(_seq_map(m["resize"], _join(path, "resize"), V, lambda val, p: _pair(val, p, V, max_pixels))
                 if "resize" in m else ()),
         lose=_int_list(m["lose"], _join(path, "lose"), V) if "lose" in m else (),
         fail_open=int(fail_open),
@@ -507,14 +596,16 @@ _SOURCE_KEYS = {
 _ES_EXT = {".h264": "h264", ".264": "h264", ".avc": "h264", ".h265": "h265", ".265": "h265", ".hevc": "h265"}
 
 
-def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str) -> Optional[SourceConfig]:
+def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str,
+                  size: tuple[int, int] = (1, 1)) -> Optional[SourceConfig]:
+    """One camera's source (``size``: the camera's ``(width, height)`` in pixels)."""
     where = path  # errors of a shared default repeat per camera; load_deployment keeps one of each
     if not isinstance(v, Mapping):
         V.err(where, f"expected a mapping with a 'type' ({', '.join(SOURCE_TYPES)}), got {_kind(v)}")
         return None
     typ = v.get("type")
     if typ not in SOURCE_TYPES:
-        V.err(_join(where, "type"), "required" if typ is None else f"{typ!r} is not one of {', '.join(SOURCE_TYPES)}")
+        V.err(_join(where, "type"), "required" if typ is None else f"{_show(typ)} is not one of {', '.join(SOURCE_TYPES)}")
         return None
     m = V.mapping(v, where, _COMMON_SOURCE_KEYS + _SOURCE_KEYS[typ])
     if m is None:
@@ -522,16 +613,18 @@ def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str) -> 
     opts: dict[str, Any] = {}
     uri = m.get("uri")
     if uri is not None and not isinstance(uri, str):
-        V.err(_join(where, "uri"), f"expected a string, got {uri!r}")
+        V.err(_join(where, "uri"), f"expected a string, got {_show(uri)}")
         uri = None
     if isinstance(uri, str):
         uri = uri.replace("{camera}", camera_name)
     start_ns = m.get("start_ns")
-    if start_ns is not None and (isinstance(start_ns, bool) or not isinstance(start_ns, int)):
-        V.err(_join(where, "start_ns"), f"expected an integer (ns since the Unix epoch), got {start_ns!r}")
+    if start_ns is not None and _number_problem(start_ns, integer=True, minimum=0, maximum=_MAX_START_NS):
+        V.err(_join(where, "start_ns"), f"expected an integer in 0..2**62 (ns since the Unix epoch), "
+                                        f"got {_show(start_ns)}")
         start_ns = None
     upath = _join(where, "uri")
 
+    n_errors = len(V.errors)
     if typ == "images":
         if uri is None:
             V.err(upath, "required: a folder of images or a glob pattern")
@@ -543,6 +636,8 @@ def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str) -> 
             else:
                 uri = V.path(uri, upath, kind="dir")
         opts["pattern"] = V.string(m, "pattern", where, None)
+        if V.probe and encoding in ("jpeg", "png") and uri is not None and len(V.errors) == n_errors:
+            _probe_images(uri, opts["pattern"], upath, V, camera_name, encoding)
         opts["timestamps"] = V.choice(m, "timestamps", where, ("filename", "sidecar", "fps"),
                                       "sidecar" if "sidecar" in m else ("fps" if "fps" in m else "filename"))
         opts["unit"] = V.choice(m, "unit", where, ("auto", "ns", "us", "ms", "s"), "auto")
@@ -554,7 +649,7 @@ def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str) -> 
                   "required when timestamps: sidecar (a YAML/JSON/CSV file: image name -> time, or a .txt)")
         opts["sidecar"] = sidecar
         opts["fps"] = V.number(m, "fps", where, 10.0 if opts["timestamps"] == "fps" else None, minimum=0,
-                               exclusive_min=True, allow_none=True)
+                               exclusive_min=True, allow_none=True, maximum=_MAX_FPS)
         opts["start_ns"] = start_ns
         if encoding not in ("jpeg", "png"):
             V.err(where, f"an image sequence needs camera encoding jpeg or png; "
@@ -568,6 +663,8 @@ def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str) -> 
         if encoding not in VIDEO_ENCODINGS + ("raw", "jpeg"):
             V.err(where, f"a video source needs camera encoding h264, h265 (decoded as a plan step) or raw "
                          f"(decoded in the source); camera {camera_name} declares {encoding}")
+        elif V.probe and uri is not None and os.path.isfile(uri):
+            _probe_video(uri, upath, V, camera_name, encoding)
     elif typ == "elementary":
         if uri is None:
             V.err(upath, "required: an H.264/H.265 elementary stream file")
@@ -579,24 +676,28 @@ def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str) -> 
             if codec is None:
                 V.err(_join(where, "codec"), f"required: cannot tell h264 from h265 by the name {Path(uri).name}")
         opts["codec"] = codec
-        opts["fps"] = V.number(m, "fps", where, 30.0, minimum=0, exclusive_min=True)
+        opts["fps"] = V.number(m, "fps", where, 30.0, minimum=0, exclusive_min=True, maximum=_MAX_FPS)
         opts["start_ns"] = start_ns
         if codec and encoding != codec:
             V.err(where, f"the stream is {codec} but camera {camera_name} declares encoding {encoding}")
+        elif codec and V.probe and uri is not None and os.path.isfile(uri):
+            _probe_elementary(uri, upath, V, codec)
     elif typ == "rtsp":
         if uri is None:
             V.err(upath, "required: rtsp://host[:port]/path")
         elif not re.match(r"^rtsps?://[^/\s]+", uri):
-            V.err(upath, f"expected rtsp://host[:port]/path, got {uri!r}")
+            V.err(upath, f"expected rtsp://host[:port]/path, got {_show(uri)}")
         opts["transport"] = V.choice(m, "transport", where, ("tcp", "udp"), "tcp")
-        opts["open_timeout_s"] = V.number(m, "open_timeout_s", where, 5.0, minimum=0, exclusive_min=True)
-        opts["read_timeout_s"] = V.number(m, "read_timeout_s", where, 2.0, minimum=0, exclusive_min=True)
+        opts["open_timeout_s"] = V.number(m, "open_timeout_s", where, 5.0, minimum=0, exclusive_min=True,
+                                          maximum=_HOUR_S)
+        opts["read_timeout_s"] = V.number(m, "read_timeout_s", where, 2.0, minimum=0, exclusive_min=True,
+                                          maximum=_HOUR_S)
         rp = _join(where, "reconnect")
         r = V.mapping(m.get("reconnect"), rp, ("initial_ms", "max_ms", "factor", "attempts")) or {}
         opts["reconnect"] = MappingProxyType({
-            "initial_ms": V.number(r, "initial_ms", rp, 250.0, minimum=0),
-            "max_ms": V.number(r, "max_ms", rp, 5000.0, minimum=0),
-            "factor": V.number(r, "factor", rp, 2.0, minimum=1),
+            "initial_ms": V.number(r, "initial_ms", rp, 250.0, minimum=0, maximum=_DAY_MS),
+            "max_ms": V.number(r, "max_ms", rp, 5000.0, minimum=0, maximum=_DAY_MS),
+            "factor": V.number(r, "factor", rp, 2.0, minimum=1, maximum=1000),
             "attempts": V.number(r, "attempts", rp, 0, integer=True, minimum=0),
         })
         if encoding not in VIDEO_ENCODINGS + ("jpeg", "raw"):
@@ -608,21 +709,30 @@ def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str) -> 
         elif not os.path.exists(uri):
             V.warnings.append(f"{upath}: device {uri} does not exist on this machine")
         opts["input_format"] = V.string(m, "input_format", where, None)
-        opts["fps"] = V.number(m, "fps", where, None, minimum=0, exclusive_min=True, allow_none=True)
-        opts["size"] = _pair(m["size"], _join(where, "size"), V) if m.get("size") is not None else None
+        opts["fps"] = V.number(m, "fps", where, None, minimum=0, exclusive_min=True, allow_none=True,
+                               maximum=_MAX_FPS)
+        opts["size"] = (_pair(m["size"], _join(where, "size"), V, V.max_pixels)
+                        if m.get("size") is not None else None)
     elif typ == "synthetic":
         if uri is not None:
             V.err(upath, "a synthetic source takes no uri")
-        opts["fps"] = V.number(m, "fps", where, 30.0, minimum=0, exclusive_min=True)
+        opts["fps"] = V.number(m, "fps", where, 30.0, minimum=0, exclusive_min=True, maximum=_MAX_FPS)
         res = m.get("resolution")
-        opts["resolution"] = _pair(res, _join(where, "resolution"), V) if res is not None else None
-        opts["cycle"] = V.number(m, "cycle", where, 16, integer=True, minimum=1)
-        opts["quality"] = V.number(m, "quality", where, 90, integer=True, minimum=1)
-        opts["frames"] = V.number(m, "frames", where, None, integer=True, minimum=1, allow_none=True)
+        opts["resolution"] = _pair(res, _join(where, "resolution"), V, V.max_pixels) if res is not None else None
+        opts["cycle"] = V.number(m, "cycle", where, 16, integer=True, minimum=1, maximum=1000)
+        w, h = opts["resolution"] or size
+        if opts["cycle"] * w * h * 3 > _SYNTH_CYCLE_MAX_BYTES:
+            V.err(_join(where, "cycle"), f"{opts['cycle']} frames of {w}x{h} take "
+                                         f"{opts['cycle'] * w * h * 3 / 2 ** 30:.1f} GiB while the cycle is "
+                                         f"encoded (at most {_SYNTH_CYCLE_MAX_BYTES >> 30} GiB); use a shorter cycle")
+        opts["quality"] = V.number(m, "quality", where, 90, integer=True, minimum=1, maximum=100)
+        opts["frames"] = V.number(m, "frames", where, None, integer=True, minimum=1, allow_none=True,
+                                  maximum=_MAX_FRAMES)
         opts["start_ns"] = start_ns
         opts["realtime"] = V.boolean(m, "realtime", where, True)
-    offset_ms = V.number(m, "offset_ms", where, 0.0)
-    faults = _parse_faults(m["faults"], _join(where, "faults"), V) if m.get("faults") is not None else None
+    offset_ms = V.number(m, "offset_ms", where, 0.0, minimum=-_DAY_MS, maximum=_DAY_MS)
+    faults = (_parse_faults(m["faults"], _join(where, "faults"), V, V.max_pixels)
+              if m.get("faults") is not None else None)
     return SourceConfig(typ, uri, MappingProxyType(opts), offset_ms, faults if faults else None)
 
 
@@ -643,7 +753,7 @@ def _parse_backends(v: Any, path: str, V: _V) -> Optional[tuple[str, ...]]:
     if isinstance(v, str):
         v = [v]
     if not isinstance(v, Sequence) or not v:
-        V.err(path, f"expected 'auto' or a list of backend names such as [cpu], got {v!r}")
+        V.err(path, f"expected 'auto' or a list of backend names such as [cpu], got {_show(v)}")
         return None
     out = []
     for i, b in enumerate(v):
@@ -673,7 +783,7 @@ def _to_tuples(v: Any) -> Any:
 def _parse_stages(v: Any, path: str, V: _V) -> Optional[tuple]:
     table = _stage_table()
     if not isinstance(v, Sequence) or isinstance(v, str) or not v:
-        V.err(path, f"expected a non-empty list of stages such as [decode, {{resize: {{scale: 0.5}}}}], got {v!r}")
+        V.err(path, f"expected a non-empty list of stages such as [decode, {{resize: {{scale: 0.5}}}}], got {_show(v)}")
         return None
     out = []
     for i, item in enumerate(v):
@@ -684,7 +794,7 @@ def _parse_stages(v: Any, path: str, V: _V) -> Optional[tuple]:
             op, params = next(iter(item.items()))
             params = params or {}
         else:
-            V.err(p, f"expected an op name or {{op: {{params}}}}, got {item!r}")
+            V.err(p, f"expected an op name or {{op: {{params}}}}, got {_show(item)}")
             continue
         if not isinstance(params, Mapping):
             V.err(f"{p}.{op}", f"expected a mapping of parameters, got {_kind(params)}")
@@ -694,7 +804,7 @@ def _parse_stages(v: Any, path: str, V: _V) -> Optional[tuple]:
         else:
             cls = table.get(op)
             if cls is None:
-                V.err(p, f"unknown stage {op!r}; known: {', '.join(sorted(set(table)))}, "
+                V.err(p, f"unknown stage {_show(op)}; known: {', '.join(sorted(set(table)))}, "
                          "or 'module:Class' for your own")
         if cls is None:
             continue
@@ -703,8 +813,28 @@ def _parse_stages(v: Any, path: str, V: _V) -> Optional[tuple]:
         except ConfigError as e:
             V.err(f"{p}.{op}", e.message if not e.path else str(e))
         except TypeError as e:
-            V.err(f"{p}.{op}", str(e).replace("__init__() ", ""))
+            V.err(f"{p}.{op}", _stage_type_error(cls, e))
+        except (ValueError, OverflowError, ArithmeticError) as e:  # a stage that checks less than it should
+            V.err(f"{p}.{op}", f"invalid parameters: {' '.join(str(e).split())[:200]}")
     return tuple(out)
+
+
+def _stage_type_error(cls: Any, e: TypeError) -> str:
+    """A stage constructor's ``TypeError`` (wrong or missing parameters) in the words of the schema."""
+    import inspect
+
+    try:
+        params = [n for n in inspect.signature(cls).parameters if n not in ("self", "args", "kwargs")]
+    except (TypeError, ValueError):
+        params = []
+    takes = f"; {getattr(cls, '__name__', 'the stage')} takes {', '.join(params) or 'no parameters'}"
+    text = str(e)
+    bad = re.search(r"unexpected keyword argument '([^']*)'", text)
+    if bad:
+        return f"unknown parameter {bad.group(1)!r}{takes}"
+    if "keywords must be strings" in text:
+        return f"parameter names must be strings{takes}"
+    return re.sub(r"^[\w.]*__init__\(\) ", "", text) + (takes if "argument" in text else "")
 
 
 def import_entry(entry: str) -> Any:
@@ -753,7 +883,7 @@ def _parse_model(v: Any, V: _V) -> Optional[ModelConfig]:
         return ModelConfig(f"{file}:{attr}", None, MappingProxyType(dict(init)) if isinstance(init, Mapping) else None)
     if entry is not None and not _ENTRY_RE.match(entry):
         V.err("model.entry", f"expected 'module:callable' or 'path/to/file.py:callable' (for example "
-                             f"'mypkg.model:infer'), got {entry!r}")
+                             f"'mypkg.model:infer'), got {_show(entry)}")
         entry = None
     path = V.string(m, "path", "model", None)
     if path is not None:
@@ -777,24 +907,46 @@ def _parse_model(v: Any, V: _V) -> Optional[ModelConfig]:
             if added:
                 sys.path.remove(path)
         if not found:
-            V.err("model.entry", f"module {mod!r} not found" + (f" (also looked in {path})" if path else ""))
+            V.err("model.entry", f"module {_show(mod)} not found" + (f" (also looked in {path})" if path else ""))
     if entry is None:
         return None
     return ModelConfig(entry, path, MappingProxyType(dict(init)) if init else None)
 
 
 _TOP_KEYS = ("version", "name", "description", "rig", "pipeline", "encoding", "source", "cameras", "sync", "run",
-             "latency", "outputs", "model", "target")
+             "latency", "outputs", "decode", "model", "target")
+
+
+def _parse_decode(v: Any, V: _V) -> DecodeConfig:
+    m = V.mapping(v, "decode", ("on_corrupt", "max_pixels")) or {}
+    return DecodeConfig(
+        on_corrupt=V.choice(m, "on_corrupt", "decode", ON_CORRUPT, "drop"),
+        max_pixels=V.number(m, "max_pixels", "decode", DEFAULT_MAX_PIXELS, integer=True, minimum=1,
+                            maximum=_MAX_PIXELS_LIMIT),
+    )
+
+
+def _check_camera_pixels(rig: Rig, rig_key: str, V: _V) -> None:
+    """A camera declared larger than ``decode.max_pixels`` is a configuration error (checked before any
+    frame, plan or buffer exists)."""
+    for i, cam in enumerate(rig.cameras):
+        pixels = cam.width * cam.height
+        if pixels > V.max_pixels:
+            V.err(f"{rig_key}.cameras[{i}]", f"camera {cam.name} is {cam.width}x{cam.height} = {pixels} pixels per "
+                                             f"frame, more than decode.max_pixels ({V.max_pixels}); raise "
+                                             "decode.max_pixels if the camera really is that large")
 
 
 def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
-                    base_dir: str | os.PathLike | None = None) -> Deployment:
+                    base_dir: str | os.PathLike | None = None, probe: bool = False) -> Deployment:
     """Load and validate a deployment from a YAML file or an already-parsed mapping.
 
     Args:
         source: path of the YAML file, or its content as a mapping.
         base_dir: folder that relative input paths refer to (default: the file's folder, or the
             working directory for a mapping).
+        probe: also open each file source (header only) and check its codec against the camera's
+            encoding, and that image folders hold images of the declared format (``dvpipe validate``).
 
     Returns:
         a frozen :class:`Deployment`.
@@ -802,7 +954,7 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
     Raises:
         DeploymentError: listing every problem with its key path (a ``ConfigError``).
     """
-    import yaml
+    from ..types import read_yaml
 
     path: Optional[Path] = None
     if isinstance(source, Mapping):
@@ -812,27 +964,26 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
         path = Path(source)
         where = str(path)
         try:
-            with open(path, "r", encoding="utf-8") as f:
-                data = yaml.safe_load(f)
-        except FileNotFoundError:
-            raise DeploymentError([("", f"deployment file not found: {path}")], where) from None
-        except IsADirectoryError:
-            raise DeploymentError([("", f"{path} is a folder, not a deployment YAML file")], where) from None
-        except yaml.YAMLError as e:
-            raise DeploymentError([("", f"not valid YAML: {e}")], where) from None
-        except UnicodeDecodeError:
-            raise DeploymentError([("", f"{path} is not a text file (a deployment is UTF-8 YAML)")], where) from None
+            data = read_yaml(path, "deployment file")
+        except ConfigError as e:
+            raise DeploymentError([("", e.message)], where) from None
         if data is None:
             data = {}
     base = Path(base_dir) if base_dir is not None else (path.resolve().parent if path else Path.cwd())
-    V = _V(base)
+    V = _V(base, probe=probe)
     top = V.mapping(data, "", _TOP_KEYS, required=("rig", "pipeline"))
     if top is None:
         raise DeploymentError(V.errors, where)
     if top.get("version", 1) != 1:
-        V.err("version", f"this dvpipe reads deployment version 1, got {top.get('version')!r}")
+        V.err("version", f"this dvpipe reads deployment version 1, got {_show(top.get('version'))}")
     name = V.string(top, "name", "", path.stem if path else "deployment")
+    if name and (any(ch in name for ch in "/\\\0") or ".." in name or name.startswith(".")):
+        V.err("name", f"{_show(name)} cannot name output folders (out/{{name}}): no '/', '\\', NUL or '..', "
+                      "not starting with '.'")
+        name = "deployment"
     description = V.string(top, "description", "", "") or ""
+    decode = _parse_decode(top.get("decode"), V)
+    V.max_pixels = decode.max_pixels
 
     # rig ---------------------------------------------------------------------------------------
     rig: Optional[Rig] = None
@@ -842,13 +993,17 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
         rig_path = V.path(rig_v, "rig")
         if os.path.isfile(rig_path):
             try:
-                with open(rig_path, "r", encoding="utf-8") as f:
-                    rig_data = yaml.safe_load(f) or {}
+                rig_data = read_yaml(rig_path, "rig file") or {}
+            except ConfigError as e:
+                V.err("rig", e.message)
+            else:
                 rig = _rig_from(rig_data, f"rig ({rig_path})", V)
-            except yaml.YAMLError as e:
-                V.err("rig", f"{rig_path} is not valid YAML: {e}")
+                if rig is not None:
+                    _check_camera_pixels(rig, f"rig ({rig_path})", V)
     elif isinstance(rig_v, Mapping):
         rig = _rig_from(rig_v, "rig", V)
+        if rig is not None:
+            _check_camera_pixels(rig, "rig", V)
     elif rig_v is not None:
         V.err("rig", f"expected a rig file path or an inline rig {{cameras: [...]}}, got {_kind(rig_v)}")
 
@@ -865,13 +1020,13 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
             from ..profiles import PROFILES
 
             if profile not in PROFILES:
-                V.err("pipeline.profile", f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
+                V.err("pipeline.profile", f"unknown profile {_show(profile)}; known: {', '.join(PROFILES)}")
         backends = _parse_backends(pm["backends"], "pipeline.backends", V) if "backends" in pm else ("auto",)
         pipeline = PipelineConfig(
             profile=profile, stages=stages,
             fidelity=V.choice(pm, "fidelity", "pipeline", ("reference", "fast"), "reference"),
             backends=backends or ("cpu",),
-            threads=V.number(pm, "threads", "pipeline", None, integer=True, minimum=1, allow_none=True),
+            threads=V.number(pm, "threads", "pipeline", None, integer=True, minimum=1, allow_none=True, maximum=1024),
             fallback=V.choice(pm, "fallback", "pipeline", ("next", "error"), "next"),
         )
 
@@ -891,11 +1046,14 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
         if m is None or "name" not in m:
             continue
         nm = m["name"]
+        if not isinstance(nm, str):
+            V.err(f"{p}.name", f"expected a camera name, got {_show(nm)}")
+            continue
         if rig is not None and nm not in rig_names:
-            V.err(f"{p}.name", f"{nm!r} is not a camera of the rig ({', '.join(rig_names)})")
+            V.err(f"{p}.name", f"{_show(nm)} is not a camera of the rig ({', '.join(rig_names)})")
             continue
         if nm in entries:
-            V.err(f"{p}.name", f"camera {nm!r} is listed twice (also cameras[{entries[nm][0]}])")
+            V.err(f"{p}.name", f"camera {_show(nm)} is listed twice (also cameras[{entries[nm][0]}])")
             continue
         entries[nm] = (i, m)
     if rig is not None:
@@ -916,9 +1074,10 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
         for cam in rig.cameras:
             idx, m = entries.get(cam.name, (None, {}))
             if idx is not None and "source" in m:
-                src = _parse_source(m["source"], f"cameras[{idx}].source", V, cam.name, cam.encoding)
+                src = _parse_source(m["source"], f"cameras[{idx}].source", V, cam.name, cam.encoding,
+                                    (cam.width, cam.height))
             elif default_source is not None:
-                src = _parse_source(default_source, "source", V, cam.name, cam.encoding)
+                src = _parse_source(default_source, "source", V, cam.name, cam.encoding, (cam.width, cam.height))
             else:
                 V.err("cameras" if idx is None else f"cameras[{idx}].source",
                       f"camera {cam.name} has no source (give it one under cameras, or a default 'source')")
@@ -932,13 +1091,13 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
                    ("tolerance_ms", "on_late", "deadline_ms", "max_reuse_age_ms", "anchor")) or {}
     anchor = V.string(sm, "anchor", "sync", "earliest")
     if anchor != "earliest" and rig is not None and anchor not in rig_names:
-        V.err("sync.anchor", f"expected 'earliest' or a camera of the rig ({', '.join(rig_names)}), got {anchor!r}")
+        V.err("sync.anchor", f"expected 'earliest' or a camera of the rig ({', '.join(rig_names)}), got {_show(anchor)}")
         anchor = "earliest"
     sync = SyncConfig(
-        tolerance_ms=V.number(sm, "tolerance_ms", "sync", 25.0, minimum=0),
+        tolerance_ms=V.number(sm, "tolerance_ms", "sync", 25.0, minimum=0, maximum=_DAY_MS),
         on_late=V.choice(sm, "on_late", "sync", ON_LATE, "mask"),
-        deadline_ms=V.number(sm, "deadline_ms", "sync", 100.0, minimum=0),
-        max_reuse_age_ms=V.number(sm, "max_reuse_age_ms", "sync", 500.0, minimum=0),
+        deadline_ms=V.number(sm, "deadline_ms", "sync", 100.0, minimum=0, maximum=_DAY_MS),
+        max_reuse_age_ms=V.number(sm, "max_reuse_age_ms", "sync", 500.0, minimum=0, maximum=_DAY_MS),
         anchor=anchor,
     )
 
@@ -946,18 +1105,20 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
     rm = V.mapping(top.get("run"), "run", ("frames", "duration_s", "loop", "realtime", "speed", "queue_size",
                                            "latest_only", "stall_timeout_ms", "overlap_model")) or {}
     latest = rm.get("latest_only", "auto")
-    if latest not in ("auto", True, False):
-        V.err("run.latest_only", f"expected auto, true or false, got {latest!r}")
+    if not (latest == "auto" or isinstance(latest, bool)):
+        V.err("run.latest_only", f"expected auto, true or false, got {_show(latest)}")
         latest = "auto"
     run = RunConfig(
-        frames=V.number(rm, "frames", "run", None, integer=True, minimum=1, allow_none=True),
-        duration_s=V.number(rm, "duration_s", "run", None, minimum=0, exclusive_min=True, allow_none=True),
+        frames=V.number(rm, "frames", "run", None, integer=True, minimum=1, allow_none=True, maximum=_MAX_FRAMES),
+        duration_s=V.number(rm, "duration_s", "run", None, minimum=0, exclusive_min=True, allow_none=True,
+                            maximum=_YEAR_S),
         loop=V.boolean(rm, "loop", "run", False),
         realtime=V.boolean(rm, "realtime", "run", False),
-        speed=V.number(rm, "speed", "run", 1.0, minimum=0, exclusive_min=True),
-        queue_size=V.number(rm, "queue_size", "run", 2, integer=True, minimum=1),
+        speed=V.number(rm, "speed", "run", 1.0, minimum=0, exclusive_min=True, maximum=1000),
+        queue_size=V.number(rm, "queue_size", "run", 2, integer=True, minimum=1, maximum=10_000),
         latest_only={True: "true", False: "false"}.get(latest, "auto") if isinstance(latest, bool) else latest,
-        stall_timeout_ms=V.number(rm, "stall_timeout_ms", "run", 1000.0, minimum=0, exclusive_min=True),
+        stall_timeout_ms=V.number(rm, "stall_timeout_ms", "run", 1000.0, minimum=0, exclusive_min=True,
+                                  maximum=_DAY_MS),
         overlap_model=V.boolean(rm, "overlap_model", "run", True),
     )
 
@@ -968,13 +1129,14 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
         steps = lm["steps_ms"]
         sp = V.mapping(steps, "latency.steps_ms", tuple(steps) if isinstance(steps, Mapping) else ())
         for k in (sp or {}):
-            val = V.number(sp, k, "latency.steps_ms", None, minimum=0, exclusive_min=True)
+            val = V.number(sp, k, "latency.steps_ms", None, minimum=0, exclusive_min=True, maximum=_DAY_MS)
             if val is not None:
                 steps_ms[str(k)] = val
     latency = LatencyConfig(
-        budget_ms=V.number(lm, "budget_ms", "latency", None, minimum=0, exclusive_min=True, allow_none=True),
+        budget_ms=V.number(lm, "budget_ms", "latency", None, minimum=0, exclusive_min=True, allow_none=True,
+                           maximum=_DAY_MS),
         steps_ms=MappingProxyType(steps_ms),
-        window=V.number(lm, "window", "latency", 100, integer=True, minimum=1),
+        window=V.number(lm, "window", "latency", 100, integer=True, minimum=1, maximum=10_000_000),
         counters_only=V.boolean(lm, "counters_only", "latency", False),
     )
 
@@ -991,7 +1153,7 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
             return os.path.join(out_dir, default_name)
         if isinstance(v, str) and v:
             return v if os.path.isabs(v) else os.path.join(out_dir, v)
-        V.err(f"outputs.{key}", f"expected true, false or a path, got {v!r}")
+        V.err(f"outputs.{key}", f"expected true, false or a path, got {_show(v)}")
         return None
 
     dumps = om.get("dumps", False)
@@ -999,15 +1161,15 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
     if dumps not in (False, None):
         dm = V.mapping(dumps if dumps is not True else {}, "outputs.dumps", ("every", "max"))
         if dm is not None:
-            dumps_every = V.number(dm, "every", "outputs.dumps", 1, integer=True, minimum=1)
-            dumps_max = V.number(dm, "max", "outputs.dumps", 10, integer=True, minimum=1)
+            dumps_every = V.number(dm, "every", "outputs.dumps", 1, integer=True, minimum=1, maximum=_MAX_FRAMES)
+            dumps_max = V.number(dm, "max", "outputs.dumps", 10, integer=True, minimum=1, maximum=1_000_000)
     prom_port, prom_addr = None, "0.0.0.0"
     prom = om.get("prometheus")
     if prom is not None and prom is not False:
         pm_ = prom if isinstance(prom, Mapping) else {"port": prom}
         pmv = V.mapping(pm_, "outputs.prometheus", ("port", "addr"), required=("port",))
         if pmv is not None:
-            prom_port = V.number(pmv, "port", "outputs.prometheus", None, integer=True, minimum=0)
+            prom_port = V.number(pmv, "port", "outputs.prometheus", None, integer=True, minimum=1, maximum=65535)
             prom_addr = V.string(pmv, "addr", "outputs.prometheus", "0.0.0.0")
     outputs = OutputsConfig(dir=out_dir, metrics=V.boolean(om, "metrics", "outputs", True),
                             trace=out_file("trace", "trace.json"), plots=out_file("plots", "plots"),
@@ -1044,7 +1206,8 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
         raise DeploymentError(list(dict.fromkeys(V.errors)), where)
     assert rig is not None
     return Deployment(name=name, rig=rig, pipeline=pipeline, cameras=tuple(cameras), sync=sync, run=run,
-                      latency=latency, outputs=outputs, model=model, target=target, description=description,
+                      latency=latency, outputs=outputs, decode=decode, model=model, target=target,
+                      description=description,
                       path=str(path.resolve()) if path else None, rig_path=rig_path, warnings=tuple(V.warnings))
 
 
@@ -1060,3 +1223,136 @@ def _rig_from(data: Any, path: str, V: _V) -> Optional[Rig]:
             else:
                 V.err(path, part)
         return None
+
+
+# ------------------------------------------------------------------ probing file sources (validate)
+#: FFmpeg codec name -> camera encoding, for the rules of sources/video.py ``AvStream._open``
+_FFMPEG_ENCODING = {"h264": "h264", "hevc": "h265", "mjpeg": "jpeg"}
+
+
+def _video_header(uri: str, upath: str, V: _V, fmt: Optional[str] = None) -> Optional[tuple[str, str]]:
+    """``(codec, container format)`` of the first video stream of ``uri`` (header only), or None after
+    reporting why it cannot be read."""
+    try:
+        import av
+    except ImportError as e:  # pragma: no cover - av is a core dependency
+        V.err(upath, f"PyAV is needed to check video sources: {e}")
+        return None
+    try:
+        with av.open(uri, format=fmt) as container:
+            if not container.streams.video:
+                V.err(upath, f"{uri} has no video stream")
+                return None
+            return container.streams.video[0].codec_context.name, container.format.name
+    except (av.error.FFmpegError, OSError, ValueError) as e:
+        if fmt is not None or not isinstance(e, av.error.InvalidDataError):
+            V.err(upath, f"cannot read {uri} as video: {getattr(e, 'strerror', None) or e}")
+            return None
+        raise
+
+
+def _probe_video(uri: str, upath: str, V: _V, camera_name: str, encoding: str) -> None:
+    """The rules ``dvpipe run`` applies when it opens a video file: h264/h265 cameras need that codec,
+    jpeg cameras MJPEG, raw cameras any video stream."""
+    import av
+
+    try:
+        header = _video_header(uri, upath, V)
+    except av.error.InvalidDataError:
+        V.err(upath, f"{uri} is not a video file FFmpeg can read")
+        return
+    if header is None:
+        return
+    codec, _fmt = header
+    found = _FFMPEG_ENCODING.get(codec)
+    if encoding != "raw" and found != encoding:
+        V.err(upath, f"{uri} is {codec} video but camera {camera_name} declares encoding {encoding} "
+                     "(declare the stream's codec, or raw to decode it in the source)")
+
+
+def _probe_elementary(uri: str, upath: str, V: _V, codec: str) -> None:
+    """An Annex B file must hold ``codec``: FFmpeg's own detection must not find another codec or a
+    container; a file it cannot detect must at least open as ``codec`` (as ``dvpipe run`` opens it)."""
+    import av
+
+    try:
+        header = _video_header(uri, upath, V)
+    except av.error.InvalidDataError:  # not detected: run forces the format, so try that
+        _video_header(uri, upath, V, fmt="h264" if codec == "h264" else "hevc")
+        return
+    if header is None:
+        return
+    found, fmt = header
+    if fmt not in ("h264", "hevc") or _FFMPEG_ENCODING.get(found) != codec:
+        V.err(upath, f"{uri} holds {found} video ({fmt} format), not an Annex B {codec} elementary stream")
+
+
+def _probe_images(uri: str, pattern: Optional[str], upath: str, V: _V, camera_name: str, encoding: str) -> None:
+    """The folder or glob has images, and the first one (by name) is of the declared ``encoding``."""
+    from ..codecs import sniff
+    from .sources.images import scan_images
+
+    try:
+        files = scan_images(uri, pattern)
+    except (OSError, ValueError) as e:
+        V.err(upath, f"cannot list {uri}: {getattr(e, 'strerror', None) or e}")
+        return
+    if not files:
+        V.err(upath, f"no images in {uri}" + (f" matching {pattern}" if pattern else ""))
+        return
+    try:
+        with open(files[0], "rb") as f:
+            head = f.read(16)
+    except OSError as e:
+        V.err(upath, f"cannot read {files[0]}: {e.strerror or e}")
+        return
+    found = sniff(head)
+    if found != encoding:
+        V.err(upath, f"{files[0]} is {'a ' + found.upper() if found else 'neither JPEG nor PNG'} but camera "
+                     f"{camera_name} declares encoding {encoding}")
+
+
+# ------------------------------------------------------------------------ outputs (validate)
+_NAME_MAX = 255  # bytes of one path component (Linux, macOS, Windows)
+
+
+def output_problems(outputs: OutputsConfig) -> list[tuple[str, str]]:
+    """``(key path, message)`` for each output folder a run could not create or write into.
+
+    Checks without leaving anything behind: missing folders are not created (their nearest existing
+    ancestor must be a writable folder), and writing is tried with an anonymous temporary file.
+    """
+    wanted: list[tuple[str, str]] = []
+    if outputs.dir and (outputs.metrics or outputs.dumps_every):
+        wanted.append(("outputs.dir", outputs.dir))
+    if outputs.trace:
+        wanted.append(("outputs.trace", os.path.dirname(outputs.trace) or "."))
+    if outputs.plots:
+        wanted.append(("outputs.plots", outputs.plots))
+    problems = []
+    for key, folder in wanted:
+        problem = _folder_problem(folder)
+        if problem is not None:
+            problems.append((key, problem))
+    return problems
+
+
+def _folder_problem(folder: str) -> Optional[str]:
+    """Why ``folder`` could not be created (when missing) and written into, or None."""
+    if "\0" in folder:
+        return f"a path cannot contain a NUL character: {_show(folder)}"
+    long = [part for part in Path(folder).parts if len(os.fsencode(part)) > _NAME_MAX]
+    if long:
+        return f"cannot create {_show(folder, 200)}: the name {_show(long[0])} is longer than {_NAME_MAX} bytes"
+    existing = Path(os.path.abspath(folder))
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"cannot create {_show(folder, 200)}: {existing} is a file, not a folder"
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as e:
+        verb = "write into" if str(existing) == os.path.abspath(folder) else f"create {folder} in"
+        return f"cannot {verb} {existing}: {e.strerror or e}"
+    return None
