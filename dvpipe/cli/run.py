@@ -86,6 +86,12 @@ def main(args: argparse.Namespace) -> int:
     for flag, path, is_dir in (("--plots", args.plots, True), ("--trace", args.trace, False),
                                ("--json", args.json, False), ("--out", args.out, True)):
         _check_writable(flag, path, is_dir)  # before the run, not after it
+    if not args.no_outputs:
+        from ..deploy.config import output_problems
+
+        problems = output_problems(dep.outputs)
+        if problems:  # the deployment's own output folders, before the first frame set
+            raise ConfigError("outputs cannot be written: " + "; ".join(f"{k}: {m}" for k, m in problems))
     out = sys.stdout
     for w in dep.warnings:
         print(f"warning: {w}", file=sys.stderr)

@@ -183,7 +183,8 @@ def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
         groups.setdefault(b, []).append(cc.name)
     target = dep.target if dep.target is not None else Target.detect()
     kwargs = dict(profile=p.profile, fidelity=p.fidelity, threads=p.threads, fallback=p.fallback, target=target,
-                  timing="counters" if dep.latency.counters_only else "spans")
+                  timing="counters" if dep.latency.counters_only else "spans",
+                  on_corrupt=dep.decode.on_corrupt, max_pixels=dep.decode.max_pixels)
     if len(groups) == 1:
         (backends,) = groups
         return Pipeline(dep.rig, stages, backends, **kwargs), notes

@@ -21,7 +21,7 @@ import numpy as np
 from ...codecs import VIDEO_ENCODINGS
 from ...latency import now_ns
 from ...types import PixelFormat
-from ...video import is_keyframe
+from ...video import AccessUnit, VideoPacket, is_keyframe
 from .base import Item, Source, SourceError, SourceWrapper, StreamLost
 
 __all__ = ["Looped", "Limited", "Paced", "ReplayClock", "Faulty", "corrupt_data"]
@@ -155,6 +155,10 @@ def corrupt_data(data, pixel_format: PixelFormat):
     """Damage a frame so that its decoder rejects it (truncated image, zeroed access unit, bad array)."""
     if isinstance(data, np.ndarray):
         return np.zeros(data.shape, np.float32)  # not uint8: the raw-frame check rejects it
+    if isinstance(data, VideoPacket):  # the access units delivered with this frame (decode order)
+        units = [AccessUnit(u.data[:6] + bytes(len(u.data) - 6), u.pts_ns, u.keyframe, u.show)
+                 if isinstance(u, AccessUnit) else u for u in data.units]
+        return VideoPacket(units, data.want, data.by, data.end, data.lookahead, data.keyframe)
     b = bytes(data)
     if b[:3] == b"\xff\xd8\xff" or b[:4] == b"\x89PNG":
         return b[: max(8, len(b) // 2)]  # truncated: no EOI / IEND
