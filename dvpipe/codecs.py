@@ -69,7 +69,12 @@ _SOF_CODING = {0xC0: "baseline", 0xC1: "extended", 0xC2: "progressive", 0xC3: "l
 
 
 def jpeg_complete(data) -> bool:
-    """Whether JPEG bytes end with EOI (FFD9), allowing a little trailing padding some encoders add."""
+    """Whether JPEG bytes end with EOI (FFD9), allowing a little trailing padding some encoders add.
+
+    A quick test of the common case only: a complete JPEG may also carry other bytes after its EOI
+    (a phone's or an IP camera's trailer, a second picture as in MPO files); :func:`jpeg_frame_header`
+    accepts those too.
+    """
     return bytes(data[-64:]).rstrip(b"\x00\r\n ").endswith(b"\xff\xd9")
 
 
@@ -79,14 +84,35 @@ def jpeg_info(data: bytes) -> ImageInfo:
 
 
 def jpeg_frame_header(data: bytes) -> tuple[int, ImageInfo]:
-    """``(offset of the SOFn marker, ImageInfo)``; :class:`FrameError` as :func:`jpeg_info`."""
+    """``(offset of the SOFn marker, ImageInfo)``; :class:`FrameError` as :func:`jpeg_info`.
+
+    Truncation: the data must hold an EOI marker after the start of its first scan -- at the very
+    end (the quick test, :func:`jpeg_complete`), or anywhere after it, followed by trailing bytes
+    that are not part of the picture (entropy-coded data cannot hold FFD9, and a thumbnail's EOI
+    inside an APP1 segment comes before the scan).
+    """
     mv = memoryview(data)
-    n = len(mv)
-    if n < 4 or bytes(mv[:3]) != _JPEG_SOI:
+    if len(mv) < 4 or bytes(mv[:3]) != _JPEG_SOI:
         raise FrameError("not a JPEG (no SOI marker)")
-    if not jpeg_complete(mv):
-        raise FrameError("truncated JPEG (no EOI marker at the end)")
+    if jpeg_complete(mv):
+        return _frame_header(mv, to_scan=False)[:2]
+    try:
+        sof, info, scan = _frame_header(mv, to_scan=True)
+    except FrameError:
+        scan = -1
+    if scan < 0 or bytes(mv[scan:]).find(b"\xff\xd9") < 0:
+        raise FrameError("truncated JPEG (no EOI marker after the scan data)")
+    return sof, info
+
+
+def _frame_header(mv: memoryview, to_scan: bool) -> tuple[int, ImageInfo, int]:
+    """Walk the marker segments: ``(SOFn offset, ImageInfo, offset where the first scan's data starts)``.
+
+    Stops at the frame header unless ``to_scan`` (then the third item is -1), else at the first SOS.
+    """
+    n = len(mv)
     i = 2
+    found: Optional[tuple[int, ImageInfo]] = None
     while i + 4 <= n:
         if mv[i] != 0xFF:
             raise FrameError(f"corrupt JPEG (expected a marker at byte {i})")
@@ -100,19 +126,27 @@ def jpeg_frame_header(data: bytes) -> tuple[int, ImageInfo]:
         (length,) = struct.unpack(">H", mv[i + 2:i + 4])
         if length < 2 or i + 2 + length > n:
             raise FrameError("corrupt JPEG (segment runs past the end)")
-        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
-            seg = mv[i + 4:i + 2 + length]
-            if len(seg) < 6:
-                raise FrameError("corrupt JPEG (short frame header)")
-            height, width = struct.unpack(">HH", seg[1:5])
-            ncomp = seg[5]
-            factors = [(seg[6 + 3 * c + 1] >> 4, seg[6 + 3 * c + 1] & 15) for c in range(ncomp) if 6 + 3 * c + 1 < len(seg)]
-            coding = "arithmetic" if marker >= 0xC9 else _SOF_CODING.get(marker, "baseline")
-            return i, ImageInfo("jpeg", width, height, _subsampling(factors), coding, ncomp)
+        if found is None and 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            found = i, _sof_info(marker, mv[i + 4:i + 2 + length])
+            if not to_scan:
+                return found[0], found[1], -1
         if marker == 0xDA:
-            break
+            if found is None:
+                break
+            return found[0], found[1], i + 2 + length
         i += 2 + length
     raise FrameError("corrupt JPEG (no frame header before the scan)")
+
+
+def _sof_info(marker: int, seg: memoryview) -> ImageInfo:
+    """ImageInfo from the payload of a SOFn segment (after its length field)."""
+    if len(seg) < 6:
+        raise FrameError("corrupt JPEG (short frame header)")
+    height, width = struct.unpack(">HH", seg[1:5])
+    ncomp = seg[5]
+    factors = [(seg[6 + 3 * c + 1] >> 4, seg[6 + 3 * c + 1] & 15) for c in range(ncomp) if 6 + 3 * c + 1 < len(seg)]
+    coding = "arithmetic" if marker >= 0xC9 else _SOF_CODING.get(marker, "baseline")
+    return ImageInfo("jpeg", width, height, _subsampling(factors), coding, ncomp)
 
 
 def _subsampling(factors: list[tuple[int, int]]) -> str:

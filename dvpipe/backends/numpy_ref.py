@@ -84,7 +84,7 @@ def resize_ref(img: np.ndarray, out_w: int, out_h: int, interpolation: str) -> n
 
 @register_kernel("decode", backend="reference", name="cv2.imdecode")
 def _decode(data, stages, ctx: KernelContext):
-    return decode_bgr(data, ctx.spec_in)
+    return decode_bgr(data, ctx.spec_in, on_corrupt=ctx.corrupt)
 
 
 @register_kernel("resize", backend="reference", name="numpy_resize")

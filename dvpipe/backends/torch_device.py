@@ -246,7 +246,7 @@ def _decode(data, stages, ctx: KernelContext):
             _rgb_chw_to_bgr_hwc(img, dst)
     except RuntimeError as e:  # nvJPEG rejected this frame: decode it on the host, count it, go on
         t0 = _now_ns()
-        bgr = decode_bgr(data, spec)  # raises FrameError if the frame is really corrupt
+        bgr = decode_bgr(data, spec, on_corrupt=ctx.corrupt)  # raises FrameError if the frame is really corrupt
         state["cpu_fallbacks"] = state.get("cpu_fallbacks", 0) + 1
         state["last_fallback"] = (str(e).splitlines()[0] if str(e) else type(e).__name__, _now_ns() - t0)
         staged = run.upload(bgr, key="fallback")

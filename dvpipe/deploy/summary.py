@@ -21,16 +21,36 @@ shutdown          still queued when the run stopped (Ctrl-C, --frames, --duratio
 ================  ==============================================================================
 
 Camera health is reported apart from drops: a camera is **stalled** when its source delivered
-nothing for ``run.stall_timeout_ms`` (the source's fault), and under **back-pressure** when its
-reader was blocked because the pipeline did not keep up (downstream's fault).
+nothing for ``run.stall_timeout_ms`` or a read timed out on a connection that is still open (the
+sender paused), **disconnected** while its connection is lost and the reader reconnects, and under
+**back-pressure** when its reader was blocked because the pipeline did not keep up (downstream's
+fault; not an outage: the source was not asked for frames).
+
+**Outages.** An outage runs from the last frame before it to the first frame after it (monotonic
+clock): a stall, a disconnect, or a stall that turned into a disconnect (``stall_reconnect_s``).
+Its duration is split into the time stalled and the time disconnected, which sum to it. Frames lost
+in an outage never entered the run, so they are not drops (``entered == emitted + dropped`` holds
+as before); ``lost_in_outage`` estimates them beside the counts: within one connection, from the
+stream's own timestamps (``round(pts gap / period) - 1``: 0 for a sender that paused and resumed
+where it was, e.g. TCP holding the data); across a reconnect, or without timestamps, from the
+arrival gap (``round(gap / period) - 1``). The period is the median of the last
+:data:`RATE_WINDOW` frame intervals, else the source's declared rate; with neither, nothing is
+estimated. An outage still open when the run ends counts ``floor(duration / period)``.
 """
 from __future__ import annotations
 
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-__all__ = ["Accounting", "CameraHealth", "classify_drop", "DROP_CATEGORIES", "format_summary"]
+__all__ = ["Accounting", "CameraHealth", "Outage", "classify_drop", "DROP_CATEGORIES", "format_summary",
+           "RATE_WINDOW"]
+
+#: frame intervals kept per camera to measure its frame rate
+RATE_WINDOW = 16
+#: events and outages kept per camera (the most recent; counts and durations stay exact)
+HEALTH_LOG = 20
 
 DROP_CATEGORIES = ("corrupt", "wrong_size", "keyframe_wait", "decode_error", "superseded", "late", "unmatched",
                    "set_dropped", "shutdown")
@@ -50,8 +70,45 @@ def classify_drop(reason: str) -> str:
 
 
 @dataclass
+class Outage:
+    """One outage of a camera (times in ns on the monotonic clock, durations in ns).
+
+    ``kind`` is ``stalled`` or ``disconnected`` (the worst it reached); ``stalled_ns +
+    disconnected_ns == end_ns - start_ns``; ``lost`` is the estimate of frames lost (None: no rate).
+    """
+
+    kind: str
+    start_ns: int
+    end_ns: Optional[int] = None
+    stalled_ns: int = 0
+    disconnected_ns: int = 0
+    lost: Optional[int] = None
+    reason: str = ""
+    phase: str = "stalled"  # the current phase while open
+    phase_since_ns: int = 0
+    reconnected: bool = False
+
+    @property
+    def duration_ns(self) -> int:
+        return (self.end_ns if self.end_ns is not None else self.phase_since_ns) - self.start_ns
+
+    def to_dict(self, origin_ns: int = 0) -> dict[str, Any]:
+        """JSON form, times in seconds (``start_s`` from ``origin_ns``, the run's start)."""
+        return {"kind": self.kind, "start_s": round((self.start_ns - origin_ns) / 1e9, 3),
+                "duration_s": round(self.duration_ns / 1e9, 3), "stalled_s": round(self.stalled_ns / 1e9, 3),
+                "disconnected_s": round(self.disconnected_ns / 1e9, 3), "lost_in_outage": self.lost,
+                "reason": self.reason, "open": self.end_ns is None}
+
+
+@dataclass
 class CameraHealth:
-    """Source-side state of one camera (for the progress line and the summary)."""
+    """Source-side state of one camera (for the progress line and the summary).
+
+    The reader thread reports arrivals, read timeouts and disconnects, the runner thread stalls
+    (no frame for ``run.stall_timeout_ms``); every time is ns on the monotonic clock, passed in (so
+    tests inject it). Lists are bounded: the last :data:`HEALTH_LOG` events and outages are kept,
+    counts and durations are exact.
+    """
 
     state: str = "starting"  # starting, streaming, stalled, reconnecting, ended, failed
     detail: str = ""
@@ -59,15 +116,171 @@ class CameraHealth:
     disconnects: int = 0
     stalls: int = 0
     stalled_ns: int = 0
+    disconnected_ns: int = 0
     blocked_ns: int = 0  # back-pressure: reader blocked on a full buffer
+    read_timeouts: int = 0
+    outages: int = 0
+    outage_ns: int = 0
+    lost_in_outage: int = 0
+    nominal_fps: Optional[float] = None
     last_arrival_ns: Optional[int] = None
+    last_media_ns: Optional[int] = None
     streaming_since_ns: Optional[int] = None
-    stall_started_ns: Optional[int] = None
-    events: list[str] = field(default_factory=list)
+    stall_started_ns: Optional[int] = None  # kept None: stall time is charged by the outage (stalled_ns)
+    pushing: bool = False
+    push_done_ns: Optional[int] = None
+    outage: Optional[Outage] = None
+    events: deque = field(default_factory=lambda: deque(maxlen=HEALTH_LOG))
+    events_total: int = 0
+    outage_log: deque = field(default_factory=lambda: deque(maxlen=HEALTH_LOG))
+    _intervals: deque = field(default_factory=lambda: deque(maxlen=RATE_WINDOW))
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def note(self, text: str) -> None:
-        if len(self.events) < 20:
-            self.events.append(text)
+        self.events.append(text)
+        self.events_total += 1
+
+    # -- the frame rate ------------------------------------------------------------------------------
+    def period_ns(self) -> Optional[int]:
+        """The camera's frame period (ns): median of recent intervals, else the declared rate."""
+        if self._intervals:
+            iv = sorted(self._intervals)
+            return iv[len(iv) // 2]
+        if self.nominal_fps:
+            return int(round(1e9 / self.nominal_fps))
+        return None
+
+    # -- events ----------------------------------------------------------------------------------------
+    def arrived(self, t: int, media_ns: Optional[int] = None) -> Optional[Outage]:
+        """A frame arrived at ``t``; returns the outage it ended, if any."""
+        with self._lock:
+            ended = self._end_outage(t, media_ns) if self.outage is not None else None
+            if ended is None and self.last_arrival_ns is not None:
+                same_clock = media_ns is not None and self.last_media_ns is not None
+                step = media_ns - self.last_media_ns if same_clock else t - self.last_arrival_ns
+                if step > 0:
+                    self._intervals.append(step)
+            self.last_arrival_ns, self.last_media_ns = t, media_ns
+            if self.state == "stalled":
+                self.state = "streaming"
+            return ended
+
+    def check_stall(self, t: int, limit_ns: int) -> bool:
+        """The runner's check at ``t``: no frame for more than ``limit_ns`` while streaming (and the
+        reader not blocked on a full buffer, which is back-pressure) begins a stall. True if it did."""
+        with self._lock:
+            if self.state != "streaming" or self.outage is not None or self.pushing:
+                return False
+            last = self._outage_origin(t)
+            if t - last <= limit_ns:
+                return False
+            self.stalled(t, last, f"no frame for {(t - last) / 1e9:.1f} s")
+            return True
+
+    def pushing_frame(self, blocked: bool, t: int) -> None:
+        """The reader enters (``blocked=True``) or leaves the synchroniser's push at ``t``."""
+        with self._lock:
+            self.pushing = blocked
+            if not blocked:
+                self.push_done_ns = t
+
+    def reconnected(self, t: int) -> None:
+        """The connection is back at ``t`` (no frame yet: the rest of the outage is a stall)."""
+        with self._lock:
+            self.reconnects += 1
+            self.state, self.detail = "streaming", ""
+            self.streaming_since_ns = t
+            if self.outage is not None:
+                self._switch(t, "stalled")
+
+    def stalled(self, t: int, since_ns: int, reason: str) -> None:
+        """No frame since ``since_ns`` (seen at ``t``): an outage begins (if none is open), stalled."""
+        with self._lock:
+            if self.outage is None:
+                self._begin(since_ns, "stalled", reason)
+            if self.state == "streaming":
+                self.state = "stalled"
+                self.stalls += 1
+                self.note(f"stalled: {reason}")
+
+    def read_timed_out(self, t: int, reason: str) -> int:
+        """A read timed out on an open connection; returns how long the camera has been without frames (ns)."""
+        with self._lock:
+            self.read_timeouts += 1
+            self.stalled(t, self._outage_origin(t), reason)
+            return t - self.outage.start_ns
+
+    def disconnected(self, t: int, reason: str) -> None:
+        """The connection was lost at ``t``: the outage (open or new) is now disconnected."""
+        with self._lock:
+            self.disconnects += 1
+            self.note(f"disconnected: {reason}")
+            if self.outage is None:
+                self._begin(self._outage_origin(t), "disconnected", reason)
+                self.outage.phase, self.outage.phase_since_ns = "disconnected", self.outage.start_ns
+            else:
+                self._switch(t, "disconnected")
+                self.outage.reason = reason
+            self.outage.kind = "disconnected"
+            self.outage.reconnected = True  # whatever comes next comes on a new connection
+            self.state, self.detail = "reconnecting", reason
+
+    def finish(self, t: int) -> None:
+        """The run ended at ``t``: close an open outage (frames it would have had are lost)."""
+        with self._lock:
+            if self.outage is not None:
+                self._end_outage(t, None, still_down=True)
+
+    # -- internals -------------------------------------------------------------------------------------
+    def _outage_origin(self, t: int) -> int:
+        known = [x for x in (self.last_arrival_ns, self.streaming_since_ns, self.push_done_ns) if x is not None]
+        return max(known) if known else t
+
+    def _begin(self, start: int, kind: str, reason: str) -> None:
+        self.outage = Outage(kind, start, reason=reason, phase=kind, phase_since_ns=start)
+
+    def _switch(self, t: int, phase: str) -> None:
+        o = self.outage
+        t = max(t, o.phase_since_ns)
+        self._charge(o, t)
+        o.phase, o.phase_since_ns = phase, t
+
+    def _charge(self, o: Outage, t: int) -> None:
+        d = t - o.phase_since_ns
+        if o.phase == "stalled":
+            o.stalled_ns += d
+            self.stalled_ns += d
+        else:
+            o.disconnected_ns += d
+            self.disconnected_ns += d
+
+    def _end_outage(self, t: int, media_ns: Optional[int], still_down: bool = False) -> Outage:
+        o = self.outage
+        t = max(t, o.phase_since_ns)
+        self._charge(o, t)
+        o.end_ns, o.phase_since_ns = t, t
+        o.lost = self._lost(o, media_ns, still_down)
+        self.outages += 1
+        self.outage_ns += o.duration_ns
+        self.lost_in_outage += o.lost or 0
+        self.outage_log.append(o)
+        self.outage = None
+        if not still_down:
+            self.note(f"{o.kind} {o.duration_ns / 1e9:.1f} s"
+                      + (f", ~{o.lost} frames lost" if o.lost else "") + f" ({o.reason})")
+        return o
+
+    def _lost(self, o: Outage, media_ns: Optional[int], still_down: bool) -> Optional[int]:
+        period = self.period_ns()
+        if not period:
+            return None
+        if still_down:
+            return o.duration_ns // period
+        if not o.reconnected and media_ns is not None and self.last_media_ns is not None:
+            gap = media_ns - self.last_media_ns  # the stream's own clock: what the sender skipped
+        else:
+            gap = o.duration_ns
+        return max(0, int(round(gap / period)) - 1)
 
 
 class Accounting:
@@ -86,6 +299,7 @@ class Accounting:
         self.sets_emitted = 0
         self.model_errors = 0
         self.health = {c: CameraHealth() for c in self.cameras}
+        self.started_ns: Optional[int] = None  # the run's start (monotonic ns): origin of outage times
 
     def enter(self, camera: str) -> None:
         with self._lock:
@@ -138,9 +352,15 @@ class Accounting:
                 out.append(f"{c}: {self.entered[c]} entered != {self.emitted[c]} emitted + {d} dropped")
         return out
 
+    def lost_in_outage(self, camera: Optional[str] = None) -> int:
+        """Estimated frames lost in outages (never entered: not part of ``entered``)."""
+        cams = [camera] if camera else self.cameras
+        return sum(self.health[c].lost_in_outage for c in cams)
+
     def totals(self) -> dict[str, int]:
         return {"entered": sum(self.entered.values()), "emitted": sum(self.emitted.values()),
-                "dropped": self.dropped_total(), "masked_slots": sum(sum(m.values()) for m in self.masked.values()),
+                "dropped": self.dropped_total(), "lost_in_outage": self.lost_in_outage(),
+                "masked_slots": sum(sum(m.values()) for m in self.masked.values()),
                 "stale_slots": sum(self.stale.values()), "fallbacks": sum(sum(f.values()) for f in self.fallbacks.values()),
                 "sets": self.sets_emitted}
 
@@ -151,15 +371,25 @@ class Accounting:
             h = self.health[c]
             cams[c] = {
                 "entered": self.entered[c], "emitted": self.emitted[c], "dropped": dict(self.dropped[c]),
+                "lost_in_outage": h.lost_in_outage,
                 "masked_slots": dict(self.masked[c]), "stale_slots": self.stale[c],
                 "fallbacks": dict(self.fallbacks[c]),
-                "source": {"state": h.state, "detail": h.detail, "disconnects": h.disconnects,
-                           "reconnects": h.reconnects, "stalls": h.stalls, "stalled_s": h.stalled_ns / 1e9,
-                           "backpressure_s": h.blocked_ns / 1e9, "events": list(h.events)},
+                "source": _source_dict(h, self.started_ns or 0),
             }
         return {"schema": "dvpipe.run-summary/1", "totals": self.totals(), "model_errors": self.model_errors,
                 "accounted": not self.check(), "cameras": cams,
                 "examples": {f"{c}/{k}": v for (c, k), v in self.examples.items()}}
+
+
+def _source_dict(h: CameraHealth, origin_ns: int) -> dict[str, Any]:
+    """The ``source`` entry of a camera in ``summary.json`` (durations in seconds)."""
+    return {"state": h.state, "detail": h.detail, "disconnects": h.disconnects, "reconnects": h.reconnects,
+            "stalls": h.stalls, "read_timeouts": h.read_timeouts, "outages": h.outages,
+            "outage_s": h.outage_ns / 1e9, "stalled_s": h.stalled_ns / 1e9, "disconnected_s": h.disconnected_ns / 1e9,
+            "backpressure_s": h.blocked_ns / 1e9, "lost_in_outage": h.lost_in_outage,
+            "frame_period_ms": None if h.period_ns() is None else round(h.period_ns() / 1e6, 3),
+            "outage_log": [o.to_dict(origin_ns) for o in h.outage_log],
+            "events": list(h.events), "events_total": h.events_total}
 
 
 def _table(rows: list[list[str]], right: set[int]) -> list[str]:
@@ -179,9 +409,13 @@ def format_summary(acc: Accounting) -> str:
         src = h.state
         extra = []
         if h.disconnects:
-            extra.append(f"{h.disconnects} disconnect{'s' if h.disconnects != 1 else ''}, {h.reconnects} reconnected")
+            extra.append(f"{h.disconnects} disconnect{'s' if h.disconnects != 1 else ''}, {h.reconnects} reconnected, "
+                         f"down {h.disconnected_ns / 1e9:.1f} s")
         if h.stalls:
             extra.append(f"stalled {h.stalls}x {h.stalled_ns / 1e9:.1f} s")
+        if h.outages:
+            extra.append(f"{h.outages} outage{'s' if h.outages != 1 else ''} {h.outage_ns / 1e9:.1f} s"
+                         + (f", ~{h.lost_in_outage} lost" if h.lost_in_outage else ""))
         if h.blocked_ns > 1e8:
             extra.append(f"back-pressure {h.blocked_ns / 1e9:.1f} s")
         if h.state == "failed" and h.detail:
@@ -198,7 +432,9 @@ def format_summary(acc: Accounting) -> str:
                 + [str(t["masked_slots"] or ""), str(t["stale_slots"] or ""), str(t["fallbacks"] or ""), ""])
     lines = [f"frames: {t['entered']} in = {t['emitted']} emitted + {t['dropped']} dropped"
              + ("" if not acc.check() else "  (NOT ACCOUNTED: " + "; ".join(acc.check()) + ")")
-             + f"; {t['sets']} frame sets"]
+             + f"; {t['sets']} frame sets"
+             + (f"; ~{t['lost_in_outage']} more lost in outages (estimated, never entered)"
+                if t["lost_in_outage"] else "")]
     lines += _table(rows, right=set(range(1, len(head) - 1)))
     by_reason: dict[tuple[str, str], list[str]] = {}
     for (cam, cat), text in acc.examples.items():

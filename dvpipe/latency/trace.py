@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from collections import deque
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -30,6 +31,7 @@ from .timeline import KINDS, FrameStamps, Span, Timeline, category_of
 __all__ = [
     "TraceFormatError",
     "TraceWriter",
+    "DEFAULT_MAX_EVENTS",
     "to_chrome_trace",
     "write_trace",
     "load_trace",
@@ -93,34 +95,71 @@ def _track_sort_key(name: str) -> tuple[int, str]:
     return (3, "")
 
 
+#: Default bound of a :class:`TraceWriter`: events held (about 600 bytes each, so ~30 MB; ~1,350 frame
+#: sets of a 6-camera deployment recording spans).
+DEFAULT_MAX_EVENTS = 50_000
+
+
 class TraceWriter:
     """Collects timelines as trace events (converted on ``add``, so timelines can be dropped) and writes them.
 
     ``with TraceWriter("out/trace.json") as tw: tw.add(batch.timeline)`` writes on exit. Thread-safe
     enough for one batcher thread calling ``add``; use one writer per process.
+
+    **Bounded: a ring of the most recent batches.** The writer holds at most ``max_events`` events
+    (``None``: no bound); past it, the oldest batches' events are dropped whole, so memory and the
+    file stay bounded however long the run (a streamed file would grow without end and a viewer could
+    no longer open it; the run-wide figures are in :class:`~dvpipe.latency.stats.LatencyStats`, which
+    sees every batch). The file is written once, at the end, as one valid JSON object;
+    ``otherData.ring`` says how many batches and spans were dropped and holds the bound.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, process_name: str = "dvpipe", pid: int = 1,
-                 metadata: Mapping[str, Any] | None = None) -> None:
+                 metadata: Mapping[str, Any] | None = None, max_events: int | None = DEFAULT_MAX_EVENTS) -> None:
+        if max_events is not None and max_events < 1:
+            raise ValueError(f"max_events must be >= 1 event or None, got {max_events!r}")
         self.path = Path(path) if path is not None else None
         self._processes: dict[int, str] = {}
         self._tracks: dict[tuple[int, str], None] = {}  # first-seen order
-        self._raw: list[dict[str, Any]] = []  # events with absolute "ts_ns"/"dur_ns"; converted in to_dict
-        self._min_ns: int | None = None
+        # per batch, its events with absolute "ts_ns"/"dur_ns" (converted in to_dict); oldest first
+        self._batches: deque[list[dict[str, Any]]] = deque()
+        self._held = 0
+        self.max_events = max_events
         self.metadata = dict(metadata or {})
         self.pid = pid
         self.process_name = process_name
         self.spans_written = 0
+        self.batches_added = 0
+        self.dropped_batches = 0
+        self.dropped_spans = 0
 
-    def _seen(self, t: int) -> None:
-        if self._min_ns is None or t < self._min_ns:
-            self._min_ns = t
+    @property
+    def _raw(self) -> list[dict[str, Any]]:
+        """The events held, oldest batch first."""
+        return [ev for batch in self._batches for ev in batch]
+
+    @property
+    def events_held(self) -> int:
+        """Events held now (at most ``max_events``, except a single batch larger than it)."""
+        return self._held
+
+    def _keep(self, events: list[dict[str, Any]]) -> None:
+        """Add one batch's events to the ring; drop the oldest batches past ``max_events``."""
+        self._batches.append(events)
+        self._held += len(events)
+        self.batches_added += 1
+        while self.max_events is not None and self._held > self.max_events and len(self._batches) > 1:
+            old = self._batches.popleft()
+            self._held -= len(old)
+            self.dropped_batches += 1
+            self.dropped_spans += sum(1 for ev in old if ev["ph"] == "X")
 
     def add(self, tl: Timeline, *, pid: int | None = None, process_name: str | None = None) -> None:
         """Convert one timeline to events (every span, plus the batch's async slice)."""
         pid = self.pid if pid is None else pid
         self._processes.setdefault(pid, process_name or self.process_name)
         index = tl.index
+        events: list[dict[str, Any]] = []
         for s in list(tl.spans):
             track = track_of(s)
             self._tracks.setdefault((pid, track), None)
@@ -130,9 +169,8 @@ class TraceWriter:
                 args["track"] = s.track
             for k, v in s.attrs.items():
                 args.setdefault(k, _jsonable(v))
-            self._raw.append({"ph": "X", "name": s.name, "cat": s.kind, "ts_ns": s.start_ns,
-                              "dur_ns": s.end_ns - s.start_ns, "pid": pid, "track": track, "args": args})
-            self._seen(s.start_ns)
+            events.append({"ph": "X", "name": s.name, "cat": s.kind, "ts_ns": s.start_ns,
+                           "dur_ns": s.end_ns - s.start_ns, "pid": pid, "track": track, "args": args})
             self.spans_written += 1
         start = tl.capture_ns
         if start is None:
@@ -152,32 +190,32 @@ class TraceWriter:
             if tl.counters_only:
                 bargs["counters"] = [[n, c, k, u, *v] for (n, c, k, u), v in tl.counters().items()]
             name = f"batch {index}" if index is not None else "batch"
-            bid = index if index is not None else len(self._raw)
-            self._raw.append({"ph": "b", "name": name, "cat": "batch", "id": bid, "ts_ns": start, "pid": pid,
-                              "track": BATCHER_TRACK, "args": bargs})
-            self._raw.append({"ph": "e", "name": name, "cat": "batch", "id": bid, "ts_ns": end, "pid": pid,
-                              "track": BATCHER_TRACK, "args": {}})
-            self._seen(start)
+            bid = index if index is not None else self.batches_added
+            events.append({"ph": "b", "name": name, "cat": "batch", "id": bid, "ts_ns": start, "pid": pid,
+                           "track": BATCHER_TRACK, "args": bargs})
+            events.append({"ph": "e", "name": name, "cat": "batch", "id": bid, "ts_ns": end, "pid": pid,
+                           "track": BATCHER_TRACK, "args": {}})
+        self._keep(events)
 
     def extend(self, timelines: Iterable[Timeline], **kwargs: Any) -> None:
         for tl in timelines:
             self.add(tl, **kwargs)
 
-    def _lanes(self) -> dict[int, str]:
-        """Track name per complete event (index into ``_raw``), splitting a track into lanes
+    def _lanes(self, raw: list[dict[str, Any]]) -> dict[int, str]:
+        """Track name per complete event (index into ``raw``), splitting a track into lanes
         ("stream dvpp:0", "stream dvpp:0 #2", ...) where its spans overlap without nesting, because
         trace viewers mis-draw or drop slices that are not properly nested on one thread."""
         by_track: dict[tuple[int, str], list[int]] = {}
-        for i, r in enumerate(self._raw):
+        for i, r in enumerate(raw):
             if r["ph"] == "X":
                 by_track.setdefault((r["pid"], r["track"]), []).append(i)
         out: dict[int, str] = {}
         for (pid, track), idx in by_track.items():
-            idx.sort(key=lambda i: (self._raw[i]["ts_ns"], -self._raw[i]["dur_ns"]))
+            idx.sort(key=lambda i: (raw[i]["ts_ns"], -raw[i]["dur_ns"]))
             lanes: list[list[int]] = []  # per lane, the stack of open end times
             for i in idx:
-                start = self._raw[i]["ts_ns"]
-                end = start + self._raw[i]["dur_ns"]
+                start = raw[i]["ts_ns"]
+                end = start + raw[i]["dur_ns"]
                 lane = None
                 for k, stack in enumerate(lanes):
                     while stack and stack[-1] <= start:
@@ -195,8 +233,10 @@ class TraceWriter:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        base_ns = self._min_ns or 0
-        lanes = self._lanes()
+        """The trace as a dict (the events held: the most recent batches, see the class docstring)."""
+        raw = self._raw
+        base_ns = min((r["ts_ns"] for r in raw if r["ph"] in "Xb"), default=0)
+        lanes = self._lanes(raw)
         tids: dict[tuple[int, str], int] = {}
         for pid in self._processes:
             names = sorted((t for p, t in self._tracks if p == pid), key=lambda n: (_track_sort_key(n), n))
@@ -211,7 +251,7 @@ class TraceWriter:
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
             events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
                            "args": {"sort_index": tid}})
-        for i, r in enumerate(self._raw):
+        for i, r in enumerate(raw):
             ev = {"ph": r["ph"], "name": r["name"], "cat": r["cat"], "ts": round((r["ts_ns"] - base_ns) / 1e3, 3),
                   "pid": r["pid"], "tid": tids[(r["pid"], lanes.get(i, r["track"]))]}
             if "dur_ns" in r:
@@ -221,7 +261,9 @@ class TraceWriter:
             ev["args"] = r["args"]
             events.append(ev)
         other = {"generator": "dvpipe.latency", "clock": "time.perf_counter_ns", "base_ns": base_ns,
-                 "epoch_offset_ns": epoch_offset_ns(), "spans": self.spans_written}
+                 "epoch_offset_ns": epoch_offset_ns(), "spans": self.spans_written - self.dropped_spans,
+                 "ring": {"max_events": self.max_events, "batches_added": self.batches_added,
+                          "dropped_batches": self.dropped_batches, "dropped_spans": self.dropped_spans}}
         other.update(_jsonable(self.metadata))
         return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
 
@@ -248,7 +290,7 @@ class TraceWriter:
 def to_chrome_trace(timelines: Iterable[Timeline] | Mapping[str, Iterable[Timeline]], *,
                     process_name: str = "dvpipe", metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Trace dict of ``timelines``; a mapping ``{label: timelines}`` gives one process per label."""
-    writer = TraceWriter(process_name=process_name, metadata=metadata)
+    writer = TraceWriter(process_name=process_name, metadata=metadata, max_events=None)  # the caller's list: all of it
     if isinstance(timelines, Mapping):
         for i, (label, tls) in enumerate(timelines.items()):
             writer.extend(tls, pid=i + 1, process_name=str(label))

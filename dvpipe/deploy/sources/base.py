@@ -3,7 +3,10 @@
 A :class:`Source` delivers :class:`Item` objects (a :class:`~dvpipe.Frame` plus timing facts) from
 ``read()``, ``None`` at the end of its input. It raises :class:`SourceError` when it cannot open or
 go on, and :class:`StreamLost` when a stream broke in a way a reconnect may fix; the runner's reader
-thread owns the retry loop (:class:`Backoff`), so every source type reconnects the same way.
+thread owns the retry loop (:class:`Backoff`), so every source type reconnects the same way. A live
+source raises :class:`StreamStalled` when a read timed out on a connection that is still open: the
+reader counts a stall and reads on, and reconnects only once the stall passes the source's
+:attr:`Source.stall_reconnect_s`.
 
 Times: ``Frame.capture_ns`` is the capture time as the source knows it, in nanoseconds since the
 Unix epoch (file names, container timestamps, the wall clock at capture). ``Item.capture_mono_ns``
@@ -20,7 +23,7 @@ from typing import Any, Iterator, Optional
 from ...errors import DvpipeError
 from ...types import Camera, Frame, PixelFormat
 
-__all__ = ["Item", "Source", "SourceError", "StreamLost", "Backoff", "SourceWrapper"]
+__all__ = ["Item", "Source", "SourceError", "StreamLost", "StreamStalled", "Backoff", "SourceWrapper"]
 
 
 class SourceError(DvpipeError, RuntimeError):
@@ -32,7 +35,13 @@ class SourceError(DvpipeError, RuntimeError):
 
 
 class StreamLost(SourceError):
-    """The stream broke (disconnect, read timeout, EOF of a live stream); a reconnect may fix it."""
+    """The stream broke (disconnect, EOF of a live stream); a reconnect may fix it."""
+
+
+class StreamStalled(StreamLost):
+    """A read timed out but the connection is still open (the sender paused): a stall, not a
+    disconnect. The source can be read again as it is. (A subclass of :class:`StreamLost`, so that
+    code that knows only that one reconnects, as before.)"""
 
 
 @dataclass
@@ -47,6 +56,8 @@ class Item:
         read_span_ns: ``(start, end)`` of reading/demuxing this frame (monotonic), if measured.
         discontinuity: frames of this camera were lost just before this one (a gap in the stream,
             a reconnect): a video decoder must wait for a keyframe.
+        media_ns: the frame's time on the stream's own clock (pts, ns), continuous within one
+            connection of a live source; None when unknown. Used to count frames lost in an outage.
     """
 
     frame: Frame
@@ -55,6 +66,7 @@ class Item:
     arrival_ns: int = 0
     read_span_ns: Optional[tuple[int, int]] = None
     discontinuity: bool = False
+    media_ns: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +104,9 @@ class Source:
 
     type = ""
     live = False
+    #: a stall (read timeouts on an open connection) longer than this many seconds is handled as a
+    #: disconnect: the reader reconnects. None: never (recordings).
+    stall_reconnect_s: Optional[float] = None
 
     def __init__(self, camera: Camera, cfg: Any):
         self.camera = camera
@@ -127,6 +142,11 @@ class Source:
 
     def describe(self) -> str:
         return self.cfg.describe() if self.cfg is not None else self.type
+
+    def nominal_fps(self) -> Optional[float]:
+        """The frame rate the source declares (frames per second), or None when it declares none."""
+        fps = self.options.get("fps")
+        return float(fps) if fps else None
 
     def set_stop(self, event: threading.Event) -> None:
         """Use ``event`` to interrupt this source's waits (the runner's stop flag)."""
@@ -182,6 +202,13 @@ class SourceWrapper(Source):
 
     def describe(self) -> str:
         return self.inner.describe()
+
+    def nominal_fps(self) -> Optional[float]:
+        return self.inner.nominal_fps()
+
+    @property
+    def stall_reconnect_s(self) -> Optional[float]:  # type: ignore[override]
+        return self.inner.stall_reconnect_s
 
     def set_stop(self, event: threading.Event) -> None:
         self.stop = event
