@@ -20,6 +20,10 @@ __all__ = ["VIDEO_ENCODINGS", "ImageInfo", "sniff", "jpeg_info", "png_info", "im
 #: camera encodings that deliver video access units (Annex B) rather than still images
 VIDEO_ENCODINGS = ("h264", "h265")
 
+#: default cap on a frame's size (width x height, pixels), checked before any buffer is made: 64 MP,
+#: above any automotive or surveillance sensor (``Pipeline(max_pixels=...)``, ``decode.max_pixels``)
+DEFAULT_MAX_PIXELS = 64_000_000
+
 _JPEG_SOI = b"\xff\xd8\xff"
 _PNG_SIG = b"\x89PNG\r\n\x1a\n"
 

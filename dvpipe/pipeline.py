@@ -19,7 +19,7 @@ import numpy as np
 
 from ._camera_pool import CameraPool
 from .backends import FAMILIES
-from .codecs import read_frame_bytes
+from .codecs import DEFAULT_MAX_PIXELS, read_frame_bytes
 from .errors import ConfigError, FrameError
 from .latency.clock import now_ns, to_monotonic_ns
 from .latency.timeline import Timeline
@@ -30,8 +30,6 @@ from .stages.registry import KernelContext
 from .types import Batch, Frame, PixelFormat, Rig
 from .video import VideoPacket
 
-#: default cap on a camera's frame size (pixels): 64 MP, above any automotive or surveillance sensor
-DEFAULT_MAX_PIXELS = 64_000_000
 
 __all__ = ["Pipeline"]
 
@@ -125,7 +123,9 @@ class Pipeline:
         """:class:`dvpipe.latency.LatencyStats` of this pipeline's batches (``pipe.latency.report()``).
 
         Timelines are folded in when this is read; at most :attr:`LATENCY_BACKLOG` batches wait in
-        between (read it at least that often in long runs; a deployment's runner keeps its own).
+        between (read it at least that often in long runs). Batches processed on a caller's timeline
+        (``process(frames, timeline=...)``, as a deployment's runner does) are not included: the
+        caller keeps its own statistics.
         """
         if self._latency is None:
             from .latency import LatencyStats
@@ -309,7 +309,8 @@ class Pipeline:
             if valid[i] and self._corrupt[i]:
                 m["corrupt"], m["corrupt_reason"] = True, "; ".join(self._corrupt[i])
             metas.append(m)
-        self._unreported.append(tl)  # not finished: a model timed on it (batch.timeline.time) still counts
+        if stamp:  # a caller's timeline (a deployment runner's) is the caller's to account
+            self._unreported.append(tl)  # not finished: a model timed on it (batch.timeline.time) still counts
         return Batch(images, metas, valid, drops, names, fallbacks, tl)
 
     def _hand_over(self, images, tl: Timeline):

@@ -31,7 +31,7 @@ import heapq
 from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -509,6 +509,8 @@ class ReorderingDecoder:
         """
         self._by = packet.by
         self._pending.extend(packet.units)
+        while RESET in self._pending:  # a new stream: the old one's pictures and keys are gone first
+            self._feed(self._pending.popleft())
         want = packet.want
         if packet.by == "unit":  # the picture of the packet's last unit, which gets its tag when fed
             self._want_unit = next((u for u in reversed(packet.units) if isinstance(u, AccessUnit)), None)

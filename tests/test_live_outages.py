@@ -6,8 +6,6 @@ that goes away and comes back on the same port. No wall-clock upper bounds are a
 from __future__ import annotations
 
 import time
-from dataclasses import replace
-from types import MappingProxyType
 
 import pytest
 
@@ -135,18 +133,14 @@ def deployment(urls: dict, stall_reconnect_s: float | None = None, **run):
     rig = tiny_rig(list(urls), W, H, encoding="h264")
     d = {"name": "outages", "rig": rig,
          "pipeline": {"stages": ["decode", {"normalise": {"mean": [128] * 3, "std": [64] * 3}}], "backends": ["cpu"]},
-         "cameras": [{"name": n, "source": {"type": "rtsp", "uri": u, "open_timeout_s": 2, "read_timeout_s": 0.5,
-                                            "reconnect": {"initial_ms": 100, "max_ms": 200, "attempts": 0}}}
+         "cameras": [{"name": n, "source": dict({"type": "rtsp", "uri": u, "open_timeout_s": 2, "read_timeout_s": 0.5,
+                                                 "reconnect": {"initial_ms": 100, "max_ms": 200, "attempts": 0}},
+                                                **({"stall_reconnect_s": stall_reconnect_s} if stall_reconnect_s else {}))}
                      for n, u in urls.items()],
          "sync": {"tolerance_ms": 15, "deadline_ms": 40, "on_late": "mask"},
          "run": dict({"queue_size": 1, "stall_timeout_ms": 300}, **run),
          "outputs": {"metrics": False}}
-    dep = load_deployment(d)
-    if stall_reconnect_s is not None:  # not a schema key yet: set on the loaded source options
-        cams = tuple(replace(c, source=replace(c.source, options=MappingProxyType(
-            dict(c.source.options, stall_reconnect_s=stall_reconnect_s)))) for c in dep.cameras)
-        dep = replace(dep, cameras=cams)
-    return dep
+    return load_deployment(d)
 
 
 def run_while(dep, action):

@@ -80,7 +80,7 @@ def reference(path: Path, es: bool = False) -> list[tuple[int, np.ndarray, bool]
     return _refs[key]
 
 
-def deployment(path: Path, encoding: str, width: int, height: int, es: bool = False) -> dict:
+def deployment(path: Path, encoding: str, width: int, height: int, es: bool = False, **source) -> dict:
     """One camera of the video's size; its source the file; decode only, reference fidelity, cpu;
     recorded input as fast as possible (readers block, nothing is dropped for lateness)."""
     if es:
@@ -88,6 +88,7 @@ def deployment(path: Path, encoding: str, width: int, height: int, es: bool = Fa
                "fps": ES_FPS, "start_ns": START_NS}
     else:
         src = {"type": "video", "uri": str(path), "start_ns": START_NS}
+    src.update(source)
     return {
         "name": "video-structures",
         "rig": tiny_rig(["CAM0"], width, height, encoding=encoding),
@@ -100,10 +101,10 @@ def deployment(path: Path, encoding: str, width: int, height: int, es: bool = Fa
     }
 
 
-def run_collect(path: Path, encoding: str, width: int, height: int, es: bool = False):
+def run_collect(path: Path, encoding: str, width: int, height: int, es: bool = False, **source):
     """Run the deployment; returns ``(frames, accounting)``: ``frames`` = ``[(capture_ns, HxWx3 float32
     BGR)]`` of every valid slot, in emission order (copied: the batch is a ring buffer)."""
-    r = Runner(load_deployment(deployment(path, encoding, width, height, es)), write_outputs=False)
+    r = Runner(load_deployment(deployment(path, encoding, width, height, es, **source)), write_outputs=False)
     got = []
     for rb in r.batches():
         b = rb.batch
@@ -264,3 +265,61 @@ def test_pipeline_fed_by_the_video_source_in_order(media_dir, name, encoding):
     label = f"{name} ({enc}, Pipeline)"
     check_against_reference(got, ref, label)
     assert not reasons and len(got) == len(ref), f"{label}: {len(got)}/{len(ref)} valid; drops {reasons[:3]}"
+
+
+def test_too_short_a_lookahead_drops_frames_and_never_misplaces_them(media_dir):
+    """With no look-ahead the decoder cannot return a B-frame stream's pictures in time: those frames
+    are counted drops with the reason, and every frame that is emitted is still FFmpeg's picture."""
+    path = media_file("h264_bframes", media_dir)
+    ref = reference(path)
+    h, w = ref[0][1].shape[:2]
+    got, acc = run_collect(path, "h264", w, h, lookahead=0)
+    check_against_reference(got, ref, "h264_bframes (lookahead 0)")
+    d = drops(acc)
+    assert len(got) + sum(d.values()) == len(ref)
+    assert sum(d.values()) > 0, "a B-frame stream with no look-ahead cannot give every picture in time"
+    # frames released before an earlier-presented one arrives come too early for the sync (late,
+    # superseded); pictures the decoder holds back are decode errors naming the look-ahead
+    assert set(d) <= {"decode_error", "late", "superseded"}, d
+    assert "look-ahead" in " ".join(acc.examples.values())
+
+
+@pytest.mark.parametrize("name", ["h264_bframes", "h264_open_gop"])
+def test_a_looped_recording_gives_every_picture_again_on_every_pass(media_dir, name):
+    """Looping reopens the file: a new decoder per pass; pass k's frames are FFmpeg's pictures again."""
+    path = media_file(name, media_dir)
+    ref = reference(path)
+    h, w = ref[0][1].shape[:2]
+    n = len(ref)
+    dep = deployment(path, "h264", w, h)
+    dep["run"].update(loop=True, frames=2 * n + n // 2)
+    r = Runner(load_deployment(dep), write_outputs=False)
+    got = [np.asarray(rb.batch.images[0]).transpose(1, 2, 0).copy() for rb in r.batches() if rb.batch.valid[0]]
+    acc = r.finish().accounting
+    assert acc.check() == [] and drops(acc) == {}
+    assert len(got) == 2 * n + n // 2
+    for k, img in enumerate(got):
+        np.testing.assert_array_equal(img, ref[k % n][1].astype(np.float32), err_msg=f"frame {k} (pass {k // n})")
+
+
+def test_flag_policy_keeps_the_picture_ffmpeg_flagged_and_counts_it(media_dir):
+    """decode.on_corrupt: flag -- the victim FFmpeg concealed and flagged is emitted, marked and counted;
+    the pictures decoded from it until the next keyframe have no trustworthy picture either way."""
+    path = media_file("h264_corrupt_slice", media_dir)
+    ref = reference(path)
+    info = media.corrupt_info(path)
+    pk = media.packet_info(path)
+    victim = START_NS + round(Fraction(pk[info["index"]]["pts"]) * pk[info["index"]]["time_base"] * 10**9)
+    h, w = ref[0][1].shape[:2]
+    dep = deployment(path, "h264", w, h)
+    dep["decode"] = {"on_corrupt": "flag"}
+    r = Runner(load_deployment(dep), write_outputs=False)
+    flagged = []
+    for rb in r.batches():
+        m = rb.batch.metas[0]
+        if rb.batch.valid[0] and m.get("corrupt"):
+            flagged.append(m["capture_ns"])
+            assert "corrupt" in m["corrupt_reason"]
+    acc = r.finish().accounting
+    assert abs(flagged[0] - victim) < 1000 and len(flagged) == 1, (flagged, victim)
+    assert acc.flagged["CAM0"] == 1 and "corrupt" not in drops(acc)

@@ -29,7 +29,7 @@ from typing import Callable, Optional
 import cv2
 import numpy as np
 
-from ..codecs import image_info, jpeg_frame_header, sniff
+from ..codecs import DEFAULT_MAX_PIXELS, image_info, jpeg_frame_header, sniff
 from ..errors import CorruptFrameError, FrameError
 from ..stages.base import FrameSpec
 
@@ -48,10 +48,6 @@ _SJ_CODINGS = ("baseline", "extended", "progressive")
 
 #: which decoder the CPU backend uses for JPEG (shown in plans and benchmark output)
 JPEG_DECODER = "simplejpeg (libjpeg-turbo)" if _sj is not None else "cv2.imdecode (libjpeg-turbo)"
-
-
-#: default cap on a decoded frame's size (pixels), checked from the header before any buffer is made
-DEFAULT_MAX_PIXELS = 64_000_000
 
 
 def _decode_jpeg_sj(data, out_w: int, out_h: int, state: Optional[dict]) -> tuple[Optional[np.ndarray], str]:

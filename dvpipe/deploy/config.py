@@ -69,9 +69,9 @@ SOURCE (``type`` required; see :mod:`dvpipe.deploy.sources` for each type)::
 
     {type: images, uri: DIR|GLOB, pattern: "*.jpg", timestamps: filename|sidecar|fps,
      unit: auto|ns|us|ms|s, sidecar: FILE, fps: 10, start_ns: INT}
-    {type: video, uri: FILE.mp4, start_ns: INT}
-    {type: elementary, uri: FILE.h264, codec: h264|h265, fps: 30, start_ns: INT}
-    {type: rtsp, uri: rtsp://HOST/PATH, transport: tcp|udp, open_timeout_s: 5, read_timeout_s: 2,
+    {type: video, uri: FILE.mp4, start_ns: INT, lookahead: 16}
+    {type: elementary, uri: FILE.h264, codec: h264|h265, fps: 30, start_ns: INT, lookahead: 32}
+    {type: rtsp, uri: rtsp://HOST/PATH, transport: tcp|udp, open_timeout_s: 5, read_timeout_s: 2, lookahead: 0,
      reconnect: {initial_ms: 250, max_ms: 5000, factor: 2, attempts: 0}}
     {type: v4l2, uri: /dev/video0, input_format: mjpeg, fps: 30, size: [W, H]}
     {type: synthetic, fps: 30, resolution: [W, H], cycle: 16, quality: 90, frames: N, start_ns: INT}
@@ -103,7 +103,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Sequence
 
-from ..codecs import VIDEO_ENCODINGS
+from ..codecs import DEFAULT_MAX_PIXELS, VIDEO_ENCODINGS
 from ..errors import ConfigError
 from ..target import Target
 from ..types import Rig, short_repr as _show
@@ -119,7 +119,6 @@ SOURCE_TYPES = ("images", "video", "elementary", "rtsp", "v4l2", "synthetic")
 ON_LATE = ("mask", "reuse", "drop")
 ON_CORRUPT = ("drop", "flag")
 #: decode.max_pixels by default: the largest decoded frame, in pixels (64 MP)
-DEFAULT_MAX_PIXELS = 64_000_000
 _LIVE_TYPES = ("rtsp", "v4l2")
 
 
@@ -268,6 +267,7 @@ class OutputsConfig:
     dumps_max: int = 0
     prometheus_port: Optional[int] = None
     prometheus_addr: str = "0.0.0.0"
+    trace_max_events: Optional[int] = None  # the trace's ring (default dvpipe.latency.trace.DEFAULT_MAX_EVENTS)
 
 
 @dataclass(frozen=True)
@@ -587,13 +587,27 @@ def _parse_faults(v: Any, path: str, V: _V, max_pixels: int) -> Optional[Faults]
 _COMMON_SOURCE_KEYS = ("type", "uri", "offset_ms", "faults")
 _SOURCE_KEYS = {
     "images": ("pattern", "timestamps", "unit", "sidecar", "fps", "start_ns"),
-    "video": ("start_ns",),
-    "elementary": ("codec", "fps", "start_ns"),
-    "rtsp": ("transport", "open_timeout_s", "read_timeout_s", "reconnect"),
-    "v4l2": ("input_format", "fps", "size"),
+    "video": ("start_ns", "lookahead"),
+    "elementary": ("codec", "fps", "start_ns", "lookahead"),
+    "rtsp": ("transport", "open_timeout_s", "read_timeout_s", "reconnect", "lookahead", "stall_reconnect_s"),
+    "v4l2": ("input_format", "fps", "size", "stall_reconnect_s"),
     "synthetic": ("fps", "resolution", "cycle", "quality", "frames", "start_ns", "realtime"),
 }
 _ES_EXT = {".h264": "h264", ".264": "h264", ".avc": "h264", ".h265": "h265", ".265": "h265", ".hevc": "h265"}
+
+
+def _lookahead(m: Mapping, where: str, V: "_V", opts: dict) -> None:
+    """``lookahead``: access units a video source reads ahead of a frame (dvpipe.video); default per type."""
+    if m.get("lookahead") is not None:
+        opts["lookahead"] = V.number(m, "lookahead", where, None, integer=True, minimum=0, maximum=64)
+
+
+def _stall_reconnect(m: Mapping, where: str, V: "_V", opts: dict) -> None:
+    """``stall_reconnect_s``: a live stall (no frames, connection open) longer than this reconnects;
+    null: never. Absent: the source type's default."""
+    if "stall_reconnect_s" in m:
+        opts["stall_reconnect_s"] = V.number(m, "stall_reconnect_s", where, None, minimum=0, exclusive_min=True,
+                                             maximum=_HOUR_S, allow_none=True)
 
 
 def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str,
@@ -660,6 +674,7 @@ def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str,
         else:
             uri = V.path(uri, upath)
         opts["start_ns"] = start_ns
+        _lookahead(m, where, V, opts)
         if encoding not in VIDEO_ENCODINGS + ("raw", "jpeg"):
             V.err(where, f"a video source needs camera encoding h264, h265 (decoded as a plan step) or raw "
                          f"(decoded in the source); camera {camera_name} declares {encoding}")
@@ -678,6 +693,7 @@ def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str,
         opts["codec"] = codec
         opts["fps"] = V.number(m, "fps", where, 30.0, minimum=0, exclusive_min=True, maximum=_MAX_FPS)
         opts["start_ns"] = start_ns
+        _lookahead(m, where, V, opts)
         if codec and encoding != codec:
             V.err(where, f"the stream is {codec} but camera {camera_name} declares encoding {encoding}")
         elif codec and V.probe and uri is not None and os.path.isfile(uri):
@@ -688,6 +704,8 @@ def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str,
         elif not re.match(r"^rtsps?://[^/\s]+", uri):
             V.err(upath, f"expected rtsp://host[:port]/path, got {_show(uri)}")
         opts["transport"] = V.choice(m, "transport", where, ("tcp", "udp"), "tcp")
+        _lookahead(m, where, V, opts)
+        _stall_reconnect(m, where, V, opts)
         opts["open_timeout_s"] = V.number(m, "open_timeout_s", where, 5.0, minimum=0, exclusive_min=True,
                                           maximum=_HOUR_S)
         opts["read_timeout_s"] = V.number(m, "read_timeout_s", where, 2.0, minimum=0, exclusive_min=True,
@@ -713,6 +731,7 @@ def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str,
                                maximum=_MAX_FPS)
         opts["size"] = (_pair(m["size"], _join(where, "size"), V, V.max_pixels)
                         if m.get("size") is not None else None)
+        _stall_reconnect(m, where, V, opts)
     elif typ == "synthetic":
         if uri is not None:
             V.err(upath, "a synthetic source takes no uri")
@@ -1141,7 +1160,8 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
     )
 
     # outputs -------------------------------------------------------------------------------------
-    om = V.mapping(top.get("outputs"), "outputs", ("dir", "metrics", "trace", "plots", "dumps", "prometheus")) or {}
+    om = V.mapping(top.get("outputs"), "outputs", ("dir", "metrics", "trace", "trace_max_events", "plots", "dumps",
+                                                   "prometheus")) or {}
     out_dir_v = V.string(om, "dir", "outputs", "out/{name}")
     out_dir = os.path.abspath(os.path.expanduser(out_dir_v.replace("{name}", name or "deployment")))
 
@@ -1174,7 +1194,9 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
     outputs = OutputsConfig(dir=out_dir, metrics=V.boolean(om, "metrics", "outputs", True),
                             trace=out_file("trace", "trace.json"), plots=out_file("plots", "plots"),
                             dumps_every=dumps_every, dumps_max=dumps_max, prometheus_port=prom_port,
-                            prometheus_addr=prom_addr)
+                            prometheus_addr=prom_addr,
+                            trace_max_events=V.number(om, "trace_max_events", "outputs", None, integer=True, minimum=1,
+                                                      maximum=100_000_000, allow_none=True))
 
     model = _parse_model(top["model"], V) if top.get("model") is not None else None
 

@@ -377,9 +377,6 @@ class Runner:
             self._account_drop(d)
         for cam, h in self.acc.health.items():
             h.blocked_ns = self.sync.blocked_ns.get(cam, 0)
-            if h.stall_started_ns is not None:
-                h.stalled_ns += now_ns() - h.stall_started_ns
-                h.stall_started_ns = None
         for src in self._sources.values():
             try:
                 src.close()
@@ -693,6 +690,8 @@ class Runner:
                 m["sync_skew_ns"] = it.frame.capture_ns - fs.time_ns
                 if batch.valid[i]:
                     self.acc.emit(cam)
+                    if m.get("corrupt"):
+                        self.acc.flag(cam, m.get("corrupt_reason", "corrupt"))
                     if policy == "reuse":  # one buffer per camera, refilled in place
                         kept = self._reuse.get(cam)
                         self._reuse[cam] = (_copy(batch.images[i], kept[0] if kept else None), it.frame.capture_ns)

@@ -126,7 +126,6 @@ class CameraHealth:
     last_arrival_ns: Optional[int] = None
     last_media_ns: Optional[int] = None
     streaming_since_ns: Optional[int] = None
-    stall_started_ns: Optional[int] = None  # kept None: stall time is charged by the outage (stalled_ns)
     pushing: bool = False
     push_done_ns: Optional[int] = None
     outage: Optional[Outage] = None
@@ -295,6 +294,7 @@ class Accounting:
         self.examples: dict[tuple[str, str], str] = {}
         self.masked: dict[str, dict[str, int]] = {c: {} for c in self.cameras}
         self.stale = {c: 0 for c in self.cameras}
+        self.flagged = {c: 0 for c in self.cameras}  # emitted, but marked corrupt (decode.on_corrupt: flag)
         self.fallbacks: dict[str, dict[str, int]] = {c: {} for c in self.cameras}
         self.sets_emitted = 0
         self.model_errors = 0
@@ -330,6 +330,12 @@ class Accounting:
             m[key] = m.get(key, 0) + 1
             self.examples.setdefault((camera, "masked:" + key), reason)
 
+    def flag(self, camera: str, reason: str) -> None:
+        """An emitted frame the decoder reported damaged, kept under ``on_corrupt: flag``."""
+        with self._lock:
+            self.flagged[camera] += 1
+            self.examples.setdefault((camera, "flagged corrupt"), reason)
+
     def reuse(self, camera: str) -> None:
         with self._lock:
             self.stale[camera] += 1
@@ -361,7 +367,8 @@ class Accounting:
         return {"entered": sum(self.entered.values()), "emitted": sum(self.emitted.values()),
                 "dropped": self.dropped_total(), "lost_in_outage": self.lost_in_outage(),
                 "masked_slots": sum(sum(m.values()) for m in self.masked.values()),
-                "stale_slots": sum(self.stale.values()), "fallbacks": sum(sum(f.values()) for f in self.fallbacks.values()),
+                "stale_slots": sum(self.stale.values()), "flagged_corrupt": sum(self.flagged.values()),
+                "fallbacks": sum(sum(f.values()) for f in self.fallbacks.values()),
                 "sets": self.sets_emitted}
 
     def to_dict(self) -> dict[str, Any]:
@@ -373,6 +380,7 @@ class Accounting:
                 "entered": self.entered[c], "emitted": self.emitted[c], "dropped": dict(self.dropped[c]),
                 "lost_in_outage": h.lost_in_outage,
                 "masked_slots": dict(self.masked[c]), "stale_slots": self.stale[c],
+                "flagged_corrupt": self.flagged[c],
                 "fallbacks": dict(self.fallbacks[c]),
                 "source": _source_dict(h, self.started_ns or 0),
             }
@@ -402,7 +410,9 @@ def format_summary(acc: Accounting) -> str:
     """The end-of-run table: frames per camera and reason, slots, source health."""
     cats = [k for k in DROP_CATEGORIES if any(acc.dropped[c].get(k) for c in acc.cameras)]
     cats += sorted({k for c in acc.cameras for k in acc.dropped[c]} - set(cats))
-    head = ["camera", "in", "emitted", "dropped"] + cats + ["masked", "stale", "fallbacks", "source"]
+    flags = any(acc.flagged.values())
+    head = (["camera", "in", "emitted", "dropped"] + cats + ["masked", "stale"] + (["flagged"] if flags else [])
+            + ["fallbacks", "source"])
     rows = [head]
     for c in acc.cameras:
         h = acc.health[c]
@@ -424,12 +434,14 @@ def format_summary(acc: Accounting) -> str:
             src += " (" + "; ".join(extra) + ")"
         rows.append([c, str(acc.entered[c]), str(acc.emitted[c]), str(acc.dropped_total(c))]
                     + [str(acc.dropped[c].get(k, 0) or "") for k in cats]
-                    + [str(sum(acc.masked[c].values()) or ""), str(acc.stale[c] or ""),
-                   str(sum(acc.fallbacks[c].values()) or ""), src])
+                    + [str(sum(acc.masked[c].values()) or ""), str(acc.stale[c] or "")]
+                    + ([str(acc.flagged[c] or "")] if flags else [])
+                    + [str(sum(acc.fallbacks[c].values()) or ""), src])
     t = acc.totals()
     rows.append(["total", str(t["entered"]), str(t["emitted"]), str(t["dropped"])]
                 + [str(sum(acc.dropped[c].get(k, 0) for c in acc.cameras)) for k in cats]
-                + [str(t["masked_slots"] or ""), str(t["stale_slots"] or ""), str(t["fallbacks"] or ""), ""])
+                + [str(t["masked_slots"] or ""), str(t["stale_slots"] or "")]
+                + ([str(t["flagged_corrupt"] or "")] if flags else []) + [str(t["fallbacks"] or ""), ""])
     lines = [f"frames: {t['entered']} in = {t['emitted']} emitted + {t['dropped']} dropped"
              + ("" if not acc.check() else "  (NOT ACCOUNTED: " + "; ".join(acc.check()) + ")")
              + f"; {t['sets']} frame sets"

@@ -20,13 +20,13 @@ from __future__ import annotations
 from typing import Optional
 
 from ...types import Camera
-from .base import Backoff, Item, Source, SourceError, SourceWrapper, StreamLost
+from .base import Backoff, Item, Source, SourceError, SourceWrapper, StreamLost, StreamStalled
 from .images import ImageSequence
 from .synthetic import SyntheticSource
 from .video import ElementaryStream, RtspSource, V4l2Source, VideoFile
 from .wrappers import Faulty, Limited, Looped, Paced, ReplayClock
 
-__all__ = ["SOURCES", "open_source", "Source", "SourceError", "StreamLost", "Item", "Backoff",
+__all__ = ["SOURCES", "open_source", "Source", "SourceError", "StreamLost", "StreamStalled", "Item", "Backoff",
            "SourceWrapper", "Looped", "Limited", "Paced", "ReplayClock", "Faulty"]
 
 #: source type -> class
