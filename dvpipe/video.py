@@ -345,11 +345,9 @@ class ReorderingDecoder:
     """One camera's decoder: access units in, the picture each frame stands for out.
 
     Args:
-        codec: ``h264`` or ``h265``.
+        codec: ``h264`` or ``h265`` (or another FFmpeg decoder's name, for sources that decode
+            themselves: keyframes then come from the container).
         engine: a factory ``codec -> Engine`` (default FFmpeg).
-        on_corrupt: called with the reason when a picture exists but is damaged (a flagged
-            picture, an open-GOP leading picture after a break); it raises to drop the frame or
-            returns to keep it. Default: raise :class:`CorruptFrameError`.
     """
 
     def __init__(self, codec: str, engine: Callable[[str], Engine] = FFmpegEngine):
@@ -500,6 +498,9 @@ class ReorderingDecoder:
     # the frame's picture
     def picture(self, packet: VideoPacket, on_corrupt: Optional[Callable[[str], None]] = None):
         """Feed ``packet``'s units and return the picture it stands for (a decoder frame object).
+
+        ``on_corrupt`` is called with the reason when the picture exists but the decoder flagged it
+        (``KernelContext.corrupt``: raises to drop the frame, returns to keep it); default: raise.
 
         Raises:
             FrameError: the picture is lost (corrupt unit, waiting for a keyframe), the decoder
