@@ -1,12 +1,13 @@
 """Pipeline.process from several threads: every batch holds exactly its own frames (issue 12, point 5).
 
-The reference is the input itself: with ``Normalise(mean 0, std 1)`` and no resize, a camera's output
-slot must equal its BGR input transposed to CHW.
+The reference is OpenCV's decode of each frame: with ``Normalise(mean 0, std 1)`` and no resize, a
+camera's output slot must equal it transposed to CHW.
 """
 from __future__ import annotations
 
 import threading
 
+import cv2
 import numpy as np
 import pytest
 
@@ -19,12 +20,14 @@ CALLS = 40
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_concurrent_callers_each_get_their_own_frames(threads):
-    rig = Rig.from_dict(tiny_rig(3, 64, 48, encoding="raw"))
+    rig = Rig.from_dict(tiny_rig(3, 320, 240, encoding="jpeg"))
     # a ring larger than all calls together: no batch is overwritten, so each can be checked afterwards
     pipe = Pipeline(rig, [Decode(), Normalise()], ("cpu",), threads=threads, output_buffers=2 * CALLS + 1)
     rng = np.random.default_rng(7)
-    inputs = {w: [{c.name: rng.integers(0, 256, (48, 64, 3), dtype=np.uint8) for c in rig.cameras}
-                  for _ in range(CALLS)] for w in range(2)}
+    # JPEG frames, so that decoding releases the GIL and calls really overlap; the reference is
+    # OpenCV's decode of the same bytes
+    inputs = {w: [{c.name: cv2.imencode(".jpg", rng.integers(0, 256, (240, 320, 3), dtype=np.uint8))[1].tobytes()
+                   for c in rig.cameras} for _ in range(CALLS)] for w in range(2)}
     results: dict[int, list] = {0: [], 1: []}
     start = threading.Barrier(2)
 
@@ -44,7 +47,8 @@ def test_concurrent_callers_each_get_their_own_frames(threads):
         for frames, batch in zip(inputs[w], results[w]):
             assert batch.valid.all()
             for i, cam in enumerate(rig.cameras):
-                np.testing.assert_array_equal(batch.images[i], frames[cam.name].transpose(2, 0, 1).astype(np.float32))
+                want = cv2.imdecode(np.frombuffer(frames[cam.name], np.uint8), cv2.IMREAD_COLOR)
+                np.testing.assert_array_equal(batch.images[i], want.transpose(2, 0, 1).astype(np.float32))
 
 
 def test_a_camera_cannot_declare_more_than_max_pixels():
