@@ -488,9 +488,9 @@ class ReorderingDecoder:
             if damage and KEYFRAME_WAIT not in damage:
                 self._break(tag)  # what is decoded after it may reference it
         self._held[key] = (pic, damage, tag)
-        if len(self._damaged) > 1 and self._tags and self._damaged[0][1] is not None \
-                and self._damaged[0][1] <= min(self._tags):
-            del self._damaged[0]  # every picture it could damage is out
+        lowest = min(self._tags) if self._tags else self._next_tag  # the oldest unit still in the decoder
+        while self._damaged and self._damaged[0][1] is not None and self._damaged[0][1] <= lowest:
+            del self._damaged[0]  # every picture it could damage is out (held ones keep their verdict)
         self._frontier = key if self._frontier is None else max(self._frontier, key)
         if len(self._held) > _MAX_HELD_PICTURES:
             del self._held[min(self._held)]

@@ -144,3 +144,28 @@ def test_video_file_deployment_runs(samples_dir):
     assert result.sets == 4 and result.accounting.totals()["emitted"] == 24
     assert result.stats.step("decode").count == 24
     assert "1600x900 h264 -> 1600x900 bgr/uint8" in str(result.plan)
+
+
+def test_the_decoders_state_stays_bounded_over_a_long_damaged_stream():
+    """Hundreds of breaks (lost units, corrupt units) over 1200 frames: what the decoder keeps between
+    frames stays a few entries, and every frame after a keyframe is decoded again."""
+    from dvpipe.video import ReorderingDecoder
+
+    aus = encode_access_units(12, 64, 48, gop=4)
+    ref = reference_decode(aus, "h264")
+    dec = ReorderingDecoder("h264")
+    bad = aus[1][:6] + bytes(len(aus[1]) - 6)
+    good = 0
+    for k in range(1200):
+        i = k % 12
+        units = [GAP, AccessUnit(aus[i], None, i % 4 == 0)] if k % 7 == 3 else \
+            [AccessUnit(bad if k % 11 == 5 else aus[i], None, i % 4 == 0)]
+        try:
+            pic = dec.picture(VideoPacket(units))
+        except FrameError:
+            continue
+        np.testing.assert_array_equal(pic.to_ndarray(format="bgr24"), ref[i])
+        good += 1
+        sizes = [len(dec._damaged), len(dec._lost), len(dec._held), len(dec._tags), len(dec._pending)]  # noqa: SLF001
+        assert max(sizes) <= 4, sizes
+    assert good > 400
