@@ -86,3 +86,28 @@ def samples_dir():
     if not (SAMPLES / "rig.yaml").exists():
         pytest.skip("samples/ not generated (python tools/make_samples.py)")
     return SAMPLES
+
+
+@pytest.fixture(autouse=True)
+def dvpp_ledger(request):
+    """After every DVPP test (tests/test_dvpp_*.py, tests/test_ascend_smoke.py): once the test's step states
+    are closed and the runtimes nobody holds are closed, the software device's ledger
+    (dvpipe.backends.dvpp.sim.ledger()) shows nothing alive: every ACL object the test made was released."""
+    name = request.node.path.name
+    if not (name.startswith("test_dvpp_") or name == "test_ascend_smoke.py"):
+        yield
+        return
+    yield
+    import gc
+
+    from dvpipe.backends.dvpp import _acl, sim
+
+    gc.collect()
+    # step states of pipelines the test did not close (Pipeline.close reaches them once the pipeline calls
+    # dvpipe.backends.dvpp.close_states): closed here, so that what is checked is that the teardown path
+    # itself releases everything (no descriptor, picture or buffer leaked per frame)
+    _acl.close_open_states()
+    held = _acl.close_idle()
+    live = {k: v for k, v in sim.ledger().items() if v}
+    sim.clear_faults()
+    assert not held and not live, f"ACL objects left alive after the test: runtimes held {held}, ledger {live}"

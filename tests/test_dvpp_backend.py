@@ -44,7 +44,8 @@ def test_sample_deployment_plan_per_target(samples, soc):
         reason = first.chosen.reason
         assert "JPEGD 1600x900" in reason and "VPC resize" in reason
         if soc == "Ascend310P3":
-            assert "BGR888" in reason and "on the host" not in reason  # 310P VPC writes BGR888 (§2.3)
+            # 310P: NV12 -> BGR888 by acldvppVpcConvertColorAsync (aclcppdevg_03_0349), after an NV12 resize
+            assert "VPC colour conversion -> BGR888" in reason and "on the host" not in reason
         else:
             assert "NV12 -> BGR on the host" in reason
     else:
@@ -287,3 +288,83 @@ def test_detours_never_break_later_stages_or_change_the_batch_shape(profile, siz
     assert batch.valid.all() and tuple(batch.images.shape) == cpu.plan.out_shape
     if profile == "bevformer-base":  # 641 -> 640 would make the padded width 640, not 672
         assert "declined: the detour would change the batch image from 672x384 to 640x384" in str(sim.plan)
+
+
+# --------------------------------------------------------------------------- issue 13: points 7 and 8
+
+def test_310p_bgr_output_comes_from_the_documented_colour_conversion_not_from_resize():
+    """aclcppdevg_03_0349: acldvppVpcConvertColorAsync converts NV12 to BGR888 on Atlas inference (310P);
+    resize writing BGR888 rested on a MindX page. The program resizes to NV12, then converts."""
+    from dvpipe.backends.dvpp.support import plan_step
+    from dvpipe.planner import input_spec
+
+    cam = dv.Camera("C", 1600, 900, "jpeg")
+    stages = (dv.Decode(), dv.Resize(scale=0.5))
+    verdict, prog = plan_step(stages, input_spec(cam), cam, TARGETS["Ascend310P3"], "fast")
+    assert verdict.ok
+    assert [(op.kind, op.out_fmt, op.out_size) for op in prog.ops] == [("resize", "nv12", (800, 450)),
+                                                                        ("csc", "bgr888", (800, 450))]
+    assert prog.host_csc is None
+    _v, p310 = plan_step(stages, input_spec(cam), cam, TARGETS["Ascend310"], "fast")
+    assert [op.kind for op in p310.ops] == ["resize"] and p310.host_csc == "full"  # no CSC on 310 (200001)
+
+
+def test_a3_measured_on_the_device_turns_a_documented_unknown_into_ok(tmp_path):
+    """Atlas A3 (Ascend910_9391) is not in the JPEGD output-stride table (aclpythondevg_01_0321, 8.0.0;
+    the 8.5.0 table was not retrieved with an A3 column): documented 'unknown'. A success measured on
+    this device (the live cache, schema 1) plans the step on DVPP, saying 'verified on this device (date,
+    driver)'; a measured failure keeps it off; the software device never takes the measurement's word."""
+    from dvpipe.backends import load_family, resolve
+    from dvpipe.planner import input_spec
+    from dvpipe.probe import live
+    from dvpipe.stages.registry import KernelQuery, kernels_at
+
+    load_family("dvpp")
+    kern = next(k for k in kernels_at(["decode", "resize"], "dvpp") if len(k.ops) == 2)
+    cam = dv.Camera("C", 1600, 900, "jpeg")
+    stages = (dv.Decode(), dv.Resize(scale=0.5))
+    spec = input_spec(cam)
+    specs = (stages[0].output_spec(spec), stages[1].output_spec(stages[0].output_spec(spec)))
+    target = dv.Target("Ascend910_9391", "8.5.0", "24.1.0")
+    query = KernelQuery(stages, spec, specs, cam, resolve("dvpp"), "fast", target)
+    documented = kern.check(query)
+    assert documented.status == "unknown" and documented.rule == "jpegd.v1.stride.a3_open"
+    cache = live.LiveCache(str(tmp_path / "c.json"))
+    key = live.step_key(cam, stages, spec, kern.name)
+    cache.record(target, key, {"ok": True, "error": None, "measured": "2026-12-01T10:00:00Z"})
+    v = live.prefer_empirical(kern, query, documented, cache, verify=False)
+    assert v.ok and v.rule == "live" and "verified on this device (2026-12-01T10:00:00Z, driver 24.1.0)" in v.reason
+    assert "JPEGD 1600x900" in v.reason and "leaves it open" in v.reason
+    cache.record(target, key, {"ok": False, "error": "ret 100000", "measured": "x"})
+    assert live.prefer_empirical(kern, query, documented, cache, verify=False) is documented
+    sim = KernelQuery(stages, spec, specs, cam, resolve("dvpp-sim"), "fast", target)
+    assert live.prefer_empirical(kern, sim, documented, cache) is documented
+
+
+def test_verify_step_measures_a_documented_unknown_on_the_device(tmp_path):
+    """verify_step runs the kernel once on a synthetic frame of the exact spec with unknowns accepted and
+    records the outcome. On the software device (which refuses what the docs leave open unless told not to)
+    it records a failure, and a success once the refusal of unknowns is switched off."""
+    from dvpipe.backends import load_family, resolve
+    from dvpipe.planner import input_spec
+    from dvpipe.probe import live
+    from dvpipe.stages.registry import KernelQuery, kernels_at
+
+    load_family("dvpp")
+    kern = next(k for k in kernels_at(["decode"], "dvpp") if len(k.ops) == 1)
+    cam = dv.Camera("C", 640, 480, "jpeg")
+    stages = (dv.Decode(),)
+    spec = input_spec(cam)
+    target = dv.Target("Ascend910_9391", "8.5.0")
+    query = KernelQuery(stages, spec, (stages[0].output_spec(spec),), cam, resolve("dvpp-sim"), "fast", target)
+    cache = live.LiveCache(str(tmp_path / "c.json"))
+    e = live.verify_step(kern, query, cache)
+    assert not e["ok"] and "200006" in e["error"]  # the software device refuses unknowns (strict)
+    rt = _acl.runtime("sim", target)
+    rt.acl.strict_unknown = False
+    try:
+        e = live.verify_step(kern, query, cache)
+    finally:
+        rt.acl.strict_unknown = True
+    assert e["ok"], e
+    assert cache.get(target, live.step_key(cam, stages, spec, kern.name))["ok"]

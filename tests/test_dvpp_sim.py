@@ -96,7 +96,7 @@ def test_jpegd_output_stride_follows_the_product_table(kitti_jpeg):
             desc, *_ = _decode(rt, data, 1600, 900, ws, 912)
             assert rt.pic_info(desc)[:2] == (1600, 900)
         else:
-            with pytest.raises(_acl.InvalidParam, match=r"jpegd\.v1\.stride\.128.*multiple of 128"):
+            with pytest.raises(_acl.InvalidParam, match=r"jpegd\.v1\.stride\.128.*width stride is 1664"):
                 _decode(rt, data, 1600, 900, ws, 912)
     with pytest.raises(_acl.InvalidParam, match="height stride"):
         _decode(_rt(T310P), data, 1600, 900, 1600, 900)  # hs must be A(h,16) = 912
@@ -232,3 +232,89 @@ def test_descriptor_buffer_must_be_dvpp_memory():
     desc = rt.pic_desc(out, 128 * 64 * 3 // 2, NV12, 64, 64, 128, 64)
     with pytest.raises(_acl.InvalidParam, match="DVPP memory"):
         rt.jpeg_decode(chan, host, len(data), desc, stream)
+
+
+# ------------------------------------------------------------------ issue 13: points 4, 5 and 9 (JPEGD, VPC)
+
+def _nv12_src(rt, w, h, seed=1):
+    """A w x h NV12 picture in DVPP memory (stride A(w,16) x A(h,2), the 310/910 VPC input rule)."""
+    from dvpipe.backends.dvpp.colour import bgr_to_nv12_planes, write_nv12
+
+    ws, hs = -(-w // 16) * 16, -(-h // 2) * 2
+    y, uv = bgr_to_nv12_planes(synthetic_bgr(w, h, seed=seed), "full")
+    size = ws * hs * 3 // 2
+    ptr = rt.malloc(size)
+    buf = np.zeros(size, np.uint8)
+    write_nv12(buf, y, uv, ws, hs)
+    rt.upload(ptr, size, buf.tobytes())
+    return rt.pic_desc(ptr, size, NV12, w, h, ws, hs), y, uv
+
+
+def _resized_y(rt, target_interp, src_desc, ow, oh):
+    chan, stream = _session(rt)
+    ws, hs = -(-ow // 16) * 16, -(-oh // 2) * 2
+    size = ws * hs * 3 // 2
+    ptr = rt.malloc(size)
+    dst = rt.pic_desc(ptr, size, NV12, ow, oh, ws, hs)
+    cfg = rt.resize_config(target_interp)
+    rt.vpc_resize(chan, src_desc, dst, cfg, stream)
+    rt.synchronize(stream)
+    y, _uv = nv12_planes(rt.download(ptr, size), ow, oh, ws, hs)
+    return np.asarray(y, np.int16)
+
+
+def test_resize_filter_default_on_310_is_not_bilinear_and_the_backend_sets_bilinear():
+    """aclcppdevg_03_0820 (CANN 6.0.1): interpolation 0 (default) is Huawei's own high-order filter on
+    Atlas 200/300/500 and Atlas training products; 1 is bilinear (OpenCV-like); on Atlas inference (310P)
+    0 means 1. Reference: OpenCV INTER_LINEAR on the luma plane (the formula the docs compare with)."""
+    import cv2
+
+    for target, default_is_bilinear in ((T310, False), (T310P, True)):
+        rt = _rt(target)
+        src, y, _uv = _nv12_src(rt, 320, 240)
+        want = cv2.resize(np.ascontiguousarray(y), (200, 150), interpolation=cv2.INTER_LINEAR).astype(np.int16)
+        assert np.abs(_resized_y(rt, 1, src, 200, 150) - want).max() <= 1
+        default = _resized_y(rt, None, src, 200, 150)
+        assert bool(np.abs(default - want).max() <= 1) is default_is_bilinear
+    # the backend's step sets 1 explicitly on every target (so 310/910 run bilinear, not the default)
+    from dvpipe.backends.dvpp import step_state
+    from dvpipe.backends.dvpp.vpc import RESIZE_INTERPOLATION
+
+    rig = dv.Rig((dv.Camera("C", 640, 480, "jpeg"),))
+    with dv.Pipeline(rig, [dv.Decode(), dv.Resize(scale=0.5)], backends=("dvpp-sim", "cpu"), target=T310,
+                     fidelity="fast") as pipe:
+        b = pipe.process({"C": encode_jpeg(synthetic_bgr(640, 480))})
+        assert b.valid.all() and not b.fallbacks
+        st = next(s["dvpp"] for s in pipe._states.values() if "dvpp" in s)
+        assert RESIZE_INTERPOLATION == 1
+        assert st.runtime.acl.media.dvpp_get_resize_config_interpolation(st.resize_cfg) == 1
+    del step_state
+
+
+def test_creators_return_0_on_failure_and_the_runtime_raises_under_their_name():
+    """aclpythondevg_01_0244 (CANN 8.0.0, dvpp_create_pic_desc): 'non-0 success, 0 failure'. The software
+    device's creators return 0 before acl.init and for a unit with an injected fault; the backend raises at
+    the creator, naming it, instead of failing later in another API."""
+    from dvpipe.backends.dvpp import sim
+
+    bare = SimAcl(T310)
+    assert bare.media.dvpp_create_pic_desc() == 0 and bare.media.dvpp_create_stream_desc() == 0
+    rt = _rt(T310)
+    assert rt.call("acl.media.dvpp_create_pic_desc") != 0
+    with sim.faults("vdec"):
+        assert rt.acl.media.vdec_create_channel_desc() == 0
+        with pytest.raises(_acl.AclError, match=r"acl\.media\.vdec_create_channel_desc .*returned 500001"):
+            rt.call("acl.media.vdec_create_channel_desc")
+    rt.close()
+
+
+@pytest.mark.parametrize("ws, hs", [(1280 + 128, 384), (1280, 384 + 16)])
+def test_jpegd_stride_is_exactly_the_documented_one(kitti_jpeg, ws, hs):
+    """aclpythondevg_01_0321 (CANN 8.0.0, table 2): on Atlas 200/300/500 the JPEGD output width stride *is*
+    align(w, 128) and the height stride align(h, 16): 1242x374 -> 1280x384 and nothing else."""
+    rt = _rt(T310)
+    with pytest.raises(_acl.InvalidParam, match="exactly"):
+        _decode(rt, kitti_jpeg[1], 1242, 374, ws, hs)
+    desc, *_ = _decode(rt, kitti_jpeg[1], 1242, 374, 1280, 384)
+    assert rt.pic_info(desc)[:2] == (1242, 374)
+    rt.close()

@@ -11,16 +11,26 @@ Usage (on the Ascend machine, after ``source <CANN install>/set_env.sh``)::
 Without a device (a laptop, CI) the same checks run against the software DVPP device::
 
     python tools/ascend_smoke.py --sim Ascend310 6.0.1
+    python tools/ascend_smoke.py --sim Ascend310 6.0.1 --inject-fault vdec   # must exit 1
 
 What it runs, per check: the plan (where each step runs and why), the run on the bundled samples
 (``samples/``) and on KITTI-sized synthetic frames (1242x375: the odd-height detour), the error against
 the CPU backend with the bounds of the tolerance table (``dvpipe.backends.dvpp.TOLERANCES``), the time
-per step (host span, p50 over the frames) and the runtime fallbacks. Then ``dvpipe.probe.live.run_live``
-records each DVPP step's outcome in the empirical cache (``~/.cache/dvpipe/dvpp-live.json``) that
-``dvpipe probe`` shows next to the documented verdicts.
+per step (host span, p50 over the frames) and the runtime fallbacks; the per-frame VDEC kernel in a
+pipeline on H.264 streams with and without B-frames (frames as a video source emits them, matched by
+the reordering decoder) and on plain access units (one picture per unit); a whole-stream VDEC decode.
+Then ``dvpipe.probe.live.run_live`` records each DVPP step's outcome in the empirical cache
+(``~/.cache/dvpipe/dvpp-live.json``) that ``dvpipe probe`` shows next to the documented verdicts.
+Finally everything is torn down and checked for leaks (the software device's ledger; on a device the
+buffer pool and the runtimes still held).
 
-Exit status: 0 when every check ran on DVPP where planned and stayed within tolerance, 1 otherwise,
-2 when the device cannot be used (the reason is printed).
+A check FAILS on: an error; a drop; any runtime fallback (a DVPP step that fell back to the CPU on a
+frame); a step DVPP implements that was planned elsewhere without a documented rejection (a verdict
+with no rule, or on a device an ``unknown`` that the live verification did not settle); a deviation
+beyond the tolerance table; a live-probe step that FAILED; a leak after teardown.
+
+Exit status: 0 when nothing failed, 1 otherwise, 2 when the device cannot be used (the reason is
+printed). The JSON report (``--json PATH``, default ``dvpp-smoke-report.json``) is written in every case.
 """
 from __future__ import annotations
 
@@ -40,9 +50,35 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 import dvpipe as dv  # noqa: E402
-from dvpipe.backends.dvpp import TOLERANCES, _acl, pool_for  # noqa: E402
+from dvpipe.backends.dvpp import TOLERANCES, StepRefused, _acl, pool_for  # noqa: E402
 from dvpipe.backends.dvpp.testing import (encode_jpeg, error_stats, h264_stream, kitti_rig,  # noqa: E402
-                                          sample_frame_sets, synthetic_bgr, within)
+                                          pyav_display_order, sample_frame_sets, synthetic_bgr, video_packets,
+                                          within)
+
+_OPEN: list = []  # every pipeline the checks made (closed and checked for leaks at the end)
+
+
+def _close(pipe: Any) -> None:
+    """Close a pipeline and the DVPP state of its steps (the backend's teardown hook)."""
+    from dvpipe.backends.dvpp import close_states
+
+    pipe.close()
+    close_states(getattr(pipe, "_states", {}).values())
+
+
+def _planned_elsewhere(first: Any, backend: str, on_device: bool) -> Optional[str]:
+    """Why the first step off DVPP is a failure (None when a documented rejection explains it)."""
+    if first.backend.name == backend:
+        return None
+    v = next((v for b, v in first.verdicts if b == backend), None)
+    if v is None:
+        return f"step {first.name} planned on {first.backend.name}: DVPP was not asked"
+    if v.status not in ("rejected", "unknown") or not v.rule:
+        return f"step {first.name} planned on {first.backend.name} without a documented rejection ({v.status}: {v.reason})"
+    if on_device and v.status == "unknown":
+        return (f"step {first.name} planned on {first.backend.name}: the documentation leaves it open ({v.rule}) and "
+                "the live verification on this device did not settle it")
+    return None
 
 
 def _step_ms(batches: list, step: str) -> Optional[float]:
@@ -66,10 +102,14 @@ def check_pipeline(name: str, rig: Any, frame_sets: list, stages: Any, backend: 
         dvpp = dv.Pipeline(rig, stages, **kw)
         planned = [st for s in dvpp.plan.cameras[0].steps for st in s.stages if st.op != "batch"]
         cpu = dv.Pipeline(rig, [dv.Decode()] + planned[1:], backends=("cpu",))
+    _OPEN.extend((dvpp, cpu))
     first = dvpp.plan.cameras[0].steps[0]
     dv_verdict = next((v for b, v in first.verdicts if b == backend), None)
     rec: dict = {"check": name, "plan": str(dvpp.plan), "runs_on": first.backend.name, "step": first.name,
                  "verdict": None if dv_verdict is None else dv_verdict.to_dict(), "errors": [], "fallbacks": []}
+    why = _planned_elsewhere(first, backend, backend == "dvpp")
+    if why:
+        rec["errors"].append(why)
     batches, stats = [], []
     t0 = time.perf_counter()
     try:
@@ -78,7 +118,7 @@ def check_pipeline(name: str, rig: Any, frame_sets: list, stages: Any, backend: 
             b = cpu.process(frames)
             batches.append(a)
             rec["fallbacks"] += [list(f) for f in a.fallbacks]
-            rec["errors"] += [f"{c}: {r}" for c, r in a.drops]
+            rec["errors"] += [f"drop {c}: {r}" for c, r in a.drops]
             ok = a.valid & b.valid
             if ok.any():
                 stats.append(error_stats(a.images[ok], b.images[ok]))
@@ -92,6 +132,48 @@ def check_pipeline(name: str, rig: Any, frame_sets: list, stages: Any, backend: 
         if tolerance is not None:
             rec["tolerance"] = TOLERANCES[tolerance]
             rec["beyond_tolerance"] = within(rec["error"], TOLERANCES[tolerance])
+    return rec
+
+
+def check_vdec_kernel(name: str, backend: str, target: Any, bframes: int, packets: bool) -> dict:
+    """The per-frame VDEC kernel in a pipeline: frames as a video source emits them (``packets``: presentation
+    order, matched by the reordering decoder, output mode 0) or plain access units (one picture per unit,
+    output mode 1); each frame against FFmpeg's own decode of the same place (PyAV, display order)."""
+    rec: dict = {"check": name, "errors": [], "fallbacks": []}
+    try:
+        base = synthetic_bgr(320, 240, seed=4)
+        data = h264_stream([np.roll(base, 6 * i, axis=1) for i in range(10)], bframes=bframes, gop=5)
+        ref = pyav_display_order(data)
+        if packets:
+            frames = video_packets(data)
+        else:
+            from dvpipe.backends.dvpp.vdec import access_units
+
+            frames = [au for au, _pts in access_units(data)[4]]
+        rig = dv.Rig((dv.Camera("V", 320, 240, "h264"),))
+        pipe = dv.Pipeline(rig, [dv.Decode()], backends=(backend, "cpu"), target=target, fidelity="fast")
+        _OPEN.append(pipe)
+        first = pipe.plan.cameras[0].steps[0]
+        rec.update(runs_on=first.backend.name, step=first.name)
+        why = _planned_elsewhere(first, backend, backend == "dvpp")
+        if why:
+            rec["errors"].append(why)
+        stats, t0, n = [], time.perf_counter(), 0
+        for k, f in enumerate(frames):
+            b = pipe.process({"V": f})
+            rec["fallbacks"] += [list(x) for x in b.fallbacks]
+            rec["errors"] += [f"drop frame {k}: {r}" for _c, r in b.drops]
+            if b.valid.all() and k < len(ref):
+                stats.append(error_stats(np.asarray(b.images[0]).transpose(1, 2, 0), ref[k]))
+                n += 1
+        rec["ms_per_frame"] = round((time.perf_counter() - t0) * 1e3 / max(1, len(frames)), 3)
+        rec["frames"] = f"{n}/{len(ref)}"
+        if stats:
+            rec["error"] = {k: max(s[k] for s in stats) for k in stats[0]}
+            rec["tolerance"] = TOLERANCES[("vdec", "synthetic")]
+            rec["beyond_tolerance"] = within(rec["error"], rec["tolerance"])
+    except Exception as e:  # noqa: BLE001
+        rec["errors"].append(f"{type(e).__name__}: {e}")
     return rec
 
 
@@ -119,6 +201,11 @@ def check_vdec(backend: str, target: Any) -> dict:
             rec["beyond_tolerance"] = within(rec["error"], rec["tolerance"])
         if len(out) != len(ref):
             rec["errors"].append(f"decoded {len(out)} of {len(ref)} pictures")
+    except StepRefused as e:  # a documented refusal for this target (rule and source in the reason)
+        if "[rule " in e.reason:
+            rec["skipped"] = e.reason
+        else:
+            rec["errors"].append(f"StepRefused: {e.reason}")
     except Exception as e:  # noqa: BLE001
         rec["errors"].append(f"{type(e).__name__}: {e}")
     return rec
@@ -142,12 +229,64 @@ def fill_cache(rigs: list, target: Any, backend: str, path: Optional[str]) -> di
         {k: r.get(k) for k in ("camera", "kernel", "ok", "error", "ms", "documented")} for r in results]}
 
 
+def teardown(backend: str, target: Any) -> dict:
+    """Close every pipeline the checks made, then check that nothing is left alive."""
+    rec: dict = {"check": "teardown: every ACL object released", "errors": []}
+    for pipe in _OPEN:
+        try:
+            _close(pipe)
+        except Exception as e:  # noqa: BLE001
+            rec["errors"].append(f"closing a pipeline: {type(e).__name__}: {e}")
+    _OPEN.clear()
+    import gc
+
+    gc.collect()
+    if backend == "dvpp-sim":
+        from dvpipe.backends.dvpp import sim
+
+        held = _acl.close_idle()
+        live = {k: v for k, v in sim.ledger().items() if v}
+        rec["ledger"] = sim.ledger()
+        if held or live:
+            rec["errors"].append(f"left alive after teardown: runtimes held {held}, ledger {live}")
+    else:
+        try:
+            rt = _acl.runtime("hw", target)
+            st = pool_for(rt).stats()
+            rec["pool"] = {"in_use": st.in_use, "allocations": st.allocations, "frees": st.frees}
+            if rt.holders or st.in_use:
+                rec["errors"].append(f"left alive after teardown: {rt.holders} step state(s) hold the runtime, "
+                                     f"{st.in_use} DVPP buffer(s) in use")
+        except Exception as e:  # noqa: BLE001
+            rec["errors"].append(f"{type(e).__name__}: {e}")
+    return rec
+
+
+def failures(report: dict) -> list[str]:
+    """Every reason the smoke test fails, in words (empty: it passes)."""
+    out = []
+    for c in report["checks"]:
+        for e in c.get("errors") or []:
+            out.append(f"{c['check']}: {e}")
+        for f in c.get("fallbacks") or []:
+            out.append(f"{c['check']}: runtime fallback {f}")
+        for b in c.get("beyond_tolerance") or []:
+            out.append(f"{c['check']}: beyond tolerance: {b}")
+    cache = report.get("cache") or {}
+    if cache.get("error"):
+        out.append(f"live probe: {cache['error']}")
+    for s in cache.get("steps", []):
+        if not s.get("ok"):
+            out.append(f"live probe: {s.get('camera')} {s.get('kernel')} FAILED ({s.get('error')})")
+    return out
+
+
 def render(report: dict) -> str:
     lines = [f"dvpipe DVPP smoke test: {report['target']} on {report['device']}",
              f"  dvpipe {report['dvpipe']}, python {report['python']}, {report['platform']}",
              f"  driver: {report.get('driver') or 'unknown'}", ""]
     for c in report["checks"]:
-        bad = c.get("errors") or c.get("beyond_tolerance")
+        bad = c.get("errors") or c.get("beyond_tolerance") or c.get("fallbacks")
         lines.append(f"[{'FAIL' if bad else 'ok'}] {c['check']}")
         if "runs_on" in c:
             lines.append(f"    first step {c['step']} on {c['runs_on']}"
@@ -163,6 +302,8 @@ def render(report: dict) -> str:
             lines.append(f"    fallback: {f}")
         for e in c.get("errors", [])[:5]:
             lines.append(f"    error: {e}")
+        if c.get("skipped"):
+            lines.append(f"    skipped (documented): {c['skipped']}")
         for b in c.get("beyond_tolerance", []) or []:
             lines.append(f"    beyond tolerance: {b}")
     cache = report.get("cache")
@@ -175,6 +316,13 @@ def render(report: dict) -> str:
                          + (f" ({s.get('error')})" if s.get("error") else "") + f", documented {s.get('documented')}")
     if report.get("pool"):
         lines.append(f"buffer pool: {report['pool']}")
+    lines.append("")
+    fails = report.get("failures") or []
+    lines.append(f"RESULT: {'FAIL' if fails else 'ok'}" + (f" ({len(fails)} failure(s))" if fails else ""))
+    for f in fails[:20]:
+        lines.append(f"    {f}")
+    if report.get("device") == "dvpp-sim":
+        lines.append("(software DVPP device: this checks the backend against the documentation, not a device)")
     return "\n".join(lines)
 
 
@@ -182,14 +330,26 @@ def main(argv: Optional[list] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sim", nargs=2, metavar=("SOC", "CANN"), help="use the software DVPP device for this target")
     ap.add_argument("--frames", type=int, default=2, help="sample frame sets per check (default 2)")
-    ap.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    ap.add_argument("--json", metavar="PATH", default="dvpp-smoke-report.json",
+                    help="write the report as JSON here (default dvpp-smoke-report.json)")
+    ap.add_argument("--inject-fault", choices=("jpegd", "vpc", "vdec"), metavar="UNIT",
+                    help="with --sim: every call of this DVPP unit fails on the software device (the smoke test "
+                         "must then exit 1)")
+    ap.add_argument("--quick", action="store_true", help="skip the bevformer-tiny batch and the KITTI checks")
     ap.add_argument("--cache", metavar="PATH", help="empirical cache file (default ~/.cache/dvpipe/dvpp-live.json)")
     ap.add_argument("--no-cache", action="store_true", help="do not run the live probe / touch the cache")
     args = ap.parse_args(argv)
 
+    if args.inject_fault and not args.sim:
+        print("--inject-fault needs --sim (faults are injected into the software device only)", file=sys.stderr)
+        return 2
     if args.sim:
         backend, target = "dvpp-sim", dv.Target(args.sim[0], args.sim[1])
         driver = None
+        if args.inject_fault:
+            from dvpipe.backends.dvpp import sim
+
+            sim.inject_fault(args.inject_fault)
     else:
         why = _acl.why_unavailable("hw")
         target = dv.Target.detect()
@@ -205,16 +365,34 @@ def main(argv: Optional[list] = None) -> int:
         except ImportError:
             driver = None
     report: dict = {"target": str(target), "device": backend, "driver": driver, "dvpipe": dv.__version__,
-                    "python": platform.python_version(), "platform": platform.platform(), "checks": []}
+                    "python": platform.python_version(), "platform": platform.platform(),
+                    "injected_fault": args.inject_fault, "checks": []}
+    try:
+        _run_checks(args, backend, target, report)
+    finally:
+        if args.inject_fault:
+            from dvpipe.backends.dvpp import sim
+
+            sim.clear_faults()
+    report["checks"].append(teardown(backend, target))
+    report["failures"] = failures(report)
+    print(render(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+    return 1 if report["failures"] else 0
+
+
+def _run_checks(args: Any, backend: str, target: Any, report: dict) -> None:
     rig = dv.Rig.from_yaml(ROOT / "samples" / "rig.yaml")
     sets = sample_frame_sets(rig, count=args.frames)
     kitti = kitti_rig("jpeg")
     kitti_sets = [{c.name: encode_jpeg(synthetic_bgr(1242, 375, seed=10 * k + i)) for i, c in enumerate(kitti.cameras)}
                   for k in range(args.frames)]
-    checks = [
+    quick = [
         ("jpegd: decode, samples 1600x900", rig, sets, [dv.Decode()], ("jpegd", "samples"), None),
         ("jpegd+vpc: decode+resize x0.5, samples", rig, sets, [dv.Decode(), dv.Resize(scale=0.5)],
-         ("jpegd+vpc.resize", "samples"), None),
+         ("jpegd+vpc.resize", "samples"), None)]
+    checks = quick if args.quick else quick + [
         ("bevformer-tiny batch (fast) vs CPU reference, samples", rig, sets, None, ("batch", "samples"),
          "bevformer-tiny"),
         ("jpegd: decode, KITTI 1242x375 synthetic (odd height)", kitti, kitti_sets, [dv.Decode()],
@@ -224,18 +402,18 @@ def main(argv: Optional[list] = None) -> int:
     ]
     for name, r, fs, stages, tol, profile in checks:
         report["checks"].append(check_pipeline(name, r, fs, stages, backend, target, tol, profile))
+    for label, bf, pk in (("vdec kernel: video source frames, B-frames (reordered)", 2, True),
+                          ("vdec kernel: video source frames, no B-frames", 0, True),
+                          ("vdec kernel: plain access units, no B-frames (one picture per unit)", 0, False)):
+        report["checks"].append(check_vdec_kernel(label, backend, target, bf, pk))
     report["checks"].append(check_vdec(backend, target))
     if not args.no_cache:
-        report["cache"] = fill_cache([rig, kitti_rig("png"), kitti], target, backend, args.cache)
+        report["cache"] = fill_cache([rig] if args.quick else [rig, kitti_rig("png"), kitti], target, backend,
+                                     args.cache)
     try:
         report["pool"] = repr(pool_for(_acl.runtime("hw" if backend == "dvpp" else "sim", target)))
     except Exception:  # noqa: BLE001
         pass
-    print(render(report))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1, default=str))
-    failed = any(c.get("errors") or c.get("beyond_tolerance") for c in report["checks"])
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -12,9 +12,16 @@ rules and never call the device for a refused step (forcing needs a mode in the 
 
 Where pyACL is absent (a laptop, CI) ``--live`` refuses with the reason and ``dvpipe probe`` exits 3.
 
-The planner prefers the measured result over the documented one through :func:`prefer_empirical` (the
-hook proposed for ``planner._plan_range``): a step the docs allow but the device failed is planned on
-the next backend, with the measurement as the reason. Cache file schema (version 1)::
+The planner prefers the measured result over the documented one through :func:`prefer_empirical`: a
+step the docs allow but the device failed is planned on the next backend (``rejected``, the measurement
+as the reason); a step the docs leave open (``unknown``) that succeeded on this device is planned on DVPP,
+its reason reading "verified on this device (<date>, driver <version>)", in the plan and in
+``dvpipe probe``. On a device (backend ``dvpp``), a step whose documented verdict is ``unknown`` and that
+was never measured for this target is verified when the pipeline is planned (:func:`verify_step`: one
+synthetic frame of the step's exact input spec, the result stored in the cache and saved). The software
+device (``dvpp-sim``) is never consulted: it follows the documentation. None of this ran on Ascend
+hardware yet; the tests drive it on the software device with its refusal of unknowns switched off.
+Cache file schema (version 1)::
 
     {"schema": 1,
      "targets": {"Ascend310P3|7.0.0|23.0.3": {
@@ -36,7 +43,7 @@ from typing import Any, Optional, Sequence
 from ..codecs import VIDEO_ENCODINGS
 
 __all__ = ["LiveStatus", "LiveCache", "available", "detect_driver", "step_key", "target_key", "synthetic_frame",
-           "run_live", "prefer_empirical", "default_cache_path"]
+           "run_live", "prefer_empirical", "default_cache_path", "verify_step", "measured_ok", "verified_words"]
 
 _SCHEMA = 1
 _DRIVER_INFO = ("/usr/local/Ascend/driver/version.info", "/usr/local/Ascend/driver/version.txt")
@@ -241,13 +248,18 @@ def run_live(cameras: Sequence[Any], target: Any, cache: LiveCache, *, profile: 
                                     target=target)
                 data = step.kernel.fn(data, step.stages, ctx)
                 continue
+            state: dict = {}
             ctx = KernelContext(cam, step.spec_in, step.spec_out, resolve(backend), plan.fidelity, out=out,
-                                target=target)
+                                target=target, state=state)
             t0 = time.perf_counter()
             try:
                 produced, err = step.kernel.fn(data, step.stages, ctx), None
             except Exception as e:  # noqa: BLE001 - the device's answer is the result
                 produced, err = None, f"{type(e).__name__}: {e}"
+            finally:
+                from ..backends.dvpp import close_state
+
+                close_state(state)  # the step's channel, stream and configuration, released in order
             entry = {"ok": err is None, "error": err, "kernel": step.kernel.name, "backend": backend,
                      "ms": round((time.perf_counter() - t0) * 1e3, 3), "documented": step.chosen.status,
                      "measured": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
@@ -282,7 +294,70 @@ def _default_cache() -> Optional[LiveCache]:
     return _DEFAULT[path]
 
 
-def prefer_empirical(kernel: Any, query: Any, documented: Any, cache: Optional[LiveCache] = None) -> Any:
+def _device_here() -> bool:
+    """pyACL imports and a SoC answers (a plan made on a laptop never tries to run a step)."""
+    try:
+        return available().ok
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def verified_words(entry: dict) -> str:
+    """``verified on this device (2026-11-30T10:00:00Z, driver 23.0.3)`` for a cache entry."""
+    return f"verified on this device ({entry.get('measured', '?')}, driver {entry.get('driver') or '?'})"
+
+
+def measured_ok(camera: Any, stages: Sequence[Any], spec_in: Any, kernel_name: str, target: Any,
+                cache: Optional[LiveCache] = None) -> bool:
+    """Whether the live cache holds a success for this step on ``target``."""
+    cache = cache if cache is not None else _default_cache()
+    if cache is None:
+        return False
+    e = cache.get(target, step_key(camera, stages, spec_in, kernel_name))
+    return bool(e and e.get("ok"))
+
+
+def verify_step(kernel: Any, query: Any, cache: LiveCache, backend: Optional[str] = None) -> dict:
+    """Run ``kernel`` once on a synthetic frame of ``query``'s camera (its exact size and encoding), with
+    what the docs leave open accepted, and record the outcome in ``cache`` (not saved here).
+
+    Returns the cache entry (``ok``, ``error``, ``measured``, ``driver`` ...). ``backend``: ``dvpp`` (the
+    device; default: the query's backend) or ``dvpp-sim`` (tests, with the software device's refusal of
+    unknowns switched off by the caller).
+    """
+    from ..backends import resolve
+    from ..backends.dvpp.support import accepting_unknown
+    from ..codecs import read_frame_bytes
+    from ..stages.registry import KernelContext
+
+    name = backend or query.backend.name
+    cam, target = query.camera, query.target
+    data: Any = synthetic_frame(cam)
+    if isinstance(data, (bytes, bytearray)):
+        data = read_frame_bytes(bytes(data))
+    state: dict = {}
+    spec_out = query.specs[-1] if getattr(query, "specs", None) else query.spec_in
+    ctx = KernelContext(cam, query.spec_in, spec_out, resolve(name), "fast", state=state, target=target)
+    t0 = time.perf_counter()
+    try:
+        with accepting_unknown():
+            kernel.fn(data, tuple(query.stages), ctx)
+        err = None
+    except Exception as e:  # noqa: BLE001 - the device's answer is the result
+        err = f"{type(e).__name__}: {e}"
+    finally:
+        from ..backends.dvpp import close_state
+
+        close_state(state)
+    entry = {"ok": err is None, "error": err, "kernel": kernel.name, "backend": name,
+             "ms": round((time.perf_counter() - t0) * 1e3, 3), "documented": "unknown",
+             "measured": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    cache.record(target, step_key(cam, query.stages, query.spec_in, kernel.name), entry)
+    return dict(entry, driver=getattr(target, "driver", None))
+
+
+def prefer_empirical(kernel: Any, query: Any, documented: Any, cache: Optional[LiveCache] = None,
+                     verify: bool = True) -> Any:
     """The planner's verdict for a DVPP kernel, preferring a measured result over the documented one.
 
     Args:
@@ -290,20 +365,32 @@ def prefer_empirical(kernel: Any, query: Any, documented: Any, cache: Optional[L
         query: the :class:`~dvpipe.stages.registry.KernelQuery` it was asked.
         documented: the kernel's own (documented-rules) :class:`~dvpipe.stages.registry.Verdict`.
         cache: the live cache (default: :func:`default_cache_path`, when it exists).
+        verify: on a device, verify a documented-``unknown`` step never measured (:func:`verify_step`).
 
     Returns ``documented`` unchanged when there is no target, the backend is the software device, or nothing
     was measured for this step on this target. When the device contradicts the documentation, a verdict
     saying what was measured (with the documented verdict in its reason): ``rejected`` for a documented-ok
-    step that failed on the device. A measured success keeps the documented verdict (and its detour, which
-    is what ran on the device).
+    step that failed on the device; ``ok`` ("verified on this device (date, driver)") for a documented-
+    ``unknown`` step that worked there. A measured success of a documented-ok step keeps the documented
+    verdict (and its detour, which is what ran on the device).
     """
     target = getattr(query, "target", None)
     if target is None or getattr(query.backend, "device", "") == "sim":
         return documented
+    key = step_key(query.camera, query.stages, query.spec_in, kernel.name)
+    explicit = cache is not None
     cache = cache if cache is not None else _default_cache()
-    if cache is None:
-        return documented
-    e = cache.get(target, step_key(query.camera, query.stages, query.spec_in, kernel.name))
+    e = cache.get(target, key) if cache is not None else None
+    if e is None and verify and documented.status == "unknown" and getattr(query.backend, "device", "") == "hw" \
+            and _device_here():
+        if cache is None:
+            cache = LiveCache.load(default_cache_path())
+            _DEFAULT[cache.path] = cache
+        e = verify_step(kernel, query, cache)
+        try:
+            cache.save()
+        except OSError:
+            pass
     if e is None:
         return documented
     from ..stages.registry import Verdict
@@ -312,4 +399,14 @@ def prefer_empirical(kernel: Any, query: Any, documented: Any, cache: Optional[L
     if not e["ok"] and documented.ok:
         return Verdict("rejected", f"fails on this device ({when}): {e.get('error')}; the documented rules allow it",
                        rule="live", source=cache.path)
+    if e["ok"] and documented.status == "unknown":
+        from ..backends.dvpp.support import accepting_unknown
+
+        with accepting_unknown():
+            v = kernel.check(query)
+        if v.ok:
+            return Verdict("ok", f"{verified_words(e)}: {v.reason}; the documentation leaves it open "
+                                 f"({documented.reason})", rule="live", source=cache.path, detour=v.detour,
+                           replace=v.replace)
+    del explicit
     return documented

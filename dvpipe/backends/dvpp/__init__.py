@@ -32,11 +32,11 @@ from typing import Any
 from ...stages.registry import KernelContext, Verdict, register_kernel
 from . import _acl, jpegd, vdec
 from .pool import BufferPool, pool_for
-from .support import TOLERANCES, DvppDecode, Program, StepRefused, plan_step, supports
+from .support import TOLERANCES, DvppDecode, Program, StepRefused, accepts_unknown, plan_step, supports
 from .vpc import StepState
 
 __all__ = ["available", "plan_step", "Program", "DvppDecode", "StepRefused", "TOLERANCES", "BufferPool",
-           "pool_for", "step_state", "OPS"]
+           "pool_for", "step_state", "close_state", "close_states", "OPS"]
 
 #: the runs of ops the DVPP kernel covers (longest first is the planner's business)
 OPS = (("decode",), ("decode", "crop"), ("decode", "resize"), ("decode", "crop", "resize"),
@@ -74,17 +74,47 @@ def _target(ctx: KernelContext, stages: tuple) -> Any:
 
 
 def step_state(ctx: KernelContext, stages: tuple) -> StepState:
-    """The per-camera state of a DVPP step (opened on the first frame, kept in ``ctx.state``)."""
+    """The per-camera state of a DVPP step (opened on the first frame, kept in ``ctx.state``; released by
+    :func:`close_state`)."""
     st = ctx.state.get("dvpp")
+    if st is not None and st.closed:
+        st = None
     if st is None:
         target = _target(ctx, stages)
-        verdict, prog = plan_step(stages, ctx.spec_in, ctx.camera, target, "fast")
+        verdict, prog = plan_step(stages, ctx.spec_in, ctx.camera, target, "fast", accepts_unknown()
+                                  or _verified_here(ctx, stages, target))
         if prog is None:
             raise StepRefused(verdict.reason)
         st = StepState.open(ctx.backend.device, target, prog, ctx.camera.name)
         st.extra["codec"] = ctx.spec_in.encoding
         ctx.state["dvpp"] = st
     return st
+
+
+def _verified_here(ctx: KernelContext, stages: tuple, target: Any) -> bool:
+    """Whether a measurement on this device (the live cache) verified this step (device ``hw`` only)."""
+    if ctx.backend.device != "hw" or target is None:
+        return False
+    try:
+        from ...probe.live import measured_ok
+
+        return measured_ok(ctx.camera, stages, ctx.spec_in, "dvpp." + "+".join(s.op for s in stages), target)
+    except Exception:  # noqa: BLE001 - a broken cache never breaks a step
+        return False
+
+
+def close_state(state: dict) -> None:
+    """Release the DVPP resources a kernel state dict holds (the pipeline's teardown hook; see
+    :meth:`.vpc.StepState.close` for the order). Safe to call twice and on states of other backends."""
+    st = state.pop("dvpp", None) if isinstance(state, dict) else None
+    if st is not None:
+        st.close()
+
+
+def close_states(states: Any) -> None:
+    """:func:`close_state` for every state dict of an iterable (``Pipeline._states.values()``)."""
+    for state in list(states):
+        close_state(state)
 
 
 def _kernel(data: Any, stages: tuple, ctx: KernelContext):

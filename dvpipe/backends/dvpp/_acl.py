@@ -17,7 +17,9 @@ Ascend sample code / the C prototype (``inferred``). The software device impleme
 """
 from __future__ import annotations
 
+import atexit
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -27,7 +29,9 @@ from ...errors import BackendUnavailable, DvpipeError
 from . import _codes
 from ._enums import MEMCPY, RUN_MODE
 
-__all__ = ["AclError", "check", "error_class", "API", "Runtime", "runtime", "why_unavailable",
+__all__ = ["AclError", "check", "error_class", "API", "Runtime", "runtime", "why_unavailable", "close_idle",
+           "close_open_states",
+           "close_all", "register_closer",
            "InvalidParam", "UnsupportedJpeg", "BadAlloc", "ApiNotSupport", "FeatureUnsupported",
            "CallbackTimeout", "RtFailure"]
 
@@ -83,6 +87,8 @@ BadAlloc = _CLASSES[_codes.ACL_ERROR_BAD_ALLOC]
 ApiNotSupport = _CLASSES[_codes.ACL_ERROR_API_NOT_SUPPORT]
 FeatureUnsupported = _CLASSES[_codes.ACL_ERROR_FEATURE_UNSUPPORTED]
 CallbackTimeout = _CLASSES[_codes.ACL_ERROR_WAIT_CALLBACK_TIMEOUT]
+ReportTimeout = _CLASSES[_codes.ACL_ERROR_RT_REPORT_TIMEOUT]
+ThreadNotSubscribe = _CLASSES[_codes.ACL_ERROR_THREAD_NOT_SUBSCRIBE]
 RtFailure = _CLASSES[_codes.ACL_ERROR_RT_FAILURE]
 
 
@@ -132,6 +138,10 @@ API: dict[str, tuple[str, str, str]] = {
     "acl.rt.memcpy": ("aclrtMemcpy", "ret", "verified: CANN 8.0.0 aclpythondevg_01_0120 (dst, dest_max, src, "
                                             "count, kind)"),
     "acl.rt.malloc_host": ("aclrtMallocHost", "(ptr, ret)", "inferred: Ascend samples"),
+    "acl.rt.malloc": ("aclrtMalloc", "(ptr, ret)", "inferred: Ascend samples (acl.rt.malloc(size, policy)); VDEC input "
+                                                  "may live there (CANN 6.2.RC1 aclcppdevg_03_0209, 9.0.0 "
+                                                  "aclcppdevg_03_0373)"),
+    "acl.rt.free": ("aclrtFree", "ret", "inferred: Ascend samples"),
     "acl.rt.free_host": ("aclrtFreeHost", "ret", "inferred: Ascend samples"),
     "acl.rt.process_report": ("aclrtProcessReport", "ret", "inferred: Ascend samples (acllite dvpp_vdec.py)"),
     "acl.util.bytes_to_ptr": ("", "value", "verified: CANN 8.5.0 aclpythondevg_01_0055 (bytes only)"),
@@ -190,6 +200,10 @@ API: dict[str, tuple[str, str, str]] = {
     "acl.media.dvpp_set_stream_desc_eos": ("acldvppSetStreamDescEos", "ret", "verified: CANN 8.0.0 "
                                                                             "aclpythondevg_01_0278"),
     "acl.media.dvpp_get_stream_desc_data": ("acldvppGetStreamDescData", "value", "verified: Ascend samples"),
+    "acl.media.dvpp_set_stream_desc_timestamp": ("acldvppSetStreamDescTimestamp", "ret",
+                                                 "verified: CANN 8.0.0 aclpythondevg_01_0267 (dvpp_stream_desc, timestamp)"),
+    "acl.media.dvpp_get_stream_desc_timestamp": ("acldvppGetStreamDescTimestamp", "value",
+                                                 "verified: CANN 8.0.0 aclpythondevg_01_0282"),
     "acl.media.dvpp_get_stream_desc_size": ("acldvppGetStreamDescSize", "value", "verified: Ascend samples"),
     "acl.media.vdec_create_channel_desc": ("aclvdecCreateChannelDesc", "value", "verified: Ascend samples"),
     "acl.media.vdec_destroy_channel_desc": ("aclvdecDestroyChannelDesc", "ret", "inferred: C prototype"),
@@ -201,6 +215,10 @@ API: dict[str, tuple[str, str, str]] = {
     "acl.media.vdec_set_channel_desc_entype": ("aclvdecSetChannelDescEnType", "ret", "verified: samples"),
     "acl.media.vdec_set_channel_desc_out_pic_format": ("aclvdecSetChannelDescOutPicFormat", "ret",
                                                        "verified: samples"),
+    "acl.media.vdec_set_channel_desc_out_mode": ("aclvdecSetChannelDescOutMode", "ret",
+                                                 "verified: CANN 8.0.RC3 aclpythondevg_01_0353 (0 default: VDEC outputs "
+                                                 "only after several frames; 1 fast: a picture per frame, streams "
+                                                 "without B-frames or long-term references only)"),
     "acl.media.vdec_create_channel": ("aclvdecCreateChannel", "ret", "verified: samples"),
     "acl.media.vdec_destroy_channel": ("aclvdecDestroyChannel", "ret", "verified: samples"),
     "acl.media.vdec_create_frame_config": ("aclvdecCreateFrameConfig", "value", "verified: samples"),
@@ -274,6 +292,67 @@ def runtime(device: str, target: Any = None, device_id: int = 0) -> "Runtime":
     return rt
 
 
+def close_runtime(rt: "Runtime") -> None:
+    """Close ``rt`` and forget it (the next :func:`runtime` call opens a fresh one)."""
+    with _RUNTIMES_LOCK:
+        for k, v in list(_RUNTIMES.items()):
+            if v is rt:
+                del _RUNTIMES[k]
+    rt.close()
+
+
+#: objects with a ``close()`` that hold ACL resources (per-camera step states): closed before the runtimes
+_CLOSERS: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def register_closer(obj: Any) -> None:
+    """Close ``obj`` (before the runtimes) at :func:`close_all` / interpreter exit, if it is still alive."""
+    _CLOSERS.add(obj)
+
+
+def close_open_states() -> int:
+    """Close every step state still open (a pipeline not closed); returns how many there were."""
+    n = 0
+    for obj in list(_CLOSERS):
+        if not getattr(obj, "closed", False):
+            n += 1
+            try:
+                obj.close()
+            except Exception:  # noqa: BLE001 - teardown goes on
+                pass
+    return n
+
+
+def close_idle() -> list:
+    """Close every runtime no step state holds; returns the runtimes still held (their names)."""
+    with _RUNTIMES_LOCK:
+        rts = list(_RUNTIMES.values())
+    held = []
+    for rt in rts:
+        if rt.holders:
+            held.append(rt.name + f" ({rt.holders} holder(s))")
+        else:
+            close_runtime(rt)
+    return held
+
+
+def close_all() -> None:
+    """Close every live step state, then every runtime (registered with ``atexit``: the callback threads
+    stop and every ACL object is released in order at interpreter exit)."""
+    for obj in list(_CLOSERS):
+        try:
+            obj.close()
+        except Exception:  # noqa: BLE001 - teardown goes on
+            pass
+    with _RUNTIMES_LOCK:
+        rts = list(_RUNTIMES.values())
+    for rt in rts:
+        close_runtime(rt)
+
+
+atexit.register(close_all)
+
+
 # ------------------------------------------------------------------------------------------------ runtime
 
 class Runtime:
@@ -293,6 +372,9 @@ class Runtime:
         self.run_mode = RUN_MODE["host"]
         self._tls = threading.local()
         self._opened = False
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._stagings: list[int] = []  # pinned host buffers of every thread (freed at close)
 
     @property
     def is_sim(self) -> bool:
@@ -313,14 +395,18 @@ class Runtime:
         """Call pyACL function ``api`` (``acl.media.dvpp_malloc``) with ``args``; check its return code.
 
         Returns the values before ``ret`` (one value unwrapped, several as a tuple), or None. For creators
-        and getters (no return code) returns the value; a creator returning None raises.
+        and getters (no return code) returns the value; a creator returning 0 (NULL: pyACL's creators return
+        0 on failure, CANN 8.0.0 aclpythondevg_01_0244) or None raises here, under the creator's own name,
+        instead of the handle failing later in another call.
         """
         self.bind()
         out = self._fn(api)(*args)
         kind = API.get(api, ("", "ret", ""))[1]
         if kind == "value":
-            if out is None and ("create" in api or api.endswith("bytes_to_ptr")):
-                raise error_for(_codes.ACL_ERROR_FAILURE, api, context, self.recent_error())
+            if (out is None or (isinstance(out, int) and out == 0)) and (
+                    "create" in api or api.endswith("bytes_to_ptr")):
+                raise error_for(_codes.ACL_ERROR_FAILURE, api, context,
+                                self.recent_error() or "the creator returned 0 (NULL)")
             return out
         if isinstance(out, tuple):
             *values, ret = out
@@ -357,10 +443,56 @@ class Runtime:
         self.run_mode = mode
         self._opened = True
 
+    @property
+    def opened(self) -> bool:
+        return self._opened
+
+    @property
+    def holders(self) -> int:
+        """How many step states hold this runtime (see :meth:`hold`)."""
+        return self._holders
+
+    def hold(self) -> "Runtime":
+        """Count one more user (a camera step's state); :meth:`unhold` when it is closed."""
+        with self._lock:
+            self._holders += 1
+        return self
+
+    def unhold(self) -> None:
+        """One user less. The last one frees the pooled DVPP memory and the pinned host buffers; the
+        software device is then closed entirely (context, device, finalize). A device runtime keeps its
+        context until :func:`close_all` (interpreter exit): pyACL documents ``acl.init`` once per process."""
+        with self._lock:
+            self._holders = max(0, self._holders - 1)
+            last = self._holders == 0
+        if not last:
+            return
+        if self.is_sim:
+            close_runtime(self)
+        else:
+            self.trim()
+
+    def trim(self) -> None:
+        """Free the pool's idle DVPP buffers and the pinned host staging buffers."""
+        from .pool import drop_pool
+
+        drop_pool(self)
+        with self._lock:
+            stagings, self._stagings = self._stagings, []
+        for ptr in stagings:
+            try:
+                check(self.acl.rt.free_host(ptr), api="acl.rt.free_host")
+            except Exception:  # noqa: BLE001 - teardown goes on
+                pass
+        self._tls = threading.local()
+
     def close(self) -> None:
-        """Destroy the context, reset the device and finalize (errors are ignored: best effort at exit)."""
+        """Free the pool and staging buffers, destroy the context, reset the device, finalize, in that order
+        (pyACL resource release order: memory, context, device, ``acl.finalize``). Errors are ignored:
+        teardown is best effort and goes on."""
         if not self._opened:
             return
+        self.trim()
         self._opened = False
         for fn, args in ((self.acl.rt.destroy_context, (self.context,)),
                          (self.acl.rt.reset_device, (self.device_id,)), (self.acl.finalize, ())):
@@ -368,6 +500,7 @@ class Runtime:
                 fn(*args)
             except Exception:  # noqa: BLE001
                 pass
+        self.context = None
 
     def bind(self) -> None:
         """Make the runtime's context current on the calling thread (once per thread)."""
@@ -391,9 +524,14 @@ class Runtime:
         st = getattr(self._tls, "staging", None)
         if st is None or st[1] < nbytes:
             if st is not None:
+                with self._lock:
+                    if st[0] in self._stagings:
+                        self._stagings.remove(st[0])
                 self.call("acl.rt.free_host", st[0])
             size = 1 << max(16, (int(nbytes) - 1).bit_length())
             st = (self.call("acl.rt.malloc_host", size, alloc_bytes=size), size)
+            with self._lock:
+                self._stagings.append(st[0])
             self._tls.staging = st
         return st[0]
 
@@ -520,22 +658,36 @@ class Runtime:
         self.call("acl.util.stop_thread", tid)
 
     def process_report(self, timeout_ms: int) -> bool:
-        """Run one pending callback on this thread; False on timeout."""
+        """Run one pending callback on this thread; False on timeout.
+
+        Timeout: ``ACL_ERROR_RT_REPORT_TIMEOUT`` (507012) or the deprecated ``ACL_ERROR_WAIT_CALLBACK_TIMEOUT``
+        (100036) that older runtimes return. ``ACL_ERROR_THREAD_NOT_SUBSCRIBE`` (100035: no channel names
+        this thread yet) returns at once on the device, so it raises :class:`ThreadNotSubscribe` and the
+        caller's loop must wait before it asks again (it would spin otherwise).
+        """
         self.bind()
         ret = self.acl.rt.process_report(int(timeout_ms))
-        if ret == _codes.ACL_ERROR_WAIT_CALLBACK_TIMEOUT:
+        if ret in _codes.REPORT_TIMEOUTS:
             return False
         check(ret, api="acl.rt.process_report")
         return True
 
-    def vdec_channel(self, channel_id: int, thread_id: int, callback: Callable, entype: int, out_fmt: int) -> int:
+    def vdec_channel(self, channel_id: int, thread_id: int, callback: Callable, entype: int, out_fmt: int,
+                     out_mode: int = 0) -> int:
+        """A created VDEC channel; ``out_mode`` 0 (default: VDEC holds several frames before its first output)
+        or 1 (fast: one picture per frame sent, for streams without B-frames), CANN aclpythondevg_01_0353."""
         d = self.call("acl.media.vdec_create_channel_desc")
-        self.call("acl.media.vdec_set_channel_desc_channel_id", d, int(channel_id))
-        self.call("acl.media.vdec_set_channel_desc_thread_id", d, int(thread_id))
-        self.call("acl.media.vdec_set_channel_desc_callback", d, callback)
-        self.call("acl.media.vdec_set_channel_desc_entype", d, int(entype))
-        self.call("acl.media.vdec_set_channel_desc_out_pic_format", d, int(out_fmt))
-        self.call("acl.media.vdec_create_channel", d, channel_id=channel_id, entype=entype)
+        try:
+            self.call("acl.media.vdec_set_channel_desc_channel_id", d, int(channel_id))
+            self.call("acl.media.vdec_set_channel_desc_thread_id", d, int(thread_id))
+            self.call("acl.media.vdec_set_channel_desc_callback", d, callback)
+            self.call("acl.media.vdec_set_channel_desc_entype", d, int(entype))
+            self.call("acl.media.vdec_set_channel_desc_out_pic_format", d, int(out_fmt))
+            self.call("acl.media.vdec_set_channel_desc_out_mode", d, int(out_mode))
+            self.call("acl.media.vdec_create_channel", d, channel_id=channel_id, entype=entype, out_mode=out_mode)
+        except Exception:
+            self.acl.media.vdec_destroy_channel_desc(d)
+            raise
         return d
 
     def vdec_destroy(self, desc: int) -> None:
@@ -548,20 +700,33 @@ class Runtime:
     def destroy_frame_config(self, cfg: int) -> None:
         self.call("acl.media.vdec_destroy_frame_config", cfg)
 
-    def stream_desc(self, ptr: int, size: int, eos: bool = False) -> int:
+    def stream_desc(self, ptr: int, size: int, eos: bool = False, timestamp: Optional[int] = None) -> int:
+        """An input stream descriptor: data and size (unless ``ptr`` is 0), the end-of-stream flag, and a
+        timestamp (``acl.media.dvpp_set_stream_desc_timestamp``, CANN 8.0.0 aclpythondevg_01_0267)."""
         d = self.call("acl.media.dvpp_create_stream_desc")
-        if ptr:
-            self.call("acl.media.dvpp_set_stream_desc_data", d, ptr)
-            self.call("acl.media.dvpp_set_stream_desc_size", d, int(size))
-        if eos:
-            self.call("acl.media.dvpp_set_stream_desc_eos", d, 1)
+        try:
+            if ptr:
+                self.call("acl.media.dvpp_set_stream_desc_data", d, ptr)
+                self.call("acl.media.dvpp_set_stream_desc_size", d, int(size))
+            if eos:
+                self.call("acl.media.dvpp_set_stream_desc_eos", d, 1)
+            if timestamp is not None:
+                self.call("acl.media.dvpp_set_stream_desc_timestamp", d, int(timestamp))
+        except Exception:
+            self.acl.media.dvpp_destroy_stream_desc(d)
+            raise
         return d
+
+    def stream_timestamp(self, desc: int) -> int:
+        return int(self.call("acl.media.dvpp_get_stream_desc_timestamp", desc) or 0)
 
     def destroy_stream_desc(self, desc: int) -> None:
         self.call("acl.media.dvpp_destroy_stream_desc", desc)
 
     def vdec_send(self, channel: int, stream_desc: int, pic_desc: int, frame_config: int, user_data: Any,
                   **context: Any) -> None:
+        """``acl.media.vdec_send_frame``; ``frame_config`` may be 0: the frame configuration is reserved and
+        may be NULL (CANN 8.0.0 aclcppdevg_03_0375, ``config``)."""
         self.call("acl.media.vdec_send_frame", channel, stream_desc, pic_desc, frame_config, user_data, **context)
 
     def __repr__(self) -> str:

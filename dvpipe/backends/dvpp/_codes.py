@@ -10,7 +10,7 @@ catch ``ValueError`` for a rejected parameter or ``MemoryError`` for a failed al
 """
 from __future__ import annotations
 
-__all__ = ["ACL_SUCCESS", "CODES", "name_of", "words_of"]
+__all__ = ["ACL_SUCCESS", "CODES", "REPORT_TIMEOUTS", "name_of", "words_of"]
 
 ACL_SUCCESS = 0
 ACL_ERROR_INVALID_PARAM = 100000
@@ -34,6 +34,11 @@ ACL_ERROR_INTERNAL_ERROR = 500000
 ACL_ERROR_FAILURE = 500001
 ACL_ERROR_RT_FAILURE = 500003
 ACL_ERROR_DRV_FAILURE = 500004
+#: ``acl.rt.process_report`` timed out (aclError table, CANN 8.0.0 runtime reference; it replaces the
+#: deprecated ``ACL_ERROR_WAIT_CALLBACK_TIMEOUT`` 100036, which older runtimes still return)
+ACL_ERROR_RT_REPORT_TIMEOUT = 507012
+#: codes that mean "no callback report within the timeout" (both are accepted, see above)
+REPORT_TIMEOUTS = (ACL_ERROR_RT_REPORT_TIMEOUT, ACL_ERROR_WAIT_CALLBACK_TIMEOUT)
 
 #: (name, code, builtin base, plain words)
 CODES: tuple[tuple[str, int, type, str], ...] = (
@@ -44,7 +49,7 @@ CODES: tuple[tuple[str, int, type, str], ...] = (
     ("ACL_ERROR_THREAD_NOT_SUBSCRIBE", ACL_ERROR_THREAD_NOT_SUBSCRIBE, RuntimeError,
      "the thread is not subscribed to callback reports"),
     ("ACL_ERROR_WAIT_CALLBACK_TIMEOUT", ACL_ERROR_WAIT_CALLBACK_TIMEOUT, TimeoutError,
-     "no callback report within the timeout"),
+     "no callback report within the timeout (deprecated code; current runtimes return 507012)"),
     ("ACL_ERROR_REPEAT_FINALIZE", ACL_ERROR_REPEAT_FINALIZE, RuntimeError, "finalised twice"),
     ("ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED", ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED, RuntimeError,
      "a resource bound to this one was not released first"),
@@ -65,6 +70,8 @@ CODES: tuple[tuple[str, int, type, str], ...] = (
     ("ACL_ERROR_FAILURE", ACL_ERROR_FAILURE, RuntimeError, "failure"),
     ("ACL_ERROR_RT_FAILURE", ACL_ERROR_RT_FAILURE, RuntimeError, "runtime failure (a device task failed)"),
     ("ACL_ERROR_DRV_FAILURE", ACL_ERROR_DRV_FAILURE, RuntimeError, "driver failure"),
+    ("ACL_ERROR_RT_REPORT_TIMEOUT", ACL_ERROR_RT_REPORT_TIMEOUT, TimeoutError,
+     "no callback report within the timeout (acl.rt.process_report)"),
 )
 
 _BY_CODE = {code: (name, words) for name, code, _base, words in CODES}

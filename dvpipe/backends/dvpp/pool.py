@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DeviceBuffer", "BufferPool", "PoolStats", "size_class", "pool_for"]
+__all__ = ["DeviceBuffer", "BufferPool", "PoolStats", "size_class", "pool_for", "drop_pool"]
 
 
 def size_class(nbytes: int, minimum: int = 1 << 16) -> int:
@@ -66,6 +66,7 @@ class BufferPool:
         self.releases = 0
         self.bytes_allocated = 0
         self._in_use = 0
+        self.closed = False
 
     def acquire(self, size: int, fmt: str) -> DeviceBuffer:
         """A buffer of exactly ``size`` bytes holding ``fmt`` (reused when one is free)."""
@@ -96,7 +97,9 @@ class BufferPool:
             self.releases += 1
             self._in_use -= 1
             bucket = self._free.setdefault(key, [])
-            if len(bucket) < self.max_free_per_key:
+            if self.closed:  # the runtime is being torn down: free at once
+                drop = True
+            elif len(bucket) < self.max_free_per_key:
                 bucket.append(buf)
             else:
                 drop = True
@@ -136,6 +139,17 @@ def pool_for(runtime: Any) -> BufferPool:
     """The shared pool of a runtime (one per opened device or software device)."""
     with _POOLS_LOCK:
         pool = _POOLS.get(id(runtime))
-        if pool is None:
+        if pool is None or pool.runtime is not runtime:
             pool = _POOLS[id(runtime)] = BufferPool(runtime)
         return pool
+
+
+def drop_pool(runtime: Any) -> None:
+    """Free every idle buffer of ``runtime``'s pool and forget the pool; buffers still in use are freed
+    when they are released (teardown: ``acl.media.dvpp_free`` before the context is destroyed)."""
+    with _POOLS_LOCK:
+        pool = _POOLS.pop(id(runtime), None)
+    if pool is not None:
+        with pool._lock:
+            pool.closed = True
+        pool.clear()

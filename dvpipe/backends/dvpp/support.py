@@ -9,7 +9,13 @@ calls through pyACL ``acl.media``):
   per product is an open question and the hi_mpi PNG API is not implemented here);
 * ``crop`` before a ``resize`` -> the crop box of a VPC crop-resize; ``resize`` -> VPC resize;
   a ``crop`` after the last resize -> a slice of the host copy;
-* the colour conversion NV12 -> BGR -> VPC where the product writes BGR888 (Ascend310P), else the host.
+* the colour conversion NV12 -> BGR: ``acldvppVpcConvertColorAsync`` after the last VPC call where the
+  documentation allows NV12 -> BGR888 there (the documented route, CANN aclcppdevg_03_0349; Ascend310P),
+  else on the host. A resize never writes BGR888 itself (that rested on a MindX page only).
+
+Unknowns: what the documentation leaves open is declined (``unknown``), unless ``accept_unknown`` is set:
+then it is planned as if allowed. That is how a step is verified on a device (:mod:`dvpipe.probe.live`)
+and how a measured success is run afterwards.
 
 Where a rule forbids a call, :func:`dvpipe.knowledge.propose` gives the legal detour (align-crop, even
 output size, legal crop box, resize in several hops); the stages the step really runs are returned in
@@ -34,7 +40,8 @@ from ...stages.image import Crop, Decode, Resize
 from ...stages.registry import KernelQuery, Verdict
 from ...types import PixelFormat
 
-__all__ = ["DvppDecode", "VpcOp", "Program", "plan_step", "supports", "StepRefused", "TOLERANCES", "TOLERANCE_WHY"]
+__all__ = ["DvppDecode", "VpcOp", "Program", "plan_step", "supports", "StepRefused", "TOLERANCES", "TOLERANCE_WHY",
+           "accepting_unknown", "accepts_unknown"]
 
 
 class StepRefused(DvpipeError, ValueError):
@@ -211,12 +218,37 @@ def _bitstream(camera: Any) -> str:
     return str(extra.get("bitstream") or "jpeg")
 
 
+_TLS = __import__("threading").local()
+
+
+class accepting_unknown:
+    """``with accepting_unknown(): ...``: DVPP steps opened in the block plan what the docs leave open as
+    allowed (a device verification, or a step a measurement on this device verified)."""
+
+    def __enter__(self):
+        self._prev = getattr(_TLS, "accept", False)
+        _TLS.accept = True
+        return self
+
+    def __exit__(self, *exc):
+        _TLS.accept = self._prev
+
+
+def accepts_unknown() -> bool:
+    return bool(getattr(_TLS, "accept", False))
+
+
+def _ok(kv, accept: bool) -> bool:
+    return kv.ok or (accept and kv.status == "unknown" and not kv.violations)
+
+
 def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
-              fidelity: str = "fast") -> tuple[Verdict, Optional[Program]]:
+              fidelity: str = "fast", accept_unknown: bool = False) -> tuple[Verdict, Optional[Program]]:
     """The verdict for running ``stages`` (a run starting with ``decode``) on DVPP, and the program.
 
     The program is None unless the verdict is ok. Deterministic: the kernel calls it again with the
-    stages the planner substituted and gets the same program.
+    stages the planner substituted and gets the same program. ``accept_unknown``: plan what the docs
+    leave open as allowed (see the module docstring).
     """
     if target is None:
         return Verdict.no("the DVPP backend plans against a target: Pipeline(..., target=dvpipe.Target(soc=..., "
@@ -241,7 +273,7 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
         kv = kcheck(target, "vdec", "decode", w, h, enc, out_fmt="nv12")
     else:
         return Verdict.no(f"no DVPP decoder for {enc or 'this input'}"), None
-    if not kv.ok:
+    if not _ok(kv, accept_unknown):
         return _refusal(kv), None
     for st in stages[1:]:
         if st.op == "resize" and st.interpolation != "linear":
@@ -293,7 +325,7 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
         if box is not None:
             extras["crop"] = box
         kv = kcheck(target, "vpc", kind, cur[0], cur[1], "nv12", **extras)
-        if kv.ok:
+        if _ok(kv, accept_unknown):
             p.cite_checked(kv)
             p.ops.append(VpcOp(kind, box, (ow, oh)))
             p.stages.append(st)
@@ -330,21 +362,16 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
     host_crop = None if pending is None else tuple(pending)
     out_size = cur if host_crop is None else (host_crop[2], host_crop[3])
 
-    # colour conversion: on VPC where the product writes BGR888 (a JPEG source: full range), else the host
+    # colour conversion (a JPEG source: full range): acldvppVpcConvertColorAsync after the last VPC call where
+    # NV12 -> BGR888 is documented for it (aclcppdevg_03_0349), else on the host
     host_csc: Optional[str] = "limited" if source == "vdec" else "full"
     ops = list(p.ops)
     if source == "jpegd":
-        if ops:
-            last = ops[-1]
-            extras = dict(out_width=last.out_size[0], out_height=last.out_size[1], out_fmt="bgr888")
-            if last.crop is not None:
-                extras["crop"] = last.crop
-            prev = ops[-2].out_size if len(ops) > 1 else (dw, dh)
-            if kcheck(target, "vpc", last.kind, prev[0], prev[1], "nv12", **extras).ok:
-                ops[-1] = VpcOp(last.kind, last.crop, last.out_size, "bgr888")
-                host_csc = None
-        elif kcheck(target, "vpc", "csc", dw, dh, "nv12", out_fmt="bgr888").ok:
-            ops.append(VpcOp("csc", None, (dw, dh), "bgr888"))
+        last_size = ops[-1].out_size if ops else (dw, dh)
+        kv = kcheck(target, "vpc", "csc", last_size[0], last_size[1], "nv12", out_fmt="bgr888")
+        if kv.ok:
+            p.cite_checked(kv)
+            ops.append(VpcOp("csc", None, last_size, "bgr888"))
             host_csc = None
     prog = Program(source, (w, h), (dw, dh), tuple(ops), host_crop, host_csc, out_size)
 
@@ -363,7 +390,7 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
 def supports(q: KernelQuery) -> Verdict:
     """The ``supports`` function of every DVPP decode kernel (see :func:`plan_step`)."""
     try:
-        verdict, _prog = plan_step(q.stages, q.spec_in, q.camera, q.target, q.fidelity)
+        verdict, _prog = plan_step(q.stages, q.spec_in, q.camera, q.target, q.fidelity, accepts_unknown())
     except ValueError as e:  # a malformed request built from odd stages: say so instead of crashing the plan
         return Verdict.no(f"cannot map this step onto DVPP: {e}")
     return verdict

@@ -12,7 +12,7 @@ from typing import Iterable, Optional
 import numpy as np
 
 __all__ = ["CI_TARGETS", "error_stats", "within", "sample_frame_sets", "kitti_rig", "synthetic_bgr", "encode_jpeg",
-           "h264_stream", "naive_nv12_planes", "sentinel_count"]
+           "h264_stream", "naive_nv12_planes", "sentinel_count", "video_packets", "pyav_display_order"]
 
 #: the targets CI runs the backend against on the software device: (SoC, CANN)
 CI_TARGETS = (("Ascend310", "6.0.1"), ("Ascend310P3", "7.0.0"), ("Ascend910B3", "8.0.0"), ("Ascend910_9391", "8.1.RC1"))
@@ -109,3 +109,30 @@ def sentinel_count(a: np.ndarray) -> int:
     from .colour import SENTINEL
 
     return int(np.count_nonzero(np.asarray(a) == SENTINEL))
+
+
+def video_packets(data: bytes, codec: str = "h264") -> list:
+    """The frames a dvpipe video source emits for an Annex-B elementary stream: :class:`dvpipe.video.VideoPacket`
+    objects in presentation order (matched by presentation index, with the source's look-ahead)."""
+    from ...video import ELEMENTARY_LOOKAHEAD, AccessUnit, PresentationOrder, is_keyframe
+    from .vdec import access_units
+
+    _c, _p, _w, _h, aus = access_units(data, codec)
+    po = PresentationOrder("index", ELEMENTARY_LOOKAHEAD)
+    out = []
+    for au, _pts in aus:
+        po.push(AccessUnit(au, None, is_keyframe(au, codec)))
+        while (p := po.pop()) is not None:
+            out.append(p)
+    po.finish()
+    while (p := po.pop()) is not None:
+        out.append(p)
+    return out
+
+
+def pyav_display_order(data: bytes, fmt: str = "h264") -> list:
+    """FFmpeg's own decode of a stream (PyAV ``bgr24``), in display order: the independent reference."""
+    import av
+
+    with av.open(io.BytesIO(data), format=fmt) as c:
+        return [f.to_ndarray(format="bgr24") for f in c.decode(video=0)]

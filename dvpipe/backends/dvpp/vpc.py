@@ -7,10 +7,19 @@ the step's stream (:func:`enqueue`) after the decoder's call, and the caller syn
 to BGR on the host when VPC did not write BGR888.
 
 :class:`StepState` holds what one camera's DVPP step keeps across frames (runtime, pool, channel,
-stream, resize configuration, the program from :func:`~dvpipe.backends.dvpp.support.plan_step`).
+stream, resize configuration, the program from :func:`~dvpipe.backends.dvpp.support.plan_step`) and
+releases it in :meth:`StepState.close`.
+
+Resize filter: the step's resize configuration is set explicitly to :data:`RESIZE_INTERPOLATION` = 1,
+"the industry-standard bilinear algorithm (computed like OpenCV)" on every product the pages list
+(CANN 6.0.1 aclcppdevg_03_0820; "identical to OpenCV 3.4.2" on Atlas 200I/500 A2, CANN 6.2.RC2
+aclpythondevg_02_0298). The default 0 would run Huawei's own high-order filter on Ascend310/910
+(aclcppdevg_03_0820) and on Atlas 200I/500 A2 (aclpythondevg_02_0298), and bilinear on Ascend310P.
+So every target runs bilinear; the high-order filter is never used.
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -24,7 +33,10 @@ from .pool import BufferPool, DeviceBuffer, pool_for
 from .support import Program, StepRefused, VpcOp
 
 __all__ = ["Picture", "layout", "new_picture", "release", "enqueue", "crop_resize_paste", "to_host", "to_npu",
-           "StepState"]
+           "StepState", "RESIZE_INTERPOLATION"]
+
+#: acldvppResizeConfig interpolation the backend sets (1: bilinear, OpenCV-like; see the module docstring)
+RESIZE_INTERPOLATION = 1
 
 
 @dataclass
@@ -52,6 +64,12 @@ def layout(target: Any, unit: str, fmt: str, width: int, height: int, side: str 
     try:
         return stride_for(target.soc, target.cann, unit, fmt, width, height, api="acldvpp", side=side)
     except KnowledgeGap as e:
+        from .support import accepts_unknown
+
+        if accepts_unknown() and getattr(target, "family", "") == "ascend910_93":
+            # verifying an undocumented A3 layout on the device: the A2 layout (the family A3 shares every
+            # other documented DVPP row with); the measurement, not this guess, decides
+            return stride_for("Ascend910B3", target.cann, unit, fmt, width, height, api="acldvpp", side=side)
         raise StepRefused(f"{unit.upper()} {fmt} {width}x{height} on {target.soc} (CANN {target.cann}): {e.reason}") \
             from None
 
@@ -163,7 +181,26 @@ def to_npu(rt: Any, pic: Picture, device: str = "npu:0"):
     return t
 
 
-@dataclass
+def _teardown(rt: Any, extra: dict, handles: dict) -> None:
+    """The teardown of one step state (see :meth:`StepState.close`)."""
+    engine = extra.pop("vdec", None)
+    extra.pop("decoder", None)
+    steps = []
+    if engine is not None:
+        steps.append((engine.close, ()))
+    for key, fn in (("resize_cfg", rt.destroy_resize_config), ("channel", rt.destroy_channel),
+                    ("stream", rt.destroy_stream)):
+        if handles.get(key):
+            steps.append((fn, (handles.pop(key),)))
+    for fn, args in steps:
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 - teardown goes on
+            pass
+    rt.unhold()
+
+
+@dataclass(eq=False)
 class StepState:
     """What one camera's DVPP step keeps from frame to frame (in the kernel's ``ctx.state``)."""
 
@@ -178,15 +215,40 @@ class StepState:
     scratch: dict = field(default_factory=dict)
     frames: int = 0
     extra: dict = field(default_factory=dict)
+    closed: bool = False
+    _fin: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
     def open(cls, device: str, target: Any, program: Program, camera: str) -> "StepState":
-        rt = _acl.runtime(device, target)
+        """Open the step's stream, DVPP channel and resize configuration (bilinear, set explicitly); the
+        runtime is held until :meth:`close`. Whatever was created is released again when a call fails."""
+        rt = _acl.runtime(device, target).hold()
         s = cls(rt, pool_for(rt), target, program, camera)
-        s.stream = rt.create_stream()
-        s.channel = rt.create_channel()
-        s.resize_cfg = rt.resize_config()
+        handles: dict = {}
+        s._fin = weakref.finalize(s, _teardown, rt, s.extra, handles)
+        try:
+            s.stream = handles["stream"] = rt.create_stream()
+            s.channel = handles["channel"] = rt.create_channel()
+            if any(op.kind != "csc" for op in program.ops):  # only a step that resizes needs one
+                s.resize_cfg = handles["resize_cfg"] = rt.resize_config(RESIZE_INTERPOLATION)
+        except Exception:
+            s.close()
+            raise
+        _acl.register_closer(s)
         return s
+
+    def close(self) -> None:
+        """Release everything the step holds, in the documented order: the VDEC engine (end of stream,
+        channel, channel description, callback thread), the resize configuration, the DVPP channel and its
+        description, the stream; then the runtime is released (the last holder frees the pooled DVPP memory
+        and, on the software device, the context). Idempotent; errors do not stop the teardown. A state
+        dropped without ``close`` is torn down the same way when it is garbage-collected or at exit."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._fin is not None:
+            self._fin()
+        self.resize_cfg = self.channel = self.stream = 0
 
     @property
     def stream_name(self) -> str:

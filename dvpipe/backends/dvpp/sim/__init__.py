@@ -21,25 +21,87 @@ pyACL, so :mod:`dvpipe.backends.dvpp._acl` can hand either to the kernels. What 
 * **Writes the real layouts**: NV12 with the width/height strides the caller set, every padding byte
   set to :data:`~dvpipe.backends.dvpp.colour.SENTINEL`. JPEG is decoded with OpenCV (EXIF orientation
   applied, as JPEGD does) and converted to NV12 with the BT.601 full-range matrix (JFIF) and 2x2-mean
-  chroma; resizes are bilinear with half-pixel centres (OpenCV ``INTER_LINEAR``); H.264/H.265 is decoded
+  chroma; resizes are bilinear with half-pixel centres (OpenCV ``INTER_LINEAR``) for interpolation 1, the
+  default filter per product as documented (see :mod:`._dvpp`); H.264/H.265 is decoded
   with PyAV. Work queued on a stream runs at ``synchronize_stream``, so reading a buffer before
   synchronising shows stale data, as on the device.
-* **Counts** device allocations (``sim.memory.device.allocations``) for the no-allocation-per-frame checks.
+* **Counts** device allocations (``sim.memory.device.allocations``) for the no-allocation-per-frame checks,
+  and keeps a **ledger** of live objects (:func:`ledger`: contexts, streams, channels, descriptors,
+  configurations, DVPP/device/host buffers, callback threads), all zero once everything is torn down.
+* **Creators return 0 on failure** as pyACL's do (CANN 8.0.0 aclpythondevg_01_0244: ``dvpp_create_pic_desc``
+  "0 means failure"): before ``acl.init`` and for a unit with an injected fault.
+* **Fault injection** (:func:`inject_fault`): every call of one unit (``jpegd``, ``vpc``, ``vdec``) fails
+  with ``ACL_ERROR_RT_FAILURE`` (and its creators return 0), so that a smoke test can show it notices.
+* ``acl.rt.process_report`` returns ``ACL_ERROR_RT_REPORT_TIMEOUT`` (507012) on a timeout and
+  ``ACL_ERROR_THREAD_NOT_SUBSCRIBE`` (100035) at once on a thread no VDEC channel names.
+
+Nothing here ran on Ascend hardware: the software device follows the documentation (and states its
+assumptions where the documentation is silent); it is not a measurement of a device.
 
 Where the real return code is not documented the choice is stated next to the code (see also docs/dvpp.md).
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
-from typing import Any, Callable, Optional
+import weakref
+from typing import Any, Callable, Iterator, Optional
 
 from .. import _codes as C
 from ._dvpp import DvppMedia
 from ._memory import Memory
 from ._vdec import VdecMedia
 
-__all__ = ["SimAcl"]
+__all__ = ["SimAcl", "ledger", "inject_fault", "clear_faults", "faults", "UNITS"]
+
+#: the DVPP units a fault can be injected into
+UNITS = ("jpegd", "vpc", "vdec")
+_FAULTS: set = set()
+_INSTANCES: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def inject_fault(unit: str) -> None:
+    """Make every call of ``unit`` (``jpegd``, ``vpc`` or ``vdec``) fail on every software device
+    (``ACL_ERROR_RT_FAILURE``; that unit's creators return 0) until :func:`clear_faults`."""
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
+    _FAULTS.add(unit)
+
+
+def clear_faults() -> None:
+    _FAULTS.clear()
+
+
+@contextlib.contextmanager
+def faults(*units: str) -> Iterator[None]:
+    """``with faults("vdec"): ...`` injects the faults for the block."""
+    for u in units:
+        inject_fault(u)
+    try:
+        yield
+    finally:
+        clear_faults()
+
+
+def faulty(unit: str) -> bool:
+    return unit in _FAULTS
+
+
+def ledger() -> dict:
+    """Counts of what is still alive on every software device of this process: ``contexts``, ``devices``
+    (set and not reset), ``initialised`` (acl.init without acl.finalize), ``streams``, ``dvpp_channels``,
+    ``vdec_channels`` (created and not destroyed), ``channel_descs``, ``vdec_channel_descs``, ``pic_descs``,
+    ``stream_descs``, ``resize_configs``, ``roi_configs``, ``frame_configs``, ``dvpp_buffers``
+    (``dvpp_malloc``), ``device_buffers`` (``acl.rt.malloc``), ``host_buffers`` (``malloc_host``),
+    ``threads`` (``acl.util.start_thread`` not stopped). All zero after a complete teardown."""
+    total: dict = {}
+    for sim in list(_INSTANCES):
+        for k, v in sim.ledger().items():
+            total[k] = total.get(k, 0) + v
+    if not total:
+        total = SimAcl.empty_ledger()
+    return total
 
 
 class _Obj:
@@ -67,6 +129,10 @@ class _Obj:
                 del self._items[handle]
                 return obj
         return None
+
+    def of(self, kind: type) -> list:
+        with self._lock:
+            return [o for o in self._items.values() if isinstance(o, kind)]
 
 
 class _Stream:
@@ -101,7 +167,7 @@ class _Rt:
         return C.ACL_SUCCESS
 
     def create_context(self, device_id: int):
-        if not self._sim._initialised:
+        if not self._sim._initialised or not self._sim.devices_set:
             return None, C.ACL_ERROR_UNINITIALIZE
         if device_id != 0:
             return None, C.ACL_ERROR_INVALID_DEVICE
@@ -168,6 +234,17 @@ class _Rt:
     def free_host(self, ptr: int) -> int:
         return C.ACL_SUCCESS if self._sim.memory.host.free(ptr) else C.ACL_ERROR_INVALID_PARAM
 
+    def malloc(self, size: int, policy: int = 0):
+        """``acl.rt.malloc``: ordinary device memory (VDEC input may live here from CANN 6.2.RC1 on)."""
+        if not self._sim._initialised:
+            return None, C.ACL_ERROR_UNINITIALIZE
+        if size <= 0:
+            return None, C.ACL_ERROR_INVALID_PARAM
+        return self._sim.memory.rt.alloc(size, fill=0xCD), C.ACL_SUCCESS
+
+    def free(self, ptr: int) -> int:
+        return C.ACL_SUCCESS if self._sim.memory.rt.free(ptr) else C.ACL_ERROR_INVALID_PARAM
+
     def subscribe_report(self, thread_id: int, stream: int) -> int:
         return C.ACL_SUCCESS
 
@@ -212,6 +289,13 @@ class _Reports:
         self._threads: dict[int, threading.Thread] = {}
         self._ident_to_tid: dict[int, int] = {}
         self._ids = itertools.count(1)
+        self._subscribed: dict[int, int] = {}
+        self._done: dict[int, int] = {}
+        self._posted: dict[int, int] = {}
+
+    @property
+    def live(self) -> int:
+        return sum(1 for t in self._threads.values() if t.is_alive() or not t.ident)
 
     def start_thread(self, fn: Callable, args: Any) -> int:
         tid = next(self._ids)
@@ -234,6 +318,9 @@ class _Reports:
         t.join(timeout=10)
         with self._cv:
             self._queues.pop(tid, None)
+            self._done.pop(tid, None)
+            self._posted.pop(tid, None)
+            self._cv.notify_all()
         return C.ACL_SUCCESS if not t.is_alive() else C.ACL_ERROR_FAILURE
 
     def post(self, tid: int, job: Callable[[], None]) -> bool:
@@ -242,20 +329,54 @@ class _Reports:
             if q is None:
                 return False
             q.append(job)
+            self._posted[tid] = self._posted.get(tid, 0) + 1
             self._cv.notify_all()
         return True
 
-    def process(self, timeout_ms: int) -> int:
-        tid = self._ident_to_tid.get(threading.get_ident())
-        if tid is None:
-            return C.ACL_ERROR_THREAD_NOT_SUBSCRIBE
+    def subscribe(self, tid: int) -> None:
+        """A VDEC channel names thread ``tid``: its ``process_report`` calls now wait for reports."""
         with self._cv:
-            ok = self._cv.wait_for(lambda: bool(self._queues.get(tid)), timeout=max(timeout_ms, 0) / 1000.0)
-            if not ok:
-                return C.ACL_ERROR_WAIT_CALLBACK_TIMEOUT
+            self._subscribed[tid] = self._subscribed.get(tid, 0) + 1
+
+    def unsubscribe(self, tid: int) -> None:
+        with self._cv:
+            n = self._subscribed.get(tid, 0) - 1
+            if n > 0:
+                self._subscribed[tid] = n
+            else:
+                self._subscribed.pop(tid, None)
+            self._cv.notify_all()
+
+    def process(self, timeout_ms: int) -> int:
+        """One report of the calling thread. Codes: ``ACL_ERROR_THREAD_NOT_SUBSCRIBE`` (100035) at once on a
+        thread no channel names; ``ACL_ERROR_RT_REPORT_TIMEOUT`` (507012, the code that replaces the
+        deprecated 100036) after ``timeout_ms`` without a report."""
+        tid = self._ident_to_tid.get(threading.get_ident())
+        with self._cv:
+            if tid is None or (tid not in self._subscribed and not self._queues.get(tid)):
+                return C.ACL_ERROR_THREAD_NOT_SUBSCRIBE
+            ok = self._cv.wait_for(lambda: bool(self._queues.get(tid)) or tid not in self._subscribed,
+                                   timeout=max(timeout_ms, 0) / 1000.0)
+            if not ok or not self._queues.get(tid):
+                return C.ACL_ERROR_RT_REPORT_TIMEOUT
             job = self._queues[tid].pop(0)
-        job()
+        try:
+            job()
+        finally:
+            with self._cv:
+                self._done[tid] = self._done.get(tid, 0) + 1
+                self._cv.notify_all()
         return C.ACL_SUCCESS
+
+    def wait_done(self, tid: int, count: int, timeout_s: float = 10.0) -> bool:
+        """Wait until thread ``tid`` has run ``count`` reports (the software device's own bookkeeping)."""
+        with self._cv:
+            return self._cv.wait_for(lambda: self._done.get(tid, 0) >= count or tid not in self._queues,
+                                     timeout=timeout_s)
+
+    def posted(self, tid: int) -> int:
+        with self._cv:
+            return self._posted.get(tid, 0)
 
 
 class _Media(DvppMedia, VdecMedia):
@@ -287,6 +408,37 @@ class SimAcl:
         self._initialised = False
         self.devices_set = 0
         self.refusals: list[tuple[int, str]] = []
+        _INSTANCES.add(self)
+
+    @staticmethod
+    def empty_ledger() -> dict:
+        return {k: 0 for k in ("initialised", "devices", "contexts", "streams", "dvpp_channels", "vdec_channels",
+                               "channel_descs", "vdec_channel_descs", "pic_descs", "stream_descs", "resize_configs",
+                               "roi_configs", "frame_configs", "dvpp_buffers", "device_buffers", "host_buffers",
+                               "threads")}
+
+    def ledger(self) -> dict:
+        """This device's live objects (see the module-level :func:`ledger`)."""
+        from ._dvpp import ChannelDesc, PicDesc, ResizeConfig, RoiConfig
+        from ._vdec import FrameConfig, StreamDesc, VdecChannelDesc
+
+        o = self.objs
+        chans = o.of(ChannelDesc)
+        vchans = o.of(VdecChannelDesc)
+        out = self.empty_ledger()
+        out.update(initialised=int(self._initialised), devices=self.devices_set, contexts=len(o.of(_Context)),
+                   streams=len(o.of(_Stream)), dvpp_channels=sum(c.created for c in chans),
+                   vdec_channels=sum(c.created for c in vchans), channel_descs=len(chans),
+                   vdec_channel_descs=len(vchans), pic_descs=len(o.of(PicDesc)), stream_descs=len(o.of(StreamDesc)),
+                   resize_configs=len(o.of(ResizeConfig)), roi_configs=len(o.of(RoiConfig)),
+                   frame_configs=len(o.of(FrameConfig)), dvpp_buffers=self.memory.device.live,
+                   device_buffers=self.memory.rt.live, host_buffers=self.memory.host.live,
+                   threads=self.reports.live)
+        return out
+
+    def fault(self, unit: str) -> bool:
+        """Whether a fault is injected into ``unit`` (see :func:`inject_fault`)."""
+        return unit in _FAULTS
 
     # -- acl.* -------------------------------------------------------------------------------------
     def init(self, config_path: Optional[str] = None) -> int:

@@ -2,6 +2,17 @@
 
 Every call is judged against the knowledge base before anything is queued (see the package docstring
 for the return codes); the work itself runs when the stream is synchronised.
+
+Resize filters (``acldvppSetResizeConfigInterpolation``): 1 and 3 are bilinear (OpenCV ``INTER_LINEAR``
+with half-pixel centres), 2 and 4 nearest (``INTER_NEAREST``); 3 and 4 are refused on Ascend310P (not
+supported there, CANN 6.0.1 aclcppdevg_03_0820). The default 0 is "Huawei's own high-order filter" on
+Ascend310/910 (same page; CANN 5.0.4 aclpythondevg_01_0281) and on Atlas 200I/500 A2 (CANN 6.2.RC2
+aclpythondevg_02_0298), and means 1 on Ascend310P (aclcppdevg_03_0820). The high-order filter is not
+described anywhere, so the software device models it as OpenCV ``INTER_CUBIC``: an assumption that only
+makes the default visibly *not* bilinear, as on the device.
+
+JPEGD output strides are exact: the width stride *is* ``align(w, 128)`` (310/910) or ``align(w, 64)``
+(310P/310B/A2) and the height stride ``align(h, 16)`` (CANN 8.0.0 aclpythondevg_01_0321, table 2).
 """
 from __future__ import annotations
 
@@ -130,6 +141,11 @@ class DvppMedia:
             code = C.ACL_ERROR_FEATURE_UNSUPPORTED if sim.strict_unknown else C.ACL_SUCCESS
             return sim.fail(code, f"{what}: {gap}") if code else code
         ws, hs = desc.width_stride, desc.height_stride
+        if unit == "jpegd" and side == "out" and (ws, hs) != (st.width_stride, st.height_stride):
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM,
+                            f"{what}: stride {ws}x{hs} for a {w}x{h} {fmt} picture; the JPEGD rule {st.rule_id} says "
+                            f"the width stride is {st.width_stride} and the height stride {st.height_stride} "
+                            f"(exactly) [{st.source}]")
         if ws < st.width_stride or ws % wa or hs < st.height_stride or hs % ha:
             return sim.fail(C.ACL_ERROR_INVALID_PARAM,
                             f"{what}: stride {ws}x{hs} for a {w}x{h} {fmt} picture; the {unit.upper()} rule "
@@ -167,8 +183,25 @@ class DvppMedia:
             s.queue.append(job)
 
     # -- channels and descriptors -------------------------------------------------------------------
+    def _create(self, obj: Any, unit: Optional[str] = None) -> int:
+        """A new handle, or 0 (NULL) as pyACL's creators return on failure (aclpythondevg_01_0244)."""
+        sim = self._sim
+        if not sim._initialised:
+            sim.fail(C.ACL_ERROR_UNINITIALIZE, f"{type(obj).__name__}: acl.init was not called")
+            return 0
+        if unit is not None and sim.fault(unit):
+            sim.fail(C.ACL_ERROR_RT_FAILURE, f"injected fault: every {unit.upper()} call fails")
+            return 0
+        return sim.objs.add(obj)
+
+    def _faulted(self, unit: str) -> Optional[int]:
+        sim = self._sim
+        if sim.fault(unit):
+            return sim.fail(C.ACL_ERROR_RT_FAILURE, f"injected fault: every {unit.upper()} call fails")
+        return None
+
     def dvpp_create_channel_desc(self):
-        return self._sim.objs.add(ChannelDesc())
+        return self._create(ChannelDesc())
 
     def dvpp_destroy_channel_desc(self, desc: int) -> int:
         ch = self._sim.objs.get(desc, ChannelDesc)
@@ -196,7 +229,7 @@ class DvppMedia:
         return C.ACL_SUCCESS
 
     def dvpp_create_pic_desc(self):
-        return self._sim.objs.add(PicDesc())
+        return self._create(PicDesc())
 
     def dvpp_destroy_pic_desc(self, desc: int) -> int:
         return C.ACL_SUCCESS if self._sim.objs.pop(desc, PicDesc) else C.ACL_ERROR_INVALID_PARAM
@@ -229,18 +262,29 @@ class DvppMedia:
     def dvpp_get_pic_desc_ret_code(self, desc): return self._get(desc, "ret_code")
 
     def dvpp_create_roi_config(self, left: int, right: int, top: int, bottom: int):
-        return self._sim.objs.add(RoiConfig(int(left), int(right), int(top), int(bottom)))
+        return self._create(RoiConfig(int(left), int(right), int(top), int(bottom)), "vpc")
 
     def dvpp_destroy_roi_config(self, roi: int) -> int:
         return C.ACL_SUCCESS if self._sim.objs.pop(roi, RoiConfig) else C.ACL_ERROR_INVALID_PARAM
 
     def dvpp_create_resize_config(self):
-        return self._sim.objs.add(ResizeConfig())
+        return self._create(ResizeConfig(), "vpc")
+
+    def dvpp_get_resize_config_interpolation(self, cfg: int) -> int:
+        c = self._sim.objs.get(cfg, ResizeConfig)
+        return 0 if c is None else c.interpolation
 
     def dvpp_set_resize_config_interpolation(self, cfg: int, interpolation: int) -> int:
         c = self._sim.objs.get(cfg, ResizeConfig)
         if c is None:
             return C.ACL_ERROR_INVALID_PARAM
+        fam = getattr(self._sim.target, "family", "")
+        if int(interpolation) not in (0, 1, 2, 3, 4) + ((5,) if fam in ("ascend310b",) else ()):
+            return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"resize interpolation {interpolation}: values 0-4 "
+                                                             "(CANN 6.0.1 aclcppdevg_03_0820)")
+        if fam == "ascend310p" and int(interpolation) in (3, 4):
+            return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"resize interpolation {interpolation} is not "
+                                                             "supported on Ascend310P (aclcppdevg_03_0820)")
         c.interpolation = int(interpolation)
         return C.ACL_SUCCESS
 
@@ -280,6 +324,9 @@ class DvppMedia:
         return info, bitstream, C.ACL_SUCCESS
 
     def dvpp_jpeg_get_image_info(self, data: int, size: int):
+        bad = self._faulted("jpegd")
+        if bad:
+            return 0, 0, 0, bad
         info, _b, ret = self._image_info(data, size)
         if ret:
             return 0, 0, 0, ret
@@ -292,6 +339,9 @@ class DvppMedia:
         return info.width, info.height, info.components, JPEG_FORMAT.get(info.subsampling, 1000), C.ACL_SUCCESS
 
     def dvpp_jpeg_predict_dec_size(self, data: int, size: int, output_pixel_format: int):
+        bad = self._faulted("jpegd")
+        if bad:
+            return 0, bad
         info, _b, ret = self._image_info(data, size)
         if ret:
             return 0, ret
@@ -303,12 +353,14 @@ class DvppMedia:
         w, h = info.width // 2 * 2, info.height // 2 * 2
         st, _wa, _ha, gap = _stride(t.soc, str(t.cann), "jpegd", fmt, w, h, "out")
         if st is None:
+            if not self._sim.strict_unknown:  # undocumented layout accepted: a buffer for the larger reading
+                return -(-w // 128) * 128 * (-(-h // 16) * 16) * 3 // 2, C.ACL_SUCCESS
             return 0, self._sim.fail(C.ACL_ERROR_FEATURE_UNSUPPORTED, gap)
         return st.buffer_bytes, C.ACL_SUCCESS
 
     def dvpp_jpeg_decode_async(self, channel_desc: int, data: int, size: int, output_desc: int, stream: int) -> int:
         sim = self._sim
-        bad = self._ready(stream, channel_desc)
+        bad = self._faulted("jpegd") or self._ready(stream, channel_desc)
         if bad is not None:
             return bad
         space, _v = sim.memory.resolve(data, size)
@@ -362,7 +414,7 @@ class DvppMedia:
              crop_area: Optional[int] = None, paste_area: Optional[int] = None,
              resize_config: Optional[int] = None) -> int:
         sim = self._sim
-        bad = self._ready(stream, channel_desc)
+        bad = self._faulted("vpc") or self._ready(stream, channel_desc)
         if bad is not None:
             return bad
         src = sim.objs.get(input_desc, PicDesc)
@@ -405,8 +457,8 @@ class DvppMedia:
             extras["crop"] = crop
         if paste is not None:
             extras["paste"] = paste
-        if interp:
-            extras["interpolation"] = {1: "nearest"}.get(interp, f"mode {interp}")
+        if interp in (2, 4):
+            extras["interpolation"] = "nearest"
         ret, floors = self._judge("vpc", op, w, h, in_fmt, **extras)
         if ret:
             return ret
@@ -417,6 +469,8 @@ class DvppMedia:
         if ret:
             return ret
         fw, fh = floors.get("in_w", w), floors.get("in_h", h)  # documented silent floor (310/910)
+        high_order = interp == 5 or (interp == 0 and fam in ("ascend310", "ascend910", "ascend310b"))
+        cv_interp = cv2.INTER_CUBIC if high_order else cv2.INTER_NEAREST if interp in (2, 4) else cv2.INTER_LINEAR
 
         def job() -> int:
             _s, sbuf = sim.memory.resolve(src.data, src.size)
@@ -433,9 +487,9 @@ class DvppMedia:
                 tw, th = pr - pl + 1, pb - pt + 1
             else:
                 tw, th = dst.width, dst.height
-            ny = cv2.resize(np.ascontiguousarray(cy), (tw, th), interpolation=cv2.INTER_LINEAR)
+            ny = cv2.resize(np.ascontiguousarray(cy), (tw, th), interpolation=cv_interp)
             cw2, ch2 = (tw // 2, th // 2) if out_fmt in _NV else (-(-tw // 2), -(-th // 2))
-            nuv = cv2.resize(np.ascontiguousarray(cuv), (max(cw2, 1), max(ch2, 1)), interpolation=cv2.INTER_LINEAR)
+            nuv = cv2.resize(np.ascontiguousarray(cuv), (max(cw2, 1), max(ch2, 1)), interpolation=cv_interp)
             if out_fmt in _NV:
                 if out_fmt == "nv21":
                     nuv = nuv[..., ::-1]

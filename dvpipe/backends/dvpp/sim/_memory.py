@@ -114,7 +114,8 @@ class Memory:
     """All address spaces of one software device."""
 
     def __init__(self) -> None:
-        self.device = AddressSpace("device", 0x1000_0000_0000, align=128)
+        self.device = AddressSpace("device", 0x1000_0000_0000, align=128)  # acl.media.dvpp_malloc (DVPP heap)
+        self.rt = AddressSpace("rt", 0x3000_0000_0000, align=512)  # acl.rt.malloc (ordinary device memory)
         self.host = AddressSpace("host", 0x5000_0000_0000, align=64)
         self.borrowed = BorrowedBytes(0x7000_0000_0000)
 
@@ -122,7 +123,7 @@ class Memory:
         """``(space name, view)`` of ``nbytes`` at ``addr``; ``(None, None)`` when unmapped."""
         if not isinstance(addr, (int, np.integer)) or addr <= 0:
             return None, None
-        for space in (self.device, self.host):
+        for space in (self.device, self.rt, self.host):
             v = space.resolve(int(addr), int(nbytes))
             if v is not None:
                 return space.name, v

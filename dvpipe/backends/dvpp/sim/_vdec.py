@@ -2,14 +2,28 @@
 
 Model (what the software device does; the docs describe the calls, not every pairing rule):
 
-* ``vdec_send_frame`` takes one Annex-B access unit in DVPP memory and an output picture descriptor;
-  the picture decoded from it comes back through the channel's callback, on the thread named with
-  ``vdec_set_channel_desc_thread_id``, when that thread calls ``acl.rt.process_report``.
-* Pictures come back in display order; each callback carries the input stream descriptor, output
-  picture descriptor and ``user_data`` of the sends in the order they were made (for camera streams
-  without B-frames that is the picture decoded from that very access unit).
-* ``dvpp_set_stream_desc_eos(desc, 1)`` on a send flushes the decoder: every send still waiting gets
-  its callback (a picture, or ``dvpp_get_pic_desc_ret_code`` = 1 when no picture came out of it).
+* ``vdec_send_frame`` takes one Annex-B access unit in DVPP memory (``acl.media.dvpp_malloc``; from
+  CANN 6.2.RC1 on also ``acl.rt.malloc`` memory: "acldvppMalloc ... or aclrtMalloc", CANN 6.2.RC1
+  aclcppdevg_03_0209 and 9.0.0 aclcppdevg_03_0373; CANN 6.0.1 aclcppdevg_03_0203 names acldvppMalloc
+  only) and an output picture descriptor; the picture decoded from it comes back through the channel's
+  callback, on the thread named with ``vdec_set_channel_desc_thread_id``, when that thread calls
+  ``acl.rt.process_report``. The frame configuration is reserved and may be 0 (NULL), on every send
+  including the end-of-stream one (CANN 8.0.0 aclcppdevg_03_0375, ``config``).
+* **Output mode** (``vdec_set_channel_desc_out_mode``, CANN aclpythondevg_01_0353): in mode 0 (the
+  default) "VDEC starts to output decoding results only after it has received several frames of the
+  stream": the software device holds :data:`HOLD` decoded pictures before it releases the oldest (the
+  number is not documented; the model is "several"). In mode 1 (fast) each picture is output as soon as
+  it is decoded (documented for streams without B-frames or long-term references only).
+* Pictures come back in **display order**, each callback carrying the input stream descriptor, output
+  picture descriptor and ``user_data`` of the send whose access unit coded that picture (the docs say
+  the callback's input "is the input of aclvdecSendFrame" and that user data carries the frame number
+  so the callback knows which frame it processes, aclcppdevg_03_0375/0377: the pairing under
+  reordering is inferred from that, never measured).
+* ``dvpp_set_stream_desc_eos(desc, 1)`` on a send flushes the decoder: every held picture comes out,
+  and every send still waiting gets its callback (``dvpp_get_pic_desc_ret_code`` = 1 when no picture
+  came out of it); the end-of-stream send returns once those callbacks have run (documented).
+* Timing (an assumption of the software device, stricter than a device): an ordinary send also returns
+  only once the callbacks of the pictures it released have run, so that CI is deterministic.
 * Output: NV12/NV21 with the strides of the knowledge base's VDEC rule (the descriptor's width,
   height and strides are written by the device), padding bytes set to the sentinel.
 """
@@ -28,7 +42,10 @@ from ..colour import write_nv12
 from ..support import kcheck
 from ._dvpp import PicDesc, _stride
 
-__all__ = ["VdecMedia", "StreamDesc", "VdecChannelDesc"]
+__all__ = ["VdecMedia", "StreamDesc", "VdecChannelDesc", "HOLD"]
+
+#: pictures the software VDEC holds in output mode 0 before it releases the oldest ("several frames")
+HOLD = 3
 
 _CODEC = {0: "h265", 1: "h264", 2: "h264", 3: "h264"}
 _FFMPEG = {"h264": "h264", "h265": "hevc"}
@@ -61,7 +78,9 @@ class VdecChannelDesc:
     codec: str = "h264"
     checked: bool = False
     refused: str = ""
-    pending: deque = field(default_factory=deque)
+    pending: dict = field(default_factory=dict)  # send seq -> (stream desc, pic desc, user data)
+    held: deque = field(default_factory=deque)  # decoded pictures not yet output: (seq, frame)
+    seq: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -72,7 +91,7 @@ class VdecMedia:
 
     # -- stream descriptors -------------------------------------------------------------------------
     def dvpp_create_stream_desc(self):
-        return self._sim.objs.add(StreamDesc())
+        return self._create(StreamDesc())
 
     def dvpp_destroy_stream_desc(self, desc: int) -> int:
         return C.ACL_SUCCESS if self._sim.objs.pop(desc, StreamDesc) else C.ACL_ERROR_INVALID_PARAM
@@ -100,7 +119,7 @@ class VdecMedia:
 
     # -- channel descriptors ------------------------------------------------------------------------
     def vdec_create_channel_desc(self):
-        return self._sim.objs.add(VdecChannelDesc())
+        return self._create(VdecChannelDesc(), "vdec")
 
     def vdec_destroy_channel_desc(self, desc: int) -> int:
         ch = self._sim.objs.get(desc, VdecChannelDesc)
@@ -130,7 +149,7 @@ class VdecMedia:
         return 0 if ch is None else ch.out_mode
 
     def vdec_create_frame_config(self):
-        return self._sim.objs.add(FrameConfig())
+        return self._create(FrameConfig(), "vdec")
 
     def vdec_destroy_frame_config(self, cfg: int) -> int:
         return C.ACL_SUCCESS if self._sim.objs.pop(cfg, FrameConfig) else C.ACL_ERROR_INVALID_PARAM
@@ -140,9 +159,18 @@ class VdecMedia:
         sim = self._sim
         if not sim._initialised:
             return C.ACL_ERROR_UNINITIALIZE
+        bad = self._faulted("vdec")
+        if bad:
+            return bad
         ch = sim.objs.get(desc, VdecChannelDesc)
         if ch is None:
             return sim.fail(C.ACL_ERROR_INVALID_PARAM, "unknown VDEC channel description")
+        if ch.created:
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, "the VDEC channel description already has a channel")
+        if ch.out_mode not in (0, 1):
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"out mode {ch.out_mode}: 0 or 1 (aclpythondevg_01_0353)")
+        if any(o.created and o.channel_id == ch.channel_id for o in sim.objs.of(VdecChannelDesc)):
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"VDEC channel id {ch.channel_id} is in use")
         codec = _CODEC.get(ch.entype)
         if codec is None:
             return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"unknown stream format (entype) {ch.entype}")
@@ -157,29 +185,44 @@ class VdecMedia:
             return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"channel id {ch.channel_id}: {bad[0].message} "
                                                        f"[rule {bad[0].rule_id}]")
         try:
-            import av
+            import av  # noqa: F401 - the check that PyAV imports
         except ImportError as e:  # the software device's own dependency
             from ....errors import MissingDependencyError
 
             raise MissingDependencyError(f"the software VDEC decodes with PyAV, which cannot be imported ({e}); "
                                          "pip install av") from e
-        ch.decoder = av.CodecContext.create(_FFMPEG[codec], "r")
-        ch.decoder.thread_type = "SLICE"
+        ch.decoder = self._new_decoder(codec)
         ch.codec = codec
         ch.created = True
+        sim.reports.subscribe(ch.thread_id)
         return C.ACL_SUCCESS
+
+    @staticmethod
+    def _new_decoder(codec: str):
+        import av
+
+        dec = av.CodecContext.create(_FFMPEG[codec], "r")
+        dec.thread_type = "SLICE"
+        return dec
 
     def vdec_destroy_channel(self, desc: int) -> int:
         ch = self._sim.objs.get(desc, VdecChannelDesc)
         if ch is None or not ch.created:
             return C.ACL_ERROR_INVALID_PARAM
-        ch.created = False
-        ch.decoder = None
+        with ch.lock:
+            ch.created = False
+            ch.decoder = None
+            ch.pending.clear()
+            ch.held.clear()
+        self._sim.reports.unsubscribe(ch.thread_id)
         return C.ACL_SUCCESS
 
     def vdec_send_frame(self, channel_desc: int, input_stream_desc: int, output_pic_desc: int, frame_config: int,
                         user_data: Any) -> int:
         sim = self._sim
+        bad = self._faulted("vdec")
+        if bad:
+            return bad
         ch = sim.objs.get(channel_desc, VdecChannelDesc)
         if ch is None or not ch.created:
             return sim.fail(C.ACL_ERROR_INVALID_PARAM, "the VDEC channel description does not belong to a created "
@@ -187,55 +230,86 @@ class VdecMedia:
         sd = sim.objs.get(input_stream_desc, StreamDesc)
         if sd is None:
             return sim.fail(C.ACL_ERROR_INVALID_PARAM, "unknown input stream description")
-        if sim.objs.get(frame_config, FrameConfig) is None:
-            return sim.fail(C.ACL_ERROR_INVALID_PARAM, "unknown frame configuration")
+        if frame_config and sim.objs.get(frame_config, FrameConfig) is None:
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, "unknown frame configuration (0 is allowed: it is reserved)")
+        before = sim.reports.posted(ch.thread_id)
         with ch.lock:
             if sd.eos:
-                frames = self._decode(ch, None)
-                self._deliver(ch, frames, flush=True)
-                return C.ACL_SUCCESS
-            space, view = sim.memory.resolve(sd.data, sd.size)
-            if space != "device" or sd.size <= 0:
-                return sim.fail(C.ACL_ERROR_INVALID_PARAM, "VDEC input must be in DVPP memory (acl.media.dvpp_malloc)")
-            pic = sim.objs.get(output_pic_desc, PicDesc)
-            if pic is None:
-                return sim.fail(C.ACL_ERROR_INVALID_PARAM, "unknown output picture description")
-            ch.pending.append((input_stream_desc, output_pic_desc, user_data))
-            frames = self._decode(ch, view.tobytes())
-            self._deliver(ch, frames, flush=False)
+                out = self._decode(ch, None, None)
+                ch.held.extend(out)
+                self._release(ch, len(ch.held))
+                for seq in sorted(ch.pending):  # sends that produced no picture
+                    self._post_entry(ch, seq, None)
+                ch.decoder = self._new_decoder(ch.codec)
+            else:
+                space, view = sim.memory.resolve(sd.data, sd.size)
+                if sd.size <= 0 or view is None:
+                    return sim.fail(C.ACL_ERROR_INVALID_PARAM, "an empty stream packet is sent only with eos = 1")
+                if space not in self._input_spaces():
+                    return sim.fail(C.ACL_ERROR_INVALID_PARAM, "VDEC input must be in device memory from "
+                                    + " or ".join(self._input_spaces_words()))
+                if sim.objs.get(output_pic_desc, PicDesc) is None:
+                    return sim.fail(C.ACL_ERROR_INVALID_PARAM, "unknown output picture description")
+                seq = ch.seq
+                ch.seq += 1
+                ch.pending[seq] = (input_stream_desc, output_pic_desc, user_data)
+                out = self._decode(ch, view.tobytes(), seq)
+                ch.held.extend(out)
+                keep = 0 if ch.out_mode == 1 else HOLD
+                self._release(ch, max(0, len(ch.held) - keep))
+            posted = sim.reports.posted(ch.thread_id)
+        # EOS is documented to return once the callbacks ran; the software device does it on every send
+        if posted > before:
+            sim.reports.wait_done(ch.thread_id, posted)
         return C.ACL_SUCCESS
 
+    def _input_spaces(self) -> tuple:
+        from ....knowledge.versions import CannVersion
+
+        rt_ok = CannVersion.parse(str(self._sim.target.cann)) >= CannVersion.parse("6.2.RC1")
+        return ("device", "rt") if rt_ok else ("device",)
+
+    def _input_spaces_words(self) -> list:
+        words = ["acl.media.dvpp_malloc"]
+        if "rt" in self._input_spaces():
+            words.append("acl.rt.malloc")
+        return words
+
     # -- internals ----------------------------------------------------------------------------------
-    def _decode(self, ch: VdecChannelDesc, data: Optional[bytes]) -> list:
+    def _decode(self, ch: VdecChannelDesc, data: Optional[bytes], seq: Optional[int]) -> list:
+        """Decode one unit (None: flush); returns ``[(seq, frame)]`` in display order. A unit the decoder
+        rejects gets its failure callback at once."""
         import av
 
         try:
             if data is None:
-                return list(ch.decoder.decode(None))
-            return list(ch.decoder.decode(av.Packet(data)))
+                frames = list(ch.decoder.decode(None))
+            else:
+                pkt = av.Packet(data)
+                pkt.pts = seq
+                frames = list(ch.decoder.decode(pkt))
         except av.error.FFmpegError as e:
             self._sim.fail(C.ACL_ERROR_RT_FAILURE, f"VDEC: corrupt access unit ({e})")
-            return [None]  # this send fails
+            if seq is not None:
+                self._post_entry(ch, seq, None)
+            return []
+        return [(f.pts, f) for f in frames if f.pts is not None]
 
-    def _deliver(self, ch: VdecChannelDesc, frames: list, flush: bool) -> None:
-        sim = self._sim
-        t = sim.target
-        for frame in frames:
-            if not ch.pending:
-                break
-            sdh, pdh, user_data = ch.pending.popleft()
-            pic = sim.objs.get(pdh, PicDesc)
-            ok = frame is not None and pic is not None and self._write(ch, frame, pic, t)
-            if pic is not None:
-                pic.ret_code = 0 if ok else 1
-            self._post(ch, sdh, pdh, user_data)
-        if flush:
-            while ch.pending:
-                sdh, pdh, user_data = ch.pending.popleft()
-                pic = sim.objs.get(pdh, PicDesc)
-                if pic is not None:
-                    pic.ret_code = 1
-                self._post(ch, sdh, pdh, user_data)
+    def _release(self, ch: VdecChannelDesc, n: int) -> None:
+        for _ in range(n):
+            seq, frame = ch.held.popleft()
+            self._post_entry(ch, seq, frame)
+
+    def _post_entry(self, ch: VdecChannelDesc, seq: int, frame: Any) -> None:
+        entry = ch.pending.pop(seq, None)
+        if entry is None:
+            return
+        sdh, pdh, user_data = entry
+        pic = self._sim.objs.get(pdh, PicDesc)
+        ok = frame is not None and pic is not None and self._write(ch, frame, pic, self._sim.target)
+        if pic is not None:
+            pic.ret_code = 0 if ok else 1
+        self._post(ch, sdh, pdh, user_data)
 
     def _write(self, ch: VdecChannelDesc, frame: Any, pic: PicDesc, t: Any) -> bool:
         sim = self._sim
