@@ -1,12 +1,21 @@
 # The two commands of the README:
 #   make run   - set up .venv and run the bundled sample deployment (`dvpipe run`)
 #   make test  - set up .venv and run the whole test suite
+# For CI:
+#   make test-lowest - the lowest supported pins (numpy 1.24.0 = CANN 8.0's ceiling, OpenCV 4.8.0.76) in
+#                      their own venv, without torch: a subset of the suite against the source tree
+#   make test-slow   - the slow checks (a wheel installed into a fresh venv runs the sample, ...)
 VENV   ?= .venv
 PYTHON ?= python3
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.dvpipe-installed
 
-.PHONY: run test bench clean
+LOWEST_VENV ?= build/venv-lowest
+LOWEST_PINS  = numpy==1.24.0 opencv-python-headless==4.8.0.76 av==15.1.0 pillow==10.0.0 pyyaml==6.0.1 simplejpeg==1.7.2
+LOWEST_TESTS = tests/test_cpu_backend.py tests/test_geometry.py tests/test_pipeline.py tests/test_jpeg_integrity.py \
+               tests/test_deploy_sources.py tests/test_run_output.py tests/test_bare_install.py
+
+.PHONY: run test test-lowest test-slow bench clean
 
 $(STAMP): pyproject.toml setup.py dvpipe/backends/_native.c
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +30,16 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
+test-lowest:
+	$(PYTHON) -m venv $(LOWEST_VENV)
+	$(LOWEST_VENV)/bin/python -m pip install -q $(LOWEST_PINS) 'pytest>=7'
+	PYTHONPATH=$(CURDIR) $(LOWEST_VENV)/bin/python -m pytest -q -p no:cacheprovider $(LOWEST_TESTS)
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider -m slow
+
 bench: $(STAMP)
 	$(PY) tools/bench/peers.py --quick
 
 clean:
-	rm -rf $(VENV) out .pytest_cache
+	rm -rf $(VENV) $(LOWEST_VENV) out .pytest_cache

@@ -3,8 +3,8 @@
 Public API only; importing dvpipe never imports torch, torch_npu or acl.
 """
 from ._version import __version__
-from .errors import (BackendUnavailable, ConfigError, DvpipeError, FrameError, MissingDependencyError,
-                     PlanError)
+from .errors import (BackendUnavailable, ConfigError, CorruptFrameError, DvpipeError, FrameError,
+                     MissingDependencyError, PlanError, StaleBatchError)
 from .pipeline import Pipeline
 from .planner import Plan
 from .profiles import PROFILES, profile_stages
@@ -18,7 +18,8 @@ __all__ = [
     "__version__", "Pipeline", "Plan", "Target", "Rig", "Camera", "Frame", "FrameBatch", "PixelFormat",
     "Stage", "FrameSpec", "Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Batch",
     "Verdict", "KernelQuery", "KernelContext", "register_kernel", "PROFILES", "profile_stages",
-    "DvpipeError", "ConfigError", "FrameError", "PlanError", "BackendUnavailable", "MissingDependencyError",
+    "DvpipeError", "ConfigError", "FrameError", "CorruptFrameError", "StaleBatchError", "PlanError",
+    "BackendUnavailable", "MissingDependencyError",
     "load_deployment", "Runner", "probe", "latency",
 ]
 

@@ -15,10 +15,14 @@ import numpy as np
 
 from .errors import FrameError
 
-__all__ = ["VIDEO_ENCODINGS", "ImageInfo", "sniff", "jpeg_info", "png_info", "image_info", "read_frame_bytes"]
+__all__ = ["VIDEO_ENCODINGS", "RAW_YUV_ENCODINGS", "ImageInfo", "sniff", "jpeg_info", "png_info", "image_info", "read_frame_bytes"]
 
 #: camera encodings that deliver video access units (Annex B) rather than still images
 VIDEO_ENCODINGS = ("h264", "h265")
+#: camera encodings that deliver uncompressed YUV frames as GMSL / V4L2 cameras do (decode is a colour
+#: conversion to BGR; layouts and the assumed colour matrix and range in :mod:`dvpipe.backends._raw_yuv`):
+#: ``uyvy`` and ``yuyv`` (YUV 4:2:2 packed, V4L2_PIX_FMT_UYVY / _YUYV), ``nv12`` (YUV 4:2:0 semi-planar)
+RAW_YUV_ENCODINGS = ("uyvy", "yuyv", "nv12")
 
 #: default cap on a frame's size (width x height, pixels), checked before any buffer is made: 64 MP,
 #: above any automotive or surveillance sensor (``Pipeline(max_pixels=...)``, ``decode.max_pixels``)

@@ -45,6 +45,10 @@ class CorruptFrameError(FrameError):
     """
 
 
+class StaleBatchError(DvpipeError, BufferError):
+    """A batch's images were read after the pipeline reused their output buffer (``batch.keep()`` copies)."""
+
+
 class BackendUnavailable(DvpipeError, RuntimeError):
     """A backend was asked for but cannot run here; ``reason`` says why."""
 

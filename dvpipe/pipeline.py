@@ -53,6 +53,7 @@ class Pipeline:
             until this many later ``process`` calls.
         timing: ``spans`` (every step of every camera on ``batch.timeline``) or ``counters``
             (count, sum and max per step only: the cheapest accounting).
+        metas_format, pose: what ``batch.metas`` holds (see :meth:`set_metas_format`).
         on_corrupt: ``drop`` (a frame whose decoder reports damage -- libjpeg warnings, FFmpeg's
             corrupt flag or a decode error -- is a drop) or ``flag`` (the concealed picture is kept
             and its meta says ``corrupt: True`` with ``corrupt_reason``). A frame with no picture
@@ -69,7 +70,8 @@ class Pipeline:
     def __init__(self, rig: Rig, stages: Sequence[Stage], backends: Sequence[str] | str = ("cpu",), *,
                  profile: Optional[str] = None, target: Any = None, fidelity: str = "reference",
                  threads: Optional[int] = None, fallback: str = "next", output_buffers: int = 2,
-                 timing: str = "spans", on_corrupt: str = "drop", max_pixels: int = DEFAULT_MAX_PIXELS):
+                 timing: str = "spans", on_corrupt: str = "drop", max_pixels: int = DEFAULT_MAX_PIXELS,
+                 metas_format: str = "per_camera", pose: Any = None):
         if not isinstance(rig, Rig):
             raise ConfigError(f"rig must be a dvpipe.Rig (Rig.from_yaml(path)), got {type(rig).__name__}")
         if fallback not in ("next", "error"):
@@ -114,6 +116,24 @@ class Pipeline:
         # batch timelines not yet folded into `latency`: appending is the only per-batch cost
         self._unreported: deque = deque(maxlen=self.LATENCY_BACKLOG)
         self._latency = None
+        if metas_format != "per_camera" or pose is not None:
+            self.set_metas_format(metas_format, pose=pose)
+
+    def __new__(cls, *args, **kwargs):
+        # the construction arguments, for pickling: a pipeline holds threads and buffers, so a copy is
+        # rebuilt (re-planned) from what built this one
+        self = super().__new__(cls)
+        self._init_args = (args, dict(kwargs))
+        return self
+
+    def __reduce__(self):
+        """Pickles as the construction arguments; unpickling builds (plans) a fresh pipeline.
+
+        The copy starts with empty latency statistics and its own output buffers and threads, so a
+        pipeline can be sent to DataLoader workers, ``multiprocessing``, Dask or Ray.
+        """
+        args, kwargs = self._init_args
+        return (_rebuild_pipeline, (type(self), args, kwargs, self.__dict__.get("_metas_format")))
 
     #: batches whose timelines wait to be folded into :attr:`latency` (older ones are dropped)
     LATENCY_BACKLOG = 1024
@@ -144,6 +164,70 @@ class Pipeline:
             raise ConfigError(f"profile {name} needs every camera at one size; the rig mixes "
                               + ", ".join(f"{c.name} {c.width}x{c.height}" for c in rig.cameras))
         return cls(rig, list(stage_lists.pop()), backends, profile=name, target=target, fidelity=fidelity, **kwargs)
+
+    @classmethod
+    def from_mmdet3d_config(cls, config, rig: Rig, backends: Sequence[str] | str = ("cpu",), *,
+                            allow_code: bool = False, skip: Sequence[str] = (), fidelity: str = "reference",
+                            target: Any = None, **kwargs) -> "Pipeline":
+        """Pipeline reproducing an mmdet3d / mmcv config's ``test_pipeline`` and its ``img_metas`` contract.
+
+        Args:
+            config: a ``.py`` config path (``_base_`` files are followed) or a loaded config dict.
+            rig: the cameras, in the order the model expects them.
+            allow_code: run the file with mmengine's ``Config`` (this executes it) instead of the
+                restricted literal reader; only for a config you trust.
+            skip: transform names to ignore on your responsibility (see :mod:`dvpipe.mmdet3d`).
+            Other arguments as for :class:`Pipeline`.
+
+        Raises:
+            ConfigError: a construct the reader does not evaluate, a transform it cannot map (named),
+                or cameras whose size differs from the size the config's transform assumes.
+        """
+        from .mmdet3d import check_rig, profile_from_config
+
+        metas_format = kwargs.pop("metas_format", None)
+        pose = kwargs.pop("pose", None)
+        mapped = profile_from_config(config, skip=skip, allow_code=allow_code)
+        name = mapped.profile.name
+        check_rig(mapped, rig.cameras)
+        stage_lists = {tuple(profile_stages(mapped.profile, fidelity, cam)) for cam in rig.cameras}
+        if len(stage_lists) > 1:
+            raise ConfigError(f"config {name} needs every camera at one size; the rig mixes "
+                              + ", ".join(f"{c.name} {c.width}x{c.height}" for c in rig.cameras))
+        pipe = cls(rig, list(stage_lists.pop()), backends, profile=mapped.profile, target=target, fidelity=fidelity,
+                   **kwargs)
+        if metas_format is not None:
+            pipe.set_metas_format(metas_format, pose=pose)
+        return pipe
+
+    def set_metas_format(self, metas_format: str = "per_camera", *, pose: Any = None, can_bus: str = "absolute",
+                         scene_gap_s: float = 1.0) -> "Pipeline":
+        """Choose what ``batch.metas`` holds from the next ``process`` call on.
+
+        Args:
+            metas_format: ``per_camera`` (one dict per camera, the default) or ``mmdet3d``: a list of
+                one sample dict with per-camera lists, as ``forward_test(img_metas=[batch.metas],
+                img=[batch.img])`` reads it, with the temporal keys (``can_bus``, ``scene_token``,
+                ``prev_bev_exists``, per-camera ``img_timestamp``; see :mod:`dvpipe.mmdet3d`).
+            pose: the pose source for ``mmdet3d`` (a callable ``(timestamp_ns, seq) -> record``, or a
+                nuScenes-style ``ego_pose.json`` path); None: identity pose.
+            can_bus: ``absolute`` (for ``forward_test``) or ``delta`` (for ``simple_test``).
+            scene_gap_s: capture-time jump that starts a new scene when the pose gives no scene_token.
+
+        Returns:
+            this pipeline.
+        """
+        if metas_format not in ("per_camera", "mmdet3d"):
+            raise ConfigError(f"metas_format must be 'per_camera' or 'mmdet3d', got {metas_format!r}")
+        builder = None
+        if metas_format == "mmdet3d":
+            from .mmdet3d import JsonPoses, Mmdet3dMetas
+
+            source = JsonPoses(pose) if isinstance(pose, (str, os.PathLike)) else pose
+            builder = Mmdet3dMetas(source, can_bus=can_bus, scene_gap_s=scene_gap_s)
+        self._metas_builder = builder
+        self._metas_format = (metas_format, pose, can_bus, scene_gap_s)
+        return self
 
     # -- execution ---------------------------------------------------------------------------------
     def _allocate(self):
@@ -262,8 +346,11 @@ class Pipeline:
         unknown = [k for k in frames if k not in self._name_set]
         if unknown:
             raise ConfigError(f"unknown camera(s) {', '.join(map(str, unknown))}; the rig has {', '.join(names)}")
-        images = self._buffers[self._next_buffer]
+        slot = self._next_buffer
+        images = self._buffers[slot]
         self._next_buffer = (self._next_buffer + 1) % len(self._buffers)
+        ring = self.__dict__.get("_generations") or self.__dict__.setdefault("_generations", [0] * len(self._buffers))
+        ring[slot] += 1  # a batch still pointing at this buffer is stale from here on (Batch.images raises)
         n = len(names)
         stamp = timeline is None  # the caller's timeline carries its own capture/arrival stamps
         tl = Timeline(index=self._count, counters_only=self.timing == "counters") if stamp else timeline
@@ -309,9 +396,12 @@ class Pipeline:
             if valid[i] and self._corrupt[i]:
                 m["corrupt"], m["corrupt_reason"] = True, "; ".join(self._corrupt[i])
             metas.append(m)
+        builder = self.__dict__.get("_metas_builder")
+        if builder is not None:  # metas_format="mmdet3d": one sample dict with per-camera lists
+            metas = [builder.sample(metas, names, valid)]
         if stamp:  # a caller's timeline (a deployment runner's) is the caller's to account
             self._unreported.append(tl)  # not finished: a model timed on it (batch.timeline.time) still counts
-        return Batch(images, metas, valid, drops, names, fallbacks, tl)
+        return Batch(images, metas, valid, drops, names, fallbacks, tl, ring=ring, slot=slot, generation=ring[slot])
 
     def _hand_over(self, images, tl: Timeline):
         """``batch.images`` on ``Batch(device=...)``: zero-copy on the CPU, one timed copy to a device."""
@@ -336,10 +426,18 @@ class Pipeline:
             yield self.process(frames)
 
     def close(self) -> None:
-        """Stop the worker threads."""
+        """Stop the worker threads and release every kernel's per-camera state (DVPP channels,
+        streams and device memory, in the documented order). Idempotent; ``with Pipeline(...)`` calls it."""
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+        states = list(self._states.values())
+        self._states.clear()
+        self._prepared.clear()
+        if any("dvpp" in s for s in states):
+            from .backends.dvpp import close_states  # releases every ACL object, in documented order
+
+            close_states(states)
 
     def __enter__(self) -> "Pipeline":
         return self
@@ -349,3 +447,11 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"Pipeline({len(self.rig)} cameras, backends={self.plan.backends}, profile={self.profile})"
+
+
+def _rebuild_pipeline(cls, args, kwargs, metas_format=None):
+    pipe = cls(*args, **kwargs)
+    if metas_format is not None:
+        fmt, pose, can_bus, gap = metas_format
+        pipe.set_metas_format(fmt, pose=pose, can_bus=can_bus, scene_gap_s=gap)
+    return pipe

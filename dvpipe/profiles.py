@@ -1,8 +1,11 @@
 """Model metadata profiles: the stage list a model was trained with and the ``img_metas`` it expects.
 
 Data plus two small functions (:func:`profile_stages`, :func:`profile_metas`), no class tower.
-Sources: ../shared/reference/anchors.md §A (BEVFormer configs at commit 66b65f3) and §B.8
-(PETR, BEVDet).
+Each profile follows one repository's published test pipeline, file and commit named in its
+``source``: BEVFormer at fundamentalvision/BEVFormer@66b65f3 (../shared/reference/anchors.md §A),
+PETR at megvii-research/PETR@f7525f9 and BEVDet at HuangJunJie2017/BEVDet@1bacecb (master). PETR
+and BEVDet resize the uint8 image with Pillow's default filter (``Image.resize(dims)``: bicubic,
+antialiased), which ``Resize(interpolation="pil_bicubic")`` reproduces bit for bit.
 
 Meta contracts differ per model family:
 
@@ -38,8 +41,13 @@ class Profile:
 
     Attributes:
         scale: resize factor (None: no resize).
+        fit_width: with ``scale=None``, the factor is ``fit_width / camera width + scale_offset``
+            (BEVDet's ``sample_augmentation`` at test time), computed per camera.
+        scale_offset: see ``fit_width`` (BEVDet's ``data_config['resize_test']``).
+        interpolation: the resize filter (``linear`` = OpenCV/mmcv, ``pil_bicubic`` = Pillow's default).
         crop_bottom: keep this many rows at the bottom after the resize (PETR/BEVDet crop), or None.
-        crop_width: keep this many columns, centred (BEVDet), or None.
+        crop_width: keep this many columns, centred (``int(max(0, W' - crop_width) / 2)`` from the
+            left, PETR/BEVDet), or None.
         mean/std/to_rgb: normalisation, mean and std in output channel order (0..255 units).
         size_divisor: pad bottom/right to a multiple of this (None: no pad).
         normalise_first: the reference normalises before resizing (mmdet3d BEVFormer order).
@@ -57,30 +65,51 @@ class Profile:
     normalise_first: bool = True
     metas: str = "bevformer"
     source: str = ""
+    fit_width: Optional[int] = None
+    scale_offset: float = 0.0
+    interpolation: str = "linear"
+
+    def scale_for(self, camera: Optional[Camera]) -> Optional[float]:
+        """The resize factor for ``camera`` (None: no resize)."""
+        if self.fit_width is None:
+            return self.scale
+        if camera is None:
+            raise ConfigError(f"profile {self.name} scales relative to the image width; pass the camera")
+        return float(self.fit_width) / float(camera.width) + self.scale_offset  # BEVDet's float arithmetic
 
 
 PROFILES: dict[str, Profile] = {
     p.name: p for p in [
         Profile("bevformer-base", **_CAFFE_BGR, scale=None,
-                source="BEVFormer projects/configs/bevformer/bevformer_base.py L16-17, L179-195"),
+                source="fundamentalvision/BEVFormer@66b65f3 projects/configs/bevformer/bevformer_base.py L16-17, L179-195"),
         Profile("bevformer-small", **_CAFFE_BGR, scale=0.8,
-                source="BEVFormer projects/configs/bevformer/bevformer_small.py L23-24, L188-205"),
+                source="fundamentalvision/BEVFormer@66b65f3 projects/configs/bevformer/bevformer_small.py L23-24, L188-205"),
         Profile("bevformer-tiny", **_IMAGENET_RGB, scale=0.5,
-                source="BEVFormer projects/configs/bevformer/bevformer_tiny.py L26-27, L190-207"),
-        # PETR test: resize x0.5 -> 800x450, crop the bottom 320 rows, normalise (caffe-style BGR), pad /32.
+                source="fundamentalvision/BEVFormer@66b65f3 projects/configs/bevformer/bevformer_tiny.py L26-27, L190-207"),
+        # PETR test (ResizeCropFlipImage, training=False): resize = max(fH/H, fW/W) = 0.5 with Pillow's
+        # default filter on uint8 -> 800x450, crop (0, 130, 800, 450), then normalise, pad /32.
         Profile("petr", mean=(103.530, 116.280, 123.675), std=(57.375, 57.120, 58.395), to_rgb=False,
-                scale=0.5, crop_bottom=320, normalise_first=False, metas="petr",
-                source="PETR projects/configs/petr/petr_r50dcn_gridmask_p4.py ida_aug_conf final_dim=(320, 800)"),
-        # BEVDet test: resize to 704 wide (x0.44 -> 704x396), crop the bottom 256 rows; mmlabNormalize swaps
-        # RGB->BGR before subtracting the RGB means, i.e. BGR order with RGB means (copied on purpose).
-        Profile("bevdet", mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), to_rgb=False,
-                scale=0.44, crop_bottom=256, crop_width=704, size_divisor=None, normalise_first=False, metas="bevdet",
-                source="BEVDet mmdet3d/datasets/pipelines/loading.py LoadMultiViewImageFromFiles_BEVDet, input_size=(256, 704)"),
+                scale=0.5, crop_bottom=320, crop_width=800, normalise_first=False, metas="petr",
+                interpolation="pil_bicubic",
+                source="megvii-research/PETR@f7525f9 projects/configs/petr/petr_vovnet_gridmask_p4_800x320.py "
+                       "(img_norm_cfg L13-14, ida_aug_conf final_dim=(320, 800), test_pipeline); transform: "
+                       "projects/mmdet3d_plugin/datasets/pipelines/transform_3d.py ResizeCropFlipImage"),
+        # BEVDet test (LoadMultiViewImageFromFiles_BEVDet, is_train=False): PIL decode (RGB), resize =
+        # 704/W + resize_test 0.04 (0.48 at 1600 wide -> 768x432) with Pillow's default filter, crop
+        # (32, 176, 736, 432), torchvision ToTensor + Normalize(ImageNet mean/std) in RGB, no pad.
+        Profile("bevdet", mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), to_rgb=True,
+                scale=None, fit_width=704, scale_offset=0.04, crop_bottom=256, crop_width=704, size_divisor=None,
+                normalise_first=False, metas="bevdet", interpolation="pil_bicubic",
+                source="HuangJunJie2017/BEVDet@1bacecb configs/bevdet/bevdet-r50.py (data_config input_size=(256, "
+                       "704), resize_test=0.04); transform: mmdet3d/datasets/pipelines/loading.py "
+                       "LoadMultiViewImageFromFiles_BEVDet"),
     ]
 }
 
 
-def _get(name: str) -> Profile:
+def _get(name: "str | Profile") -> Profile:
+    if isinstance(name, Profile):  # a profile built from a model's config (dvpipe.mmdet3d)
+        return name
     try:
         return PROFILES[name]
     except KeyError:
@@ -97,15 +126,18 @@ def profile_stages(name: str, fidelity: str = "reference", camera: Optional[Came
     p = _get(name)
     norm = Normalise(mean=p.mean, std=p.std, to_rgb=p.to_rgb)
     geo: list[Stage] = []
-    if p.scale is not None:
-        geo.append(Resize(scale=p.scale, interpolation="linear", geometry="nominal" if p.metas == "bevformer" else "exact"))
+    scale = p.scale_for(camera)
+    if scale is not None:
+        # every repository scales its camera matrices by the nominal factor (RandomScaleImageMultiViewImage's
+        # diag(s, s), PETR's ida_rot *= resize, BEVDet's post_rot *= resize)
+        geo.append(Resize(scale=scale, interpolation=p.interpolation, geometry="nominal"))
     if p.crop_bottom is not None:
         if camera is None:
-            raise ConfigError(f"profile {name} crops relative to the image size; pass the camera")
-        w, h = (geometry.scaled_size(camera.width, camera.height, p.scale) if p.scale else (camera.width, camera.height))
+            raise ConfigError(f"profile {p.name} crops relative to the image size; pass the camera")
+        w, h = (geometry.scaled_size(camera.width, camera.height, scale) if scale else (camera.width, camera.height))
         cw = min(p.crop_width or w, w)
         ch = min(p.crop_bottom, h)
-        geo.append(Crop(left=(w - cw) // 2, top=h - ch, width=cw, height=ch))
+        geo.append(Crop(left=int(max(0, w - cw) / 2), top=h - ch, width=cw, height=ch))
     pad = [Pad(size_divisor=p.size_divisor)] if p.size_divisor else []
     if p.normalise_first and fidelity == "reference":
         return [Decode(), norm, *geo, *pad]

@@ -21,12 +21,14 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from .errors import ConfigError
+from .errors import ConfigError, DvpipeError, StaleBatchError  # noqa: F401 - StaleBatchError re-exported
 
-__all__ = ["PixelFormat", "Camera", "Rig", "Frame", "Batch", "ENCODINGS"]
+__all__ = ["PixelFormat", "Camera", "Rig", "Frame", "Batch", "StaleBatchError", "ENCODINGS"]
 
-#: Encodings a camera can declare. ``raw`` means the frames arrive as decoded HxWx3 BGR arrays.
-ENCODINGS = ("jpeg", "png", "h264", "h265", "raw")
+#: Encodings a camera can declare. ``raw`` means the frames arrive as decoded HxWx3 BGR arrays; ``uyvy``,
+#: ``yuyv`` (YUV 4:2:2 packed) and ``nv12`` (YUV 4:2:0 semi-planar) are uncompressed camera frames (GMSL,
+#: V4L2) whose decode is a colour conversion to BGR (layouts: :mod:`dvpipe.backends._raw_yuv`).
+ENCODINGS = ("jpeg", "png", "h264", "h265", "raw", "uyvy", "yuyv", "nv12")
 
 
 class PixelFormat(str, enum.Enum):
@@ -88,6 +90,10 @@ def _matrix(value: Any, shape: tuple[int, int], path: str) -> np.ndarray:
     return m
 
 
+#: per-camera keys of a single-sample rig file (e.g. one nuScenes sample): one frame of the camera.
+FRAME_KEYS = ("image", "capture_time_ns")
+
+
 @dataclass(frozen=True, eq=False)
 class Camera:
     """One camera of a rig.
@@ -99,7 +105,11 @@ class Camera:
         encoding: one of :data:`ENCODINGS`; what the camera's frames arrive as.
         intrinsics: 3x3 K (pixels).
         lidar2cam: 4x4 rigid transform, ``p_cam = lidar2cam @ [x, y, z, 1]`` (metres).
-        extra: other keys from the rig file, kept verbatim (``cam2ego``, ``capture_time_ns``...).
+        extra: other keys from the rig file, kept verbatim (``cam2ego``, ``lidar2img``...). The frame
+            keys :data:`FRAME_KEYS` (``image``: a file next to the rig file; ``capture_time_ns``) are
+            checked by :meth:`Rig.from_dict` and used by deployments: a camera the deployment gives no
+            source reads that one image (a one-frame sequence at that capture time); a camera with a
+            source warns that they are not used.
     """
 
     name: str
@@ -315,6 +325,16 @@ class Rig:
             raise ConfigError(f"expected a list of cameras, got {type(items).__name__}", f"{prefix}cameras")
         known = {"name", "width", "height", "encoding", "intrinsics", "lidar2cam"}
         cams, errors = [], []
+        for i, item in enumerate(items):  # frame keys (a scene file as a rig): checked here, used by deployments
+            if isinstance(item, Mapping):
+                if "image" in item and (not isinstance(item["image"], str) or not item["image"]):
+                    errors.append(f"{prefix}cameras[{i}].image: expected an image file name, got {short_repr(item['image'])}")
+                t = item.get("capture_time_ns")
+                if "capture_time_ns" in item and (isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < 2 ** 63):
+                    errors.append(f"{prefix}cameras[{i}].capture_time_ns: expected an integer >= 0 (ns since the Unix "
+                                  f"epoch), got {short_repr(t)}")
+                if "capture_time_ns" in item and "image" not in item:
+                    errors.append(f"{prefix}cameras[{i}].capture_time_ns: given without image (the time of which frame?)")
         for i, item in enumerate(items):
             where = f"{prefix}cameras[{i}]"
             if not isinstance(item, Mapping):
@@ -395,8 +415,10 @@ class Batch:
         images: ``(N, 3, H, W)`` array (float32 or float16) in rig order; a torch tensor when the
             plan's batch step runs on a torch device. Owned by the pipeline and overwritten by a
             later call once its ring of output buffers wraps (``Pipeline(output_buffers=...)``):
-            copy it to keep it.
-        metas: one dict per camera, keys defined by the profile (``lidar2img``, ``img_shape``...).
+            reading it after that raises :class:`StaleBatchError`; :meth:`keep` returns a copy
+            that owns its images.
+        metas: one dict per camera, keys defined by the profile (``lidar2img``, ``img_shape``...); with
+            ``metas_format="mmdet3d"``, a list of one sample dict holding per-camera lists.
         valid: ``(N,)`` bool; False where the camera's frame was dropped (its image is zeros).
         drops: ``(camera, reason)`` for every dropped frame.
         cameras: camera names in batch order.
@@ -412,6 +434,65 @@ class Batch:
     cameras: tuple[str, ...]
     fallbacks: list[tuple[str, str, str, str, str]] = field(default_factory=list)
     timeline: Any = None
+    #: the pipeline's per-buffer write counts, this batch's buffer and its count then (None: owned images)
+    ring: Any = field(default=None, repr=False, compare=False)
+    slot: int = field(default=0, repr=False, compare=False)
+    generation: int = field(default=0, repr=False, compare=False)
+
+    @property
+    def img(self):
+        """``images`` as ``(1, N, 3, H, W)`` (a view), the layout mmdet3d detectors take."""
+        return self.images[None]
+
+    @property
+    def stale(self) -> bool:
+        """True once the pipeline has started writing another frame set into this batch's buffer."""
+        return self.ring is not None and self.ring[self.slot] != self.generation
+
+    def _check_fresh(self) -> None:
+        if self.stale:
+            raise StaleBatchError(
+                f"batch {getattr(self.timeline, 'index', '?')}'s images were overwritten: its output buffer holds a "
+                f"later frame set now (the pipeline reuses output_buffers={len(self.ring)} buffers); call "
+                "batch.keep() to own a copy, or raise output_buffers")
+
+    def keep(self) -> "Batch":
+        """A copy that owns its images (and writeable copies of the metas' arrays), valid forever.
+
+        Raises:
+            StaleBatchError: the images were already overwritten.
+        """
+        images = self.images
+        images = images.clone() if hasattr(images, "clone") else np.array(images, copy=True)
+        return Batch(images, _copy_metas(self.metas), np.array(self.valid, copy=True), list(self.drops),
+                     tuple(self.cameras), list(self.fallbacks), self.timeline)
+
+    def __getstate__(self) -> dict:
+        # a pickled batch owns its images: the ring it points into stays in this process
+        kept = self.keep()
+        state = dict(kept.__dict__)
+        state.pop("ring", None)
+        tl = state.get("timeline")
+        slots = getattr(type(tl), "__slots__", None)
+        if slots and "_lock" in slots:  # a Timeline holds a lock: carry its other slots, a new lock on load
+            state["timeline"] = ("__timeline__", type(tl), {k: getattr(tl, k) for k in slots
+                                                           if k != "_lock" and hasattr(tl, k)})
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        images = state.pop("_images", None)
+        tl = state.get("timeline")
+        if isinstance(tl, tuple) and len(tl) == 3 and tl[0] == "__timeline__":
+            import threading
+
+            obj = tl[1].__new__(tl[1])
+            for k, v in tl[2].items():
+                object.__setattr__(obj, k, v)
+            object.__setattr__(obj, "_lock", threading.Lock())
+            state["timeline"] = obj
+        self.__dict__.update(state)
+        self.__dict__.setdefault("ring", None)
+        self._images = images
 
     @property
     def timings(self) -> list[tuple[str, str, int, int, str]]:
@@ -435,5 +516,31 @@ class Batch:
         return out
 
     def __repr__(self) -> str:
-        shape = tuple(getattr(self.images, "shape", ()))
+        shape = tuple(getattr(self.__dict__.get("_images"), "shape", ()))
         return f"Batch(images{shape}, valid={self.valid.tolist()}, drops={len(self.drops)})"
+
+
+def _get_images(batch: Batch):
+    batch._check_fresh()
+    return batch.__dict__["_images"]
+
+
+def _set_images(batch: Batch, value) -> None:
+    batch.__dict__["_images"] = value
+
+
+# a data descriptor over the dataclass field: every read of batch.images checks the generation
+Batch.images = property(_get_images, _set_images, doc=Batch.__doc__.split("Attributes:")[1].split("metas:")[0].strip())
+
+
+def _copy_metas(metas):
+    def copy(v):
+        if isinstance(v, np.ndarray):
+            return np.array(v, copy=True)
+        if isinstance(v, dict):
+            return {k: copy(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [copy(x) for x in v]
+        return v
+    return copy(metas)
+

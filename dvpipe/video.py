@@ -23,7 +23,10 @@ that keyframe but decoded after it (open-GOP leading pictures, which reference t
 are dropped too. A frame dropped before decoding (superseded, late) still feeds its access units to
 the decoder: the runner merges its packet into the camera's next one (:func:`merge_packets`).
 
-Layouts: pictures are returned as HxWx3 uint8 BGR (FFmpeg's ``bgr24`` conversion).
+Layouts: :func:`decode_video` returns HxWx3 uint8 BGR (FFmpeg's ``bgr24`` conversion, the reference
+pixels); :func:`decode_picture` the decoder's own picture, whose 8-bit 4:2:0 planes
+(:func:`picture_yuv420`: Y full size, Cb and Cr at half width and height, the picture's BT.601/709/2020
+matrix and limited/full range) the CPU backend converts straight into its output at fidelity ``fast``.
 """
 from __future__ import annotations
 
@@ -39,7 +42,8 @@ from .codecs import VIDEO_ENCODINGS
 from .errors import CorruptFrameError, FrameError
 
 __all__ = ["VIDEO_ENCODINGS", "AccessUnit", "VideoPacket", "PresentationOrder", "ReorderingDecoder",
-           "decode_video", "merge_packets", "as_packet", "is_keyframe", "nal_types", "camera_encoder",
+           "decode_video", "decode_picture", "picture_bgr", "picture_yuv420", "yuv_matrix", "merge_packets",
+           "as_packet", "is_keyframe", "nal_types", "camera_encoder",
            "FILE_LOOKAHEAD", "ELEMENTARY_LOOKAHEAD", "KEYFRAME_WAIT"]
 
 _FFMPEG_NAME = {"h264": "h264", "h265": "hevc"}
@@ -300,7 +304,14 @@ class Engine:
 
 class FFmpegEngine(Engine):
     """FFmpeg's software H.264/H.265 decoder through PyAV (slice threads only: frame threading would
-    add a picture of delay per thread). A unit it rejects raises; a picture it concealed is flagged."""
+    add a picture of delay per thread). A unit it rejects raises; a picture it concealed is flagged.
+
+    Pictures are returned as the decoder made them (PyAV ``VideoFrame``: 8-bit 4:2:0 planes for H.264
+    High / H.265 Main, in FFmpeg's frame pool); :func:`picture_bgr` and :func:`picture_yuv420` read them."""
+
+    #: detect what can be detected, conceal, and flag the picture (AV_FRAME_FLAG_CORRUPT): the
+    #: decoder keeps the pictures decoded before the damage (``explode`` would discard some)
+    ERR_DETECT = "crccheck+bitstream+buffer"
 
     def __init__(self, codec: str, extradata: Optional[bytes] = None):
         import av
@@ -311,9 +322,7 @@ class FFmpegEngine(Engine):
         if extradata:
             self._dec.extradata = extradata
         self._dec.thread_type = "SLICE"
-        # detect what can be detected, conceal, and flag the picture (AV_FRAME_FLAG_CORRUPT): the
-        # decoder keeps the pictures decoded before the damage (``explode`` would discard some)
-        self._dec.options = {"err_detect": "crccheck+bitstream+buffer"}
+        self._dec.options = {"err_detect": self.ERR_DETECT}
 
     def _pictures(self, frames) -> list:
         return [(f.pts, f, "the decoder flagged the picture as corrupt" if f.is_corrupt else None) for f in frames]
@@ -584,6 +593,26 @@ def _raise_corrupt(reason: str) -> None:
     raise CorruptFrameError(reason)
 
 
+def decode_picture(data: Any, ctx):
+    """Decode one video frame (a :class:`VideoPacket`, or plain Annex B bytes) to the decoder's picture.
+
+    The picture is what the camera's :class:`ReorderingDecoder` (kept in ``ctx.state``) returns for
+    the frame: a PyAV ``VideoFrame`` in the decoder's own layout (8-bit 4:2:0 ``yuv420p`` /
+    ``yuvj420p`` for H.264 High / H.265 Main), not yet converted or size-checked.
+
+    Raises:
+        FrameError: see :meth:`ReorderingDecoder.picture`.
+    """
+    codec = ctx.spec_in.encoding
+    if codec not in VIDEO_ENCODINGS:
+        raise FrameError(f"decode_video handles {', '.join(VIDEO_ENCODINGS)}, not {codec!r}")
+    packet = as_packet(data, codec)
+    dec = ctx.state.get("video_decoder")
+    if dec is None or dec.codec != codec:
+        dec = ctx.state["video_decoder"] = ReorderingDecoder(codec)
+    return dec.picture(packet, getattr(ctx, "corrupt", None))
+
+
 def decode_video(data: Any, ctx) -> np.ndarray:
     """Decode one video frame (a :class:`VideoPacket`, or plain Annex B bytes) to HxWx3 uint8 BGR.
 
@@ -596,23 +625,58 @@ def decode_video(data: Any, ctx) -> np.ndarray:
     Raises:
         FrameError: see :meth:`ReorderingDecoder.picture`; a picture of another size than declared.
     """
-    codec = ctx.spec_in.encoding
-    if codec not in VIDEO_ENCODINGS:
-        raise FrameError(f"decode_video handles {', '.join(VIDEO_ENCODINGS)}, not {codec!r}")
-    packet = as_packet(data, codec)
-    dec = ctx.state.get("video_decoder")
-    if dec is None or dec.codec != codec:
-        dec = ctx.state["video_decoder"] = ReorderingDecoder(codec)
-    picture = dec.picture(packet, getattr(ctx, "corrupt", None))
-    return picture_bgr(picture, ctx.spec_in)
+    return picture_bgr(decode_picture(data, ctx), ctx.spec_in)
 
 
-def picture_bgr(picture, spec) -> np.ndarray:
-    """A decoded picture as HxWx3 uint8 BGR, checked against the camera's declared size."""
+def _check_picture_size(picture, spec) -> None:
     if (picture.width, picture.height) != (spec.width, spec.height):
         raise FrameError(f"frame is {picture.width}x{picture.height} "
                          f"but the camera declares {spec.width}x{spec.height}")
+
+
+def picture_bgr(picture, spec) -> np.ndarray:
+    """A decoded picture as HxWx3 uint8 BGR (FFmpeg's ``bgr24`` conversion: swscale, the picture's
+    own colour matrix and range), checked against the camera's declared size."""
+    _check_picture_size(picture, spec)
     return picture.to_ndarray(format="bgr24")
+
+
+#: (Kr, Kb) of the Y'CbCr matrices by FFmpeg colorspace code (AVColorSpace); anything else is BT.601,
+#: as swscale treats it (SWS_CS_DEFAULT)
+_YUV_KR_KB = {1: (0.2126, 0.0722), 4: (0.30, 0.11), 7: (0.212, 0.087), 9: (0.2627, 0.0593), 10: (0.2627, 0.0593)}
+_YUV420 = {"yuv420p": False, "yuvj420p": True}  # 8-bit 4:2:0 pixel formats -> full range by the format
+
+
+def yuv_matrix(colorspace: int, full_range: bool) -> tuple[float, float, float, float, float, float]:
+    """``(ky, y0, crv, cgu, cgv, cbu)``: 8-bit Y'CbCr -> R'G'B' in grey levels by the standard.
+
+    ``R = (Y - y0) ky + crv (Cr - 128)``, ``G = (Y - y0) ky - cgu (Cb - 128) - cgv (Cr - 128)``,
+    ``B = (Y - y0) ky + cbu (Cb - 128)``. ``colorspace``: FFmpeg's code (1 BT.709, 9/10 BT.2020,
+    5/6/2 and the rest BT.601); limited range scales Y by 255/219 from 16 and chroma by 255/224.
+    """
+    kr, kb = _YUV_KR_KB.get(int(colorspace), (0.299, 0.114))
+    kg = 1.0 - kr - kb
+    ky, y0, c = (1.0, 0.0, 1.0) if full_range else (255.0 / 219.0, 16.0, 255.0 / 224.0)
+    return (ky, y0, c * 2 * (1 - kr), c * 2 * (1 - kb) * kb / kg, c * 2 * (1 - kr) * kr / kg, c * 2 * (1 - kb))
+
+
+def picture_yuv420(picture, spec):
+    """The planes of an 8-bit 4:2:0 picture, zero-copy, for the CPU backend's YUV kernel; None otherwise.
+
+    Returns ``(y, y_stride, u, v, c_stride, coef)``: the picture's own plane buffers (luma
+    ``height`` rows of ``width``; Cb, Cr ``ceil(height/2)`` rows of ``ceil(width/2)``; row strides
+    in bytes) and its :func:`yuv_matrix`, from the picture's colorspace and range -- the ones FFmpeg's
+    ``bgr24`` conversion uses. None for any other layout (4:2:2, 4:4:4, 10-bit...): the caller then
+    takes :func:`picture_bgr`. Checked against the camera's declared size (FrameError).
+    """
+    _check_picture_size(picture, spec)
+    full = _YUV420.get(picture.format.name)
+    if full is None:
+        return None
+    full = full or int(picture.color_range) == 2
+    planes = picture.planes
+    return (planes[0], planes[0].line_size, planes[1], planes[2], planes[1].line_size,
+            yuv_matrix(picture.colorspace, full))
 
 
 def camera_encoder(codec: str, width: int, height: int, gop: int, fps: float = 30.0):

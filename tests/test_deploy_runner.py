@@ -54,7 +54,7 @@ def test_offline_run_emits_every_frame_in_complete_sets():
     assert all(shape == (3, 3, 64, 96) and valid.all() for shape, valid in seen)
     steps = result.stats.step_names
     assert {"queue_wait", "decode", "model"} <= set(steps), steps
-    assert result.stats.step("model").count == 10
+    assert result.stats.warmup_batches == 2 and result.stats.step("model").count == 10 - 2  # latency.warmup_sets
 
 
 def test_metas_carry_set_time_skew_and_capture():
@@ -191,7 +191,7 @@ def test_model_errors_are_counted_and_the_run_goes_on():
 
     result = run(synthetic_deployment(2, frames=5), model=model)
     assert result.accounting.model_errors == 1 and "RuntimeError: boom" in result.model_error
-    assert result.sets == 5 and result.stats.step("model").count == 5
+    assert result.sets == 5 and result.stats.step("model").count == 5 - result.stats.warmup_batches
 
 
 def test_model_hook_from_the_yaml_with_init(tmp_path):
@@ -211,7 +211,8 @@ def test_model_hook_from_the_yaml_with_init(tmp_path):
     dep = load_deployment(synthetic_deployment(2, frames=2, model=str(tmp_path / "filehook.py") + ":run"))
     r = Runner(dep, write_outputs=False)
     assert [rb.output for rb in r.batches()] == [(2, 3, 64, 96)] * 2
-    assert r.finish().stats.step("model").count == 2
+    st = r.finish().stats
+    assert st.step("model").count + st.warmup_batches == 2
 
 
 def test_frames_and_duration_limits_and_ctrl_c():
@@ -264,8 +265,8 @@ def test_run_cli_writes_trace_json_plots_and_dumps(tmp_path, capsys):
     assert validate_trace(load_trace(tmp_path / "t.json")) > 0
     lat = json.loads((tmp_path / "lat.json").read_text())
     assert lat["schema"] == "dvpipe.latency/1" and "decode" in lat["steps"]
-    assert sorted(x.name for x in (tmp_path / "plots").iterdir()) == ["latency_cdf.png", "latency_steps.png",
-                                                                       "latency_timeline.png"]
+    assert sorted(x.name for x in (tmp_path / "plots").iterdir()) == ["latency_cdf.png", "latency_over_time.png",
+                                                                       "latency_steps.png", "latency_timeline.png"]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["accounted"] and summary["totals"]["entered"] == 8 and summary["sets"] == 4
     dumps = sorted((tmp_path / "out" / "dumps").iterdir())
@@ -398,9 +399,9 @@ def test_counters_only_accounting_still_counts_and_budgets_end_to_end():
     dep = synthetic_deployment(2, frames=6)
     dep["latency"] = {"counters_only": True, "budget_ms": 10000}
     result = run(dep)
-    assert result.stats.counters_only and result.stats.step("decode").count == 12
+    assert result.stats.counters_only and result.stats.step("decode").count == 12 - 2 * 2  # 2 warm-up sets
     assert result.stats.step("decode").p50_ns is None  # no per-step percentiles in this mode
-    assert result.stats.end_to_end("arrival").count == 6
+    assert result.stats.end_to_end("arrival").count == 6 - 2
 
 
 def test_a_one_frame_recording_loops_at_a_finite_rate(tmp_path):
@@ -439,8 +440,9 @@ def test_prometheus_endpoint_serves_the_run_metrics():
     finally:
         runner.close()
         runner.finish()
-    assert "dvpipe_batches_total 4.0" in body
-    assert 'dvpipe_step_duration_seconds_count{camera="CAM0",kind="host",step="decode"} 4.0' in body
+    assert "dvpipe_batches_total 2.0" in body  # 4 sets, 2 of them warm-up (not in the latency metrics)
+    assert 'dvpipe_step_duration_seconds_count{camera="CAM0",kind="host",step="decode"} 2.0' in body
+    assert "dvpipe_frame_sets_total 4.0" in body
 
 
 def test_the_next_set_is_preprocessed_while_the_model_runs():

@@ -302,3 +302,95 @@ def test_looped_paced_elementary_stream_never_pauses_between_passes(tmp_path, co
     assert [it.frame.seq for it in items] == list(range(24))
     assert fake.waits_ns == [100_000_000] * 23
     assert [it.capture_mono_ns for it in items] == [1_000_000_000 + k * 100_000_000 for k in range(24)]
+
+
+# ------------------------------------------------------------------ deployments: {camera} patterns, rig frames
+def _flat_rig(names=("CAM_FRONT", "CAM_FRONT_LEFT")) -> dict:
+    return {"cameras": [{"name": n, "width": 8, "height": 8} for n in names]}
+
+
+def _flat_folder(tmp_path: Path) -> Path:
+    """nuScenes' flat ``samples`` layout: every camera's files in one folder, the camera in the name."""
+    folder = tmp_path / "sweeps"
+    _write_images(folder, [f"n015__{cam}__{t}.jpg" for cam in ("CAM_FRONT", "CAM_FRONT_LEFT")
+                           for t in (1532402927612460 + (cam == "CAM_FRONT_LEFT") * 5000, 1532402928112460)])
+    return folder
+
+
+def _dep(source: dict, rig=None) -> dict:
+    return {"rig": rig or _flat_rig(), "pipeline": {"stages": ["decode"], "backends": ["cpu"]}, "source": source,
+            "outputs": {"metrics": False}}
+
+
+def test_camera_is_expanded_in_pattern(tmp_path):
+    from dvpipe.deploy import load_deployment
+
+    folder = _flat_folder(tmp_path)
+    dep = load_deployment(_dep({"type": "images", "uri": str(folder), "pattern": "*__{camera}__*.jpg"}))
+    assert not dep.warnings
+    for c in dep.cameras:
+        assert c.source.options["pattern"] == f"*__{c.name}__*.jpg"
+        items = read_all(open_source(dep.rig[c.name], c.source))
+        expected = sorted(p for p in glob.glob(str(folder / "*.jpg")) if f"__{c.name}__" in p)
+        assert len(items) == len(expected) == 2
+        assert [it.frame.capture_ns for it in items] == [int(Path(p).stem.rsplit("__", 1)[1]) * 1000 for p in expected]
+
+
+def test_validate_fails_on_a_pattern_that_matches_nothing(tmp_path, capsys):
+    from dvpipe.cli import main as cli_main
+    from dvpipe.deploy import load_deployment
+
+    folder = _flat_folder(tmp_path)
+    with pytest.raises(Exception, match=r"source\.pattern: '\*__CAM_FRONT__\*\.png' matches no file"):
+        load_deployment(_dep({"type": "images", "uri": str(folder), "pattern": "*__{camera}__*.png"}))
+    p = tmp_path / "dep.yaml"
+    p.write_text(yaml.safe_dump(_dep({"type": "images", "uri": str(folder), "pattern": "*__{camera}__*.png"})))
+    assert cli_main(["validate", str(p)]) != 0
+    cap = capsys.readouterr()
+    assert "source.pattern" in cap.out + cap.err
+
+
+def test_one_file_in_two_cameras_sequences_is_a_warning(tmp_path):
+    """``*{camera}*`` for CAM_FRONT also matches CAM_FRONT_LEFT's files (the bug of issue 18)."""
+    from dvpipe.deploy import load_deployment
+
+    folder = _flat_folder(tmp_path)
+    dep = load_deployment(_dep({"type": "images", "uri": str(folder), "pattern": "*{camera}*.jpg"}))
+    (w,) = [w for w in dep.warnings if "image sequences of" in w]
+    assert "CAM_FRONT_LEFT" in w and "CAM_FRONT, CAM_FRONT_LEFT" in w and "(and 1 more file)" in w
+
+
+def test_a_single_sample_rigs_image_and_capture_time_are_used(tmp_path):
+    from dvpipe.deploy import load_deployment
+
+    _write_images(tmp_path, ["front.jpg", "left.jpg"])
+    rig = {"cameras": [{"name": "CAM_FRONT", "width": 8, "height": 8, "image": "front.jpg",
+                        "capture_time_ns": 1532402927612460000},
+                       {"name": "CAM_FRONT_LEFT", "width": 8, "height": 8, "image": "left.jpg",
+                        "capture_time_ns": 1532402927604799000}]}
+    (tmp_path / "rig.yaml").write_text(yaml.safe_dump(rig))
+    d = {"rig": "rig.yaml", "pipeline": {"stages": ["decode"], "backends": ["cpu"]}, "outputs": {"metrics": False}}
+    (tmp_path / "dep.yaml").write_text(yaml.safe_dump(d))
+    dep = load_deployment(tmp_path / "dep.yaml")
+    got = {c.name: read_all(open_source(dep.rig[c.name], c.source)) for c in dep.cameras}
+    assert {k: [(it.frame.capture_ns, len(it.frame.data)) for it in v] for k, v in got.items()} == {
+        "CAM_FRONT": [(1532402927612460000, (tmp_path / "front.jpg").stat().st_size)],
+        "CAM_FRONT_LEFT": [(1532402927604799000, (tmp_path / "left.jpg").stat().st_size)]}
+    # a deployment that gives the cameras a source: the rig's frame keys are not used, and it says so
+    d["source"] = {"type": "images", "uri": str(tmp_path), "pattern": "front.jpg", "timestamps": "fps"}
+    (tmp_path / "dep.yaml").write_text(yaml.safe_dump(d))
+    warned = [w for w in load_deployment(tmp_path / "dep.yaml").warnings if "are not used" in w]
+    assert len(warned) == 2 and "image: front.jpg" in warned[0]
+
+
+@pytest.mark.parametrize("camera, message", [
+    ({"image": 7}, r"cameras\[0\]\.image: expected an image file name"),
+    ({"image": "a.jpg", "capture_time_ns": "soon"}, r"cameras\[0\]\.capture_time_ns: expected an integer"),
+    ({"capture_time_ns": 5}, r"cameras\[0\]\.capture_time_ns: given without image"),
+])
+def test_rig_frame_keys_are_checked(camera, message):
+    from dvpipe import Rig
+    from dvpipe.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        Rig.from_dict({"cameras": [dict({"name": "CAM_FRONT", "width": 8, "height": 8}, **camera)]})

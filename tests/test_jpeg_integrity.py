@@ -157,8 +157,11 @@ def test_flag_policy_keeps_the_picture_opencv_conceals(backend, fidelity):
             assert valid and meta.get("corrupt") is True and "corrupt" in meta["corrupt_reason"], (v, reason)
             if fidelity == "reference":
                 assert np.array_equal(img, cv2_decode(vs[v], reduce)), v
-            elif backend == "cpu":
-                assert np.array_equal(img, cv2_decode(vs[v], 2)), v
+            elif backend == "cpu":  # the 1/2-scale decode, whose chroma fast filters as the reference's
+                # upsample + 2x2 mean would ([1,6,1]/8): on average within a grey level of OpenCV's 1/2
+                # decode of the same damaged bytes (another or an empty picture is tens of levels off)
+                diff = np.abs(img.astype(int) - cv2_decode(vs[v], 2).astype(int))
+                assert diff.mean() < 1, (v, diff.mean())
         else:
             assert valid and not meta.get("corrupt"), (v, meta)
 

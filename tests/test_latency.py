@@ -453,7 +453,7 @@ def test_plots_write_pngs(tmp_path):
     tl = stats.timelines[-1]
     tl.record("model", tl.end_ns - MS, tl.end_ns, kind="model")
     paths = write_plots(stats, tmp_path)
-    assert set(paths) == {"steps", "cdf", "timeline"}
+    assert set(paths) == {"steps", "over_time", "cdf", "timeline"}
     for p in paths.values():
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 import dvpipe as dv
+from _bevdet_ref import bevdet_reference
 from _bevformer_ref import bevformer_reference
+from _petr_ref import petr_reference
 from conftest import encode_jpeg, rig_dict, textured_bgr
 
 PROFILES = ["bevformer-base", "bevformer-small", "bevformer-tiny"]
@@ -83,7 +85,46 @@ def test_bevdet_metas_post_rot_tran_separate():
     batch = pipe.process({"CAM0": encode_jpeg(textured_bgr(1600, 900))})
     m = batch.metas[0]
     assert batch.images.shape == (1, 3, 256, 704)
-    # BEVDet test: resize 704/1600 = 0.44 -> 704x396, crop_h = 396 - 256 = 140
-    assert np.allclose(m["post_rot"], np.diag([0.44, 0.44, 1.0]))
-    assert np.allclose(m["post_tran"], [0.0, -140.0, 0.0])
+    # BEVDet@1bacecb bevdet-r50.py: resize 704/1600 + resize_test 0.04 = 0.48 -> 768x432, crop (32, 176)
+    assert np.allclose(m["post_rot"], np.diag([0.48, 0.48, 1.0]))
+    assert np.allclose(m["post_tran"], [-32.0, -176.0, 0.0])
     assert np.allclose(m["lidar2img"], rig[0].lidar2img)
+
+
+# PETR's petr_vovnet_gridmask_p4_800x320.py data_aug_conf at test time (megvii-research/PETR@f7525f9)
+_PETR_CONF = {"final_dim": (320, 800), "bot_pct_lim": (0.0, 0.0), "H": 900, "W": 1600}
+# BEVDet's bevdet-r50.py data_config (HuangJunJie2017/BEVDet@1bacecb)
+_BEVDET_CONF = {"input_size": (256, 704), "crop_h": (0.0, 0.0), "resize_test": 0.04}
+
+
+def test_petr_profile_matches_repository_transform():
+    """Pillow's default bicubic on uint8 (not OpenCV INTER_LINEAR), as ResizeCropFlipImage calls it."""
+    rig = dv.Rig.from_dict(rig_dict([(1600, 900)] * 2))
+    frames = {c.name: encode_jpeg(textured_bgr(1600, 900, seed=k)) for k, c in enumerate(rig)}
+    batch = dv.Pipeline.from_profile("petr", rig).process(frames)
+    p = dv.PROFILES["petr"]
+    ref_img, ref_metas = petr_reference([frames[c.name] for c in rig], [c.intrinsics for c in rig],
+                                        [c.lidar2cam for c in rig], _PETR_CONF, p.mean, p.std, p.to_rgb)
+    assert batch.images.shape == ref_img.shape == (2, 3, 320, 800)
+    assert np.abs(batch.images - ref_img).max() <= 1e-4
+    for m, r in zip(batch.metas, ref_metas):
+        assert np.allclose(m["lidar2img"], r["lidar2img"], rtol=1e-6, atol=1e-5)
+        assert tuple(m["img_shape"]) == tuple(r["img_shape"])
+
+
+@pytest.mark.parametrize("size", [(1600, 900), (1920, 1080), (641, 359)])
+def test_bevdet_profile_matches_repository_transform(size):
+    """Pillow decode + bicubic resize by 704/W + 0.04, ImageNet normalisation in RGB, post_rot/post_tran."""
+    rig = dv.Rig.from_dict(rig_dict([size]))
+    frames = {"CAM0": encode_jpeg(textured_bgr(*size, seed=2))}
+    batch = dv.Pipeline.from_profile("bevdet", rig).process(frames)
+    imgs, rots, trans = bevdet_reference([frames["CAM0"]], _BEVDET_CONF)
+    assert batch.images.shape == imgs.shape
+    assert np.abs(batch.images - imgs).max() <= 1e-5
+    assert np.allclose(batch.metas[0]["post_rot"], rots[0], atol=1e-6)
+    assert np.allclose(batch.metas[0]["post_tran"], trans[0], atol=1e-4)
+
+
+def test_profiles_cite_file_and_commit():
+    for name in ("bevformer-tiny", "petr", "bevdet"):
+        assert "@" in dv.PROFILES[name].source and ".py" in dv.PROFILES[name].source

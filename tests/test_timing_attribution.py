@@ -46,7 +46,8 @@ def test_a_sleeping_stage_is_attributed_its_time_by_the_pipeline():
 
 
 def test_runner_attribution_and_a_complete_valid_trace(tmp_path):
-    dep = synthetic_deployment(3, frames=12, outputs={"dir": str(tmp_path), "trace": True, "metrics": False})
+    dep = synthetic_deployment(3, frames=12, outputs={"dir": str(tmp_path), "trace": True, "metrics": False},
+                               latency={"warmup_sets": 0})  # every set counted: 36 spans
     dep["pipeline"]["stages"].insert(1, {f"{__name__}:Sleep": {"seconds": SLEEP_S}})
     runner = Runner(load_deployment(dep))
     result = runner.run()

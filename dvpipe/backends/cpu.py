@@ -6,11 +6,11 @@ decoders, OpenCV and numpy's loops release the GIL):
 * ``decode`` -- libjpeg-turbo into a buffer reused from one frame set to the next (see
   :mod:`dvpipe.backends._decode`; simplejpeg when installed, bit-identical to ``cv2.imdecode``).
 * ``decode+resize`` at fidelity ``fast`` only -- JPEG DCT-domain downscaling: libjpeg decodes at
-  1/2, 1/4 or 1/8 scale (4x, 16x, 64x fewer pixels through the IDCT and colour conversion); an
-  odd size drops the one column / row libjpeg's rounding up adds, any other size is finished by a
-  small resize to the exact target. Not bit-identical to
-  bilinear resizing of the full decode; the deviation is measured in
-  ``tests/test_cpu_backend.py`` and documented in ``docs/performance.md``.
+  1/2, 1/4 or 1/8 scale (4x, 16x, 64x fewer pixels through the IDCT and colour conversion), only
+  where that decode is the resize's own sampling: an exact 2x (linear) or 2x/4x/8x (area) box
+  shrink (:func:`_dct_reduce`); odd, prime and other sizes decode at full size. Not bit-identical
+  to bilinear resizing of the full decode; the deviation is measured in
+  ``tests/test_fast_fidelity_sizes.py`` and documented in ``docs/performance.md``.
 * fused ``[resize+]normalise[+resize][+pad]+batch`` -- the only float data is the output, written
   straight into the camera's slot of the pipeline's reused batch buffer (CHW, channel order as
   asked); only the pad strip is written besides. Every output byte is written once.
@@ -97,11 +97,30 @@ def _decode(data, stages, ctx: KernelContext):
     return decode_bgr(data, ctx.spec_in, state=ctx.state, decoder="auto", on_corrupt=ctx.corrupt)
 
 
-def _dct_reduce(spec_in, spec_out) -> int:
+def _dct_reduce(spec_in, spec_out, interpolation: str = "linear") -> int:
+    """The DCT-domain scale 1/r (r in 8, 4, 2) whose decode *is* the resize's sampling, or 1 (none).
+
+    Pixel convention (corner origin, what OpenCV and the reference use): output pixel ``x`` of a
+    ``W -> W'`` resize samples source position ``u = (x + 0.5) * W / W'``. libjpeg's 1/r decode
+    has ``ceil(W / r)`` pixels, pixel ``j`` the low-pass of source ``[r j, r j + r)`` -- the r x r
+    box mean, up to the shortcut's own filter. That decode stands for the reference only where the
+    reference itself is that box mean:
+
+    * ``W == r W'`` and ``H == r H'`` exactly (then ``ceil(W / r) == W'``: nothing else to resample);
+    * ``area`` at any such r (INTER_AREA at an integer factor is the r x r box mean), ``linear``
+      at r = 2 only (INTER_LINEAR at exactly 1/2 samples ``2x + 0.5``: the 2x2 mean; at 1/4 it is
+      the mean of the 2x2 *centre* of each 4x4 block, which a 1/4 decode does not have).
+
+    Anywhere else (odd or prime sizes: ``W / W' = 2 + 1/W'``, a bilinear grid that drifts from
+    2x2 means at the left edge to point samples of single source pixels mid-image) a 1/r decode has
+    lost what the reference samples: even resampled on the exact reference grid it deviates by
+    mean 0.008-0.074 / p99 0.05-0.58 normalised units on real photographs (docs/performance.md), so
+    ``fast`` decodes at full size and resizes in uint8 instead (mean ~0.004, p99 ~0.01).
+    """
     w_in, h_in = spec_in.size
     w_out, h_out = spec_out.size
-    for r in (8, 4, 2):
-        if -(-w_in // r) >= w_out and -(-h_in // r) >= h_out:
+    for r in ((8, 4, 2) if interpolation == "area" else (2,) if interpolation == "linear" else ()):
+        if w_in == r * w_out and h_in == r * h_out:
             return r
     return 1
 
@@ -111,32 +130,116 @@ def _supports_dct(q: KernelQuery) -> Verdict:
         return Verdict.no("DCT-domain scaling only at fidelity 'fast' (reference resizes the full decode bilinearly)")
     if q.spec_in.encoding != "jpeg":
         return Verdict.no(f"DCT-domain scaling needs JPEG input, got {q.spec_in.encoding or q.spec_in.pixel_format.value}")
-    if q.stages[1].interpolation == "nearest":
+    interp = q.stages[1].interpolation
+    if interp == "nearest":
         return Verdict.no("DCT-domain scaling is not a nearest-neighbour resize")
-    r = _dct_reduce(q.spec_in, q.spec_out)
+    r = _dct_reduce(q.spec_in, q.spec_out, interp)
     if r == 1:
-        return Verdict.no("shrink below 2x: DCT-domain scaling does not apply")
+        return Verdict.no(f"{q.spec_in.width}x{q.spec_in.height} -> {q.spec_out.width}x{q.spec_out.height} {interp} is "
+                          "not an exact " + ("2x" if interp == "linear" else "2x, 4x or 8x") +
+                          " box shrink: a DCT-scaled decode would not sample what the reference does")
     return Verdict.yes(f"JPEG decoded at 1/{r} scale in the DCT domain")
+
+
+#: chroma axes (horizontal, vertical) a 1/2-scale decode subsamples, by JPEG subsampling
+_CHROMA_AXES = {"420": (True, True), "422": (True, False), "440": (False, True)}
+_LUMA_BGR = np.array([0.114, 0.587, 0.299], np.float32)  # JFIF's Y weights, in BGR order
+_F161 = np.array([1, 6, 1], np.float32) / 8
+
+
+def _chroma_axes(data, st: dict) -> tuple[bool, bool]:
+    """Which axes the frame's chroma is subsampled along (cached per camera by its SOF component bytes)."""
+    known = st.get("_sof")
+    key = bytes(data[known[0]:known[0] + 19]) if known is not None else None
+    hit = st.get("_chroma")
+    if key is not None and hit is not None and hit[0] == key:
+        return hit[1]
+    from ..codecs import jpeg_frame_header
+
+    _, info = jpeg_frame_header(data)
+    axes = _CHROMA_AXES.get(info.subsampling, (False, False)) if info.components == 3 else (False, False)
+    st["_chroma"] = (key, axes)
+    return axes
+
+
+def _chroma_blur(img: np.ndarray, dst: np.ndarray, h: bool, v: bool) -> np.ndarray:
+    """``img`` with its luma kept and its chroma filtered by [1, 6, 1] / 8 along the chosen axes (uint8 BGR)."""
+    if _native is not None:
+        _native.chroma_blur(img, dst, h, v)
+        return dst
+    one = np.array([0, 1, 0], np.float32)
+    f = cv2.sepFilter2D(img, cv2.CV_32F, _F161 if h else one, _F161 if v else one, borderType=cv2.BORDER_REPLICATE)
+    dy = img.astype(np.float32) @ _LUMA_BGR - f @ _LUMA_BGR
+    np.copyto(dst, np.clip(np.floor(f + dy[..., None] + 0.5), 0, 255), casting="unsafe")
+    return dst
 
 
 @register_kernel(("decode", "resize"), backend="cpu", supports=_supports_dct, name="libjpeg-turbo-dct-scaled")
 def _decode_resize(data, stages, ctx: KernelContext):
+    """JPEG -> HxWx3 uint8 BGR at 1/r scale, which is exactly the resize's output size (see :func:`_dct_reduce`).
+
+    At 1/2 a subsampled chroma (4:2:0, 4:2:2, 4:4:0) is decoded at its native resolution, the output
+    grid, while the reference upsamples it (libjpeg's fancy 3/4-1/4 filter) before its 2x2 means:
+    along each subsampled axis that is ``[1, 6, 1] / 8`` of the native chroma, so the decoded image's
+    chroma gets that filter (``_native.chroma_blur``; luma untouched). On real 4:2:0 photographs it
+    cuts the deviation from ``reference`` by 3-8x at p99 (KITTI: 0.21 -> 0.03; docs/performance.md).
+    """
     st = ctx.state
-    prog = st.get("dct")
-    if prog is None:
-        prog = st["dct"] = (_dct_reduce(ctx.spec_in, ctx.spec_out), ctx.spec_out.size, _INTERP[stages[1].interpolation])
-    reduce, size, interp = prog
+    reduce = st.get("dct")
+    if reduce is None:
+        reduce = st["dct"] = _dct_reduce(ctx.spec_in, ctx.spec_out, stages[1].interpolation)
     img = decode_bgr(data, ctx.spec_in, reduce=reduce, state=st, decoder="auto", on_corrupt=ctx.corrupt)
-    w, h = size
-    dw, dh = img.shape[1] - w, img.shape[0] - h
-    if dw == 0 and dh == 0:
+    if reduce != 2 or isinstance(data, np.ndarray):
         return img
-    if dw <= 1 and dh <= 1 and ctx.spec_in.width // w == reduce and ctx.spec_in.height // h == reduce:
-        # an odd size: libjpeg rounds the scaled size up (ceil(1241 / 2) = 621 for int(1241 * 0.5) = 620);
-        # dropping the last column / row keeps pixel i centred on source 2i + 1 (the nominal geometry)
-        # where a 621 -> 620 resize would drift by up to half a pixel towards the far edge
-        return img[:h, :w]
-    return cv2.resize(img, size, dst=_scratch(st, "rs", (h, w, 3), np.uint8), interpolation=interp)
+    h, v = _chroma_axes(data, st)
+    if not (h or v):
+        return img
+    return _chroma_blur(img, _scratch(st, "chroma", img.shape, np.uint8), h, v)
+
+
+def _supports_dct_fused(q: KernelQuery) -> Verdict:
+    import dataclasses
+
+    v = _supports_dct(dataclasses.replace(q, stages=q.stages[:2], specs=q.specs[:2]))
+    if not v.ok:
+        return v
+    if _native is None:
+        return Verdict.no(NATIVE_REASON or "compiled kernel disabled")
+    if q.spec_out.dtype != "float32":
+        return Verdict.no(f"the fused DCT kernel writes float32, not {q.spec_out.dtype}")
+    return Verdict.yes(v.reason + "; chroma filtered as the reference's upsampling + 2x2 mean, normalised into the slot")
+
+
+def _decode_resize_write(data, stages, ctx: KernelContext):
+    """``decode+resize+normalise[+pad]+batch`` at fidelity ``fast``: the 1/r decode of
+    :func:`_decode_resize`, then one compiled pass into the batch slot -- ``normalise_chroma``
+    (the chroma filter fused into the normalisation, in float: no uint8 intermediate) where the
+    chroma is subsampled at 1/2, ``normalise_planes`` otherwise."""
+    st = ctx.state
+    prog = st.get("dctprog")
+    if prog is None:
+        by_op = {s.op: s for s in stages}
+        norm, pad = by_op["normalise"], by_op.get("pad")
+        w, h = stages[1].out_size(*ctx.spec_in.size)
+        prog = st["dctprog"] = (_dct_reduce(ctx.spec_in, ctx.spec_in.with_(width=w, height=h), stages[1].interpolation),
+                                (2, 1, 0) if norm.to_rgb else (0, 1, 2), tuple(norm.mean),
+                                tuple(1.0 / x for x in norm.std), float(pad.value) if pad is not None else 0.0, w, h)
+    reduce, order, mean, inv_std, pad_value, w, h = prog
+    img = decode_bgr(data, ctx.spec_in, reduce=reduce, state=st, decoder="auto", on_corrupt=ctx.corrupt)
+    if img.strides[1:] != (3, 1):
+        img = np.ascontiguousarray(img)
+    out = _host_view(ctx.out)
+    hb, vb = _chroma_axes(data, st) if reduce == 2 and not isinstance(data, np.ndarray) else (False, False)
+    if hb or vb:
+        _native.normalise_chroma(img, out[:, :h, :w], order, mean, inv_std, hb, vb)
+    else:
+        _native.normalise_planes(img, out[:, :h, :w], order, mean, inv_std, 1)
+    hp, wp = out.shape[1:]
+    if h < hp:
+        out[:, h:, :].fill(pad_value)
+    if w < wp:
+        out[:, :h, w:].fill(pad_value)
+    return ctx.out
 
 
 # -- single-stage kernels (used when a user's stage order leaves nothing to fuse) --------------------
@@ -144,6 +247,8 @@ def _decode_resize(data, stages, ctx: KernelContext):
 def _resize(data, stages, ctx: KernelContext):
     (st,) = stages
     w, h = ctx.spec_out.size
+    if st.interpolation == "pil_bicubic":
+        return _resize_pil(data, w, h)
     dst = _scratch(ctx.state, "rs", (h, w) + data.shape[2:], data.dtype)
     return cv2.resize(data, (w, h), dst=dst, interpolation=_INTERP[st.interpolation])
 
@@ -318,7 +423,22 @@ def _fused_write(data, stages, ctx: KernelContext):
     return ctx.out
 
 
+def _resize_pil(data: np.ndarray, w: int, h: int) -> np.ndarray:
+    """Pillow's ``Image.resize((w, h))`` (default bicubic) on HxWx3 uint8; the numpy re-implementation
+    of :mod:`dvpipe.backends.numpy_ref` (bit-identical) when Pillow is not installed."""
+    try:
+        from PIL import Image
+    except ImportError:
+        from .numpy_ref import resize_pil_uint8
+
+        return resize_pil_uint8(data, w, h)
+    # Pillow resamples each channel alone, so BGR data gives the same bytes as RGB
+    return np.asarray(Image.fromarray(np.ascontiguousarray(data)).resize((w, h), Image.BICUBIC))
+
+
 def _supports_fused(q: KernelQuery) -> Verdict:
+    if any(s.op == "resize" and s.interpolation == "pil_bicubic" for s in q.stages):
+        return Verdict.no("Pillow's bicubic resize runs on its own (cv2.resize is not Pillow's filter)")
     if q.spec_in.pixel_format is not PixelFormat.BGR or q.spec_in.dtype != "uint8":
         return Verdict.no(f"fused normalise writes need uint8 BGR input, got {q.spec_in}")
     if q.spec_out.dtype not in ("float32", "float16"):
@@ -332,3 +452,84 @@ for _ops in [("normalise", "pad", "batch"), ("normalise", "batch"),
              ("normalise", "resize", "pad", "batch"), ("normalise", "resize", "batch"),
              ("resize", "normalise", "pad", "batch"), ("resize", "normalise", "batch")]:
     register_kernel(_ops, backend="cpu", supports=_supports_fused, name="fused_" + "_".join(_ops))(_fused_write)
+
+
+# -- video at fidelity fast: the decoder's 4:2:0 planes straight into the output ----------------------
+def _supports_video_yuv(q: KernelQuery) -> Verdict:
+    if q.spec_in.encoding not in VIDEO_ENCODINGS:
+        return Verdict.no("decoded-plane writes are for video input")
+    if q.fidelity != "fast":
+        return Verdict.no("at fidelity 'reference' the pixels are FFmpeg's own bgr24 conversion (then the fused kernel)")
+    if _native is None:
+        return Verdict.no(NATIVE_REASON or "compiled kernel disabled")
+    if q.spec_out.dtype != "float32":
+        return Verdict.no(f"the YUV kernel writes float32, not {q.spec_out.dtype}")
+    ops = [s.op for s in q.stages]
+    if "resize" in ops:
+        i = ops.index("resize")
+        (wi, hi), (wo, ho) = q.specs[i - 1].size, q.specs[i].size
+        if q.stages[i].interpolation not in ("linear", "area") or (wi, hi) != (2 * wo, 2 * ho):
+            return Verdict.no(f"{wi}x{hi} -> {wo}x{ho} {q.stages[i].interpolation} is not an exact 2x box shrink")
+    return Verdict.yes("the decoder's 4:2:0 planes converted (BT.601/709/2020 in float) straight into the output")
+
+
+def _video_yuv_write(data, stages, ctx: KernelContext):
+    """``decode[+resize]+normalise[+pad]+batch`` for H.264/H.265 at fidelity ``fast``.
+
+    The camera's reordering decoder returns the frame's picture (:func:`dvpipe.video.decode_picture`);
+    its 8-bit 4:2:0 planes (Y full size, Cb/Cr half width and height, read in place) go through
+    ``_native.yuv420_normalise``: Y'CbCr -> BGR by the picture's own matrix and range in float32,
+    clipped, normalised, written CHW into the batch slot -- at an exact 2x shrink from the 2x2 luma
+    means and the block's one chroma sample. No BGR picture, no per-frame buffer. A picture in another
+    layout (4:2:2, 4:4:4, 10-bit) takes FFmpeg's bgr24 conversion and the fused kernel.
+    """
+    from ..video import decode_picture, picture_bgr, picture_yuv420
+
+    pic = decode_picture(data, ctx)
+    planes = picture_yuv420(pic, ctx.spec_in)
+    if planes is None:
+        return _fused_write(picture_bgr(pic, ctx.spec_in), stages[1:], ctx)
+    st = ctx.state
+    prog = st.get("yuvprog")
+    if prog is None:
+        by_op = {s.op: s for s in stages}
+        norm, pad = by_op["normalise"], by_op.get("pad")
+        shrink = 2 if "resize" in by_op else 1
+        width, height = ctx.spec_in.size
+        prog = st["yuvprog"] = ((2, 1, 0) if norm.to_rgb else (0, 1, 2), tuple(norm.mean),
+                                tuple(1.0 / s for s in norm.std), shrink, width, height,
+                                float(pad.value) if pad is not None else 0.0)
+    order, mean, inv_std, shrink, width, height, pad_value = prog
+    out = _host_view(ctx.out)
+    w, h = width // shrink, height // shrink
+    y, ys, u, v, cs, coef = planes
+    _native.yuv420_normalise(y, ys, u, v, cs, width, height, out[:, :h, :w], order, mean, inv_std, shrink, coef)
+    hp, wp = out.shape[1:]
+    if h < hp:
+        out[:, h:, :].fill(pad_value)
+    if w < wp:
+        out[:, :h, w:].fill(pad_value)
+    return ctx.out
+
+
+# decode straight into the batch slot, one kernel per op run for both inputs (a run has one kernel
+# per backend): JPEG through the DCT-scaled decode, H.264/H.265 through the decoder's YUV planes
+def _supports_decode_to_slot(q: KernelQuery) -> Verdict:
+    if q.spec_in.encoding in VIDEO_ENCODINGS:
+        return _supports_video_yuv(q)
+    if [s.op for s in q.stages[:3]] != ["decode", "resize", "normalise"]:
+        return Verdict.no("a JPEG is decoded into the slot only through a DCT-scaled decode (decode, resize first)")
+    return _supports_dct_fused(q)
+
+
+def _decode_to_slot(data, stages, ctx: KernelContext):
+    if ctx.spec_in.encoding in VIDEO_ENCODINGS:
+        return _video_yuv_write(data, stages, ctx)
+    return _decode_resize_write(data, stages, ctx)
+
+
+for _ops in [("decode", "resize", "normalise", "pad", "batch"), ("decode", "resize", "normalise", "batch"),
+             ("decode", "normalise", "resize", "pad", "batch"), ("decode", "normalise", "resize", "batch"),
+             ("decode", "normalise", "pad", "batch"), ("decode", "normalise", "batch")]:
+    register_kernel(_ops, backend="cpu", supports=_supports_decode_to_slot,
+                    name="fused_" + "_".join(_ops))(_decode_to_slot)

@@ -10,6 +10,12 @@ mmdet3d reference uses); everything after decode is written out from the definit
   pixels its footprint ``[x*W/W', (x+1)*W/W')`` covers (OpenCV ``INTER_AREA``); for enlarging,
   OpenCV's rule ``fx = (x+1) - (floor(x*W/W')+1)*W'/W`` clipped to [0, 1).
 * ``nearest`` — ``sx = min(floor(x * W/W'), W - 1)`` (OpenCV ``INTER_NEAREST``).
+* ``pil_bicubic`` — Pillow's ``Image.resize(size)`` default filter on uint8 (``Resampling.BICUBIC``,
+  ``a = -0.5``, antialiased: the kernel support grows by the shrink factor), written out from
+  Pillow's ``libImaging/Resample.c``: per axis, double coefficients normalised to sum 1, then fixed
+  point with 22 fraction bits rounded half away from zero; the horizontal pass runs first and its
+  result is rounded and clipped to uint8 (``(acc + 2**21) >> 22``), then the vertical pass. Exact
+  integer arithmetic, so the result is bit-identical to Pillow's.
 """
 from __future__ import annotations
 
@@ -72,6 +78,74 @@ def nearest_weights(n_in: int, n_out: int) -> np.ndarray:
 
 _WEIGHTS = {"linear": linear_weights, "area": area_weights, "nearest": nearest_weights}
 
+#: Pillow's fixed-point fraction bits for 8-bit images (``PRECISION_BITS = 32 - 8 - 2``).
+PIL_PRECISION_BITS = 22
+
+
+def _pil_bicubic(x: float) -> float:
+    # Pillow's bicubic_filter with a = -0.5, same operation order (the doubles must match)
+    a = -0.5
+    if x < 0.0:
+        x = -x
+    if x < 1.0:
+        return ((a + 2.0) * x - (a + 3.0)) * x * x + 1
+    if x < 2.0:
+        return (((x - 5) * x + 8) * x - 4) * a
+    return 0.0
+
+
+def pil_bicubic_taps(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pillow's bicubic taps along one axis: ``(first, coeffs)`` where output ``i`` is
+    ``sum_k coeffs[i, k] * in[first[i] + k]`` in fixed point (``coeffs`` int64, 22 fraction bits,
+    zero past each output's last tap)."""
+    scale = n_in / n_out
+    filterscale = max(scale, 1.0)
+    support = 2.0 * filterscale
+    ksize = int(math.ceil(support)) * 2 + 1
+    first = np.zeros(n_out, dtype=np.int64)
+    coeffs = np.zeros((n_out, ksize), dtype=np.int64)
+    one = 1 << PIL_PRECISION_BITS
+    for xx in range(n_out):
+        center = (xx + 0.5) * scale
+        ss = 1.0 / filterscale
+        xmin = max(int(center - support + 0.5), 0)  # C's (int) truncates toward zero, as int() does
+        xmax = min(int(center + support + 0.5), n_in) - xmin
+        ws = [_pil_bicubic((x + xmin - center + 0.5) * ss) for x in range(xmax)]
+        ww = 0.0
+        for w in ws:
+            ww += w
+        first[xx] = xmin
+        for x, w in enumerate(ws):
+            k = w / ww if ww != 0.0 else w
+            coeffs[xx, x] = int(0.5 + k * one) if k >= 0 else int(-0.5 + k * one)
+    return first, coeffs
+
+
+def _pil_pass(img: np.ndarray, n_out: int, axis: int) -> np.ndarray:
+    n_in = img.shape[axis]
+    first, coeffs = pil_bicubic_taps(n_in, n_out)
+    x = np.moveaxis(img, axis, 0).astype(np.int64)
+    acc = np.full((n_out,) + x.shape[1:], 1 << (PIL_PRECISION_BITS - 1), dtype=np.int64)
+    extra = (1,) * (x.ndim - 1)
+    for k in range(coeffs.shape[1]):
+        idx = np.minimum(first + k, n_in - 1)  # taps past the end carry weight 0
+        acc += coeffs[:, k].reshape((-1,) + extra) * x[idx]
+    out = np.clip(acc >> PIL_PRECISION_BITS, 0, 255).astype(np.uint8)
+    return np.moveaxis(out, 0, axis)
+
+
+def resize_pil_uint8(img: np.ndarray, out_w: int, out_h: int) -> np.ndarray:
+    """``PIL.Image.fromarray(img).resize((out_w, out_h))`` for an HxW[xC] uint8 array, without Pillow."""
+    if img.dtype != np.uint8:
+        raise TypeError(f"pil_bicubic resizes uint8 images, got {img.dtype}")
+    h, w = img.shape[:2]
+    out = img
+    if out_w != w:  # Pillow skips a pass whose size does not change
+        out = _pil_pass(out, out_w, 1)
+    if out_h != h:
+        out = _pil_pass(out, out_h, 0)
+    return np.ascontiguousarray(out) if out is not img else img.copy()
+
 
 def resize_ref(img: np.ndarray, out_w: int, out_h: int, interpolation: str) -> np.ndarray:
     """Resize an HxWxC array in float64 with the weights above."""
@@ -90,6 +164,8 @@ def _decode(data, stages, ctx: KernelContext):
 @register_kernel("resize", backend="reference", name="numpy_resize")
 def _resize(data, stages, ctx: KernelContext):
     (st,) = stages
+    if st.interpolation == "pil_bicubic":
+        return resize_pil_uint8(data, ctx.spec_out.width, ctx.spec_out.height)
     out = resize_ref(data, ctx.spec_out.width, ctx.spec_out.height, st.interpolation)
     if data.dtype == np.uint8:  # OpenCV rounds to nearest for 8-bit output
         return np.clip(np.floor(out + 0.5), 0, 255).astype(np.uint8)

@@ -555,6 +555,8 @@ def _supports_pixels(q: KernelQuery) -> Verdict:
     here = q.backend.placement
     if spec.placement not in ("host", here) and not (spec.placement == "dvpp" and q.backend.device.startswith("npu")):
         return Verdict.no(f"input lives on {spec.placement}, this step runs on {q.backend.device}")
+    if any(s.op == "resize" and getattr(s, "interpolation", "") == "pil_bicubic" for s in q.stages):
+        return Verdict.no("Pillow's bicubic resize (pil_bicubic) runs on the cpu or reference backend only")
     if any(getattr(s, "antialias", False) for s in q.stages if s.op == "resize"):
         return Verdict.yes("antialiased resize (torch.nn.functional.interpolate), not OpenCV INTER_LINEAR")
     return Verdict.yes()

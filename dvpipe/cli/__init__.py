@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("dvpipe.cli.probe", "environment report, or which step runs where on a DVPP target and why"),
     "bench": ("dvpipe.cli.bench", "run the same frames through several backend plans, side by side"),
     "trace": ("dvpipe.cli.trace", "summarise a trace file written by `dvpipe run --trace`"),
+    "fleet": ("dvpipe.cli.fleet", "a deployment's pipeline over many recordings on Ray (index, run, resume)"),
 }
 
 

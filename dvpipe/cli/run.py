@@ -1,7 +1,13 @@
 """``dvpipe run [DEPLOYMENT.yaml]``: run a deployment, show progress, per-step latency and the frame account.
 
 Without a deployment it runs the bundled sample (``samples/deployment.yaml``: the nuScenes-like
-6-camera sample scene through bevformer-tiny on the best available backend).
+6-camera sample scene through bevformer-tiny on the best available backend). An installed dvpipe
+carries it as package data (``dvpipe/samples/``, copied there by ``setup.py``); a source checkout
+uses the repository's ``samples/``. Outputs go to ``out/sample`` under the working directory.
+
+Output: the deployment, the plan, a progress line on stderr (with an ETA when the run's length is
+known), then the result line, the frame account and the latency table. ``-q`` prints only the result
+line (with end-to-end p50/p99 and the drop count) on stdout; warnings and errors still go to stderr.
 """
 from __future__ import annotations
 
@@ -12,7 +18,10 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "deployment.yaml"
+_PACKAGE = Path(__file__).resolve().parents[1]
+#: the bundled sample: package data in an installed dvpipe, else the source checkout's samples/.
+SAMPLE = next((p for p in (_PACKAGE / "samples" / "deployment.yaml", _PACKAGE.parent / "samples" / "deployment.yaml")
+               if p.is_file()), _PACKAGE / "samples" / "deployment.yaml")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,10 +38,47 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto trace of every frame set")
     p.add_argument("--json", metavar="PATH", help="write the latency statistics as JSON")
     p.add_argument("--plots", metavar="DIR", help="write latency plots (PNG; needs matplotlib)")
-    p.add_argument("--prometheus", type=int, metavar="PORT",
-                   help="serve latency metrics at http://0.0.0.0:PORT/metrics (needs dvpipe[prometheus])")
+    p.add_argument("--report", metavar="PATH", help="write a one-page HTML report (plots, plan, frame account)")
+    p.add_argument("--prometheus", metavar="[HOST:]PORT",
+                   help="serve metrics at http://HOST:PORT/metrics (default host 127.0.0.1, this machine only; "
+                        "0.0.0.0:PORT exposes them; needs dvpipe[prometheus])")
     p.add_argument("--no-outputs", action="store_true", help="write no files")
-    p.add_argument("--quiet", "-q", action="store_true", help="no plan and no progress display")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="print only the result line (warnings and errors still go to stderr)")
+
+
+def parse_host_port(text: str, flag: str = "--prometheus") -> tuple[str, int]:
+    """``PORT``, ``HOST:PORT`` or ``[IPv6]:PORT`` -> ``(host, port)``; the host defaults to 127.0.0.1."""
+    host, sep, port = str(text).rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", text
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not port.isdigit() or not 1 <= int(port) <= 65535 or not host:
+        raise ConfigError(f"{flag} {text}: expected PORT or HOST:PORT with a port in 1..65535 "
+                          "(e.g. 9108, or 0.0.0.0:9108 to expose the metrics)")
+    return host, int(port)
+
+
+def _check_opencv() -> None:
+    """One line when no OpenCV imports; a warning when two OpenCV distributions share one cv2."""
+    from importlib import metadata
+
+    flavours = ("opencv-python", "opencv-python-headless", "opencv-contrib-python", "opencv-contrib-python-headless")
+    installed = []
+    for name in flavours:
+        try:
+            installed.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    if len(installed) > 1:
+        print(f"warning: {len(installed)} OpenCV distributions share one cv2 folder ({', '.join(installed)}); "
+              "keep one: pip uninstall the others, then pip install --force-reinstall the one you keep",
+              file=sys.stderr)
+    try:
+        import cv2  # noqa: F401
+    except ImportError as e:
+        raise ConfigError(f"OpenCV does not import ({e}); install one flavour: pip install opencv-python-headless "
+                          "(servers) or opencv-python (GUI, mmcv)") from None
 
 
 def _positive(value, flag: str):
@@ -45,6 +91,7 @@ def main(args: argparse.Namespace) -> int:
     from ..deploy.config import parse_backends
     from ..deploy.runner import ProgressLine
 
+    _check_opencv()
     path = args.deployment
     if path is None:
         if not SAMPLE.is_file():
@@ -66,7 +113,8 @@ def main(args: argparse.Namespace) -> int:
     if run_changes:
         dep = dep.with_run(**run_changes)
     if args.prometheus is not None:
-        dep = dep.with_outputs(prometheus_port=args.prometheus)
+        host, port = parse_host_port(args.prometheus)
+        dep = dep.with_outputs(prometheus_port=port, prometheus_addr=host)
     if args.soc or args.cann:
         from ..target import Target
 
@@ -84,7 +132,8 @@ def main(args: argparse.Namespace) -> int:
                                trace=os.path.join(os.path.abspath(args.out), os.path.basename(dep.outputs.trace))
                                if dep.outputs.trace else None)
     for flag, path, is_dir in (("--plots", args.plots, True), ("--trace", args.trace, False),
-                               ("--json", args.json, False), ("--out", args.out, True)):
+                               ("--json", args.json, False), ("--out", args.out, True),
+                               ("--report", args.report, False)):
         _check_writable(flag, path, is_dir)  # before the run, not after it
     if not args.no_outputs:
         from ..deploy.config import output_problems
@@ -93,29 +142,43 @@ def main(args: argparse.Namespace) -> int:
         if problems:  # the deployment's own output folders, before the first frame set
             raise ConfigError("outputs cannot be written: " + "; ".join(f"{k}: {m}" for k, m in problems))
     out = sys.stdout
+    quiet = args.quiet
     for w in dep.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    print(dep.describe(), file=out)
+    if not quiet:
+        print(dep.describe(), file=out)
     progress = None if args.quiet else ProgressLine(dep.run.frames, dep.run.duration_s, stream=sys.stderr)
     runner = Runner(dep, progress=progress, trace_path=args.trace, json_path=args.json, plots_dir=args.plots,
                     write_outputs=not args.no_outputs)
-    if runner.backend_notes:  # why "auto" did not pick the others (first clause of each reason)
+    if runner.backend_notes and not quiet:  # why "auto" did not pick the others (first clause of each reason)
         notes = "; ".join(n.split("; ")[0] for n in runner.backend_notes)
         print(f"backends auto: skipped {notes}", file=out)
-    if not args.quiet:
+    if not quiet:
         print(runner.pipe.plan, file=out)
     out.flush()
     _stop_on_signals(runner)
     result = runner.run()
     if progress is not None:
         progress.close(runner)
-    stop = "interrupted (Ctrl-C)" if result.interrupted else f"stopped: {result.stopped_by}"
+    if args.report and not args.no_outputs:
+        from ..latency.html_report import write_report
+
+        result.outputs["report"] = str(write_report(result, args.report))
+    stop = "interrupted (Ctrl-C)" if result.interrupted else f"stopped: {_stop_reason(result.stopped_by, args)}"
     rate = result.sets / result.elapsed_s if result.elapsed_s > 0 else 0.0
-    print(f"\n{result.sets} frame sets in {result.elapsed_s:.2f} s ({rate:.1f} sets/s); {stop}", file=out)
+    line = f"{result.sets} frame sets in {result.elapsed_s:.2f} s ({rate:.1f} sets/s); {stop}"
+    if quiet:
+        print(line + _quiet_tail(result), file=out)
+        if result.sets == 0:  # the run failed: the frame account is the error message's detail
+            print(result.summary(), file=out)
+        return _exit_code(result)
+    print("\n" + line, file=out)
     print(result.summary(), file=out)
-    if result.sets:
+    if result.stats.batches:
         print("", file=out)
         print(result.stats.report(title="latency (ms)"), file=out)
+    elif result.sets:
+        print(f"\nlatency: all {result.sets} frame sets were warm-up (latency.warmup_sets); none measured", file=out)
     if result.model_error:
         print(f"model errors: {result.accounting.model_errors}; first: {result.model_error}", file=out)
     if result.outputs:
@@ -125,6 +188,31 @@ def main(args: argparse.Namespace) -> int:
                 print(f"  {k:<8} {v}", file=out)
     else:
         print("\noutputs: none written", file=out)
+    return _exit_code(result)
+
+
+def _stop_reason(stopped_by: str, args: argparse.Namespace) -> str:
+    """The runner names limits as flags; say ``run.frames`` when the limit came from the deployment."""
+    if stopped_by.startswith("--frames") and args.frames is None:
+        return "run.frames " + stopped_by.split(" ", 1)[1] + " (the deployment's limit)"
+    if stopped_by.startswith("--duration") and args.duration is None:
+        return "run.duration_s " + stopped_by.split(" ", 1)[1] + " (the deployment's limit)"
+    return stopped_by
+
+
+def _quiet_tail(result) -> str:
+    """``; end to end p50 X ms, p99 Y ms; N frames, D dropped`` for the ``-q`` result line."""
+    t = result.accounting.totals()
+    tail = ""
+    e2e = result.stats.end_to_end("capture")
+    if not e2e.count:
+        e2e = result.stats.end_to_end("arrival")
+    if e2e.count and e2e.p50_ns is not None:
+        tail += f"; end to end p50 {e2e.p50_ns / 1e6:.2f} ms, p99 {e2e.p99_ns / 1e6:.2f} ms"
+    return tail + f"; {t['entered']} frames, {t['dropped']} dropped"
+
+
+def _exit_code(result) -> int:
     if result.interrupted:
         return 130
     if result.stopped_by == "SIGTERM":

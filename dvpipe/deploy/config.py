@@ -52,13 +52,14 @@ Schema (every key optional unless marked)::
       steps_ms: {decode: 10}
       window: 100
       counters_only: false             # true: count/sum/max per step only (cheapest; no percentiles of steps)
+      warmup_sets: 2                   # first frame sets left out of the statistics (counted separately)
     outputs:
       dir: out/{name}
       metrics: true                    # latency.json + summary.json
       trace: false | true | PATH       # Chrome/Perfetto trace
       plots: false | true | DIR
       dumps: false | {every: N, max: M}
-      prometheus: PORT | {port: PORT, addr: 0.0.0.0}   # /metrics for long-running deployments (dvpipe[prometheus])
+      prometheus: PORT | {port: PORT, addr: 127.0.0.1}  # /metrics (dvpipe[prometheus]); addr 0.0.0.0 exposes it
     decode:
       on_corrupt: drop | flag          # a frame the decoder reports damaged: a `corrupt` drop, or kept and flagged
       max_pixels: 64000000             # largest decoded frame (width x height, pixels); a larger camera is an error
@@ -67,7 +68,7 @@ Schema (every key optional unless marked)::
 
 SOURCE (``type`` required; see :mod:`dvpipe.deploy.sources` for each type)::
 
-    {type: images, uri: DIR|GLOB, pattern: "*.jpg", timestamps: filename|sidecar|fps,
+    {type: images, uri: DIR|GLOB, pattern: "*__{camera}__*.jpg", timestamps: filename|sidecar|fps,
      unit: auto|ns|us|ms|s, sidecar: FILE, fps: 10, start_ns: INT}
     {type: video, uri: FILE.mp4, start_ns: INT, lookahead: 16}
     {type: elementary, uri: FILE.h264, codec: h264|h265, fps: 30, start_ns: INT, lookahead: 32}
@@ -207,6 +208,8 @@ class PipelineConfig:
 
     profile: Optional[str] = None
     stages: Optional[tuple[Any, ...]] = None
+    mmdet3d_config: Optional[str] = None  # a model's mmdet3d config (.py), read without executing it
+    skip: tuple[str, ...] = ()  # its transforms to ignore (dvpipe.mmdet3d.map_test_pipeline)
     fidelity: str = "reference"
     backends: tuple[str, ...] = ("auto",)
     threads: Optional[int] = None
@@ -241,12 +244,20 @@ class RunConfig:
 
 @dataclass(frozen=True)
 class LatencyConfig:
-    """Budgets in milliseconds (end to end and per step) and the sliding-window size in batches."""
+    """Budgets in milliseconds (end to end and per step), the sliding-window size in batches, and
+    ``warmup_sets``: the first frame sets of a run, left out of every statistic (they pay for lazy
+    initialisation) and reported as a count of their own."""
 
     budget_ms: Optional[float] = None
     steps_ms: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     window: int = 100
     counters_only: bool = False
+    warmup_sets: int = 2  # frame sets; see warmup_for()
+
+    def warmup_for(self, frames: Optional[int]) -> int:
+        """Warm-up sets of a run of ``frames`` sets (None: unknown length): ``warmup_sets``, but at most
+        half of a run of known length, so that a short run (``--frames 2``) still measures something."""
+        return self.warmup_sets if frames is None else min(self.warmup_sets, frames // 2)
 
     def budgets_ns(self) -> dict[str, float]:
         out = {k: v * 1e6 for k, v in self.steps_ms.items()}
@@ -266,7 +277,7 @@ class OutputsConfig:
     dumps_every: int = 0
     dumps_max: int = 0
     prometheus_port: Optional[int] = None
-    prometheus_addr: str = "0.0.0.0"
+    prometheus_addr: str = "127.0.0.1"  # loopback: only this machine scrapes unless the user exposes it
     trace_max_events: Optional[int] = None  # the trace's ring (default dvpipe.latency.trace.DEFAULT_MAX_EVENTS)
 
 
@@ -649,7 +660,17 @@ def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str,
                     V.err(upath, f"no files match {uri}")
             else:
                 uri = V.path(uri, upath, kind="dir")
-        opts["pattern"] = V.string(m, "pattern", where, None)
+        pattern = V.string(m, "pattern", where, None)
+        opts["pattern"] = pattern.replace("{camera}", camera_name) if pattern else pattern
+        if pattern is not None and ("/" in pattern or os.sep in pattern):
+            V.err(_join(where, "pattern"), f"a file-name pattern (e.g. '*__{{camera}}__*.jpg'), got {_show(pattern)}; "
+                                            "put folders in uri")
+        elif opts["pattern"] and uri is not None and len(V.errors) == n_errors and os.path.isdir(uri):
+            from .sources.images import scan_images
+
+            if not scan_images(uri, opts["pattern"]):
+                V.err(_join(where, "pattern"), f"{_show(opts['pattern'])} matches no file in {uri}"
+                                                + (f" (camera {camera_name})" if "{camera}" in pattern else ""))
         if V.probe and encoding in ("jpeg", "png") and uri is not None and len(V.errors) == n_errors:
             _probe_images(uri, opts["pattern"], upath, V, camera_name, encoding)
         opts["timestamps"] = V.choice(m, "timestamps", where, ("filename", "sidecar", "fps"),
@@ -1028,13 +1049,23 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
 
     # pipeline ----------------------------------------------------------------------------------
     pm = V.mapping(top.get("pipeline"), "pipeline",
-                   ("profile", "stages", "fidelity", "backends", "threads", "fallback"))
+                   ("profile", "stages", "mmdet3d_config", "skip", "fidelity", "backends", "threads", "fallback"))
     pipeline = PipelineConfig()
     if pm is not None and "pipeline" in top:
         profile = V.string(pm, "profile", "pipeline", None)
         stages = _parse_stages(pm["stages"], "pipeline.stages", V) if "stages" in pm else None
-        if (profile is None) == ("stages" not in pm):
-            V.err("pipeline", "needs exactly one of 'profile' (bevformer-tiny, ...) or 'stages' (a list)")
+        mm = V.path(str(pm["mmdet3d_config"]), "pipeline.mmdet3d_config") if "mmdet3d_config" in pm else None
+        skip = tuple(str(x) for x in (pm.get("skip") or ()))
+        if [profile is not None, "stages" in pm, "mmdet3d_config" in pm].count(True) != 1:
+            V.err("pipeline", "needs exactly one of 'profile' (bevformer-tiny, ...), 'stages' (a list) or "
+                  "'mmdet3d_config' (a model's .py config)")
+        if mm is not None:
+            from ..mmdet3d import profile_from_config
+
+            try:
+                profile_from_config(mm, skip=skip)
+            except ConfigError as e:
+                V.err("pipeline.mmdet3d_config", str(e))
         if profile is not None:
             from ..profiles import PROFILES
 
@@ -1042,7 +1073,7 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
                 V.err("pipeline.profile", f"unknown profile {_show(profile)}; known: {', '.join(PROFILES)}")
         backends = _parse_backends(pm["backends"], "pipeline.backends", V) if "backends" in pm else ("auto",)
         pipeline = PipelineConfig(
-            profile=profile, stages=stages,
+            profile=profile, stages=stages, mmdet3d_config=mm, skip=skip,
             fidelity=V.choice(pm, "fidelity", "pipeline", ("reference", "fast"), "reference"),
             backends=backends or ("cpu",),
             threads=V.number(pm, "threads", "pipeline", None, integer=True, minimum=1, allow_none=True, maximum=1024),
@@ -1092,9 +1123,23 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
     if rig is not None:
         for cam in rig.cameras:
             idx, m = entries.get(cam.name, (None, {}))
+            rig_image = cam.extra.get("image")
+            if rig_image is not None and (default_source is not None or (idx is not None and "source" in m)):
+                V.warnings.append(f"rig camera {cam.name}: its image: {rig_image} and capture_time_ns are not used "
+                                  "(the deployment gives the camera a source)")
             if idx is not None and "source" in m:
                 src = _parse_source(m["source"], f"cameras[{idx}].source", V, cam.name, cam.encoding,
                                     (cam.width, cam.height))
+            elif default_source is None and rig_image is not None:  # a one-sample rig: its frame is the source
+                base = os.path.dirname(rig_path) if rig_path else (str(path.parent) if path else os.getcwd())
+                image = rig_image if os.path.isabs(rig_image) else os.path.join(base, rig_image)
+                if not os.path.isfile(image):
+                    V.err(f"rig ({rig_path or 'inline'}).cameras[{rig.index(cam.name)}].image", f"file not found: {image}")
+                    src = None
+                else:
+                    opts = {"pattern": None, "timestamps": "rig", "unit": "ns", "sidecar": None, "fps": None,
+                            "start_ns": None, "capture_ns": cam.extra.get("capture_time_ns", 0)}
+                    src = SourceConfig("images", os.path.abspath(image), MappingProxyType(opts))
             elif default_source is not None:
                 src = _parse_source(default_source, "source", V, cam.name, cam.encoding, (cam.width, cam.height))
             else:
@@ -1104,6 +1149,8 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
             backends = _parse_backends(m["backends"], f"cameras[{idx}].backends", V) if "backends" in m else None
             if src is not None:
                 cameras.append(CameraConfig(cam.name, src, backends))
+        if not V.errors:
+            _warn_shared_images(cameras, V)
 
     # sync ----------------------------------------------------------------------------------------
     sm = V.mapping(top.get("sync"), "sync",
@@ -1142,7 +1189,8 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
     )
 
     # latency -------------------------------------------------------------------------------------
-    lm = V.mapping(top.get("latency"), "latency", ("budget_ms", "steps_ms", "window", "counters_only")) or {}
+    lm = V.mapping(top.get("latency"), "latency", ("budget_ms", "steps_ms", "window", "counters_only",
+                                                   "warmup_sets")) or {}
     steps_ms: dict[str, float] = {}
     if lm.get("steps_ms") is not None:
         steps = lm["steps_ms"]
@@ -1157,6 +1205,7 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
         steps_ms=MappingProxyType(steps_ms),
         window=V.number(lm, "window", "latency", 100, integer=True, minimum=1, maximum=10_000_000),
         counters_only=V.boolean(lm, "counters_only", "latency", False),
+        warmup_sets=V.number(lm, "warmup_sets", "latency", 2, integer=True, minimum=0, maximum=_MAX_FRAMES),
     )
 
     # outputs -------------------------------------------------------------------------------------
@@ -1183,14 +1232,14 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
         if dm is not None:
             dumps_every = V.number(dm, "every", "outputs.dumps", 1, integer=True, minimum=1, maximum=_MAX_FRAMES)
             dumps_max = V.number(dm, "max", "outputs.dumps", 10, integer=True, minimum=1, maximum=1_000_000)
-    prom_port, prom_addr = None, "0.0.0.0"
+    prom_port, prom_addr = None, "127.0.0.1"
     prom = om.get("prometheus")
     if prom is not None and prom is not False:
         pm_ = prom if isinstance(prom, Mapping) else {"port": prom}
         pmv = V.mapping(pm_, "outputs.prometheus", ("port", "addr"), required=("port",))
         if pmv is not None:
             prom_port = V.number(pmv, "port", "outputs.prometheus", None, integer=True, minimum=1, maximum=65535)
-            prom_addr = V.string(pmv, "addr", "outputs.prometheus", "0.0.0.0")
+            prom_addr = V.string(pmv, "addr", "outputs.prometheus", "127.0.0.1")
     outputs = OutputsConfig(dir=out_dir, metrics=V.boolean(om, "metrics", "outputs", True),
                             trace=out_file("trace", "trace.json"), plots=out_file("plots", "plots"),
                             dumps_every=dumps_every, dumps_max=dumps_max, prometheus_port=prom_port,
@@ -1212,10 +1261,11 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
             V.err(f"target.{field_name.split('.')[-1]}" if msg else "target", msg or str(e))
 
     # cross-field checks ------------------------------------------------------------------------
-    if rig is not None and pipeline.profile is not None:
+    if rig is not None and (pipeline.profile is not None or pipeline.mmdet3d_config is not None):
         sizes = {(c.width, c.height) for c in rig.cameras}
         if len(sizes) > 1:
-            V.err("pipeline.profile", f"profile {pipeline.profile} needs every camera at one size; the rig mixes "
+            V.err("pipeline.profile" if pipeline.profile is not None else "pipeline.mmdet3d_config",
+                  f"profile {pipeline.profile or 'of the mmdet3d config'} needs every camera at one size; the rig mixes "
                   + ", ".join(f"{c.name} {c.width}x{c.height}" for c in rig.cameras)
                   + " (use a stage list with resize/pad to one size)")
 
@@ -1307,6 +1357,29 @@ def _probe_elementary(uri: str, upath: str, V: _V, codec: str) -> None:
     found, fmt = header
     if fmt not in ("h264", "hevc") or _FFMPEG_ENCODING.get(found) != codec:
         V.err(upath, f"{uri} holds {found} video ({fmt} format), not an Annex B {codec} elementary stream")
+
+
+def _warn_shared_images(cameras: Sequence["CameraConfig"], V: "_V") -> None:
+    """Warn when one image file belongs to several cameras' sequences (``pattern: '*CAM_FRONT*'`` also
+    matches ``CAM_FRONT_LEFT.jpg``): each camera would read the other's frames."""
+    from .sources.images import scan_images
+
+    owners: dict[str, list[str]] = {}
+    for c in cameras:
+        if c.source.type != "images" or not c.source.uri:
+            continue
+        try:
+            files = scan_images(c.source.uri, c.source.options.get("pattern"))
+        except (OSError, ValueError):
+            continue
+        for f in files:
+            owners.setdefault(os.path.realpath(f), []).append(c.name)
+    shared = {f: names for f, names in owners.items() if len(names) > 1}
+    if shared:
+        f, names = next(iter(shared.items()))
+        more = f" (and {len(shared) - 1} more file{'s' if len(shared) > 2 else ''})" if len(shared) > 1 else ""
+        V.warnings.append(f"{f} is in the image sequences of {', '.join(names)}{more}: each of those cameras would "
+                          "read it; make the patterns distinct (e.g. pattern: '*__{camera}__*.jpg')")
 
 
 def _probe_images(uri: str, pattern: Optional[str], upath: str, V: _V, camera_name: str, encoding: str) -> None:

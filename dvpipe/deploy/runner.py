@@ -171,8 +171,15 @@ def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
     from ..profiles import profile_stages
 
     p = dep.pipeline
-    if p.profile is not None:
-        stages = profile_stages(p.profile, p.fidelity, dep.rig.cameras[0])
+    profile = p.profile
+    if p.mmdet3d_config is not None:
+        from ..mmdet3d import check_rig, profile_from_config
+
+        mapped = profile_from_config(p.mmdet3d_config, skip=p.skip)
+        check_rig(mapped, dep.rig.cameras)
+        profile = mapped.profile
+    if profile is not None:
+        stages = profile_stages(profile, p.fidelity, dep.rig.cameras[0])
     else:
         stages = list(p.stages or ())
     notes: list[str] = []
@@ -182,7 +189,7 @@ def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
         notes += [x for x in n if x not in notes]
         groups.setdefault(b, []).append(cc.name)
     target = dep.target if dep.target is not None else Target.detect()
-    kwargs = dict(profile=p.profile, fidelity=p.fidelity, threads=p.threads, fallback=p.fallback, target=target,
+    kwargs = dict(profile=profile, fidelity=p.fidelity, threads=p.threads, fallback=p.fallback, target=target,
                   timing="counters" if dep.latency.counters_only else "spans",
                   on_corrupt=dep.decode.on_corrupt, max_pixels=dep.decode.max_pixels)
     if len(groups) == 1:
@@ -287,9 +294,11 @@ class Runner:
             from ..latency.prometheus import PrometheusExporter
 
             self.prometheus = PrometheusExporter(port=dep.outputs.prometheus_port, addr=dep.outputs.prometheus_addr)
+            self.prometheus.watch(self._prometheus_snapshot)
         self.stats = LatencyStats(budgets=dep.latency.budgets_ns(), window=dep.latency.window,
                                   keep_timelines=keep_timelines, counters_only=dep.latency.counters_only,
-                                  listeners=[self.prometheus] if self.prometheus is not None else ())
+                                  listeners=[self.prometheus] if self.prometheus is not None else (),
+                                  warmup=dep.latency.warmup_for(dep.run.frames), camera_order=self.cameras)
         # a ring of the most recent frame sets' events: memory and file stay bounded however long the run
         max_events = trace_max_events or getattr(dep.outputs, "trace_max_events", None) or DEFAULT_MAX_EVENTS
         self.trace = TraceWriter(self.trace_path, metadata={"deployment": dep.name}, max_events=max_events) if (
@@ -737,21 +746,71 @@ class Runner:
             return None
 
     # -- outputs ---------------------------------------------------------------------------------------
+    _DUMP_QUEUE = 4  #: dumps waiting for the writer thread; beyond it a dump is skipped (and counted)
+    _dumps: Optional[dict] = None  # the dump writer's state, made by the first _dump
+
     def _dump(self, fs: FrameSet, batch) -> None:
-        out = os.path.join(self.dep.outputs.dir, "dumps")
-        os.makedirs(out, exist_ok=True)
+        """Hand a copy of the set to the dump writer thread: only the copy is on the critical path.
+
+        The queue is bounded (:attr:`_DUMP_QUEUE`): when the disk cannot keep up, a dump is skipped
+        rather than stalling the run, and counted; every dump accepted is written, or its failure
+        counted, by the time outputs are written (``outputs["dumps"]`` then reads ``DIR: N written,
+        M skipped (writer queue full), K failed`` when anything was skipped or failed)."""
+        import queue
+
+        if self._dumps is None:
+            self._dumps = {"accepted": 0, "skipped": 0, "failed": 0, "error": None, "queue": None, "thread": None}
+        st = self._dumps
+        if st["accepted"] >= self.dep.outputs.dumps_max:
+            return
+        if st["queue"] is None:
+            st["queue"] = queue.Queue(self._DUMP_QUEUE)
+            st["thread"] = threading.Thread(target=self._dump_writer, args=(st,), name="dvpipe-dumps", daemon=True)
+            st["thread"].start()
         images = batch.images
-        if not isinstance(images, np.ndarray):
-            images = images.detach().cpu().numpy()
-        base = os.path.join(out, f"set_{fs.index:06d}")
-        np.savez_compressed(base + ".npz", images=images, valid=np.asarray(batch.valid))
-        with open(base + ".json", "w", encoding="utf-8") as f:
-            json.dump({"index": fs.index, "set_time_ns": fs.time_ns, "cameras": list(batch.cameras),
-                       "drops": batch.drops, "metas": [_jsonable(m) for m in batch.metas]}, f, indent=1)
-        self.dumps_written += 1
-        self.outputs["dumps"] = out
+        images = np.array(images, copy=True) if isinstance(images, np.ndarray) else images.detach().cpu().numpy()
+        doc = {"index": fs.index, "set_time_ns": fs.time_ns, "cameras": list(batch.cameras),
+               "drops": list(batch.drops), "metas": [_jsonable(m) for m in batch.metas]}
+        try:
+            st["queue"].put_nowait((fs.index, images, np.array(batch.valid, copy=True), doc))
+            st["accepted"] += 1
+        except queue.Full:
+            st["skipped"] += 1
+
+    def _dump_writer(self, st: dict) -> None:
+        out = os.path.join(self.dep.outputs.dir, "dumps")
+        while True:
+            job = st["queue"].get()
+            if job is None:
+                return
+            index, images, valid, doc = job
+            try:
+                os.makedirs(out, exist_ok=True)
+                base = os.path.join(out, f"set_{index:06d}")
+                np.savez_compressed(base + ".npz", images=images, valid=valid)
+                with open(base + ".json", "w", encoding="utf-8") as f:
+                    json.dump(doc, f, indent=1)
+                self.dumps_written += 1
+                self.outputs["dumps"] = out
+            except Exception as e:  # noqa: BLE001 - a failed dump is counted and reported, the run goes on
+                st["failed"] += 1
+                st["error"] = st["error"] or f"{type(e).__name__}: {e}"
+
+    def _flush_dumps(self) -> None:
+        """Wait for the dump writer to write what it accepted; note skipped or failed dumps."""
+        st = self._dumps
+        if st is None or st["thread"] is None:
+            return
+        st["queue"].put(None)
+        st["thread"].join()
+        st["thread"] = None
+        if st["skipped"] or st["failed"]:
+            self.outputs["dumps"] = (f"{self.outputs.get('dumps', 'dumps')}: {self.dumps_written} written, "
+                                     f"{st['skipped']} skipped (writer queue full), {st['failed']} failed"
+                                     + (f" ({st['error']})" if st["error"] else ""))
 
     def _write_outputs(self) -> None:
+        self._flush_dumps()
         o = self.dep.outputs
         if o.metrics and o.dir:
             os.makedirs(o.dir, exist_ok=True)
@@ -776,6 +835,17 @@ class Runner:
                 self.outputs.update({f"plot_{k}": str(v) for k, v in paths.items()})
             except ImportError as e:
                 self.outputs["plots"] = f"not written: {e}"
+
+    def _prometheus_snapshot(self) -> dict:
+        """Per-camera counters for the Prometheus exporter (read at every scrape, from any thread)."""
+        acc = self.acc
+        with acc._lock:
+            cams = {c: {"entered": acc.entered[c], "emitted": acc.emitted[c], "dropped": dict(acc.dropped[c]),
+                        "masked": dict(acc.masked[c])} for c in acc.cameras}
+        for c, h in acc.health.items():
+            cams[c].update(stalls=h.stalls, stalled_s=h.stalled_ns / 1e9, disconnects=h.disconnects,
+                           reconnects=h.reconnects)
+        return {"sets": acc.sets_emitted, "cameras": cams}
 
     def summary_dict(self) -> dict:
         d = self.acc.to_dict()
@@ -822,8 +892,16 @@ def _jsonable(v):
 
 
 # -------------------------------------------------------------------------------- progress
+def format_eta(seconds: float) -> str:
+    """``m:ss`` (or ``h:mm:ss`` from an hour) of a number of seconds, rounded to the second (>= 0)."""
+    s = int(round(max(0.0, seconds)))
+    h, rem = divmod(s, 3600)
+    return f"{h}:{rem // 60:02d}:{rem % 60:02d}" if h else f"{rem // 60}:{rem % 60:02d}"
+
+
 class ProgressLine:
-    """A one-line progress display: sets done (of N), rate, drops, camera problems.
+    """A one-line progress display: sets done (of N), rate, an ETA when the run's length is known
+    (``total`` sets: from the rate so far; ``duration_s``: the time left), drops, camera problems.
 
     On a terminal the line is redrawn in place (at most 10 times a second); elsewhere a line is
     printed every ``every_s`` seconds.
@@ -852,14 +930,22 @@ class ProgressLine:
     def _draw(self, runner: Runner, now: int) -> None:
         done = runner.sets_done
         elapsed = max(1e-9, (now - self._t0) / 1e9)
+        eta = None
         if self.total:
             frac = min(1.0, done / self.total)
             bar = f"[{'#' * int(frac * 24):<24}] {done}/{self.total} sets"
+            if 0 < done < self.total:
+                eta = (self.total - done) * elapsed / done
+            if self.duration_s:  # both limits: whichever comes first
+                eta = min(eta if eta is not None else self.duration_s, max(0.0, self.duration_s - elapsed))
         elif self.duration_s:
             frac = min(1.0, elapsed / self.duration_s)
             bar = f"[{'#' * int(frac * 24):<24}] {elapsed:.0f}/{self.duration_s:g} s, {done} sets"
+            eta = max(0.0, self.duration_s - elapsed)
         else:
             bar = f"{done} sets"
+        if eta is not None and done < (self.total or float("inf")):
+            bar += f"  ETA {format_eta(eta)}"
         acc = runner.acc
         t = acc.totals()
         issues = [f"{c} {h.state}" for c, h in acc.health.items() if h.state not in ("streaming", "ended", "starting")]

@@ -15,12 +15,13 @@ Units: sizes and offsets in pixels; width strides and buffers in bytes; height s
     (1280, 384, 737280)
 """
 from .detours import Detour, align_down, align_down_even, align_up, legal_box, legal_crop, propose, resize_hops
-from .rules import (CONFIDENCES, STATUSES, Finding, KnowledgeGap, OpenQuestion, Request, Requirements, Rule, Stride,
-                    Verdict, bitstreams, check, evaluate, open_questions, ops, pixel_formats, requirements, rules,
-                    stride_for, units)
+from .rules import (CONFIDENCES, LEVELS, STATUSES, Confidence, Finding, KnowledgeGap, OpenQuestion, Request,
+                    Requirements, Rule, Stride, Verdict, bitstreams, check, combine_confidence, confidence_of,
+                    documented_versions, evaluate, open_questions, ops, pixel_formats, requirements, rule_by_id,
+                    rule_confidence, rules, stride_for, units)
 from .socs import (Alias, Family, SocInfo, aliases, families, family, family_of, known_soc_names, latest_checked,
                    lookup_alias, soc_info)
-from .versions import CannVersion, VersionRange
+from .versions import CannVersion, VersionRange, page_version
 
 __all__ = [
     # versions and names
@@ -29,6 +30,9 @@ __all__ = [
     # queries
     "Request", "Verdict", "Finding", "check", "evaluate", "stride_for", "Stride", "KnowledgeGap", "requirements",
     "Requirements", "CONFIDENCES", "STATUSES",
+    # how sure a verdict is
+    "LEVELS", "Confidence", "confidence_of", "rule_confidence", "combine_confidence", "rule_by_id",
+    "documented_versions", "page_version",
     # listings
     "Rule", "rules", "OpenQuestion", "open_questions", "units", "ops", "pixel_formats", "bitstreams",
     # detours

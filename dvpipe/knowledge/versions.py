@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-__all__ = ["CannVersion", "VersionRange", "VersionLike"]
+__all__ = ["CannVersion", "VersionRange", "VersionLike", "page_version"]
 
 _ACCEPTED = ("MAJOR.MINOR.PATCH (8.0.0), MAJOR.MINOR.RCn (8.0.RC1), either optionally followed by a build "
              "number (8.0.RC2.2) and an alpha/beta tag with or without a dot (8.0.RC1.alpha002, 9.0.0.beta1, "
@@ -183,3 +183,39 @@ class VersionRange:
         if self.before is not None:
             parts.append(f"< {self.before}")
         return ", ".join(parts) if parts else "any version"
+
+
+#: hiascend URL directory codes that do not follow MAJOR MINOR (PATCH | RCn) [alpha|beta n] (constraints.md)
+_PAGE_CODES = {"5046": "5.0.4"}
+_PAGE_RE = re.compile(r"/(?:canncommercial|CANNCommunityEdition)/(?P<code>[0-9A-Za-z]+)/", re.I)
+_CODE_RE = re.compile(r"^(?P<major>\d)(?P<minor>\d)(?:(?P<rc>RC\d+)|(?P<patch>\d))(?P<pre>(?:alpha|beta)\d*)?$", re.I)
+#: the ``llms-content`` full-text mirror holds the "latest" pages, 9.0.0 when they were read (constraints.md)
+_LLM_MIRROR_VERSION = "9.0.0"
+
+
+def page_version(url: Optional[str]) -> Optional[CannVersion]:
+    """The CANN version of a hiascend documentation page, from its URL directory code; None for a page that
+    is not a versioned CANN page (MindX SDK, sample code, legacy DDK guides).
+
+    ``.../canncommercial/5046/...`` is 5.0.4, ``601`` 6.0.1, ``82RC1alpha003`` 8.2.RC1.alpha003, ``900beta2``
+    9.0.0beta2; the ``llms-content`` mirror is the 9.0.0 ("latest") text.
+
+        >>> str(page_version("https://www.hiascend.com/document/detail/zh/canncommercial/601/x.html"))
+        '6.0.1'
+    """
+    if not url:
+        return None
+    if "/llms-content/document/canncommercial/" in url:
+        return CannVersion.parse(_LLM_MIRROR_VERSION)
+    m = _PAGE_RE.search(url)
+    if not m:
+        return None
+    code = m.group("code")
+    if code in _PAGE_CODES:
+        return CannVersion.parse(_PAGE_CODES[code])
+    c = _CODE_RE.match(code)
+    if not c:
+        return None
+    third = c.group("rc") or c.group("patch")
+    pre = f".{c.group('pre')}" if c.group("pre") else ""
+    return CannVersion.parse(f"{c.group('major')}.{c.group('minor')}.{third.upper()}{pre}")

@@ -1,11 +1,13 @@
 """PNG plots of latency (matplotlib is an optional extra: ``pip install 'dvpipe[plots]'``).
 
-* :func:`plot_steps` — stacked bar per camera: mean (or p50) time of each step, batch-level steps as a
-  last "batch" bar; the stack height is that camera's chain.
+* :func:`plot_steps` — p50 and p99 of every step per camera: one group of bars per step (p50 as the
+  bar, p99 as a tick above it), cameras in rig order; a step only shows the cameras that ran it
+  (batch-level steps one "batch" bar), so there are no empty columns.
+* :func:`plot_over_time` — end-to-end latency of every batch over the run, with its budget.
 * :func:`plot_cdf` — CDF of end-to-end latency (capture and arrival origins), budget as a vertical line.
 * :func:`plot_gantt` — a timeline of a few batches: one row per track (batcher, camera workers, device
   streams), bars coloured by category, the batch's capture->output interval drawn behind.
-* :func:`write_plots` — all three into a folder; returns ``{"steps": path, "cdf": path, "timeline": path}``.
+* :func:`write_plots` — all four into a folder; returns ``{"steps", "over_time", "cdf", "timeline"}`` paths.
 
 Only ``matplotlib.figure.Figure`` is used (no pyplot, no global backend switch), so it is safe in
 threads and headless processes.
@@ -24,7 +26,8 @@ from .trace import BATCHER_TRACK, _track_sort_key, track_of
 if TYPE_CHECKING:
     from .stats import LatencyStats
 
-__all__ = ["plot_steps", "plot_cdf", "plot_gantt", "write_plots", "CATEGORY_COLOURS"]
+__all__ = ["plot_steps", "plot_over_time", "plot_cdf", "plot_gantt", "write_plots", "CATEGORY_COLOURS",
+           "step_percentiles"]
 
 CATEGORY_COLOURS = {
     "source": "#bbbbbb", "io": "#8c564b", "cpu": "#1f77b4", "dvpp": "#d62728", "npu_gpu": "#9467bd",
@@ -43,50 +46,93 @@ def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def plot_steps(stats: "LatencyStats", path: str | os.PathLike[str], *, statistic: str = "mean",
-               window: bool = False) -> Path:
-    """Stacked per-step latency per camera (``statistic`` "mean" or "p50"), saved as PNG; returns the path."""
-    if statistic not in ("mean", "p50"):
-        raise ValueError(f"Invalid statistic ({statistic!r}). Supported values are 'mean', 'p50'.")
+def step_percentiles(stats: "LatencyStats", *, window: bool = False
+                     ) -> list[tuple[str, list[tuple[str, float, float]]]]:
+    """``[(step, [(camera or "batch", p50 ms, p99 ms), ...]), ...]``: steps in plan order, cameras in rig
+    order, only the cells with samples (a step no camera ran, or a camera that did not run it, is left
+    out). Counters-only series (no percentiles) are left out too."""
     wsum = stats.window_step_summaries() if window else None
 
-    def value(name: str, cam: str | None) -> float:
-        s = wsum.get((name, cam)) if wsum is not None else stats.step(name, cam)
-        if s is None or not s.count:
-            return 0.0
-        v = s.mean_ns if statistic == "mean" else s.p50_ns
-        if v is None:
-            v = s.mean_ns or 0.0
-        # per-batch time of this step for this camera: several spans of one step add up
-        per_batch = s.count / max(1, (min(stats.window, stats.batches) if window else stats.batches))
-        return v * per_batch / 1e6
+    def summary(name: str, cam: str | None):
+        return wsum.get((name, cam)) if wsum is not None else stats.step(name, cam)
 
-    cams = stats.cameras
-    batch_steps = [n for n in stats.step_names if all(stats.step(n, c).count == 0 for c in cams)]
-    labels = list(cams) + (["batch"] if batch_steps else [])
-    fig = _figure(figsize=(max(5.0, 1.1 * len(labels) + 3), 4.5))
-    ax = fig.add_subplot(1, 1, 1)
-    bottoms = [0.0] * len(labels)
-    cmap = _step_colours(stats.step_names)
+    out = []
     for name in stats.step_names:
-        heights = [value(name, c) for c in cams]
-        if batch_steps:
-            heights.append(value(name, None) if name in batch_steps else 0.0)
-        if not any(heights):
-            continue
-        ax.bar(labels, heights, bottom=bottoms, label=name, color=cmap[name])
-        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
-    ax.set_ylabel(f"{statistic} ms per batch")
-    ax.set_title(f"per-step latency by camera ({stats.batches} batches{', window' if window else ''})")
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.tick_params(axis="x", labelrotation=30)
+        cells = []
+        for cam in stats.cameras:
+            s = summary(name, cam)
+            if s is not None and s.count and s.p50_ns is not None:
+                cells.append((cam, s.p50_ns / 1e6, s.p99_ns / 1e6))
+        if not cells:
+            s = summary(name, None)
+            if s is not None and s.count and s.p50_ns is not None:
+                cells.append(("batch", s.p50_ns / 1e6, s.p99_ns / 1e6))
+        if cells:
+            out.append((name, cells))
+    return out
+
+
+def plot_steps(stats: "LatencyStats", path: str | os.PathLike[str], *, window: bool = False) -> Path:
+    """p50 (bar) and p99 (tick) of each step per camera, in ms, saved as PNG; returns the path."""
+    rows = step_percentiles(stats, window=window)
+    cams = list(stats.cameras) + ["batch"]
+    colours = _camera_colours(cams)
+    n_bars = sum(len(cells) for _n, cells in rows)
+    fig = _figure(figsize=(min(18.0, max(6.0, 0.22 * n_bars + 0.5 * len(rows) + 3)), 4.8))
+    ax = fig.add_subplot(1, 1, 1)
+    x, centres, used = 0.0, [], {}
+    for name, cells in rows:
+        start = x
+        for cam, p50, p99 in cells:
+            bar = ax.bar(x, p50, width=0.8, color=colours[cam], label=None if cam in used else cam)
+            used[cam] = bar
+            ax.plot([x - 0.35, x + 0.35], [p99, p99], color="black", linewidth=1.2)
+            ax.plot([x, x], [p50, p99], color="black", linewidth=0.6)
+            x += 1.0
+        centres.append((start + x - 1.0) / 2)
+        x += 0.8  # gap between steps
+    if rows:
+        ax.set_xticks(centres)
+        ax.set_xticklabels([n for n, _c in rows], rotation=30, ha="right", fontsize="small")
+        ax.legend([used[c] for c in cams if c in used], [c for c in cams if c in used], fontsize="small",
+                  loc="upper left", bbox_to_anchor=(1.0, 1.0), title="bar p50, tick p99")
+    else:
+        ax.text(0.5, 0.5, "no step percentiles (counters only?)", ha="center", va="center", transform=ax.transAxes)
+    ax.set_ylabel("ms")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.set_title(f"per-step latency p50 / p99 by camera ({stats.batches} batches{', window' if window else ''})")
     return _save(fig, path)
 
 
-def _step_colours(names: Sequence[str]) -> dict[str, Any]:
+def _camera_colours(names: Sequence[str]) -> dict[str, Any]:
     from matplotlib import colormaps
-    cmap = colormaps["tab20"]
-    return {n: cmap(i % 20) for i, n in enumerate(names)}
+    cmap = colormaps["tab10"]
+    return {n: (cmap(i % 10) if n != "batch" else "#555555") for i, n in enumerate(names)}
+
+
+def plot_over_time(stats: "LatencyStats", path: str | os.PathLike[str]) -> Path:
+    """End-to-end latency (ms) of each batch against its index over the run, with the budget; returns the path."""
+    pts = stats.over_time()
+    fig = _figure(figsize=(8.0, 3.6))
+    ax = fig.add_subplot(1, 1, 1)
+    if pts:
+        ax.plot([i for i, _v in pts], [v / 1e6 for _i, v in pts], marker="." if len(pts) < 200 else None,
+                linewidth=1.0, label="end to end")
+        for key in ("end_to_end", "end_to_end_capture", "end_to_end_arrival"):
+            if key in stats.budgets:
+                ax.axhline(stats.budgets[key] / 1e6, color="red", linestyle="--", label=f"budget {key}")
+        ax.legend(fontsize="small", loc="upper right")
+    else:
+        ax.text(0.5, 0.5, "no end-to-end samples", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("frame set index" + (f" ({stats.warmup_batches} warm-up sets excluded)"
+                                       if getattr(stats, "warmup_batches", 0) else ""))
+    ax.set_ylabel("end-to-end latency (ms)")
+    from matplotlib.ticker import MaxNLocator
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.set_title("latency over time")
+    return _save(fig, path)
 
 
 def plot_cdf(stats: "LatencyStats", path: str | os.PathLike[str], *, window: bool = False) -> Path:
@@ -155,10 +201,11 @@ def plot_gantt(timelines: Sequence[Timeline], path: str | os.PathLike[str], *, m
 
 def write_plots(stats: "LatencyStats", out_dir: str | os.PathLike[str], *, prefix: str = "latency",
                 timelines: Sequence[Timeline] | None = None, max_batches: int = 3) -> dict[str, Path]:
-    """Write the three PNGs into ``out_dir``; ``timelines`` default to the ones ``stats`` kept."""
+    """Write the four PNGs into ``out_dir``; ``timelines`` default to the ones ``stats`` kept."""
     out = Path(out_dir)
     return {
         "steps": plot_steps(stats, out / f"{prefix}_steps.png"),
+        "over_time": plot_over_time(stats, out / f"{prefix}_over_time.png"),
         "cdf": plot_cdf(stats, out / f"{prefix}_cdf.png"),
         "timeline": plot_gantt(list(stats.timelines) if timelines is None else list(timelines),
                                out / f"{prefix}_timeline.png", max_batches=max_batches),

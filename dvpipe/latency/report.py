@@ -5,10 +5,11 @@
 
     {
       "schema": "dvpipe.latency/1",
-      "batches": 200,                       # timelines ingested over the run
+      "batches": 200,                       # timelines in the statistics (warm-up excluded)
+      "warmup_batches": 2,                  # first timelines left out (latency.warmup_sets)
       "window": {"size": 100, "batches": 100},
       "counters_only": false,
-      "cameras": ["CAM_FRONT", ...],        # first-seen order
+      "cameras": ["CAM_FRONT", ...],        # rig order (LatencyStats camera_order), then first-seen
       "steps": {                            # first-seen (plan) order
         "decode": {"kind": "host", "category": "cpu",
                    "run": SUMMARY, "window": SUMMARY,
@@ -78,6 +79,8 @@ def format_report(stats: "LatencyStats", *, window: bool = False, per_camera: bo
             f"{'' if len(cams) == 1 else 's'}, {len(stats.step_names)} steps; {scope}; times in ms")
     if stats.counters_only:
         head += "; counters only"
+    if getattr(stats, "warmup_batches", 0):
+        head += f"; {stats.warmup_batches} warm-up batch{'es' if stats.warmup_batches != 1 else ''} excluded"
     lines = [head]
     budgets = stats.budget_report(window=window)
     wsum = stats.window_step_summaries() if window else None
@@ -183,6 +186,7 @@ def to_json(stats: "LatencyStats", *, per_camera: bool = True) -> dict[str, Any]
     return {
         "schema": SCHEMA,
         "batches": stats.batches,
+        "warmup_batches": getattr(stats, "warmup_batches", 0),
         "window": {"size": stats.window, "batches": min(stats.window, stats.batches)},
         "counters_only": stats.counters_only,
         "cameras": cams,

@@ -49,6 +49,7 @@ END_TO_END_KEYS = ("end_to_end", "end_to_end_capture", "end_to_end_arrival")
 _PRIORITY: tuple[str, ...] = ("model", "dvpp", "npu_gpu", "transfer", "cpu", "io", "wait", "source")
 _PRIO_INDEX = {c: i for i, c in enumerate(_PRIORITY)}
 _PERCENTILES = (50.0, 90.0, 99.0)
+_OVER_TIME_POINTS = 4096  # points of end-to-end latency over time kept for plots (evenly thinned beyond)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,24 +207,49 @@ def sweep_categories(intervals: Sequence[tuple[int, int, str]], lo_ns: int, hi_n
     return out
 
 
-def critical_path(tl: Timeline) -> tuple[str | None, list[Span], int]:
-    """``(camera, spans, assembly_wait_ns)`` of the camera whose chain finished last.
+def critical_path(tl: Timeline, order: Sequence[str] = ()) -> tuple[str | None, list[Span], int]:
+    """``(camera, spans, assembly_wait_ns)`` of the camera the batch waited for.
 
-    The spans are that camera's plus the batch-level ones (camera None), by start time;
-    ``assembly_wait_ns`` is how long the first-finished camera waited for it.
+    Each camera is *ready* at its origin (arrival, else capture, else its first span's start) plus its
+    own busy time after that origin: the union of its spans other than waits (an outer host span and
+    the device span inside it count once). The critical camera is the one ready last; ties go to the
+    camera first in ``order`` (rig order), then first seen. Because waits and the time a camera's frame
+    sat queued for a worker thread are not busy time, the answer does not depend on the order in which
+    worker threads happened to pick the cameras up (the camera submitted last to a pool finishes last
+    whatever its cost). The spans are that camera's plus the batch-level ones (camera None), by start
+    time; ``assembly_wait_ns`` is the critical camera's ready time minus the earliest one's.
     """
-    chain_end: dict[str, int] = {}
     spans = list(tl.spans)
+    own: dict[str, list[tuple[int, int, str]]] = {}
+    first_start: dict[str, int] = {}
     for s in spans:
-        if s.camera is not None and (s.camera not in chain_end or s.end_ns > chain_end[s.camera]):
-            chain_end[s.camera] = s.end_ns
-    for cam, stamps in tl.cameras.items():
-        if cam not in chain_end and stamps.arrival_ns is not None:
-            chain_end[cam] = stamps.arrival_ns
-    if not chain_end:
+        if s.camera is None:
+            continue
+        first_start[s.camera] = min(first_start.get(s.camera, s.start_ns), s.start_ns)
+        cat = category_of(s.kind, s.attrs.get("unit"))
+        own.setdefault(s.camera, [])
+        if cat != "wait":
+            own[s.camera].append((s.start_ns, s.end_ns, cat))
+    ready: dict[str, int] = {}
+    for cam in list(tl.cameras) + [c for c in first_start if c not in tl.cameras]:
+        st = tl.cameras.get(cam)
+        origin = None
+        if st is not None:
+            origin = st.arrival_ns if st.arrival_ns is not None else st.capture_ns
+        if origin is None:
+            origin = first_start.get(cam)
+        if origin is None:
+            continue
+        intervals = own.get(cam, [])
+        hi = max((e for _s, e, _c in intervals), default=origin)
+        ready[cam] = origin + sum(sweep_categories(intervals, origin, hi, count_unaccounted=False).values())
+    if not ready:
         return None, sorted(spans, key=lambda s: s.start_ns), 0
-    crit = max(chain_end, key=lambda c: chain_end[c])
-    wait_ns = chain_end[crit] - min(chain_end.values())
+    rank = {c: i for i, c in enumerate(order)}
+    seen = {c: i for i, c in enumerate(ready)}
+    latest = max(ready.values())
+    crit = min((c for c, v in ready.items() if v == latest), key=lambda c: (rank.get(c, len(rank)), seen[c]))
+    wait_ns = latest - min(ready.values())
     path = sorted((s for s in spans if s.camera is None or s.camera == crit), key=lambda s: s.start_ns)
     return crit, path, wait_ns
 
@@ -255,12 +281,19 @@ class LatencyStats:
         keep_timelines: number of most recent timelines kept (for plots and quick traces).
         counters_only: keep counts/sums/max per step only (no percentiles of steps, no critical path);
             end-to-end percentiles are still exact.
-        listeners: callables receiving each :class:`BatchRecord` (e.g. a Prometheus exporter).
+        listeners: callables receiving each :class:`BatchRecord` (e.g. a Prometheus exporter); warm-up
+            batches are not passed on.
+        warmup: number of first batches left out of every statistic (and of the listeners): the first
+            frame sets of a run pay for lazy initialisation (thread pools, allocator growth, model
+            first call). They are counted in :attr:`warmup_batches`.
+        camera_order: the rig order: :attr:`cameras` (and reports and plots) follow it, and it breaks
+            ties of the critical camera; cameras not in it follow in first-seen order.
     """
 
     def __init__(self, *, budgets: Mapping[str, float] | None = None, window: int = 100,
                  max_samples: int = 100_000, keep_timelines: int = 16, counters_only: bool = False,
-                 listeners: Iterable[Callable[[BatchRecord], Any]] = ()) -> None:
+                 listeners: Iterable[Callable[[BatchRecord], Any]] = (), warmup: int = 0,
+                 camera_order: Sequence[str] = ()) -> None:
         if window < 1:
             raise ValueError(f"window must be >= 1 batch, got {window}")
         if max_samples < 1:
@@ -274,6 +307,11 @@ class LatencyStats:
         self.max_samples = int(max_samples)
         self.counters_only = bool(counters_only)
         self.listeners = list(listeners)
+        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+            raise ValueError(f"warmup must be a number of batches >= 0, got {warmup!r}")
+        self.warmup = warmup
+        self.warmup_batches = 0
+        self.camera_order = tuple(camera_order)
         self._lock = threading.Lock()
         self._batches = 0
         self._records: deque[BatchRecord] = deque(maxlen=self.window)
@@ -290,6 +328,9 @@ class LatencyStats:
         self._critical_counts: dict[str, int] = {}
         self._critical_wait_sum: dict[str, int] = {}
         self._last_critical: BatchRecord | None = None
+        self._over_time: list[tuple[int, int]] = []  # (batch index, end-to-end ns), every _over_stride-th batch
+        self._over_stride = 1
+        self._over_seen = 0
 
     @classmethod
     def from_timelines(cls, timelines: Iterable[Timeline], **kwargs: Any) -> "LatencyStats":
@@ -303,9 +344,15 @@ class LatencyStats:
             self.add(tl)
 
     def add(self, tl: Timeline) -> BatchRecord:
-        """Ingest one finished timeline (thread-safe); return what was extracted from it."""
+        """Ingest one finished timeline (thread-safe); return what was extracted from it.
+
+        The first :attr:`warmup` timelines are extracted (and returned) but only counted in
+        :attr:`warmup_batches`."""
         record = self._extract(tl)
         with self._lock:
+            if self.warmup_batches < self.warmup:
+                self.warmup_batches += 1
+                return record
             self._ingest(record, tl)
         for listener in self.listeners:
             listener(record)
@@ -351,7 +398,7 @@ class LatencyStats:
                 if s.name not in meta:
                     meta[s.name] = (s.kind, category_of(s.kind, s.attrs.get("unit")))
             if spans:
-                crit, path, wait_ns = critical_path(tl)
+                crit, path, wait_ns = critical_path(tl, self.camera_order)
                 path_rows = [(s.name, s.camera, category_of(s.kind, s.attrs.get("unit")), s.start_ns, s.end_ns)
                              for s in path]
                 lo = tl.capture_ns
@@ -430,6 +477,13 @@ class LatencyStats:
             self._critical_counts[c] = self._critical_counts.get(c, 0) + 1
             self._critical_wait_sum[c] = self._critical_wait_sum.get(c, 0) + record.assembly_wait_ns
             self._last_critical = record
+        if record.end_to_end_ns is not None:
+            if self._over_seen % self._over_stride == 0:
+                self._over_time.append((record.index, record.end_to_end_ns))
+                if len(self._over_time) >= _OVER_TIME_POINTS:  # halve the resolution: memory stays bounded
+                    self._over_time = self._over_time[::2]
+                    self._over_stride *= 2
+            self._over_seen += 1
         self._records.append(record)
         if self.timelines.maxlen:
             self.timelines.append(tl)
@@ -452,8 +506,10 @@ class LatencyStats:
 
     @property
     def cameras(self) -> list[str]:
-        """Cameras seen, in first-seen order."""
-        return list(self._cameras)
+        """Cameras seen: those of :attr:`camera_order` in that order, then the others in first-seen order."""
+        rank = {c: i for i, c in enumerate(self.camera_order)}
+        seen = list(self._cameras)
+        return sorted(seen, key=lambda c: (rank.get(c, len(rank)), seen.index(c)))
 
     @property
     def step_names(self) -> list[str]:
@@ -613,6 +669,12 @@ class LatencyStats:
         total = sum(counts.values())
         return {c: {"count": n, "share": n / total, "mean_wait_ns": waits[c] / n}
                 for c, n in sorted(counts.items(), key=lambda kv: -kv[1])}
+
+    def over_time(self) -> list[tuple[int, int]]:
+        """``(batch index, end-to-end ns)`` over the run, in order: every batch, or every k-th (k a power
+        of two) once more than 4096 were seen."""
+        with self._lock:
+            return list(self._over_time)
 
     @property
     def last_critical_path(self) -> BatchRecord | None:

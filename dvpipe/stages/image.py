@@ -17,7 +17,7 @@ from .base import FrameSpec, Stage
 
 __all__ = ["Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Transfer", "Batch", "INTERPOLATIONS", "DTYPES"]
 
-INTERPOLATIONS = ("linear", "area", "nearest")
+INTERPOLATIONS = ("linear", "area", "nearest", "pil_bicubic")
 DTYPES = ("float32", "float16")
 
 
@@ -64,7 +64,10 @@ class Resize(Stage):
         scale: factor; the output size is ``(int(W * sx), int(H * sy))`` (truncation, as mmcv).
         interpolation: ``linear`` = OpenCV ``INTER_LINEAR`` (bilinear, half-pixel centres, no
             antialias; exactly the 2x2 mean for a 0.5 scale), ``area`` = ``INTER_AREA``,
-            ``nearest`` = ``INTER_NEAREST`` (source index ``floor(x * W / W')``).
+            ``nearest`` = ``INTER_NEAREST`` (source index ``floor(x * W / W')``), ``pil_bicubic`` =
+            Pillow's ``Image.resize(size)`` default (bicubic, antialiased, fixed-point, rounded to
+            uint8 after each pass; what PETR's ``ResizeCropFlipImage`` and BEVDet's loader call):
+            uint8 input only, bit-identical to Pillow on the ``cpu`` and ``reference`` backends.
         geometry: ``exact`` reports the true pixel mapping ``diag(W'/W, H'/H)``; ``nominal`` reports
             ``diag(sx, sy)`` as mmdet3d/BEVFormer do for ``lidar2img`` (the two differ only when
             ``W * s`` is not an integer, by under one output pixel at the far edge).
@@ -110,6 +113,9 @@ class Resize(Stage):
 
     def output_spec(self, spec: FrameSpec) -> FrameSpec:
         _require_pixels(spec, "Resize")
+        if self.interpolation == "pil_bicubic" and spec.dtype != "uint8":
+            raise ConfigError(f"Resize(interpolation='pil_bicubic') takes uint8 pixels, got {spec.dtype}; "
+                              "put it before Normalise")
         w, h = self.out_size(spec.width, spec.height)
         return spec.with_(width=w, height=h)
 

@@ -364,9 +364,12 @@ class HandTuned(_PerCamera):
         w, h, n = self.w, self.h, self.n
         sums = not self.fast and tgt["scale"] is not None
         order = (2, 1, 0) if tgt["to_rgb"] else (0, 1, 2)
-        self.native = None
+        self.native = self.chroma = None
         if cpu_backend._native is not None:  # as dvpipe uses it
             self.native = (order, tuple(tgt["mean"]), tuple(1.0 / s for s in tgt["std"]), 2 if sums else 1)
+            if self.fast:  # the 1/2 decode's chroma filtered as the reference's upsampling + 2x2 mean does
+                axes = cpu_backend._CHROMA_AXES.get(image_info(datas[0]).subsampling, (False, False))
+                self.chroma = axes if any(axes) else None
             return
         self.strip = min(h, max(16, round(786432 / (12 * w))))
         ph = self.strip if sums else h
@@ -380,7 +383,9 @@ class HandTuned(_PerCamera):
         out = self.out
         img = self.decode(i, self.bufs[i])
         h, w = self.h, self.w
-        if self.native is not None:
+        if self.chroma is not None:
+            cpu_backend._native.normalise_chroma(img, out[i, :, :h, :w], *self.native[:3], *self.chroma)
+        elif self.native is not None:
             cpu_backend._native.normalise_planes(img, out[i, :, :h, :w], *self.native)
         elif self.v16 is not None:  # exact 2x2 sums in strips of ~768 KB of input, as dvpipe does
             rows = self.strip

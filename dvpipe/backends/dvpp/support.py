@@ -9,6 +9,9 @@ calls through pyACL ``acl.media``):
   per product is an open question and the hi_mpi PNG API is not implemented here);
 * ``crop`` before a ``resize`` -> the crop box of a VPC crop-resize; ``resize`` -> VPC resize;
   a ``crop`` after the last resize -> a slice of the host copy;
+* raw camera frames (``uyvy``, ``yuyv``, ``nv12`` encodings): VPC documents YUV422 packed and YUV420SP
+  input and the knowledge base judges the conversion to BGR888, but no DVPP kernel here uploads raw frames
+  (every step starts at JPEGD/VDEC), so they are declined with that verdict and run on the next backend;
 * the colour conversion NV12 -> BGR: ``acldvppVpcConvertColorAsync`` after the last VPC call where the
   documentation allows NV12 -> BGR888 there (the documented route, CANN aclcppdevg_03_0349; Ascend310P),
   else on the host. A resize never writes BGR888 itself (that rested on a MindX page only).
@@ -25,7 +28,8 @@ A documented silent effect (JPEGD floors an odd height to even) is made explicit
 its source and the reason, and the planner routes the step to the next backend.
 
 Fidelity: a DVPP path cannot match the float reference within float rounding (4:2:0 chroma, uint8
-resize), so at fidelity ``reference`` every DVPP step is declined, saying what it would do at ``fast``;
+resize), so at fidelity ``reference`` every DVPP step is declined -- status ``declined`` (dvpipe's policy),
+never ``rejected`` (a documented hardware limit) -- saying what it would do at ``fast``;
 at ``fast`` the outputs stay within the tolerance table of docs/dvpp.md.
 """
 from __future__ import annotations
@@ -34,7 +38,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from ...codecs import VIDEO_ENCODINGS
+from ...codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ...errors import DvpipeError
 from ...stages.image import Crop, Decode, Resize
 from ...stages.registry import KernelQuery, Verdict
@@ -265,6 +269,21 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
         if kv.ok:
             return Verdict.no(f"PNGD decode on {target.soc} (CANN {target.cann}): {note}"), None
         return _refusal(kv, note), None
+    if enc in RAW_YUV_ENCODINGS:
+        # VPC documents YUV422 packed and YUV420SP input (vpc.v1.formats.*: 6.0.1 aclcppdevg_03_0168 / 0232,
+        # 8.0.0 aclpythondevg_01_0429) and judges the conversion to BGR888; the kernels below start at JPEGD/VDEC
+        kv = kcheck(target, "vpc", "csc", w, h, enc, out_fmt="bgr888")
+        note = (f"dvpipe's DVPP backend starts every step at a decoder (JPEGD/VDEC) and has no kernel that uploads "
+                f"raw {enc.upper()} frames to VPC; the colour conversion runs on the next backend")
+        if kv.ok:
+            rid = kv.rules_checked[0] if kv.rules_checked else None
+            from ...knowledge import rule_by_id
+
+            rule = rule_by_id(rid) if rid else None
+            return Verdict.no(f"VPC colour conversion {enc.upper()} -> BGR888 on {target.soc} (CANN {target.cann}): "
+                              f"allowed by the documented rules; {note}", rule=rid,
+                              source=rule.source if rule else None), None
+        return _refusal(kv, note), None
     if enc == "jpeg":
         source = "jpegd"
         kv = kcheck(target, "jpegd", "decode", w, h, _bitstream(camera), out_fmt="nv12")
@@ -380,7 +399,8 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
         why = ("fidelity 'reference' means the float reference within float rounding; a DVPP path differs by "
                "the 4:2:0 chroma round trip and uint8 resampling (tolerance table: docs/dvpp.md); at fidelity "
                f"'fast' this step runs on DVPP: {prog.describe()}")
-        return Verdict("rejected", (reason + "; " if reason else "") + why, p.rule or "dvpp.fidelity",
+        # "declined" (dvpipe's fidelity policy), not "rejected" (a documented hardware limit)
+        return Verdict("declined", (reason + "; " if reason else "") + why, p.rule or "dvpp.fidelity",
                        p.source, "; ".join(p.detours) or None), None
     text = prog.describe() if not reason else f"{reason}; runs as: {prog.describe()}"
     replace = tuple(p.stages) if p.changed else (p.stages[0], *stages[1:])

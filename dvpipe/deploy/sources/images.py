@@ -9,6 +9,12 @@ from the file names, a sidecar file, or a frame rate.
   order (KITTI raw ``timestamps.txt``: ``2011-09-26 13:02:25.964389445``, UTC); numeric times in
   ``unit`` (auto as above).
 * ``timestamps: fps``: frame k is captured at ``start_ns + k / fps``.
+* ``timestamps: rig`` (set by the deployment loader, not written by users): one image named by a
+  single-sample rig file's ``image:``, captured at its ``capture_time_ns`` (option ``capture_ns``).
+
+``pattern`` is a file-name glob inside the folder; the loader replaces ``{camera}`` in it by the
+camera's name (``pattern: "*__{camera}__*.jpg"`` for nuScenes' flat ``samples`` folders) and refuses
+a pattern that matches no file.
 
 Frames are ordered by capture time; files are read lazily, one per ``read()``.
 """
@@ -118,6 +124,8 @@ class ImageSequence(Source):
                     if t is None:
                         raise SourceError(f"{f}: not listed in the sidecar {o['sidecar']}")
                     stamped.append((_to_ns(t, unit), f))
+        elif mode == "rig":
+            stamped = [(int(o.get("capture_ns") or 0), f) for f in files[:1]]
         else:
             start = o.get("start_ns") or 0
             period = 1e9 / o.get("fps", 10.0)

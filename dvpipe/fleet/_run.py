@@ -1,0 +1,350 @@
+"""The driver: shards the index, runs the actors on Ray Data, keeps the account, writes the manifest last."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence, TextIO
+
+from ..errors import ConfigError, DvpipeError
+from ._index import read_index
+from ._latency import FleetLatency
+from ._manifest import MANIFEST, RUN_SCHEMA, fingerprint, load_shard_manifest, write_json
+from ._writers import WRITERS
+
+__all__ = ["run", "plan_shards", "FleetResult", "FleetError", "Progress", "parse_resources"]
+
+DEFAULT_SHARD_SIZE = 64
+
+
+class FleetError(DvpipeError, RuntimeError):
+    """The fleet run could not complete its account (a shard's task failed for good, ...)."""
+
+
+def _ray():
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as e:
+        raise ConfigError(f"dvpipe fleet needs Ray Data: pip install 'dvpipe[ray]' ({e})") from None
+    return ray
+
+
+def plan_shards(rows: Sequence[dict], shard_size: int) -> list[list[dict]]:
+    """Index rows cut into shards: per drive, ``shard_size`` image sets each; a video drive is one shard
+    (its cameras' recordings are decoded in order by one decoder each). Shard k = ``result[k]``."""
+    if shard_size < 1:
+        raise ConfigError(f"--shard-size must be >= 1, got {shard_size}")
+    by_drive: dict[str, list[dict]] = {}
+    for r in sorted(rows, key=lambda r: r["set_id"]):
+        by_drive.setdefault(r["drive"], []).append(r)
+    shards: list[list[dict]] = []
+    for drive in sorted(by_drive):
+        rs = by_drive[drive]
+        if rs[0]["kind"] == "video":
+            shards.append(rs)
+        else:
+            shards += [rs[i:i + shard_size] for i in range(0, len(rs), shard_size)]
+    return shards
+
+
+def parse_resources(text: Optional[str]) -> dict[str, float]:
+    """``npu=1`` / ``gpu=1`` / ``cpu=2`` / ``NAME=X,...`` -> resources per worker."""
+    out: dict[str, float] = {}
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, eq, value = part.partition("=")
+        try:
+            amount = float(value)
+        except ValueError:
+            amount = -1.0
+        if not eq or not name or amount <= 0:
+            raise ConfigError(f"--resources {text}: expected NAME=AMOUNT[,NAME=AMOUNT] (e.g. npu=1, gpu=1), "
+                              f"got {part!r}")
+        out[name.strip()] = amount
+    return out
+
+
+def _file_text(path: Optional[str]) -> str:
+    if not path:
+        return ""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+@dataclass
+class FleetResult:
+    """What a fleet run did. ``manifest`` is the run manifest as written (see :mod:`._manifest`)."""
+
+    out: str
+    manifest: dict
+    latency: FleetLatency
+    skipped_shards: int = 0
+    processed_shards: int = 0
+    elapsed_s: float = 0.0
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.manifest["complete"])
+
+    @property
+    def failed(self) -> dict[str, str]:
+        return self.manifest["failed"]
+
+
+class Progress:
+    """Progress line with an ETA and throughput per worker (to ``stream`` every ``every_s`` seconds,
+    redrawn in place on a terminal)."""
+
+    def __init__(self, total: int, done: int = 0, stream: TextIO = sys.stderr, every_s: float = 5.0):
+        self.total, self.done0, self.done = total, done, done
+        self.failed = 0
+        self.workers: dict[str, list[float]] = {}  # worker -> [sets, busy_s]
+        self.stream = stream
+        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self.every_s = 0.2 if self.tty else every_s
+        self.t0 = time.monotonic()
+        self._last = 0.0
+
+    def update(self, manifest: dict) -> None:
+        n = len(manifest["set_ids"])
+        self.done += n + len(manifest["failed"])
+        self.failed += len(manifest["failed"])
+        w = self.workers.setdefault(manifest["worker"], [0, 0.0])
+        w[0] += n
+        w[1] += manifest["busy_s"]
+        now = time.monotonic()
+        if now - self._last >= self.every_s or self.done >= self.total:
+            self._last = now
+            self.draw(now)
+
+    def line(self, now: Optional[float] = None) -> str:
+        elapsed = max(1e-9, (now or time.monotonic()) - self.t0)
+        rate = (self.done - self.done0) / elapsed
+        left = self.total - self.done
+        eta = f"ETA {left / rate:.0f} s" if rate > 0 and left else ("done" if not left else "ETA -")
+        pct = 100.0 * self.done / self.total if self.total else 100.0
+        per = ", ".join(f"{w} {s / b:.1f}/s" if b > 0 else f"{w} -" for w, (s, b) in sorted(self.workers.items()))
+        return (f"fleet: {self.done}/{self.total} sets ({pct:.0f}%)  {rate:.1f} sets/s  {eta}"
+                + (f"  failed {self.failed}" if self.failed else "") + (f"  | workers: {per}" if per else ""))
+
+    def draw(self, now: Optional[float] = None) -> None:
+        text = self.line(now)
+        self.stream.write(("\r" + text[:200].ljust(100)) if self.tty else text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def run(deployment: str, index: str, out: str, *, workers: int = 1, address: Optional[str] = None,
+        resources: Optional[Mapping[str, float]] = None, format: str = "parquet",
+        shard_size: int = DEFAULT_SHARD_SIZE, backends: Optional[Sequence[str]] = None,
+        progress: Optional[Progress | bool] = None, hold_path: Optional[str] = None,
+        ray_init: Optional[Mapping[str, Any]] = None) -> FleetResult:
+    """Process every frame set of ``index`` with ``deployment``'s pipeline on Ray, into ``out``.
+
+    Args:
+        deployment: the deployment YAML (its pipeline, backends and sync rules; the model and the
+            deployment's own outputs are not used).
+        index: a frame-set index (``dvpipe fleet index``).
+        out: output folder; running again with the same folder resumes (complete shards are skipped,
+            partial ones redone).
+        workers: actors (each with one pipeline).
+        address: Ray cluster (``auto``, ``ray://HOST:PORT``); None joins the cluster this process is
+            connected to, or starts a local one.
+        resources: per worker, e.g. ``{"gpu": 1}``, ``{"npu": 1}`` (ray-ascend's ``NPU`` resource),
+            ``{"cpu": 2}``; other names are custom Ray resources.
+        format: ``parquet`` or ``tar`` (:mod:`._writers`).
+        shard_size: image frame sets per shard (a video drive is one shard).
+        backends: override the deployment's backend preference (e.g. ``["torch:cuda", "cpu"]``).
+        progress: a :class:`Progress`, True for one on stderr, None/False for none.
+        hold_path: tests only: workers park mid-shard while this file exists (to kill one there).
+        ray_init: extra ``ray.init`` keyword arguments when this call starts Ray.
+
+    Returns:
+        a :class:`FleetResult`; its manifest accounts for every set of the index (written or failed).
+
+    Raises:
+        ConfigError: bad options, or ``out`` holds another deployment's outputs.
+        FleetError: the cluster failed in a way the retries did not recover from.
+    """
+    from ._process import load_fleet_deployment
+
+    t_start = time.perf_counter()
+    if format not in WRITERS:
+        raise ConfigError(f"--format {format!r}: expected one of {', '.join(WRITERS)}")
+    if workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {workers}")
+    dep = load_fleet_deployment(deployment, backends)
+    rows, meta = read_index(index)
+    cams = [c.name for c in dep.cameras]
+    if meta.get("cameras") != cams:
+        raise ConfigError(f"--index {index} was built for cameras {meta.get('cameras')}, the deployment has {cams}")
+    shards = plan_shards(rows, shard_size)
+    config_fp = fingerprint(_file_text(dep.path), _file_text(dep.rig_path), list(backends or ()), format)
+    fps = {str(k): fingerprint(config_fp, rs) for k, rs in enumerate(shards)}
+    out = os.path.abspath(out)
+    shards_dir = os.path.join(out, "shards")
+    os.makedirs(shards_dir, exist_ok=True)
+    old = os.path.join(out, MANIFEST)
+    if os.path.isfile(old):
+        try:
+            with open(old, encoding="utf-8") as f:
+                prev = json.load(f).get("config_fingerprint")
+        except (OSError, ValueError):
+            prev = None
+        if prev is not None and prev != config_fp:
+            raise ConfigError(f"--out {out} holds the outputs of another deployment, backends or format; "
+                              "use another --out (or remove it)")
+        os.unlink(old)  # the manifest is the last thing written: from now on the folder is a run in progress
+    done: dict[int, dict] = {}
+    for k in range(len(shards)):
+        m = load_shard_manifest(shards_dir, k, fps[str(k)])
+        if m is not None:
+            done[k] = m
+    todo = [k for k in range(len(shards)) if k not in done]
+    if isinstance(progress, bool):
+        progress = Progress(len(rows)) if progress else None
+    if progress is not None:
+        progress.total = len(rows)
+        progress.done = progress.done0 = sum(len(m["set_ids"]) + len(m["failed"]) for m in done.values())
+    latency = FleetLatency(dep)
+    timings: dict[str, float] = {}
+    if todo:
+        timings = _run_ray(dep, shards, todo, fps, out, format, workers, address, resources, backends, hold_path,
+                           ray_init, done, latency, progress, deployment)
+    if progress is not None:
+        progress.close()
+    manifest = _account(dep, deployment, index, meta, rows, shards, done, format, shard_size, config_fp,
+                        latency, time.perf_counter() - t_start, len(shards) - len(todo))
+    _clean(shards_dir, done)
+    write_json(os.path.join(out, MANIFEST), manifest)
+    return FleetResult(out, manifest, latency, len(shards) - len(todo), len(todo),
+                       time.perf_counter() - t_start, timings)
+
+
+def _run_ray(dep, shards, todo, fps, out, fmt, workers, address, resources, backends, hold_path, ray_init, done,
+             latency, progress, deployment) -> dict:
+    ray = _ray()
+    from ._actor import ShardActor
+
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    started = False
+    if not ray.is_initialized():
+        kwargs = dict(include_dashboard=False, log_to_driver=False)
+        kwargs.update(ray_init or {})
+        try:
+            ray.init(address=address, **kwargs)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise ConfigError(f"--address {address or '(local)'}: cannot start or join a Ray cluster "
+                              f"({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''})") from None
+        started = True
+    timings["ray_init_s"] = time.perf_counter() - t0
+    try:
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = False
+        ctx.print_on_execution_start = False
+        res = {k.lower(): v for k, v in (resources or {}).items()}
+        remote: dict[str, Any] = {"num_cpus": res.pop("cpu", 1)}
+        if "gpu" in res:
+            remote["num_gpus"] = res.pop("gpu")
+        custom = {("NPU" if k == "npu" else k): v for k, v in res.items()}
+        if custom:
+            remote["resources"] = custom
+        spec = {"deployment": os.path.abspath(deployment), "backends": list(backends) if backends else None,
+                "out": out, "format": fmt, "hold_path": hold_path}
+        items = [{"shard": k, "fingerprint": fps[str(k)], "rows": json.dumps(shards[k])} for k in todo]
+        ds = ray.data.from_items(items, override_num_blocks=len(items))
+        ds = ds.map_batches(ShardActor, fn_constructor_kwargs={"spec": spec}, batch_size=1, batch_format="numpy",
+                            compute=ray.data.ActorPoolStrategy(size=min(workers, len(items))), **remote)
+        t1 = time.perf_counter()
+        timings["execute_start_unix"] = time.time()
+        first = None
+        try:
+            for row in ds.iter_rows():
+                if first is None:
+                    first = time.perf_counter() - t1
+                m = json.loads(row["manifest"])
+                k = int(row["shard"])
+                if k in done:  # a retried shard reported twice: the first report stands (same file, same sets)
+                    continue
+                done[k] = m
+                latency.add(json.loads(row["timelines"]))
+                if progress is not None:
+                    progress.update(m)
+        except Exception as e:  # noqa: BLE001 - Ray's errors are long; the manifest says what is missing
+            first_line = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            raise FleetError(f"the Ray job failed ({type(e).__name__}: {first_line}); the shards already "
+                             "written are kept: fix the cause and run again with the same --out to resume") from e
+        timings["first_shard_s"] = first or 0.0
+        timings["execute_s"] = time.perf_counter() - t1
+    finally:
+        if started:
+            ray.shutdown()
+    return timings
+
+
+def _account(dep, deployment, index, meta, rows, shards, done, fmt, shard_size, config_fp, latency, elapsed,
+             skipped) -> dict:
+    seen: dict[str, int] = {}
+    failed: dict[str, str] = {}
+    written = 0
+    for m in done.values():
+        for sid in m["set_ids"]:
+            seen[sid] = seen.get(sid, 0) + 1
+            written += 1
+        for sid, why in m["failed"].items():
+            seen[sid] = seen.get(sid, 0) + 1
+            failed[sid] = why
+    for k, rs in enumerate(shards):
+        if k not in done:
+            for r in rs:
+                failed.setdefault(r["set_id"], "not processed: its shard's task did not complete")
+    dup = sorted(s for s, n in seen.items() if n > 1)
+    complete = not dup and written + len(failed) == len(rows) and all(k in done for k in range(len(shards)))
+    workers: dict[str, dict] = {}
+    for m in done.values():
+        w = workers.setdefault(m["worker"], {"sets": 0, "busy_s": 0.0})
+        w["sets"] += len(m["set_ids"])
+        w["busy_s"] += m["busy_s"]
+    for w in workers.values():
+        w["sets_per_s"] = w["sets"] / w["busy_s"] if w["busy_s"] > 0 else None
+    dropped: dict[str, int] = {}
+    for info in meta.get("drives", {}).values():
+        for cat, n in info.get("dropped", {}).items():
+            dropped[cat] = dropped.get(cat, 0) + n
+    return {"schema": RUN_SCHEMA, "deployment": os.path.abspath(deployment), "name": dep.name,
+            "index": os.path.abspath(index), "format": fmt, "shard_size": shard_size,
+            "config_fingerprint": config_fp, "sets": len(rows), "written": written, "failed": dict(sorted(failed.items())),
+            "duplicates": dup, "complete": complete, "skipped_shards": skipped,
+            "shards": [done[k] for k in sorted(done)], "workers": workers, "elapsed_s": elapsed,
+            "sets_per_s": (written / elapsed) if elapsed > 0 else None, "dropped_frames": dropped,
+            "latency_sets": latency.stats.batches, "latency": latency.to_json()}
+
+
+def _clean(shards_dir: str, done: dict) -> None:
+    """Remove temporary files and claims left by killed workers of shards now complete."""
+    for f in os.listdir(shards_dir):
+        if ".tmp-" in f or ".claim-" in f:
+            try:
+                k = int(f.split("-")[1].split(".")[0])
+            except (IndexError, ValueError):
+                continue
+            if k in done:
+                try:
+                    os.unlink(os.path.join(shards_dir, f))
+                except OSError:
+                    pass
+

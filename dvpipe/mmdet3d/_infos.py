@@ -1,0 +1,198 @@
+"""mmdet3d ``*_infos_*.pkl`` files as a frame-set source, a rig and a pose source.
+
+Loading a pickle can execute code (its opcodes may call any importable function), so
+:func:`load_info_pickle` uses a restricted unpickler: it resolves only the builtin containers and
+scalars and the numpy array / dtype / scalar reconstructors that these files contain, and refuses
+every other global by name before anything is called.
+
+Layouts read:
+
+* mmdet3d v0.x and BEVFormer's temporal infos: ``{"infos": [...], "metadata": {...}}``, each sample
+  with ``token``, ``timestamp`` (microseconds), ``cams`` (per camera ``data_path``,
+  ``sensor2lidar_rotation``, ``sensor2lidar_translation``, ``cam_intrinsic``, ``timestamp``),
+  ``ego2global_translation``/``_rotation``, ``lidar2ego_*``; BEVFormer adds ``scene_token``,
+  ``can_bus`` (18), ``prev``, ``next``, ``frame_idx``.
+* mmdet3d v1.x: ``{"metainfo": ..., "data_list": [...]}``, each sample with ``images`` (per camera
+  ``img_path``, ``cam2img``, ``lidar2cam``, ``timestamp`` in seconds) and ``ego2global`` (4x4).
+
+Samples are ordered by timestamp, as mmdet3d's ``NuScenesDataset`` orders them.
+"""
+from __future__ import annotations
+
+import io
+import math
+import pickle
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+
+__all__ = ["load_info_pickle", "InfoFile"]
+
+_ALLOWED = {
+    ("builtins", n) for n in ("dict", "list", "tuple", "set", "frozenset", "str", "int", "float", "bool", "bytes",
+                              "bytearray", "complex", "slice", "range")
+} | {("collections", "OrderedDict"), ("numpy", "ndarray"), ("numpy", "dtype")} | {
+    (mod, n) for mod in ("numpy.core.multiarray", "numpy._core.multiarray") for n in ("_reconstruct", "scalar")
+} | {(mod, "_frombuffer") for mod in ("numpy.core.numeric", "numpy._core.numeric")}
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if (module, name) in _ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name}")
+
+
+def load_info_pickle(path: "str | Path") -> Any:
+    """Unpickle an info file allowing only builtin and numpy types (never runs other code).
+
+    Raises:
+        ConfigError: the file cannot be read, or it names a global outside the allowed set.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ConfigError(f"cannot read info file {path}: {e.strerror or e}") from None
+    try:
+        return _RestrictedUnpickler(io.BytesIO(data)).load()
+    except pickle.UnpicklingError as e:
+        raise ConfigError(f"{path}: the pickle refers to {e}, which dvpipe does not load from info files "
+                          "(only builtin and numpy types)") from None
+    except Exception as e:  # noqa: BLE001 - a truncated or foreign file
+        raise ConfigError(f"{path}: not a readable info pickle ({type(e).__name__}: {e})") from None
+
+
+def _lidar2cam_v0(cam: Mapping) -> np.ndarray:
+    # BEVFormer's get_data_info: lidar2cam_r = inv(sensor2lidar_rotation), t = sensor2lidar_translation @ r.T
+    r = np.linalg.inv(np.asarray(cam["sensor2lidar_rotation"], dtype=np.float64))
+    t = np.asarray(cam["sensor2lidar_translation"], dtype=np.float64) @ r.T
+    out = np.eye(4)
+    out[:3, :3] = r
+    out[:3, 3] = -t
+    return out
+
+
+def _rotation_quaternion(R: np.ndarray) -> list[float]:
+    # (w, x, y, z) of a rotation matrix (Shepperd's method)
+    t = np.trace(R)
+    if t > 0:
+        s = math.sqrt(t + 1.0) * 2
+        return [0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s]
+    i = int(np.argmax(np.diag(R)))
+    j, k = (i + 1) % 3, (i + 2) % 3
+    s = math.sqrt(1.0 + R[i, i] - R[j, j] - R[k, k]) * 2
+    q = [0.0] * 4
+    q[0] = (R[k, j] - R[j, k]) / s
+    q[1 + i] = 0.25 * s
+    q[1 + j] = (R[j, i] + R[i, j]) / s
+    q[1 + k] = (R[k, i] + R[i, k]) / s
+    return q
+
+
+class InfoFile:
+    """The samples of an info file, normalised.
+
+    Args:
+        path: the ``.pkl``.
+        data_root: folder that relative image paths are resolved against (default: the file's folder).
+        cameras: camera names in batch order (default: the first sample's order).
+
+    Each sample: ``token``, ``timestamp_ns``, ``scene_token`` (or None), ``can_bus`` (or None),
+    ``translation``, ``rotation`` (ego to global), ``cameras``: name -> ``path``,
+    ``intrinsics`` (3x3), ``lidar2cam`` (4x4), ``timestamp_ns``.
+    """
+
+    def __init__(self, path: "str | Path", *, data_root: "str | Path | None" = None,
+                 cameras: Optional[Sequence[str]] = None):
+        self.path = str(path)
+        raw = load_info_pickle(path)
+        root = Path(data_root) if data_root is not None else Path(path).resolve().parent
+        if isinstance(raw, Mapping) and "infos" in raw:
+            items, v1 = raw["infos"], False
+        elif isinstance(raw, Mapping) and "data_list" in raw:
+            items, v1 = raw["data_list"], True
+        elif isinstance(raw, list):
+            items, v1 = raw, False
+        else:
+            raise ConfigError(f"{path}: expected {{'infos': [...]}} (mmdet3d v0.x) or {{'data_list': [...]}} (v1.x)")
+        try:
+            samples = [self._sample(s, v1, root) for s in items]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ConfigError(f"{path}: a sample lacks a field dvpipe needs ({type(e).__name__}: {e})") from None
+        if not samples:
+            raise ConfigError(f"{path}: no samples")
+        self.samples = sorted(samples, key=lambda s: s["timestamp_ns"])
+        self.cameras = list(cameras) if cameras is not None else list(self.samples[0]["cameras"])
+        missing = [c for c in self.cameras if c not in self.samples[0]["cameras"]]
+        if missing:
+            raise ConfigError(f"{path}: camera {missing[0]} is not in the info file "
+                              f"({', '.join(self.samples[0]['cameras'])})")
+
+    @staticmethod
+    def _sample(s: Mapping, v1: bool, root: Path) -> dict:
+        cams = {}
+        if v1:
+            for name, c in s["images"].items():
+                cams[name] = {"path": str(root / c["img_path"]), "intrinsics": np.asarray(c["cam2img"], float)[:3, :3],
+                              "lidar2cam": np.asarray(c["lidar2cam"], dtype=np.float64),
+                              "timestamp_ns": int(round(float(c.get("timestamp", s["timestamp"])) * 1e9))}
+            e2g = np.asarray(s["ego2global"], dtype=np.float64)
+            translation, rotation = e2g[:3, 3].tolist(), _rotation_quaternion(e2g[:3, :3])
+            t_ns = int(round(float(s["timestamp"]) * 1e9))
+        else:
+            for name, c in s["cams"].items():
+                cams[name] = {"path": str(root / c["data_path"]),
+                              "intrinsics": np.asarray(c["cam_intrinsic"], dtype=np.float64),
+                              "lidar2cam": _lidar2cam_v0(c), "timestamp_ns": int(c.get("timestamp", s["timestamp"])) * 1000}
+            translation, rotation = list(s["ego2global_translation"]), list(s["ego2global_rotation"])
+            t_ns = int(s["timestamp"]) * 1000
+        return {"token": s.get("token", s.get("sample_idx")), "timestamp_ns": t_ns, "scene_token": s.get("scene_token"),
+                "can_bus": None if s.get("can_bus") is None else np.asarray(s["can_bus"], dtype=np.float64),
+                "translation": translation, "rotation": rotation, "cameras": cams}
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def rig(self, width: Optional[int] = None, height: Optional[int] = None, name: str = "infos"):
+        """A :class:`~dvpipe.Rig` from the first sample's calibration; sizes read from its images
+        unless given (every camera the same size)."""
+        from ..types import Rig
+
+        first = self.samples[0]["cameras"]
+        cams = []
+        for cam in self.cameras:
+            c = first[cam]
+            w, h = (width, height) if width and height else _image_size(c["path"])
+            cams.append({"name": cam, "width": w, "height": h, "encoding": "jpeg",
+                         "intrinsics": c["intrinsics"].tolist(), "lidar2cam": c["lidar2cam"].tolist()})
+        return Rig.from_dict({"name": name, "cameras": cams})
+
+    def frame_sets(self) -> Iterator[dict]:
+        """``{camera: dv.Frame(camera, index, capture_ns, image path)}`` per sample, in time order."""
+        from ..types import Frame
+
+        for k, s in enumerate(self.samples):
+            yield {cam: Frame(cam, k, s["cameras"][cam]["timestamp_ns"], s["cameras"][cam]["path"])
+                   for cam in self.cameras}
+
+    def __call__(self, timestamp_ns: Optional[int], seq: Optional[int] = None) -> dict:
+        """Pose source for :class:`~dvpipe.mmdet3d.Mmdet3dMetas`: the sample ``seq`` of :meth:`frame_sets`."""
+        if seq is None or not 0 <= seq < len(self.samples):
+            raise ConfigError(f"{self.path}: no sample {seq!r} (frame sets from InfoFile.frame_sets carry it)")
+        s = self.samples[seq]
+        return {"translation": s["translation"], "rotation": s["rotation"], "can_bus": s["can_bus"],
+                "scene_token": s["scene_token"], "token": s["token"],
+                "cameras": {cam: {"intrinsics": s["cameras"][cam]["intrinsics"], "lidar2cam": s["cameras"][cam]["lidar2cam"],
+                                  "filename": s["cameras"][cam]["path"]} for cam in self.cameras}}
+
+
+def _image_size(path: str) -> tuple[int, int]:
+    import cv2
+
+    img = cv2.imread(path, cv2.IMREAD_UNCHANGED)
+    if img is None:
+        raise ConfigError(f"cannot read image {path} to learn the camera size; pass width= and height=")
+    return img.shape[1], img.shape[0]

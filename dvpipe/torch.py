@@ -1,0 +1,125 @@
+"""torch ``DataLoader`` integration: a dataset of preprocessed frame sets, sharded across workers.
+
+``FrameSetDataset`` is an ``IterableDataset`` over a deployment (each worker runs it and keeps its
+share of the frame sets) or over any frame-set iterable with a pipeline (each worker gets its own
+copy of the pipeline: a :class:`~dvpipe.Pipeline` pickles as its construction arguments). Samples
+own their images (``batch.keep()``), so they survive the pipeline's buffer reuse and the transfer
+from a worker process. :func:`collate_mmdet3d` stacks samples into what an mmdet3d detector takes::
+
+    ds = FrameSetDataset("configs/deployments/nuscenes-images.yaml", metas_format="mmdet3d")
+    loader = torch.utils.data.DataLoader(ds, batch_size=1, num_workers=2, collate_fn=collate_mmdet3d)
+    for data in loader:
+        model.forward_test(img=[data["img"]], img_metas=[data["img_metas"]])
+
+Sharding: frame set ``k`` goes to worker ``k % num_workers``. With a deployment every worker
+reads and preprocesses every set (the sources and the synchroniser run per worker) and yields
+its own; with a frame-set iterable only the sets a worker keeps are preprocessed.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from ._optional import require
+from .errors import ConfigError
+
+torch = require("torch")
+
+__all__ = ["FrameSetDataset", "collate_mmdet3d"]
+
+
+def _worker() -> tuple[int, int]:
+    info = torch.utils.data.get_worker_info()
+    return (0, 1) if info is None else (info.id, info.num_workers)
+
+
+class FrameSetDataset(torch.utils.data.IterableDataset):
+    """Preprocessed frame sets as samples ``{"img", "img_metas", "valid", "cameras", "index"}``.
+
+    Args:
+        source: a deployment (a YAML path, a mapping, or a loaded ``Deployment``), or a zero-argument
+            picklable callable returning an iterable of frame sets (camera -> frame mappings).
+        pipeline: with a callable ``source``, the :class:`~dvpipe.Pipeline` (copied into each worker)
+            or a picklable zero-argument factory returning one.
+        metas_format: ``per_camera`` or ``mmdet3d`` (see :meth:`dvpipe.Pipeline.set_metas_format`);
+            ``pose`` is its pose source.
+
+    A sample's ``img`` is an ``(N, 3, H, W)`` tensor, ``img_metas`` the batch's metas (a list of
+    per-camera dicts, or one sample dict for ``mmdet3d``), ``valid`` an ``(N,)`` bool tensor and
+    ``index`` the frame set's number in the source.
+    """
+
+    def __init__(self, source: Any, pipeline: Any = None, *, metas_format: str = "per_camera", pose: Any = None):
+        super().__init__()
+        is_deployment = isinstance(source, (str, os.PathLike, Mapping)) or type(source).__name__ == "Deployment"
+        if not is_deployment and not callable(source):
+            raise ConfigError(f"FrameSetDataset source must be a deployment or a callable returning frame sets, "
+                              f"got {type(source).__name__}")
+        if is_deployment and pipeline is not None:
+            raise ConfigError("a deployment brings its own pipeline; pass pipeline= only with a frame-set callable")
+        if not is_deployment and pipeline is None:
+            raise ConfigError("a frame-set callable needs pipeline= (a Pipeline or a factory returning one)")
+        if metas_format not in ("per_camera", "mmdet3d"):
+            raise ConfigError(f"metas_format must be 'per_camera' or 'mmdet3d', got {metas_format!r}")
+        self.source = source
+        self.pipeline = pipeline
+        self.metas_format = metas_format
+        self.pose = pose
+        self._deployment = is_deployment
+
+    def _sample(self, batch, index: int) -> dict:
+        kept = batch.keep()
+        images = kept.images
+        img = images if isinstance(images, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(images))
+        metas = kept.metas
+        if self.metas_format == "mmdet3d" and self._builder is not None:
+            metas = self._builder.sample(metas, kept.cameras, kept.valid)
+        elif self.metas_format == "mmdet3d":
+            (metas,) = metas
+        return {"img": img, "img_metas": metas, "valid": torch.from_numpy(np.array(kept.valid, dtype=bool)),
+                "cameras": list(kept.cameras), "index": index}
+
+    def __iter__(self) -> Iterator[dict]:
+        wid, n = _worker()
+        self._builder = None
+        if self._deployment:
+            yield from self._iter_deployment(wid, n)
+            return
+        if hasattr(self.pipeline, "process"):
+            # in a worker a fresh copy: a forked process inherits the parent's pipeline without its threads
+            pipe = pickle.loads(pickle.dumps(self.pipeline)) if n > 1 or wid else self.pipeline
+        else:
+            pipe = self.pipeline()
+        if self.metas_format == "mmdet3d":
+            pipe.set_metas_format("mmdet3d", pose=self.pose)
+        for k, frames in enumerate(self.source()):
+            if k % n == wid:
+                yield self._sample(pipe.process(frames), k)
+
+    def _iter_deployment(self, wid: int, n: int) -> Iterator[dict]:
+        from .deploy import Runner, load_deployment
+
+        dep = self.source if type(self.source).__name__ == "Deployment" else load_deployment(self.source)
+        if self.metas_format == "mmdet3d":
+            from .mmdet3d import JsonPoses, Mmdet3dMetas
+
+            pose = JsonPoses(self.pose) if isinstance(self.pose, (str, os.PathLike)) else self.pose
+            self._builder = Mmdet3dMetas(pose)
+        with Runner(dep, model=lambda batch: None, write_outputs=False) as runner:
+            for rb in runner.batches():
+                k = rb.frame_set.index
+                if k % n == wid:
+                    yield self._sample(rb.batch, k)
+
+
+def collate_mmdet3d(samples: Sequence[dict]) -> dict:
+    """Stack samples: ``img`` ``(B, N, 3, H, W)``, ``img_metas`` a list of B metas, ``valid`` ``(B, N)``,
+    ``index`` a list (as ``forward_test(img=[img], img_metas=[img_metas])`` takes them)."""
+    if not samples:
+        raise ConfigError("collate_mmdet3d got no samples")
+    return {"img": torch.stack([s["img"] for s in samples]), "img_metas": [s["img_metas"] for s in samples],
+            "valid": torch.stack([s["valid"] for s in samples]), "cameras": samples[0]["cameras"],
+            "index": [s["index"] for s in samples]}

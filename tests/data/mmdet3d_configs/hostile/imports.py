@@ -1,0 +1,2 @@
+import os
+test_pipeline = [dict(type='LoadMultiViewImageFromFiles')]

@@ -1,0 +1,237 @@
+"""metas_format="mmdet3d": one sample dict with per-camera lists and BEVFormer's temporal keys,
+checked against a re-implementation of BEVFormer's CustomNuScenesDataset.get_data_info (can_bus
+assembly) and BEVFormer.forward_test (scene reset and ego-motion deltas), written from
+fundamentalvision/BEVFormer@66b65f3 projects/mmdet3d_plugin/datasets/nuscenes_dataset.py and
+projects/mmdet3d_plugin/bevformer/detectors/bevformer.py."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dvpipe as dv
+from _bevformer_ref import bevformer_reference
+from conftest import encode_jpeg, rig_dict, textured_bgr
+
+CONFIGS = Path(__file__).parent / "data" / "mmdet3d_configs"
+
+
+def _rotation_matrix(q):
+    """pyquaternion's rotation_matrix of the normalised (w, x, y, z)."""
+    w, x, y, z = np.asarray(q, dtype=float) / np.linalg.norm(q)
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+
+
+def ref_can_bus(record) -> np.ndarray:
+    """get_data_info: can_bus[:3] = translation, [3:7] = rotation, [-2] = yaw rad, [-1] = yaw deg."""
+    can = np.zeros(18)
+    can[:3] = record["translation"]
+    can[3:7] = record["rotation"]
+    v = _rotation_matrix(record["rotation"]) @ np.array([1.0, 0.0, 0.0])  # nuScenes quaternion_yaw
+    patch_angle = np.arctan2(v[1], v[0]) / np.pi * 180
+    if patch_angle < 0:
+        patch_angle += 360
+    can[-2] = patch_angle / 180 * np.pi
+    can[-1] = patch_angle
+    return can
+
+
+class RefForwardTest:
+    """forward_test's bookkeeping: prev_bev dropped on a scene change; deltas vs the previous frame."""
+
+    def __init__(self):
+        self.prev = {"prev_bev": None, "scene_token": None, "prev_pos": 0, "prev_angle": 0}
+
+    def __call__(self, meta):
+        meta = dict(meta, can_bus=np.array(meta["can_bus"], dtype=float))
+        if meta["scene_token"] != self.prev["scene_token"]:
+            self.prev["prev_bev"] = None
+        self.prev["scene_token"] = meta["scene_token"]
+        pos, angle = meta["can_bus"][:3].copy(), meta["can_bus"][-1]
+        if self.prev["prev_bev"] is not None:
+            meta["can_bus"][:3] -= self.prev["prev_pos"]
+            meta["can_bus"][-1] -= self.prev["prev_angle"]
+        else:
+            meta["can_bus"][-1] = 0
+            meta["can_bus"][:3] = 0
+        self.prev.update(prev_pos=pos, prev_angle=angle, prev_bev="bev")
+        return meta
+
+
+def _poses(n: int, scene_break: int):
+    rng = np.random.default_rng(1)
+    out, t0 = [], 1_533_151_603_547_590  # microseconds, nuScenes-like
+    for k in range(n):
+        yaw = 2.5 + 0.4 * k  # crosses pi: the [0, 360) wrap is exercised
+        q = [np.cos(yaw / 2), 0.01 * rng.normal(), 0.01 * rng.normal(), np.sin(yaw / 2)]
+        out.append({"token": f"s{k}", "timestamp": t0 + 500_000 * k, "translation": list(rng.normal(0, 100, 3)),
+                    "rotation": list(q / np.linalg.norm(q)), "scene_token": "A" if k < scene_break else "B"})
+    return out
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    rig = dv.Rig.from_dict(rig_dict([(161, 91)] * 3))
+    poses = _poses(5, scene_break=3)
+    path = tmp_path_factory.mktemp("poses") / "ego_pose.json"
+    path.write_text(json.dumps(poses))
+    return rig, poses, path
+
+
+def _frame_sets(rig, poses):
+    for k, p in enumerate(poses):
+        yield {c.name: dv.Frame(c.name, k, p["timestamp"] * 1000 + 3_000_000 * i,
+                                encode_jpeg(textured_bgr(c.width, c.height, seed=k + i)))
+               for i, c in enumerate(rig)}
+
+
+def test_sample_dict_matches_bevformer_dataset_and_forward_test(setup):
+    rig, poses, path = setup
+    pipe = dv.Pipeline.from_mmdet3d_config(CONFIGS / "bevformer/bevformer_tiny.py", rig, metas_format="mmdet3d",
+                                           pose=path)
+    delta = dv.Pipeline.from_mmdet3d_config(CONFIGS / "bevformer/bevformer_tiny.py", rig).set_metas_format(
+        "mmdet3d", pose=path, can_bus="delta")
+    fwd = RefForwardTest()
+    for k, frames in enumerate(_frame_sets(rig, poses)):
+        batch = pipe.process(frames)
+        (meta,) = batch.metas
+        assert np.allclose(meta["can_bus"], ref_can_bus(poses[k]), atol=1e-9)
+        assert meta["scene_token"] == poses[k]["scene_token"] and meta["sample_idx"] == poses[k]["token"]
+        assert meta["prev_bev_exists"] == (k not in (0, 3))
+        expect = fwd(meta)
+        (meta_d,) = delta.process(frames).metas
+        assert np.allclose(meta_d["can_bus"], expect["can_bus"], atol=1e-9)
+        # per-camera lists, in rig order, equal to the independent image reference
+        ref_img, ref_metas = bevformer_reference([frames[c.name].data for c in rig], [c.lidar2img for c in rig],
+                                                 "bevformer-tiny")
+        assert batch.img.shape == (1,) + ref_img.shape and np.abs(batch.img[0] - ref_img).max() <= 1e-4
+        assert len(meta["lidar2img"]) == 3
+        for got, want in zip(meta["lidar2img"], ref_metas):
+            assert np.allclose(got, want["lidar2img"], rtol=1e-9, atol=1e-9)
+        assert [tuple(s) for s in meta["img_shape"]] == [tuple(r["img_shape"]) for r in ref_metas]
+        assert meta["img_timestamp"] == pytest.approx([poses[k]["timestamp"] / 1e6 + 0.003 * i for i in range(3)],
+                                                      abs=1e-6)
+        assert meta["timestamp"] == pytest.approx(poses[k]["timestamp"] / 1e6, abs=1e-6)
+        assert meta["box_type_3d"] in ("LiDAR",) or meta["box_type_3d"].__name__ == "LiDARInstance3DBoxes"
+
+
+def test_meta_arrays_are_writeable_and_owned(setup):
+    rig, poses, path = setup
+    pipe = dv.Pipeline.from_profile("bevformer-tiny", rig).set_metas_format("mmdet3d", pose=path)
+    frames = next(_frame_sets(rig, poses))
+    (a,) = pipe.process(frames).metas
+    (b,) = pipe.process(frames).metas
+    assert a["lidar2img"][0].flags.writeable and a["can_bus"].flags.writeable
+    a["lidar2img"][0][0, 0] = -1.0
+    assert b["lidar2img"][0][0, 0] != -1.0 and pipe._metas[0]["lidar2img"][0, 0] != -1.0
+
+
+def test_stream_gap_starts_a_new_scene_without_a_pose_source():
+    rig = dv.Rig.from_dict(rig_dict([(64, 48)]))
+    pipe = dv.Pipeline.from_profile("bevformer-tiny", rig).set_metas_format("mmdet3d")
+    img = encode_jpeg(textured_bgr(64, 48))
+    t = [0, 100_000_000, 200_000_000, 5_000_000_000, 5_100_000_000]  # a 4.8 s gap before the 4th set
+    metas = [pipe.process({"CAM0": dv.Frame("CAM0", k, ts, img)}).metas[0] for k, ts in enumerate(t)]
+    assert [m["prev_bev_exists"] for m in metas] == [False, True, True, False, True]
+    assert len({m["scene_token"] for m in metas[:3]}) == 1 and metas[3]["scene_token"] != metas[2]["scene_token"]
+
+
+def test_pose_out_of_tolerance_and_bad_format_are_one_line_errors(setup, tmp_path):
+    rig, poses, path = setup
+    pipe = dv.Pipeline.from_profile("bevformer-tiny", rig).set_metas_format("mmdet3d", pose=path)
+    frames = {c.name: dv.Frame(c.name, 0, 1000, encode_jpeg(textured_bgr(c.width, c.height))) for c in rig}
+    with pytest.raises(dv.ConfigError, match=r"no ego pose within 50.0 ms"):
+        pipe.process(frames)
+    with pytest.raises(dv.ConfigError, match="metas_format must be 'per_camera' or 'mmdet3d'"):
+        pipe.set_metas_format("mmdet")
+
+
+# -- info files -------------------------------------------------------------------------------
+def _ref_lidar2img(cam_info, scale):
+    """BEVFormer get_data_info's lidar2img, then RandomScaleImageMultiViewImage's diag(s, s, 1, 1)."""
+    lidar2cam_r = np.linalg.inv(cam_info["sensor2lidar_rotation"])
+    lidar2cam_t = cam_info["sensor2lidar_translation"] @ lidar2cam_r.T
+    lidar2cam_rt = np.eye(4)
+    lidar2cam_rt[:3, :3] = lidar2cam_r.T
+    lidar2cam_rt[3, :3] = -lidar2cam_t
+    viewpad = np.eye(4)
+    viewpad[:3, :3] = cam_info["cam_intrinsic"]
+    S = np.eye(4)
+    S[0, 0] = S[1, 1] = scale
+    return S @ (viewpad @ lidar2cam_rt.T)
+
+
+def _write_infos(tmp_path, n=3):
+    import cv2
+    import pickle
+
+    rng = np.random.default_rng(4)
+    infos = []
+    for k in range(n):
+        cams = {}
+        for i, cam in enumerate(["CAM_FRONT", "CAM_BACK"]):
+            path = tmp_path / "samples" / cam / f"{k}.jpg"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            cv2.imwrite(str(path), textured_bgr(161, 91, seed=10 * k + i))
+            yaw = rng.normal(0, 0.05) + np.pi * i
+            c, s = np.cos(yaw), np.sin(yaw)
+            R = np.array([[c, 0, s], [-s, 0, c], [0, -1, 0]])  # camera -> lidar (x right, y down, z fwd)
+            cams[cam] = {"data_path": f"samples/{cam}/{k}.jpg", "type": cam, "timestamp": 1_000_000 * k + 20_000 * i,
+                         "sensor2lidar_rotation": R, "sensor2lidar_translation": rng.normal(0, 0.5, 3),
+                         "cam_intrinsic": np.array([[120.0 + k, 0, 80.5], [0, 120.0 + k, 45.5], [0, 0, 1]])}
+        q = rng.normal(size=4)
+        infos.append({"token": f"tok{k}", "timestamp": 1_000_000 * k, "cams": cams, "scene_token": "A" if k < 2 else "B",
+                      "can_bus": rng.normal(size=18), "prev": "", "next": "", "frame_idx": k,
+                      "ego2global_translation": list(rng.normal(0, 50, 3)), "ego2global_rotation": list(q / np.linalg.norm(q)),
+                      "lidar2ego_translation": [0.9, 0.0, 1.8], "lidar2ego_rotation": [1.0, 0, 0, 0]})
+    path = tmp_path / "nuscenes_infos_temporal_val.pkl"
+    path.write_bytes(pickle.dumps({"infos": infos[::-1], "metadata": {"version": "v1.0-mini"}}))
+    return path, infos
+
+
+def test_info_file_source_gives_each_samples_calibration_and_can_bus(tmp_path):
+    from dvpipe.mmdet3d import InfoFile
+
+    path, infos = _write_infos(tmp_path)
+    src = InfoFile(path)
+    rig = src.rig()
+    assert rig.names == ("CAM_FRONT", "CAM_BACK") and (rig[0].width, rig[0].height) == (161, 91)
+    pipe = dv.Pipeline.from_mmdet3d_config(CONFIGS / "bevformer/bevformer_tiny.py", rig, metas_format="mmdet3d",
+                                           pose=src)
+    for k, frames in enumerate(src.frame_sets()):  # sorted by timestamp
+        batch = pipe.process(frames)
+        (meta,) = batch.metas
+        info = infos[k]
+        for got, cam in zip(meta["lidar2img"], rig.names):
+            assert np.allclose(got, _ref_lidar2img(info["cams"][cam], 0.5), rtol=1e-9, atol=1e-9)
+        can = np.array(info["can_bus"])
+        want = ref_can_bus({"translation": info["ego2global_translation"], "rotation": info["ego2global_rotation"]})
+        can[:3], can[3:7], can[-2:] = want[:3], want[3:7], want[-2:]
+        assert np.allclose(meta["can_bus"], can, atol=1e-9)
+        assert meta["scene_token"] == info["scene_token"] and meta["sample_idx"] == info["token"]
+        assert meta["prev_bev_exists"] == (k == 1)
+        assert meta["filename"][0].endswith(f"CAM_FRONT/{k}.jpg")
+        ref_img, _ = bevformer_reference([open(meta["filename"][i], "rb").read() for i in range(2)],
+                                         [c.lidar2img for c in rig], "bevformer-tiny")
+        assert np.abs(batch.images - ref_img).max() <= 1e-4
+
+
+def test_info_pickle_with_code_is_refused_and_not_run(tmp_path, monkeypatch):
+    import pickle
+
+    from dvpipe.mmdet3d import load_info_pickle
+
+    class Evil:
+        def __reduce__(self):
+            return (exec, ("open('PWNED', 'w').close()",))
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "evil.pkl").write_bytes(pickle.dumps({"infos": [Evil()]}))
+    with pytest.raises(dv.ConfigError, match=r"refers to builtins.exec, which dvpipe does not load"):
+        load_info_pickle(tmp_path / "evil.pkl")
+    assert not (tmp_path / "PWNED").exists()
+    assert load_info_pickle(_write_infos(tmp_path / "ok", n=1)[0])["metadata"] == {"version": "v1.0-mini"}

@@ -1,0 +1,225 @@
+"""Pipeline.from_mmdet3d_config: the restricted config reader and the transform mapping, checked
+against independent re-implementations of each repository's test pipeline (tests/_*_ref.py)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dvpipe as dv
+from dvpipe.mmdet3d import find_test_pipeline, load_config, map_test_pipeline
+from _bevdet_ref import bevdet_reference
+from _bevformer_ref import bevformer_reference
+from _petr_ref import petr_reference
+from conftest import encode_jpeg, rig_dict, textured_bgr
+
+CONFIGS = Path(__file__).parent / "data" / "mmdet3d_configs"
+
+
+def _frames(rig: dv.Rig, seed: int = 0) -> dict:
+    return {c.name: encode_jpeg(textured_bgr(c.width, c.height, seed=seed + k)) for k, c in enumerate(rig)}
+
+
+@pytest.fixture(scope="module")
+def rig_1600():
+    return dv.Rig.from_dict(rig_dict([(1600, 900)] * 2))
+
+
+@pytest.mark.parametrize("config,profile", [("bevformer_tiny", "bevformer-tiny"), ("bevformer_small", "bevformer-small"),
+                                            ("bevformer_base", "bevformer-base")])
+@pytest.mark.parametrize("size", [(1600, 900), (641, 359)])
+def test_bevformer_configs_match_reference(config, profile, size):
+    rig = dv.Rig.from_dict(rig_dict([size] * 2))
+    frames = _frames(rig)
+    pipe = dv.Pipeline.from_mmdet3d_config(CONFIGS / "bevformer" / f"{config}.py", rig)
+    batch = pipe.process(frames)
+    ref_img, ref_metas = bevformer_reference([frames[c.name] for c in rig], [c.lidar2img for c in rig], profile)
+    assert batch.valid.all() and batch.images.shape == ref_img.shape
+    assert np.abs(batch.images - ref_img).max() <= 1e-4
+    for m, r in zip(batch.metas, ref_metas):
+        assert np.allclose(m["lidar2img"], r["lidar2img"], rtol=1e-9, atol=1e-9)
+        assert tuple(m["img_shape"]) == tuple(r["img_shape"]) and tuple(m["pad_shape"]) == tuple(r["pad_shape"])
+        assert tuple(m["ori_shape"]) == tuple(r["ori_shape"]) and m["scale_factor"] == 1.0
+
+
+def _petr_conf(cfg: dict) -> dict:
+    return next(t for t in find_test_pipeline(cfg) if t["type"].startswith("ResizeCropFlip"))["data_aug_conf"]
+
+
+@pytest.mark.parametrize("config", ["petr/petr_vovnet_gridmask_p4_800x320.py", "petr/petr_r50dcn_gridmask_p4.py",
+                                    "streampetr/stream_petr_r50_flash_704_bs2_seq_24e.py"])
+def test_petr_family_configs_match_reference(rig_1600, config):
+    cfg = load_config(CONFIGS / config)
+    frames = _frames(rig_1600, seed=3)
+    batch = dv.Pipeline.from_mmdet3d_config(CONFIGS / config, rig_1600).process(frames)
+    norm = cfg["img_norm_cfg"]
+    ref_img, ref_metas = petr_reference([frames[c.name] for c in rig_1600], [c.intrinsics for c in rig_1600],
+                                        [c.lidar2cam for c in rig_1600], _petr_conf(cfg), norm["mean"], norm["std"],
+                                        norm["to_rgb"])
+    assert batch.valid.all() and batch.images.shape == ref_img.shape
+    assert np.abs(batch.images - ref_img).max() <= 1e-4
+    for m, r in zip(batch.metas, ref_metas):
+        assert np.allclose(m["intrinsics"], r["intrinsics"], rtol=1e-6, atol=1e-6)
+        assert np.allclose(m["lidar2img"], r["lidar2img"], rtol=1e-6, atol=1e-5)
+        assert tuple(m["img_shape"]) == tuple(r["img_shape"]) and tuple(m["pad_shape"]) == tuple(r["pad_shape"])
+
+
+def test_petr_reference_backend_is_bit_exact_pillow(rig_1600):
+    """The numpy re-implementation of Pillow's resize (reference backend) gives the reference's tensors."""
+    config = CONFIGS / "petr/petr_vovnet_gridmask_p4_800x320.py"
+    rig = dv.Rig.from_dict(rig_dict([(1600, 900)]))
+    frames = _frames(rig, seed=5)
+    cfg = load_config(config)
+    batch = dv.Pipeline.from_mmdet3d_config(config, rig, backends=("reference",)).process(frames)
+    norm = cfg["img_norm_cfg"]
+    ref_img, _ = petr_reference([frames["CAM0"]], [rig[0].intrinsics], [rig[0].lidar2cam], _petr_conf(cfg),
+                                norm["mean"], norm["std"], norm["to_rgb"])
+    assert np.abs(batch.images - ref_img).max() <= 1e-4
+
+
+def test_petrv2_sweeps_refused_by_name_then_skipped_on_request(rig_1600):
+    config = CONFIGS / "petrv2/petrv2_vovnet_gridmask_p4_800x320.py"
+    with pytest.raises(dv.ConfigError, match="LoadMultiViewImageFromMultiSweepsFiles has no dvpipe mapping"):
+        dv.Pipeline.from_mmdet3d_config(config, rig_1600)
+    pipe = dv.Pipeline.from_mmdet3d_config(config, rig_1600, skip=["LoadMultiViewImageFromMultiSweepsFiles"])
+    cfg = load_config(config)
+    frames = _frames(rig_1600, seed=7)
+    norm = cfg["img_norm_cfg"]
+    ref_img, _ = petr_reference([frames[c.name] for c in rig_1600], [c.intrinsics for c in rig_1600],
+                                [c.lidar2cam for c in rig_1600], _petr_conf(cfg), norm["mean"], norm["std"],
+                                norm["to_rgb"])
+    assert np.abs(pipe.process(frames).images - ref_img).max() <= 1e-4
+
+
+def test_petr_config_refuses_cameras_of_another_size():
+    rig = dv.Rig.from_dict(rig_dict([(1280, 720)]))
+    with pytest.raises(dv.ConfigError, match="assumes 1600x900 images; camera CAM0 is 1280x720"):
+        dv.Pipeline.from_mmdet3d_config(CONFIGS / "petr/petr_vovnet_gridmask_p4_800x320.py", rig)
+
+
+@pytest.mark.parametrize("size", [(1600, 900), (1920, 1080)])
+def test_bevdet_config_matches_reference(size):
+    config = CONFIGS / "bevdet/bevdet-r50.py"
+    rig = dv.Rig.from_dict(rig_dict([size] * 2))
+    frames = _frames(rig, seed=11)
+    batch = dv.Pipeline.from_mmdet3d_config(config, rig).process(frames)
+    imgs, rots, trans = bevdet_reference([frames[c.name] for c in rig], load_config(config)["data_config"])
+    assert batch.valid.all() and batch.images.shape == imgs.shape
+    assert np.abs(batch.images - imgs).max() <= 1e-5
+    for m, rot, tran, cam in zip(batch.metas, rots, trans, rig):
+        assert np.allclose(m["post_rot"], rot, atol=1e-6) and np.allclose(m["post_tran"], tran, atol=1e-4)
+        assert np.allclose(m["lidar2img"], cam.lidar2img)  # BEVDet keeps the camera matrices untouched
+
+
+# -- the reader never executes a config --------------------------------------------------------
+def test_hostile_config_refused_and_not_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(dv.ConfigError, match=r"runs_code.py:3: call of __import__"):
+        load_config(CONFIGS / "hostile/runs_code.py")
+    assert not (tmp_path / "DVPIPE_CONFIG_WAS_EXECUTED").exists()
+    with pytest.raises(dv.ConfigError, match=r"imports.py:1: import statement"):
+        load_config(CONFIGS / "hostile/imports.py")
+
+
+def test_allow_code_without_mmengine_says_so():
+    pytest.importorskip("numpy")
+    try:
+        import mmengine  # noqa: F401
+        pytest.skip("mmengine is installed")
+    except ImportError:
+        pass
+    with pytest.raises(dv.ConfigError, match="allow_code=True needs mmengine"):
+        load_config(CONFIGS / "bevformer/bevformer_tiny.py", allow_code=True)
+
+
+def test_reader_subset_and_base_merge(tmp_path):
+    (tmp_path / "base.py").write_text("a = dict(x=1, y=dict(p=1, q=2))\nb = [1, 2]\nsize = 32\n")
+    (tmp_path / "child.py").write_text(
+        "_base_ = './base.py'\n"
+        "a = dict(y=dict(q=3))\n"
+        "b = dict(_delete_=True, z=1)\n"
+        "_dim_ = 256\nhalf = _dim_ // 2\nratio = 1.0 / 3\nneg = -0.5 ** 2\n"
+        "root = 'data/'\nann = root + 'infos.pkl'\nname = f'{root}x{_dim_}'\n"
+        "keys = ['img'] + ['points']\nt = tuple([1, 2])\nd = {**dict(k=1), 'm': 2}\n"
+        "pad = {{_base_.size}}\nfirst = keys[0]\nx, y = 1, 2\nx += 1\n")
+    cfg = load_config(tmp_path / "child.py")
+    assert cfg["a"] == {"x": 1, "y": {"p": 1, "q": 3}} and cfg["b"] == {"z": 1}
+    assert (cfg["half"], cfg["ratio"], cfg["neg"]) == (128, 1.0 / 3, -0.25)
+    assert cfg["ann"] == "data/infos.pkl" and cfg["name"] == "data/x256"
+    assert cfg["keys"] == ["img", "points"] and cfg["t"] == (1, 2) and cfg["d"] == {"k": 1, "m": 2}
+    assert (cfg["pad"], cfg["first"], cfg["x"], cfg["y"]) == (32, "img", 2, 2)
+
+
+@pytest.mark.parametrize("line,message", [
+    ("x = os.path", "Attribute expressions"), ("x = (lambda: 1)()", "call of"), ("x = [i for i in []]", "ListComp"),
+    ("x = 'a' * 10 ** 7", r"\* on sequences only by a small integer"), ("x = undefined + 1", "name 'undefined' is not bound"),
+    ("x = open('f')", r"call of open\(\)"), ("def f(): pass", "FunctionDef"), ("x = 2 ** 1000", r"\*\* only on small"),
+])
+def test_reader_refusals_name_line_and_construct(tmp_path, line, message):
+    (tmp_path / "c.py").write_text("a = 1\n" + line + "\n")
+    with pytest.raises(dv.ConfigError, match=r"c.py:2: .*" + message):
+        load_config(tmp_path / "c.py")
+
+
+def test_missing_base_named(tmp_path):
+    (tmp_path / "c.py").write_text("_base_ = ['../nowhere/nus-3d.py']\n")
+    with pytest.raises(dv.ConfigError, match="_base_ file ../nowhere/nus-3d.py not found"):
+        load_config(tmp_path / "c.py")
+
+
+# -- mapping refusals ------------------------------------------------------------------------
+_LOAD = dict(type="LoadMultiViewImageFromFiles", to_float32=True)
+_NORM = dict(type="NormalizeMultiviewImage", mean=[0, 0, 0], std=[1, 1, 1], to_rgb=False)
+
+
+@pytest.mark.parametrize("pipeline,message", [
+    ([_LOAD, dict(type="PhotoMetricDistortionMultiViewImage"), _NORM], "PhotoMetricDistortionMultiViewImage has no dvpipe mapping"),
+    ([_LOAD, dict(type="ResizeCropFlipImage", training=True, data_aug_conf={}), _NORM], r"ResizeCropFlipImage\(training=True\)"),
+    ([_LOAD, _NORM, dict(type="MultiScaleFlipAug3D", flip=True, transforms=[])], r"flip=True"),
+    ([_LOAD, _NORM, dict(type="RandomScaleImageMultiViewImage", scales=[0.5, 0.8])], "one scale only"),
+    ([_LOAD, dict(type="PadMultiViewImage", size_divisor=32), _NORM], "must come after"),
+    ([_LOAD], "no NormalizeMultiviewImage"),
+])
+def test_unmappable_pipelines_refused_by_name(pipeline, message):
+    with pytest.raises(dv.ConfigError, match=message):
+        map_test_pipeline(pipeline)
+
+
+def test_gridmask_and_formatting_are_test_time_noops(rig_1600):
+    cfg = load_config(CONFIGS / "bevformer/bevformer_tiny.py")
+    pipeline = find_test_pipeline(cfg)
+    with_grid = [pipeline[0], dict(type="GridMask", use_h=True, use_w=True, rotate=1, offset=False, ratio=0.5,
+                                   mode=1, prob=0.7)] + pipeline[1:]
+    a = map_test_pipeline(pipeline).profile
+    b = map_test_pipeline(with_grid).profile
+    assert (a.scale, a.mean, a.std, a.to_rgb, a.size_divisor) == (b.scale, b.mean, b.std, b.to_rgb, b.size_divisor) \
+        == (0.5, (123.675, 116.28, 103.53), (58.395, 57.12, 57.375), True, 32)
+
+
+def test_a_deployment_names_the_mmdet3d_config_and_runs_it(tmp_path):
+    """``pipeline: {mmdet3d_config: PATH}``: the runner's batches equal the reference of that config."""
+    from dvpipe.deploy import Runner, load_deployment
+
+    rig = rig_dict([(641, 359)] * 2)
+    frames = {}
+    for k, cam in enumerate(rig["cameras"]):
+        folder = tmp_path / cam["name"]
+        folder.mkdir()
+        frames[cam["name"]] = encode_jpeg(textured_bgr(641, 359, seed=k))
+        (folder / "1000000000.jpg").write_bytes(frames[cam["name"]])
+    dep = load_deployment({
+        "name": "mm", "rig": rig,
+        "pipeline": {"mmdet3d_config": str(CONFIGS / "bevformer" / "bevformer_tiny.py"), "backends": ["cpu"]},
+        "cameras": [{"name": c["name"], "source": {"type": "images", "uri": str(tmp_path / c["name"])}}
+                    for c in rig["cameras"]],
+        "outputs": {"metrics": False}})
+    r = Runner(dep, write_outputs=False)
+    (rb,) = list(r.batches())
+    r.finish()
+    ref_img, _ = bevformer_reference([frames[c["name"]] for c in rig["cameras"]],
+                                     [np.asarray(c.lidar2img) for c in dep.rig.cameras], "bevformer-tiny")
+    assert rb.batch.valid.all() and np.abs(np.asarray(rb.batch.images) - ref_img).max() <= 1e-4
+    with pytest.raises(ValueError, match="pipeline"):
+        load_deployment({"name": "mm", "rig": rig, "pipeline": {"mmdet3d_config": str(CONFIGS / "bevformer" / "bevformer_tiny.py"),
+                                                               "profile": "bevformer-tiny"}})
