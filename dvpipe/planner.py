@@ -214,7 +214,8 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
                             problem = (f"the detour would change the batch image from {specs[-1].width}x"
                                        f"{specs[-1].height} to {new_specs[-1].width}x{new_specs[-1].height}")
                     if problem is not None:
-                        v = Verdict(v.status if not v.ok else "rejected", f"{v.reason}; declined: {problem}",
+                        # dvpipe's policy (the batch size must not change), not a hardware limit
+                        v = Verdict(v.status if not v.ok else "declined", f"{v.reason}; declined: {problem}",
                                     v.rule, v.source, v.detour)
                     else:
                         stages, specs = detoured, new_specs

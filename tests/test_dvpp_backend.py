@@ -67,7 +67,7 @@ def test_reference_fidelity_declines_with_the_reason(samples):
     first = pipe.plan.cameras[0].steps[0]
     assert first.backend.name == "cpu"
     v = _dvpp_verdict(first)
-    assert v.status == "rejected" and "fidelity 'reference'" in v.reason and "at fidelity 'fast'" in v.reason
+    assert v.status == "declined" and "fidelity 'reference'" in v.reason and "at fidelity 'fast'" in v.reason
     assert "docs/dvpp.md" in v.reason
 
 

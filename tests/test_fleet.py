@@ -325,7 +325,7 @@ def test_cli_index_and_one_line_errors(image_fleet, tmp_path, capsys):
 def ray_cluster():
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.data")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     yield ray
     ray.shutdown()
 

@@ -35,7 +35,9 @@ def run_cli(capsys, *argv):
     ("F=1600X900:JPEG444", "F", (1600, 900), "jpeg444", "jpeg"),
     ("P=1600x900:jpeg_progressive", "P", (1600, 900), "jpeg-progressive", "jpeg"),
     ("V=1920x1080:h265", "V", (1920, 1080), "h265", "h265"),
-    ("R=1920x1080:nv12", "R", (1920, 1080), "nv12", "raw"),
+    ("R=1920x1080:nv12", "R", (1920, 1080), "nv12", "nv12"),
+    ("U=1920x1208:uyvy", "U", (1920, 1208), "uyvy", "uyvy"),
+    ("Y=1920x1208:YUYV", "Y", (1920, 1208), "yuyv", "yuyv"),
     ("D=640x480", "D", (640, 480), "jpeg", "jpeg"),
 ])
 def test_camera_argument_forms(text, name, size, enc, cam_enc):
@@ -52,7 +54,7 @@ def test_bad_camera_arguments_say_the_form(text):
 
 def test_every_documented_encoding_is_accepted():
     assert set(ENCODINGS) >= {"jpeg420", "jpeg422", "jpeg444", "jpeg440", "jpeg400", "jpeg-progressive", "png",
-                              "h264", "h265", "nv12"}
+                              "h264", "h265", "nv12", "uyvy", "yuyv"}
 
 
 # ------------------------------------------------------------------------------------------- environment
@@ -280,9 +282,22 @@ def test_colour_only_when_asked_or_on_a_terminal(capsys):
     assert coloured.replace("\x1b[0m", "").replace("\x1b[1m", "").replace("\x1b[2m", "").replace("\x1b[32m", "") == plain
 
 
-def test_nv12_cameras_say_that_raw_input_is_taken_as_bgr(capsys):
-    rc, out, _ = run_cli(capsys, "--camera", "N=1920x1080:nv12", "--soc", "Ascend310P3", "--cann", "7.0.0")
-    assert rc == 0 and "note: the planner takes raw frames as BGR arrays" in out
+def test_raw_yuv_cameras_are_judged_as_vpc_colour_conversions(capsys):
+    # 310P: VPC takes NV12 / YUV422 packed input (6.0.1 aclcppdevg_03_0232) and writes BGR888 (MindX
+    # mxvisionapi_0193); dvpipe's DVPP kernels start at JPEGD/VDEC, so the conversion runs on the CPU and says so
+    rc, out, _ = run_cli(capsys, "--camera", "N=1920x1080:nv12", "--camera", "U=1920x1208:uyvy", "--soc",
+                         "Ascend310P3", "--cann", "7.0.0", "--json")
+    rows = {c["name"]: c["steps"][0] for c in json.loads(out)["cameras"]}
+    for name, fmt in (("N", "NV12"), ("U", "UYVY")):
+        r = rows[name]
+        assert (r["stage"], r["unit"], r["backend"], r["ok"]) == ("decode", "VPC", "cpu", False)
+        assert f"VPC colour conversion {fmt} -> BGR888" in r["reason"] and "allowed by the documented rules" in r["reason"]
+        assert "no kernel that uploads raw" in r["reason"]
+    # 310: VPC writes NV12/NV21 only (MindX VpcResize, §2.3): a documented refusal, from a secondary source
+    rc, out, _ = run_cli(capsys, "--camera", "U=1920x1208:uyvy", "--soc", "Ascend310", "--cann", "6.0.1", "--json")
+    r = json.loads(out)["cameras"][0]["steps"][0]
+    assert r["status"] == "rejected" and "output format bgr888 is not supported (nv12, nv21)" in r["reason"]
+    assert r["confidence"] == "secondary"
 
 
 # ------------------------------------------------------------------------------------------- matrix

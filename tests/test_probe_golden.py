@@ -32,6 +32,11 @@ probe_kitti_ascend310_6.0.1 (.txt and .json)
     slightly)" [dvpipe geometry: a crop at the origin keeps cx, cy; an even size changes the scale].
   normalise+pad+batch on cpu: DVPP has no normalise unit; VPC make-border could pad [§2] but dvpipe's DVPP
     backend does not use it [dvpipe].
+  confidence lines (issue 18): CAM2 rows "unknown (the docs leave it open)" [§4 Open, q7]; CAM2J "extrapolated
+    from CANN 8.0.0 (assumed unchanged at 6.0.1) (cites CANN 5.0.4, 8.0.0 pages)": the 310 JPEGD stride A(w,128)
+    is from the 8.0.0 page aclpythondevg_01_0321 only [§1.4], the bitstream/range/output-format rules from the
+    5.0.4 page aclcppdevg_03_0168 [§1.1-1.3], neither is a 6.0.1 page; the VPC scale rule's page (DDK guide) and
+    the Ascend samples are not versioned CANN pages ("cann": null in cited_pages) [§2.3, §2.4 secondary].
   footer: exactly the two CAM2 rows fall back; JSON: same rows, CAM2J "out" 620x186, rule
     "jpegd.bitstream; jpegd.v1.odd_floor; vpc.v1.out_stride.310_910" (§1.1, §1.3, §2.3), CAM2 rule
     pngd.v1.support_open (§4, q7).
@@ -42,9 +47,11 @@ probe_kitti_ascend910_9391_8.1.RC1 (.txt and .json)
     8.1.RC1; its VPC, VDEC and JPEGD support first appears in the 8.2.RC1 docs": A3 first appears in 8.1.RC1
     (JPEGE limits) and is added to the VDEC/JPEGD channel table and acldvppVpcResizeAsync in 8.2.RC1 [§8];
     source .../81RC1beta1/.../aclpythondevg_01_0328.html is the §8 8.1.RC1 evidence. PNG is open anyway [§4 q7].
-  CAM2J runs as the CPU's fused decode+resize (DCT scaling) [dvpipe]; its unit reads JPEGD+VPC, the DVPP units
-    the step would have used.
-  CAM2 resize row: as for Ascend310 [dvpipe]. Footer: all three DVPP-capable steps fall back.
+  CAM2J decode on cpu, then resize+normalise+pad+batch (the CPU's DCT-scaled decode takes only exact 2x
+    shrinks since the cpu-kernel change; 375 -> 187 is not one) [dvpipe]; the resize row inherits the JPEGD verdict
+    ("see decode above") as CAM2's does.
+  confidence: every row "unknown" -- A3 is not in the 8.1.RC1 DVPP docs [§8].
+  CAM2 resize row: as for Ascend310 [dvpipe]. Footer: all four DVPP-capable steps fall back.
 
 probe_nuscenes_ascend310p3_7.0.0 (.txt and .json)
   header "family ascend310p": Ascend310P3 is an Atlas inference (310P) SoC [§0].
@@ -55,6 +62,9 @@ probe_nuscenes_ascend310p3_7.0.0 (.txt and .json)
     scale 1/2 inside [1/32, 16] [§2.4], 800x450 inside 10x6..4096x4096 [§2.1].
   source line: jpegd.bitstream (5.0.4 aclcppdevg_03_0168, §1.1) and vpc.v1.range.310p (6.0.1 aclcppdevg_03_0168,
     the 310P row of the VPC range table, §2.1).
+  confidence "inferred (dvpipe's reading of the docs)": the 310P VPC output stride is assumed to follow the
+    documented input formula [§2.3: the output table was not retrieved, q1], the weakest rule behind the step;
+    cited pages 5.0.4 (bitstream §1.1), 8.5.0 (310P JPEGD range §1.2), 8.0.0 (JPEGD stride §1.4), 6.0.1 (VPC §2.1-2.2).
   normalise+pad+batch on cpu [dvpipe]; footer: nothing falls back.
 
 Regenerate (only after re-reviewing every changed line against constraints.md)::

@@ -42,7 +42,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from ..codecs import VIDEO_ENCODINGS
+from ..codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ..stages.registry import KernelContext, KernelQuery, Verdict, register_kernel
 from ..types import PixelFormat
 from ._decode import decode_bgr
@@ -83,6 +83,12 @@ def _scratch(state: dict, key: str, shape: tuple, dtype) -> np.ndarray:
 
 
 def _supports_decode(q: KernelQuery) -> Verdict:
+    if q.spec_in.encoding in RAW_YUV_ENCODINGS:  # raw camera frames: a colour conversion (dvpipe.backends._raw_yuv)
+        from . import _raw_yuv
+
+        matrix, rng = _raw_yuv.colour_of(q.camera)
+        how = "cv2.cvtColor" if (matrix, rng) == ("bt601", "limited") else "the float32 formula"
+        return Verdict.yes(f"{q.spec_in.encoding.upper()} -> BGR, {matrix.upper()} {rng} range, by {how}")
     if q.spec_in.encoding in VIDEO_ENCODINGS:
         return Verdict.yes(f"{q.spec_in.encoding} access units decoded by PyAV/FFmpeg (software)")
     return Verdict.yes()
@@ -90,6 +96,10 @@ def _supports_decode(q: KernelQuery) -> Verdict:
 
 @register_kernel("decode", backend="cpu", supports=_supports_decode, name="libjpeg-turbo")
 def _decode(data, stages, ctx: KernelContext):
+    if ctx.spec_in.encoding in RAW_YUV_ENCODINGS:
+        from . import _raw_yuv
+
+        return _raw_yuv.to_bgr_cv2(data, ctx.spec_in.encoding, *ctx.spec_in.size, *_raw_yuv.colour_of(ctx.camera))
     if ctx.spec_in.encoding in VIDEO_ENCODINGS:  # access units in, the picture of this frame out (reordered)
         from ..video import decode_video
 

@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from ..codecs import RAW_YUV_ENCODINGS
 from ..stages.registry import KernelContext, register_kernel
 from ._decode import decode_bgr
 
@@ -158,6 +159,10 @@ def resize_ref(img: np.ndarray, out_w: int, out_h: int, interpolation: str) -> n
 
 @register_kernel("decode", backend="reference", name="cv2.imdecode")
 def _decode(data, stages, ctx: KernelContext):
+    if ctx.spec_in.encoding in RAW_YUV_ENCODINGS:  # raw camera frames: the YUV -> BGR formula in float64
+        from ._raw_yuv import colour_of, to_bgr_reference
+
+        return to_bgr_reference(data, ctx.spec_in.encoding, *ctx.spec_in.size, *colour_of(ctx.camera))
     return decode_bgr(data, ctx.spec_in, on_corrupt=ctx.corrupt)
 
 

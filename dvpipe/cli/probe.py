@@ -6,13 +6,17 @@ Forms::
     dvpipe probe DEPLOYMENT.yaml [--soc S --cann V]
     dvpipe probe RIG.yaml [--profile NAME]
     dvpipe probe --camera CAM2=1242x375:png --camera CAM2J=1242x375:jpeg420 --soc Ascend310 --cann 6.0.1
-    dvpipe probe --matrix --soc Ascend310P3 [--cann 7.0.0,8.0.0]
+    dvpipe probe --matrix --soc Ascend310P3 [--cann 7.0.0,8.0.0] [--size 1920x1208 ...]
     dvpipe probe ... --json | --require dvpp | --live
 
 The target defaults to the detected one (pyACL / npu-smi and the CANN install-info file); without
 one, pass ``--soc`` and ``--cann``. Cameras given with ``--camera`` (or a rig file) are planned with
 ``--profile`` (default ``bevformer-tiny``) at ``--fidelity`` (default ``fast``: resize right after
 decode, where VPC can run it); a deployment uses its own pipeline.
+
+Every verdict carries its confidence (documented at this version / extrapolated from version V / secondary
+source / inferred / unknown); a step only dvpipe's fidelity policy declines reads ``declined``, not
+``rejected`` (a documented hardware limit), and does not fail ``--require dvpp``.
 
 Exit status: 0; 1 when ``--require dvpp`` finds a step that DVPP implements but does not run here;
 2 for bad arguments or configuration; 3 when ``--live`` cannot run (no pyACL / no device).
@@ -54,6 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--require", choices=("dvpp",), help="exit 1 when any step that DVPP implements falls back")
     p.add_argument("--matrix", action="store_true",
                    help="resolution x encoding x CANN-version grid for one SoC (migration planning)")
+    p.add_argument("--size", action="append", default=[], metavar="WxH",
+                   help="with --matrix: a size to probe instead of the built-in list (repeatable, e.g. --size 1920x1208)")
     p.add_argument("--live", action="store_true",
                    help="run each DVPP step on synthetic images on this machine's device (needs pyACL) and cache "
                         "the results next to the documented verdicts")
@@ -157,6 +163,8 @@ def load_input(path: str) -> tuple[Any, Optional[str], Optional[tuple], Optional
 def main(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
 
+    if getattr(args, "size", None) and not args.matrix:
+        raise ConfigError("--size sets the sizes of --matrix; for one camera use --camera NAME=WxH:ENCODING")
     if args.matrix:
         if args.config or args.camera:
             raise ConfigError("--matrix probes a fixed grid of sizes and encodings; give it --soc (and optionally "
@@ -245,11 +253,14 @@ def _matrix(args: argparse.Namespace) -> int:
     else:
         soc = args.soc
     versions = [v.strip() for v in args.cann.split(",")] if args.cann else None
-    m = build_matrix(soc, versions, profile=args.profile, fidelity=args.fidelity)
+    from ..probe.matrix import SIZES, parse_size
+
+    sizes = [parse_size(t) for t in args.size] or list(SIZES)
+    m = build_matrix(soc, versions, sizes=sizes, profile=args.profile, fidelity=args.fidelity)
     if args.json:
         _emit(json.dumps(m.to_dict(), indent=1))
     else:
         _emit(m.render(colour=_use_colour(args.colour, sys.stdout)))
-    if args.require and m.fallback_count():
+    if args.require and m.fallback_count(policy=False):
         return EXIT_REQUIRE
     return EXIT_OK

@@ -312,8 +312,8 @@ class Runner:
         self._sources: dict[str, Source] = {}
         self._video = {c.name for c in dep.rig.cameras if c.encoding in VIDEO_ENCODINGS}
         self._codec = {c.name: c.encoding for c in dep.rig.cameras if c.encoding in VIDEO_ENCODINGS}
-        # per video camera: (discontinuity before it, packet) of frames dropped before decoding
-        self._backlog: dict[str, list[tuple[bool, VideoPacket]]] = {c: [] for c in self._video}
+        # per video camera: (seq, discontinuity before it, packet) of frames dropped before decoding
+        self._backlog: dict[str, list[tuple[int, bool, VideoPacket]]] = {c: [] for c in self._video}
         self._discontinuity: dict[str, bool] = {c: False for c in self._video}
         self._reuse: dict[str, tuple[Any, int]] = {}  # camera -> (copy of its last image, capture_ns)
         self._index = {c: dep.rig.index(c) for c in self.cameras}
@@ -527,20 +527,23 @@ class Runner:
     def _carry(self, cam: str, item) -> None:
         """A video frame dropped before decoding: keep its access units for the camera's next decode."""
         bl = self._backlog[cam]
-        bl.append((bool(item.discontinuity), as_packet(item.frame.data, self._codec[cam])))
+        bl.append((item.frame.seq, bool(item.discontinuity), as_packet(item.frame.data, self._codec[cam])))
         if len(bl) > _MAX_VIDEO_BACKLOG:  # far behind: what is held is dropped; the decoder restarts at a keyframe
             bl.clear()
             self._discontinuity[cam] = True
 
     def _video_payload(self, cam: str, item):
-        """The frame's packet, carrying the units of the camera's frames dropped since its last decode."""
-        bl, disc = self._backlog[cam], self._discontinuity[cam]
-        self._backlog[cam], self._discontinuity[cam] = [], False
+        """The frame's packet, carrying the units of the camera's frames dropped before it (in stream
+        order: a poll can drop a frame later than a set it forms, whose units must wait for a later frame)."""
+        seq = item.frame.seq
+        held = sorted((e for e in self._backlog[cam] if e[0] < seq), key=lambda e: e[0])
+        self._backlog[cam] = [e for e in self._backlog[cam] if e[0] >= seq]
+        disc, self._discontinuity[cam] = self._discontinuity[cam], False
         current = as_packet(item.frame.data, self._codec[cam])
-        if not bl and not disc and not item.discontinuity:
+        if not held and not disc and not item.discontinuity:
             return current
         units: list = [GAP] if disc else []
-        for gap, packet in bl:
+        for _seq, gap, packet in held:
             if gap:
                 units.append(GAP)
             units.extend(packet.units)

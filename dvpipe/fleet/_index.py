@@ -107,7 +107,7 @@ def check_deployment(dep) -> str:
 def _stamped(src) -> Iterator:
     """A camera's frames as source Items, in the source's order. Image files are not read: the index
     needs their capture times only (ImageSequence keeps them after open)."""
-    files = getattr(src, "_files", None)
+    files = src.stamped_files() if hasattr(src, "stamped_files") else None
     if files is not None and src.type == "images":
         for seq, (t, path) in enumerate(files):
             yield _Item(Frame(src.camera.name, seq, int(t) + src.offset_ns, path, PixelFormat.ENCODED))

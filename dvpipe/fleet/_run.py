@@ -243,7 +243,9 @@ def _run_ray(dep, shards, todo, fps, out, fmt, workers, address, resources, back
     t0 = time.perf_counter()
     started = False
     if not ray.is_initialized():
-        kwargs = dict(include_dashboard=False, log_to_driver=False)
+        kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False)
+        if address is None:  # a local cluster: this machine's loopback only
+            kwargs["_node_ip_address"] = "127.0.0.1"
         kwargs.update(ray_init or {})
         try:
             ray.init(address=address, **kwargs)

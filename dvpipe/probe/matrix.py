@@ -9,8 +9,16 @@ that a DVPP unit implements, in stage order (decode, then resize for the default
 ``~``  runs on DVPP through a legal detour (align-crop, even output, two VPC passes...)
 ``-``  falls back: the documented rules reject it
 ``?``  falls back: the docs leave it open (or the product is not listed at that version)
+``p``  falls back: dvpipe's fidelity policy declines it (``reference``), not the hardware
 ``x``  the DVPP backend is unavailable, or the camera cannot be planned at all
 ====  ==============================================================================
+
+After the symbols, a letter says how sure the cell is (its weakest step, see
+:data:`dvpipe.knowledge.LEVELS`): none = documented, ``s`` secondary source (MindX SDK, sample code),
+``e`` extrapolated (documented for later CANN versions only, or newer than the docs checked), ``i``
+inferred (dvpipe's reading); ``?`` already says "unknown". The header says which CANN versions' pages
+the knowledge base was read from for the family: other columns carry the nearest documented rules
+(constraints.md §8), which is why neighbouring columns often read the same.
 
 Migration planning reads a row across the versions: ``++`` from some version on means that camera
 can move to DVPP with that CANN; a ``-`` that never turns into ``+`` is a product limit.
@@ -22,7 +30,8 @@ from typing import Any, Optional, Sequence
 
 from ..errors import ConfigError
 
-__all__ = ["SIZES", "ENCODINGS", "CANN_VERSIONS", "Matrix", "Cell", "build_matrix", "default_versions", "symbol"]
+__all__ = ["SIZES", "ENCODINGS", "CANN_VERSIONS", "Matrix", "Cell", "build_matrix", "default_versions", "symbol",
+           "parse_size", "MARKERS"]
 
 #: sizes (width, height): common automotive and dataset cameras, portrait sensors, 4K/DCI-4K, VGA,
 #: odd sizes (floored to even by VPC on 310/910), and 8K (NV12-only VPC resize on 310/910/310P).
@@ -43,13 +52,25 @@ SIZES: tuple[tuple[int, int], ...] = (
 )
 #: encodings probed (see :data:`dvpipe.probe.report.ENCODINGS`).
 ENCODINGS: tuple[str, ...] = ("jpeg420", "jpeg422", "jpeg444", "jpeg440", "jpeg400", "jpeg-progressive", "png",
-                              "h264", "h265", "nv12")
+                              "h264", "h265", "nv12", "uyvy", "yuyv")
 #: the CANN versions whose DVPP docs were read for the knowledge base (constraints.md, version codes).
 CANN_VERSIONS: tuple[str, ...] = ("5.0.4", "6.0.1", "6.2.RC1", "6.3.RC2", "7.0.RC1", "7.0.0", "8.0.RC1", "8.0.0",
                                   "8.1.RC1", "8.2.RC1", "8.3.RC1", "8.5.0", "9.0.0")
 
-_SYMBOLS = {"ok": "+", "detour": "~", "rejected": "-", "unknown": "?", "unavailable": "x", "error": "x"}
+_SYMBOLS = {"ok": "+", "detour": "~", "rejected": "-", "unknown": "?", "unavailable": "x", "error": "x",
+            "declined": "p"}
 _COLOURS = {"+": "32", "~": "33", "-": "31", "?": "35", "x": "31"}
+#: confidence level -> the letter after a cell's symbols ("" for documented and unknown: ``?`` says it)
+MARKERS = {"documented": "", "secondary": "s", "extrapolated": "e", "inferred": "i", "unknown": ""}
+_SIZE_RE = __import__("re").compile(r"^\s*(\d{1,5})\s*[xX]\s*(\d{1,5})\s*$")
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``WIDTHxHEIGHT`` in pixels (``1920x1208``) as ``(width, height)``; ConfigError otherwise."""
+    m = _SIZE_RE.match(str(text))
+    if not m or not int(m.group(1)) or not int(m.group(2)):
+        raise ConfigError(f"--size {text!r}: expected WIDTHxHEIGHT in pixels, e.g. 1920x1208")
+    return int(m.group(1)), int(m.group(2))
 
 
 def symbol(step: Any) -> str:
@@ -83,11 +104,28 @@ class Cell:
             out.append(symbol(row) if row is not None else ".")
         return "".join(out) or "."
 
+    @property
+    def confidence(self) -> Optional[str]:
+        """The weakest confidence level among the cell's steps (:data:`dvpipe.knowledge.LEVELS`), or None."""
+        from ..knowledge import LEVELS
+
+        levels = [s.confidence_level for s in self.steps if s.confidence_level is not None]
+        return max(levels, key=LEVELS.index) if levels else None
+
+    @property
+    def text(self) -> str:
+        """:attr:`code` followed by the confidence letter (:data:`MARKERS`)."""
+        return self.code + MARKERS.get(self.confidence or "", "")
+
     def to_dict(self) -> dict:
         return {"width": self.width, "height": self.height, "encoding": self.encoding, "cann": self.cann,
-                "code": self.code, "ops": list(self.ops), "error": self.error, "notes": list(self.notes),
+                "code": self.code, "confidence": self.confidence, "ops": list(self.ops), "error": self.error,
+                "notes": list(self.notes),
                 "steps": [{"stage": s.stage, "unit": s.unit, "backend": s.backend, "ok": s.ok, "status": s.status,
-                           "reason": s.reason, "source": s.source, "detour": s.detour} for s in self.steps]}
+                           "reason": s.reason, "source": s.source, "detour": s.detour,
+                           "confidence": s.confidence_level,
+                           "confidence_note": None if s.confidence is None else s.confidence.note}
+                          for s in self.steps]}
 
 
 @dataclass
@@ -100,16 +138,39 @@ class Matrix:
     cells: dict  # (w, h, encoding, cann) -> Cell
     profile: str
     fidelity: str
+    checked: dict = field(default_factory=dict)  # version -> True (its pages were read for the family) / False
 
-    def fallback_count(self) -> int:
-        return sum(1 for c in self.cells.values() if c.error or any(not s.ok for s in c.steps))
+    def identical_columns(self) -> list[list[str]]:
+        """Runs of adjacent versions whose cells are all the same (two or more versions each)."""
+        runs: list[list[str]] = []
+        prev = None
+        for v in self.versions:
+            col = tuple(self.cells[(w, h, e, v)].text for e in self.encodings for (w, h) in self.sizes)
+            if runs and col == prev:
+                runs[-1].append(v)
+            else:
+                runs.append([v])
+            prev = col
+        return [r for r in runs if len(r) > 1]
+
+    def fallback_count(self, policy: bool = True) -> int:
+        """Cells with a step that does not run on DVPP (``policy=False``: not counting steps only the
+        fidelity policy declined)."""
+        return sum(1 for c in self.cells.values()
+                   if c.error or any(not s.ok and (policy or s.status != "declined") for s in c.steps))
 
     def to_dict(self) -> dict:
         return {"soc": self.soc, "family": self.family, "profile": self.profile, "fidelity": self.fidelity,
                 "versions": self.versions, "sizes": [list(s) for s in self.sizes], "encodings": self.encodings,
+                "checked_versions": [v for v in self.versions if self.checked.get(v)],
+                "not_checked_versions": [v for v in self.versions if not self.checked.get(v)],
+                "identical_columns": self.identical_columns(),
+                "confidence_markers": {"": "documented (or unknown: ?)", "s": "secondary source",
+                                       "e": "extrapolated from another CANN version", "i": "inferred (dvpipe's reading)"},
                 "legend": {"+": "runs on DVPP", "~": "runs on DVPP through a legal detour",
                            "-": "falls back: rejected by the documented rules",
-                           "?": "falls back: the docs leave it open", "x": "not planned / DVPP unavailable"},
+                           "?": "falls back: the docs leave it open", "p": "declined by the fidelity policy",
+                           "x": "not planned / DVPP unavailable"},
                 "cells": [c.to_dict() for c in self.cells.values()]}
 
     def render(self, colour: bool = False) -> str:
@@ -119,10 +180,20 @@ class Matrix:
                "each cell: one symbol per stage DVPP can run (listed per block); a fused DVPP step (decode+resize) "
                "gives its symbol to every stage it covers:",
                "  + on DVPP   ~ on DVPP via a legal detour   - falls back (rejected)   "
-               "? falls back (docs leave it open)   x not planned",
+               "? falls back (docs leave it open)   p declined by the fidelity policy   x not planned",
+               "  then how sure: (none) documented   s secondary source   e extrapolated from another CANN version   "
+               "i inferred",
                "details for one cell: dvpipe probe --camera C=WxH:ENCODING --soc SOC --cann VERSION"]
+        read = [v for v in self.versions if self.checked.get(v)]
+        unread = [v for v in self.versions if not self.checked.get(v)]
+        out.append(f"CANN versions whose DVPP pages were read for {self.family}: {', '.join(read) or 'none'}"
+                   + (f"; not read (cells apply the rules documented at the nearest versions, assumed unchanged, "
+                      f"constraints.md §8): {', '.join(unread)}" if unread else ""))
+        for run in self.identical_columns():
+            out.append(f"identical columns {' = '.join(run)}: no documented rule for these cells changes between "
+                       "them")
         size_w = max(len(f"{w}x{h}") for w, h in self.sizes)
-        col_w = [max(len(v), 3) for v in self.versions]
+        col_w = [max([len(v), 3] + [len(c.text) for c in self.cells.values() if c.cann == v]) for v in self.versions]
         for enc in self.encodings:
             first = next((c for c in self.cells.values() if c.encoding == enc), None)
             out.append("")
@@ -134,7 +205,7 @@ class Matrix:
                 cells = []
                 for i, v in enumerate(self.versions):
                     code = self.cells[(w, h, enc, v)].code
-                    text = code.ljust(col_w[i])
+                    text = self.cells[(w, h, enc, v)].text.ljust(col_w[i])
                     if colour:
                         worst = next((s for s in ("x", "-", "?", "~", "+") if s in code), None)
                         text = f"\x1b[{_COLOURS[worst]}m{text}\x1b[0m" if worst else text
@@ -174,6 +245,9 @@ def build_matrix(soc: str, versions: Optional[Sequence[str]] = None, *,
     if not versions:
         raise ConfigError("--matrix: no CANN version to probe")
     targets = [Target(soc, v) for v in versions]  # validates the SoC name and every version first
+    sizes = list(dict.fromkeys((int(w), int(h)) for w, h in sizes))
+    if not sizes:
+        raise ConfigError("--matrix: no size to probe")
     profile = profile or DEFAULT_PROFILE
     fidelity = fidelity or DEFAULT_FIDELITY
     cams = [probe_camera(f"{enc}@{w}x{h}", w, h, enc) for enc in encodings for (w, h) in sizes]
@@ -186,7 +260,20 @@ def build_matrix(soc: str, versions: Optional[Sequence[str]] = None, *,
             cell = Cell(cr.width, cr.height, enc, t.cann, [s for s in cr.steps if s.status != "none"], cr.error,
                         ops, list(cr.notes))
             cells[(cr.width, cr.height, enc, t.cann)] = cell
-    return Matrix(soc, targets[0].family, versions, list(sizes), list(encodings), cells, profile, fidelity)
+    return Matrix(soc, targets[0].family, versions, list(sizes), list(encodings), cells, profile, fidelity,
+                  _checked(targets[0].family, versions))
+
+
+def _checked(family: str, versions: Sequence[str]) -> dict:
+    """version -> whether some rule of the family was read from that version's pages (pre-release tags
+    aside: 8.1.RC1.beta1 pages count for 8.1.RC1)."""
+    from ..knowledge import CannVersion, documented_versions
+
+    def base(v: CannVersion) -> tuple:
+        return (v.major, v.minor, v.rc, v.patch)
+
+    fam = {base(v) for v in documented_versions(family)}
+    return {v: base(CannVersion.parse(v)) in fam for v in versions}
 
 
 def _dvpp_stage_ops(cam: Any, profile: str, fidelity: str) -> tuple[str, ...]:

@@ -35,6 +35,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from ..codecs import RAW_YUV_ENCODINGS
 from ..errors import ConfigError, DvpipeError
 from ..knowledge.socs import latest_checked
 from ..types import Camera, Rig
@@ -57,7 +58,10 @@ ENCODINGS: dict[str, tuple[str, dict]] = {
     "png": ("png", {}),
     "h264": ("h264", {}),
     "h265": ("h265", {}),
-    "nv12": ("raw", {"pixel_format": "nv12"}),
+    # raw camera frames (GMSL / V4L2): decode is a colour conversion (dvpipe.backends._raw_yuv)
+    "nv12": ("nv12", {}),
+    "uyvy": ("uyvy", {}),
+    "yuyv": ("yuyv", {}),
 }
 
 #: the stage list probed when none is given: BEVFormer-tiny's preprocessing (decode, resize x0.5,
@@ -71,7 +75,8 @@ PROBE_BACKENDS = ("dvpp-sim", "cpu")
 
 _UNIT_BY_OP = {"resize": "VPC", "crop": "VPC", "crop_resize": "VPC", "pad": "VPC", "csc": "VPC",
                "convert": "VPC", "make_border": "VPC"}
-_DECODER_BY_ENCODING = {"jpeg": "JPEGD", "png": "PNGD", "h264": "VDEC", "h265": "VDEC"}
+_DECODER_BY_ENCODING = {"jpeg": "JPEGD", "png": "PNGD", "h264": "VDEC", "h265": "VDEC", "uyvy": "VPC",
+                        "yuyv": "VPC", "nv12": "VPC"}
 _CAMERA_RE = re.compile(r"^(?P<name>[^=\s]+)=(?P<w>\d+)[xX](?P<h>\d+)(?::(?P<enc>[A-Za-z0-9_-]+))?$")
 
 
@@ -126,12 +131,23 @@ class StepRow:
     spec_out: str = ""
     verdicts: list = field(default_factory=list)
     empirical: Optional[dict] = None
+    confidence: Any = None  # dvpipe.knowledge.Confidence of the DVPP verdict, or None
+
+    @property
+    def confidence_level(self) -> Optional[str]:
+        return None if self.confidence is None else self.confidence.level
 
     def to_dict(self) -> dict:
+        c = self.confidence
         return {"stage": self.stage, "unit": self.unit, "backend": self.backend, "ok": self.ok,
                 "reason": self.reason, "source": self.source, "detour": self.detour, "status": self.status,
                 "rule": self.rule, "in": self.spec_in, "out": self.spec_out, "verdicts": list(self.verdicts),
-                "empirical": self.empirical}
+                "empirical": self.empirical,
+                "confidence": None if c is None else c.level,
+                "confidence_note": None if c is None else c.note,
+                "extrapolated_from": None if c is None or c.since is None else str(c.since),
+                "cited_cann": [] if c is None else [str(v) for v in c.other_page_versions],
+                "cited_pages": [] if c is None else c.to_dict()["pages"]}
 
 
 @dataclass
@@ -148,6 +164,7 @@ class CameraReport:
 
     @property
     def fallbacks(self) -> list[StepRow]:
+        """Steps a DVPP unit implements that do not run on DVPP, for any reason (policy included)."""
         return [s for s in self.steps if not s.ok]
 
     def to_dict(self) -> dict:
@@ -182,7 +199,9 @@ class ProbeReport:
         """Why the report fails ``--require dvpp`` (empty when it passes)."""
         if what != "dvpp":
             raise ConfigError(f"--require: only 'dvpp' is supported, got {what!r}")
-        out = [f"{cam}: {s.stage} falls back to {s.backend} ({s.status}): {s.reason}" for cam, s in self.fallbacks]
+        # a step declined by dvpipe's fidelity policy is not a DVPP limit: it does not fail the gate
+        out = [f"{cam}: {s.stage} falls back to {s.backend} ({s.status}): {s.reason}" for cam, s in self.fallbacks
+               if s.status != "declined"]
         out += [f"{cam}: not planned: {err}" for cam, err in self.errors]
         return out
 
@@ -240,7 +259,7 @@ def build_report(cameras: Iterable[Camera] | Rig, target: Any, *, profile: Optio
     reports = []
     for cam in cams:
         rep = CameraReport(cam.name, cam.width, cam.height, camera_encoding(cam))
-        if cam.encoding == "raw" and (cam.extra or {}).get("pixel_format") not in (None, "bgr"):
+        if cam.encoding == "raw" and (cam.extra or {}).get("pixel_format") not in (None, "bgr"):  # pragma: no cover
             rep.notes.append(f"the planner takes raw frames as BGR arrays (dvpipe.planner.input_spec); a "
                              f"{cam.extra['pixel_format']} camera input is not modelled yet, so these rows are for raw "
                              "BGR frames of this size")
@@ -254,6 +273,14 @@ def build_report(cameras: Iterable[Camera] | Rig, target: Any, *, profile: Optio
             declined, asked = _replay_dvpp(cam, cam_stages, steps, backends, fidelity, target)
             rep.steps = [_row(step, cam, declined.get(k), empirical, target, asked.get(k))
                          for k, step in enumerate(steps)]
+            for k, (step, row) in enumerate(zip(steps, rep.steps)):
+                if row.status == "none":
+                    continue
+                if k in declined:  # the verdict of the DVPP run it would have been part of
+                    first = steps.index(declined[k][2])
+                    row.confidence = rep.steps[first].confidence
+                else:
+                    row.confidence = _confidence(step, cam, target, asked.get(k))
         reports.append(rep)
     notes = []
     if stages is None:
@@ -391,6 +418,82 @@ def _row(step: Any, cam: Camera, declined: Optional[tuple], empirical: Any, targ
     return row
 
 
+_PROGRAM_OPS = ("decode", "crop", "resize")
+
+
+def _confidence(step: Any, cam: Camera, target: Any, asked: Optional[tuple]) -> Any:
+    """How sure the DVPP verdict of a step is (:class:`dvpipe.knowledge.Confidence`), or None when no
+    documented rule decided it (e.g. a stage dvpipe's DVPP backend does not implement).
+
+    ``unknown`` when the docs leave it open; for a rejection, the violated rule's; for a step DVPP runs
+    (or would run, when only dvpipe's policy declined it), the weakest of the knowledge verdicts behind
+    the program it runs at fidelity ``fast``: the decoder call, each VPC call, the colour conversion.
+    """
+    from ..backends import resolve
+    from ..knowledge import Confidence, combine_confidence, rule_confidence
+
+    dv = next((v for b, v in step.verdicts if resolve(b).family == "dvpp"), None)
+    if dv is None:
+        return None
+    fam, cann = target.family, target.cann
+    ids = [r for r in (dv.rule or "").split("; ") if r and r not in ("dvpp.fidelity", "live")]
+    if dv.status == "unknown":
+        pages = tuple(p for r in ids for p in rule_confidence(r, fam, cann).pages)
+        return Confidence("unknown", cann, None, pages)
+    if dv.status == "rejected" and cam.encoding in RAW_YUV_ENCODINGS:  # dvpipe has no raw upload: the VPC verdict
+        from ..backends.dvpp.support import kcheck
+        from ..knowledge import confidence_of
+
+        return confidence_of(kcheck(target, "vpc", "csc", cam.width, cam.height, cam.encoding, out_fmt="bgr888"))
+    if dv.status in ("rejected", "unavailable"):
+        if not ids:
+            return None
+        return combine_confidence([rule_confidence(r, fam, cann) for r in ids], cann, weakest=False)
+    kvs = _program_checks(asked if asked is not None else step.stages, step.spec_in, cam, target)
+    if not kvs:
+        return combine_confidence([rule_confidence(r, fam, cann) for r in ids], cann) if ids else None
+    from ..knowledge import confidence_of
+
+    return combine_confidence([confidence_of(kv) for kv in kvs], cann)
+
+
+def _program_checks(stages: Sequence[Any], spec_in: Any, cam: Camera, target: Any) -> list:
+    """The knowledge verdicts behind the DVPP program for ``stages`` at fidelity ``fast`` (the same cached
+    :func:`~dvpipe.backends.dvpp.support.kcheck` calls :func:`~dvpipe.backends.dvpp.support.plan_step`
+    made), or [] when DVPP would not run them."""
+    from ..backends.dvpp import support
+
+    run = []
+    for st in stages:
+        if st.op not in _PROGRAM_OPS:
+            break
+        run.append(st)
+    if not run or run[0].op != "decode":
+        return []
+    try:
+        _v, prog = support.plan_step(run, spec_in, cam, target, "fast")
+    except (ValueError, DvpipeError):
+        return []
+    if prog is None:
+        return []
+    (w, h), kvs = prog.in_size, []
+    if prog.source == "jpegd":
+        kvs.append(support.kcheck(target, "jpegd", "decode", w, h, support._bitstream(cam), out_fmt="nv12"))
+    else:
+        kvs.append(support.kcheck(target, "vdec", "decode", w, h, cam.encoding, out_fmt="nv12"))
+    cur = prog.decode_size
+    for op in prog.ops:
+        if op.kind == "csc":
+            kvs.append(support.kcheck(target, "vpc", "csc", cur[0], cur[1], "nv12", out_fmt=op.out_fmt))
+            continue
+        extras: dict = dict(out_width=op.out_size[0], out_height=op.out_size[1], out_fmt="nv12")
+        if op.crop is not None:
+            extras["crop"] = op.crop
+        kvs.append(support.kcheck(target, "vpc", op.kind, cur[0], cur[1], "nv12", **extras))
+        cur = op.out_size
+    return kvs
+
+
 def _live_key(cam: Camera, asked: Sequence[Any], step: Any) -> str:
     from .live import step_key
 
@@ -408,7 +511,8 @@ def _dvpp_has_kernel(ops: Sequence[str]) -> bool:
 
 # ------------------------------------------------------------------------------------------- rendering
 
-_COLOURS = {"ok": "32", "detour": "33", "unknown": "33", "rejected": "31", "unavailable": "31", "none": "2"}
+_COLOURS = {"ok": "32", "detour": "33", "unknown": "33", "rejected": "31", "unavailable": "31", "none": "2",
+            "declined": "36"}
 
 
 def _paint(text: str, code: Optional[str], colour: bool) -> str:
@@ -467,17 +571,24 @@ def _render(rep: ProbeReport, colour: bool, sources: bool) -> str:
                 lines.append(pad + "detour: " + s.detour)
             if s.empirical:
                 lines.append(pad + "live: " + _live_words(s.empirical))
+            if s.confidence is not None:
+                lines.append(pad + "confidence: " + s.confidence.note)
             if sources and s.source and s.status != "none":
                 lines.append(pad + _paint("source: " + s.source, "2", colour))
-    fb = rep.fallbacks
+    fb = [(cam, s) for cam, s in rep.fallbacks if s.status != "declined"]
+    policy = [(cam, s) for cam, s in rep.fallbacks if s.status == "declined"]
     lines.append("")
+    if policy:
+        lines.append(_paint(f"{len(policy)} step(s) declined by the fidelity policy, not by the hardware "
+                            f"(fidelity {rep.fidelity}; --fidelity fast runs them on DVPP where the rules allow): ",
+                            "36", colour) + ", ".join(f"{cam} {s.stage} -> {s.backend}" for cam, s in policy))
     if rep.errors:
         lines.append(_paint(f"{len(rep.errors)} camera(s) could not be planned: ", "31", colour)
                      + ", ".join(cam for cam, _e in rep.errors))
     if fb:
         lines.append(_paint(f"{len(fb)} step(s) that DVPP implements fall back:", "33", colour) + " "
                      + ", ".join(f"{cam} {s.stage} -> {s.backend}" for cam, s in fb))
-    elif not rep.errors:
+    elif not rep.errors and not policy:
         lines.append(_paint("every step that DVPP implements runs on DVPP", "32", colour))
     return "\n".join(lines)
 

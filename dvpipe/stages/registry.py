@@ -39,8 +39,10 @@ class Verdict:
     """A backend's answer to "can you run this step here?".
 
     Attributes:
-        status: ``ok``, ``rejected`` (a rule forbids it), ``unknown`` (the documentation leaves it
-            open; treated as not ok), or ``unavailable`` (the backend cannot run on this machine).
+        status: ``ok``, ``rejected`` (a rule of the hardware forbids it), ``declined`` (dvpipe's own
+            policy, e.g. fidelity ``reference``, keeps it off this backend; not ok, not a hardware
+            limit), ``unknown`` (the documentation leaves it open; treated as not ok), or
+            ``unavailable`` (the backend cannot run on this machine).
         reason: plain words; empty when ok without remarks.
         rule: identifier of the rule that decided, if any.
         source: where the rule comes from (a documentation URL), if any.

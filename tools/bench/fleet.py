@@ -98,7 +98,7 @@ def main(argv=None) -> int:
 
         for w in [int(x) for x in args.workers.split(",")]:
             t0 = time.perf_counter()
-            ray.init(num_cpus=w, include_dashboard=False, log_to_driver=False)
+            ray.init(num_cpus=w, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
             t_init = time.perf_counter() - t0
             try:
                 t0 = time.perf_counter()

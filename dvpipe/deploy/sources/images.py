@@ -147,6 +147,10 @@ class ImageSequence(Source):
             raise SourceError(f"cannot read {path}: {e.strerror or e}") from None
         return self._item(data, capture_ns, read_span_ns=(t0, now_ns()))
 
+    def stamped_files(self) -> list[tuple[int, str]]:
+        """``(capture time in epoch ns, path)`` of every frame, in delivery order (after ``open``)."""
+        return list(getattr(self, "_files", []))
+
     @property
     def period_ns(self) -> Optional[int]:
         """Median spacing of capture times (None with fewer than two frames)."""

@@ -21,7 +21,7 @@ import datetime as _dt
 import os
 from typing import Any, Optional
 
-from ...codecs import VIDEO_ENCODINGS
+from ...codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ...latency import now_ns, to_monotonic_ns, wall_ns
 from ...types import PixelFormat
 from ...errors import FrameError
@@ -97,8 +97,8 @@ class AvStream(Source):
                 raise SourceError(f"{self._url()} is {codec} video but camera {self.camera.name} declares {enc} "
                                   "(declare the stream's codec, or raw to decode in the source)")
             self._mode = "access_units"
-        elif enc == "jpeg" and codec == "mjpeg":
-            self._mode = "packets"
+        elif (enc == "jpeg" and codec == "mjpeg") or (enc in RAW_YUV_ENCODINGS and codec == "rawvideo"):
+            self._mode = "packets"  # intra-only: one whole frame per packet (V4L2 raw YUV frames too)
         elif enc == "raw":
             self._mode = "decode"
         else:
