@@ -12,6 +12,9 @@ from PIL import Image
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
+# a local Ray cluster (tests/test_fleet.py) binds 127.0.0.1, not this machine's interface address
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
 NUSCENES = Path(os.environ.get("DVPIPE_NUSCENES", ROOT.parent / "shared" / "data" / "nuscenes-sample"))
 KITTI = Path(os.environ.get("DVPIPE_KITTI", ROOT.parent / "shared" / "data" / "kitti-sample"))
 

@@ -462,3 +462,10 @@ def test_cli_runs_a_video_drive_on_ray(ray_cluster, video_fleet, tmp_path, capsy
     for sid, images, _metas, valid in got:
         rimages, rvalid = video_fleet["reference"][sid]
         assert images.tobytes() == rimages.tobytes() and np.array_equal(valid, rvalid), sid
+
+
+def test_the_local_cluster_listens_on_loopback_only(ray_cluster):
+    """Tests and ``dvpipe fleet`` without --address start Ray on 127.0.0.1, not on the interface address."""
+    import ray
+
+    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}

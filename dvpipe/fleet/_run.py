@@ -32,6 +32,19 @@ def _ray():
     return ray
 
 
+def _local_loopback(ray) -> None:
+    """Make a local, single-machine Ray cluster bind the loopback address, not the first interface's.
+
+    Ray resolves "127.0.0.1" to the machine's primary address unless multi-node clustering is off
+    (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, read by ``ray._private.ray_constants``); the raylet and
+    workers inherit the variable. Only for clusters dvpipe starts itself (no ``--address``).
+    """
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    if constants is not None and hasattr(constants, "ENABLE_RAY_CLUSTER"):
+        constants.ENABLE_RAY_CLUSTER = False  # already imported: the module read the variable before
+
+
 def plan_shards(rows: Sequence[dict], shard_size: int) -> list[list[dict]]:
     """Index rows cut into shards: per drive, ``shard_size`` image sets each; a video drive is one shard
     (its cameras' recordings are decoded in order by one decoder each). Shard k = ``result[k]``."""
@@ -245,6 +258,7 @@ def _run_ray(dep, shards, todo, fps, out, fmt, workers, address, resources, back
     if not ray.is_initialized():
         kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False)
         if address is None:  # a local cluster: this machine's loopback only
+            _local_loopback(ray)
             kwargs["_node_ip_address"] = "127.0.0.1"
         kwargs.update(ray_init or {})
         try:

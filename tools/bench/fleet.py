@@ -59,6 +59,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write every number here")
     args = ap.parse_args(argv)
 
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # a local cluster on 127.0.0.1 (dvpipe.fleet)
     import ray
 
     from dvpipe import fleet
