@@ -34,7 +34,7 @@ import heapq
 from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -282,6 +282,22 @@ class PresentationOrder:
         for k in [k for k in self._keyframes if k < d - 2 * ELEMENTARY_LOOKAHEAD]:
             del self._keyframes[k]  # hidden pictures' entries
         return VideoPacket(units, want, self.by, self._ended, self._lookahead if self._live else None, key)
+
+
+def presentation_packets(units: Iterable[AccessUnit], by: str, lookahead: int) -> list[VideoPacket]:
+    """A whole stream's frames, as a video source emits them: ``units`` in decode order in, one
+    :class:`VideoPacket` per shown picture out, in presentation order (tests, tools, benchmarks)."""
+    order = PresentationOrder(by, lookahead)
+    order.mark(RESET)
+    out: list[VideoPacket] = []
+    for unit in units:
+        order.push(unit)
+        while (packet := order.pop()) is not None:
+            out.append(packet)
+    order.finish()
+    while (packet := order.pop()) is not None:
+        out.append(packet)
+    return out
 
 
 # -- decoder side: pictures matched to frames ----------------------------------------------------

@@ -17,7 +17,7 @@ av = pytest.importorskip("av")
 import dvpipe as dv  # noqa: E402
 from conftest import rig_dict  # noqa: E402
 from dvpipe.backends import cpu as cpu_backend  # noqa: E402
-from dvpipe.video import FILE_LOOKAHEAD, AccessUnit, PresentationOrder, is_keyframe  # noqa: E402
+from dvpipe.video import FILE_LOOKAHEAD, AccessUnit, is_keyframe, presentation_packets  # noqa: E402
 
 pytestmark = pytest.mark.skipif(cpu_backend._native is None, reason="the YUV kernel is compiled")
 
@@ -60,16 +60,8 @@ def _encode(images, pix_fmt="yuv420p", colorspace=None, color_range=None, codec=
 
 
 def _packets(aus):
-    po = PresentationOrder("pts", FILE_LOOKAHEAD)
-    out = []
-    for data, pts, key in aus:
-        po.push(AccessUnit(data, pts * 1_000_000, key or is_keyframe(data, "h264")))
-        while (p := po.pop()) is not None:
-            out.append(p)
-    po.finish()
-    while (p := po.pop()) is not None:
-        out.append(p)
-    return out
+    return presentation_packets((AccessUnit(data, pts * 1_000_000, key or is_keyframe(data, "h264"))
+                                 for data, pts, key in aus), "pts", FILE_LOOKAHEAD)
 
 
 def _ffmpeg_pictures(aus):

@@ -244,12 +244,19 @@ def _decode_resize_write(data, stages, ctx: KernelContext):
         _native.normalise_chroma(img, out[:, :h, :w], order, mean, inv_std, hb, vb)
     else:
         _native.normalise_planes(img, out[:, :h, :w], order, mean, inv_std, 1)
+    _fill_pad(out, h, w, pad_value)
+    return ctx.out
+
+
+
+def _fill_pad(out, h: int, w: int, value: float) -> None:
+    """The pad strip of a (3, Hp, Wp) slot whose image is its top-left h x w: bottom rows, then the right
+    columns of the image rows (each output byte written once)."""
     hp, wp = out.shape[1:]
     if h < hp:
-        out[:, h:, :].fill(pad_value)
+        out[:, h:, :].fill(value)
     if w < wp:
-        out[:, :h, w:].fill(pad_value)
-    return ctx.out
+        out[:, :h, w:].fill(value)
 
 
 # -- single-stage kernels (used when a user's stage order leaves nothing to fuse) --------------------
@@ -425,11 +432,7 @@ def _fused_write(data, stages, ctx: KernelContext):
                 np.copyto(out[c, :h, :w], small, casting="unsafe")
 
     # the pad strip: bottom rows, then the right columns of the image rows
-    hp, wp = out.shape[1:]
-    if h < hp:
-        out[:, h:, :].fill(prog.pad_value)
-    if w < wp:
-        out[:, :h, w:].fill(prog.pad_value)
+    _fill_pad(out, h, w, prog.pad_value)
     return ctx.out
 
 
@@ -514,11 +517,7 @@ def _video_yuv_write(data, stages, ctx: KernelContext):
     w, h = width // shrink, height // shrink
     y, ys, u, v, cs, coef = planes
     _native.yuv420_normalise(y, ys, u, v, cs, width, height, out[:, :h, :w], order, mean, inv_std, shrink, coef)
-    hp, wp = out.shape[1:]
-    if h < hp:
-        out[:, h:, :].fill(pad_value)
-    if w < wp:
-        out[:, :h, w:].fill(pad_value)
+    _fill_pad(out, h, w, pad_value)
     return ctx.out
 
 

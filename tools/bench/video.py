@@ -67,7 +67,7 @@ import av  # noqa: E402
 
 import dvpipe as dv  # noqa: E402
 from dvpipe._camera_pool import CameraPool  # noqa: E402
-from dvpipe.video import (FILE_LOOKAHEAD, RESET, AccessUnit, PresentationOrder, VideoPacket,  # noqa: E402
+from dvpipe.video import (FILE_LOOKAHEAD, AccessUnit, VideoPacket, presentation_packets,  # noqa: E402
                           is_keyframe, yuv_matrix)
 
 FPS = 12
@@ -132,17 +132,8 @@ def encode(frames: list[np.ndarray], w: int, h: int) -> list[tuple[bytes, int, b
 
 def to_packets(aus) -> list[VideoPacket]:
     """Frames in presentation order, as a dvpipe video source emits them (pts-matched, look-ahead 16)."""
-    po = PresentationOrder("pts", FILE_LOOKAHEAD)
-    po.mark(RESET)
-    out = []
-    for data, pts, key in aus:
-        po.push(AccessUnit(data, pts * 1_000_000, key or is_keyframe(data, "h264")))
-        while (p := po.pop()) is not None:
-            out.append(p)
-    po.finish()
-    while (p := po.pop()) is not None:
-        out.append(p)
-    return out
+    return presentation_packets((AccessUnit(data, pts * 1_000_000, key or is_keyframe(data, "h264"))
+                                 for data, pts, key in aus), "pts", FILE_LOOKAHEAD)
 
 
 class Streams:

@@ -114,20 +114,12 @@ def sentinel_count(a: np.ndarray) -> int:
 def video_packets(data: bytes, codec: str = "h264") -> list:
     """The frames a dvpipe video source emits for an Annex-B elementary stream: :class:`dvpipe.video.VideoPacket`
     objects in presentation order (matched by presentation index, with the source's look-ahead)."""
-    from ...video import ELEMENTARY_LOOKAHEAD, AccessUnit, PresentationOrder, is_keyframe
+    from ...video import ELEMENTARY_LOOKAHEAD, AccessUnit, is_keyframe, presentation_packets
     from .vdec import access_units
 
     _c, _p, _w, _h, aus = access_units(data, codec)
-    po = PresentationOrder("index", ELEMENTARY_LOOKAHEAD)
-    out = []
-    for au, _pts in aus:
-        po.push(AccessUnit(au, None, is_keyframe(au, codec)))
-        while (p := po.pop()) is not None:
-            out.append(p)
-    po.finish()
-    while (p := po.pop()) is not None:
-        out.append(p)
-    return out
+    return presentation_packets((AccessUnit(au, None, is_keyframe(au, codec)) for au, _pts in aus), "index",
+                                ELEMENTARY_LOOKAHEAD)
 
 
 def pyav_display_order(data: bytes, fmt: str = "h264") -> list:
