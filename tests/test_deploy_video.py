@@ -169,3 +169,29 @@ def test_the_decoders_state_stays_bounded_over_a_long_damaged_stream():
         sizes = [len(dec._damaged), len(dec._lost), len(dec._held), len(dec._tags), len(dec._pending)]  # noqa: SLF001
         assert max(sizes) <= 4, sizes
     assert good > 400
+
+
+def test_units_of_a_dropped_frame_wait_for_a_later_frame_of_their_camera():
+    """One poll can drop a frame that comes *after* a set it forms (superseded while the set waited):
+    its access units must not be fed before that set's own frame, only with the next later one."""
+    from dvpipe.deploy.sources.base import Item
+    from dvpipe.types import Frame
+
+    aus = encode_access_units(4, 64, 48, gop=4)
+    ref = reference_decode(aus, "h264")
+    r = Runner(load_deployment(synthetic_deployment(1, width=64, height=48, encoding="h264", frames=4)),
+               write_outputs=False)
+    try:
+        item = lambda k: Item(Frame("CAM0", k, k, aus[k]), keyframe=k == 0)  # noqa: E731
+        r._carry("CAM0", item(1))  # noqa: SLF001 - dropped before decoding, earlier than the set's frame
+        r._carry("CAM0", item(3))  # noqa: SLF001 - dropped in the same poll, later than the set's frame
+        ctx = Ctx("h264", 64, 48)
+        decode_video(r._video_payload("CAM0", item(0)), ctx)  # noqa: SLF001 - nothing before frame 0
+        payload = r._video_payload("CAM0", item(2))  # noqa: SLF001
+        assert [u.data for u in payload.units] == [aus[1], aus[2]]  # frame 3's unit waits
+        np.testing.assert_array_equal(decode_video(payload, ctx), ref[2])
+        marker = aus[0]  # frame 4's own unit (any bytes): frame 3's held unit must come before it
+        last = r._video_payload("CAM0", Item(Frame("CAM0", 4, 4, marker)))  # noqa: SLF001
+        assert [u.data for u in last.units] == [aus[3], marker]
+    finally:
+        r.close()
