@@ -154,6 +154,37 @@ static void extent(const Py_buffer *b, const char **lo, const char **hi) {
     *hi = (const char *)b->buf + last + b->itemsize;
 }
 
+/* The buffer checks of the HxWx3 uint8 -> 3xhxw float32 kernels: NULL when usable, else the error.
+ * shrink >= 1: src is exactly shrink times dst's size; 0: the same size. The loops promise the
+ * compiler (restrict) that the planes and the input never overlap, so overlaps are refused. */
+static const char *check_hwc_to_chw(const Py_buffer *src, const Py_buffer *dst, Py_ssize_t shrink) {
+    if (src->ndim != 3 || src->shape[2] != 3 || src->itemsize != 1 || (src->format && strcmp(src->format, "B") != 0))
+        return "src must be an HxWx3 uint8 array";
+    if (src->strides[2] != 1 || src->strides[1] != 3)
+        return "src pixels must be packed (3 bytes per pixel, rows may be strided)";
+    if (dst->ndim != 3 || dst->shape[0] != 3 || dst->itemsize != 4 || (dst->format && strcmp(dst->format, "f") != 0))
+        return "dst must be a 3xhxw float32 array";
+    if (dst->strides[2] != 4)
+        return "dst rows must be contiguous (planes and rows may be strided)";
+    if (shrink == 0 && (src->shape[0] != dst->shape[1] || src->shape[1] != dst->shape[2]))
+        return "src and dst must be the same size";
+    if (shrink > 0 && (src->shape[0] / shrink != dst->shape[1] || src->shape[0] % shrink ||
+                       src->shape[1] / shrink != dst->shape[2] || src->shape[1] % shrink))
+        return "src must be exactly shrink times the size of dst";
+    if (dst->shape[1] > 0 && dst->shape[2] > 0) {
+        const Py_ssize_t row_bytes = dst->shape[2] * 4;
+        const Py_ssize_t plane_bytes = (dst->shape[1] - 1) * DV_ABS(dst->strides[1]) + row_bytes;
+        const char *slo, *shi, *dlo, *dhi;
+        extent(src, &slo, &shi);
+        extent(dst, &dlo, &dhi);
+        if ((dst->shape[1] > 1 && DV_ABS(dst->strides[1]) < row_bytes) || DV_ABS(dst->strides[0]) < plane_bytes)
+            return "dst rows and planes must not overlap";
+        if (slo < dhi && dlo < shi)
+            return "src and dst must not overlap";
+    }
+    return NULL;
+}
+
 static PyObject *normalise_planes(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *src_obj, *dst_obj, *order_obj, *mean_obj, *istd_obj;
@@ -178,29 +209,7 @@ static PyObject *normalise_planes(PyObject *self, PyObject *args) {
         PyBuffer_Release(&src);
         return NULL;
     }
-    const char *err = NULL;
-    if (src.ndim != 3 || src.shape[2] != 3 || src.itemsize != 1 || (src.format && strcmp(src.format, "B") != 0))
-        err = "src must be an HxWx3 uint8 array";
-    else if (src.strides[2] != 1 || src.strides[1] != 3)
-        err = "src pixels must be packed (3 bytes per pixel, rows may be strided)";
-    else if (dst.ndim != 3 || dst.shape[0] != 3 || dst.itemsize != 4 || (dst.format && strcmp(dst.format, "f") != 0))
-        err = "dst must be a 3xhxw float32 array";
-    else if (dst.strides[2] != 4)
-        err = "dst rows must be contiguous (planes and rows may be strided)";
-    else if (src.shape[0] / shrink != dst.shape[1] || src.shape[0] % shrink || src.shape[1] / shrink != dst.shape[2] ||
-             src.shape[1] % shrink)
-        err = "src must be exactly shrink times the size of dst";
-    else if (dst.shape[1] > 0 && dst.shape[2] > 0) {
-        /* the loops promise the compiler (restrict) that the planes and the input never overlap */
-        const Py_ssize_t row_bytes = dst.shape[2] * 4, plane_bytes = (dst.shape[1] - 1) * DV_ABS(dst.strides[1]) + row_bytes;
-        const char *slo, *shi, *dlo, *dhi;
-        extent(&src, &slo, &shi);
-        extent(&dst, &dlo, &dhi);
-        if ((dst.shape[1] > 1 && DV_ABS(dst.strides[1]) < row_bytes) || DV_ABS(dst.strides[0]) < plane_bytes)
-            err = "dst rows and planes must not overlap";
-        else if (slo < dhi && dlo < shi)
-            err = "src and dst must not overlap";
-    }
+    const char *err = check_hwc_to_chw(&src, &dst, shrink);
     if (err != NULL) {
         PyBuffer_Release(&src);
         PyBuffer_Release(&dst);
@@ -637,27 +646,7 @@ static PyObject *normalise_chroma(PyObject *self, PyObject *args) {
         PyBuffer_Release(&src);
         return NULL;
     }
-    const char *err = NULL;
-    if (src.ndim != 3 || src.shape[2] != 3 || src.itemsize != 1 || (src.format && strcmp(src.format, "B") != 0))
-        err = "src must be an HxWx3 uint8 array";
-    else if (src.strides[2] != 1 || src.strides[1] != 3)
-        err = "src pixels must be packed (3 bytes per pixel, rows may be strided)";
-    else if (dst.ndim != 3 || dst.shape[0] != 3 || dst.itemsize != 4 || (dst.format && strcmp(dst.format, "f") != 0))
-        err = "dst must be a 3xhxw float32 array";
-    else if (dst.strides[2] != 4)
-        err = "dst rows must be contiguous (planes and rows may be strided)";
-    else if (src.shape[0] != dst.shape[1] || src.shape[1] != dst.shape[2])
-        err = "src and dst must be the same size";
-    else if (dst.shape[1] > 0 && dst.shape[2] > 0) {
-        const Py_ssize_t row_bytes = dst.shape[2] * 4, plane_bytes = (dst.shape[1] - 1) * DV_ABS(dst.strides[1]) + row_bytes;
-        const char *slo, *shi, *dlo, *dhi;
-        extent(&src, &slo, &shi);
-        extent(&dst, &dlo, &dhi);
-        if ((dst.shape[1] > 1 && DV_ABS(dst.strides[1]) < row_bytes) || DV_ABS(dst.strides[0]) < plane_bytes)
-            err = "dst rows and planes must not overlap";
-        else if (slo < dhi && dlo < shi)
-            err = "src and dst must not overlap";
-    }
+    const char *err = check_hwc_to_chw(&src, &dst, 0);
     const Py_ssize_t h = dst.shape[1], w = dst.shape[2];
     float *buf = NULL;
     if (err == NULL && h > 0 && w > 0 && (buf = (float *)malloc((size_t)(11 * w + 4) * sizeof(float))) == NULL) {
