@@ -116,6 +116,9 @@ class Pipeline:
         # batch timelines not yet folded into `latency`: appending is the only per-batch cost
         self._unreported: deque = deque(maxlen=self.LATENCY_BACKLOG)
         self._latency = None
+        self._generations = [0] * output_buffers  # writes per output buffer (a stale Batch.images raises)
+        self._metas_builder = None  # metas_format="mmdet3d" (set_metas_format)
+        self._metas_format = None
         if metas_format != "per_camera" or pose is not None:
             self.set_metas_format(metas_format, pose=pose)
 
@@ -133,7 +136,7 @@ class Pipeline:
         pipeline can be sent to DataLoader workers, ``multiprocessing``, Dask or Ray.
         """
         args, kwargs = self._init_args
-        return (_rebuild_pipeline, (type(self), args, kwargs, self.__dict__.get("_metas_format")))
+        return (_rebuild_pipeline, (type(self), args, kwargs, self._metas_format))
 
     #: batches whose timelines wait to be folded into :attr:`latency` (older ones are dropped)
     LATENCY_BACKLOG = 1024
@@ -349,7 +352,7 @@ class Pipeline:
         slot = self._next_buffer
         images = self._buffers[slot]
         self._next_buffer = (self._next_buffer + 1) % len(self._buffers)
-        ring = self.__dict__.get("_generations") or self.__dict__.setdefault("_generations", [0] * len(self._buffers))
+        ring = self._generations
         ring[slot] += 1  # a batch still pointing at this buffer is stale from here on (Batch.images raises)
         n = len(names)
         stamp = timeline is None  # the caller's timeline carries its own capture/arrival stamps
@@ -396,7 +399,7 @@ class Pipeline:
             if valid[i] and self._corrupt[i]:
                 m["corrupt"], m["corrupt_reason"] = True, "; ".join(self._corrupt[i])
             metas.append(m)
-        builder = self.__dict__.get("_metas_builder")
+        builder = self._metas_builder
         if builder is not None:  # metas_format="mmdet3d": one sample dict with per-camera lists
             metas = [builder.sample(metas, names, valid)]
         if stamp:  # a caller's timeline (a deployment runner's) is the caller's to account
