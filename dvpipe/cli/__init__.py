@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("dvpipe.cli.bench", "run the same frames through several backend plans, side by side"),
     "trace": ("dvpipe.cli.trace", "summarise a trace file written by `dvpipe run --trace`"),
     "fleet": ("dvpipe.cli.fleet", "a deployment's pipeline over many recordings on Ray (index, run, resume)"),
+    "aipp": ("dvpipe.cli.aipp", "write the ATC aipp_op config (static AIPP) for a deployment or profile"),
 }
 
 

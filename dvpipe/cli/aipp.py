@@ -1,0 +1,240 @@
+"""``dvpipe aipp``: write the ATC ``aipp_op`` configuration of the AIPP route.
+
+Forms::
+
+    dvpipe aipp DEPLOYMENT.yaml -o aipp.cfg [--soc S --cann V] [--colour-standard STD]
+    dvpipe aipp --profile NAME --soc SOC [--size WxH] [--source jpeg|h264|h265] [--colour-standard STD] -o aipp.cfg
+
+On the AIPP route DVPP decodes and resizes each camera into NV12, and the model's AIPP (inserted by
+``atc --insert_op_conf aipp.cfg``) does the trailing crop, the YUV -> RGB/BGR conversion, Normalise and
+Pad on the AI Core (:mod:`dvpipe.backends.dvpp.aipp`). Cameras with the same picture size, source
+colour standard and stage list share one ``aipp_op``; distinct ones get one block each, with
+``related_input_rank`` 0, 1, ... (ATC applies one static ``aipp_op`` per model input). Nothing here
+has run on Ascend hardware.
+
+Colour standard by source: JPEG -> ``jpeg_full`` (JFIF: full-range BT.601); H.264 / H.265 ->
+``bt601_narrow`` unless ``--colour-standard`` says otherwise (check the stream's colour description,
+e.g. ``ffprobe -show_streams`` ``color_space`` / ``color_range``); raw cameras -> their rig
+``yuv_matrix`` / ``yuv_range``.
+
+Exit status: 0 written; 2 bad arguments, or a stage list AIPP cannot express (one line saying why).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, Optional
+
+_SOURCE_STANDARD = {"jpeg": "jpeg_full", "h264": "bt601_narrow", "h265": "bt601_narrow"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..backends.dvpp.aipp import COLOUR_STANDARDS
+
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = ("examples:\n"
+                "  dvpipe aipp samples/deployment.yaml -o aipp.cfg --soc Ascend310P3\n"
+                "  dvpipe aipp --profile bevformer-tiny --soc Ascend310P3 -o aipp.cfg\n"
+                "  atc --model=model.onnx --framework=5 --soc_version=Ascend310P3 --insert_op_conf=aipp.cfg ...\n"
+                "exit status: 0 written; 2 bad arguments or a stage list AIPP cannot express")
+    p.add_argument("deployment", nargs="?", metavar="DEPLOYMENT.yaml", help="a deployment YAML")
+    p.add_argument("--profile", help="a model profile (instead of a deployment)")
+    p.add_argument("--soc", help="SoC name as acl.get_soc_name() returns it (e.g. Ascend310P3); sets the DVPP "
+                                 "output stride AIPP reads (required with --profile; a deployment's own target "
+                                 "otherwise, else width to 16 and height to 2)")
+    p.add_argument("--cann", help="CANN version for the stride rules (default: the latest dvpipe's tables know)")
+    p.add_argument("--size", default="1600x900", metavar="WxH", help="camera size with --profile (default 1600x900)")
+    p.add_argument("--source", choices=tuple(_SOURCE_STANDARD), default="jpeg",
+                   help="what the camera sends, with --profile (default jpeg)")
+    p.add_argument("--colour-standard", choices=COLOUR_STANDARDS,
+                   help="the NV12 picture's YCbCr standard (default: from the source, see above)")
+    p.add_argument("-o", "--output", required=True, metavar="aipp.cfg", help="file to write ('-' for stdout)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+
+    try:
+        groups = _routes(args)
+    except ConfigError as e:
+        print(f"dvpipe aipp: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    text = "".join(_header(args)) + "\n".join(r.config.to_cfg() for r, _ in groups)
+    if args.output == "-":
+        sys.stdout.write(text)
+        out = sys.stderr
+    else:
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            print(f"dvpipe aipp: error: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
+            return 2
+        out = sys.stdout
+        print(f"wrote {args.output}: {len(groups)} aipp_op block{'s' if len(groups) > 1 else ''} (static, not run "
+              "on hardware)", file=out)
+    for route, cams in groups:
+        c = route.config
+        order = "RGB" if c.matrix_r0c2 != 0 else "BGR"  # row 0 uses V (Cr) for R, U (Cb) for B
+        print(f"  related_input_rank {c.related_input_rank}: {', '.join(cams)}", file=out)
+        print(f"    {route.describe()}", file=out)
+        print(f"    channels {order}, colour standard {_standard_of(c)}, mean_chn "
+              f"{[c.mean_chn_0, c.mean_chn_1, c.mean_chn_2]} + min_chn {[c.min_chn_0, c.min_chn_1, c.min_chn_2]}, "
+              f"var_reci {[round(c.var_reci_chn_0, 6), round(c.var_reci_chn_1, 6), round(c.var_reci_chn_2, 6)]}",
+              file=out)
+        for n in route.notes:
+            print(f"    note: {n}", file=out)
+    if len(groups) > 1:
+        print("  note: several blocks: the model needs one image input per block (one static aipp_op per input); "
+              "a single-input model needs identical cameras or dynamic AIPP", file=out)
+    oh, ow = groups[0][0].config.output_hw
+    print(f"  next: atc ... --insert_op_conf={args.output if args.output != '-' else 'aipp.cfg'} (the model input "
+          f"becomes uint8 NV12; its original shape stays N,3,{oh},{ow})", file=out)
+    return 0
+
+
+def _header(args: argparse.Namespace) -> list[str]:
+    src = args.deployment or f"--profile {args.profile} --soc {args.soc}"
+    return [f"# written by dvpipe aipp ({src}); static AIPP for atc --insert_op_conf.\n",
+            "# Nothing in it has run on Ascend hardware.\n"]
+
+
+def _standard_of(c: Any) -> str:
+    from ..backends.dvpp.aipp import CSC_MATRICES
+
+    rows = tuple(tuple(int(v) for v in r) for r in c.matrix.tolist())
+    for name, (m, bias) in CSC_MATRICES.items():
+        if (rows in (m, (m[2], m[1], m[0])) and bias == (c.input_bias_0, c.input_bias_1, c.input_bias_2)):
+            return "jpeg_full/bt601_full" if name in ("jpeg_full", "bt601_full") else name
+    return "custom"
+
+
+def _stride_fn(soc: Optional[str], cann: Optional[str]):
+    """The DVPP (VPC) NV12 output stride on ``soc``; None: the default alignment (16 x 2)."""
+    if soc is None:
+        return None
+    from ..errors import ConfigError
+    from ..knowledge import KnowledgeGap, latest_checked, soc_info, stride_for
+
+    try:
+        soc_info(soc)
+    except ValueError as e:
+        raise ConfigError(f"--soc: {e}") from None
+    version = cann or str(latest_checked())
+
+    def stride(w: int, h: int) -> tuple[int, int]:
+        try:
+            s = stride_for(soc, version, "vpc", "nv12", w, h, side="out")
+        except KnowledgeGap:
+            return -(-w // 16) * 16, -(-h // 2) * 2
+        except ValueError as e:
+            raise ConfigError(f"--cann: {e}") from None
+        return s.width_stride, s.height_stride
+
+    return stride
+
+
+def _parse_size(text: str) -> tuple[int, int]:
+    from ..errors import ConfigError
+
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise ConfigError(f"--size must be WxH (e.g. 1600x900), got {text!r}") from None
+    if w <= 0 or h <= 0 or w > 16384 or h > 16384:
+        raise ConfigError(f"--size {w}x{h} is outside 1..16384")
+    return w, h
+
+
+def _routes(args: argparse.Namespace) -> list[tuple[Any, list[str]]]:
+    from ..backends.dvpp.aipp import aipp_for_stages
+    from ..errors import ConfigError
+    from ..profiles import PROFILES, profile_stages
+    from ..types import Camera
+
+    if bool(args.deployment) == bool(args.profile):
+        raise ConfigError("give a DEPLOYMENT.yaml or --profile NAME (one of them)")
+    stride = _stride_fn(args.soc, args.cann)
+    per_camera: list[tuple[str, list, tuple[int, int], str, list[str]]] = []
+    if args.profile:
+        if args.profile not in PROFILES:
+            raise ConfigError(f"unknown profile {args.profile!r}; known: {', '.join(PROFILES)}")
+        if args.soc is None:
+            raise ConfigError("--profile needs --soc (the DVPP output stride AIPP reads depends on it)")
+        w, h = _parse_size(args.size)
+        cam = Camera("camera", w, h, encoding=args.source)
+        standard = args.colour_standard or _SOURCE_STANDARD[args.source]
+        notes = _order_note(args.profile, "reference")
+        per_camera.append(("camera", profile_stages(args.profile, "fast", cam), (w, h), standard, notes))
+    else:
+        if not os.path.exists(args.deployment):
+            raise ConfigError(f"no such file: {args.deployment}")
+        from ..deploy.config import load_deployment
+
+        dep = load_deployment(args.deployment)
+        if args.soc is None and dep.target is not None:  # the deployment's own target, unless --soc says otherwise
+            stride = _stride_fn(dep.target.soc, args.cann or str(dep.target.cann))
+        p = dep.pipeline
+        profile = p.profile
+        if p.mmdet3d_config is not None:
+            from ..mmdet3d import profile_from_config
+
+            profile = profile_from_config(p.mmdet3d_config, skip=p.skip).profile
+        for cc in dep.cameras:
+            cam = dep.rig[cc.name]
+            standard = args.colour_standard or _camera_standard(cam)
+            if profile is not None:
+                stages = profile_stages(profile, "fast", cam)
+                notes = _order_note(profile, p.fidelity)
+            else:
+                stages, notes = list(p.stages or ()), []
+            per_camera.append((cc.name, stages, (cam.width, cam.height), standard, notes))
+    groups: dict[Any, tuple[Any, list[str]]] = {}
+    for name, stages, size, standard, notes in per_camera:
+        try:
+            route = aipp_for_stages(stages, size, colour_standard=standard, stride=stride)
+        except ConfigError as e:
+            raise ConfigError(f"{name}: {e}") from None
+        if notes:
+            from dataclasses import replace
+
+            route = replace(route, notes=tuple(notes) + route.notes)
+        key = route.config
+        if key in groups:
+            groups[key][1].append(name)
+        else:
+            groups[key] = (route, [name])
+    out = []
+    for rank, (route, cams) in enumerate(groups.values()):
+        if rank:
+            from dataclasses import replace
+
+            route = replace(route, config=route.config.replace(related_input_rank=rank))
+        out.append((route, cams))
+    return out
+
+
+def _order_note(profile: Any, fidelity: str) -> list[str]:
+    from ..profiles import _get
+
+    p = _get(profile)
+    if p.normalise_first and fidelity == "reference" and (p.scale is not None or p.fit_width is not None):
+        return [f"{p.name} normalises before resizing at fidelity reference; on the AIPP route DVPP resizes the "
+                "uint8 picture first (the order of fidelity fast)"]
+    return []
+
+
+def _camera_standard(cam: Any) -> str:
+    from ..errors import ConfigError
+
+    enc = cam.encoding
+    if enc in _SOURCE_STANDARD:
+        return _SOURCE_STANDARD[enc]
+    if enc in ("nv12", "uyvy", "yuyv"):
+        extra = getattr(cam, "extra", {}) or {}
+        matrix = str(extra.get("yuv_matrix", "bt601"))
+        rng = "full" if str(extra.get("yuv_range", "limited")) == "full" else "narrow"
+        return f"{matrix}_{rng}"
+    raise ConfigError(f"camera {cam.name}: encoding {enc} does not reach AIPP as NV12 (PNG decodes to RGB, raw to "
+                      "BGR); the AIPP route here reads NV12")
