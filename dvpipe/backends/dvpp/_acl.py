@@ -225,6 +225,74 @@ API: dict[str, tuple[str, str, str]] = {
     "acl.media.vdec_destroy_frame_config": ("aclvdecDestroyFrameConfig", "ret", "verified: samples"),
     "acl.media.vdec_send_frame": ("aclvdecSendFrame", "ret", "verified: samples (channel_desc, stream_desc, "
                                                              "pic_desc, frame_config, user_data)"),
+    # -- offline models (dvpipe.backends.dvpp._mdl); pages: CANN 8.0.0 "apiref/appdevgapi" unless named
+    "acl.mdl.load_from_file": ("aclmdlLoadFromFile", "(model_id, ret)", "verified: CANN 8.0.0 "
+                                                                       "aclpythondevg_01_0147"),
+    "acl.mdl.load_from_mem": ("aclmdlLoadFromMem", "(model_id, ret)", "verified: CANN 8.0.0 aclpythondevg_01_0149 "
+                                                                     "(model, model_size)"),
+    "acl.mdl.unload": ("aclmdlUnload", "ret", "inferred: C prototype aclmdlUnload(modelId)"),
+    "acl.mdl.create_desc": ("aclmdlCreateDesc", "value", "inferred: C prototype (creator, 0 on failure)"),
+    "acl.mdl.destroy_desc": ("aclmdlDestroyDesc", "ret", "inferred: C prototype"),
+    "acl.mdl.get_desc": ("aclmdlGetDesc", "ret", "verified: CANN 8.0.0 aclpythondevg_01_0205 (model_desc, model_id)"),
+    "acl.mdl.get_num_inputs": ("aclmdlGetNumInputs", "value", "inferred: C prototype (size_t)"),
+    "acl.mdl.get_num_outputs": ("aclmdlGetNumOutputs", "value", "inferred: C prototype (size_t)"),
+    "acl.mdl.get_input_size_by_index": ("aclmdlGetInputSizeByIndex", "value", "verified: CANN 8.0.0 "
+                                                                             "aclpythondevg_01_0199 (bytes)"),
+    "acl.mdl.get_output_size_by_index": ("aclmdlGetOutputSizeByIndex", "value", "inferred: the input getter's "
+                                                                               "pair"),
+    "acl.mdl.get_input_dims": ("aclmdlGetInputDims", "(dims, ret)", "verified: CANN 8.5.0 aclpythondevg_01_0201 "
+                                                                  "(dict name/dimCount/dims)"),
+    "acl.mdl.get_output_dims": ("aclmdlGetOutputDims", "(dims, ret)", "verified: CANN 8.0.0 aclpythondevg_01_0212"),
+    "acl.mdl.get_input_data_type": ("aclmdlGetInputDataType", "value", "inferred: get_output_data_type's pair"),
+    "acl.mdl.get_output_data_type": ("aclmdlGetOutputDataType", "value", "verified: CANN 8.0.0 "
+                                                                        "aclpythondevg_01_0218 (aclDataType)"),
+    "acl.mdl.get_input_name_by_index": ("aclmdlGetInputNameByIndex", "value", "verified: CANN 8.0.0 "
+                                                                             "aclpythondevg_01_0213"),
+    "acl.mdl.get_input_index_by_name": ("aclmdlGetInputIndexByName", "(index, ret)", "verified: CANN 8.0.0 "
+                                                                                    "aclpythondevg_01_0219"),
+    "acl.mdl.get_aipp_type": ("aclmdlGetAippType", "(type, dynamic_attached_data_index, ret)",
+                              "verified: CANN 8.0.0 aclpythondevg_01_0166"),
+    "acl.mdl.create_dataset": ("aclmdlCreateDataset", "value", "inferred: C prototype (creator, 0 on failure)"),
+    "acl.mdl.destroy_dataset": ("aclmdlDestroyDataset", "ret", "inferred: C prototype (its data buffers are "
+                                                              "destroyed separately)"),
+    "acl.mdl.add_dataset_buffer": ("aclmdlAddDatasetBuffer", "(dataset, ret)", "verified: CANN 8.0.0 "
+                                                                              "aclpythondevg_01_0197"),
+    "acl.mdl.get_dataset_num_buffers": ("aclmdlGetDatasetNumBuffers", "value", "inferred: C prototype"),
+    "acl.mdl.get_dataset_buffer": ("aclmdlGetDatasetBuffer", "value", "verified: CANN 8.0.0 aclpythondevg_01_0154 "
+                                                                     "(sample code)"),
+    "acl.mdl.execute": ("aclmdlExecute", "ret", "verified: CANN 8.0.0 aclpythondevg_01_0154"),
+    "acl.mdl.execute_async": ("aclmdlExecuteAsync", "ret", "verified: CANN 8.0.0 aclpythondevg_01_0156 (model_id, "
+                                                          "input, output, stream; synchronise the stream after)"),
+    "acl.mdl.create_aipp": ("aclmdlCreateAIPP", "value", "verified: CANN 8.0.0 aclpythondevg_01_0178 (batch_size)"),
+    "acl.mdl.destroy_aipp": ("aclmdlDestroyAIPP", "ret", "inferred: C prototype"),
+    "acl.mdl.set_aipp_input_format": ("aclmdlSetAIPPInputFormat", "ret", "inferred: C prototype (set, format)"),
+    "acl.mdl.set_aipp_csc_params": ("aclmdlSetAIPPCscParams", "ret", "verified: CANN 8.0.0 aclpythondevg_01_0182 "
+                                                                    "(set, switch, 9 matrix, 3 output, 3 input "
+                                                                    "biases)"),
+    "acl.mdl.set_aipp_rbuv_swap_switch": ("aclmdlSetAIPPRbuvSwapSwitch", "ret", "inferred: C prototype"),
+    "acl.mdl.set_aipp_ax_swap_switch": ("aclmdlSetAIPPAxSwapSwitch", "ret", "inferred: C prototype"),
+    "acl.mdl.set_aipp_src_image_size": ("aclmdlSetAIPPSrcImageSize", "ret", "inferred: C prototype (set, w, h)"),
+    "acl.mdl.set_aipp_scf_params": ("aclmdlSetAIPPScfParams", "ret", "inferred: C prototype"),
+    "acl.mdl.set_aipp_crop_params": ("aclmdlSetAIPPCropParams", "ret", "inferred: C prototype (set, switch, "
+                                                                      "start_w, start_h, w, h, batch)"),
+    "acl.mdl.set_aipp_padding_params": ("aclmdlSetAIPPPaddingParams", "ret", "inferred: C prototype (set, "
+                                                                            "switch, top, bottom, left, right, "
+                                                                            "batch)"),
+    "acl.mdl.set_aipp_dtc_pixel_mean": ("aclmdlSetAIPPDtcPixelMean", "ret", "inferred: C prototype"),
+    "acl.mdl.set_aipp_dtc_pixel_min": ("aclmdlSetAIPPDtcPixelMin", "ret", "inferred: C prototype"),
+    "acl.mdl.set_aipp_pixel_var_reci": ("aclmdlSetAIPPPixelVarReci", "ret", "inferred: C prototype"),
+    "acl.mdl.set_input_aipp": ("aclmdlSetInputAIPP", "ret", "verified: CANN 6.0.1 aclpythondevg_01_0155 (model_id, "
+                                                           "dataset, index, aipp_parms_set)"),
+    "acl.mdl.set_aipp_by_input_index": ("aclmdlSetAIPPByInputIndex", "ret", "inferred: C prototype, CANN 8.5.0 "
+                                                                           "aclcppdevg_03_0311 (model_id, dataset, "
+                                                                           "model input index, aipp_parms_set)"),
+    "acl.create_data_buffer": ("aclCreateDataBuffer", "value", "verified: CANN 8.0.RC3 aclpythondevg_01_0016 "
+                                                              "(data, size)"),
+    "acl.destroy_data_buffer": ("aclDestroyDataBuffer", "ret", "inferred: C prototype"),
+    "acl.update_data_buffer": ("aclUpdateDataBuffer", "ret", "verified: CANN 8.0.0 aclpythondevg_01_0154 (sample "
+                                                            "code: data_buffer, data, size)"),
+    "acl.get_data_buffer_addr": ("aclGetDataBufferAddr", "value", "verified: CANN 8.0.0 aclpythondevg_01_0154 "
+                                                                 "(sample code)"),
 }
 
 

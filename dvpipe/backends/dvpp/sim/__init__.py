@@ -30,8 +30,12 @@ pyACL, so :mod:`dvpipe.backends.dvpp._acl` can hand either to the kernels. What 
   configurations, DVPP/device/host buffers, callback threads), all zero once everything is torn down.
 * **Creators return 0 on failure** as pyACL's do (CANN 8.0.0 aclpythondevg_01_0244: ``dvpp_create_pic_desc``
   "0 means failure"): before ``acl.init`` and for a unit with an injected fault.
-* **Fault injection** (:func:`inject_fault`): every call of one unit (``jpegd``, ``vpc``, ``vdec``) fails
-  with ``ACL_ERROR_RT_FAILURE`` (and its creators return 0), so that a smoke test can show it notices.
+* **Fault injection** (:func:`inject_fault`): every call of one unit (``jpegd``, ``vpc``, ``vdec``, ``mdl``)
+  fails with ``ACL_ERROR_RT_FAILURE`` (and its creators return 0), so that a smoke test can show it notices.
+* **Offline models** (``sim.mdl``, ``sim.create_data_buffer`` ..., see :mod:`._mdl`): a "model file" is a
+  descriptor naming a numpy function (docs/models.md); execution reads the input dataset from the simulated
+  device memory, applies the model's static or dynamic AIPP (:func:`dvpipe.backends.dvpp.aipp.apply_aipp`),
+  calls the function and writes its outputs into the output buffers.
 * ``acl.rt.process_report`` returns ``ACL_ERROR_RT_REPORT_TIMEOUT`` (507012) on a timeout and
   ``ACL_ERROR_THREAD_NOT_SUBSCRIBE`` (100035) at once on a thread no VDEC channel names.
 
@@ -50,19 +54,20 @@ from typing import Any, Callable, Iterator, Optional
 
 from .. import _codes as C
 from ._dvpp import DvppMedia
+from ._mdl import DataBufferCalls, MdlNamespace
 from ._memory import Memory
 from ._vdec import VdecMedia
 
 __all__ = ["SimAcl", "ledger", "inject_fault", "clear_faults", "faults", "UNITS"]
 
 #: the DVPP units a fault can be injected into
-UNITS = ("jpegd", "vpc", "vdec")
+UNITS = ("jpegd", "vpc", "vdec", "mdl")
 _FAULTS: set = set()
 _INSTANCES: "weakref.WeakSet" = weakref.WeakSet()
 
 
 def inject_fault(unit: str) -> None:
-    """Make every call of ``unit`` (``jpegd``, ``vpc`` or ``vdec``) fail on every software device
+    """Make every call of ``unit`` (``jpegd``, ``vpc``, ``vdec`` or ``mdl``) fail on every software device
     (``ACL_ERROR_RT_FAILURE``; that unit's creators return 0) until :func:`clear_faults`."""
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
@@ -94,7 +99,9 @@ def ledger() -> dict:
     ``vdec_channels`` (created and not destroyed), ``channel_descs``, ``vdec_channel_descs``, ``pic_descs``,
     ``stream_descs``, ``resize_configs``, ``roi_configs``, ``frame_configs``, ``dvpp_buffers``
     (``dvpp_malloc``), ``device_buffers`` (``acl.rt.malloc``), ``host_buffers`` (``malloc_host``),
-    ``threads`` (``acl.util.start_thread`` not stopped). All zero after a complete teardown."""
+    ``threads`` (``acl.util.start_thread`` not stopped), ``models`` (loaded, not unloaded), ``model_descs``,
+    ``datasets``, ``data_buffers``, ``aipp_sets`` (created, not destroyed). All zero after a complete
+    teardown."""
     total: dict = {}
     for sim in list(_INSTANCES):
         for k, v in sim.ledger().items():
@@ -386,7 +393,7 @@ class _Media(DvppMedia, VdecMedia):
         self._sim = sim
 
 
-class SimAcl:
+class SimAcl(DataBufferCalls):
     """The software DVPP device for one :class:`dvpipe.Target` (see the module docstring).
 
     Args:
@@ -405,6 +412,7 @@ class SimAcl:
         self.rt = _Rt(self)
         self.util = _Util(self)
         self.media = _Media(self)
+        self.mdl = MdlNamespace(self)
         self._initialised = False
         self.devices_set = 0
         self.refusals: list[tuple[int, str]] = []
@@ -415,11 +423,12 @@ class SimAcl:
         return {k: 0 for k in ("initialised", "devices", "contexts", "streams", "dvpp_channels", "vdec_channels",
                                "channel_descs", "vdec_channel_descs", "pic_descs", "stream_descs", "resize_configs",
                                "roi_configs", "frame_configs", "dvpp_buffers", "device_buffers", "host_buffers",
-                               "threads")}
+                               "threads", "models", "model_descs", "datasets", "data_buffers", "aipp_sets")}
 
     def ledger(self) -> dict:
         """This device's live objects (see the module-level :func:`ledger`)."""
         from ._dvpp import ChannelDesc, PicDesc, ResizeConfig, RoiConfig
+        from ._mdl import AippSet, DataBuffer, Dataset, ModelDescObj
         from ._vdec import FrameConfig, StreamDesc, VdecChannelDesc
 
         o = self.objs
@@ -433,7 +442,8 @@ class SimAcl:
                    resize_configs=len(o.of(ResizeConfig)), roi_configs=len(o.of(RoiConfig)),
                    frame_configs=len(o.of(FrameConfig)), dvpp_buffers=self.memory.device.live,
                    device_buffers=self.memory.rt.live, host_buffers=self.memory.host.live,
-                   threads=self.reports.live)
+                   threads=self.reports.live, models=self.mdl.live_models, model_descs=len(o.of(ModelDescObj)),
+                   datasets=len(o.of(Dataset)), data_buffers=len(o.of(DataBuffer)), aipp_sets=len(o.of(AippSet)))
         return out
 
     def fault(self, unit: str) -> bool:

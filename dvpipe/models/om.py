@@ -1,0 +1,309 @@
+"""``OmModel``: an Ascend offline model (``.om``) run over ``acl.mdl`` on the pipeline's device memory.
+
+The runner loads the model once, allocates its output buffers once (``acl.rt.malloc``) and builds its
+datasets once; per call it only re-points the input data buffer at the batch's device memory
+(``acl.update_data_buffer``: no copy), queues ``acl.mdl.execute_async`` on its stream, synchronises, and
+downloads each output once. A host numpy input is uploaded (one explicit, counted copy) into a device
+buffer allocated on first use and reused.
+
+Timeline (``batch.timeline``, :mod:`dvpipe.latency.timeline`): a host span ``model`` (kind ``model``:
+binding the inputs, queueing, waiting), the step's device span ``model.execute`` (kind ``device``, unit
+``npu``, stream ``om:<name>``, ``step="model"``; enqueue to synchronisation -- no device events are read,
+so it is the host-observed interval; its own name keeps the latency table's ``model`` row the host's), and a
+``transfer`` span per copy with its ``bytes`` and ``direction`` (``model_upload`` host->device for a host
+input, ``model_download`` device->host per output). So on the device-resident route the device->host bytes
+of a frame set are exactly the outputs' bytes.
+
+Written against the documented pyACL API (pages cited in :mod:`dvpipe.backends.dvpp._mdl`); it has not run
+on Ascend hardware. CI runs it on the software device (``backend="dvpp-sim"``, a descriptor instead of a
+real ``.om``: docs/models.md).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from ..device import DeviceTensor
+from ..errors import ConfigError, DvpipeError
+from ..latency.clock import now_ns
+
+__all__ = ["OmModel", "ModelInputError", "BACKENDS"]
+
+#: runner backend -> ``dvpipe.backends.dvpp._acl.runtime`` device
+BACKENDS = {"dvpp": "hw", "dvpp-sim": "sim"}
+
+
+class ModelInputError(DvpipeError, ValueError):
+    """The batch does not fit the model's input (size, dtype, device or AIPP)."""
+
+
+def _load_aipp(aipp: Any) -> Any:
+    if aipp is None:
+        return None
+    from ..backends.dvpp.aipp import AippConfig
+
+    if isinstance(aipp, AippConfig):
+        return aipp
+    path = os.fspath(aipp)
+    if not os.path.isfile(path):
+        raise ConfigError(f"file not found: {path} (an aipp.cfg as `dvpipe aipp` writes)", "aipp")
+    with open(path, encoding="utf-8") as f:
+        return AippConfig.from_cfg(f.read())
+
+
+class OmModel:
+    """An offline model on an Ascend device (``backend="dvpp"``) or the software device (``"dvpp-sim"``).
+
+    Args:
+        path: the ``.om`` file (software device: a descriptor file, or a ``sim-model:NAME`` key from
+            :func:`dvpipe.models.sim_model`).
+        device: device id.
+        backend: ``dvpp`` (pyACL) or ``dvpp-sim``.
+        target: the :class:`dvpipe.Target` the software device simulates (required for ``dvpp-sim``; the
+            pipeline's target, so that the model shares the pipeline's device memory).
+        aipp: for a model converted with ``aipp_mode: dynamic``: the :class:`AippConfig` (or an
+            ``aipp.cfg`` path) to set through ``acl.mdl.set_input_aipp``; without it the batch's
+            ``DeviceTensor.meta["aipp"]`` is used. Refused for a model without a dynamic AIPP input.
+        name: for the stream name and messages (default: the file name).
+
+    Call it with a :class:`dvpipe.Batch` (its ``images`` a :class:`~dvpipe.device.DeviceTensor` or a host
+    array; its ``timeline`` gets the spans), a ``DeviceTensor`` or a numpy array, then the other data inputs
+    in order; returns the outputs as numpy arrays (the model's dims and dtypes, read-only). ``close()``
+    (or ``with``) releases every ACL object. Not run on hardware.
+    """
+
+    def __init__(self, path: Union[str, os.PathLike], *, device: int = 0, backend: str = "dvpp",
+                 target: Any = None, aipp: Any = None, name: Optional[str] = None):
+        from ..backends.dvpp import _acl, _mdl
+
+        if backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}", "backend")
+        spath = os.fspath(path)
+        is_key = backend == "dvpp-sim" and spath.startswith("sim-model:")
+        if not is_key and not os.path.isfile(spath):
+            raise ConfigError(f"file not found: {spath}", "path")
+        self.path, self.backend, self.device_id = spath, backend, int(device)
+        self.name = name or os.path.splitext(os.path.basename(spath.split(":", 1)[-1]))[0]
+        self._aipp_cfg = _load_aipp(aipp)
+        self._lock = threading.Lock()
+        self.closed = False
+        self.model_id: Optional[int] = None
+        self._desc = self._stream = None
+        self._in = self._out = None
+        self._out_ptrs: list[int] = []
+        self._staging: dict[int, int] = {}  # input index -> device buffer for host inputs
+        self._aipp_ptr: Optional[int] = None
+        self._aipp_applied: Any = None
+        self._aipp_set: Optional[int] = None
+        self._bound: dict[int, tuple[int, int]] = {}
+        #: counters over the model's life: ``calls``, ``host_to_device_bytes``, ``device_to_host_bytes``
+        self.stats = {"calls": 0, "host_to_device_bytes": 0, "device_to_host_bytes": 0}
+        self.runtime = _acl.runtime(BACKENDS[backend], target, device_id=self.device_id).hold()
+        _acl.register_closer(self)
+        rt = self.runtime
+        try:
+            self.model_id = _mdl.load(rt, path=spath)
+            self._desc, self.info = _mdl.describe(rt, self.model_id)
+            self._check_aipp()
+            for t in (*self.info.data_inputs, *self.info.outputs):
+                if t.nbytes <= 0 or any(d <= 0 for d in t.dims):
+                    raise ConfigError(f"{t.name or t.index}: dynamic shapes ({list(t.dims)}, {t.nbytes} B) are not "
+                                      "supported by OmModel; convert the model with static shapes", "path")
+            self._stream = rt.create_stream()
+            for t in self.info.outputs:
+                self._out_ptrs.append(rt.call("acl.rt.malloc", max(t.nbytes, 1), 0, alloc_bytes=t.nbytes))
+            self._out = _mdl.create_dataset(rt, [(p, t.nbytes) for p, t in zip(self._out_ptrs, self.info.outputs)])
+            for t in self.info.inputs:
+                if t.aipp == "dynamic_params":
+                    self._aipp_ptr = rt.call("acl.rt.malloc", t.nbytes, 0, alloc_bytes=t.nbytes)
+            # the input dataset is built on the first call, over the first batch's memory (an empty data buffer,
+            # data 0 / size 0, is documented only from CANN 8.0.RC3 on), then re-pointed when the memory moves
+        except Exception:
+            self.close()
+            raise
+
+    # -- facts -----------------------------------------------------------------------------------------
+    @property
+    def inputs(self) -> tuple:
+        """The data inputs (:class:`~dvpipe.backends.dvpp._mdl.TensorInfo`) a call fills, in order."""
+        return self.info.data_inputs
+
+    @property
+    def outputs(self) -> tuple:
+        return self.info.outputs
+
+    @property
+    def dynamic_aipp(self) -> bool:
+        return any(t.aipp == "dynamic" for t in self.info.inputs)
+
+    def _check_aipp(self) -> None:
+        if self._aipp_cfg is not None and not self.dynamic_aipp:
+            raise ConfigError(f"the model {self.path} has no dynamic AIPP input (it was converted with static AIPP "
+                              "or none): drop aipp, or convert it with aipp_mode: dynamic", "aipp")
+
+    # -- call ------------------------------------------------------------------------------------------
+    #: the runner lets the model record its own ``model`` spans (instead of wrapping the call in one)
+    records_timeline = True
+
+    def __call__(self, x: Any, *more: Any, timeline: Any = None) -> list:
+        """Run the model on a batch; see the class docstring. Returns one numpy array per output.
+
+        ``timeline`` (default: ``x.timeline`` for a batch) receives the ``model`` host and device spans and
+        the transfer spans."""
+        from ..backends.dvpp import _mdl
+
+        if self.closed:
+            raise RuntimeError(f"OmModel {self.name} is closed")
+        images, tl = (x.images, getattr(x, "timeline", None)) if hasattr(x, "images") else (x, None)
+        tl = timeline if timeline is not None else tl
+        values = (images, *more)
+        data = self.inputs
+        if len(values) != len(data):
+            raise ModelInputError(f"the model {self.name} has {len(data)} data input(s), got {len(values)}")
+        rt = self.runtime
+        with self._lock:
+            # uploads first (their own transfer spans), then the model span: bind, queue, wait
+            bound = [self._host_input(t, v, tl) if not isinstance(v, DeviceTensor) else self._device_input(t, v)
+                     for t, v in zip(data, values)]
+            t0 = now_ns()
+            if self._in is None:
+                where = {t.index: pb for t, pb in zip(data, bound)}
+                self._in = _mdl.create_dataset(rt, [where.get(t.index, (self._aipp_ptr, t.nbytes))
+                                                    for t in self.info.inputs])
+                self._bound = dict(where)
+            for t, (ptr, size) in zip(data, bound):
+                if self._bound.get(t.index) != (ptr, size):
+                    _mdl.point_buffer(rt, self._in, t.index, ptr, size)
+                    self._bound[t.index] = (ptr, size)
+            if self.dynamic_aipp:
+                self._set_dynamic_aipp(values)
+            enq = now_ns()
+            _mdl.execute_async(rt, self.model_id, self._in, self._out, self._stream)
+            rt.synchronize(self._stream, step="model", model=self.name)
+            t1 = now_ns()
+            if tl is not None:
+                tl.record("model", t0, t1, "model", unit="npu", model=self.name)
+                tl.record("model.execute", enq, t1, "device", unit="npu", stream=f"om:{self.name}", model=self.name,
+                          step="model")
+            outs = []
+            for t, ptr in zip(self.info.outputs, self._out_ptrs):
+                d0 = now_ns()
+                raw = rt.download(ptr, t.nbytes, step="model_download", output=t.index)
+                if tl is not None:
+                    tl.record("model_download", d0, now_ns(), "transfer", bytes=int(t.nbytes),
+                              direction="device_to_host", output=t.name or t.index)
+                outs.append(raw.view(t.dtype).reshape(t.dims))
+            self.stats["device_to_host_bytes"] += sum(t.nbytes for t in self.info.outputs)
+            self.stats["calls"] += 1
+        return outs
+
+    def _mismatch(self, t: Any, what: str) -> ModelInputError:
+        return ModelInputError(f"the model {self.name} expects {t.describe()} at input {t.index}, the batch is {what}")
+
+    def _device_input(self, t: Any, v: DeviceTensor) -> tuple[int, int]:
+        if v.runtime is not self.runtime:
+            raise ModelInputError(f"input {t.index} lives on {v.placement} (another device or target); the model "
+                                  f"{self.name} runs on {self.runtime.name} for {self.runtime.target}: give the "
+                                  "model the pipeline's backend and target")
+        # dynamic AIPP: the input takes up to max_src_image_size bytes (the source size is set at run time)
+        if (int(v.nbytes) > t.nbytes) if t.aipp == "dynamic" else int(v.nbytes) != t.nbytes:
+            what = (f"a {v.layout} DeviceTensor {tuple(v.shape)} {v.dtype}"
+                    f"{f' strides {tuple(v.strides)}' if v.strides else ''} of {v.nbytes} B")
+            raise self._mismatch(t, what)
+        return int(v.ptr), int(v.nbytes)
+
+    def _host_input(self, t: Any, v: Any, tl: Any) -> tuple[int, int]:
+        arr = np.asarray(v)
+        if t.aipp == "none":
+            n = int(np.prod(t.dims)) if t.dims else 0
+            if arr.dtype != np.dtype(t.dtype) and arr.size == n and np.can_cast(arr.dtype, t.dtype, "same_kind"):
+                arr = arr.astype(t.dtype)  # e.g. a host float32 batch for an fp16 model: same elements
+            ok = arr.dtype == np.dtype(t.dtype) and arr.nbytes == t.nbytes
+            hint = ""
+        else:  # the raw pictures of an AIPP input (dynamic AIPP: up to max_src_image_size bytes)
+            ok = arr.dtype == np.uint8 and (arr.nbytes == t.nbytes or (t.aipp == "dynamic" and 0 < arr.nbytes <= t.nbytes))
+            hint = (" (the model was converted with AIPP: it takes the raw uint8 pictures, e.g. the AIPP route's NV12 "
+                    "device buffer)")
+        if not ok:
+            raise self._mismatch(t, f"a host {tuple(arr.shape)} {arr.dtype} array of {arr.nbytes} B{hint}")
+        raw = np.ascontiguousarray(arr)
+        ptr = self._staging.get(t.index)
+        if ptr is None:
+            ptr = self.runtime.call("acl.rt.malloc", t.nbytes, 0, alloc_bytes=t.nbytes)
+            self._staging[t.index] = ptr
+        u0 = now_ns()
+        self.runtime.upload(ptr, t.nbytes, raw.tobytes(), step="model_upload", input=t.index)
+        if tl is not None:
+            tl.record("model_upload", u0, now_ns(), "transfer", bytes=int(raw.nbytes), direction="host_to_device",
+                      input=t.name or t.index)
+        self.stats["host_to_device_bytes"] += int(raw.nbytes)
+        return ptr, int(raw.nbytes)
+
+    def _set_dynamic_aipp(self, values: Sequence[Any]) -> None:
+        from ..backends.dvpp import _mdl
+        from ..backends.dvpp.aipp import dynamic_aipp_calls
+
+        cfg = self._aipp_cfg
+        if cfg is None:
+            v = values[0]
+            cfg = v.meta.get("aipp") if isinstance(v, DeviceTensor) else None
+        if cfg is None:
+            raise ModelInputError(f"the model {self.name} has a dynamic AIPP input: pass OmModel(aipp=...) or a "
+                                  "DeviceTensor whose meta['aipp'] carries the AippConfig")
+        if cfg == self._aipp_applied:
+            return  # the parameters stay in the dynamic-AIPP input buffer
+        target = next(t for t in self.info.inputs if t.aipp == "dynamic")
+        batch = int(target.dims[0]) if target.dims else 1
+        calls = dynamic_aipp_calls(cfg, batch_size=batch, input_index=target.aipp_index, by_input_index=False)
+        if self._aipp_set is not None:
+            old, self._aipp_set, self._aipp_applied = self._aipp_set, None, None
+            self.runtime.call("acl.mdl.destroy_aipp", old)
+        self._aipp_set = _mdl.run_aipp_calls(self.runtime, calls, model_id=self.model_id, dataset=self._in)
+        self._aipp_applied = cfg
+
+    # -- teardown --------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Destroy datasets and buffers, free the device memory, destroy the stream, unload, release the
+        runtime (in that order). Idempotent; best effort (teardown goes on after a failure)."""
+        if self.closed:
+            return
+        self.closed = True
+        from ..backends.dvpp import _mdl
+
+        rt = self.runtime
+        steps = []
+        if self._aipp_set is not None:
+            steps.append((rt.call, ("acl.mdl.destroy_aipp", self._aipp_set)))
+        for ds in (self._in, self._out):
+            if ds is not None:
+                steps.append((_mdl.destroy_dataset, (rt, ds)))
+        for ptr in [*self._out_ptrs, *self._staging.values(), *([self._aipp_ptr] if self._aipp_ptr else [])]:
+            steps.append((rt.call, ("acl.rt.free", ptr)))
+        if self._stream is not None:
+            steps.append((rt.destroy_stream, (self._stream,)))
+        if self.model_id is not None:
+            steps.append((_mdl.unload, (rt, self.model_id, self._desc)))
+        elif self._desc is not None:
+            steps.append((rt.call, ("acl.mdl.destroy_desc", self._desc)))
+        for fn, args in steps:
+            try:
+                fn(*args)
+            except Exception:  # noqa: BLE001 - teardown goes on
+                pass
+        self._in = self._out = None
+        self._out_ptrs, self._staging = [], {}
+        rt.unhold()
+
+    def __enter__(self) -> "OmModel":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        ins = ", ".join(t.describe() for t in self.inputs)
+        outs = ", ".join(t.describe() for t in self.outputs)
+        return f"OmModel({self.name}, {self.runtime.name}, inputs=[{ins}], outputs=[{outs}])"
