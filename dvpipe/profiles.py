@@ -11,16 +11,20 @@ Meta contracts differ per model family:
 
 * ``bevformer``: ``lidar2img`` pre-multiplied by ``diag(s, s, 1, 1)`` (the nominal scale, as
   ``RandomScaleImageMultiViewImage`` does), ``img_shape = pad_shape =`` padded ``(H, W, 3)``,
-  ``ori_shape =`` pre-pad, ``scale_factor = 1.0`` (left stale, as the reference leaves it).
+  ``ori_shape =`` pre-pad, ``scale_factor = 1.0`` (left stale, as the reference leaves it). Without a
+  scale (``bevformer-base``) nothing rewrites the loader's ``ori_shape``: ``input_shape`` (see ``petr``).
 * ``petr``: ``img_shape =`` pre-pad, ``pad_shape =`` padded; ``intrinsics`` (4x4) updated by the
-  resize and crop, ``lidar2img = intrinsics @ lidar2cam``.
+  resize and crop, ``lidar2img = intrinsics @ lidar2cam``; ``input_shape`` = the decoded image
+  ``(H, W, 3)``, which ``metas_format="mmdet3d"`` stacks into PETR's ``ori_shape`` ``(H, W, 3, N)``
+  (mmdet3d 0.17's ``LoadMultiViewImageFromFiles`` sets ``ori_shape = img.shape`` of the images
+  stacked on a last axis, and no later PETR transform changes it).
 * ``bevdet``: camera matrices untouched; the augmentation is returned separately as
   ``post_rot`` (3x3) and ``post_tran`` (3,).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -29,7 +33,7 @@ from .errors import ConfigError
 from .stages import Crop, Decode, Normalise, Pad, Resize, Stage
 from .types import Camera
 
-__all__ = ["Profile", "PROFILES", "profile_stages", "profile_metas", "generic_metas"]
+__all__ = ["Profile", "PROFILES", "profile_stages", "profile_metas", "generic_metas", "img_norm_cfg"]
 
 _CAFFE_BGR = dict(mean=(103.530, 116.280, 123.675), std=(1.0, 1.0, 1.0), to_rgb=False)
 _IMAGENET_RGB = dict(mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), to_rgb=True)
@@ -159,13 +163,37 @@ def generic_metas(camera: Camera, img_aug: np.ndarray, prepad_size: tuple[int, i
     }
 
 
+def img_norm_cfg(stages: Sequence[Stage]) -> Optional[dict]:
+    """mmcv's ``img_norm_cfg`` of the normalisation a stage list runs, or None when it runs none.
+
+    ``mean`` / ``std`` (float32, 0..255 units) in the order of the normalised channels, as mmcv's
+    ``imnormalize`` takes them (after the BGR -> RGB swap when ``to_rgb``), which is the order
+    :class:`~dvpipe.stages.Normalise` takes them in.
+    """
+    for st in stages:
+        if getattr(st, "op", None) == "normalise" and hasattr(st, "mean") and hasattr(st, "std"):
+            return {"mean": np.array(st.mean, dtype=np.float32), "std": np.array(st.std, dtype=np.float32),
+                    "to_rgb": bool(getattr(st, "to_rgb", False))}
+    return None
+
+
 def profile_metas(name: Optional[str], camera: Camera, img_aug: np.ndarray, prepad_size: tuple[int, int],
-                  out_size: tuple[int, int]) -> dict:
+                  out_size: tuple[int, int], stages: Optional[Sequence[Stage]] = None) -> dict:
     """Per-camera ``img_metas`` as profile ``name`` (None: generic) defines them.
+
+    Args:
+        stages: the stages the pipeline runs. Given, ``img_norm_cfg`` describes their normalisation
+            (none: no ``img_norm_cfg``), whatever the profile's own is; None: the profile's.
 
     The arrays are read-only: every batch shares them (copy one to change it).
     """
     metas = _profile_metas(name, camera, img_aug, prepad_size, out_size)
+    if stages is not None and name is not None:
+        cfg = img_norm_cfg(stages)
+        if cfg is None:
+            metas.pop("img_norm_cfg", None)
+        else:
+            metas["img_norm_cfg"] = cfg
     for value in metas.values():
         if isinstance(value, np.ndarray):
             value.setflags(write=False)
@@ -186,11 +214,15 @@ def _profile_metas(name: Optional[str], camera: Camera, img_aug: np.ndarray, pre
                              "to_rgb": p.to_rgb}
     if p.metas == "bevformer":
         metas["scale_factor"] = 1.0  # the reference never updates it after RandomScaleImageMultiViewImage
+        if p.scale_for(camera) is None:  # no RandomScaleImageMultiViewImage to rewrite the loader's ori_shape
+            metas["input_shape"] = (camera.height, camera.width, 3)
         if p.size_divisor:
             metas["pad_size_divisor"] = p.size_divisor
     elif p.metas == "petr":
         metas["img_shape"] = metas["ori_shape"]
         metas["intrinsics"] = metas["cam2img"]
+        # the decoded image, (H, W, 3): metas_format="mmdet3d" stacks it into PETR's ori_shape (H, W, 3, N)
+        metas["input_shape"] = (camera.height, camera.width, 3)
     elif p.metas == "bevdet":
         rot, tran = geometry.post_rot_tran(img_aug)
         metas["post_rot"], metas["post_tran"] = rot, tran

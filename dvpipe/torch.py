@@ -45,7 +45,8 @@ class FrameSetDataset(torch.utils.data.IterableDataset):
         pipeline: with a callable ``source``, the :class:`~dvpipe.Pipeline` (copied into each worker)
             or a picklable zero-argument factory returning one.
         metas_format: ``per_camera`` or ``mmdet3d`` (see :meth:`dvpipe.Pipeline.set_metas_format`);
-            ``pose`` is its pose source.
+            ``pose`` is its pose source; by default, for a deployment whose cameras read one info file
+            (``type: infos``), that file, per sample (:func:`dvpipe.deploy.sources.infos.deployment_poses`).
 
     A sample's ``img`` is an ``(N, 3, H, W)`` tensor, ``img_metas`` the batch's metas (a list of
     per-camera dicts, or one sample dict for ``mmdet3d``), ``valid`` an ``(N,)`` bool tensor and
@@ -70,21 +71,31 @@ class FrameSetDataset(torch.utils.data.IterableDataset):
         self.pose = pose
         self._deployment = is_deployment
 
-    def _sample(self, batch, index: int) -> dict:
+    def _meta(self, batch) -> Any:
+        """The mmdet3d sample dict of ``batch`` (per-camera metas), advancing the temporal state."""
+        return self._builder.sample(batch.metas, batch.cameras, batch.valid)
+
+    def _sample(self, batch, index: int, metas: Any = None) -> dict:
         kept = batch.keep()
         images = kept.images
         img = images if isinstance(images, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(images))
-        metas = kept.metas
-        if self.metas_format == "mmdet3d" and self._builder is not None:
-            metas = self._builder.sample(metas, kept.cameras, kept.valid)
-        elif self.metas_format == "mmdet3d":
-            (metas,) = metas
-        return {"img": img, "img_metas": metas, "valid": torch.from_numpy(np.array(kept.valid, dtype=bool)),
-                "cameras": list(kept.cameras), "index": index}
+        return {"img": img, "img_metas": kept.metas if metas is None else metas,
+                "valid": torch.from_numpy(np.array(kept.valid, dtype=bool)), "cameras": list(kept.cameras),
+                "index": index}
+
+    def _make_builder(self, default_pose: Any = None) -> None:
+        self._builder = None
+        if self.metas_format == "mmdet3d":
+            from .mmdet3d import JsonPoses, Mmdet3dMetas
+
+            pose = JsonPoses(self.pose) if isinstance(self.pose, (str, os.PathLike)) else self.pose
+            self._builder = Mmdet3dMetas(pose if pose is not None else default_pose)
 
     def __iter__(self) -> Iterator[dict]:
+        # The temporal keys (prev_bev_exists, can_bus deltas, scenes) follow the stream, not a worker's
+        # share of it: every worker builds the sample dict of every frame set (metas only, cheap) and
+        # preprocesses and yields its own sets.
         wid, n = _worker()
-        self._builder = None
         if self._deployment:
             yield from self._iter_deployment(wid, n)
             return
@@ -93,26 +104,39 @@ class FrameSetDataset(torch.utils.data.IterableDataset):
             pipe = pickle.loads(pickle.dumps(self.pipeline)) if n > 1 or wid else self.pipeline
         else:
             pipe = self.pipeline()
-        if self.metas_format == "mmdet3d":
-            pipe.set_metas_format("mmdet3d", pose=self.pose)
+        self._make_builder()
+        if self._builder is not None:
+            pipe.set_metas_format("per_camera")  # the dataset builds the sample dicts (see above)
+        names = list(pipe.rig.names)
         for k, frames in enumerate(self.source()):
             if k % n == wid:
-                yield self._sample(pipe.process(frames), k)
+                batch = pipe.process(frames)
+                yield self._sample(batch, k, self._meta(batch) if self._builder is not None else None)
+            elif self._builder is not None:
+                self._builder.sample(_frame_metas(frames, names), names, np.ones(len(names), dtype=bool))
 
     def _iter_deployment(self, wid: int, n: int) -> Iterator[dict]:
         from .deploy import Runner, load_deployment
+        from .deploy.sources.infos import deployment_poses
 
         dep = self.source if type(self.source).__name__ == "Deployment" else load_deployment(self.source)
-        if self.metas_format == "mmdet3d":
-            from .mmdet3d import JsonPoses, Mmdet3dMetas
-
-            pose = JsonPoses(self.pose) if isinstance(self.pose, (str, os.PathLike)) else self.pose
-            self._builder = Mmdet3dMetas(pose)
+        # a deployment over an info file: each sample's pose and calibration from it
+        self._make_builder(deployment_poses(dep) if self.metas_format == "mmdet3d" else None)
         with Runner(dep, model=lambda batch: None, write_outputs=False) as runner:
             for rb in runner.batches():
                 k = rb.frame_set.index
+                meta = self._meta(rb.batch) if self._builder is not None else None
                 if k % n == wid:
-                    yield self._sample(rb.batch, k)
+                    yield self._sample(rb.batch, k, meta)
+
+
+def _frame_metas(frames: Mapping, names: Sequence[str]) -> list[dict]:
+    """Per-camera metas with only the capture time and seq (a skipped set's, for the temporal state)."""
+    out = []
+    for name in names:
+        f = frames.get(name)
+        out.append({"capture_ns": getattr(f, "capture_ns", None), "seq": getattr(f, "seq", None)})
+    return out
 
 
 def collate_mmdet3d(samples: Sequence[dict]) -> dict:

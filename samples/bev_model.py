@@ -196,16 +196,17 @@ if torch is not None:
             """``feats``: (N, C, h, w) features of the N cameras. Returns (C, Y, X) BEV features."""
             c = feats.shape[1]
             lidar2img = torch.as_tensor(np.stack([m["lidar2img"] for m in metas]), dtype=torch.float64)
-            cam = torch.einsum("nij,pj->npi", lidar2img, self.points)  # (N, P, 4): u*d, v*d, d, 1
+            # geometry in float64 on the host (accelerators such as the NPU lack float64); features stay put
+            cam = torch.einsum("nij,pj->npi", lidar2img, self.points.cpu())  # (N, P, 4): u*d, v*d, d, 1
             depth = cam[..., 2]
             eps = 1e-5
             uv = cam[..., :2] / depth.clamp(min=eps)[..., None]
             pad_h, pad_w = metas[0]["img_shape"][:2]  # BEVFormer normalises by camera 0's padded img_shape
             uv_norm = uv / torch.tensor([pad_w, pad_h], dtype=torch.float64)
             valid = (depth > eps) & (uv_norm > 0).all(-1) & (uv_norm < 1).all(-1)
-            grid = (uv_norm * 2 - 1).to(feats.dtype)[:, :, None, :]  # (N, P, 1, 2), align_corners=False
+            grid = (uv_norm * 2 - 1).to(device=feats.device, dtype=feats.dtype)[:, :, None, :]  # (N, P, 1, 2)
             sampled = F.grid_sample(feats, grid, mode="bilinear", padding_mode="zeros", align_corners=False)[..., 0]
-            mask = valid.to(feats.dtype)[:, None, :]
+            mask = valid.to(device=feats.device, dtype=feats.dtype)[:, None, :]
             bev = (sampled * mask).sum(0) / mask.sum(0).clamp(min=1.0)  # (C, P)
             z, y, x = self.grid_shape
             return bev.reshape(c, z, y, x).mean(1)

@@ -223,3 +223,68 @@ def test_a_deployment_names_the_mmdet3d_config_and_runs_it(tmp_path):
     with pytest.raises(ValueError, match="pipeline"):
         load_deployment({"name": "mm", "rig": rig, "pipeline": {"mmdet3d_config": str(CONFIGS / "bevformer" / "bevformer_tiny.py"),
                                                                "profile": "bevformer-tiny"}})
+
+
+# -- PETR's shape keys in metas_format="mmdet3d" ----------------------------------------------------
+def _petr_shape_keys_reference(encoded: list[bytes], conf: dict, size_divisor: int = 32) -> dict:
+    """The shape keys of PETR's test pipeline, re-implemented from the published code:
+
+    * mmdet3d v0.17 ``mmdet3d/datasets/pipelines/loading.py`` ``LoadMultiViewImageFromFiles`` (PETR's
+      README pins mmdet3d 0.17.1; read at open-mmlab/mmdetection3d@d617be9): ``img = np.stack([imread(name)
+      for name in filename], axis=-1)``; ``img_shape = ori_shape = pad_shape = img.shape``.
+    * megvii-research/PETR@f7525f9 ``projects/mmdet3d_plugin/datasets/pipelines/transform_3d.py``:
+      ``ResizeCropFlipImage`` and ``NormalizeMultiviewImage`` set no shape key; ``PadMultiViewImage``
+      sets ``img_shape = [img.shape for img in results['img']]`` (before padding) and
+      ``pad_shape = [img.shape for img in padded_img]``.
+    """
+    import cv2
+    from PIL import Image
+
+    imgs = [cv2.imdecode(np.frombuffer(d, np.uint8), cv2.IMREAD_UNCHANGED) for d in encoded]
+    stacked = np.stack(imgs, axis=-1).astype(np.float32)  # to_float32=True
+    results = {"img": [stacked[..., i] for i in range(stacked.shape[-1])], "img_shape": stacked.shape,
+               "ori_shape": stacked.shape, "pad_shape": stacked.shape}
+    H, W = conf["H"], conf["W"]
+    fH, fW = conf["final_dim"]
+    resize = max(fH / H, fW / W)
+    dims = (int(W * resize), int(H * resize))
+    crop_h = int((1 - np.mean(conf["bot_pct_lim"])) * dims[1]) - fH
+    crop_w = int(max(0, dims[0] - fW) / 2)
+    results["img"] = [np.array(Image.fromarray(np.uint8(x)).resize(dims).crop((crop_w, crop_h, crop_w + fW, crop_h + fH)))
+                      .astype(np.float32) for x in results["img"]]
+    padded = [np.pad(x, ((0, -x.shape[0] % size_divisor), (0, -x.shape[1] % size_divisor), (0, 0))) for x in results["img"]]
+    results["img_shape"] = [x.shape for x in results["img"]]
+    results["pad_shape"] = [x.shape for x in padded]
+    return results
+
+
+@pytest.mark.parametrize("config", ["petr/petr_vovnet_gridmask_p4_800x320.py", "petr/petr_r50dcn_gridmask_p4.py"])
+def test_petr_mmdet3d_metas_have_the_stacked_ori_shape_of_the_published_loader(rig_1600, config):
+    cfg = load_config(CONFIGS / config)
+    frames = _frames(rig_1600, seed=9)
+    pipe = dv.Pipeline.from_mmdet3d_config(CONFIGS / config, rig_1600, metas_format="mmdet3d")
+    (meta,) = pipe.process(frames).metas
+    ref = _petr_shape_keys_reference([frames[c.name] for c in rig_1600], _petr_conf(cfg))
+    assert ref["ori_shape"] == (900, 1600, 3, 2)
+    assert meta["ori_shape"] == ref["ori_shape"] and isinstance(meta["ori_shape"], tuple)
+    assert [tuple(s) for s in meta["img_shape"]] == ref["img_shape"]
+    assert [tuple(s) for s in meta["pad_shape"]] == ref["pad_shape"]
+
+
+def test_bevformer_mmdet3d_metas_keep_per_camera_ori_shape(rig_1600):
+    # BEVFormer's RandomScaleImageMultiViewImage rewrites ori_shape per camera (a list), unlike PETR
+    pipe = dv.Pipeline.from_profile("bevformer-tiny", rig_1600, metas_format="mmdet3d")
+    (meta,) = pipe.process(_frames(rig_1600)).metas
+    assert [tuple(s) for s in meta["ori_shape"]] == [(450, 800, 3)] * 2
+
+
+def test_bevformer_base_mmdet3d_metas_have_the_loaders_stacked_ori_shape(rig_1600):
+    # bevformer_base.py's test pipeline has no RandomScaleImageMultiViewImage: the loader's ori_shape stays
+    import cv2
+
+    frames = _frames(rig_1600, seed=2)
+    pipe = dv.Pipeline.from_mmdet3d_config(CONFIGS / "bevformer/bevformer_base.py", rig_1600, metas_format="mmdet3d")
+    (meta,) = pipe.process(frames).metas
+    stacked = np.stack([cv2.imdecode(np.frombuffer(frames[c.name], np.uint8), cv2.IMREAD_UNCHANGED) for c in rig_1600],
+                       axis=-1)
+    assert meta["ori_shape"] == stacked.shape == (900, 1600, 3, 2)

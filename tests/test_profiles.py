@@ -128,3 +128,60 @@ def test_bevdet_profile_matches_repository_transform(size):
 def test_profiles_cite_file_and_commit():
     for name in ("bevformer-tiny", "petr", "bevdet"):
         assert "@" in dv.PROFILES[name].source and ".py" in dv.PROFILES[name].source
+
+
+# -- profile= with a custom stage list: the metas describe the stages that run (issue 19) ----------
+from _bevformer_ref import imnormalize  # noqa: E402
+
+_CUSTOM = [
+    # (mean, std, to_rgb) of the Normalise stage, or None for no Normalise
+    ((10.0, 20.0, 30.0), (2.0, 3.0, 4.0), True),
+    ((103.53, 116.28, 123.675), (1.0, 1.0, 1.0), False),  # caffe BGR, on a profile that is RGB (tiny)
+    None,
+]
+
+
+def _custom_stages(norm):
+    """Decode, Normalise (if any), Resize 0.5 (of the float image, as BEVFormer orders them)."""
+    stages = [dv.Decode()]
+    if norm is not None:
+        stages.append(dv.Normalise(mean=norm[0], std=norm[1], to_rgb=norm[2]))
+    return stages + [dv.Resize(scale=0.5)]
+
+
+@pytest.mark.parametrize("norm", _CUSTOM, ids=["rgb-other-mean-std", "bgr", "no-normalise"])
+def test_profile_metas_describe_the_normalise_of_the_stages_given(norm):
+    from dvpipe.profiles import profile_metas
+
+    cam = dv.Rig.from_dict(rig_dict([(64, 48)]))[0]
+    m = profile_metas("bevformer-tiny", cam, np.eye(3), (64, 48), (64, 48), stages=_custom_stages(norm))
+    if norm is None:
+        assert "img_norm_cfg" not in m
+    else:
+        cfg = m["img_norm_cfg"]
+        assert np.array_equal(cfg["mean"], np.float32(norm[0])) and np.array_equal(cfg["std"], np.float32(norm[1]))
+        assert cfg["to_rgb"] is norm[2]
+    # without the stages the profile's own (bevformer-tiny: ImageNet RGB) is kept, as before
+    legacy = profile_metas("bevformer-tiny", cam, np.eye(3), (64, 48), (64, 48))
+    assert legacy["img_norm_cfg"]["to_rgb"] is True
+
+
+@pytest.mark.xfail(strict=True, reason="needs dvpipe/pipeline.py to pass stages= to profile_metas (issue 19; the "
+                                       "change is in helper F's report): remove this mark with that change")
+@pytest.mark.parametrize("norm", _CUSTOM, ids=["rgb-other-mean-std", "bgr", "no-normalise"])
+def test_pipeline_with_profile_and_custom_stages_stamps_what_the_stages_do(norm):
+    rig = dv.Rig.from_dict(rig_dict([(64, 48)]))
+    data = encode_jpeg(textured_bgr(64, 48, seed=3))
+    batch = dv.Pipeline(rig, _custom_stages(norm), ("reference",), profile="bevformer-tiny").process({"CAM0": data})
+    m = batch.metas[0]
+    if norm is None:
+        assert "img_norm_cfg" not in m
+        return
+    # the independent check: mmcv's imnormalize with the stamped cfg, then the resize, gives the batch
+    import cv2
+
+    cfg = m["img_norm_cfg"]
+    x = imnormalize(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR).astype(np.float32), cfg["mean"],
+                    cfg["std"], cfg["to_rgb"])
+    x = cv2.resize(x, (32, 24), interpolation=cv2.INTER_LINEAR).transpose(2, 0, 1)
+    assert np.abs(np.asarray(batch.images)[0] - x).max() <= 1e-4

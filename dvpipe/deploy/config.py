@@ -76,6 +76,10 @@ SOURCE (``type`` required; see :mod:`dvpipe.deploy.sources` for each type)::
      reconnect: {initial_ms: 250, max_ms: 5000, factor: 2, attempts: 0}}
     {type: v4l2, uri: /dev/video0, input_format: mjpeg, fps: 30, size: [W, H]}
     {type: synthetic, fps: 30, resolution: [W, H], cycle: 16, quality: 90, frames: N, start_ns: INT}
+    {type: infos, uri: nuscenes_infos_temporal_val.pkl, data_root: DIR, camera: CAM_FRONT}
+                                       # an mmdet3d info file (.pkl, restricted unpickler; or .json): each
+                                       # sample is a frame set, the camera's images at their own timestamps;
+                                       # camera: the file's key (default: the rig camera's name)
     common: offset_ms: 0 (added to capture times), faults: FAULTS (testing; see sources.faults)
 
 Limits (each violation is a problem at its key path): every number is finite; durations and ages
@@ -116,7 +120,7 @@ __all__ = [
     "SOURCE_TYPES", "ON_LATE", "ON_CORRUPT", "VIDEO_ENCODINGS", "DEFAULT_MAX_PIXELS", "output_problems",
 ]
 
-SOURCE_TYPES = ("images", "video", "elementary", "rtsp", "v4l2", "synthetic")
+SOURCE_TYPES = ("images", "video", "elementary", "rtsp", "v4l2", "synthetic", "infos")
 ON_LATE = ("mask", "reuse", "drop")
 ON_CORRUPT = ("drop", "flag")
 #: decode.max_pixels by default: the largest decoded frame, in pixels (64 MP)
@@ -603,6 +607,7 @@ _SOURCE_KEYS = {
     "rtsp": ("transport", "open_timeout_s", "read_timeout_s", "reconnect", "lookahead", "stall_reconnect_s"),
     "v4l2": ("input_format", "fps", "size", "stall_reconnect_s"),
     "synthetic": ("fps", "resolution", "cycle", "quality", "frames", "start_ns", "realtime"),
+    "infos": ("data_root", "camera"),
 }
 _ES_EXT = {".h264": "h264", ".264": "h264", ".avc": "h264", ".h265": "h265", ".265": "h265", ".hevc": "h265"}
 
@@ -770,6 +775,43 @@ def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str,
                                   maximum=_MAX_FRAMES)
         opts["start_ns"] = start_ns
         opts["realtime"] = V.boolean(m, "realtime", where, True)
+    elif typ == "infos":
+        if uri is None:
+            V.err(upath, "required: an mmdet3d info file (*_infos_*.pkl, or the same structure as .json)")
+        else:
+            uri = V.path(uri, upath)
+        root = V.string(m, "data_root", where, None)
+        opts["data_root"] = V.path(root, _join(where, "data_root"), kind="dir") if root is not None else None
+        key = V.string(m, "camera", where, None)
+        opts["camera"] = key = (key or camera_name).replace("{camera}", camera_name)
+        if encoding not in ("jpeg", "png"):
+            V.err(where, f"an info file's images need camera encoding jpeg or png; camera {camera_name} declares "
+                         f"{encoding}")
+        if uri is not None and len(V.errors) == n_errors:
+            from ..mmdet3d import open_info_file
+
+            try:
+                info = open_info_file(uri, opts["data_root"])
+            except ConfigError as e:
+                V.err(upath, str(e))
+            else:
+                first = next((smp["cameras"][key] for smp in info.samples if key in smp["cameras"]), None)
+                if first is None:
+                    V.err(_join(where, "camera") if "camera" in m else where,
+                          f"camera {key} is not in the info file {uri} ({', '.join(info.samples[0]['cameras'])})"
+                          + ("" if "camera" in m else "; name the file's camera with camera:"))
+                elif not os.path.isfile(first["path"]):
+                    V.err(_join(where, "data_root"), f"the info file's first {key} image is not there: "
+                                                     f"{_show(first['path'], 300)} (set data_root to the folder its "
+                                                     "paths are relative to)")
+                elif V.probe and encoding in ("jpeg", "png"):
+                    from ..codecs import sniff
+
+                    with open(first["path"], "rb") as f:
+                        found = sniff(f.read(16))
+                    if found != encoding:
+                        V.err(upath, f"{first['path']} is {'a ' + found.upper() if found else 'neither JPEG nor PNG'} "
+                                     f"but camera {camera_name} declares encoding {encoding}")
     offset_ms = V.number(m, "offset_ms", where, 0.0, minimum=-_DAY_MS, maximum=_DAY_MS)
     faults = (_parse_faults(m["faults"], _join(where, "faults"), V, V.max_pixels)
               if m.get("faults") is not None else None)

@@ -13,15 +13,25 @@ Layouts read:
   ``ego2global_translation``/``_rotation``, ``lidar2ego_*``; BEVFormer adds ``scene_token``,
   ``can_bus`` (18), ``prev``, ``next``, ``frame_idx``.
 * mmdet3d v1.x: ``{"metainfo": ..., "data_list": [...]}``, each sample with ``images`` (per camera
-  ``img_path``, ``cam2img``, ``lidar2cam``, ``timestamp`` in seconds) and ``ego2global`` (4x4).
+  ``img_path``, ``cam2img``, ``lidar2cam``, ``timestamp`` in seconds) and ``ego2global`` (4x4). A bare
+  file name in ``img_path`` is joined to ``samples/<CAMERA>/``, the ``data_prefix`` of mmdet3d 1.x's
+  nuScenes configs (``data_root`` is then the nuScenes root); a relative path is used as it is.
 
 Samples are ordered by timestamp, as mmdet3d's ``NuScenesDataset`` orders them.
+
+A ``.json`` file with the same structure (arrays as nested lists; what ``mmengine.dump`` writes for a
+``.json`` name) is read with :mod:`json`, which runs no code. :func:`open_info_file` caches one
+:class:`InfoFile` per file (path, size and modification time) and process, so the cameras of a
+deployment that all read one info file load it once.
 """
 from __future__ import annotations
 
 import io
+import json
 import math
+import os
 import pickle
+import threading
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
@@ -29,7 +39,7 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["load_info_pickle", "InfoFile"]
+__all__ = ["load_info_pickle", "load_info_data", "open_info_file", "InfoFile"]
 
 _ALLOWED = {
     ("builtins", n) for n in ("dict", "list", "tuple", "set", "frozenset", "str", "int", "float", "bool", "bytes",
@@ -65,6 +75,42 @@ def load_info_pickle(path: "str | Path") -> Any:
         raise ConfigError(f"{path}: not a readable info pickle ({type(e).__name__}: {e})") from None
 
 
+def load_info_data(path: "str | Path") -> Any:
+    """An info file's content: ``.json`` through :mod:`json`, anything else through
+    :func:`load_info_pickle` (the restricted unpickler)."""
+    if str(path).lower().endswith(".json"):
+        try:
+            return json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as e:
+            raise ConfigError(f"cannot read info file {path}: {e.strerror or e}") from None
+        except ValueError as e:
+            raise ConfigError(f"{path}: not valid JSON ({e})") from None
+    return load_info_pickle(path)
+
+
+_CACHE: dict[tuple, "InfoFile"] = {}
+_CACHE_LOCK = threading.Lock()
+_CACHE_MAX = 4  #: info files kept loaded per process (a nuScenes val file is tens of MB)
+
+
+def open_info_file(path: "str | Path", data_root: "str | Path | None" = None) -> "InfoFile":
+    """The :class:`InfoFile` of ``path`` (all its cameras), loaded once per process while the file
+    is unchanged (same size and modification time). Thread-safe: camera readers share it."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise ConfigError(f"cannot read info file {path}: {e.strerror or e}") from None
+    key = (os.path.abspath(path), None if data_root is None else os.path.abspath(data_root), st.st_size, st.st_mtime_ns)
+    with _CACHE_LOCK:
+        info = _CACHE.get(key)
+        if info is None:
+            info = InfoFile(path, data_root=data_root)
+            if len(_CACHE) >= _CACHE_MAX:
+                _CACHE.pop(next(iter(_CACHE)))
+            _CACHE[key] = info
+        return info
+
+
 def _lidar2cam_v0(cam: Mapping) -> np.ndarray:
     # BEVFormer's get_data_info: lidar2cam_r = inv(sensor2lidar_rotation), t = sensor2lidar_translation @ r.T
     r = np.linalg.inv(np.asarray(cam["sensor2lidar_rotation"], dtype=np.float64))
@@ -73,6 +119,12 @@ def _lidar2cam_v0(cam: Mapping) -> np.ndarray:
     out[:3, :3] = r
     out[:3, 3] = -t
     return out
+
+
+def _seconds_ns(t: Any) -> int:
+    # v1.x stores nuScenes' integer microseconds as float seconds, which keep only ~0.24 us at 1.7e9 s:
+    # round to the microsecond (what the value was) before scaling, so every camera's time is exact
+    return int(round(float(t) * 1e6)) * 1000
 
 
 def _rotation_quaternion(R: np.ndarray) -> list[float]:
@@ -108,7 +160,7 @@ class InfoFile:
     def __init__(self, path: "str | Path", *, data_root: "str | Path | None" = None,
                  cameras: Optional[Sequence[str]] = None):
         self.path = str(path)
-        raw = load_info_pickle(path)
+        raw = load_info_data(path)
         root = Path(data_root) if data_root is not None else Path(path).resolve().parent
         if isinstance(raw, Mapping) and "infos" in raw:
             items, v1 = raw["infos"], False
@@ -130,18 +182,31 @@ class InfoFile:
         if missing:
             raise ConfigError(f"{path}: camera {missing[0]} is not in the info file "
                               f"({', '.join(self.samples[0]['cameras'])})")
+        # every camera image's capture time -> its sample (the pose lookup of a deployment's frame sets)
+        self._by_time: dict[int, int] = {}
+        for k, smp in enumerate(self.samples):
+            for c in smp["cameras"].values():
+                self._by_time.setdefault(c["timestamp_ns"], k)
+        self._sample_ns = np.array([smp["timestamp_ns"] for smp in self.samples], dtype=np.int64)
+        #: a capture time that is no camera's own is matched to the nearest sample within this (ms)
+        self.tolerance_ms = 100.0
 
     @staticmethod
     def _sample(s: Mapping, v1: bool, root: Path) -> dict:
         cams = {}
         if v1:
             for name, c in s["images"].items():
-                cams[name] = {"path": str(root / c["img_path"]), "intrinsics": np.asarray(c["cam2img"], float)[:3, :3],
+                rel = str(c["img_path"])
+                if "/" not in rel and os.sep not in rel:
+                    # mmdet3d 1.x stores the bare file name and joins the dataset's data_prefix for the
+                    # camera, 'samples/<CAMERA>' in its nuScenes configs
+                    rel = f"samples/{name}/{rel}"
+                cams[name] = {"path": str(root / rel), "intrinsics": np.asarray(c["cam2img"], float)[:3, :3],
                               "lidar2cam": np.asarray(c["lidar2cam"], dtype=np.float64),
-                              "timestamp_ns": int(round(float(c.get("timestamp", s["timestamp"])) * 1e9))}
+                              "timestamp_ns": _seconds_ns(c.get("timestamp", s["timestamp"]))}
             e2g = np.asarray(s["ego2global"], dtype=np.float64)
             translation, rotation = e2g[:3, 3].tolist(), _rotation_quaternion(e2g[:3, :3])
-            t_ns = int(round(float(s["timestamp"]) * 1e9))
+            t_ns = _seconds_ns(s["timestamp"])
         else:
             for name, c in s["cams"].items():
                 cams[name] = {"path": str(root / c["data_path"]),
@@ -178,11 +243,42 @@ class InfoFile:
             yield {cam: Frame(cam, k, s["cameras"][cam]["timestamp_ns"], s["cameras"][cam]["path"])
                    for cam in self.cameras}
 
+    def camera_spread_ns(self, cameras: Optional[Sequence[str]] = None) -> tuple[int, Optional[int]]:
+        """``(spread, gap)`` in ns over ``cameras`` (default: this file's): the largest difference of
+        capture times within one sample, and the smallest from one sample's last image to the
+        next sample's first (None with one sample). A synchroniser tolerance ``tol`` with
+        ``spread <= tol < gap`` groups exactly the file's samples (``anchor: earliest``)."""
+        cams = list(cameras) if cameras is not None else self.cameras
+        spans = []
+        for smp in self.samples:
+            t = [smp["cameras"][c]["timestamp_ns"] for c in cams if c in smp["cameras"]]
+            if t:
+                spans.append((min(t), max(t)))
+        spread = max(b - a for a, b in spans)
+        gap = min((n[0] - p[1] for p, n in zip(spans, spans[1:])), default=None)
+        return spread, gap
+
+    def sample_index(self, timestamp_ns: Optional[int], seq: Optional[int] = None) -> int:
+        """The sample of a frame set: the one holding a camera image captured at ``timestamp_ns``
+        (epoch ns), else the sample nearest in time within :attr:`tolerance_ms`; without a capture
+        time, sample ``seq`` (the order of :meth:`frame_sets`)."""
+        if timestamp_ns is None:
+            if seq is None or not 0 <= seq < len(self.samples):
+                raise ConfigError(f"{self.path}: no sample {seq!r} (frame sets from InfoFile.frame_sets carry it)")
+            return seq
+        k = self._by_time.get(int(timestamp_ns))
+        if k is not None:
+            return k
+        i = int(np.argmin(np.abs(self._sample_ns - int(timestamp_ns))))
+        if abs(int(self._sample_ns[i]) - int(timestamp_ns)) > self.tolerance_ms * 1e6:
+            raise ConfigError(f"{self.path}: no sample within {self.tolerance_ms:g} ms of capture time "
+                              f"{int(timestamp_ns)} ns (is the source's offset_ms set, or another info file?)")
+        return i
+
     def __call__(self, timestamp_ns: Optional[int], seq: Optional[int] = None) -> dict:
-        """Pose source for :class:`~dvpipe.mmdet3d.Mmdet3dMetas`: the sample ``seq`` of :meth:`frame_sets`."""
-        if seq is None or not 0 <= seq < len(self.samples):
-            raise ConfigError(f"{self.path}: no sample {seq!r} (frame sets from InfoFile.frame_sets carry it)")
-        s = self.samples[seq]
+        """Pose source for :class:`~dvpipe.mmdet3d.Mmdet3dMetas`: the sample of :meth:`sample_index`
+        (ego pose, ``can_bus``, scene, token and each camera's calibration and file name)."""
+        s = self.samples[self.sample_index(timestamp_ns, seq)]
         return {"translation": s["translation"], "rotation": s["rotation"], "can_bus": s["can_bus"],
                 "scene_token": s["scene_token"], "token": s["token"],
                 "cameras": {cam: {"intrinsics": s["cameras"][cam]["intrinsics"], "lidar2cam": s["cameras"][cam]["lidar2cam"],

@@ -163,6 +163,12 @@ class Mmdet3dMetas:
         for key in _PER_CAMERA:
             if per_cam and all(key in m for m in per_cam):
                 meta[key] = [_copy(m[key]) for m in per_cam]
+        shapes = [m.get("input_shape") for m in per_cam]
+        if per_cam and all(sh is not None for sh in shapes) and len(set(map(tuple, shapes))) == 1:
+            # PETR / PETRv2 and bevformer-base (profiles set input_shape): mmdet3d's LoadMultiViewImageFromFiles
+            # stacks the views on a last axis and sets ori_shape = that array's shape, (H, W, 3, N), and no
+            # later transform of theirs changes it (RandomScaleImageMultiViewImage would)
+            meta["ori_shape"] = (*tuple(shapes[0]), len(per_cam))
         calib = record.get("cameras")
         if calib:  # this sample's own calibration (an info file's), through the plan's image transform
             _recalibrate(meta, per_cam, cameras, calib)
@@ -196,7 +202,12 @@ def _recalibrate(meta: dict, per_cam: Sequence[Mapping], cameras: Sequence[str],
 
     l2i, l2c, c2i = [], [], []
     for name, m in zip(cameras, per_cam):
-        c = calib[name]
+        c = calib.get(name)
+        if c is None:  # this sample has no image of the camera (masked): the rig's calibration stays
+            l2i.append(np.array(m.get("lidar2img", np.eye(4)), dtype=np.float64))
+            l2c.append(np.array(m.get("lidar2cam", np.eye(4)), dtype=np.float64))
+            c2i.append(np.array(m.get("cam2img", np.eye(4)), dtype=np.float64))
+            continue
         K, L = np.asarray(c["intrinsics"], dtype=np.float64), np.asarray(c["lidar2cam"], dtype=np.float64)
         # BEVDet keeps the camera matrices unaugmented (post_rot / post_tran carry the augmentation)
         aug = np.eye(3) if "post_rot" in m else np.asarray(m.get("img_aug", np.eye(3)), dtype=np.float64)
@@ -205,8 +216,9 @@ def _recalibrate(meta: dict, per_cam: Sequence[Mapping], cameras: Sequence[str],
         c2i.append(geometry.cam2img(K, aug))
     meta["lidar2img"], meta["lidar2cam"], meta["cam2img"] = l2i, l2c, c2i
     if "intrinsics" in meta:  # PETR's 4x4 (augmented), BEVDet's 3x3 (not)
-        meta["intrinsics"] = [x.copy() if np.shape(m["intrinsics"]) == (4, 4) else np.asarray(calib[n]["intrinsics"], float)
-                              for x, m, n in zip(c2i, per_cam, cameras)]
+        meta["intrinsics"] = [np.array(m["intrinsics"], dtype=np.float64) if n not in calib
+                              else x.copy() if np.shape(m["intrinsics"]) == (4, 4)
+                              else np.asarray(calib[n]["intrinsics"], float) for x, m, n in zip(c2i, per_cam, cameras)]
 
 
 def _copy(v):

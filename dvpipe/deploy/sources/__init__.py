@@ -10,6 +10,8 @@ elementary     raw H.264/H.265 Annex B file; capture time = start + k / fps
 rtsp           RTSP camera/server through PyAV, read timeouts, reconnect with back-off
 v4l2           V4L2 capture device through PyAV's libavdevice
 synthetic      renders a sample-like scene through the camera's calibration (:mod:`.synthetic`)
+infos          an mmdet3d / nuScenes info file: each sample a frame set, each image at its own
+               timestamp, calibration and ego pose per sample (:mod:`.infos`)
 =============  =================================================================================
 
 :func:`open_source` builds a camera's source from its :class:`~dvpipe.deploy.config.SourceConfig`,
@@ -22,6 +24,7 @@ from typing import Optional
 from ...types import Camera
 from .base import Backoff, Item, Source, SourceError, SourceWrapper, StreamLost, StreamStalled
 from .images import ImageSequence
+from .infos import InfoSource
 from .synthetic import SyntheticSource
 from .video import ElementaryStream, RtspSource, V4l2Source, VideoFile
 from .wrappers import Faulty, Limited, Looped, Paced, ReplayClock
@@ -37,6 +40,7 @@ SOURCES: dict[str, type[Source]] = {
     "rtsp": RtspSource,
     "v4l2": V4l2Source,
     "synthetic": SyntheticSource,
+    "infos": InfoSource,
 }
 
 

@@ -1,0 +1,172 @@
+"""An mmdet3d / nuScenes info file (``*_infos_*.pkl``) as a camera source: frame sets come from the
+file's samples, not from file names.
+
+One source per camera, all reading one file (``source: {type: infos, uri: ...}`` as the
+deployment's default source)::
+
+    source: {type: infos, uri: nuscenes_infos_temporal_val.pkl, data_root: /data/nuscenes}
+    cameras:
+      - {name: FRONT, source: {type: infos, uri: ..., camera: CAM_FRONT}}   # a rig name of its own
+
+* Camera ``camera`` (default: the rig camera's name) delivers, in the file's time order, the image
+  of every sample that has it (``data_path`` / ``img_path``, relative to ``data_root``, default the
+  info file's folder), captured at that image's own ``timestamp`` (v0.x: microseconds, v1.x:
+  seconds; epoch ns here). The cameras of one sample fire within the file's *spread* (nuScenes:
+  about 45 ms); ``sync.tolerance_ms`` between the spread and the gap to the next sample groups
+  exactly the file's samples (:func:`sync_problem` says whether a tolerance does).
+* Calibration: the info file is the authority, per sample (nuScenes' ``sensor2lidar`` includes the
+  ego motion between a camera's and the lidar's capture, so it changes from sample to sample);
+  ``metas_format="mmdet3d"`` with :func:`deployment_poses` as the pose source takes every sample's
+  intrinsics, ``lidar2cam``, ego pose and ``can_bus`` from the file. A rig that gives a camera's
+  calibration must agree with the file's first sample (:func:`calibration_problem`), else the
+  source refuses to open: a rig without calibration (identity matrices) takes the file's.
+* The file is read with a restricted unpickler (builtin and numpy types only, see
+  :func:`dvpipe.mmdet3d.load_info_pickle`): unpickling an arbitrary file can run code. A ``.json``
+  file with the same structure is read with :mod:`json`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from ...errors import ConfigError
+from ...latency import now_ns
+from ...types import Camera
+from .base import Item, Source, SourceError
+
+__all__ = ["InfoSource", "InfoPoses", "deployment_poses", "calibration_problem", "sync_problem"]
+
+#: a rig's intrinsics may differ from the info file's by this much (pixels) per entry
+INTRINSICS_ATOL_PX = 1e-3
+#: a rig's lidar2cam may differ from the info file's first sample by this rotation (degrees) and
+#: translation (m): nuScenes' per-sample ego-motion compensation moves it by centimetres, a wrong
+#: camera or another vehicle by far more
+LIDAR2CAM_MAX_DEG = 1.0
+LIDAR2CAM_MAX_M = 1.0
+
+
+def _info(cfg: Any):
+    from ...mmdet3d import open_info_file
+
+    return open_info_file(cfg.uri, cfg.options.get("data_root"))
+
+
+def calibration_problem(camera: Camera, info_camera: Mapping[str, Any], where: str = "") -> Optional[str]:
+    """Why the rig camera's calibration disagrees with one info-file camera record, or None
+    (also None when the rig gives none: identity intrinsics and lidar2cam)."""
+    K, L = np.asarray(camera.intrinsics, float), np.asarray(camera.lidar2cam, float)
+    if np.array_equal(K, np.eye(3)) and np.array_equal(L, np.eye(4)):
+        return None
+    Ki, Li = np.asarray(info_camera["intrinsics"], float), np.asarray(info_camera["lidar2cam"], float)
+    dk = float(np.abs(K - Ki).max())
+    if dk > INTRINSICS_ATOL_PX:
+        return (f"rig camera {camera.name}'s intrinsics differ from the info file's{where} by up to {dk:.4g} px; "
+                "fix the rig, or leave its intrinsics and lidar2cam out to take the info file's")
+    cos = (np.trace(L[:3, :3].T @ Li[:3, :3]) - 1.0) / 2.0
+    deg = math.degrees(math.acos(min(1.0, max(-1.0, cos))))
+    dm = float(np.linalg.norm(L[:3, 3] - Li[:3, 3]))
+    if deg > LIDAR2CAM_MAX_DEG or dm > LIDAR2CAM_MAX_M:
+        return (f"rig camera {camera.name}'s lidar2cam differs from the info file's{where} by {deg:.3g} deg and "
+                f"{dm:.3g} m (more than {LIDAR2CAM_MAX_DEG:g} deg / {LIDAR2CAM_MAX_M:g} m: another camera?); fix the "
+                "rig or the source's camera:, or leave the rig's intrinsics and lidar2cam out to take the info file's")
+    return None
+
+
+def sync_problem(spread_ns: int, gap_ns: Optional[int], tolerance_ms: float) -> Optional[str]:
+    """Why ``sync.tolerance_ms`` would not group an info file's samples exactly, or None.
+
+    With ``anchor: earliest`` a set starts at a sample's first image and takes each camera's frame
+    within ``+-tol``: every image of the sample needs ``tol >= spread``, and the next sample's first
+    image must be outside (``tol < gap``)."""
+    tol_ns = tolerance_ms * 1e6
+    if tol_ns < spread_ns:
+        return (f"the info file's cameras fire up to {spread_ns / 1e6:g} ms apart within a sample; "
+                f"sync.tolerance_ms {tolerance_ms:g} would split samples (set it to at least {math.ceil(spread_ns / 1e6)})")
+    if gap_ns is not None and tol_ns >= gap_ns:
+        return (f"sync.tolerance_ms {tolerance_ms:g} reaches the next sample ({gap_ns / 1e6:g} ms from one sample's "
+                f"last image to the next one's first); set it below {gap_ns / 1e6:g}")
+    return None
+
+
+class InfoSource(Source):
+    """One camera's images from an info file, at the file's capture times (see the module docstring)."""
+
+    type = "infos"
+
+    def _open(self) -> None:
+        try:
+            info = _info(self.cfg)
+        except ConfigError as e:
+            raise SourceError(str(e)) from None
+        key = self.options.get("camera") or self.camera.name
+        frames = [(smp["cameras"][key]["timestamp_ns"], smp["cameras"][key]["path"])
+                  for smp in info.samples if key in smp["cameras"]]
+        if not frames:
+            raise SourceError(f"{self.cfg.uri}: no sample has camera {key} "
+                              f"(the file's cameras: {', '.join(info.samples[0]['cameras'])})")
+        first = next(smp["cameras"][key] for smp in info.samples if key in smp["cameras"])
+        problem = calibration_problem(self.camera, first, f" ({key}, first sample)")
+        if problem:
+            raise SourceError(problem)
+        self._frames = frames
+        self._next = 0
+
+    def _read(self) -> Optional[Item]:
+        if self._next >= len(self._frames):
+            return None
+        capture_ns, path = self._frames[self._next]
+        self._next += 1
+        t0 = now_ns()
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise SourceError(f"cannot read {path}: {e.strerror or e} (is data_root right?)") from None
+        return self._item(data, capture_ns, read_span_ns=(t0, now_ns()))
+
+    def stamped_files(self) -> list[tuple[int, str]]:
+        """``(capture time in epoch ns, path)`` of every frame, in delivery order (after ``open``)."""
+        return list(getattr(self, "_frames", []))
+
+
+class InfoPoses:
+    """The pose source of :class:`~dvpipe.mmdet3d.Mmdet3dMetas` for a deployment reading an info
+    file: per frame set, its sample's ego pose, ``can_bus``, scene and token, and each rig camera's
+    calibration and file name (rig names mapped to the file's camera keys). Picklable (DataLoader
+    workers): it holds the file's path and reloads it through the per-process cache."""
+
+    def __init__(self, uri: str, data_root: Optional[str], cameras: Mapping[str, str]):
+        self.uri, self.data_root, self.cameras = uri, data_root, dict(cameras)
+
+    def __call__(self, timestamp_ns: Optional[int], seq: Optional[int] = None) -> dict:
+        from ...mmdet3d import open_info_file
+
+        info = open_info_file(self.uri, self.data_root)
+        smp = info.samples[info.sample_index(timestamp_ns, seq)]
+        cams = {}
+        for rig_name, key in self.cameras.items():
+            c = smp["cameras"].get(key)
+            if c is not None:
+                cams[rig_name] = {"intrinsics": c["intrinsics"], "lidar2cam": c["lidar2cam"], "filename": c["path"]}
+        return {"translation": smp["translation"], "rotation": smp["rotation"], "can_bus": smp["can_bus"],
+                "scene_token": smp["scene_token"], "token": smp["token"], "cameras": cams}
+
+
+def deployment_poses(dep: Any) -> Optional[InfoPoses]:
+    """The :class:`InfoPoses` of a deployment whose cameras all read one info file, else None.
+
+    Raises:
+        ConfigError: the cameras read different info files (one pose per frame set needs one file).
+    """
+    srcs = [(c.name, c.source) for c in dep.cameras if c.source.type == "infos"]
+    if not srcs:
+        return None
+    files = {(s.uri, s.options.get("data_root")) for _n, s in srcs}
+    if len(files) > 1 or len(srcs) != len(dep.cameras):
+        raise ConfigError("the deployment's cameras read different sources; an info-file pose source needs every "
+                          "camera on one info file (type: infos, one uri)")
+    (uri, root), = files
+    return InfoPoses(uri, root, {n: s.options.get("camera") or n for n, s in srcs})
+
