@@ -64,6 +64,7 @@ Schema (every key optional unless marked)::
       on_corrupt: drop | flag          # a frame the decoder reports damaged: a `corrupt` drop, or kept and flagged
       max_pixels: 64000000             # largest decoded frame (width x height, pixels); a larger camera is an error
     model: module:callable | file.py:callable | {entry: ..., path: DIR, init: {...}}
+         | {type: om, path: model.om, device: 0, backend: dvpp|dvpp-sim, target: {...}, aipp: PATH}  # docs/models.md
     target: {soc: Ascend310P3, cann: 7.0.0}   # DVPP steps are planned against it (default: detected)
 
 SOURCE (``type`` required; see :mod:`dvpipe.deploy.sources` for each type)::
@@ -308,6 +309,7 @@ class ModelConfig:
     entry: str
     path: Optional[str] = None
     init: Optional[Mapping[str, Any]] = None
+    om: Optional[Any] = None  # type: om -> dvpipe.models.OmSpec; entry is then "om:PATH"
 
 
 @dataclass(frozen=True)
@@ -951,7 +953,16 @@ _ENTRY_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _FILE_ENTRY_RE = re.compile(r"^.+\.py:[A-Za-z_][\w.]*$")
 
 
-def _parse_model(v: Any, V: _V) -> Optional[ModelConfig]:
+def _parse_model(v: Any, V: _V, target: Any = None) -> Optional[ModelConfig]:
+    if isinstance(v, Mapping) and "type" in v:  # {type: om, path, device, backend, target, aipp}
+        from ..models import parse_config
+
+        try:
+            spec = parse_config(v, str(V.base_dir), default_target=target)
+        except ConfigError as e:
+            V.err(e.path or "model", e.message)
+            return None
+        return ModelConfig(f"om:{spec.path}", om=spec)
     if isinstance(v, str):
         v = {"entry": v}
     m = V.mapping(v, "model", ("entry", "path", "init"), required=("entry",))
@@ -1289,8 +1300,6 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
                             trace_max_events=V.number(om, "trace_max_events", "outputs", None, integer=True, minimum=1,
                                                       maximum=100_000_000, allow_none=True))
 
-    model = _parse_model(top["model"], V) if top.get("model") is not None else None
-
     # target (the Ascend SoC and CANN version DVPP steps are planned against; default: detected) ---
     target = None
     tm = V.mapping(top.get("target"), "target", ("soc", "cann"), required=("soc", "cann")) if top.get(
@@ -1302,6 +1311,8 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
             field_name, _, msg = str(e).partition(": ")
             V.err(f"target.{field_name.split('.')[-1]}" if msg else "target", msg or str(e))
 
+    model = _parse_model(top["model"], V, target) if top.get("model") is not None else None
+
     # cross-field checks ------------------------------------------------------------------------
     if rig is not None and (pipeline.profile is not None or pipeline.mmdet3d_config is not None):
         sizes = {(c.width, c.height) for c in rig.cameras}
@@ -1311,6 +1322,24 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
                   + ", ".join(f"{c.name} {c.width}x{c.height}" for c in rig.cameras)
                   + " (use a stage list with resize/pad to one size)")
 
+    infos = [c for c in cameras if c.source.type == "infos"]
+    if infos and rig is not None and not V.errors:  # an info file's samples and calibration (sources.infos)
+        from ..mmdet3d import open_info_file
+        from .sources.infos import calibration_problem, sync_problem
+
+        by_file: dict[tuple, list[str]] = {}
+        for c in infos:
+            key = c.source.options.get("camera") or c.name
+            by_file.setdefault((c.source.uri, c.source.options.get("data_root")), []).append(key)
+            info = open_info_file(c.source.uri, c.source.options.get("data_root"))
+            first = next(s["cameras"][key] for s in info.samples if key in s["cameras"])
+            problem = calibration_problem(rig[c.name], first, f" ({key}, first sample)")
+            if problem:
+                V.err(f"rig ({rig_path})" if rig_path else "rig", problem)
+        for (uri, root), keys in by_file.items():
+            problem = sync_problem(*open_info_file(uri, root).camera_spread_ns(keys), sync.tolerance_ms)
+            if problem:
+                V.warnings.append(f"sync.tolerance_ms: {problem}")
     live_cams = [c.name for c in cameras if c.source.live]
     recorded = [c.name for c in cameras if not c.source.live]
     if live_cams and recorded and not run.realtime:
