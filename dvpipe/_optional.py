@@ -7,8 +7,12 @@ from types import ModuleType
 from .errors import MissingDependencyError
 
 _HINTS = {
-    "torch": "pip install 'dvpipe[torch]' (CPU wheel: pip install torch==2.13.0)",
-    "torch_npu": "pip install 'dvpipe[npu]' on a machine with CANN installed",
+    # PyPI's Linux x86_64 torch is a CUDA build (nvidia-* wheels); the CPU build is on PyTorch's own index
+    "torch": ("pip install 'dvpipe[torch]' (CPU only: pip install torch "
+              "--index-url https://download.pytorch.org/whl/cpu)"),
+    # torch-npu X requires torch==X.*: name the series of the torch installed, or pip replaces that torch
+    "torch_npu": ("on a machine with CANN: pip install 'dvpipe[npu]' 'torch-npu==<your torch major.minor>.*' "
+                  "(README \"On an Ascend host\")"),
     "acl": "pyACL ships with the CANN toolkit: source <install>/set_env.sh (see `dvpipe probe`)",
     "matplotlib": "pip install 'dvpipe[plots]'",
     "prometheus_client": "pip install 'dvpipe[prometheus]'",

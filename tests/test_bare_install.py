@@ -130,8 +130,11 @@ def test_wheel_in_a_fresh_venv_without_torch_runs_the_sample(tmp_path):
 
 @pytest.mark.slow
 def test_npu_extra_next_to_a_cpu_torch_pulls_no_cuda_wheel(tmp_path):
-    """The documented Ascend recipe: CPU torch first, then ``dvpipe[npu]``. Resolved by pip (dry run,
-    metadata from PyPI) in this venv: nothing but torch-npu is added, no torch, no nvidia-* wheel."""
+    """The documented Ascend recipe: CPU torch first, then ``dvpipe[npu]`` with the torch-npu series of
+    that torch (``torch-npu==2.13.*``; unpinned, pip takes the newest torch-npu, whose torch pin
+    replaces the CPU torch by PyPI's CUDA build: torch-npu 2.14.0 -> torch 2.14.0 + 19 CUDA wheels, seen
+    2026-12-01). Resolved by pip (dry run, metadata from PyPI) in this venv: nothing but torch-npu is
+    added, no torch, no nvidia-* wheel."""
     import json
     import tomllib
 

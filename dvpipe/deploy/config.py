@@ -109,7 +109,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Sequence
 
-from ..codecs import DEFAULT_MAX_PIXELS, VIDEO_ENCODINGS
+from ..codecs import DEFAULT_MAX_PIXELS, RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ..errors import ConfigError
 from ..target import Target
 from ..types import Rig, short_repr as _show
@@ -768,6 +768,12 @@ def _parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str,
         opts["resolution"] = _pair(res, _join(where, "resolution"), V, V.max_pixels) if res is not None else None
         opts["cycle"] = V.number(m, "cycle", where, 16, integer=True, minimum=1, maximum=1000)
         w, h = opts["resolution"] or size
+        if encoding in RAW_YUV_ENCODINGS and opts["resolution"] is not None and tuple(opts["resolution"]) != tuple(size):
+            V.err(_join(where, "resolution"), f"a raw {encoding.upper()} frame has the camera's size "
+                                              f"{size[0]}x{size[1]} (camera {camera_name}); drop resolution:")
+        if encoding in RAW_YUV_ENCODINGS and (size[0] % 2 or (encoding == "nv12" and size[1] % 2)):
+            V.err(where, f"camera {camera_name} is {size[0]}x{size[1]}: {encoding.upper()} frames need an even "
+                         f"width{' and height' if encoding == 'nv12' else ''}")
         if opts["cycle"] * w * h * 3 > _SYNTH_CYCLE_MAX_BYTES:
             V.err(_join(where, "cycle"), f"{opts['cycle']} frames of {w}x{h} take "
                                          f"{opts['cycle'] * w * h * 3 / 2 ** 30:.1f} GiB while the cycle is "

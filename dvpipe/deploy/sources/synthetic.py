@@ -4,8 +4,9 @@ Each camera sees the same world (lidar frame: x right, y forward, z up, ground z
 ground plane with lane lines, sky with distance haze, and boxes (from ``samples/scene.yaml`` when
 it is there, else a built-in set) moving with their velocities. The static background is ray cast
 once per camera; ``cycle`` frames with the boxes at successive positions are drawn and encoded
-at open (in the camera's declared encoding: JPEG, PNG, raw BGR, or H.264/H.265 as one closed GOP
-of ``cycle`` pictures, so that replaying the cycle is a valid stream). ``read()`` then costs
+at open (in the camera's declared encoding: JPEG, PNG, raw BGR, H.264/H.265 as one closed GOP
+of ``cycle`` pictures, so that replaying the cycle is a valid stream, or the raw camera layouts
+UYVY / YUYV / NV12 of a GMSL or V4L2 camera: see :func:`encode_raw_yuv`). ``read()`` then costs
 nothing but a timestamp, which makes the source suitable for soak runs.
 
 ``realtime: true`` (default) makes it a live camera: frame k is captured at ``start + k / fps`` on
@@ -23,13 +24,14 @@ from typing import Optional
 import cv2
 import numpy as np
 
-from ...codecs import VIDEO_ENCODINGS
+from ...backends._raw_yuv import MATRICES, RANGES, colour_of
+from ...codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ...latency import now_ns, to_monotonic_ns, wall_ns
 from ...types import Camera, PixelFormat
 from ...video import camera_encoder, is_keyframe
 from .base import Backoff, Item, Source, SourceError
 
-__all__ = ["SyntheticSource", "render_background", "render_frame"]
+__all__ = ["SyntheticSource", "render_background", "render_frame", "encode_raw_yuv"]
 
 _SCENE = Path(__file__).resolve().parents[3] / "samples" / "scene.yaml"
 _DEFAULT_BOXES = [  # center xyz (m), size (m), yaw (rad), velocity (m/s), BGR colour
@@ -149,6 +151,55 @@ def _encode_video(images: list[np.ndarray], codec: str, fps: float) -> list[byte
     return out
 
 
+def _check_raw_size(encoding: str, w: int, h: int) -> None:
+    if w % 2 or (encoding == "nv12" and h % 2):
+        raise SourceError(f"{encoding.upper()} needs an even width{' and height' if encoding == 'nv12' else ''}; "
+                          f"the camera is {w}x{h}")
+
+
+def encode_raw_yuv(bgr: np.ndarray, encoding: str, matrix: str = "bt601", rng: str = "limited") -> bytes:
+    """An HxWx3 uint8 BGR picture as one tightly packed raw camera frame (the layouts of
+    :mod:`dvpipe.backends._raw_yuv`): ``uyvy`` / ``yuyv`` (4:2:2 packed, ``2 * W * H`` bytes; W even)
+    or ``nv12`` (Y plane, then interleaved U V per 2x2 block; ``W * H * 3 / 2`` bytes; W and H even).
+
+    The inverse of that module's conversion, for the camera's ``yuv_matrix`` / ``yuv_range``:
+    ``Y' = Kr R + (1 - Kr - Kb) G + Kb B``, ``Cb = (B - Y') / (2 (1 - Kb))``, ``Cr = (R - Y') / (2 (1 - Kr))``
+    (0..255 scale), then ``Y = y0 + Y' / ys``, ``U = 128 + Cb / cs``, ``V = 128 + Cr / cs`` (limited:
+    16, 255/219, 255/224; full: 0, 1, 1), in float64, rounded half up, clipped to 0..255. Chroma is the
+    mean of the pixel pair (4:2:2) or 2x2 block (4:2:0) before rounding, as a camera's chroma filter
+    would. Decoded, it gives back the picture within the quantisation where the colour is flat over the
+    pair or block (2 levels; 3 through OpenCV's fixed-point decode: tests/test_synthetic_raw_yuv.py) and
+    the pair's or block's mean chroma at colour edges.
+    """
+    if encoding not in RAW_YUV_ENCODINGS:
+        raise ValueError(f"encode_raw_yuv: {encoding!r} is not one of {', '.join(RAW_YUV_ENCODINGS)}")
+    if bgr.dtype != np.uint8 or bgr.ndim != 3 or bgr.shape[2] != 3:
+        raise ValueError(f"encode_raw_yuv needs an HxWx3 uint8 BGR picture, got {bgr.dtype} {bgr.shape}")
+    h, w = bgr.shape[:2]
+    _check_raw_size(encoding, w, h)
+    kr, kb = MATRICES[matrix]
+    y0, ys, cs = RANGES[rng]
+    b, g, r = (bgr[..., k].astype(np.float64) for k in range(3))
+    yp = kr * r + (1.0 - kr - kb) * g + kb * b
+    cb = (b - yp) / (2 * (1 - kb))
+    cr = (r - yp) / (2 * (1 - kr))
+
+    def q(x: np.ndarray) -> np.ndarray:
+        return np.clip(np.floor(x + 0.5), 0, 255).astype(np.uint8)
+
+    y = q(y0 + yp / ys)
+    if encoding == "nv12":
+        u = cb.reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3))
+        v = cr.reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3))
+        uv = np.stack([q(128 + u / cs), q(128 + v / cs)], axis=-1).reshape(h // 2, w)
+        return y.tobytes() + uv.tobytes()
+    u = q(128 + cb.reshape(h, w // 2, 2).mean(axis=2) / cs)
+    v = q(128 + cr.reshape(h, w // 2, 2).mean(axis=2) / cs)
+    y0s, y1s = y[:, 0::2], y[:, 1::2]
+    order = (u, y0s, v, y1s) if encoding == "uyvy" else (y0s, u, y1s, v)
+    return np.stack(order, axis=-1).tobytes()
+
+
 class SyntheticSource(Source):
     """Renders the sample-like scene for one camera; ``realtime`` makes it a live camera."""
 
@@ -164,6 +215,12 @@ class SyntheticSource(Source):
     def _prepare(self) -> None:
         o = self.options
         w, h = o.get("resolution") or (self.camera.width, self.camera.height)
+        if self.camera.encoding in RAW_YUV_ENCODINGS and (w, h) != (self.camera.width, self.camera.height):
+            raise SourceError(f"camera {self.camera.name}: a raw {self.camera.encoding.upper()} frame has the "
+                              f"camera's size {self.camera.width}x{self.camera.height}, so the synthetic "
+                              f"resolution {w}x{h} cannot be used; drop resolution: or declare that size")
+        if self.camera.encoding in RAW_YUV_ENCODINGS:
+            _check_raw_size(self.camera.encoding, w, h)  # before rendering: fail at once
         fps = float(o.get("fps", 30.0))
         n = int(o.get("cycle", 16))
         bg = render_background(self.camera, w, h)
@@ -176,6 +233,9 @@ class SyntheticSource(Source):
         elif enc == "png":
             q = [int(cv2.IMWRITE_PNG_COMPRESSION), 1]
             self._cycle = [cv2.imencode(".png", im, q)[1].tobytes() for im in images]
+        elif enc in RAW_YUV_ENCODINGS:  # a GMSL / V4L2 camera's frames, in the camera's colour
+            matrix, rng = colour_of(self.camera)
+            self._cycle = [encode_raw_yuv(im, enc, matrix, rng) for im in images]
         elif enc == "raw":
             for im in images:
                 im.setflags(write=False)
