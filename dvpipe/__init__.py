@@ -20,15 +20,17 @@ __all__ = [
     "Verdict", "KernelQuery", "KernelContext", "register_kernel", "PROFILES", "profile_stages",
     "DvpipeError", "ConfigError", "FrameError", "CorruptFrameError", "StaleBatchError", "PlanError",
     "BackendUnavailable", "MissingDependencyError",
-    "load_deployment", "Runner", "probe", "latency",
+    "load_deployment", "Runner", "register_source", "probe", "latency",
 ]
 
 _LAZY = {"load_deployment": ("dvpipe.deploy", "load_deployment"), "Runner": ("dvpipe.deploy", "Runner"),
+         "register_source": ("dvpipe.deploy.sources", "register_source"),
          "probe": ("dvpipe.probe", None), "latency": ("dvpipe.latency", None)}
 
 
 def __getattr__(name: str):
-    """``dvpipe.load_deployment``, ``dvpipe.Runner``, ``dvpipe.probe``, ``dvpipe.latency``, imported on first use."""
+    """``dvpipe.load_deployment``, ``dvpipe.Runner``, ``dvpipe.register_source``, ``dvpipe.probe``,
+    ``dvpipe.latency``, imported on first use."""
     if name not in _LAZY:
         raise AttributeError(f"module 'dvpipe' has no attribute {name!r}")
     import importlib

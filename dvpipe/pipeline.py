@@ -20,6 +20,7 @@ import numpy as np
 from ._camera_pool import CameraPool
 from .backends import FAMILIES
 from .codecs import DEFAULT_MAX_PIXELS, read_frame_bytes
+from .device import DeviceBatch
 from .errors import ConfigError, FrameError
 from .latency.clock import now_ns, to_monotonic_ns
 from .latency.timeline import Timeline
@@ -96,7 +97,7 @@ class Pipeline:
         self.profile = profile
         self.fallback = fallback
         self.plan: Plan = plan_pipeline(rig.cameras, stages, backends, fidelity=fidelity, target=target)
-        self._metas = [profile_metas(profile, cp.camera, cp.img_aug, cp.prepad_size, cp.out_size)
+        self._metas = [profile_metas(profile, cp.camera, cp.img_aug, cp.prepad_size, cp.out_size, stages=stages)
                        for cp in self.plan.cameras]
         self._buffers = [self._allocate() for _ in range(output_buffers)]
         self._device = getattr(self.plan.cameras[0].steps[-1].stages[-1], "device", None)
@@ -237,6 +238,8 @@ class Pipeline:
         shape, dtype = self.plan.out_shape, self.plan.out_dtype
         family = self.plan.cameras[0].steps[-1].backend.family
         alloc = getattr(importlib.import_module(FAMILIES[family]), "allocate_output", None) if family in FAMILIES else None
+        if alloc is not None and self.plan.device_batch is not None:  # the AIPP route: a per-batch device buffer
+            return alloc(self.plan.cameras[0].steps[-1].backend, shape, dtype, plan=self.plan)
         if alloc is not None:
             return alloc(self.plan.cameras[0].steps[-1].backend, shape, dtype)
         return np.zeros(shape, dtype=dtype)
@@ -252,26 +255,32 @@ class Pipeline:
         check = None
         if spec.pixel_format in (PixelFormat.BGR, PixelFormat.FLOAT_HWC) and spec.placement == "host":
             check = (spec.height, spec.width)
+        kind = "transfer" if step.stages[0].op == "transfer" else "host"
         prepared = self._prepared[key] = (step.kernel.fn, step.stages, ctx, step.writes_batch, step.name,
-                                          step.kernel.unit, step.backend.name, check)
+                                          step.kernel.unit, step.backend.name, check, kind)
         return prepared
 
     def _run_steps(self, steps: list[PlanStep], data, cam_index: int, cp: CameraPlan, out, tl: Timeline, tag: str):
         name = cp.camera.name
         for step in steps:
             prepared = self._prepared.get((cam_index, id(step), tag)) or self._prepare(step, cam_index, cp, tag)
-            fn, stages, ctx, writes_batch, step_name, unit, backend, check = prepared
+            fn, stages, ctx, writes_batch, step_name, unit, backend, check, kind = prepared
             ctx.out = out if writes_batch else None
+            ctx.slot = out
             t0 = now_ns()
             try:
                 data = fn(data, stages, ctx)
             finally:
-                tl.record_checked(step_name, t0, now_ns(), "host", name, {"unit": unit, "backend": backend})
-                ctx.out = None  # the batch buffer is not held between frame sets
+                attrs = {"unit": unit, "backend": backend}
+                if ctx.moved is not None:  # a transfer step: its bytes ride on its span
+                    attrs["direction"], attrs["bytes"] = ctx.moved
+                    ctx.moved = None
+                tl.record_checked(step_name, t0, now_ns(), kind, name, attrs)
+                ctx.out = ctx.slot = None  # the batch buffer is not held between frame sets
                 if ctx.device_spans:
                     for ds in ctx.device_spans:
                         ds.camera = ds.camera or name
-                        tl.add_device(ds)
+                        tl.add_device(ds, kind="transfer" if "direction" in ds.attrs else "device")
                     ctx.device_spans = []
             if check is not None:
                 shape = getattr(data, "shape", None)
@@ -385,10 +394,19 @@ class Pipeline:
         tl.record_assembly(ready)
         valid = np.array([r is None for r in reasons], dtype=bool)
         drops = [(names[i], r) for i, r in enumerate(reasons) if r is not None]
+        device_batch = isinstance(images, DeviceBatch)
         for i, r in enumerate(reasons):
             if r is not None:
-                images[i] = 0
-        if self._device is not None:
+                if device_batch:  # a dropped camera's slot of the device buffer: zero bytes, one timed upload
+                    t0 = now_ns()
+                    nbytes = images.clear(i)
+                    tl.record_checked("clear_slot", t0, now_ns(), "transfer", names[i],
+                                      {"unit": "dvpp", "direction": "host_to_device", "bytes": nbytes})
+                else:
+                    images[i] = 0
+        if device_batch:
+            images = images.tensor
+        elif self._device is not None:
             images = self._hand_over(images, tl)
         metas = []
         for i, m in enumerate(self._metas):
@@ -420,7 +438,8 @@ class Pipeline:
             dev = self._device_buffers[key] = torch.empty(tuple(host.shape), dtype=host.dtype, device=device)
         t0 = now_ns()
         dev.copy_(host)
-        tl.record("h2d_batch", t0, now_ns(), "transfer", unit=device.type)
+        tl.record("h2d_batch", t0, now_ns(), "transfer", unit=device.type, direction="host_to_device",
+                  bytes=int(host.numel() * host.element_size()))
         return dev
 
     def run(self, frame_sets: Iterable[Mapping[str, Any]]) -> Iterator[Batch]:
@@ -441,6 +460,9 @@ class Pipeline:
             from .backends.dvpp import close_states  # releases every ACL object, in documented order
 
             close_states(states)
+        for buf in self._buffers:  # per-batch device buffers (the AIPP route): freed after the steps' objects
+            if isinstance(buf, DeviceBatch):
+                buf.close()
 
     def __enter__(self) -> "Pipeline":
         return self

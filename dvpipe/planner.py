@@ -12,12 +12,13 @@ The resulting :class:`Plan` prints as a table (``print(pipe.plan)``), serialises
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .backends import BackendRef, availability, resolve
+from .backends import BackendRef, availability, is_dvpp_placement, load_family, resolve
 from .errors import ConfigError, PlanError
 from .stages.base import FrameSpec, Stage
 from .stages.image import Batch, Pad, Transfer
@@ -39,6 +40,10 @@ class PlanStep:
     verdicts: list[tuple[str, Verdict]]
     matrix: np.ndarray
     fallback: list["PlanStep"] = field(default_factory=list)
+    #: for a step that moves data between memory domains: bytes per frame, and which way
+    transfer: Optional[tuple[str, int]] = None
+    #: for a DVPP step: what its picture is in device memory (``NV12``, or ``BGR888`` where VPC converts)
+    hands_on: str = ""
 
     @property
     def name(self) -> str:
@@ -63,6 +68,8 @@ class PlanStep:
             "out": str(self.spec_out),
             "verdicts": [{"backend": b, **v.to_dict()} for b, v in self.verdicts],
             "fallback": [s.backend.name + ":" + s.name for s in self.fallback],
+            "placement": self.spec_out.placement,
+            "transfer": None if self.transfer is None else {"direction": self.transfer[0], "bytes": self.transfer[1]},
         }
 
 
@@ -82,6 +89,19 @@ class CameraPlan:
     img_aug: np.ndarray
     prepad_size: tuple[int, int]
     out_size: tuple[int, int]
+    #: why this camera's DVPP output cannot go to the device route as planned ("" when it can)
+    route_problem: str = ""
+
+    @property
+    def route(self) -> str:
+        """``aipp``, ``torch_npu`` or ``host``: where this camera's pixels become the model input."""
+        last = self.steps[-1].backend
+        if last.family == "aipp":
+            return "aipp"
+        if last.family == "torch" and last.device.startswith("npu") and any(
+                s.backend.family == "dvpp" for s in self.steps):
+            return "torch_npu"
+        return "host"
 
     def signature(self) -> tuple:
         return tuple((s.name, s.backend.name, str(s.spec_in), str(s.spec_out), s.chosen.reason) for s in self.steps)
@@ -95,6 +115,8 @@ class Plan:
     backends: tuple[str, ...]
     fidelity: str
     target: Any = None
+    #: the AIPP route's per-batch device buffer (:func:`dvpipe.backends.dvpp.route.batch_layout`), else None
+    device_batch: Optional[dict] = None
 
     @property
     def out_shape(self) -> tuple[int, int, int, int]:
@@ -124,9 +146,10 @@ class Plan:
             "backends": list(self.backends),
             "fidelity": self.fidelity,
             "target": None if self.target is None else str(self.target),
-            "output": {"shape": list(self.out_shape), "dtype": self.out_dtype, "placement": self.out_placement},
+            "output": {"shape": list(self.out_shape), "dtype": self.out_dtype, "placement": self.out_placement,
+                       **({"device_batch": _jsonable(self.device_batch)} if self.device_batch else {})},
             "cameras": [
-                {"name": cp.camera.name, "input": str(cp.spec_in),
+                {"name": cp.camera.name, "input": str(cp.spec_in), "route": cp.route,
                  "img_aug": cp.img_aug.tolist(), "steps": [s.to_dict() for s in cp.steps]}
                 for cp in self.cameras
             ],
@@ -139,6 +162,11 @@ class Plan:
         head = (f"plan: {len(self.cameras)} camera(s), backends {' > '.join(self.backends)}, fidelity {self.fidelity}"
                 + (f", target {self.target}" if self.target is not None else "")
                 + f" -> output {tuple(self.out_shape)} {self.out_dtype} on {self.out_placement}")
+        if self.device_batch:
+            b = self.device_batch
+            head += (f"\n  batch buffer: {b['n']} x NV12 {b['width']}x{b['height']} at stride {b['strides'][0]}x"
+                     f"{b['strides'][1]} ({b['slot_bytes']} bytes a camera, {b['pitch']} apart) on {b['placement']}; "
+                     f"the model's AIPP ({b['colour_standard']}) makes the (N, 3, H, W) float16 input")
         rows = [("cameras", "step", "backend", "in -> out", "verdict")]
         for cps in groups.values():
             names = cps[0].camera.name if len(cps) == 1 else f"{cps[0].camera.name} (+{len(cps) - 1} alike)"
@@ -148,11 +176,24 @@ class Plan:
                     notes.append(s.chosen.reason)
                 if s.chosen.detour:
                     notes.append(f"detour: {s.chosen.detour}")
+                if s.transfer is not None:
+                    notes.append(f"{s.transfer[0]}: {s.transfer[1]} bytes a frame")
                 rows.append((names if k == 0 else "", s.name, s.backend.name, f"{s.spec_in} -> {s.spec_out}",
                              "ok" + (" (" + "; ".join(notes) + ")" if notes else "")))
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         lines = [head] + ["  " + "  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows]
         return "\n".join(lines)
+
+
+def _jsonable(d: Optional[dict]) -> Optional[dict]:
+    if d is None:
+        return None
+    def plain(v: Any) -> Any:
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return dataclasses.asdict(v)
+        return list(v) if isinstance(v, tuple) else v
+
+    return {k: plain(v) for k, v in d.items()}
 
 
 def input_spec(camera: Camera) -> FrameSpec:
@@ -260,12 +301,49 @@ def _device_side(placement: str) -> Optional[BackendRef]:
     return resolve(f"torch:{placement}") if placement.split(":")[0] in ("cuda", "npu") else None
 
 
+def _dvpp_ref(placement: str) -> BackendRef:
+    return resolve("dvpp-sim" if placement.startswith("dvpp-sim") else "dvpp")
+
+
+def _reads_dvpp(ref: BackendRef) -> bool:
+    """Whether ``ref``'s kernels read DVPP device memory themselves (no transfer step before them)."""
+    return ref.family == "aipp" or (ref.family == "torch" and ref.device.startswith("npu"))
+
+
+def _download_step(spec_in: FrameSpec, picture: str = "NV12") -> PlanStep:
+    """The host route's explicit device -> host step after a DVPP step: download + NV12 -> BGR on the host
+    (``picture`` NV12), or BGR888 rows cropped from their stride."""
+    ref = _dvpp_ref(spec_in.placement)
+    kernels = kernels_at(("transfer",), "dvpp")
+    if not kernels:
+        raise PlanError(f"no DVPP transfer kernel to copy {spec_in.placement} -> host (dvpipe.backends.dvpp not loaded)")
+    t_out = spec_in.with_(placement="host", pixel_format=PixelFormat.BGR, dtype="uint8", channel_order="bgr")
+    what = "BGR888 rows" if picture == "BGR888" else "NV12 -> BGR on the host"
+    return PlanStep((Transfer(placement="host"),), kernels[0], ref, spec_in, t_out,
+                    [(ref.name, Verdict.yes(f"{spec_in.placement} -> host: download, {what}"))], np.eye(3))
+
+
 def _insert_transfers(steps: list[PlanStep]) -> list[PlanStep]:
-    """Insert an explicit, timed transfer step wherever a step reads from another memory domain."""
+    """Insert an explicit, timed transfer step wherever a step reads from another memory domain.
+
+    DVPP memory (``dvpp-*`` placements) is read in place by the AIPP route and by ``torch:npu`` steps (a
+    device-to-device copy inside the step, timed there); a host consumer gets the ``dvpp.download`` step."""
     out: list[PlanStep] = []
     for step in steps:
         src, dst = step.spec_in.placement, step.backend.placement
-        if src != dst and step.spec_in.pixel_format is not PixelFormat.ENCODED:
+        if is_dvpp_placement(src) and src != dst:
+            if _reads_dvpp(step.backend):
+                pass
+            elif dst == "host":
+                t = _download_step(step.spec_in, out[-1].hands_on if out else "NV12")
+                if out and out[-1].transfer is not None and out[-1].backend.family == "dvpp":
+                    t.transfer, out[-1].transfer = out[-1].transfer, None
+                out.append(t)
+                step = dataclasses.replace(step, spec_in=t.spec_out)
+            else:
+                raise PlanError(f"{step.name} on {step.backend.name} reads from {src}; dvpipe copies DVPP memory to "
+                                "the host or to an NPU only")
+        elif src != dst and step.spec_in.pixel_format is not PixelFormat.ENCODED:
             ref = _device_side(dst) or _device_side(src)
             kernels = kernels_at(("transfer",), ref.family) if ref is not None else []
             if not kernels:
@@ -282,13 +360,54 @@ def _insert_transfers(steps: list[PlanStep]) -> list[PlanStep]:
     return out
 
 
+def _place_device_outputs(steps: list[PlanStep], cam: Camera, target: Any) -> tuple[list[PlanStep], str]:
+    """Give every DVPP step the spec of what it really hands on (NV12 or BGR888 in DVPP memory) and its
+    consumer the same input spec. Returns the steps and, when a device consumer cannot read the picture as
+    planned, why (the planner then re-plans without that route)."""
+    why = ""
+    for k, step in enumerate(steps):
+        if step.backend.family != "dvpp" or step.stages[0].op != "decode":
+            continue
+        nxt = steps[k + 1] if k + 1 < len(steps) else None
+        nv12 = nxt is not None and _reads_dvpp(nxt.backend)
+        from .backends.dvpp import device_output
+
+        from .backends.dvpp import picture_layout
+
+        spec, prog, problem = device_output(step, cam, target, nv12)
+        if problem:
+            why = why or f"camera {cam.name}: {problem}"
+        verdicts = list(step.verdicts)
+        if nv12 and prog is not None:
+            b, v = verdicts[-1]
+            reason = re.sub(r"; (VPC colour conversion -> BGR888 \d+x\d+|NV12 -> BGR on the host \([^)]*\))", "",
+                            v.reason)
+            verdicts[-1] = (b, dataclasses.replace(v, reason=f"{reason}; hands on NV12 in {spec.placement} to "
+                                                           f"{nxt.backend.name} (no VPC colour conversion)"))
+        hands_on = "NV12" if prog is None or nv12 or prog.host_csc else "BGR888"
+        steps[k] = step = dataclasses.replace(step, spec_out=spec, verdicts=verdicts, hands_on=hands_on)
+        if nxt is not None:
+            nbytes = picture_layout(prog, target)[4] if prog is not None else None
+            changes: dict = {"spec_in": spec}
+            if nv12 and nxt.backend.family == "aipp":
+                changes["fallback"] = []  # the AIPP batch buffer is device memory: no host kernel writes it
+                changes["spec_out"] = nxt.spec_out.with_(dtype="float16")  # what AIPP feeds the model
+            steps[k + 1] = nxt = dataclasses.replace(nxt, **changes)
+            if not _reads_dvpp(nxt.backend) and nbytes is not None:
+                step.transfer = ("device_to_host", nbytes)  # read by _insert_transfers for the download step
+    return steps, why
+
+
 def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: Sequence[str], *,
-                  fidelity: str = "reference", target: Any = None) -> Plan:
+                  fidelity: str = "reference", target: Any = None, assume_available: Sequence[str] = ()) -> Plan:
     """Plan ``stages`` for every camera on the ``backends`` preference order.
 
-    A ``Batch()`` stage is appended when the list does not end with one. Raises
+    A ``Batch()`` stage is appended when the list does not end with one; ``Transfer`` stages in the list
+    are dropped (the planner inserts its own wherever consecutive steps live in different places). Raises
     :class:`ConfigError` for stage lists that cannot apply to a camera, and :class:`PlanError`
-    when no backend can run a step (the message lists every backend's verdict).
+    when no backend can run a step (the message lists every backend's verdict). ``assume_available``: backend
+    names planned as if this machine could run them (the probe asking what a device with torch_npu would do);
+    their kernels still judge every step.
     """
     if fidelity not in ("reference", "fast"):
         raise ConfigError(f"fidelity must be 'reference' or 'fast', got {fidelity!r}")
@@ -296,6 +415,9 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
     for k, st in enumerate(stages):
         if not isinstance(st, Stage) or not st.op:
             raise ConfigError(f"stages[{k}] is {st!r}, not a dvpipe stage (Decode(), Resize(...), or a Stage subclass with an op)")
+    # transfers are the planner's to place (where placements differ); one in the list (e.g. the stages of
+    # another plan replayed) says nothing about this plan's placements
+    stages = [st for st in stages if st.op != "transfer"]
     if not stages or stages[-1].op != "batch":
         stages.append(Batch())
     if any(st.op == "batch" for st in stages[:-1]):
@@ -306,20 +428,22 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
         raise ConfigError("backends must name at least one backend, e.g. ('cpu',)")
     prefs = [resolve(b) for b in backends]
     avail = {ref.name: availability(ref, target) for ref in prefs}
+    for ref in prefs:
+        if ref.name in assume_available and not avail[ref.name].ok:
+            load_family(ref.family)
+            avail[ref.name] = Verdict.yes(f"assumed available (here: {avail[ref.name].reason})")
 
-    cam_plans = []
-    for cam in cameras:
-        spec0 = input_spec(cam)
-        specs = _specs_after(stages, spec0, cam, 0)
-        steps, cam_stages, specs = _plan_range(stages, spec0, specs, cam, prefs, avail, fidelity, target,
-                                               with_fallback=True)
-        steps = _insert_transfers(steps)
-        img_aug = np.eye(3)
-        for s in steps:
-            img_aug = s.matrix @ img_aug
-        prepad = next((spec_before.size for st, spec_before in zip(cam_stages, [spec0] + specs) if isinstance(st, Pad)),
-                      specs[-1].size)
-        cam_plans.append(CameraPlan(cam, spec0, steps, img_aug, prepad, specs[-1].size))
+    cam_plans = _plan_cameras(cameras, stages, prefs, avail, fidelity, target)
+    # the batch has one placement: when the device route cannot take every camera, re-plan without it
+    # (the verdict says which camera and why), so the cameras meet in a host batch
+    for _ in range(len(prefs)):
+        why = _device_route_conflict(cam_plans)
+        if not why:
+            break
+        for ref in prefs:
+            if ref.family == "aipp" and avail[ref.name].ok:
+                avail[ref.name] = Verdict("declined", why)
+        cam_plans = _plan_cameras(cameras, stages, prefs, avail, fidelity, target)
 
     sizes = {cp.out_size for cp in cam_plans}
     if len(sizes) > 1:
@@ -330,4 +454,49 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
     if len(places) > 1:
         raise PlanError(f"cameras would write their batch slots on different devices ({', '.join(sorted(places))}); "
                         "give the batch step one backend for all cameras")
-    return Plan(cam_plans, tuple(r.name for r in prefs), fidelity, target)
+    plan = Plan(cam_plans, tuple(r.name for r in prefs), fidelity, target)
+    last = cam_plans[0].steps[-1].backend
+    if last.family == "aipp":
+        from .backends.dvpp.route import batch_layout
+
+        plan.device_batch = batch_layout(plan)
+    return plan
+
+
+def _plan_cameras(cameras: Sequence[Camera], stages: list, prefs: list, avail: dict, fidelity: str,
+                  target: Any) -> list[CameraPlan]:
+    cam_plans = []
+    for cam in cameras:
+        spec0 = input_spec(cam)
+        specs = _specs_after(stages, spec0, cam, 0)
+        steps, cam_stages, specs = _plan_range(stages, spec0, specs, cam, prefs, avail, fidelity, target,
+                                               with_fallback=True)
+        steps, why = _place_device_outputs(steps, cam, target)
+        steps = _insert_transfers(steps)
+        img_aug = np.eye(3)
+        for s in steps:
+            img_aug = s.matrix @ img_aug
+        prepad = next((spec_before.size for st, spec_before in zip(cam_stages, [spec0] + specs) if isinstance(st, Pad)),
+                      specs[-1].size)
+        cp = CameraPlan(cam, spec0, steps, img_aug, prepad, specs[-1].size)
+        cp.route_problem = why
+        cam_plans.append(cp)
+    return cam_plans
+
+
+def _device_route_conflict(cam_plans: list[CameraPlan]) -> str:
+    """Why the AIPP route cannot hold this plan's batch (empty when it can, or is not used)."""
+    on_aipp = [cp for cp in cam_plans if cp.steps[-1].backend.family == "aipp"]
+    if not on_aipp:
+        return ""
+    for cp in cam_plans:
+        if cp.route_problem:
+            return f"{cp.route_problem}; the batch has one placement, so every camera uses the host batch"
+    off = [cp for cp in cam_plans if cp.steps[-1].backend.family != "aipp"]
+    if off:
+        cp = off[0]
+        first = cp.steps[0]
+        why = "; ".join(f"{b}: {v.reason}" for b, v in first.verdicts[:-1]) or f"{first.name} runs on {first.backend.name}"
+        return (f"camera {cp.camera.name} reaches the batch on {cp.steps[-1].backend.name} ({why}); the batch has one "
+                "placement, so every camera uses the host batch")
+    return ""

@@ -413,7 +413,9 @@ class Batch:
 
     Attributes:
         images: ``(N, 3, H, W)`` array (float32 or float16) in rig order; a torch tensor when the
-            plan's batch step runs on a torch device. Owned by the pipeline and overwritten by a
+            plan's batch step runs on a torch device; on the AIPP route a :class:`dvpipe.device.DeviceTensor`
+            (NV12 ``(N, H, W)`` in the per-batch device buffer, ``meta["aipp"]`` the configuration the
+            model's AIPP applies; :meth:`keep` downloads it as ``(N, Hs * 3 / 2, Ws)`` uint8). Owned by the pipeline and overwritten by a
             later call once its ring of output buffers wraps (``Pipeline(output_buffers=...)``):
             reading it after that raises :class:`StaleBatchError`; :meth:`keep` returns a copy
             that owns its images.
@@ -463,7 +465,12 @@ class Batch:
             StaleBatchError: the images were already overwritten.
         """
         images = self.images
-        images = images.clone() if hasattr(images, "clone") else np.array(images, copy=True)
+        if hasattr(images, "to_host") and getattr(images, "layout", "") == "NV12":  # a DeviceTensor batch (AIPP)
+            from .device import nv12_batch_to_host
+
+            images = np.array(nv12_batch_to_host(images), copy=True)
+        else:
+            images = images.clone() if hasattr(images, "clone") else np.array(images, copy=True)
         return Batch(images, _copy_metas(self.metas), np.array(self.valid, copy=True), list(self.drops),
                      tuple(self.cameras), list(self.fallbacks), self.timeline)
 

@@ -535,8 +535,10 @@ class ReorderingDecoder:
         """
         self._by = packet.by
         self._pending.extend(packet.units)
-        while RESET in self._pending:  # a new stream: the old one's pictures and keys are gone first
-            self._feed(self._pending.popleft())
+        while RESET in self._pending:  # a new stream: the old one's leftover units are never wanted
+            unit = self._pending.popleft()
+            if not isinstance(unit, AccessUnit):
+                self._feed(unit)
         want = packet.want
         if packet.by == "unit":  # the picture of the packet's last unit, which gets its tag when fed
             self._want_unit = next((u for u in reversed(packet.units) if isinstance(u, AccessUnit)), None)

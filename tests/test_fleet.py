@@ -289,6 +289,25 @@ def test_a_video_drive_is_decoded_in_order_and_equals_a_plain_decode(video_fleet
         assert res.images.tobytes() == images.tobytes() and np.array_equal(res.valid, valid), row["set_id"]
 
 
+def test_video_segments_with_frames_dropped_by_sync_equal_a_plain_decode(video_fleet):
+    """The drive cut into keyframe-aligned segments of about 5 sets (tests/test_fleet_segments.py has
+    the rule): CAM2's unmatched frames between sets still reach its decoder (its keyframes fall between
+    sets), the last segment is CAM2's final set alone (the other cameras are not opened), and each set
+    is in exactly one segment."""
+    from dvpipe.fleet import plan_shards
+
+    rows = video_fleet["rows"]
+    shards = plan_shards(rows, 64, 5)
+    assert len(shards) >= 3 and [r["set_id"] for sh in shards for r in sh] == [r["set_id"] for r in rows]
+    assert [r["seqs"] for r in shards[-1]] == [[None, None, 23]]
+    proc = FrameSetProcessor(video_fleet["dep"])
+    for sh in shards[::-1]:  # one worker, segments out of order: every segment restarts the decoders
+        for row, res in zip(sh, proc.video_drive(sh), strict=True):
+            images, valid = video_fleet["reference"][row["set_id"]]
+            assert res.error is None and np.array_equal(res.valid, valid), row["set_id"]
+            assert res.images.tobytes() == images.tobytes(), row["set_id"]
+
+
 def test_progress_line_has_an_eta_and_per_worker_rates():
     import io
 
@@ -451,12 +470,17 @@ def test_cli_runs_a_video_drive_on_ray(ray_cluster, video_fleet, tmp_path, capsy
     from dvpipe.cli import main
 
     out = tmp_path / "vout"
+    assert main(["fleet", video_fleet["dep_path"], "--index", video_fleet["index"], "--out", str(out),
+                 "--segment-size", "-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--segment-size must be >= 0" in err[0]
     rc = main(["fleet", video_fleet["dep_path"], "--index", video_fleet["index"], "--out", str(out),
-               "--workers", "2", "--format", "tar", "--quiet"])
+               "--workers", "2", "--format", "tar", "--segment-size", "5", "--quiet"])
     text = capsys.readouterr().out
     assert rc == 0 and f"{len(video_fleet['rows'])} of {len(video_fleet['rows'])} frame sets written, 0 failed" in text
     m = read_manifest(str(out))
-    assert len(m["shards"]) == 1 and m["complete"]  # one recording: one shard, one decoder per camera
+    assert len(m["shards"]) >= 2 and m["complete"]  # one recording in keyframe-aligned segments
+    assert [s["segment"]["first_set"] for s in m["shards"]] == [s["set_ids"][0] for s in m["shards"]]
     got = list(read(str(out), with_valid=True))
     assert [g[0] for g in got] == [r["set_id"] for r in video_fleet["rows"]]
     for sid, images, _metas, valid in got:

@@ -166,8 +166,6 @@ def test_profile_metas_describe_the_normalise_of_the_stages_given(norm):
     assert legacy["img_norm_cfg"]["to_rgb"] is True
 
 
-@pytest.mark.xfail(strict=True, reason="needs dvpipe/pipeline.py to pass stages= to profile_metas (issue 19; the "
-                                       "change is in helper F's report): remove this mark with that change")
 @pytest.mark.parametrize("norm", _CUSTOM, ids=["rgb-other-mean-std", "bgr", "no-normalise"])
 def test_pipeline_with_profile_and_custom_stages_stamps_what_the_stages_do(norm):
     rig = dv.Rig.from_dict(rig_dict([(64, 48)]))

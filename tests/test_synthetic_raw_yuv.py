@@ -180,7 +180,13 @@ def test_a_synthetic_resolution_other_than_the_cameras_is_refused():
 def test_an_odd_camera_width_is_refused_with_one_line():
     from dvpipe.deploy.sources.base import SourceError
 
-    dep = load_deployment(synthetic_deployment(1, width=95, height=64, encoding="uyvy", frames=1))
-    src = open_source(dep.rig.cameras[0], dep.cameras[0].source)
+    from dvpipe.deploy import DeploymentError
+
+    # the loader refuses it first, at the source's key ...
+    with pytest.raises(DeploymentError, match=r"source: camera CAM0 is 95x64: UYVY frames need an even width"):
+        load_deployment(synthetic_deployment(1, width=95, height=64, encoding="uyvy", frames=1))
+    # ... and a source built without the loader refuses it when it opens
+    dep = load_deployment(synthetic_deployment(1, width=96, height=64, encoding="uyvy", frames=1))
+    src = open_source(replace(dep.rig.cameras[0], width=95), dep.cameras[0].source)
     with pytest.raises(SourceError, match=r"^UYVY needs an even width; the camera is 95x64$"):
         src.open()

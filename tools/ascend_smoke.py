@@ -19,6 +19,9 @@ the CPU backend with the bounds of the tolerance table (``dvpipe.backends.dvpp.T
 per step (host span, p50 over the frames) and the runtime fallbacks; the per-frame VDEC kernel in a
 pipeline on H.264 streams with and without B-frames (frames as a video source emits them, matched by
 the reordering decoder) and on plain access units (one picture per unit); a whole-stream VDEC decode.
+The device-resident AIPP route (:func:`check_aipp_route`): JPEGD + VPC writing NV12 into the per-batch
+device buffer, no device -> host bytes before the model, host -> device bytes = the JPEG bytes, and the
+AIPP'd batch against the CPU reference within the tolerance table.
 Then ``dvpipe.probe.live.run_live`` records each DVPP step's outcome in the empirical cache
 (``~/.cache/dvpipe/dvpp-live.json``) that ``dvpipe probe`` shows next to the documented verdicts.
 Finally everything is torn down and checked for leaks (the software device's ledger; on a device the
@@ -132,6 +135,64 @@ def check_pipeline(name: str, rig: Any, frame_sets: list, stages: Any, backend: 
         if tolerance is not None:
             rec["tolerance"] = TOLERANCES[tolerance]
             rec["beyond_tolerance"] = within(rec["error"], TOLERANCES[tolerance])
+    return rec
+
+
+def check_aipp_route(rig: Any, frame_sets: list, backend: str, target: Any) -> dict:
+    """The device-resident route: JPEGD + VPC write NV12 into the per-batch device buffer, the model's AIPP
+    normalises. Checks: every camera on the AIPP route; host -> device bytes = the JPEG bytes and device ->
+    host bytes = 0 per frame set (no download until the model's outputs); the AIPP'd batch (the buffer
+    downloaded once here, then AIPP's documented arithmetic, ``dvpipe.backends.dvpp.aipp.apply_aipp``) vs
+    the CPU reference within ``TOLERANCES[("aipp", "samples")]``. Not run on a device yet."""
+    from dvpipe.backends.dvpp.aipp import apply_aipp
+
+    aipp = "aipp" if backend == "dvpp" else "aipp-sim"
+    rec: dict = {"check": "aipp route: decode+resize into the NV12 batch buffer, AIPP normalise+pad (samples)",
+                 "errors": [], "fallbacks": []}
+    pipe = dv.Pipeline.from_profile("bevformer-tiny", rig, backends=(backend, aipp, "cpu"), target=target,
+                                    fidelity="fast")
+    cpu = dv.Pipeline.from_profile("bevformer-tiny", rig, backends=("cpu",), fidelity="reference")
+    _OPEN.extend((pipe, cpu))
+    routes = {cp.camera.name: cp.route for cp in pipe.plan.cameras}
+    first = pipe.plan.cameras[0].steps[0]
+    rec.update(plan=str(pipe.plan), runs_on=first.backend.name, step=first.name,
+               verdict=next((v.to_dict() for b, v in first.verdicts if b == backend), None), routes=routes)
+    if first.backend.name != backend:
+        why = _planned_elsewhere(first, backend, backend == "dvpp")
+        if why:
+            rec["errors"].append(why)
+        rec["note"] = "DVPP does not decode these cameras on this target: the AIPP route does not apply"
+        return rec
+    if set(routes.values()) != {"aipp"}:
+        last = pipe.plan.cameras[0].steps[-1]
+        rec["errors"].append(f"cameras not on the AIPP route: {routes} ({dict(last.verdicts).get(aipp)})")
+        return rec
+    stats, moved = [], []
+    t0 = time.perf_counter()
+    try:
+        for frames in frame_sets:
+            a = pipe.process(frames)
+            rec["fallbacks"] += [list(f) for f in a.fallbacks]
+            rec["errors"] += [f"drop {c}: {r}" for c, r in a.drops]
+            m = a.timeline.transfer_bytes()
+            moved.append(m)
+            jpeg = sum(len(v) for v in frames.values())
+            if m["device_to_host"] != 0:
+                rec["errors"].append(f"{m['device_to_host']} bytes device -> host before the model (expected 0)")
+            if m["host_to_device"] != jpeg:
+                rec["errors"].append(f"{m['host_to_device']} bytes host -> device, the JPEG frames are {jpeg}")
+            cfg = a.images.meta["aipp"]
+            got = apply_aipp(cfg, a.keep().images).astype(np.float32)
+            ref = cpu.process(frames).images
+            stats.append(error_stats(got, ref))
+    except Exception as e:  # noqa: BLE001 - the report says what broke
+        rec["errors"].append(f"{type(e).__name__}: {e}")
+    rec["seconds"] = round(time.perf_counter() - t0, 3)
+    rec["transfers"] = moved[-1] if moved else None
+    if stats:
+        rec["error"] = {k: max(s[k] for s in stats) for k in stats[0]}
+        rec["tolerance"] = TOLERANCES[("aipp", "samples")]
+        rec["beyond_tolerance"] = within(rec["error"], TOLERANCES[("aipp", "samples")])
     return rec
 
 
@@ -295,6 +356,12 @@ def render(report: dict) -> str:
             e = c["error"]
             lines.append(f"    |dvpp - cpu|: mean {e['mean_abs']:.4g}, p99.9 {e['p999_abs']:.4g}, max {e['max_abs']:.4g}"
                          + (f"  (bounds {c['tolerance']})" if "tolerance" in c else ""))
+        if c.get("transfers"):
+            t = c["transfers"]
+            lines.append(f"    bytes per set: host->device {t['host_to_device']}, device->host {t['device_to_host']}, "
+                         f"device->device {t['device_to_device']}")
+        if c.get("note"):
+            lines.append(f"    note: {c['note']}")
         for k in ("step_ms_p50", "device_ms_p50", "ms_per_frame", "frames", "seconds"):
             if c.get(k) is not None:
                 lines.append(f"    {k}: {c[k]}")
@@ -407,6 +474,7 @@ def _run_checks(args: Any, backend: str, target: Any, report: dict) -> None:
                           ("vdec kernel: plain access units, no B-frames (one picture per unit)", 0, False)):
         report["checks"].append(check_vdec_kernel(label, backend, target, bf, pk))
     report["checks"].append(check_vdec(backend, target))
+    report["checks"].append(check_aipp_route(rig, sets, backend, target))
     if not args.no_cache:
         report["cache"] = fill_cache([rig] if args.quick else [rig, kitti_rig("png"), kitti], target, backend,
                                      args.cache)

@@ -10,7 +10,14 @@ name                family     what runs
 ``torch:DEVICE``    torch      torch kernels on ``cpu``, ``cuda[:N]`` or ``npu[:N]``
 ``dvpp``            dvpp       Ascend DVPP through pyACL on a real device
 ``dvpp-sim``        dvpp       the same DVPP code against the software DVPP device
+``aipp``            aipp       the AIPP route: normalise + pad + batch left to the model's AIPP; the batch
+                               is DVPP's NV12 in a per-batch device buffer (``aipp-sim``: on the
+                               software device)
 ==================  =========  ======================================================
+
+Placement (:attr:`BackendRef.placement`): where a backend's step outputs live. ``host`` for the CPU
+families, the torch device for torch, and the DVPP device (``dvpp-hw:0`` / ``dvpp-sim:0``) for ``dvpp``
+and ``aipp``: the planner inserts a timed ``transfer`` step wherever a consumer reads another place.
 
 Importing a family's module registers its kernels. A module may define
 ``available(ref) -> Verdict`` telling whether the backend can run here, and why not.
@@ -24,7 +31,7 @@ from typing import Optional
 from ..errors import ConfigError
 from ..stages.registry import Verdict
 
-__all__ = ["BackendRef", "FAMILIES", "resolve", "availability", "load_family"]
+__all__ = ["BackendRef", "FAMILIES", "DVPP_FAMILIES", "resolve", "availability", "load_family", "is_dvpp_placement"]
 
 #: family -> module implementing it. A user family registered only through ``register_kernel``
 #: (no module) is accepted too.
@@ -33,7 +40,11 @@ FAMILIES: dict[str, str] = {
     "reference": "dvpipe.backends.numpy_ref",
     "torch": "dvpipe.backends.torch_device",
     "dvpp": "dvpipe.backends.dvpp",
+    "aipp": "dvpipe.backends.dvpp.route",
 }
+
+#: families whose steps run on (and hand on memory of) the DVPP device
+DVPP_FAMILIES = frozenset({"dvpp", "aipp"})
 
 
 @dataclass(frozen=True)
@@ -46,9 +57,12 @@ class BackendRef:
 
     @property
     def placement(self) -> str:
-        """Where this backend's outputs live: ``host`` or the torch device string."""
+        """Where this backend's outputs live: ``host``, the torch device string (``npu:0``), or the DVPP
+        device (``dvpp-sim:0``, ``dvpp-hw:0``)."""
         if self.family == "torch" and self.device != "cpu":
             return self.device
+        if self.family in DVPP_FAMILIES:
+            return f"dvpp-{self.device}:0"
         return "host"
 
     def __str__(self) -> str:
@@ -70,6 +84,10 @@ def resolve(name: str) -> BackendRef:
         return BackendRef(name, "dvpp", "sim")
     if name == "dvpp":
         return BackendRef(name, "dvpp", "hw")
+    if name == "aipp-sim":
+        return BackendRef(name, "aipp", "sim")
+    if name == "aipp":
+        return BackendRef(name, "aipp", "hw")
     if name in FAMILIES:
         return BackendRef(name, name, "")
     from ..stages.registry import _REGISTRY  # user families exist only through registered kernels
@@ -77,7 +95,12 @@ def resolve(name: str) -> BackendRef:
     if any(k.family == name for bucket in _REGISTRY.values() for k in bucket):
         return BackendRef(name, name, "")
     raise ConfigError(f"unknown backend {name!r}; known: cpu, reference, torch:cpu, torch:cuda[:N], torch:npu[:N], "
-                      "dvpp, dvpp-sim, or a family you registered kernels for")
+                      "dvpp, dvpp-sim, aipp, aipp-sim, or a family you registered kernels for")
+
+
+def is_dvpp_placement(placement: str) -> bool:
+    """True for a DVPP device placement (``dvpp-sim:0``, ``dvpp-hw:0``)."""
+    return placement.startswith("dvpp-")
 
 
 _LOADED: dict[str, Optional[str]] = {}

@@ -252,7 +252,15 @@ def _decode(data, stages, ctx: KernelContext):
         staged = run.upload(bgr, key="fallback")
         with run.mark("decode(cpu-fallback)"):
             dst.copy_(staged)
+        moved = int(bgr.nbytes)
+    else:
+        moved = len(data)  # nvJPEG: the encoded bytes are what crosses to the GPU
     run.finish(ctx)
+    from ..latency.clock import DeviceSpan
+
+    t = _now_ns()  # bytes only: the copy's time is inside the decode span
+    ctx.device_spans.append(DeviceSpan("h2d", t, t, None, unit=dev.type,
+                                       attrs={"direction": "host_to_device", "bytes": moved}))
     return dst
 
 
@@ -475,7 +483,16 @@ class _Program:
 
 
 def _as_input(data, ctx: KernelContext, run) -> tuple["torch.Tensor", bool]:
-    """The step's input as a tensor on the device (uploaded if on the host) and whether it is NV12."""
+    """The step's input as a tensor on the device (uploaded if on the host) and whether it is NV12.
+
+    A DVPP picture in device memory (:class:`dvpipe.device.DeviceTensor`, the torch_npu route) becomes a
+    2-D ``(Hs * 3 / 2, Ws)`` uint8 tensor by one device-to-device copy (:meth:`DeviceRun.from_dvpp`)."""
+    from ..device import DeviceTensor
+
+    if isinstance(data, DeviceTensor):
+        t, span = run.from_dvpp(data)
+        ctx.device_spans.append(span)
+        return t, data.layout == "NV12"
     spec = ctx.spec_in
     shape = tuple(getattr(data, "shape", ()))
     nv12 = spec.pixel_format is PixelFormat.NV12 or len(shape) == 2
@@ -553,7 +570,8 @@ def _supports_pixels(q: KernelQuery) -> Verdict:
     if spec.pixel_format not in (PixelFormat.BGR, PixelFormat.RGB, PixelFormat.FLOAT_HWC, PixelFormat.NV12):
         return Verdict.no(f"takes BGR/RGB uint8, float HWC or NV12 input, got {spec.pixel_format.value}")
     here = q.backend.placement
-    if spec.placement not in ("host", here) and not (spec.placement == "dvpp" and q.backend.device.startswith("npu")):
+    if spec.placement not in ("host", here) and not (spec.placement.startswith("dvpp-")
+                                                     and q.backend.device.startswith("npu")):
         return Verdict.no(f"input lives on {spec.placement}, this step runs on {q.backend.device}")
     if any(s.op == "resize" and getattr(s, "interpolation", "") == "pil_bicubic" for s in q.stages):
         return Verdict.no("Pillow's bicubic resize (pil_bicubic) runs on the cpu or reference backend only")
@@ -602,7 +620,11 @@ def _transfer(data, stages, ctx: KernelContext):
     run.begin()
     if ctx.spec_out.placement == "host":
         out = run.download(data) if isinstance(data, torch.Tensor) else np.asarray(data)
+        direction = "device_to_host"
     else:
         out = run.upload(data)
+        direction = "host_to_device"
     run.finish(ctx)
+    if dev.type != "cpu":
+        ctx.moved = (direction, int(out.nbytes))
     return out

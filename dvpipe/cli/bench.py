@@ -1,4 +1,5 @@
-"""``dvpipe bench DEPLOYMENT.yaml --backends cpu,torch:cpu,dvpp-sim``: one deployment, several plans, side by side."""
+"""``dvpipe bench DEPLOYMENT.yaml --backends cpu,dvpp-sim,dvpp-sim+aipp-sim``: one deployment, several plans
+(routes: AIPP, torch_npu, host) side by side, with the bytes each moves and its deviation from the reference."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +12,8 @@ from ..errors import ConfigError
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("deployment", help="deployment YAML (e.g. samples/deployment.yaml)")
     p.add_argument("--backends", default="cpu", metavar="LIST",
-                   help="comma-separated backends to compare, each planned as (backend, cpu); e.g. cpu,torch:cpu,dvpp-sim")
+                   help="comma-separated backends to compare, each planned as (backend, cpu); join backends with + "
+                        "for a route, e.g. cpu,dvpp-sim,dvpp-sim+aipp-sim,dvpp-sim+torch:npu")
     p.add_argument("--frames", type=int, default=20, metavar="N", help="frame sets per plan (default 20)")
     p.add_argument("--reference-sets", type=int, default=2, metavar="K",
                    help="frame sets compared with the reference backend (default 2; 0 skips the deviation)")
@@ -39,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
     if args.fidelity:
         dep = replace(dep, pipeline=replace(dep.pipeline, fidelity=args.fidelity))
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    parse_backends(backends, "--backends")  # every name checked before anything runs
+    parse_backends([p for b in backends for p in b.split("+") if p], "--backends")  # checked before anything runs
     if any(b.startswith("dvpp") for b in backends) and dep.target is None and Target.detect() is None:
         raise ConfigError("DVPP plans need a target: pass --soc and --cann (e.g. --soc Ascend310P3 --cann 7.0.0) "
                           "or add target: {soc, cann} to the deployment")
@@ -53,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
     print()
     pct = tuple(p.strip() for p in args.percentiles.split(",") if p.strip())
     print(format_comparison({r.label: r.stats for r in runs}, percentiles=pct, title="latency per step"))
-    if any(b == "dvpp-sim" for b in backends):
+    if any("dvpp-sim" in b for b in backends):
         print("note: dvpp-sim times are the software DVPP device's (a CPU emulation), not DVPP hardware; its rows "
               "show which steps move and what they cost to emulate")
     if args.reference_sets:

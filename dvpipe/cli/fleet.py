@@ -4,6 +4,7 @@
     dvpipe fleet index DEPLOYMENT.yaml --infos nuscenes_infos_val.pkl [--data-root DIR] -o index.parquet
     dvpipe fleet DEPLOYMENT.yaml --index index.parquet --out DIR [--workers N]
                  [--address auto|ray://HOST:PORT] [--resources npu=1|gpu=1] [--format parquet|tar]
+                 [--shard-size N] [--segment-size N]
 
 See docs/fleet.md.
 """
@@ -35,6 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--resources", metavar="npu=1|gpu=1", help="per worker: gpu=1, npu=1 (ray-ascend), cpu=2, NAME=X")
     r.add_argument("--format", choices=("parquet", "tar"), default="parquet", help="shard format (default parquet)")
     r.add_argument("--shard-size", type=int, default=64, metavar="N", help="image frame sets per shard (default 64)")
+    r.add_argument("--segment-size", type=int, default=256, metavar="N",
+                   help="video frame sets per keyframe-aligned segment of a recording (default 256; 0: a whole "
+                        "video drive per shard)")
     r.add_argument("--backends", metavar="LIST", help="backend preference for every camera, comma-separated")
     r.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
 
@@ -78,7 +82,7 @@ def _run(deployment: str, args) -> int:
     progress = None if args.quiet else Progress(0, stream=sys.stderr)
     res = run(deployment, args.index, args.out, workers=args.workers, address=args.address,
               resources=parse_resources(args.resources), format=args.format, shard_size=args.shard_size,
-              backends=backends, progress=progress)
+              segment_size=args.segment_size, backends=backends, progress=progress)
     m = res.manifest
     rate = f"{m['sets_per_s']:.1f} sets/s" if m["sets_per_s"] else "-"
     print(f"{m['written']} of {m['sets']} frame sets written, {len(m['failed'])} failed, in {res.elapsed_s:.1f} s "

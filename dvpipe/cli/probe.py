@@ -204,7 +204,14 @@ def _cameras(args: argparse.Namespace) -> int:
             raise ConfigError(f"--camera {text}: camera {cam.name!r} is already defined")
         names.add(cam.name)
         cams.append(cam)
-    target = resolve_target(args.soc, args.cann, args.driver)
+    soc, cann = args.soc, args.cann
+    if kind == "deployment" and not (soc or cann):  # the deployment's own target, when it names one
+        from ..types import read_yaml
+
+        t = read_yaml(args.config).get("target")
+        if isinstance(t, dict) and t.get("soc") and t.get("cann"):
+            soc, cann = str(t["soc"]), str(t["cann"])
+    target = resolve_target(soc, cann, args.driver)
     cache = None
     if args.live:
         from ..probe import live

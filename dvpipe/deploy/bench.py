@@ -33,7 +33,16 @@ class BackendRun:
 
 
 def _host(images) -> np.ndarray:
-    """A float32 host copy (the pipeline reuses its output buffers)."""
+    """A float32 host copy (the pipeline reuses its output buffers). An AIPP-route batch (a
+    :class:`~dvpipe.device.DeviceTensor` of NV12 with ``meta["aipp"]``) is downloaded and put through AIPP's
+    documented arithmetic (:func:`dvpipe.backends.dvpp.aipp.apply_aipp`): what the model would see."""
+    aipp = getattr(images, "meta", {}).get("aipp") if hasattr(images, "to_host") else None
+    if aipp is not None:
+        from ..backends.dvpp.aipp import apply_aipp
+
+        from ..device import nv12_batch_to_host
+
+        return apply_aipp(aipp, nv12_batch_to_host(images)).astype(np.float32)
     if type(images).__module__.startswith("torch"):
         images = images.detach().float().cpu().numpy()
     return np.array(images, dtype=np.float32, copy=True)
@@ -78,7 +87,8 @@ def compare_backends(dep: Deployment, backends: Sequence[str], *, frames: int = 
     dep = dep.with_run(frames=frames, duration_s=None, loop=True, realtime=False)
     runs = []
     for name in backends:
-        plan = tuple(parse_backends([name] if name == "cpu" else [name, "cpu"], "--backends"))
+        parts = [b for b in name.split("+") if b]  # "dvpp-sim+aipp-sim": a route, planned as (..., cpu)
+        plan = tuple(parse_backends(parts if parts == ["cpu"] else parts + ["cpu"], "--backends"))
         if progress:
             progress(f"running {name} ({' > '.join(plan)}), {frames} frame sets")
         runs.append(_run(dep, plan, reference_sets, with_model, name))
@@ -104,16 +114,30 @@ def _deviation(outputs: list, reference: list) -> Optional[dict]:
     return {"mean": float(d.mean()), "p99": float(np.percentile(d, 99)), "max": float(d.max()), "sets": len(diffs)}
 
 
+def _routes(plan: Any) -> str:
+    """The plan's route(s) to the model input (``aipp``, ``torch_npu``, ``host``), with camera counts if mixed."""
+    counts: dict[str, int] = {}
+    for cp in getattr(plan, "cameras", []):
+        r = getattr(cp, "route", "host")
+        counts[r] = counts.get(r, 0) + 1
+    return counts and (next(iter(counts)) if len(counts) == 1 else ", ".join(f"{r} x{n}" for r, n in counts.items()))
+
+
 def format_deviation(runs: Sequence[BackendRun]) -> str:
-    """Deviation of each plan's batch from the reference backend, in output (normalised) units."""
-    rows = [("plan", "steps on", "mean abs", "p99 abs", "max abs", "sets")]
+    """Each plan side by side: its route, the bytes it moves per frame set (host -> device, device -> host),
+    and the deviation of its batch from the reference backend in output (normalised) units (the AIPP route
+    through AIPP's arithmetic)."""
+    rows = [("plan", "route", "steps on", "h2d B/set", "d2h B/set", "mean abs", "p99 abs", "max abs", "sets")]
     for r in runs:
         where = sorted({s.backend.name for cp in r.plan.cameras for s in cp.steps})
+        tr = r.stats.transfers() if hasattr(r.stats, "transfers") else None
+        moved = ((f"{tr['host_to_device_bytes_per_set']:,.0f}", f"{tr['device_to_host_bytes_per_set']:,.0f}")
+                 if tr else ("-", "-"))
         d = r.deviation
         numbers = tuple(f"{d[k]:.2e}" for k in ("mean", "p99", "max")) + (str(d["sets"]),) if d else ("-",) * 3 + ("0",)
-        rows.append((r.label, ", ".join(where)) + numbers)
+        rows.append((r.label, str(_routes(r.plan) or "-"), ", ".join(where)) + moved + numbers)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["deviation from the reference backend (output units)"]
-    lines += ["  " + "  ".join(c.ljust(widths[i]) if i < 2 else c.rjust(widths[i]) for i, c in enumerate(row))
+    lines = ["routes side by side: bytes moved per frame set, deviation from the reference backend (output units)"]
+    lines += ["  " + "  ".join(c.ljust(widths[i]) if i < 3 else c.rjust(widths[i]) for i, c in enumerate(row))
               for row in rows]
     return "\n".join(lines)

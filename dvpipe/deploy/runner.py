@@ -49,7 +49,7 @@ from ..types import Frame, Rig
 from .config import VIDEO_ENCODINGS, Deployment, import_entry
 from .sources import ReplayClock, Source, SourceError, StreamLost, open_source
 from .sources.base import StreamStalled
-from .summary import Accounting, classify_drop, format_summary
+from .summary import Accounting, classify_drop, format_summary, plan_routes, transfers_summary
 from .sync import Dropped, FrameSet, Synchroniser
 from ..video import GAP, VideoPacket, as_packet, merge_packets
 
@@ -209,6 +209,10 @@ def load_model(dep: Deployment) -> Optional[Callable]:
     m = dep.model
     if m is None:
         return None
+    if m.om is not None:  # {type: om}: an offline model on the pipeline's device (dvpipe.models.OmModel)
+        from ..models import from_spec
+
+        return from_spec(m.om)
     if m.path and m.path not in sys.path:
         sys.path.insert(0, m.path)
     try:
@@ -278,8 +282,15 @@ class Runner:
         self.dep = dep = deployment
         self.cameras = [c.name for c in dep.cameras]
         self.pipe, self.backend_notes = build_pipeline(dep)
+        if getattr(self.pipe.plan, "device_batch", None) and dep.sync.on_late == "reuse":
+            getattr(self.pipe, "close", lambda: None)()
+            raise ConfigError("sync.on_late: reuse keeps host copies of each camera's image, but on the AIPP route "
+                              "the batch is NV12 in device memory; use on_late: mask (or drop aipp from the backends)")
         try:
             self.model = model if model is not None else load_model(dep)
+            # a model the runner built from the deployment (an OmModel holds device memory) is closed with it
+            self._owned_model = (self.model if model is None and dep.model is not None and dep.model.om is not None
+                                 else None)
         except BaseException:
             getattr(self.pipe, "close", lambda: None)()
             raise
@@ -391,6 +402,8 @@ class Runner:
                 src.close()
             except Exception:  # noqa: BLE001 - a source that fails to close must not hide the results
                 pass
+        if self._owned_model is not None:  # its datasets point into the pipeline's batch buffers: first
+            self._owned_model.close()
         close = getattr(self.pipe, "close", None)
         if close:
             close()
@@ -735,7 +748,9 @@ class Runner:
 
     def _call_model(self, tl: Timeline, batch):
         try:
-            out = tl.time("model", self.model, batch)
+            # a model that records its own spans (OmModel: model, model.execute, its transfers) is not wrapped
+            out = (self.model(batch, timeline=tl) if getattr(self.model, "records_timeline", False)
+                   else tl.time("model", self.model, batch))
             self._model_fail_streak = 0
             return out
         except Exception as e:  # noqa: BLE001 - a model error is counted; it stops the run only if it persists
@@ -771,7 +786,14 @@ class Runner:
             st["thread"] = threading.Thread(target=self._dump_writer, args=(st,), name="dvpipe-dumps", daemon=True)
             st["thread"].start()
         images = batch.images
-        images = np.array(images, copy=True) if isinstance(images, np.ndarray) else images.detach().cpu().numpy()
+        if isinstance(images, np.ndarray):
+            images = np.array(images, copy=True)
+        elif hasattr(images, "to_host"):  # the AIPP route: the NV12 batch, (N, Hs * 3 / 2, Ws) uint8 (one download)
+            from ..device import nv12_batch_to_host
+
+            images = np.array(nv12_batch_to_host(images), copy=True)
+        else:
+            images = images.detach().cpu().numpy()
         doc = {"index": fs.index, "set_time_ns": fs.time_ns, "cameras": list(batch.cameras),
                "drops": list(batch.drops), "metas": [_jsonable(m) for m in batch.metas]}
         try:
@@ -854,7 +876,8 @@ class Runner:
         d = self.acc.to_dict()
         d.update({"deployment": self.dep.name, "deployment_path": self.dep.path, "sets": self.sets_done,
                   "stopped_by": self.stopped_by, "backend_notes": self.backend_notes,
-                  "plan": self.pipe.plan.to_dict()})
+                  "plan": self.pipe.plan.to_dict(), "transfers": transfers_summary(self.stats),
+                  "routes": plan_routes(self.pipe.plan)})
         if self.model_error:
             d["model_error"] = self.model_error
         return d

@@ -464,3 +464,21 @@ def format_summary(acc: Accounting) -> str:
     if acc.model_errors:
         lines.append(f"  model errors: {acc.model_errors}")
     return "\n".join(lines)
+
+
+def transfers_summary(stats: Any) -> dict[str, Any]:
+    """``summary.json["transfers"]``: bytes moved host -> device, device -> host and device -> device per frame
+    set (mean over the sets the statistics hold), per camera, and per transfer step, summed from every
+    ``transfer`` span that carries ``bytes`` -- a plan's transfer steps, the DVPP upload of the encoded
+    frames, a model runner's output download (:meth:`dvpipe.latency.LatencyStats.transfers`)."""
+    fn = getattr(stats, "transfers", None)
+    if fn is None:
+        return {"host_to_device_bytes_per_set": 0.0, "device_to_host_bytes_per_set": 0.0,
+                "device_to_device_bytes_per_set": 0.0, "sets": 0, "per_camera": {}, "by_step": {}}
+    return fn()
+
+
+def plan_routes(plan: Any) -> dict[str, str]:
+    """``{camera: route}`` (``aipp``, ``torch_npu`` or ``host``) of a plan (a grouped plan: every group's cameras)."""
+    cams = getattr(plan, "cameras", None) or []
+    return {cp.camera.name: getattr(cp, "route", "host") for cp in cams}

@@ -78,6 +78,10 @@ def process_shard(proc, spec: dict, shard: int, fp: str, rows: list[dict], state
                 "set_ids": written, "failed": failed, "worker": state["worker"], "attempts": attempts,
                 "busy_s": busy_s, "started_unix": started_unix, "ended_unix": time.time(),
                 "worker_init_s": state.get("init_s")}
+    if kind == "video" and rows:  # the segment of its recording(s) this shard is
+        manifest["segment"] = {"drive": rows[0]["drive"], "first_set": rows[0]["set_id"],
+                               "last_set": rows[-1]["set_id"], "sets": len(rows),
+                               "start": dict(proc.segment_start) or None}
     write_json(shard_manifest_path(shards_dir, shard), manifest)
     for f in os.listdir(shards_dir):  # the claims of this shard, this one's and those of killed workers
         if f.startswith(f"shard-{shard:05d}.claim-"):

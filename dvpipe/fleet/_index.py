@@ -26,7 +26,17 @@ sources        list<string>              per camera: the image file, the video f
 seqs           list<int64>               per camera: the frame's index in its source, or null
 capture_ns     list<int64>               per camera: the frame's capture time (epoch ns), or null
 reasons        list<string>              per camera without a frame: why (late, missing, absent)
+cut            bool                      a video segment may start at this set (:func:`keyframe_starts`);
+                                         always true for image sets and for a drive's first set
+key_ns         list<int64>               per video camera: capture time of the keyframe a decoder
+                                         starting at this set starts at, or null
+lead           list<int64>               per video camera: the pictures such a start decodes only
+                                         (decoded after that keyframe, presented before the camera's
+                                         next frame in a set), or null
 =============  ========================  ==========================================================
+
+Indexes written before ``cut``/``key_ns``/``lead`` existed read back with ``cut`` false past a video
+drive's first set (such a drive is one shard) and nulls.
 
 An mmdet3d / nuScenes info file is indexed as it groups its samples (:func:`index_from_infos`).
 
@@ -43,9 +53,10 @@ from typing import Iterator, Optional, Sequence
 from ..codecs import VIDEO_ENCODINGS
 from ..errors import ConfigError
 from ..types import Frame, PixelFormat
+from ..video import AccessUnit, VideoPacket
 
 __all__ = ["build_index", "index_from_infos", "write_index", "read_index", "IndexRow", "drive_deployment",
-           "INDEX_SCHEMA"]
+           "keyframe_starts", "INDEX_SCHEMA"]
 
 INDEX_SCHEMA = "dvpipe.fleet.index/1"
 _META_KEY = b"dvpipe.fleet.index"
@@ -104,9 +115,11 @@ def check_deployment(dep) -> str:
     return "video" if video else "images"
 
 
-def _stamped(src) -> Iterator:
+def _stamped(src, packets: Optional[list] = None) -> Iterator:
     """A camera's frames as source Items, in the source's order. Image files are not read: the index
-    needs their capture times only (ImageSequence keeps them after open)."""
+    needs their capture times only (ImageSequence keeps them after open). ``packets`` (video) collects
+    each frame's ``(capture_ns, by, want, ((pts_ns, starts_stream, show) per access unit))`` for
+    :func:`keyframe_starts` (the packet's unit facts, not its bytes)."""
     files = src.stamped_files() if hasattr(src, "stamped_files") else None
     if files is not None and src.type == "images":
         for seq, (t, path) in enumerate(files):
@@ -116,6 +129,12 @@ def _stamped(src) -> Iterator:
         it = src.read()
         if it is None:
             return
+        if packets is not None and isinstance(it.frame.data, VideoPacket):  # what keyframe_starts needs, no bytes
+            p = it.frame.data
+            codec = src.camera.encoding
+            packets.append((int(it.frame.capture_ns), p.by, p.want,
+                            tuple((u.pts_ns, bool(u.keyframe) and starts_stream(u.data, codec), bool(u.show))
+                                  for u in p.units if isinstance(u, AccessUnit))))
         it.frame = Frame(it.frame.camera, it.frame.seq, it.frame.capture_ns, src.cfg.uri, it.frame.pixel_format)
         yield it
 
@@ -168,6 +187,154 @@ def group_frames(dep, items: dict[str, list]) -> tuple[list, dict[str, int]]:
     return sets, drops
 
 
+def _rbsp(nal: bytes) -> bytes:
+    """A NAL unit's payload without emulation-prevention bytes (``00 00 03`` -> ``00 00``)."""
+    return nal.replace(b"\x00\x00\x03", b"\x00\x00")
+
+
+def _ue(data: bytes, bit: int) -> tuple[Optional[int], int]:
+    """An Exp-Golomb ``ue(v)`` at bit offset ``bit``: ``(value, next bit)``; None past the end."""
+    zeros = 0
+    while bit < 8 * len(data) and not (data[bit // 8] >> (7 - bit % 8)) & 1:
+        zeros += 1
+        bit += 1
+    if bit + zeros >= 8 * len(data):
+        return None, bit
+    value = 0
+    for _ in range(zeros + 1):
+        value = (value << 1) | ((data[bit // 8] >> (7 - bit % 8)) & 1)
+        bit += 1
+    return value - 1, bit
+
+
+def _recovery_frame_cnt(sei: bytes) -> Optional[int]:
+    """``recovery_frame_cnt`` of an H.264 SEI NAL unit's recovery-point message, or None without one."""
+    d = _rbsp(sei[1:])
+    i = 0
+    while i < len(d) and d[i] != 0x80:  # 0x80: rbsp trailing bits
+        ptype = psize = 0
+        while i < len(d) and d[i] == 0xFF:
+            ptype, i = ptype + 255, i + 1
+        if i >= len(d):
+            return None
+        ptype, i = ptype + d[i], i + 1
+        while i < len(d) and d[i] == 0xFF:
+            psize, i = psize + 255, i + 1
+        if i >= len(d):
+            return None
+        psize, i = psize + d[i], i + 1
+        if ptype == 6:
+            return _ue(d[i:i + psize], 0)[0]
+        i += psize
+    return None
+
+
+def starts_stream(au: bytes, codec: str) -> bool:
+    """Whether every picture presented from this access unit's on decodes from it alone, so that a
+    segment's decoder may start there (stricter than :func:`dvpipe.video.is_keyframe`, which also
+    accepts a container's key flag for resynchronising a live stream).
+
+    H.265: an IRAP picture (NAL types 16-21: BLA, IDR, CRA; its RASL leading pictures are presented
+    before it). H.264: an IDR (type 5), or a non-IDR picture with a recovery-point SEI whose
+    ``recovery_frame_cnt`` is 0 (ITU-T H.264 D.2.8: the recovery point is the picture itself; the
+    open-GOP I pictures of x264 ``open-gop=1``). A recovery point with a count > 0 (gradual decoder
+    refresh: x264 ``intra-refresh``) is not: pictures up to the count after it may be wrong.
+    """
+    if not au:
+        return False
+    nals = []
+    i = au.find(b"\x00\x00\x01")
+    while i >= 0:
+        j = au.find(b"\x00\x00\x01", i + 3)
+        nals.append(au[i + 3: j if j >= 0 else len(au)])
+        i = j
+    if codec == "h265":
+        return any(n and 16 <= (n[0] >> 1) & 0x3F <= 21 for n in nals)
+    types = [n[0] & 0x1F for n in nals if n]
+    if 5 in types:
+        return True
+    if 1 not in types:
+        return False
+    return any(n and n[0] & 0x1F == 6 and _recovery_frame_cnt(n) == 0 for n in nals)
+
+
+class _Decoded:
+    """One video camera's stream as the index sees it: its access units in decode order."""
+
+    def __init__(self, packets: list):
+        self.ok = True
+        off = None
+        self.units: list[tuple[int, bool, bool]] = []  # (capture ns, starts a stream, shown), decode order
+        for cap, by, want, units in packets:
+            if by != "pts" or want is None:
+                self.ok = False  # matched by index (no timestamps): no keyframe can be placed in time
+                return
+            off = cap - want if off is None else off
+            for pts, key, show in units:
+                if pts is not None:
+                    self.units.append((off + pts, key, show))
+        self.keys = [(cap, d) for d, (cap, key, _show) in enumerate(self.units) if key]  # in time and decode order
+        self._key_caps = [c for c, _d in self.keys]
+
+    def start(self, first_ns: int) -> Optional[tuple[int, int]]:
+        """``(keyframe capture ns, decode-only pictures)`` of a decoder that starts for the frame at
+        ``first_ns``: the latest keyframe presented at or before it; None when there is none."""
+        import bisect
+
+        from ..video import ELEMENTARY_LOOKAHEAD
+
+        k = bisect.bisect_right(self._key_caps, first_ns) - 1
+        if not self.ok or k < 0:
+            return None
+        key_ns, d = self.keys[k]
+        lead = later = 0
+        for cap, _key, show in self.units[d:]:
+            if cap < first_ns:
+                lead += show
+                later = 0
+            else:  # a picture presented earlier is decoded at most the reorder bound (16) later
+                later += 1
+                if later > ELEMENTARY_LOOKAHEAD:
+                    break
+        return key_ns, lead
+
+
+def keyframe_starts(rows: list, packets: dict[str, list]) -> None:
+    """Fill one video drive's rows' ``cut``, ``key_ns`` and ``lead`` (in place; rows in set order).
+
+    A segment may start at set ``s`` when every video camera can start decoding there: for each
+    camera with a frame in set ``s`` or a later one, a keyframe presented at or before that frame
+    (an IDR, or a CRA / recovery-point I picture: every picture presented from it on is decodable
+    from it, while its leading pictures, presented before it, are not, and are never that frame).
+    A worker starting there feeds each camera's decoder from that keyframe on: the pictures it
+    decodes before the camera's first frame of the segment (``lead``) are decode-only. A drive's
+    first set is always a start (the whole recording from its beginning, as one decoder sees it).
+
+    Args:
+        rows: the drive's rows (``cameras``, ``capture_ns``, ``sources``), sorted by set index.
+        packets: per video camera, its frames' ``(capture_ns, by, want, units)`` in the source's
+            order (``units``: ``(pts_ns, starts_stream, show)`` of the access units the frame's packet
+            carries, :func:`starts_stream`).
+    """
+    streams = {c: _Decoded(p) for c, p in packets.items()}
+    nxt: dict[str, Optional[int]] = {c: None for c in streams}
+    for row in reversed(rows):
+        cut = True
+        for k, cam in enumerate(row["cameras"]):
+            if cam not in streams:
+                continue
+            if row["sources"][k] is not None:
+                nxt[cam] = row["capture_ns"][k]
+            if nxt[cam] is None:
+                continue  # the camera has no frame from this set on: it does not constrain the start
+            st = streams[cam].start(nxt[cam])
+            if st is None:
+                cut = False
+            else:
+                row["key_ns"][k], row["lead"][k] = st
+        row["cut"] = cut or row["index"] == 0
+
+
 class IndexRow(dict):
     """One row of the index (a dict with the columns of the module docstring)."""
 
@@ -178,11 +345,12 @@ def _drive_rows(dep, drive_name: str, kind: str) -> tuple[list[IndexRow], dict]:
     from ..deploy.sources import SourceError
 
     items: dict[str, list] = {}
+    packets: dict[str, list] = {}
     for cc in dep.cameras:
         src = open_source(dep.rig[cc.name], cc.source)
         try:
             src.open()
-            items[cc.name] = list(_stamped(src))
+            items[cc.name] = list(_stamped(src, packets.setdefault(cc.name, [])))
         except SourceError as e:
             raise ConfigError(f"drive {drive_name}: camera {cc.name}: {e.reason}") from None
         finally:
@@ -200,7 +368,10 @@ def _drive_rows(dep, drive_name: str, kind: str) -> tuple[list[IndexRow], dict]:
             reasons.append(None if it is not None else (fs.late.get(cam) or fs.absent.get(cam) or "missing"))
         rows.append(IndexRow(set_id=f"{drive_name}/{fs.index:08d}", drive=drive_name, index=int(fs.index),
                              time_ns=int(fs.time_ns), kind=kind, cameras=cams, sources=srcs, seqs=seqs,
-                             capture_ns=caps, reasons=reasons))
+                             capture_ns=caps, reasons=reasons, cut=True, key_ns=[None] * len(cams),
+                             lead=[None] * len(cams)))
+    if kind == "video":
+        keyframe_starts(rows, {c: p for c, p in packets.items() if p})
     info = {"frames": {c: len(v) for c, v in items.items()}, "dropped": drops, "sets": len(rows)}
     return rows, info
 
@@ -263,7 +434,8 @@ def index_from_infos(dep, info_path: str, data_root: Optional[str] = None) -> tu
         rows.append(IndexRow(set_id=f"{drive}/{i:08d}", drive=drive, index=i, time_ns=int(smp["timestamp_ns"]),
                              kind="images", cameras=cams, sources=[smp["cameras"][c]["path"] for c in cams],
                              seqs=[k] * len(cams), capture_ns=[int(smp["cameras"][c]["timestamp_ns"]) for c in cams],
-                             reasons=[None] * len(cams)))
+                             reasons=[None] * len(cams), cut=True, key_ns=[None] * len(cams),
+                             lead=[None] * len(cams)))
     rows.sort(key=lambda r: r["set_id"])
     meta = {"schema": INDEX_SCHEMA, "deployment": dep.path, "name": dep.name, "kind": "images", "cameras": cams,
             "infos": os.path.abspath(info_path),
@@ -277,7 +449,8 @@ def _schema():
     return pa.schema([("set_id", pa.string()), ("drive", pa.string()), ("index", pa.int64()),
                       ("time_ns", pa.int64()), ("kind", pa.string()), ("cameras", pa.list_(pa.string())),
                       ("sources", pa.list_(pa.string())), ("seqs", pa.list_(pa.int64())),
-                      ("capture_ns", pa.list_(pa.int64())), ("reasons", pa.list_(pa.string()))])
+                      ("capture_ns", pa.list_(pa.int64())), ("reasons", pa.list_(pa.string())),
+                      ("cut", pa.bool_()), ("key_ns", pa.list_(pa.int64())), ("lead", pa.list_(pa.int64()))])
 
 
 def write_index(rows: Sequence[dict], meta: dict, path: str) -> str:
@@ -308,4 +481,13 @@ def read_index(path: str) -> tuple[list[IndexRow], dict]:
     meta = json.loads(raw)
     if meta.get("schema") != INDEX_SCHEMA:
         raise ConfigError(f"--index {path}: index schema {meta.get('schema')!r}, this dvpipe reads {INDEX_SCHEMA}")
-    return [IndexRow(r) for r in table.to_pylist()], meta
+    rows = [IndexRow(r) for r in table.to_pylist()]
+    for r in rows:  # an index from before segments: a video drive is one shard
+        n = len(r["cameras"])
+        if r.get("cut") is None:
+            r["cut"] = r["kind"] != "video" or r["index"] == 0
+        if r.get("key_ns") is None:
+            r["key_ns"] = [None] * n
+        if r.get("lead") is None:
+            r["lead"] = [None] * n
+    return rows, meta

@@ -13,9 +13,13 @@ A shard manifest (``dvpipe.fleet.shard/1``): ``shard``, ``file``, ``format``, ``
 ``fingerprint`` (of the deployment, options and the shard's index rows), ``set_ids`` (written, in
 order), ``failed`` (set id -> reason), ``worker`` (host:pid), ``attempts`` (workers that started
 it), ``busy_s`` (processing + writing), ``started_unix`` / ``ended_unix`` (wall clock, s),
-``worker_init_s`` (that worker's deployment load + pipeline build).
+``worker_init_s`` (that worker's deployment load + pipeline build); for a video shard ``segment``:
+``drive``, ``first_set``, ``last_set``, ``sets`` and ``start`` (None for a drive's first segment, else per
+video camera ``keyframe_ns`` (the keyframe its decoder started at), ``decode_only`` (pictures decoded
+from it before the camera's first frame of the segment), ``demuxed_only`` (access units read before
+it: 0 when the seek landed on it), ``seeked``).
 
-The run manifest (``dvpipe.fleet/1``): ``deployment``, ``index``, ``format``, ``shard_size``,
+The run manifest (``dvpipe.fleet/1``): ``deployment``, ``index``, ``format``, ``shard_size``, ``segment_size``,
 ``fingerprint``, ``sets`` (in the index), ``written``, ``failed`` (set id -> reason), ``complete``
 (written + failed = sets, each set once), ``shards`` (the shard manifests), ``workers`` (per worker:
 ``sets``, ``busy_s``, ``sets_per_s``), ``elapsed_s``, ``sets_per_s``, ``dropped_frames`` (by the

@@ -14,9 +14,11 @@ from ._latency import FleetLatency
 from ._manifest import MANIFEST, RUN_SCHEMA, fingerprint, load_shard_manifest, write_json
 from ._writers import WRITERS
 
-__all__ = ["run", "plan_shards", "FleetResult", "FleetError", "Progress", "parse_resources"]
+__all__ = ["run", "plan_shards", "video_segments", "FleetResult", "FleetError", "Progress", "parse_resources"]
 
 DEFAULT_SHARD_SIZE = 64
+#: video frame sets per segment (a keyframe-aligned piece of a recording that one worker decodes)
+DEFAULT_SEGMENT_SIZE = 256
 
 
 class FleetError(DvpipeError, RuntimeError):
@@ -45,11 +47,15 @@ def _local_loopback(ray) -> None:
         constants.ENABLE_RAY_CLUSTER = False  # already imported: the module read the variable before
 
 
-def plan_shards(rows: Sequence[dict], shard_size: int) -> list[list[dict]]:
-    """Index rows cut into shards: per drive, ``shard_size`` image sets each; a video drive is one shard
-    (its cameras' recordings are decoded in order by one decoder each). Shard k = ``result[k]``."""
+def plan_shards(rows: Sequence[dict], shard_size: int,
+                segment_size: Optional[int] = DEFAULT_SEGMENT_SIZE) -> list[list[dict]]:
+    """Index rows cut into shards: per drive, ``shard_size`` image sets each; a video drive in
+    keyframe-aligned segments of about ``segment_size`` sets (:func:`video_segments`; 0 or None: the
+    whole drive is one shard). Shard k = ``result[k]``."""
     if shard_size < 1:
         raise ConfigError(f"--shard-size must be >= 1, got {shard_size}")
+    if segment_size is not None and segment_size < 0:
+        raise ConfigError(f"--segment-size must be >= 0 (0: a whole video drive per shard), got {segment_size}")
     by_drive: dict[str, list[dict]] = {}
     for r in sorted(rows, key=lambda r: r["set_id"]):
         by_drive.setdefault(r["drive"], []).append(r)
@@ -57,10 +63,43 @@ def plan_shards(rows: Sequence[dict], shard_size: int) -> list[list[dict]]:
     for drive in sorted(by_drive):
         rs = by_drive[drive]
         if rs[0]["kind"] == "video":
-            shards.append(rs)
+            cuts = video_segments(rs, segment_size or 0)
+            shards += [rs[a:b] for a, b in zip(cuts, cuts[1:] + [len(rs)])]
         else:
             shards += [rs[i:i + shard_size] for i in range(0, len(rs), shard_size)]
     return shards
+
+
+def video_segments(rows: Sequence[dict], size: int) -> list[int]:
+    """Where one video drive's segments start (positions in ``rows``, set order; the first is 0).
+
+    Only sets the index marks ``cut`` qualify: there, every video camera has a keyframe at or before
+    its next frame (``dvpipe.fleet._index.keyframe_starts``). Each next start is chosen in the window
+    ``size`` +- ``size // 4`` sets after the previous one (the first qualifying set after the window
+    when none is in it) as the one whose start costs the fewest decode-only pictures (``lead``,
+    summed over cameras), the nearest to ``size`` on a tie. A start where a camera would decode more
+    pictures only than ``size`` is not used (a recording with one IDR and no other keyframe a
+    decoder can start at is cut only within ``size`` pictures of that IDR). A tail shorter than ``size // 4`` sets stays with the segment
+    before it. ``size`` 0: one segment.
+    """
+    n = len(rows)
+    cuts = [0]
+    if size <= 0:
+        return cuts
+    slack = size // 4
+    ok = [i for i in range(1, n) if rows[i].get("cut") and max((x or 0 for x in rows[i].get("lead") or ()),
+                                                                default=0) <= size]
+    while True:
+        prev = cuts[-1]
+        lo, hi = prev + max(1, size - slack), prev + size + slack
+        window = [i for i in ok if lo <= i <= hi] or [i for i in ok if i > hi][:1]
+        if not window:
+            break
+        best = min(window, key=lambda i: (sum(x or 0 for x in rows[i].get("lead") or ()), abs(i - prev - size), i))
+        if n - best < max(1, slack):
+            break
+        cuts.append(best)
+    return cuts
 
 
 def parse_resources(text: Optional[str]) -> dict[str, float]:
@@ -162,8 +201,8 @@ class Progress:
 
 def run(deployment: str, index: str, out: str, *, workers: int = 1, address: Optional[str] = None,
         resources: Optional[Mapping[str, float]] = None, format: str = "parquet",
-        shard_size: int = DEFAULT_SHARD_SIZE, backends: Optional[Sequence[str]] = None,
-        progress: Optional[Progress | bool] = None, hold_path: Optional[str] = None,
+        shard_size: int = DEFAULT_SHARD_SIZE, segment_size: Optional[int] = DEFAULT_SEGMENT_SIZE,
+        backends: Optional[Sequence[str]] = None, progress: Optional[Progress | bool] = None, hold_path: Optional[str] = None,
         ray_init: Optional[Mapping[str, Any]] = None) -> FleetResult:
     """Process every frame set of ``index`` with ``deployment``'s pipeline on Ray, into ``out``.
 
@@ -179,7 +218,10 @@ def run(deployment: str, index: str, out: str, *, workers: int = 1, address: Opt
         resources: per worker, e.g. ``{"gpu": 1}``, ``{"npu": 1}`` (ray-ascend's ``NPU`` resource),
             ``{"cpu": 2}``; other names are custom Ray resources.
         format: ``parquet`` or ``tar`` (:mod:`._writers`).
-        shard_size: image frame sets per shard (a video drive is one shard).
+        shard_size: image frame sets per shard.
+        segment_size: video frame sets per shard, about: a recording is cut into keyframe-aligned
+            segments that workers decode independently (:func:`video_segments`); 0 or None: a whole
+            video drive per shard.
         backends: override the deployment's backend preference (e.g. ``["torch:cuda", "cpu"]``).
         progress: a :class:`Progress`, True for one on stderr, None/False for none.
         hold_path: tests only: workers park mid-shard while this file exists (to kill one there).
@@ -204,7 +246,7 @@ def run(deployment: str, index: str, out: str, *, workers: int = 1, address: Opt
     cams = [c.name for c in dep.cameras]
     if meta.get("cameras") != cams:
         raise ConfigError(f"--index {index} was built for cameras {meta.get('cameras')}, the deployment has {cams}")
-    shards = plan_shards(rows, shard_size)
+    shards = plan_shards(rows, shard_size, segment_size)
     config_fp = fingerprint(_file_text(dep.path), _file_text(dep.rig_path), list(backends or ()), format)
     fps = {str(k): fingerprint(config_fp, rs) for k, rs in enumerate(shards)}
     out = os.path.abspath(out)
@@ -239,7 +281,7 @@ def run(deployment: str, index: str, out: str, *, workers: int = 1, address: Opt
                            ray_init, done, latency, progress, deployment)
     if progress is not None:
         progress.close()
-    manifest = _account(dep, deployment, index, meta, rows, shards, done, format, shard_size, config_fp,
+    manifest = _account(dep, deployment, index, meta, rows, shards, done, format, (shard_size, segment_size), config_fp,
                         latency, time.perf_counter() - t_start, len(shards) - len(todo))
     _clean(shards_dir, done)
     write_json(os.path.join(out, MANIFEST), manifest)
@@ -247,13 +289,11 @@ def run(deployment: str, index: str, out: str, *, workers: int = 1, address: Opt
                        time.perf_counter() - t_start, timings)
 
 
-def _run_ray(dep, shards, todo, fps, out, fmt, workers, address, resources, backends, hold_path, ray_init, done,
-             latency, progress, deployment) -> dict:
+def connect_ray(address: Optional[str] = None, ray_init: Optional[Mapping[str, Any]] = None) -> bool:
+    """Join the Ray cluster at ``address`` (``auto``, ``ray://HOST:PORT``), or start a local one on
+    127.0.0.1 when None, unless this process is connected already; True when this call connected.
+    Ray Data's progress bars are turned off (``dvpipe fleet`` prints its own progress)."""
     ray = _ray()
-    from ._actor import ShardActor
-
-    timings: dict[str, float] = {}
-    t0 = time.perf_counter()
     started = False
     if not ray.is_initialized():
         kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False)
@@ -267,24 +307,49 @@ def _run_ray(dep, shards, todo, fps, out, fmt, workers, address, resources, back
             raise ConfigError(f"--address {address or '(local)'}: cannot start or join a Ray cluster "
                               f"({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''})") from None
         started = True
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.print_on_execution_start = False
+    return started
+
+
+def actor_pool(ray, size: int):
+    """``ActorPoolStrategy`` of ``size`` workers, each given one shard at a time: a shard takes seconds
+    to minutes, so a worker takes the next one when it is free (Ray Data would otherwise queue several
+    on the first worker up, and leave another idle at the end of the run)."""
+    return ray.data.ActorPoolStrategy(size=size, max_tasks_in_flight_per_actor=1)
+
+
+def ray_remote_args(resources: Optional[Mapping[str, float]]) -> dict[str, Any]:
+    """``map_batches`` resource arguments per worker from ``{"gpu": 1}`` / ``{"npu": 1}`` (ray-ascend's
+    ``NPU``) / ``{"cpu": 2}`` / custom names; one CPU by default."""
+    res = {k.lower(): v for k, v in (resources or {}).items()}
+    remote: dict[str, Any] = {"num_cpus": res.pop("cpu", 1)}
+    if "gpu" in res:
+        remote["num_gpus"] = res.pop("gpu")
+    custom = {("NPU" if k == "npu" else k): v for k, v in res.items()}
+    if custom:
+        remote["resources"] = custom
+    return remote
+
+
+def _run_ray(dep, shards, todo, fps, out, fmt, workers, address, resources, backends, hold_path, ray_init, done,
+             latency, progress, deployment) -> dict:
+    ray = _ray()
+    from ._actor import ShardActor
+
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    started = connect_ray(address, ray_init)
     timings["ray_init_s"] = time.perf_counter() - t0
     try:
-        ctx = ray.data.DataContext.get_current()
-        ctx.enable_progress_bars = False
-        ctx.print_on_execution_start = False
-        res = {k.lower(): v for k, v in (resources or {}).items()}
-        remote: dict[str, Any] = {"num_cpus": res.pop("cpu", 1)}
-        if "gpu" in res:
-            remote["num_gpus"] = res.pop("gpu")
-        custom = {("NPU" if k == "npu" else k): v for k, v in res.items()}
-        if custom:
-            remote["resources"] = custom
+        remote = ray_remote_args(resources)
         spec = {"deployment": os.path.abspath(deployment), "backends": list(backends) if backends else None,
                 "out": out, "format": fmt, "hold_path": hold_path}
         items = [{"shard": k, "fingerprint": fps[str(k)], "rows": json.dumps(shards[k])} for k in todo]
         ds = ray.data.from_items(items, override_num_blocks=len(items))
         ds = ds.map_batches(ShardActor, fn_constructor_kwargs={"spec": spec}, batch_size=1, batch_format="numpy",
-                            compute=ray.data.ActorPoolStrategy(size=min(workers, len(items))), **remote)
+                            compute=actor_pool(ray, min(workers, len(items))), **remote)
         t1 = time.perf_counter()
         timings["execute_start_unix"] = time.time()
         first = None
@@ -342,7 +407,8 @@ def _account(dep, deployment, index, meta, rows, shards, done, fmt, shard_size, 
         for cat, n in info.get("dropped", {}).items():
             dropped[cat] = dropped.get(cat, 0) + n
     return {"schema": RUN_SCHEMA, "deployment": os.path.abspath(deployment), "name": dep.name,
-            "index": os.path.abspath(index), "format": fmt, "shard_size": shard_size,
+            "index": os.path.abspath(index), "format": fmt, "shard_size": shard_size[0],
+            "segment_size": shard_size[1],
             "config_fingerprint": config_fp, "sets": len(rows), "written": written, "failed": dict(sorted(failed.items())),
             "duplicates": dup, "complete": complete, "skipped_shards": skipped,
             "shards": [done[k] for k in sorted(done)], "workers": workers, "elapsed_s": elapsed,

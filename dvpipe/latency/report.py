@@ -132,6 +132,16 @@ def format_report(stats: "LatencyStats", *, window: bool = False, per_camera: bo
     for key in unseen:
         lines.append(f"budget for {key!r}: no step of that name was recorded (steps: {', '.join(stats.step_names)})")
 
+    tr = stats.transfers() if hasattr(stats, "transfers") else None
+    if tr and tr["sets"] and any(tr[f"{d}_bytes_per_set"] for d in ("host_to_device", "device_to_host",
+                                                                       "device_to_device")):
+        lines.append("transfers per frame set (mean bytes, run): host->device {:,.0f}, device->host {:,.0f}, "
+                     "device->device {:,.0f}".format(tr["host_to_device_bytes_per_set"],
+                                                     tr["device_to_host_bytes_per_set"],
+                                                     tr["device_to_device_bytes_per_set"]))
+        trows = [["transfer", "bytes/set"]] + [[k, f"{v:,.0f}"] for k, v in tr["by_step"].items()]
+        lines.extend("  " + ln for ln in _table(trows, right={1}))
+
     bd = stats.breakdown(window=window)
     if bd["critical_path_ns"]:
         total = sum(bd["critical_path_ns"].values())
@@ -194,6 +204,7 @@ def to_json(stats: "LatencyStats", *, per_camera: bool = True) -> dict[str, Any]
         "end_to_end": e2e,
         "budgets": budgets,
         "breakdown": {"run": stats.breakdown(), "window": stats.breakdown(window=True)},
+        "transfers": stats.transfers() if hasattr(stats, "transfers") else None,
         "critical_path": {"cameras": stats.critical_cameras(), "window_cameras": stats.critical_cameras(window=True),
                           "last": last_json},
     }

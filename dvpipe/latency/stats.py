@@ -331,6 +331,9 @@ class LatencyStats:
         self._over_time: list[tuple[int, int]] = []  # (batch index, end-to-end ns), every _over_stride-th batch
         self._over_stride = 1
         self._over_seen = 0
+        self._transfer_sets = 0
+        self._transfer_sum: dict[str | None, dict[str, int]] = {}  # camera (None: the batch's own) -> direction -> bytes
+        self._transfer_steps: dict[str, int] = {}  # transfer step name -> bytes over the run
 
     @classmethod
     def from_timelines(cls, timelines: Iterable[Timeline], **kwargs: Any) -> "LatencyStats":
@@ -354,6 +357,7 @@ class LatencyStats:
                 self.warmup_batches += 1
                 return record
             self._ingest(record, tl)
+            self._add_transfers(tl)
         for listener in self.listeners:
             listener(record)
         return record
@@ -682,6 +686,44 @@ class LatencyStats:
         return self._last_critical
 
     # ------------------------------------------------------------------ output
+    def _add_transfers(self, tl: Timeline) -> None:
+        from .timeline import transfer_direction
+
+        self._transfer_sets += 1
+        for cam, row in tl.transfer_bytes(per_camera=True).items():
+            acc = self._transfer_sum.setdefault(cam, {})
+            for d, n in row.items():
+                acc[d] = acc.get(d, 0) + n
+        if not tl.counters_only:
+            for sp in tl.spans:
+                if sp.kind == "transfer" and sp.attrs.get("bytes"):
+                    key = f"{sp.name} ({transfer_direction(sp.name, sp.attrs).replace('_', ' ')})"
+                    self._transfer_steps[key] = self._transfer_steps.get(key, 0) + int(sp.attrs["bytes"])
+
+    def transfers(self) -> dict[str, Any]:
+        """Bytes moved between memory domains, mean per frame set (warm-up excluded), from every ``transfer``
+        span carrying ``bytes`` (:meth:`Timeline.transfer_bytes`): ``host_to_device_bytes_per_set``,
+        ``device_to_host_bytes_per_set``, ``device_to_device_bytes_per_set``, ``sets``, ``per_camera``
+        (the same three per camera; batch-level transfers such as a model's output download under
+        ``batch``) and ``by_step`` (mean bytes per set of each transfer span name)."""
+        from .timeline import DIRECTIONS
+
+        with self._lock:
+            n = self._transfer_sets
+            sums = {c: dict(v) for c, v in self._transfer_sum.items()}
+            steps = dict(self._transfer_steps)
+        per = (lambda x: x / n) if n else (lambda x: 0.0)
+        total = dict.fromkeys(DIRECTIONS, 0)
+        for row in sums.values():
+            for d, v in row.items():
+                total[d] = total.get(d, 0) + v
+        out: dict[str, Any] = {f"{d}_bytes_per_set": per(total.get(d, 0)) for d in DIRECTIONS}
+        out["sets"] = n
+        out["per_camera"] = {("batch" if c is None else c): {f"{d}_bytes_per_set": per(v.get(d, 0)) for d in DIRECTIONS}
+                             for c, v in sums.items()}
+        out["by_step"] = {k: per(v) for k, v in steps.items()}
+        return out
+
     def report(self, *, window: bool = False, per_camera: bool = True, title: str | None = None) -> str:
         """Terminal table; see :func:`dvpipe.latency.report.format_report`."""
         from .report import format_report

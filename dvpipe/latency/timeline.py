@@ -19,6 +19,12 @@ io          reading input (file, socket, demux) after the frame arrived
 The kind plus the ``unit`` attribute give each span a *category* (:func:`category_of`): "cpu", "dvpp",
 "npu_gpu", "transfer", "wait", "model" or "io", which is how "where did the time go" is answered.
 
+Transfers carry their bytes: a ``transfer`` span with ``attrs["bytes"]`` (int) and ``attrs["direction"]``
+(``host_to_device``, ``device_to_host`` or ``device_to_device``; ``h2d``/``d2h``/``d2d`` accepted, and a
+span without one is read from its name: ``h2d``/``upload`` -> host to device, ``d2h``/``download`` ->
+device to host) is summed by :meth:`Timeline.transfer_bytes`, whoever recorded it (a plan step, a
+kernel's device span, a model runner), also in counters-only mode.
+
 Recording is cheap (one object and two clock reads per span, about 1-2 us) and appending is safe
 from any number of worker threads. ``Timeline(counters_only=True)`` keeps only a count, sum and max
 per (step, camera, kind, unit) instead of span objects.
@@ -42,6 +48,8 @@ __all__ = [
     "FrameStamps",
     "Timeline",
     "DeviceTimer",
+    "DIRECTIONS",
+    "transfer_direction",
 ]
 
 KINDS: tuple[str, ...] = ("host", "device", "transfer", "wait", "model", "io")
@@ -57,6 +65,26 @@ DVPP_UNITS = frozenset({"dvpp", "jpegd", "jpege", "vpc", "vdec", "venc", "png"})
 ACCELERATOR_UNITS = frozenset({"cuda", "gpu", "npu", "mps", "xpu", "rocm", "hip"})
 
 T = TypeVar("T")
+
+#: the directions a transfer's bytes are summed under (:meth:`Timeline.transfer_bytes`)
+DIRECTIONS: tuple[str, ...] = ("host_to_device", "device_to_host", "device_to_device")
+_SHORT = {"h2d": "host_to_device", "d2h": "device_to_host", "d2d": "device_to_device"}
+
+
+def transfer_direction(name: str, attrs: Mapping[str, Any]) -> str:
+    """The direction of a transfer span: its ``direction`` attribute, else read from its name
+    (``h2d``/``upload``, ``d2h``/``download``, ``d2d``); ``unknown`` when neither says."""
+    d = attrs.get("direction")
+    if d:
+        return _SHORT.get(d, d)
+    low = name.lower()
+    if "h2d" in low or "upload" in low:
+        return "host_to_device"
+    if "d2h" in low or "download" in low:
+        return "device_to_host"
+    if "d2d" in low:
+        return "device_to_device"
+    return "unknown"
 
 
 def category_of(kind: str, unit: str | None = None) -> str:
@@ -227,7 +255,7 @@ class Timeline:
     """
 
     __slots__ = ("index", "camera", "spans", "cameras", "output_ns", "attrs", "_capture_ns", "_arrival_ns",
-                 "_counters", "_lock")
+                 "_counters", "_bytes", "_lock")
 
     def __init__(self, *, index: int | None = None, camera: str | None = None, capture_ns: int | None = None,
                  arrival_ns: int | None = None, counters_only: bool = False,
@@ -242,6 +270,8 @@ class Timeline:
         self._arrival_ns: int | None = None
         self._counters: dict[tuple[str, str | None, str, str | None], list[int]] | None = (
             {} if counters_only else None)
+        # counters-only mode: transfer bytes per (direction, camera), since the spans are not kept
+        self._bytes: dict[tuple[str, str | None], int] = {}
         self._lock = threading.Lock()
         if camera is not None:
             self.cameras[camera] = FrameStamps()
@@ -330,6 +360,9 @@ class Timeline:
             duration_ns = end_ns - start_ns
             with self._lock:
                 _accumulate(counters, (name, camera, kind, attrs.get("unit")), 1, duration_ns, duration_ns)
+                if kind == "transfer" and attrs.get("bytes"):
+                    key = (transfer_direction(name, attrs), camera)
+                    self._bytes[key] = self._bytes.get(key, 0) + int(attrs["bytes"])
             return None
         span = Span(name, start_ns, end_ns, kind, camera, track, attrs)
         self.spans.append(span)  # list.append is atomic: safe from worker threads
@@ -450,6 +483,11 @@ class Timeline:
                 for span in other.spans:
                     self._merge_counter((span.name, span.camera, span.kind, span.attrs.get("unit")),
                                         1, span.duration_ns, span.duration_ns)
+                    if span.kind == "transfer" and span.attrs.get("bytes"):
+                        key = (transfer_direction(span.name, span.attrs), span.camera)
+                        self._bytes[key] = self._bytes.get(key, 0) + int(span.attrs["bytes"])
+                for key, n in other._bytes.items():
+                    self._bytes[key] = self._bytes.get(key, 0) + n
             if other._counters is not None:
                 for key, (count, total_ns, max_ns) in list(other._counters.items()):
                     if self._counters is None:
@@ -488,6 +526,32 @@ class Timeline:
                        and (kind is None or k == kind))
         return sum(s.duration_ns for s in self.spans_for(name, camera, kind))
 
+    def transfer_bytes(self, camera: str | None = None, *, per_camera: bool = False) -> dict:
+        """Bytes moved by ``transfer`` spans: ``{direction: bytes}`` over :data:`DIRECTIONS` (plus ``unknown``
+        when a span says no direction), for one ``camera`` or all; ``per_camera=True`` gives
+        ``{camera: {direction: bytes}}`` (batch-level transfers, such as a model's output download,
+        under the camera ``None``)."""
+        table: dict[tuple[str, str | None], int] = {}
+        if self._counters is not None:
+            with self._lock:
+                table = dict(self._bytes)
+        else:
+            for s in list(self.spans):
+                if s.kind == "transfer" and s.attrs.get("bytes"):
+                    key = (transfer_direction(s.name, s.attrs), s.camera)
+                    table[key] = table.get(key, 0) + int(s.attrs["bytes"])
+        if per_camera:
+            out: dict[str | None, dict[str, int]] = {}
+            for (d, c), n in table.items():
+                row = out.setdefault(c, dict.fromkeys(DIRECTIONS, 0))
+                row[d] = row.get(d, 0) + n
+            return out
+        total = dict.fromkeys(DIRECTIONS, 0)
+        for (d, c), n in table.items():
+            if camera is None or c == camera:
+                total[d] = total.get(d, 0) + n
+        return total
+
     def step_names(self) -> list[str]:
         """Distinct span names in order of first start (plan order for a sequential chain)."""
         if self._counters is not None:
@@ -523,6 +587,7 @@ class Timeline:
         }
         if self._counters is not None:
             d["counters"] = [[n, c, k, u, *v] for (n, c, k, u), v in self.counters().items()]
+            d["transfer_bytes"] = [[dr, c, n] for (dr, c), n in self._bytes.items()]
         return d
 
     @classmethod
@@ -537,4 +602,5 @@ class Timeline:
         tl.spans = [Span.from_list(r) for r in d.get("spans") or []]
         if "counters" in d:
             tl._counters = {(n, c, k, u): [int(cnt), int(tot), int(mx)] for n, c, k, u, cnt, tot, mx in d["counters"]}
+            tl._bytes = {(dr, c): int(n) for dr, c, n in d.get("transfer_bytes") or []}
         return tl

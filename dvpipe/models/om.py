@@ -166,7 +166,7 @@ class OmModel:
         rt = self.runtime
         with self._lock:
             # uploads first (their own transfer spans), then the model span: bind, queue, wait
-            bound = [self._host_input(t, v, tl) if not isinstance(v, DeviceTensor) else self._device_input(t, v)
+            bound = [self._host_input(t, v, tl) if not isinstance(v, DeviceTensor) else self._device_input(t, v, tl)
                      for t, v in zip(data, values)]
             t0 = now_ns()
             if self._in is None:
@@ -203,17 +203,42 @@ class OmModel:
     def _mismatch(self, t: Any, what: str) -> ModelInputError:
         return ModelInputError(f"the model {self.name} expects {t.describe()} at input {t.index}, the batch is {what}")
 
-    def _device_input(self, t: Any, v: DeviceTensor) -> tuple[int, int]:
+    def _device_input(self, t: Any, v: DeviceTensor, tl: Any) -> tuple[int, int]:
         if v.runtime is not self.runtime:
             raise ModelInputError(f"input {t.index} lives on {v.placement} (another device or target); the model "
                                   f"{self.name} runs on {self.runtime.name} for {self.runtime.target}: give the "
                                   "model the pipeline's backend and target")
+        per = v.strides[0] * v.strides[1] * 3 // 2 if v.layout == "NV12" and v.strides else 0
+        pitch = int(v.meta.get("slot_pitch", per)) if per else 0
+        if per and pitch != per and t.aipp != "dynamic" and v.shape[0] * per == t.nbytes:
+            return self._gather(t, v, per, pitch, tl)
         # dynamic AIPP: the input takes up to max_src_image_size bytes (the source size is set at run time)
         if (int(v.nbytes) > t.nbytes) if t.aipp == "dynamic" else int(v.nbytes) != t.nbytes:
             what = (f"a {v.layout} DeviceTensor {tuple(v.shape)} {v.dtype}"
                     f"{f' strides {tuple(v.strides)}' if v.strides else ''} of {v.nbytes} B")
             raise self._mismatch(t, what)
         return int(v.ptr), int(v.nbytes)
+
+    def _gather(self, t: Any, v: DeviceTensor, per: int, pitch: int, tl: Any) -> tuple[int, int]:
+        """Pack the batch's N pictures, ``pitch`` bytes apart in their DVPP allocation (each DVPP segment is
+        128-byte aligned with a 32-byte-plus gap, :func:`dvpipe.device.slot_pitch`), densely into the model's
+        input buffer: N device -> device copies, timed as one ``model_gather`` transfer. The model's batch
+        input is N pictures back to back (``get_input_size_by_index`` = N x picture bytes), so this copy is
+        needed whenever the picture size is not itself a multiple of the segment layout. Not run on a device."""
+        dst = self._staging.get(t.index)
+        if dst is None:
+            dst = self.runtime.call("acl.rt.malloc", t.nbytes, 0, alloc_bytes=t.nbytes)
+            self._staging[t.index] = dst
+        g0 = now_ns()
+        n = int(v.shape[0])
+        for i in range(n):
+            self.runtime.device_copy(dst + i * per, t.nbytes - i * per, v.ptr + i * pitch, per, step="model_gather",
+                                     input=t.index)
+        if tl is not None:
+            tl.record("model_gather", g0, now_ns(), "transfer", bytes=n * per, direction="device_to_device",
+                      input=t.name or t.index)
+        self.stats["device_to_device_bytes"] = self.stats.get("device_to_device_bytes", 0) + n * per
+        return dst, int(t.nbytes)
 
     def _host_input(self, t: Any, v: Any, tl: Any) -> tuple[int, int]:
         arr = np.asarray(v)

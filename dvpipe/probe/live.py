@@ -243,14 +243,16 @@ def run_live(cameras: Sequence[Any], target: Any, cache: LiveCache, *, profile: 
         for k, step in enumerate(cp.steps):
             out = np.zeros((3, step.spec_out.height, step.spec_out.width), step.spec_out.dtype) \
                 if step.writes_batch else None
-            if step.backend.family != "dvpp":
+            if step.backend.family != "dvpp" or step.stages[0].op == "transfer":  # a transfer is no DVPP unit
                 ctx = KernelContext(cam, step.spec_in, step.spec_out, step.backend, plan.fidelity, out=out,
                                     target=target)
                 data = step.kernel.fn(data, step.stages, ctx)
                 continue
             state: dict = {}
-            ctx = KernelContext(cam, step.spec_in, step.spec_out, resolve(backend), plan.fidelity, out=out,
-                                target=target, state=state)
+            # the step's state is closed right after it (below): its picture comes back to the host in the step
+            # (the plan's transfer step after it then passes the host pixels through)
+            ctx = KernelContext(cam, step.spec_in, step.spec_out.with_(placement="host"), resolve(backend),
+                                plan.fidelity, out=out, target=target, state=state)
             t0 = time.perf_counter()
             try:
                 produced, err = step.kernel.fn(data, step.stages, ctx), None

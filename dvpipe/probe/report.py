@@ -161,6 +161,13 @@ class CameraReport:
     steps: list[StepRow] = field(default_factory=list)
     error: Optional[str] = None
     notes: list[str] = field(default_factory=list)
+    #: ``(route, ok, why)`` for ``aipp``, ``torch_npu``, ``host`` (:func:`route_verdicts`)
+    routes: list[tuple[str, bool, str]] = field(default_factory=list)
+
+    @property
+    def route(self) -> Optional[str]:
+        """The first route that can take this camera, in the order aipp, torch_npu, host."""
+        return next((r for r, ok, _why in self.routes if ok), None)
 
     @property
     def fallbacks(self) -> list[StepRow]:
@@ -169,7 +176,9 @@ class CameraReport:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "width": self.width, "height": self.height, "encoding": self.encoding,
-                "steps": [s.to_dict() for s in self.steps], "error": self.error, "notes": list(self.notes)}
+                "steps": [s.to_dict() for s in self.steps], "error": self.error, "notes": list(self.notes),
+                "route": self.route,
+                "routes": [{"route": r, "ok": ok, "why": why} for r, ok, why in self.routes]}
 
 
 @dataclass
@@ -281,6 +290,8 @@ def build_report(cameras: Iterable[Camera] | Rig, target: Any, *, profile: Optio
                     row.confidence = rep.steps[first].confidence
                 else:
                     row.confidence = _confidence(step, cam, target, asked.get(k))
+        if rep.error is None:
+            rep.routes = route_verdicts(cam, cam_stages, target, fidelity)
         reports.append(rep)
     notes = []
     if stages is None:
@@ -292,6 +303,72 @@ def build_report(cameras: Iterable[Camera] | Rig, target: Any, *, profile: Optio
     return ProbeReport(soc=target.soc, cann=str(target.cann), family=getattr(target, "family", ""), cameras=reports,
                        profile=profile or (DEFAULT_PROFILE if stages is None else None), fidelity=fidelity,
                        backends=tuple(backends), driver=getattr(target, "driver", None), notes=notes)
+
+
+#: the routes to the model input (docs/device_path.md) and the backend order each is planned with
+ROUTES = (("aipp", ("dvpp-sim", "aipp-sim", "cpu")), ("torch_npu", ("dvpp-sim", "torch:npu", "cpu")),
+          ("host", ("dvpp-sim", "cpu")))
+
+
+def route_verdicts(cam: Camera, stages: Sequence[Any], target: Any, fidelity: str) -> list[tuple[str, bool, str]]:
+    """For each route (AIPP, torch_npu, host): whether it takes ``cam`` on ``target`` and why (the verdicts
+    of the steps that decide it). Planned on the software DVPP device; on a device the same rules apply."""
+    from ..planner import plan_pipeline
+
+    out = []
+    for route, backends in ROUTES:
+        if route == "torch_npu":
+            out.append(_torch_npu_route(cam, stages, target, fidelity))
+            continue
+        try:
+            plan = plan_pipeline([cam], list(stages), list(backends), fidelity=fidelity, target=target)
+        except DvpipeError as e:
+            out.append((route, False, f"not planned: {e}"))
+            continue
+        cp = plan.cameras[0]
+        first, last = cp.steps[0], cp.steps[-1]
+        if route == "host":
+            where = ", ".join(f"{s.name} on {s.backend.name}" for s in cp.steps)
+            moved = next((f"; {s.transfer[1]} bytes device -> host a frame" for s in cp.steps if s.transfer), "")
+            out.append((route, True, f"{where}{moved}"))
+            continue
+        if cp.route == route:
+            out.append((route, True, last.chosen.reason or f"{last.name} on {last.backend.name}"))
+            continue
+        if first.backend.family != "dvpp":
+            v = dict(first.verdicts).get("dvpp-sim")
+            out.append((route, False, f"DVPP does not decode this camera ({v.status}: {v.reason})" if v else
+                        f"{first.name} runs on {first.backend.name}"))
+            continue
+        name = backends[1]
+        v = next((v for s in cp.steps for b, v in s.verdicts if b == name), None)
+        out.append((route, False, f"{name} {v.status}: {v.reason}" if v else f"{name} takes no step here"))
+    return out
+
+
+def _torch_npu_route(cam: Camera, stages: Sequence[Any], target: Any, fidelity: str) -> tuple[str, bool, str]:
+    """The torch_npu route as it would plan on the target's device with torch_npu installed (whether torch_npu
+    imports on this machine says nothing about the target): planned with torch:npu standing in as available."""
+    from ..planner import plan_pipeline
+
+    try:
+        plan = plan_pipeline([cam], list(stages), ["dvpp-sim", "torch:npu", "cpu"], fidelity=fidelity, target=target,
+                             assume_available=("torch:npu",))
+    except DvpipeError as e:
+        return ("torch_npu", False, f"not planned: {e}")
+    cp = plan.cameras[0]
+    if cp.route == "torch_npu":
+        first = cp.steps[0]
+        return ("torch_npu", True, f"{first.name} on DVPP hands NV12 on; one device-to-device copy into a torch_npu "
+                                   f"tensor, then {cp.steps[-1].name} as torch ops on the NPU (needs torch_npu on "
+                                   "the device)")
+    first = cp.steps[0]
+    if first.backend.family != "dvpp":
+        v = dict(first.verdicts).get("dvpp-sim")
+        return ("torch_npu", False, f"DVPP does not decode this camera ({v.status}: {v.reason})" if v else
+                f"{first.name} runs on {first.backend.name}")
+    v = next((v for s in cp.steps for b, v in s.verdicts if b == "torch:npu" and not v.ok), None)
+    return ("torch_npu", False, f"torch:npu {v.status}: {v.reason}" if v else "torch:npu takes no step here")
 
 
 def _shown(name: str) -> str:
@@ -323,7 +400,7 @@ def _dvpp_loaded() -> bool:
 def _dvpp_ops() -> list[str]:
     from ..stages.registry import registered_ops
 
-    return [op for op, fams in registered_ops().items() if "dvpp" in fams]
+    return [op for op, fams in registered_ops().items() if "dvpp" in fams and op != "transfer"]
 
 
 def _replay_dvpp(cam: Camera, stages: Sequence[Any], steps: Sequence[Any], backends: Sequence[str], fidelity: str,
@@ -575,6 +652,11 @@ def _render(rep: ProbeReport, colour: bool, sources: bool) -> str:
                 lines.append(pad + "confidence: " + s.confidence.note)
             if sources and s.source and s.status != "none":
                 lines.append(pad + _paint("source: " + s.source, "2", colour))
+        if c.routes:
+            lines.append("  " + _paint(f"route: {c.route}", "1", colour) + " (first that takes it of aipp, torch_npu, "
+                         "host; docs/device_path.md)")
+            for r, ok, why in c.routes:
+                lines.append(f"    {r:<9}  {'ok' if ok else 'no':<2}  {why}")
     fb = [(cam, s) for cam, s in rep.fallbacks if s.status != "declined"]
     policy = [(cam, s) for cam, s in rep.fallbacks if s.status == "declined"]
     lines.append("")

@@ -258,10 +258,12 @@ class Pad(Stage):
 
 @dataclass(frozen=True)
 class Transfer(Stage):
-    """Move the frame between host memory and a device (``placement``: ``host``, ``cuda:0``, ``npu:0``).
+    """Move the frame between host memory and a device (``placement``: ``host``, ``cuda:0``, ``npu:0``;
+    from ``dvpp-sim:0`` / ``dvpp-hw:0`` to ``host``: DVPP's download + NV12 -> BGR on the host).
 
     Inserted by the planner wherever consecutive steps live in different memory domains, so that
-    every copy is a timed step of its own; users need not write it.
+    every copy is a timed step of its own, with its bytes (docs/device_path.md); one in a user's stage
+    list is dropped (the planner places its own).
     """
 
     op: ClassVar[str] = "transfer"

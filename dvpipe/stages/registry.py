@@ -115,6 +115,12 @@ class KernelContext:
         on_corrupt: ``drop`` (a damaged frame is a counted drop) or ``flag`` (kept, marked in its
             meta); kernels report damage through :meth:`corrupt`.
         corruption: the reasons recorded for this frame under ``on_corrupt="flag"``.
+        slot: the camera's slot of the batch buffer, given to every step (not only the one that ends in
+            ``batch``): a step whose output goes straight into a per-batch device buffer (DVPP's VPC
+            writing NV12 for the AIPP route) writes there. None outside a pipeline.
+        moved: a ``transfer`` kernel sets ``(direction, bytes)`` (``host_to_device``, ``device_to_host``,
+            ``device_to_device``) for the frame it copied; the pipeline records the step as a
+            ``transfer`` span carrying them.
     """
 
     camera: Camera
@@ -128,6 +134,8 @@ class KernelContext:
     target: Any = None
     on_corrupt: str = "drop"
     corruption: list = field(default_factory=list)
+    slot: Any = None
+    moved: Optional[tuple[str, int]] = None
 
     def corrupt(self, reason: str) -> None:
         """Report that the decoder flagged this frame as damaged but produced a picture.

@@ -154,6 +154,42 @@ class DeviceRun:
             dst.copy_(pinned, non_blocking=True)
         return dst
 
+    def from_dvpp(self, dt: Any, key: str = "dvpp") -> tuple[torch.Tensor, Any]:
+        """A DVPP picture (:class:`dvpipe.device.DeviceTensor`, NV12 with strides) as a 2-D ``(Hs * 3 / 2, Ws)``
+        uint8 tensor on this device, and the copy as a ``d2d`` transfer span with its bytes.
+
+        On ``npu``: one ``acl.rt.memcpy`` device -> device (``Runtime.device_copy``, kind
+        ``ACL_MEMCPY_DEVICE_TO_DEVICE``; pyACL ``acl.rt.memcpy``, CANN 6.0.1 aclpythondevg_01_0109) from
+        DVPP memory into the ``data_ptr()`` of a reused torch_npu tensor: torch_npu documents no public
+        tensor-from-device-pointer API, so the picture is copied, not wrapped. Synchronous (the copy
+        returns when done). Not run on a device. Elsewhere (a CPU stand-in for the NPU, in the tests) the
+        software device's memory is read through ``DeviceTensor.to_host``.
+        """
+        from ...latency.clock import DeviceSpan, now_ns
+
+        ws, hs = dt.strides
+        rows = hs * 3 // 2 if dt.layout == "NV12" else hs
+        nbytes = rows * ws
+        dst = self.buffer(key, (rows, ws), torch.uint8)
+        t0 = now_ns()
+        if self.dev.type == "npu":
+            self.sync_default()
+            dt.runtime.device_copy(dst.data_ptr(), nbytes, dt.ptr, nbytes, step="dvpp -> torch_npu")
+        else:
+            raw = np.asarray(dt.to_host(step="dvpp -> torch (stand-in)"))[:nbytes].reshape(rows, ws)
+            dst.copy_(torch.from_numpy(raw.copy()).to(self.dev))
+        done = dt.meta.get("release")
+        if done is not None:
+            done()  # copied: the DVPP picture's buffer goes back to its pool
+        span = DeviceSpan("d2d", t0, now_ns(), None, unit=self.dev.type,
+                          attrs={"direction": "device_to_device", "bytes": int(nbytes)})
+        return dst, span
+
+    def sync_default(self) -> None:
+        """Wait for the device's queued work (the copy below reads memory the tensor's last user may hold)."""
+        if self.accel:
+            self.mod.synchronize()
+
     def download(self, t: torch.Tensor, key: str = "out") -> np.ndarray:
         """Device tensor -> host numpy array (through a reused pinned buffer), timed as ``download``."""
         if t.device.type == "cpu":

@@ -12,31 +12,38 @@ Kernels (one function, :func:`_kernel`, registered for each run of ops; the verd
 :func:`.support.plan_step`, which consults the knowledge base for every unit call and takes the
 documented detours):
 
-* ``decode`` — JPEGD (JPEG) or VDEC (H.264/H.265) to NV12, then to host BGR uint8 (VPC colour
-  conversion where the product writes BGR888, else on the host);
+* ``decode`` — JPEGD (JPEG) or VDEC (H.264/H.265) to NV12 in DVPP memory (VPC colour conversion to
+  BGR888 where the product documents it and a host consumer follows);
 * ``decode+resize``, ``decode+crop``, ``decode+crop+resize``, ``decode+resize+crop`` — the decoder and
   the VPC calls queued on one stream with one synchronisation (fused decode-resize), crops before a
-  resize as the VPC crop box, crops after it sliced from the host copy.
+  resize as the VPC crop box, crops after it sliced from the host copy;
+* ``transfer`` (``dvpp.download``) — the host route's explicit, timed device -> host step: the picture
+  downloaded from its strides, NV12 -> BGR on the host (BT.601, the camera's range), host crop.
 
-The step's output is what the next stage expects from a decode: ``H x W x 3`` uint8 BGR on the host.
-Everything after (normalise, pad, batch) runs on the next backend, e.g. ``cpu``. Device memory comes
-from a pool (:mod:`.pool`); nothing is allocated per frame after the first ones. Each step records
-device spans (enqueue to stream sync) on the frame's timeline.
+The step's output stays on the DVPP device (placement ``dvpp-sim:0`` / ``dvpp-hw:0``): a
+:class:`~dvpipe.device.DeviceTensor`. The planner decides who reads it (docs/device_path.md): the AIPP
+route (:mod:`.route`, whose per-batch NV12 buffer the last VPC call writes into), a ``torch:npu`` step
+(one device-to-device copy), or a host backend through the ``transfer`` step. Device memory comes from a
+pool (:mod:`.pool`); nothing is allocated per frame after the first ones. Each step records device spans
+(enqueue to stream sync) and its transfers (``h2d``: the encoded bytes, ``d2d``, ``d2h``: with their
+bytes) on the frame's timeline.
 
 Only :mod:`._acl` touches pyACL. ``available()`` says why the backend cannot run (no pyACL, no target).
 """
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, Optional
 
 from ...stages.registry import KernelContext, Verdict, register_kernel
-from . import _acl, jpegd, vdec
+from . import _acl, jpegd, vdec, vpc
 from .pool import BufferPool, pool_for
 from .support import TOLERANCES, DvppDecode, Program, StepRefused, accepts_unknown, plan_step, supports
 from .vpc import StepState
 
 __all__ = ["available", "plan_step", "Program", "DvppDecode", "StepRefused", "TOLERANCES", "BufferPool",
-           "pool_for", "step_state", "close_state", "close_states", "OPS"]
+           "pool_for", "step_state", "close_state", "close_states", "OPS", "device_output", "program_for_output",
+           "picture_layout"]
 
 #: the runs of ops the DVPP kernel covers (longest first is the planner's business)
 OPS = (("decode",), ("decode", "crop"), ("decode", "resize"), ("decode", "crop", "resize"),
@@ -85,10 +92,60 @@ def step_state(ctx: KernelContext, stages: tuple) -> StepState:
                                   or _verified_here(ctx, stages, target))
         if prog is None:
             raise StepRefused(verdict.reason)
+        prog = program_for_output(prog, ctx.spec_out)
         st = StepState.open(ctx.backend.device, target, prog, ctx.camera.name)
         st.extra["codec"] = ctx.spec_in.encoding
         ctx.state["dvpp"] = st
     return st
+
+
+def program_for_output(prog: Program, spec_out: Any) -> Program:
+    """The program for the step's planned output: a consumer reading NV12 on the device (AIPP, torch_npu)
+    gets the decoder/VPC NV12 as it is -- no VPC colour conversion to BGR888."""
+    from ...types import PixelFormat
+
+    if getattr(spec_out, "pixel_format", None) is PixelFormat.NV12 and any(op.kind == "csc" for op in prog.ops):
+        return dataclasses.replace(prog, ops=tuple(op for op in prog.ops if op.kind != "csc"),
+                                   host_csc="limited" if prog.source == "vdec" else "full")
+    return prog
+
+
+def device_output(step: Any, camera: Any, target: Any, nv12: bool) -> tuple[Any, Optional[Program], str]:
+    """What a planned DVPP step hands on in device memory: ``(spec, program, why_not)``.
+
+    ``nv12``: the consumer reads NV12 (AIPP, torch_npu): the spec is NV12 on the step's placement; for a
+    host consumer it stays the decode's BGR spec (what the host holds after the transfer step). ``why_not``
+    is non-empty when the picture cannot go to an NV12 consumer as planned (a crop after the last resize is
+    a slice of the host copy)."""
+    from ...types import PixelFormat
+
+    _v, prog = plan_step(step.stages, step.spec_in, camera, target, "fast", True)
+    spec = step.spec_out
+    if prog is None:
+        return spec, None, ""
+    if nv12:
+        prog = program_for_output(prog, spec.with_(pixel_format=PixelFormat.NV12))
+    why = ""
+    if nv12 and prog.host_crop is not None:
+        why = (f"the DVPP step crops {prog.host_crop[2]}x{prog.host_crop[3]} after its last resize from the host "
+               "copy; a device consumer would read the uncropped picture")
+    if nv12:
+        spec = spec.with_(pixel_format=PixelFormat.NV12, channel_order="", dtype="uint8")
+    # for a host consumer the spec stays the decode's (BGR, as the host sees it after the transfer step);
+    # what the picture is in device memory (NV12, or BGR888 where VPC converts) is the transfer's business
+    return spec, prog, why
+
+
+def picture_layout(prog: Program, target: Any) -> tuple[str, str, tuple[int, int], tuple[int, int], int]:
+    """``(unit, fmt, (width, height), (width_stride, height_stride), nbytes)`` of the picture a program's last
+    call writes (the documented stride for the target; nbytes with the padding)."""
+    last = prog.ops[-1] if prog.ops else None
+    unit = "vpc" if last is not None else prog.source
+    fmt = last.out_fmt if last is not None else "nv12"
+    w, h = last.out_size if last is not None else prog.decode_size
+    st = vpc.layout(target, unit, fmt, w, h)
+    ws, hs = int(st.width_stride), int(st.height_stride)
+    return unit, fmt, (w, h), (ws, hs), ws * hs * 3 // 2 if fmt == "nv12" else ws * hs
 
 
 def _verified_here(ctx: KernelContext, stages: tuple, target: Any) -> bool:
@@ -126,3 +183,33 @@ def _kernel(data: Any, stages: tuple, ctx: KernelContext):
 
 for _ops in OPS:
     register_kernel(_ops, backend="dvpp", supports=supports, unit="dvpp", name="dvpp." + "+".join(_ops))(_kernel)
+
+
+def _supports_download(q: Any) -> Verdict:
+    return Verdict.yes("device -> host: download + NV12 -> BGR on the host")
+
+
+@register_kernel("transfer", backend="dvpp", supports=_supports_download, unit="dvpp", name="dvpp.download")
+def _download(data: Any, stages: tuple, ctx: KernelContext):
+    """The host route's transfer step: a picture :class:`~dvpipe.device.DeviceTensor` -> ``H x W x 3`` uint8
+    BGR on the host (download from its strides, BT.601 conversion of NV12, host crop). Host pixels (a
+    frame the DVPP step's runtime fallback produced on the CPU) pass through: nothing to move."""
+    import numpy as np
+
+    from ...device import DeviceTensor
+
+    if not isinstance(data, DeviceTensor):
+        return np.asarray(data)
+    scratch = ctx.state.setdefault("download", {})
+    h, w = data.shape[1], data.shape[2]
+    buf = scratch.get("out")
+    if buf is None or buf.shape != (h, w, 3):
+        buf = scratch["out"] = np.empty((h, w, 3), np.uint8)
+    try:
+        out = vpc.tensor_to_host(data, scratch, out=buf)
+    finally:
+        done = data.meta.get("release")
+        if done is not None:
+            done()  # the picture was read: its buffer goes back to the pool now
+    ctx.moved = ("device_to_host", int(data.nbytes))
+    return out

@@ -10,7 +10,9 @@ Call sequence per frame (constraints.md §6, pyACL v1):
    ``A(w,64) x A(h,16)`` on 310P/310B/A2; odd sizes floored to even for YUV420SP);
 4. ``acl.media.dvpp_jpeg_decode_async``, then the VPC calls of the step on the same stream, one
    ``acl.rt.synchronize_stream``; the decoded size is read back from the descriptor;
-5. the last picture downloaded and cropped from its strides (:func:`.vpc.to_host`).
+5. the last picture handed on in device memory (:meth:`.vpc.StepState.hand_on`): a
+   :class:`~dvpipe.device.DeviceTensor`, VPC's output descriptor pointing into the batch slot on the AIPP
+   route; a host consumer gets it through the plan's ``transfer`` step (download + NV12 -> BGR).
 
 EXIF orientation: JPEGD applies it (constraints.md §1.1) while dvpipe's ``Decode`` keeps sensor order,
 so a JPEG with an orientation other than 1 is refused for DVPP (counted fallback for that frame).
@@ -24,11 +26,11 @@ import numpy as np
 
 from ...codecs import image_info
 from ...errors import FrameError
-from ...latency.clock import now_ns
+from ...latency.clock import DeviceSpan, now_ns
 from . import vpc
 from ._enums import PIXEL_FORMAT
 from .support import StepRefused
-from .vpc import Picture, StepState
+from .vpc import Picture, StepState, batch_slot, on_device
 
 __all__ = ["exif_orientation", "decode_to_device", "run"]
 
@@ -67,9 +69,11 @@ def exif_orientation(data: bytes) -> int:
     return 1
 
 
-def decode_to_device(s: StepState, data: bytes, expect: Optional[tuple[int, int]] = None) -> tuple[Picture, Any]:
+def decode_to_device(s: StepState, data: bytes, expect: Optional[tuple[int, int]] = None,
+                     spans: Optional[list] = None) -> tuple[Picture, Any]:
     """Queue the JPEGD call for ``data``; returns the output picture and the input buffer (release both
-    after the sync). ``expect`` is the camera's ``(width, height)``; another size raises StepRefused."""
+    after the sync). ``expect`` is the camera's ``(width, height)``; another size raises StepRefused.
+    ``spans``: the bitstream upload is appended to it as an ``h2d`` transfer span with its bytes."""
     rt, pool, target = s.runtime, s.pool, s.target
     w, h, _components = rt.jpeg_info(data)
     if expect is not None and (w, h) != tuple(expect):
@@ -84,7 +88,11 @@ def decode_to_device(s: StepState, data: bytes, expect: Optional[tuple[int, int]
     out = vpc.new_picture(rt, pool, target, "jpegd", "nv12", ow, oh, "out", min_bytes=predicted)
     inbuf = pool.acquire_stream(len(data), "jpeg")
     try:
+        t0 = now_ns()
         rt.upload(inbuf.ptr, inbuf.size, data)
+        if spans is not None:  # the encoded bytes are the only host -> device traffic of a JPEG frame
+            spans.append(DeviceSpan("h2d", t0, now_ns(), None, unit="dvpp", stream=s.stream_name,
+                                    attrs={"direction": "host_to_device", "bytes": len(data)}))
         rt.jpeg_decode(s.channel, inbuf.ptr, len(data), out.desc, s.stream, width=w, height=h, format="nv12",
                        stride=f"{out.ws}x{out.hs}")
     except Exception:
@@ -94,8 +102,10 @@ def decode_to_device(s: StepState, data: bytes, expect: Optional[tuple[int, int]
     return out, inbuf
 
 
-def run(s: StepState, data: Any, ctx: Any) -> np.ndarray:
-    """One frame through the step: JPEGD, the VPC calls, one sync, host BGR (see the module docstring)."""
+def run(s: StepState, data: Any, ctx: Any) -> Any:
+    """One frame through the step: JPEGD, the VPC calls, one sync; the picture stays on the device (a
+    :class:`~dvpipe.device.DeviceTensor`, written into the batch slot when the plan gives one) unless the
+    step's ``spec_out`` is on the host (a caller outside a plan), then host BGR."""
     if isinstance(data, np.ndarray):
         raise FrameError("a JPEG camera delivers encoded bytes, got a decoded array")
     raw = data if isinstance(data, bytes) else bytes(data)
@@ -108,9 +118,10 @@ def run(s: StepState, data: Any, ctx: Any) -> np.ndarray:
     inbuf = None
     try:
         t0 = now_ns()
-        first, inbuf = decode_to_device(s, raw, s.program.in_size)
+        first, inbuf = decode_to_device(s, raw, s.program.in_size, ctx.device_spans)
         pics.append(first)
-        s.run_vpc(first, pics, rois)
+        slot = batch_slot(ctx)
+        s.run_vpc(first, pics, rois, slot)
         rt.synchronize(s.stream, step="jpegd+vpc", camera=s.camera)
         ctx.device_spans.append(s.span("jpegd" + "".join(f"+vpc.{op.kind}" for op in s.program.ops), t0,
                                        size=f"{info.width}x{info.height}"))
@@ -118,10 +129,12 @@ def run(s: StepState, data: Any, ctx: Any) -> np.ndarray:
         if ret_code or (dw, dh) != s.program.decode_size:
             raise StepRefused(f"JPEGD wrote {dw}x{dh} (ret code {ret_code}); the step expects "
                               f"{s.program.decode_size[0]}x{s.program.decode_size[1]}")
-        t1 = now_ns()
-        out = s.finish(pics[-1])
-        ctx.device_spans.append(s.span("download", t1, bytes=pics[-1].nbytes))
         s.frames += 1
+        if on_device(ctx):
+            return s.hand_on(pics, slot, ctx.device_spans)
+        t1 = now_ns()  # a caller outside a plan (the probe, a smoke test) asked for host BGR
+        out = s.finish(pics[-1])
+        ctx.device_spans.append(s.span("d2h", t1, direction="device_to_host", bytes=pics[-1].nbytes))
         return out
     finally:
         s.cleanup(pics, rois)

@@ -53,7 +53,7 @@ import numpy as np
 
 from ...codecs import VIDEO_ENCODINGS
 from ...errors import CorruptFrameError, FrameError
-from ...latency.clock import now_ns
+from ...latency.clock import DeviceSpan, now_ns
 from . import _acl, vpc
 from ._enums import ENTYPE, PIXEL_FORMAT
 from .pool import BufferPool, pool_for
@@ -532,6 +532,9 @@ def run(s: StepState, data: Any, ctx: Any) -> np.ndarray:
             old.close()
         raise
     ctx.device_spans.append(s.span("vdec", t0, access_units=packet.nbytes and len(packet.units)))
+    if packet.nbytes:  # the access units' bytes went host -> device inside the VDEC call (its time is the vdec span's)
+        ctx.device_spans.append(DeviceSpan("h2d", t0, t0, None, unit="dvpp", stream=s.stream_name,
+                                           attrs={"direction": "host_to_device", "bytes": int(packet.nbytes)}))
     if vp is None:
         raise CorruptFrameError("VDEC returned no picture for this frame (ret code set by the decoder)")
     picture = vp.take()
@@ -542,12 +545,14 @@ def run(s: StepState, data: Any, ctx: Any) -> np.ndarray:
             raise StepRefused(f"VDEC wrote {picture.width}x{picture.height}; the step expects "
                               f"{s.program.decode_size[0]}x{s.program.decode_size[1]}")
         t1 = now_ns()
-        s.run_vpc(picture, pics, rois)
+        slot = vpc.batch_slot(ctx)
+        s.run_vpc(picture, pics, rois, slot)
         if len(pics) > 1:
             s.runtime.synchronize(s.stream, step="vpc", camera=s.camera)
             ctx.device_spans.append(s.span("vpc", t1))
-        out = s.finish(pics[-1])
         s.frames += 1
-        return out
+        if vpc.on_device(ctx):
+            return s.hand_on(pics, slot, ctx.device_spans)
+        return s.finish(pics[-1])
     finally:
         s.cleanup(pics, rois)

@@ -19,6 +19,7 @@ So every target runs bilinear; the high-order filter is never used.
 """
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -32,8 +33,8 @@ from .colour import nv12_planes, nv12_to_bgr, packed_view
 from .pool import BufferPool, DeviceBuffer, pool_for
 from .support import Program, StepRefused, VpcOp
 
-__all__ = ["Picture", "layout", "new_picture", "release", "enqueue", "crop_resize_paste", "to_host", "to_npu",
-           "StepState", "RESIZE_INTERPOLATION"]
+__all__ = ["Picture", "layout", "new_picture", "picture_at", "device_tensor", "tensor_to_host", "release", "enqueue",
+           "crop_resize_paste", "to_host", "to_npu", "StepState", "RESIZE_INTERPOLATION", "on_device", "batch_slot"]
 
 #: acldvppResizeConfig interpolation the backend sets (1: bilinear, OpenCV-like; see the module docstring)
 RESIZE_INTERPOLATION = 1
@@ -50,6 +51,8 @@ class Picture:
     ws: int
     hs: int
     desc: int
+    #: False for a picture in memory the pool does not own (a slot of a per-batch device buffer)
+    pooled: bool = True
 
     @property
     def nbytes(self) -> int:
@@ -95,7 +98,21 @@ def release(rt: Any, pool: BufferPool, pic: Optional[Picture]) -> None:
     try:
         rt.destroy_pic_desc(pic.desc)
     finally:
-        pool.release(pic.buf)
+        if pic.pooled:
+            pool.release(pic.buf)
+
+
+def picture_at(rt: Any, target: Any, unit: str, fmt: str, width: int, height: int, ptr: int, nbytes: int) -> Picture:
+    """A descriptor for a ``width x height`` picture written by ``unit`` at ``ptr`` (memory the caller owns,
+    e.g. slot i of a per-batch device buffer): nothing is allocated; :func:`release` destroys only the
+    descriptor. StepRefused when the documented layout needs more than ``nbytes``."""
+    st = layout(target, unit, fmt, width, height, "out")
+    if int(st.buffer_bytes) > int(nbytes):
+        raise StepRefused(f"{unit.upper()} {fmt} {width}x{height} needs {int(st.buffer_bytes)} bytes at stride "
+                          f"{st.width_stride}x{st.height_stride}; the batch slot holds {nbytes}")
+    desc = rt.pic_desc(int(ptr), int(nbytes), PIXEL_FORMAT[fmt], width, height, st.width_stride, st.height_stride)
+    return Picture(DeviceBuffer(int(ptr), int(nbytes), fmt), fmt, width, height, st.width_stride, st.height_stride,
+                   desc, pooled=False)
 
 
 def _ctx(src: Picture, op: str, out: tuple[int, int], fmt: str) -> dict:
@@ -104,13 +121,17 @@ def _ctx(src: Picture, op: str, out: tuple[int, int], fmt: str) -> dict:
 
 
 def enqueue(rt: Any, pool: BufferPool, target: Any, channel: int, stream: int, src: Picture, op: VpcOp,
-            cfg: int, rois: list) -> Picture:
+            cfg: int, rois: list, at: Optional[tuple[int, int]] = None) -> Picture:
     """Queue one VPC call reading ``src``; returns the output picture (valid after the stream sync).
 
     ROI configurations created here are appended to ``rois`` for the caller to destroy after the sync.
+    ``at=(ptr, nbytes)`` makes VPC write into that memory (a batch slot) instead of a pooled buffer.
     """
     ow, oh = op.out_size
-    dst = new_picture(rt, pool, target, "vpc", op.out_fmt, ow, oh, "out")
+    if at is not None:
+        dst = picture_at(rt, target, "vpc", op.out_fmt, ow, oh, *at)
+    else:
+        dst = new_picture(rt, pool, target, "vpc", op.out_fmt, ow, oh, "out")
     try:
         ctx = _ctx(src, op.kind, op.out_size, op.out_fmt)
         if op.kind == "resize":
@@ -140,6 +161,54 @@ def crop_resize_paste(rt: Any, channel: int, stream: int, src: Picture, canvas: 
     rt.vpc_crop_resize_paste(channel, src.desc, canvas.desc, c, p, cfg, stream, crop_box=crop, paste_box=paste,
                              **_ctx(src, "crop_resize_paste", (canvas.width, canvas.height), canvas.fmt))
     return [c, p]
+
+
+def device_tensor(rt: Any, pic: Picture, program: Program, **meta: Any):
+    """``pic`` as a :class:`dvpipe.device.DeviceTensor` (a view: the picture stays where it is).
+
+    NV12 -> layout ``NV12``, shape ``(1, H, W)``; BGR888/RGB888 -> ``NHWC`` ``(1, H, W, 3)`` with the row
+    stride in bytes. ``meta`` carries what a host download needs: ``fmt``, ``colour_range`` (of the NV12
+    -> BGR conversion: ``full`` for JPEG, ``limited`` for video), ``host_crop`` (``(l, t, w, h)`` or None),
+    and ``release`` (call it once the picture was read: the buffer goes back to the pool).
+    """
+    from ...device import DeviceTensor
+
+    nv12 = pic.fmt in ("nv12", "nv21")
+    shape = (1, pic.height, pic.width) if nv12 else (1, pic.height, pic.width, 3)
+    colour = "" if nv12 else ("rgb" if pic.fmt == "rgb888" else "bgr")
+    full = {"fmt": pic.fmt, "colour_range": program.host_csc or ("limited" if program.source == "vdec" else "full"),
+            "host_crop": program.host_crop,
+            "colour_standard": "bt601_narrow" if program.source == "vdec" else "jpeg_full", **meta}
+    return DeviceTensor(pic.buf.ptr, pic.nbytes, shape, "uint8", "NV12" if nv12 else "NHWC", rt.name, rt,
+                        (pic.ws, pic.hs), colour, full)
+
+
+def tensor_to_host(t: Any, scratch: Optional[dict] = None, out: Optional[np.ndarray] = None) -> np.ndarray:
+    """Download a picture :class:`~dvpipe.device.DeviceTensor` made by :func:`device_tensor` and return its
+    valid region as ``H x W x 3`` uint8 BGR on the host (the host route's transfer step)."""
+    fmt = t.meta.get("fmt", "nv12")
+    h, w = t.shape[1], t.shape[2]
+    ws, hs = t.strides
+    raw = t.to_host(picture=f"{w}x{h} {fmt}")
+    if fmt in ("nv12", "nv21"):
+        y, uv = nv12_planes(raw, w, h, ws, hs)
+        if fmt == "nv21":
+            uv = uv[..., ::-1]
+        img = nv12_to_bgr(y, uv, t.meta.get("colour_range") or "full", out=out, scratch=scratch)
+    else:
+        img = packed_view(raw, w, h, ws, hs, 3)
+        if fmt == "rgb888":
+            img = img[..., ::-1]
+        if out is not None:
+            out[...] = img
+            img = out
+        else:
+            img = np.ascontiguousarray(img)
+    crop = t.meta.get("host_crop")
+    if crop is not None:
+        l, tp, cw, ch = crop
+        img = img[tp:tp + ch, l:l + cw]
+    return img
 
 
 def to_host(rt: Any, pic: Picture, colour_range: Optional[str] = "full", scratch: Optional[dict] = None,
@@ -181,11 +250,33 @@ def to_npu(rt: Any, pic: Picture, device: str = "npu:0"):
     return t
 
 
+def on_device(ctx: Any) -> bool:
+    """Whether the step hands its picture on in device memory (its planned output is not on the host)."""
+    spec = getattr(ctx, "spec_out", None)
+    return spec is not None and getattr(spec, "placement", "host") != "host"
+
+
+def batch_slot(ctx: Any) -> Any:
+    """The camera's slot of a per-batch device buffer when the step's output goes straight into it (the
+    AIPP route: ``ctx.slot`` is a batch-slot :class:`~dvpipe.device.DeviceTensor` and the step writes NV12),
+    else None."""
+    slot = getattr(ctx, "slot", None)
+    spec = getattr(ctx, "spec_out", None)
+    if slot is None or spec is None or getattr(slot, "meta", {}).get("batch_slot") is None:
+        return None
+    from ...types import PixelFormat
+
+    return slot if spec.pixel_format is PixelFormat.NV12 else None
+
+
 def _teardown(rt: Any, extra: dict, handles: dict) -> None:
     """The teardown of one step state (see :meth:`StepState.close`)."""
     engine = extra.pop("vdec", None)
     extra.pop("decoder", None)
+    held = extra.pop("held", None)
     steps = []
+    if held is not None:
+        steps.append((release, (rt, pool_for(rt), held)))
     if engine is not None:
         steps.append((engine.close, ()))
     for key, fn in (("resize_cfg", rt.destroy_resize_config), ("channel", rt.destroy_channel),
@@ -258,16 +349,48 @@ class StepState:
         """A device span from ``enqueue_ns`` to now (the stream sync just returned)."""
         return DeviceSpan(name, enqueue_ns, now_ns(), None, unit="dvpp", stream=self.stream_name, attrs=attrs)
 
-    def run_vpc(self, first: Picture, pics: list, rois: list) -> tuple[list, list]:
+    def run_vpc(self, first: Picture, pics: list, rois: list, slot: Any = None) -> tuple[list, list]:
         """Queue the program's VPC calls after ``first``; every picture made is appended to ``pics`` (which
         should already hold ``first``) and every ROI to ``rois`` as soon as it exists, so the caller can
-        release them whatever happens."""
+        release them whatever happens. ``slot`` (a batch-slot :class:`~dvpipe.device.DeviceTensor`): the last
+        call writes into it, so the picture lands in the per-batch buffer with no copy."""
         if not pics:
             pics.append(first)
-        for op in self.program.ops:
+        ops = self.program.ops
+        for k, op in enumerate(ops):
+            at = (slot.ptr, slot.nbytes) if slot is not None and k == len(ops) - 1 else None
             pics.append(enqueue(self.runtime, self.pool, self.target, self.channel, self.stream, pics[-1], op,
-                                self.resize_cfg, rois))
+                                self.resize_cfg, rois, at=at))
         return pics, rois
+
+    def hand_on(self, pics: list, slot: Any, spans: list) -> Any:
+        """The step's device output after the stream sync (see :mod:`dvpipe.backends.dvpp`): a view of
+        ``slot`` when the picture is in it (written there by VPC, or copied device to device -- a
+        ``d2d`` transfer span in ``spans``), else the last picture as a
+        :class:`~dvpipe.device.DeviceTensor`, kept alive until this camera's next frame (or :meth:`close`)
+        for the next step to read."""
+        last = pics[-1]
+        if slot is not None:
+            if last.pooled:  # the decoder's own picture (no VPC call): one device-to-device copy into the slot
+                if (last.ws, last.hs) != tuple(slot.strides) or last.nbytes > slot.nbytes:
+                    raise StepRefused(f"the decoded picture (stride {last.ws}x{last.hs}) does not fit the batch "
+                                      f"slot (stride {slot.strides[0]}x{slot.strides[1]})")
+                t0 = now_ns()
+                self.runtime.device_copy(slot.ptr, slot.nbytes, last.buf.ptr, last.nbytes, step="to batch slot")
+                spans.append(DeviceSpan("d2d", t0, now_ns(), None, unit="dvpp", stream=self.stream_name,
+                                        attrs={"direction": "device_to_device", "bytes": last.nbytes}))
+            return dataclasses.replace(slot, meta={**slot.meta, **device_tensor(self.runtime, last, self.program).meta})
+        self.release_held()
+        pics.remove(last)
+        self.extra["held"] = last
+        return device_tensor(self.runtime, last, self.program, release=self.release_held)
+
+    def release_held(self) -> None:
+        """Return the picture handed on last (its reader is done with it: ``meta["release"]`` of the
+        tensor); the next frame or :meth:`close` does it otherwise."""
+        old = self.extra.pop("held", None)
+        if old is not None:
+            release(self.runtime, self.pool, old)
 
     def finish(self, last: Picture) -> np.ndarray:
         """The host BGR output of the step from its last picture (host CSC and host crop as programmed)."""

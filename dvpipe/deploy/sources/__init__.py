@@ -1,18 +1,14 @@
 """Frame sources: one per camera, each yielding frames with capture timestamps.
 
-=============  =================================================================================
-type           what
-=============  =================================================================================
-images         image sequence: a folder (nuScenes-style per-camera folders) or a glob; capture
-               times from file names, a sidecar file or a frame rate (:mod:`.images`)
-video          MP4/MKV/... file through PyAV; capture time = start + pts (:mod:`.video`)
-elementary     raw H.264/H.265 Annex B file; capture time = start + k / fps
-rtsp           RTSP camera/server through PyAV, read timeouts, reconnect with back-off
-v4l2           V4L2 capture device through PyAV's libavdevice
-synthetic      renders a sample-like scene through the camera's calibration (:mod:`.synthetic`)
-infos          an mmdet3d / nuScenes info file: each sample a frame set, each image at its own
-               timestamp, calibration and ego pose per sample (:mod:`.infos`)
-=============  =================================================================================
+Every source type is a :class:`Source` subclass registered once with
+:func:`register_source` (``@dvpipe.register_source("type")``): its ``Options`` dataclass declares
+its YAML keys, which the deployment validator reads (:mod:`.registry`). :data:`SOURCES` maps each
+type to its class; ``docs/deployments.md`` holds the reference table made from it
+(:func:`.registry.markdown_reference`).
+
+The built-in types: ``images`` (:mod:`.images`), ``video``, ``elementary``, ``rtsp``, ``v4l2``
+(:mod:`.video`), ``synthetic`` (:mod:`.synthetic`) and ``infos`` (:mod:`.infos`); each class's
+docstring and ``Options`` say what it reads and how it stamps capture times.
 
 :func:`open_source` builds a camera's source from its :class:`~dvpipe.deploy.config.SourceConfig`,
 stacked with looping, replay pacing and fault injection as the deployment asks (:mod:`.wrappers`).
@@ -23,25 +19,17 @@ from typing import Optional
 
 from ...types import Camera
 from .base import Backoff, Item, Source, SourceError, SourceWrapper, StreamLost, StreamStalled
-from .images import ImageSequence
-from .infos import InfoSource
-from .synthetic import SyntheticSource
-from .video import ElementaryStream, RtspSource, V4l2Source, VideoFile
+from .registry import SOURCES, SourceContext, option, register_source, source_class
+# the built-in types register themselves on import, in this order
+from .images import ImageSequence  # noqa: E402,F401
+from .video import ElementaryStream, RtspSource, V4l2Source, VideoFile  # noqa: E402,F401
+from .synthetic import SyntheticSource  # noqa: E402,F401
+from .infos import InfoSource  # noqa: E402,F401
 from .wrappers import Faulty, Limited, Looped, Paced, ReplayClock
 
-__all__ = ["SOURCES", "open_source", "Source", "SourceError", "StreamLost", "StreamStalled", "Item", "Backoff",
-           "SourceWrapper", "Looped", "Limited", "Paced", "ReplayClock", "Faulty"]
-
-#: source type -> class
-SOURCES: dict[str, type[Source]] = {
-    "images": ImageSequence,
-    "video": VideoFile,
-    "elementary": ElementaryStream,
-    "rtsp": RtspSource,
-    "v4l2": V4l2Source,
-    "synthetic": SyntheticSource,
-    "infos": InfoSource,
-}
+__all__ = ["SOURCES", "open_source", "register_source", "option", "source_class", "SourceContext", "Source",
+           "SourceError", "StreamLost", "StreamStalled", "Item", "Backoff", "SourceWrapper", "Looped", "Limited",
+           "Paced", "ReplayClock", "Faulty"]
 
 
 def open_source(camera: Camera, cfg, *, loop: bool = False, clock: Optional[ReplayClock] = None,
@@ -56,10 +44,9 @@ def open_source(camera: Camera, cfg, *, loop: bool = False, clock: Optional[Repl
             capture grid (a triggered rig) unless their ``start_ns`` option says otherwise.
         limit: recordings end after this many frames (a run of N frame sets needs at most N each).
     """
-    try:
-        cls = SOURCES[cfg.type]
-    except KeyError:
-        raise SourceError(f"unknown source type {cfg.type!r}; known: {', '.join(SOURCES)}") from None
+    cls = SOURCES.get(cfg.type)
+    if cls is None:
+        raise SourceError(f"unknown source type {cfg.type!r}; known: {', '.join(SOURCES)}")
     src: Source = cls(camera, cfg)
     src.run_start_ns = start_ns
     if loop and not src.live:

@@ -102,8 +102,12 @@ class Source:
         stop: set by the runner to interrupt waits (pacing, stalls, reconnect delays).
     """
 
-    type = ""
+    type = ""  #: the YAML ``type`` (set by :func:`~dvpipe.deploy.sources.register_source`)
     live = False
+    #: what the ``uri`` names, in a few words, for the reference table (None: the type takes none)
+    uri_help: Optional[str] = None
+    #: whether it is live, in words, when :meth:`is_live` depends on the options (reference table)
+    live_help: Optional[str] = None
     #: a stall (read timeouts on an open connection) longer than this many seconds is handled as a
     #: disconnect: the reader reconnects. None: never (recordings).
     stall_reconnect_s: Optional[float] = None
@@ -118,6 +122,39 @@ class Source:
         self.stop = threading.Event()
         self.is_open = False
         self.run_start_ns: Optional[int] = None
+
+    # -- declaration: read by the deployment validator ------------------------------------------
+    @classmethod
+    def validate(cls, options: Any, ctx: Any) -> Any:
+        """Checks of a deployment's source of this type beyond each ``Options`` field's own (the
+        ``uri``, files, defaults that depend on other keys, the camera's encoding).
+
+        Args:
+            options: the ``Options`` dataclass, each field already checked (a field that failed holds
+                its default).
+            ctx: a :class:`~dvpipe.deploy.sources.registry.SourceContext`: the camera, the ``uri``
+                (set ``ctx.uri`` to change it), ``ctx.err(key, message)`` for one-line problems.
+
+        Returns:
+            the options to use (``dataclasses.replace`` fills defaults computed here).
+        """
+        return options
+
+    @classmethod
+    def validate_cameras(cls, cameras: Any, ctx: Any) -> None:
+        """Checks across the cameras that read this type, once the whole deployment is valid
+        (files two cameras would share, a file's calibration against the rig...).
+
+        Args:
+            cameras: the deployment's :class:`~dvpipe.deploy.config.CameraConfig` of this type.
+            ctx: a :class:`~dvpipe.deploy.sources.registry.DeploymentContext` (the rig, the sync
+                policy, ``ctx.err(key, message)``, ``ctx.warn(message)``).
+        """
+
+    @classmethod
+    def is_live(cls, options: Any) -> bool:
+        """Whether a source of this class with these ``options`` (a mapping) captures now."""
+        return bool(cls.live)
 
     # -- the interface the reader thread uses ----------------------------------------------------
     def open(self) -> None:

@@ -25,13 +25,18 @@ import glob
 import json
 import os
 import re
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 from ...latency import now_ns
+from ...types import short_repr as _show
+from . import _options
+from ._probe import probe_images
 from .base import Item, Source, SourceError
+from .registry import SourceContext, option, register_source
 
-__all__ = ["ImageSequence", "scan_images"]
+__all__ = ["ImageSequence", "ImageOptions", "scan_images"]
 
 _EXTS = (".jpg", ".jpeg", ".png")
 _UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -92,10 +97,81 @@ def scan_images(uri: str, pattern: Optional[str] = None) -> list[str]:
     return sorted(f for f in files if os.path.isfile(f))
 
 
-class ImageSequence(Source):
-    """A recorded image sequence (JPEG/PNG files)."""
+@dataclass
+class ImageOptions:
+    """The keys of ``type: images`` (see the module docstring)."""
 
-    type = "images"
+    pattern: Optional[str] = option(None, "file-name glob inside the folder ({camera}: the camera's name)",
+                                    camera=True)
+    timestamps: Optional[Literal["filename", "sidecar", "fps"]] = option(
+        None, "where capture times come from (default: sidecar with a sidecar, fps with an fps, else filename)")
+    unit: Literal["auto", "ns", "us", "ms", "s"] = option("auto", "unit of numeric times (auto: by digit count)")
+    sidecar: Optional[str] = option(None, "YAML/JSON/CSV file: image name -> time, or a .txt of times",
+                                    camera=True, path="file")
+    fps: Optional[float] = _options.fps(None, "frames per second of timestamps: fps (default 10)")
+    start_ns: Optional[int] = _options.start_ns("capture time of the first frame with timestamps: fps "
+                                                "(ns since the Unix epoch; default 0)")
+
+
+@register_source("images")
+class ImageSequence(Source):
+    """Image sequence (JPEG/PNG): capture times from the file names, a sidecar file or ``start_ns + k / fps``."""
+
+    Options = ImageOptions
+    uri_help = "a folder of images or a glob (required)"
+
+    @classmethod
+    def validate(cls, options: ImageOptions, ctx: SourceContext) -> ImageOptions:
+        uri = ctx.uri
+        if uri is None:
+            ctx.err("uri", "required: a folder of images or a glob pattern")
+        elif any(ch in uri for ch in "*?["):
+            uri = ctx.resolve(uri, must_exist=False)
+            if not glob.glob(uri):
+                ctx.err("uri", f"no files match {uri}")
+        else:
+            uri = ctx.resolve(uri, kind="dir")
+        ctx.uri = uri
+        raw, pattern = ctx.given.get("pattern"), options.pattern
+        if pattern is not None and ("/" in pattern or os.sep in pattern):
+            ctx.err("pattern", f"a file-name pattern (e.g. '*__{{camera}}__*.jpg'), got {_show(raw)}; "
+                               "put folders in uri")
+        elif pattern and uri is not None and ctx.ok and os.path.isdir(uri) and not scan_images(uri, pattern):
+            ctx.err("pattern", f"{_show(pattern)} matches no file in {uri}"
+                               + (f" (camera {ctx.camera})" if "{camera}" in str(raw) else ""))
+        if ctx.probe and ctx.encoding in ("jpeg", "png") and uri is not None and ctx.ok:
+            probe_images(uri, pattern, ctx)
+        timestamps = options.timestamps or ("sidecar" if "sidecar" in ctx.given else
+                                            "fps" if "fps" in ctx.given else "filename")
+        if timestamps == "sidecar" and options.sidecar is None:
+            ctx.err("sidecar", "required when timestamps: sidecar (a YAML/JSON/CSV file: image name -> time, "
+                               "or a .txt)")
+        fps = 10.0 if options.fps is None and timestamps == "fps" else options.fps
+        if ctx.encoding not in ("jpeg", "png"):
+            ctx.err(None, f"an image sequence needs camera encoding jpeg or png; camera {ctx.camera} declares "
+                          f"{ctx.encoding}")
+        return replace(options, timestamps=timestamps, fps=fps)
+
+    @classmethod
+    def validate_cameras(cls, cameras, ctx) -> None:
+        """Warn when one image file belongs to several cameras' sequences (``pattern: '*CAM_FRONT*'``
+        also matches ``CAM_FRONT_LEFT.jpg``): each camera would read the other's frames."""
+        owners: dict[str, list[str]] = {}
+        for c in cameras:
+            if not c.source.uri:
+                continue
+            try:
+                files = scan_images(c.source.uri, c.source.options.get("pattern"))
+            except (OSError, ValueError):
+                continue
+            for f in files:
+                owners.setdefault(os.path.realpath(f), []).append(c.name)
+        shared = {f: names for f, names in owners.items() if len(names) > 1}
+        if shared:
+            f, names = next(iter(shared.items()))
+            more = f" (and {len(shared) - 1} more file{'s' if len(shared) > 2 else ''})" if len(shared) > 1 else ""
+            ctx.warn(f"{f} is in the image sequences of {', '.join(names)}{more}: each of those cameras would read "
+                     "it; make the patterns distinct (e.g. pattern: '*__{camera}__*.jpg')")
 
     def _open(self) -> None:
         o = self.options

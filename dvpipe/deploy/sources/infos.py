@@ -27,6 +27,8 @@ deployment's default source)::
 from __future__ import annotations
 
 import math
+import os
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -34,9 +36,12 @@ import numpy as np
 from ...errors import ConfigError
 from ...latency import now_ns
 from ...types import Camera
+from ...types import short_repr as _show
+from ._probe import sniff_file
 from .base import Item, Source, SourceError
+from .registry import SourceContext, option, register_source
 
-__all__ = ["InfoSource", "InfoPoses", "deployment_poses", "calibration_problem", "sync_problem"]
+__all__ = ["InfoSource", "InfoOptions", "InfoPoses", "deployment_poses", "calibration_problem", "sync_problem"]
 
 #: a rig's intrinsics may differ from the info file's by this much (pixels) per entry
 INTRINSICS_ATOL_PX = 1e-3
@@ -90,10 +95,74 @@ def sync_problem(spread_ns: int, gap_ns: Optional[int], tolerance_ms: float) -> 
     return None
 
 
-class InfoSource(Source):
-    """One camera's images from an info file, at the file's capture times (see the module docstring)."""
+@dataclass
+class InfoOptions:
+    """The keys of ``type: infos``."""
 
-    type = "infos"
+    data_root: Optional[str] = option(None, "the folder the file's image paths are relative to (default: the "
+                                            "info file's folder)", path="dir")
+    camera: Optional[str] = option(None, "the file's camera key (default: the rig camera's name)", camera=True)
+
+
+@register_source("infos")
+class InfoSource(Source):
+    """An mmdet3d / nuScenes info file: each sample a frame set, each image at its own ``timestamp`` in the
+    file, calibration and ego pose per sample."""
+
+    Options = InfoOptions
+    uri_help = "an mmdet3d info file, .pkl or .json (required)"
+
+    @classmethod
+    def validate(cls, options: InfoOptions, ctx: SourceContext) -> InfoOptions:
+        if ctx.uri is None:
+            ctx.err("uri", "required: an mmdet3d info file (*_infos_*.pkl, or the same structure as .json)")
+        else:
+            ctx.uri = ctx.resolve(ctx.uri)
+        key = options.camera or ctx.camera
+        if ctx.encoding not in ("jpeg", "png"):
+            ctx.err(None, f"an info file's images need camera encoding jpeg or png; camera {ctx.camera} declares "
+                          f"{ctx.encoding}")
+        root_ok = options.data_root is None or os.path.isdir(options.data_root)  # else reported at data_root
+        if ctx.uri is not None and ctx.ok and root_ok:
+            from ...mmdet3d import open_info_file
+
+            try:
+                info = open_info_file(ctx.uri, options.data_root)
+            except ConfigError as e:
+                ctx.err("uri", str(e))
+            else:
+                first = next((smp["cameras"][key] for smp in info.samples if key in smp["cameras"]), None)
+                named = "camera" in ctx.given
+                if first is None:
+                    ctx.err("camera" if named else None,
+                            f"camera {key} is not in the info file {ctx.uri} ({', '.join(info.samples[0]['cameras'])})"
+                            + ("" if named else "; name the file's camera with camera:"))
+                elif not os.path.isfile(first["path"]):
+                    ctx.err("data_root", f"the info file's first {key} image is not there: {_show(first['path'], 300)} "
+                                         "(set data_root to the folder its paths are relative to)")
+                elif ctx.probe and ctx.encoding in ("jpeg", "png"):
+                    sniff_file(first["path"], ctx)
+        return replace(options, camera=key)
+
+    @classmethod
+    def validate_cameras(cls, cameras, ctx) -> None:
+        """The first sample's calibration against the rig (:func:`calibration_problem`, a problem at the
+        rig) and each file's camera spread against ``sync.tolerance_ms`` (:func:`sync_problem`, a warning)."""
+        from ...mmdet3d import open_info_file
+
+        by_file: dict[tuple, list[str]] = {}
+        for c in cameras:
+            key = c.source.options.get("camera") or c.name
+            by_file.setdefault((c.source.uri, c.source.options.get("data_root")), []).append(key)
+            info = open_info_file(c.source.uri, c.source.options.get("data_root"))
+            first = next(s["cameras"][key] for s in info.samples if key in s["cameras"])
+            problem = calibration_problem(ctx.rig[c.name], first, f" ({key}, first sample)")
+            if problem:
+                ctx.err(ctx.rig_key, problem)
+        for (uri, root), keys in by_file.items():
+            problem = sync_problem(*open_info_file(uri, root).camera_spread_ns(keys), ctx.sync.tolerance_ms)
+            if problem:
+                ctx.warn(f"sync.tolerance_ms: {problem}")
 
     def _open(self) -> None:
         try:

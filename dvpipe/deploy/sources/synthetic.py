@@ -18,8 +18,9 @@ are never captured (a live camera does not buffer), while video access units are
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 import cv2
 import numpy as np
@@ -29,9 +30,14 @@ from ...codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ...latency import now_ns, to_monotonic_ns, wall_ns
 from ...types import Camera, PixelFormat
 from ...video import camera_encoder, is_keyframe
+from .._validate import MAX_FRAMES
+from . import _options
 from .base import Backoff, Item, Source, SourceError
+from .registry import SourceContext, option, register_source
 
-__all__ = ["SyntheticSource", "render_background", "render_frame", "encode_raw_yuv"]
+__all__ = ["SyntheticSource", "SyntheticOptions", "render_background", "render_frame", "encode_raw_yuv"]
+
+_CYCLE_MAX_BYTES = 2 << 30  #: the whole cycle is rendered (BGR) before it is encoded
 
 _SCENE = Path(__file__).resolve().parents[3] / "samples" / "scene.yaml"
 _DEFAULT_BOXES = [  # center xyz (m), size (m), yaw (rad), velocity (m/s), BGR colour
@@ -200,14 +206,53 @@ def encode_raw_yuv(bgr: np.ndarray, encoding: str, matrix: str = "bt601", rng: s
     return np.stack(order, axis=-1).tobytes()
 
 
-class SyntheticSource(Source):
-    """Renders the sample-like scene for one camera; ``realtime`` makes it a live camera."""
+@dataclass
+class SyntheticOptions:
+    """The keys of ``type: synthetic``."""
 
-    type = "synthetic"
+    fps: float = _options.fps(30.0)
+    resolution: Optional[tuple[int, int]] = option(None, "rendered size (default: the camera's)")
+    cycle: int = option(16, "frames rendered and encoded at open, then repeated", minimum=1, maximum=1000)
+    quality: int = option(90, "JPEG quality", minimum=1, maximum=100)
+    frames: Optional[int] = option(None, "frames before the end (null: endless)", minimum=1, maximum=MAX_FRAMES)
+    start_ns: Optional[int] = _options.start_ns("capture time of frame 0 (ns since the Unix epoch; default: the "
+                                                "run's start)")
+    realtime: bool = option(True, "a live camera: frame k captured at start + k / fps on the wall clock")
+
+
+@register_source("synthetic")
+class SyntheticSource(Source):
+    """Renders a sample-like scene through the camera's calibration; capture time ``start + k / fps`` (on
+    the wall clock, live, with ``realtime``)."""
+
+    Options = SyntheticOptions
+    uri_help = None
+    live_help = "yes, unless `realtime: false`"
+
+    @classmethod
+    def is_live(cls, options: Mapping[str, Any]) -> bool:
+        return bool(options.get("realtime", True))
+
+    @classmethod
+    def validate(cls, options: SyntheticOptions, ctx: SourceContext) -> SyntheticOptions:
+        if ctx.uri is not None:
+            ctx.err("uri", "a synthetic source takes no uri")
+        enc, size = ctx.encoding, ctx.size
+        w, h = options.resolution or size
+        if enc in RAW_YUV_ENCODINGS and options.resolution is not None and tuple(options.resolution) != tuple(size):
+            ctx.err("resolution", f"a raw {enc.upper()} frame has the camera's size {size[0]}x{size[1]} "
+                                  f"(camera {ctx.camera}); drop resolution:")
+        if enc in RAW_YUV_ENCODINGS and (size[0] % 2 or (enc == "nv12" and size[1] % 2)):
+            ctx.err(None, f"camera {ctx.camera} is {size[0]}x{size[1]}: {enc.upper()} frames need an even "
+                          f"width{' and height' if enc == 'nv12' else ''}")
+        if options.cycle * w * h * 3 > _CYCLE_MAX_BYTES:
+            ctx.err("cycle", f"{options.cycle} frames of {w}x{h} take {options.cycle * w * h * 3 / 2 ** 30:.1f} GiB "
+                             f"while the cycle is encoded (at most {_CYCLE_MAX_BYTES >> 30} GiB); use a shorter cycle")
+        return options
 
     def __init__(self, camera: Camera, cfg):
         super().__init__(camera, cfg)
-        self.live = bool(self.options.get("realtime", True))
+        self.live = self.is_live(self.options)
         self.backoff = Backoff(100.0, 1000.0, 2.0, 0) if self.live else None
         self._cycle: Optional[list] = None
         self._resync = False

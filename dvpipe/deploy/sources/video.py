@@ -19,17 +19,25 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from typing import Any, Optional
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal, Optional
 
 from ...codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
+from ...types import short_repr as _show
 from ...latency import now_ns, to_monotonic_ns, wall_ns
 from ...types import PixelFormat
 from ...errors import FrameError
 from ...video import (ELEMENTARY_LOOKAHEAD, FILE_LOOKAHEAD, RESET, AccessUnit, FFmpegEngine, Lookahead,
                             PresentationOrder, ReorderingDecoder, VideoPacket, is_keyframe, nal_types)
+from . import _options
+from ._probe import probe_elementary, probe_video
 from .base import Backoff, Item, Source, SourceError, StreamLost, StreamStalled
+from .registry import SourceContext, option, register_source
 
-__all__ = ["VideoFile", "ElementaryStream", "RtspSource", "V4l2Source", "AvStream"]
+__all__ = ["VideoFile", "ElementaryStream", "RtspSource", "V4l2Source", "AvStream", "VideoOptions",
+           "ElementaryOptions", "RtspOptions", "Reconnect", "V4l2Options"]
 
 _CODEC_ENCODING = {"h264": "h264", "hevc": "h265"}
 _PARAM_SETS = {"h264": frozenset((7, 8)), "h265": frozenset((32, 33, 34))}  # SPS/PPS (+ VPS) NAL types
@@ -280,10 +288,35 @@ class _Damaged:
         self.pts_ns = pts_ns
 
 
-class VideoFile(AvStream):
-    """A recorded video file; capture time = ``start_ns`` (default: ``creation_time``) + pts."""
+@dataclass
+class VideoOptions:
+    """The keys of ``type: video``."""
 
-    type = "video"
+    start_ns: Optional[int] = _options.start_ns("capture time at pts 0 (ns since the Unix epoch; default: the "
+                                                "container's creation_time, else 0)")
+    lookahead: Optional[int] = _options.lookahead("access units read ahead of a frame (default: dvpipe.video's "
+                                                  "FILE_LOOKAHEAD)")
+
+
+@register_source("video")
+class VideoFile(AvStream):
+    """Video file (MP4, MKV, ...) through PyAV: capture time = ``start_ns`` (default: ``creation_time``) + pts."""
+
+    Options = VideoOptions
+    uri_help = "a video file (required)"
+
+    @classmethod
+    def validate(cls, options: VideoOptions, ctx: SourceContext) -> VideoOptions:
+        if ctx.uri is None:
+            ctx.err("uri", "required: a video file (MP4, MKV, ...)")
+        else:
+            ctx.uri = ctx.resolve(ctx.uri)
+        if ctx.encoding not in VIDEO_ENCODINGS + ("raw", "jpeg"):
+            ctx.err(None, f"a video source needs camera encoding h264, h265 (decoded as a plan step) or raw "
+                          f"(decoded in the source); camera {ctx.camera} declares {ctx.encoding}")
+        elif ctx.probe and ctx.uri is not None and os.path.isfile(ctx.uri):
+            probe_video(ctx.uri, ctx)
+        return options
 
     def _open(self) -> None:
         super()._open()
@@ -313,10 +346,45 @@ def _creation_time_ns(container) -> Optional[int]:
     return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
-class ElementaryStream(AvStream):
-    """A raw H.264/H.265 Annex B file (no timestamps): capture time = ``start_ns + k / fps``."""
+_ES_EXT = {".h264": "h264", ".264": "h264", ".avc": "h264", ".h265": "h265", ".265": "h265", ".hevc": "h265"}
 
-    type = "elementary"
+
+@dataclass
+class ElementaryOptions:
+    """The keys of ``type: elementary``."""
+
+    codec: Optional[Literal["h264", "h265"]] = option(None, "the stream's codec (default: by the file name's "
+                                                            "extension, .h264/.264/.avc or .h265/.265/.hevc)")
+    fps: float = _options.fps(30.0)
+    start_ns: Optional[int] = _options.start_ns("capture time of the first frame (ns since the Unix epoch; "
+                                                "default 0)")
+    lookahead: Optional[int] = _options.lookahead("access units read ahead of a frame (default: dvpipe.video's "
+                                                  "ELEMENTARY_LOOKAHEAD)")
+
+
+@register_source("elementary")
+class ElementaryStream(AvStream):
+    """Raw H.264/H.265 Annex B file (no timestamps): capture time = ``start_ns + k / fps``."""
+
+    Options = ElementaryOptions
+    uri_help = "an Annex B .h264/.h265 file (required)"
+
+    @classmethod
+    def validate(cls, options: ElementaryOptions, ctx: SourceContext) -> ElementaryOptions:
+        if ctx.uri is None:
+            ctx.err("uri", "required: an H.264/H.265 elementary stream file")
+        else:
+            ctx.uri = ctx.resolve(ctx.uri)
+        codec = options.codec
+        if codec is None and ctx.uri is not None:
+            codec = _ES_EXT.get(Path(ctx.uri).suffix.lower())
+            if codec is None:
+                ctx.err("codec", f"required: cannot tell h264 from h265 by the name {Path(ctx.uri).name}")
+        if codec and ctx.encoding != codec:
+            ctx.err(None, f"the stream is {codec} but camera {ctx.camera} declares encoding {ctx.encoding}")
+        elif codec and ctx.probe and ctx.uri is not None and os.path.isfile(ctx.uri):
+            probe_elementary(ctx.uri, ctx, codec)
+        return replace(options, codec=codec)
 
     @property
     def format(self) -> str:  # type: ignore[override]
@@ -420,10 +488,49 @@ class _LiveStream(AvStream):
         raise StreamLost(f"{self._url()}: the stream ended (end of file from the sender)")
 
 
-class RtspSource(_LiveStream):
-    """An RTSP camera or server (PyAV/FFmpeg client), with read timeouts and reconnects."""
+@dataclass
+class Reconnect:
+    """Reconnect delays of a live source (:class:`~dvpipe.deploy.sources.Backoff`)."""
 
-    type = "rtsp"
+    initial_ms: float = option(250.0, "delay before the first reconnect (ms)", minimum=0, maximum=_options.DAY_MS)
+    max_ms: float = option(5000.0, "longest delay (ms)", minimum=0, maximum=_options.DAY_MS)
+    factor: float = option(2.0, "delay growth per failed attempt", minimum=1, maximum=1000)
+    attempts: int = option(0, "failed attempts before the camera fails (0: retry forever)", minimum=0)
+
+
+@dataclass
+class RtspOptions:
+    """The keys of ``type: rtsp``."""
+
+    transport: Literal["tcp", "udp"] = option("tcp", "RTP transport")
+    open_timeout_s: float = option(5.0, "longest wait for the stream to open (s)", minimum=0, exclusive_min=True,
+                                   maximum=_options.HOUR_S)
+    read_timeout_s: float = option(2.0, "a read waiting longer is a stall (s)", minimum=0, exclusive_min=True,
+                                   maximum=_options.HOUR_S)
+    reconnect: Reconnect = option(doc="reconnect back-off", default_factory=Reconnect)
+    lookahead: Optional[int] = _options.lookahead("access units read ahead of a frame (default 0: none until "
+                                                  "the stream reorders)")
+    stall_reconnect_s: Optional[float] = _options.stall_reconnect_s(10.0)
+
+
+@register_source("rtsp")
+class RtspSource(_LiveStream):
+    """RTSP camera or server (PyAV/FFmpeg client), read timeouts, reconnect with back-off; capture time:
+    the arrival clock, advanced by the stream's pts."""
+
+    Options = RtspOptions
+    uri_help = "rtsp://host[:port]/path (required)"
+
+    @classmethod
+    def validate(cls, options: RtspOptions, ctx: SourceContext) -> RtspOptions:
+        if ctx.uri is None:
+            ctx.err("uri", "required: rtsp://host[:port]/path")
+        elif not re.match(r"^rtsps?://[^/\s]+", ctx.uri):
+            ctx.err("uri", f"expected rtsp://host[:port]/path, got {_show(ctx.uri)}")
+        if ctx.encoding not in VIDEO_ENCODINGS + ("jpeg", "raw"):
+            ctx.err(None, f"an RTSP source needs camera encoding h264, h265, jpeg (MJPEG) or raw; "
+                          f"camera {ctx.camera} declares {ctx.encoding}")
+        return options
 
     def _container_options(self) -> dict:
         # no stream analysis: the decode step needs nothing from it, and analysing costs up to a
@@ -434,11 +541,31 @@ class RtspSource(_LiveStream):
         return (self.options.get("open_timeout_s", 5.0), self.options.get("read_timeout_s", 2.0))
 
 
-class V4l2Source(_LiveStream):
-    """A V4L2 capture device through PyAV's ``v4l2`` input (libavdevice)."""
+@dataclass
+class V4l2Options:
+    """The keys of ``type: v4l2``."""
 
-    type = "v4l2"
+    input_format: Optional[str] = option(None, "the device's pixel format or codec (FFmpeg's name, e.g. mjpeg)")
+    fps: Optional[float] = _options.fps(None, "frames per second to ask the device for")
+    size: Optional[tuple[int, int]] = option(None, "frame size to ask the device for")
+    stall_reconnect_s: Optional[float] = _options.stall_reconnect_s(10.0)
+
+
+@register_source("v4l2")
+class V4l2Source(_LiveStream):
+    """V4L2 capture device through PyAV's libavdevice ``v4l2`` input; capture time: the arrival clock."""
+
     format = "v4l2"
+    Options = V4l2Options
+    uri_help = "a device such as /dev/video0 (required)"
+
+    @classmethod
+    def validate(cls, options: V4l2Options, ctx: SourceContext) -> V4l2Options:
+        if ctx.uri is None:
+            ctx.err("uri", "required: a V4L2 device such as /dev/video0")
+        elif not os.path.exists(ctx.uri):
+            ctx.warn(f"device {ctx.uri} does not exist on this machine", "uri")
+        return options
 
     def __init__(self, camera, cfg):
         super().__init__(camera, cfg)

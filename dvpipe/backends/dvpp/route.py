@@ -1,0 +1,197 @@
+"""The AIPP route (backend family ``aipp``: names ``aipp`` and ``aipp-sim``): the batch is DVPP's NV12.
+
+On this route the model's AIPP (the AI Core's input pre-processing, :mod:`.aipp`) does the colour
+conversion, Normalise and Pad; dvpipe's part ends with DVPP's resized NV12 pictures in one per-batch
+device buffer. Its kernel covers ``normalise+batch`` and ``normalise+pad+batch`` for frames a DVPP step
+hands on in device memory, and moves nothing itself: the DVPP step's last VPC call already wrote camera
+i's picture into slot i of the buffer (its output descriptor points there, :func:`.vpc.picture_at`).
+
+The buffer (:class:`dvpipe.device.DeviceBatch`, from :func:`allocate_output`): ``N`` NV12 pictures one after
+the other, ``meta["slot_pitch"]`` bytes apart (the picture plus the 32-byte-plus gap pyACL documents between
+segments of one DVPP allocation that a model reads: ``acl.media.dvpp_malloc``, CANN 6.0.1
+aclpythondevg_01_0195), each at the documented VPC output stride for the target
+(:func:`dvpipe.knowledge.stride_for`; e.g. width to 16 and height to 2 on Ascend310P3: rule
+``vpc.out_stride.310p``, inferred from the input rule of CANN 6.0.1 aclcppdevg_03_0232), allocated once per
+output buffer of the pipeline's ring with ``acl.media.dvpp_malloc`` and freed in ``Pipeline.close()``.
+``batch.images`` is a :class:`~dvpipe.device.DeviceTensor` over it: layout ``NV12``, shape
+``(N, H, W)``, ``strides = (width_stride, height_stride)``, ``meta["aipp"]`` the static
+:class:`~.aipp.AippConfig` that turns it into the profile's ``(N, 3, H', W')`` float16 input
+(``src_image_size`` = the stride, crop = the picture, padding = the profile's Pad),
+``meta["colour_standard"]`` (``jpeg_full`` for JPEGD output, ``bt601_narrow`` for VDEC output).
+
+Fidelity: AIPP's 8-bit fixed-point CSC, its 4:2:0 -> 4:4:4 chroma and the fp16 output differ from the
+float reference, so at fidelity ``reference`` the step is *declined* (dvpipe's policy), never rejected.
+
+A frame the DVPP step could not take (its runtime fallback decoded it on the CPU) reaches this kernel
+as host BGR: it is converted to NV12 on the host (BT.601 full range, 2x2 mean chroma) and uploaded into
+its slot, a timed ``h2d`` transfer with its bytes.
+
+Written against the documented pyACL API (``acl.media.dvpp_malloc``, CANN 6.0.1 aclpythondevg_01_0195;
+``acl.rt.memcpy``, aclpythondevg_01_0109); exercised on the software device only.
+Nothing here has run on Ascend hardware.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from ...device import DeviceBatch, DeviceTensor
+from ...errors import ConfigError
+from ...latency.clock import DeviceSpan, now_ns
+from ...stages.registry import KernelContext, KernelQuery, Verdict, register_kernel
+from ...types import PixelFormat
+from . import _acl
+
+__all__ = ["available", "allocate_output", "batch_layout", "nv12_from_bgr", "OPS"]
+
+#: the runs of ops the AIPP step covers
+OPS = (("normalise", "batch"), ("normalise", "pad", "batch"))
+
+
+def available(ref: Any, target: Any = None) -> Verdict:
+    """Whether ``ref`` (``aipp`` or ``aipp-sim``) can run here: the DVPP device it shares memory with."""
+    from . import available as dvpp_available
+
+    return dvpp_available(type(ref)(ref.name.replace("aipp", "dvpp"), "dvpp", ref.device), target)
+
+
+def _colour_standard(camera: Any) -> str:
+    from ...codecs import VIDEO_ENCODINGS
+
+    return "bt601_narrow" if camera.encoding in VIDEO_ENCODINGS else "jpeg_full"
+
+
+def _split(stages: tuple) -> tuple[Any, Any]:
+    norm = next(s for s in stages if s.op == "normalise")
+    pad = next((s for s in stages if s.op == "pad"), None)
+    return norm, pad
+
+
+def _config(stages: tuple, camera: Any, src_wh: tuple[int, int], content_wh: tuple[int, int],
+            out_wh: tuple[int, int]):
+    from .aipp import aipp_for
+
+    norm, pad = _split(stages)
+    return aipp_for(norm.mean, norm.std, channel_order="rgb" if norm.to_rgb else "bgr",
+                    colour_standard=_colour_standard(camera), src_size_wh=src_wh, content_size_wh=content_wh,
+                    out_size_wh=out_wh, padding_value=float(pad.value) if pad is not None else 0.0)
+
+
+def _supports(q: KernelQuery) -> Verdict:
+    spec = q.spec_in
+    if q.fidelity == "reference":  # dvpipe's policy first: it holds whatever the step before does
+        return Verdict("declined", "fidelity 'reference' means the float reference within float rounding; AIPP's "
+                                   "8-bit fixed-point colour conversion (CSC >> 8), its 4:2:0 chroma and its fp16 "
+                                   "output differ from it; at fidelity 'fast' the model's AIPP normalises and pads "
+                                   "DVPP's NV12 batch", "aipp.fidelity")
+    if not spec.placement.startswith(f"dvpp-{q.backend.device}"):
+        return Verdict.no(f"AIPP reads NV12 that DVPP wrote in device memory; this camera's frames are on "
+                          f"{spec.placement} here (the step before runs elsewhere)")
+    if spec.pixel_format not in (PixelFormat.BGR, PixelFormat.NV12):
+        return Verdict.no(f"AIPP takes the decoded picture, got {spec.pixel_format.value}")
+    w, h = spec.size
+    pw, ph = q.spec_out.size
+    try:
+        cfg = _config(q.stages, q.camera, (w + (w & 1), h + (h & 1)), (w, h), (pw, ph))
+    except ConfigError as e:
+        return Verdict.no(f"AIPP cannot express this step: {e}", rule="aipp.limits",
+                          source="ATC tool guide atlasatc_16_0023 / pyACL aclpythondevg_01_0188 (CANN 8.0.0)")
+    norm, _pad = _split(q.stages)
+    what = (f"the model's AIPP: NV12 ({_colour_standard(q.camera)}) -> {'RGB' if norm.to_rgb else 'BGR'}, "
+            f"normalise, pad to {pw}x{ph}, fp16; the batch is the NV12 device buffer")
+    note = "" if norm.dtype == "float16" else f" (the stage list asks for {norm.dtype}; AIPP writes fp16)"
+    del cfg  # built only to learn whether AIPP can express the step (the plan's buffer layout builds the real one)
+    return Verdict.yes(what + note)
+
+
+def batch_layout(plan: Any) -> dict:
+    """The per-batch device buffer of an AIPP-route plan: picture size, documented stride, slot bytes,
+    placement, colour standard and the :class:`~.aipp.AippConfig` that reproduces the profile."""
+    from . import device_output, picture_layout
+
+    cp = plan.cameras[0]
+    dv = next(s for s in cp.steps if s.backend.family == "dvpp")
+    last = cp.steps[-1]
+    _spec, prog, _why = device_output(dv, cp.camera, plan.target, True)
+    unit, fmt, (w, h), (ws, hs), nbytes = picture_layout(prog, plan.target)
+    for other in plan.cameras[1:]:
+        d2 = next(s for s in other.steps if s.backend.family == "dvpp")
+        _s2, p2, _w2 = device_output(d2, other.camera, plan.target, True)
+        if picture_layout(p2, plan.target)[1:4] != (fmt, (w, h), (ws, hs)):
+            raise ConfigError(f"cameras {cp.camera.name} and {other.camera.name} would write different DVPP "
+                              "pictures into one AIPP batch buffer")
+    pw, ph = last.spec_out.size
+    cfg = _config(last.stages, cp.camera, (ws, hs), (w, h), (pw, ph))
+    from ...device import slot_pitch
+
+    return {"n": len(plan.cameras), "width": w, "height": h, "strides": (ws, hs), "slot_bytes": nbytes,
+            "pitch": slot_pitch(nbytes),
+            "writer": unit, "placement": last.backend.placement, "device": last.backend.device,
+            "colour_standard": _colour_standard(cp.camera), "aipp": cfg, "out_size": (pw, ph)}
+
+
+def allocate_output(ref: Any, shape: tuple, dtype: str, plan: Any = None) -> DeviceBatch:
+    """One per-batch NV12 device buffer for ``plan`` (called once per output buffer of the ring)."""
+    if plan is None or plan.device_batch is None:
+        raise ConfigError("the AIPP route's batch buffer is laid out from the plan; pass plan=")
+    b = plan.device_batch
+    rt = _acl.runtime(ref.device, plan.target)
+    return DeviceBatch(rt, b["n"], b["width"], b["height"], b["strides"], rt.name,
+                       {"aipp": b["aipp"], "colour_standard": b["colour_standard"]})
+
+
+def nv12_from_bgr(bgr: np.ndarray, strides: tuple[int, int]) -> np.ndarray:
+    """Host BGR uint8 -> NV12 at ``strides`` (BT.601 full range as JFIF, chroma the 2x2 mean): the
+    upload of a frame the DVPP step's fallback decoded on the CPU. Returns ``(hs * 3 / 2, ws)`` uint8."""
+    h, w = bgr.shape[:2]
+    ws, hs = strides
+    x = bgr.astype(np.float32)
+    b, g, r = x[..., 0], x[..., 1], x[..., 2]
+    y = 0.299 * r + 0.587 * g + 0.114 * b
+    cb = (b - y) / 1.772 + 128.0
+    cr = (r - y) / 1.402 + 128.0
+    ch, cw = (h + 1) // 2, (w + 1) // 2
+    out = np.zeros((hs * 3 // 2, ws), np.uint8)
+    out[:h, :w] = np.clip(np.rint(y), 0, 255)
+    for k, c in enumerate((cb, cr)):
+        c = np.pad(c, ((0, 2 * ch - h), (0, 2 * cw - w)), mode="edge").reshape(ch, 2, cw, 2).mean(axis=(1, 3))
+        out[hs:hs + ch, k:2 * cw:2] = np.clip(np.rint(c), 0, 255)
+    return out
+
+
+def _kernel(data: Any, stages: tuple, ctx: KernelContext):
+    slot = ctx.slot if ctx.slot is not None else ctx.out
+    if not isinstance(slot, DeviceTensor):
+        raise ConfigError("the AIPP step writes a per-batch device buffer; the pipeline gave it no slot")
+    if isinstance(data, DeviceTensor):
+        if data.ptr == slot.ptr:
+            return slot  # VPC wrote the picture into the slot: nothing to do
+        if tuple(data.strides or ()) != tuple(slot.strides) or data.layout != "NV12":
+            raise ConfigError(f"the DVPP picture (stride {data.strides}, {data.layout}) does not fit the batch slot "
+                              f"(stride {slot.strides})")
+        t0 = now_ns()
+        slot.runtime.device_copy(slot.ptr, slot.nbytes, data.ptr, min(data.nbytes, slot.nbytes), step="aipp slot")
+        ctx.device_spans.append(DeviceSpan("d2d", t0, now_ns(), None, unit="dvpp",
+                                           attrs={"direction": "device_to_device", "bytes": int(slot.nbytes)}))
+        return slot
+    # host BGR from the DVPP step's runtime fallback: NV12 on the host, one upload into the slot
+    img = np.asarray(data)
+    h, w = slot.shape[1], slot.shape[2]
+    if img.shape[:2] != (h, w):
+        raise ConfigError(f"the fallback produced {img.shape[:2]}, the batch slot holds {h}x{w}")
+    nv12 = nv12_from_bgr(img, slot.strides)
+    t0 = now_ns()
+    slot.runtime.upload(slot.ptr, slot.nbytes, nv12.tobytes(), step="aipp slot (fallback)")
+    ctx.device_spans.append(DeviceSpan("h2d", t0, now_ns(), None, unit="dvpp",
+                                       attrs={"direction": "host_to_device", "bytes": int(nv12.nbytes)}))
+    return slot
+
+
+for _ops in OPS:
+    register_kernel(_ops, backend="aipp", supports=_supports, unit="dvpp", name="aipp." + "+".join(_ops))(_kernel)
+
+
+def route_of(plan: Any, camera: Optional[str] = None) -> list[tuple[str, str]]:
+    """``(camera, route)`` for each camera of ``plan`` (``aipp``, ``torch_npu`` or ``host``)."""
+    return [(cp.camera.name, cp.route) for cp in plan.cameras if camera is None or cp.camera.name == camera]
