@@ -198,7 +198,8 @@ def detect(probe_soc: bool = True) -> EnvironmentReport:
         rep.add("torch", False, f"not importable ({type(e).__name__}: {e}); pip install 'dvpipe[torch]'")
         rep.add("cuda", False, "needs torch")
     ok, v = _version_of("torch_npu")
-    rep.add("torch_npu", ok, v if ok else v + "; pip install 'dvpipe[npu]' on a machine with CANN")
+    rep.add("torch_npu", ok, v if ok else v + "; on a machine with CANN: pip install 'dvpipe[npu]' "
+            "'torch-npu==<your torch major.minor>.*' (README \"On an Ascend host\")")
     from ..backends.dvpp._acl import why_unavailable
 
     why = why_unavailable("hw")

@@ -88,7 +88,8 @@ def nv12_to_bgr(y: np.ndarray, uv: np.ndarray, colour_range: str = "full", out: 
 
 
 def bgr_to_nv12_planes(bgr: np.ndarray, colour_range: str = "full") -> tuple[np.ndarray, np.ndarray]:
-    """``H x W x 3`` BGR (H, W even) -> ``(Y: H x W, UV: H/2 x W/2 x 2)``; chroma is the 2x2 mean."""
+    """``H x W x 3`` BGR (H, W even) -> ``(Y: H x W, UV: H/2 x W/2 x 2)``; chroma is the 2x2 mean
+    (full range; limited range: each 2x2 block's top-left sample, as OpenCV's converter takes it)."""
     h, w = bgr.shape[:2]
     if h % 2 or w % 2:
         raise ValueError(f"NV12 needs an even size, got {w}x{h}")
@@ -99,7 +100,7 @@ def bgr_to_nv12_planes(bgr: np.ndarray, colour_range: str = "full") -> tuple[np.
         uv = np.empty((h // 2, w // 2, 2), np.uint8)
         uv[..., 0], uv[..., 1] = c[..., 1], c[..., 0]
         return np.ascontiguousarray(y), uv
-    i420 = cv2.cvtColor(bgr, cv2.COLOR_BGR2YUV_I420)  # limited range, 2x2 mean chroma
+    i420 = cv2.cvtColor(bgr, cv2.COLOR_BGR2YUV_I420)  # limited range; chroma = each 2x2 block's top-left sample (OpenCV does not average)
     y = i420[:h]
     u = i420[h:h + h // 4].reshape(h // 2, w // 2)
     v = i420[h + h // 4:].reshape(h // 2, w // 2)
