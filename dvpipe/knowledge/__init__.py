@@ -2,8 +2,11 @@
 
 The documented rules (JPEGD, VPC, VDEC, PNGD) live as data in ``dvpipe/knowledge/data/*.yaml``, each with
 its source URL, the CANN versions it was read for and a confidence; this package parses CANN versions,
-maps SoC names to families and answers queries. Importing it reads no file and imports nothing heavier
-than the standard library; the YAML is parsed on first use and cached.
+maps SoC names to families and answers queries. Families, their SoC names, the named groups rules
+refer to and the per-family facts the backends act on are data too (``families.yaml``, read through
+:mod:`dvpipe.knowledge.socs`); extra data directories add families and rules (:func:`extra_data`).
+Importing it reads no file and imports nothing heavier than the standard library; the YAML is parsed on
+first use and cached.
 
 Units: sizes and offsets in pixels; width strides and buffers in bytes; height strides in rows.
 
@@ -19,14 +22,18 @@ from .rules import (CONFIDENCES, LEVELS, STATUSES, Confidence, Finding, Knowledg
                     Requirements, Rule, Stride, Verdict, bitstreams, check, combine_confidence, confidence_of,
                     documented_versions, evaluate, open_questions, ops, pixel_formats, requirements, rule_by_id,
                     rule_confidence, rules, stride_for, units)
-from .socs import (Alias, Family, SocInfo, aliases, families, family, family_of, known_soc_names, latest_checked,
-                   lookup_alias, soc_info)
+from ._data import add_data_dir, extra_data, register_cache, remove_data_dir
+from .socs import (Alias, Family, FamilyFacts, SocInfo, aliases, expand_families, facts, families, family, family_of,
+                   find_soc_name, group, groups, known_soc_names, latest_checked, lookup_alias, soc_info, soc_name_re)
 from .versions import CannVersion, VersionRange, page_version
 
 __all__ = [
     # versions and names
     "CannVersion", "VersionRange", "Family", "SocInfo", "Alias", "families", "family", "family_of", "soc_info",
-    "known_soc_names", "aliases", "lookup_alias", "latest_checked",
+    "known_soc_names", "aliases", "lookup_alias", "latest_checked", "FamilyFacts", "facts", "groups", "group",
+    "expand_families", "soc_name_re", "find_soc_name",
+    # extra data (new families and rules from a directory of YAML files)
+    "add_data_dir", "remove_data_dir", "extra_data", "register_cache",
     # queries
     "Request", "Verdict", "Finding", "check", "evaluate", "stride_for", "Stride", "KnowledgeGap", "requirements",
     "Requirements", "CONFIDENCES", "STATUSES",

@@ -7,19 +7,51 @@ patterns (``re.fullmatch``, never a prefix). The bare ``Ascend910B`` is therefor
 
 Friendly names such as ``"910C"`` are *aliases*: they are never applied by :func:`family_of`; resolve them
 explicitly with :func:`lookup_alias`, which says which SoC string to use.
+
+Everything known about a family is data in ``families.yaml`` and read through this module: its SoC names
+(:func:`family_of`, :func:`soc_info`, :func:`soc_name_re` for finding a name in tool output), the named
+*groups* that rules list instead of repeating families (:func:`groups`, :func:`expand_families`), and the
+per-family facts the backends need (:func:`facts`). No other module names a family.
 """
 from __future__ import annotations
 
-import functools
 import re
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Iterable, Mapping, Optional
 
-from ._data import load_yaml
+from ._data import cached, layers
 from .versions import CannVersion
 
-__all__ = ["Family", "SocInfo", "Alias", "families", "family", "family_of", "soc_info", "known_soc_names",
-           "lookup_alias", "aliases", "latest_checked"]
+__all__ = ["Family", "FamilyFacts", "SocInfo", "Alias", "families", "family", "family_of", "soc_info",
+           "known_soc_names", "lookup_alias", "aliases", "latest_checked", "groups", "group", "expand_families",
+           "facts", "soc_name_re", "find_soc_name"]
+
+
+@dataclass(frozen=True)
+class FamilyFacts:
+    """Per-family facts the DVPP backends act on (``families.yaml``: ``fact_defaults`` + a family's ``facts``).
+
+    Attributes:
+        acldvpp_resize_interpolations: values ``acldvppSetResizeConfigInterpolation`` documents for the
+            family (0 = default filter, 1/3 bilinear, 2/4 nearest, 5 the high-order filter).
+        acldvpp_resize_refused: of those, the values the family refuses.
+        acldvpp_default_filter: what value 0 means: ``high_order`` (Huawei's own filter) or ``bilinear``.
+        acldvpp_csc: whether ``acldvppVpcConvertColorAsync`` exists on the family.
+        undocumented_layout_as: a SoC whose documented stride a device *measurement* may borrow where the
+            family's own is undocumented (None: none).
+        sources: fact name -> the page it was read on (full URL).
+    """
+
+    acldvpp_resize_interpolations: tuple[int, ...]
+    acldvpp_resize_refused: tuple[int, ...]
+    acldvpp_default_filter: str
+    acldvpp_csc: bool
+    undocumented_layout_as: Optional[str] = None
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+
+_FACT_NAMES = tuple(f.name for f in fields(FamilyFacts) if f.name != "sources")
+_FILTERS = ("high_order", "bilinear")
 
 
 @dataclass(frozen=True)
@@ -35,6 +67,10 @@ class Family:
         apis: API generations with DVPP support, preferred first (``acldvpp`` = v1, ``himpi`` = v2).
         documented_from: earliest CANN version checked whose DVPP docs list the family.
         dropped_from: first CANN version checked whose DVPP support lists no longer include it, or None.
+        dropped_open_question: the open question (``open_questions.yaml``) a dropped family's verdicts cite.
+        groups: the ``families.yaml`` groups the family belongs to, in the file's order.
+        facts: the family's :class:`FamilyFacts`.
+        file: the data file that defines the family.
     """
 
     key: str
@@ -51,6 +87,10 @@ class Family:
     dropped_from: Optional[CannVersion] = None
     dropped_source: Optional[str] = None
     dropped_note: Optional[str] = None
+    dropped_open_question: Optional[str] = None
+    groups: tuple[str, ...] = ()
+    facts: Optional[FamilyFacts] = None
+    file: str = "families.yaml"
 
 
 @dataclass(frozen=True)
@@ -74,12 +114,39 @@ class Alias:
     note: str
 
 
-@functools.lru_cache(maxsize=None)
-def _load() -> tuple[dict[str, Family], dict[str, Alias], dict[str, str], CannVersion]:
-    data = load_yaml("families.yaml")
-    fams: dict[str, Family] = {}
-    for key, d in data["families"].items():
-        fams[key] = Family(
+@dataclass(frozen=True)
+class _Table:
+    families: Mapping[str, Family]
+    aliases: Mapping[str, Alias]
+    refused: Mapping[str, str]
+    latest: CannVersion
+    groups: Mapping[str, tuple[str, ...]]
+
+
+def _facts(defaults: Mapping[str, Any], own: Mapping[str, Any], sources: Mapping[str, str], where: str
+           ) -> FamilyFacts:
+    extra = set(own) - set(_FACT_NAMES)
+    if extra:
+        raise ValueError(f"{where}: unknown fact {sorted(extra)}; known: {', '.join(_FACT_NAMES)}")
+    d = {**defaults, **own}
+    missing = [n for n in _FACT_NAMES if n not in d and n != "undocumented_layout_as"]
+    if missing:
+        raise ValueError(f"{where}: facts {missing} are not set (give them in fact_defaults or the family)")
+    if d["acldvpp_default_filter"] not in _FILTERS:
+        raise ValueError(f"{where}: acldvpp_default_filter must be one of {_FILTERS}")
+    return FamilyFacts(acldvpp_resize_interpolations=tuple(int(x) for x in d["acldvpp_resize_interpolations"]),
+                       acldvpp_resize_refused=tuple(int(x) for x in d["acldvpp_resize_refused"]),
+                       acldvpp_default_filter=str(d["acldvpp_default_filter"]), acldvpp_csc=bool(d["acldvpp_csc"]),
+                       undocumented_layout_as=d.get("undocumented_layout_as"), sources=dict(sources))
+
+
+def _family_from(key: str, d: Mapping[str, Any], fname: str, defaults: Mapping[str, Any],
+                 default_sources: Mapping[str, str]) -> Family:
+    where = f"{fname}: family {key}"
+    try:
+        own_sources = dict(d.get("fact_sources") or {})
+        used = {**default_sources, **own_sources}
+        return Family(
             key=key,
             label=d["label"],
             labels_zh=tuple(d.get("labels_zh", ())),
@@ -94,28 +161,154 @@ def _load() -> tuple[dict[str, Family], dict[str, Alias], dict[str, str], CannVe
             dropped_from=CannVersion.parse(d["dropped_from"]) if d.get("dropped_from") else None,
             dropped_source=d.get("dropped_source"),
             dropped_note=" ".join(d["dropped_note"].split()) if d.get("dropped_note") else None,
+            dropped_open_question=d.get("dropped_open_question"),
+            facts=_facts(defaults, d.get("facts") or {}, used, where),
+            file=fname,
         )
-    als = {name: Alias(name=name, family=a["family"], suggest=a["suggest"], note=a["note"])
-           for name, a in (data.get("aliases") or {}).items()}
-    refused = dict(data.get("refused_aliases") or {})
+    except KeyError as e:
+        raise ValueError(f"{where}: missing {e.args[0]}") from None
+
+
+@cached
+def _load() -> _Table:
+    fams: dict[str, Family] = {}
+    als: dict[str, Alias] = {}
+    refused: dict[str, str] = {}
+    grps: dict[str, list[str]] = {}
+    latest: Optional[CannVersion] = None
+    defaults: Mapping[str, Any] = {}
+    default_sources: Mapping[str, str] = {}
+    for n, (fname, data) in enumerate(layers("families.yaml")):
+        if n == 0:
+            defaults = dict(data.get("fact_defaults") or {})
+            default_sources = dict(data.get("fact_sources") or {})
+        for key, d in (data.get("families") or {}).items():
+            if key in fams:
+                raise ValueError(f"{fname}: family {key} is already defined in {fams[key].file}")
+            fams[key] = _family_from(key, d, fname, defaults, default_sources)
+        for gname, members in (data.get("groups") or {}).items():
+            if not isinstance(members, list):
+                raise ValueError(f"{fname}: group {gname} must be a list of family keys")
+            grps.setdefault(gname, [])
+            grps[gname].extend(m for m in members if m not in grps[gname])
+        for name, a in (data.get("aliases") or {}).items():
+            if name in als:
+                raise ValueError(f"{fname}: alias {name} is already defined")
+            als[name] = Alias(name=name, family=a["family"], suggest=a["suggest"], note=a["note"])
+        refused.update(data.get("refused_aliases") or {})
+        if data.get("latest_checked"):
+            v = CannVersion.parse(data["latest_checked"])
+            latest = v if latest is None else max(latest, v)
     names_seen: dict[str, str] = {}
     for fam in fams.values():
-        for n in fam.soc_names:
-            if n in names_seen:
-                raise ValueError(f"families.yaml: SoC name {n} listed for {names_seen[n]} and {fam.key}")
-            names_seen[n] = fam.key
-    return fams, als, refused, CannVersion.parse(data["latest_checked"])
+        for n_ in fam.soc_names:
+            if n_ in names_seen:
+                raise ValueError(f"{fam.file}: SoC name {n_} listed for {names_seen[n_]} and {fam.key}")
+            names_seen[n_] = fam.key
+    for gname, members in grps.items():
+        if gname in fams:
+            raise ValueError(f"families.yaml: group {gname} has the name of a family; rename the group")
+        bad = [m for m in members if m not in fams]
+        if bad:
+            raise ValueError(f"families.yaml: group {gname}: unknown family {', '.join(bad)}; known: {', '.join(fams)}")
+    order = list(fams)
+    groups_of = {k: tuple(g for g, m in grps.items() if k in m) for k in fams}
+    fams = {k: _replace_groups(f, groups_of[k]) for k, f in fams.items()}
+    for a in als.values():
+        if a.family not in fams:
+            raise ValueError(f"families.yaml: alias {a.name}: unknown family {a.family}")
+    if latest is None:
+        raise ValueError("families.yaml: latest_checked is not set")
+    return _Table(fams, als, refused, latest,
+                  {g: tuple(sorted(m, key=order.index)) for g, m in grps.items()})
+
+
+def _replace_groups(f: Family, gs: tuple[str, ...]) -> Family:
+    return replace(f, groups=gs)
+
+
+def groups() -> Mapping[str, tuple[str, ...]]:
+    """The named family groups (``families.yaml`` ``groups``): name -> family keys, in family order."""
+    return dict(_load().groups)
+
+
+def group(name: str) -> tuple[str, ...]:
+    """The family keys of one group. Raises ``ValueError`` for an unknown name."""
+    g = _load().groups
+    if name not in g:
+        raise ValueError(f"unknown family group {name!r}; groups: {', '.join(g)}")
+    return g[name]
+
+
+def expand_families(names: Iterable[str], where: str = "") -> tuple[str, ...]:
+    """Family keys for a rule's ``families:`` list, where each entry is a family key or a group name;
+    duplicates dropped, in ``families.yaml`` order. ``where`` prefixes the error message (file and rule)."""
+    t = _load()
+    if isinstance(names, str):
+        names = [names]
+    want: set = set()
+    for n in names:
+        if n in t.families:
+            want.add(n)
+        elif n in t.groups:
+            want.update(t.groups[n])
+        else:
+            raise ValueError(f"{where}unknown family or group {n!r}; families: {', '.join(t.families)}; "
+                             f"groups: {', '.join(t.groups)}")
+    return tuple(k for k in t.families if k in want)
+
+
+def facts(soc: Optional[str] = None, *, family: Optional[str] = None) -> FamilyFacts:
+    """The :class:`FamilyFacts` of a SoC name (``acl.get_soc_name()``) or of a family key (``family=``)."""
+    key = soc_info(soc).family if soc is not None else family
+    if key is None:
+        raise ValueError("give a SoC name (as acl.get_soc_name() returns it) or family='ascend310p'")
+    return _load_family(key).facts  # type: ignore[return-value]
+
+
+@cached
+def soc_name_re() -> "re.Pattern[str]":
+    """A regex that finds any known SoC name in free text (``npu-smi info`` output), with or without the
+    ``Ascend`` prefix (``310P3``, ``Ascend910B4-1``), never inside a longer word. Built from the listed
+    names and patterns of ``families.yaml``; use :func:`find_soc_name` for the normalised name."""
+    alts = []
+    for fam in _load().families.values():
+        alts += [re.escape(n) for n in fam.soc_names] + list(fam.soc_patterns)
+    parts = []
+    for a in sorted(set(alts), key=len, reverse=True):
+        parts.append("(?:Ascend)?" + a[len("Ascend"):] if a.startswith("Ascend") else a)
+    return re.compile(r"(?<![\w-])(" + "|".join(parts) + r")(?![\w-])")
+
+
+def find_soc_name(text: str) -> Optional[str]:
+    """The first known SoC name in ``text``, as ``acl.get_soc_name()`` spells it (``Ascend310P3``), or None.
+
+    ``find_soc_name("| 0     910B4-1   | OK |")`` is ``"Ascend910B4-1"``.
+    """
+    for m in soc_name_re().finditer(str(text)):
+        name = m.group(1)
+        for cand in (name, "Ascend" + name):
+            try:
+                soc_info(cand)
+                return cand
+            except ValueError:
+                continue
+    return None
+
+
+def _load_family(key: str) -> Family:
+    return family(key)  # the module-level function; `facts` has a parameter of the same name
 
 
 def families() -> tuple[Family, ...]:
     """All product families, in the order of ``families.yaml``."""
-    return tuple(_load()[0].values())
+    return tuple(_load().families.values())
 
 
 def family(key: str) -> Family:
-    """The family with this key (``ascend310``, ``ascend310p``, ``ascend310b``, ``ascend910``,
-    ``ascend910b``, ``ascend910_93``, ``atlas350``). Raises ``ValueError`` for anything else."""
-    fams = _load()[0]
+    """The family with this key (a ``families.yaml`` key such as ``ascend310p``). Raises ``ValueError`` for
+    anything else, listing the known keys."""
+    fams = _load().families
     try:
         return fams[key]
     except (KeyError, TypeError):
@@ -124,7 +317,7 @@ def family(key: str) -> Family:
 
 def latest_checked() -> CannVersion:
     """The newest CANN version whose DVPP docs the rules were read from."""
-    return _load()[3]
+    return _load().latest
 
 
 def known_soc_names() -> tuple[str, ...]:
@@ -139,7 +332,8 @@ def soc_info(name: str) -> SocInfo:
         ValueError: unknown name; the message lists the known names and, where it applies, the alias or
             family key that was probably meant.
     """
-    fams, als, refused, _ = _load()
+    t = _load()
+    fams, als, refused = t.families, t.aliases, t.refused
     if not isinstance(name, str):
         raise ValueError(f"SoC name must be a string such as 'Ascend310P3', got {name!r}")
     for fam in fams.values():
@@ -168,7 +362,7 @@ def family_of(name: str) -> str:
 
 def aliases() -> tuple[Alias, ...]:
     """The explicit alias table (friendly names for CLI use)."""
-    return tuple(_load()[1].values())
+    return tuple(_load().aliases.values())
 
 
 def lookup_alias(name: str) -> Alias:
@@ -177,7 +371,8 @@ def lookup_alias(name: str) -> Alias:
     Case-insensitive. Raises ``ValueError`` for names that are not in the table, including the deliberately
     refused ambiguous ones (``"910B"``), with the reason.
     """
-    _, als, refused, _ = _load()
+    t = _load()
+    als, refused = t.aliases, t.refused
     for table_name, alias in als.items():
         if table_name.lower() == str(name).strip().lower():
             return alias

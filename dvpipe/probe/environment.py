@@ -138,10 +138,12 @@ def detect_soc() -> tuple[Optional[str], str]:
         reasons.append(f"pyACL call failed: {type(e).__name__}: {e}")
     if shutil.which("npu-smi"):
         out = _run(["npu-smi", "info"]) or ""
-        m = re.search(r"\b(910B\d?(?:-\d)?C?|910_93\d\d|310P\d|310B\d|310|910\w*)\b", out)
-        if m:
-            return "Ascend" + m.group(1), "npu-smi info"
-        reasons.append("npu-smi info printed no chip name")
+        from ..knowledge import find_soc_name  # the SoC names and patterns of families.yaml, one regex
+
+        name = find_soc_name(out)
+        if name:
+            return name, "npu-smi info"
+        reasons.append("npu-smi info printed no SoC name that dvpipe knows (dvpipe/knowledge/data/families.yaml)")
     else:
         reasons.append("npu-smi not on PATH")
     return None, "; ".join(reasons)

@@ -40,6 +40,7 @@ from typing import Any, Optional, Sequence
 
 from ...codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ...errors import DvpipeError
+from ...knowledge import register_cache as _register_cache
 from ...stages.image import Crop, Decode, Resize
 from ...stages.registry import KernelQuery, Verdict
 from ...types import PixelFormat
@@ -164,6 +165,10 @@ def _kcheck(soc: str, cann: str, unit: str, op: str, width: int, height: int, fm
     from ...knowledge import check
 
     return check(soc, cann, unit, op, width, height, fmt, api="acldvpp", **dict(extras))
+
+
+# cleared with the knowledge base's own caches when extra data is layered in (dvpipe.knowledge.add_data_dir)
+_register_cache(_kcheck)
 
 
 def kcheck(target: Any, unit: str, op: str, width: int, height: int, fmt: str, **extras: Any):

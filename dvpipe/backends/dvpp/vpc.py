@@ -62,17 +62,19 @@ class Picture:
 
 def layout(target: Any, unit: str, fmt: str, width: int, height: int, side: str = "out"):
     """The documented stride for a picture (:class:`dvpipe.knowledge.Stride`); StepRefused when undocumented."""
-    from ...knowledge import KnowledgeGap, stride_for
+    from ...knowledge import KnowledgeGap, facts, stride_for
 
     try:
         return stride_for(target.soc, target.cann, unit, fmt, width, height, api="acldvpp", side=side)
     except KnowledgeGap as e:
         from .support import accepts_unknown
 
-        if accepts_unknown() and getattr(target, "family", "") == "ascend910_93":
-            # verifying an undocumented A3 layout on the device: the A2 layout (the family A3 shares every
-            # other documented DVPP row with); the measurement, not this guess, decides
-            return stride_for("Ascend910B3", target.cann, unit, fmt, width, height, api="acldvpp", side=side)
+        borrow = facts(target.soc).undocumented_layout_as if accepts_unknown() else None
+        if borrow:
+            # verifying an undocumented layout on the device: the layout of the SoC families.yaml names
+            # (A3 -> Ascend910B3, the family A3 shares every other documented DVPP row with); the
+            # measurement, not this guess, decides
+            return stride_for(borrow, target.cann, unit, fmt, width, height, api="acldvpp", side=side)
         raise StepRefused(f"{unit.upper()} {fmt} {width}x{height} on {target.soc} (CANN {target.cann}): {e.reason}") \
             from None
 

@@ -29,6 +29,7 @@ from .. import _codes as C
 from .._enums import JPEG_FORMAT, PIXEL_FORMAT_NAME
 from ..colour import (bgr_to_nv12_planes, fill_padding_nv12, fill_padding_packed, nv12_planes, nv12_to_bgr,
                       packed_view, write_nv12, write_packed)
+from ....knowledge import facts as _facts  # per-family facts (families.yaml), never named in code
 from ..support import kcheck  # the backend's cached knowledge check: the same rules, one cache
 
 __all__ = ["DvppMedia", "PicDesc", "jpeg_bitstream"]
@@ -278,13 +279,15 @@ class DvppMedia:
         c = self._sim.objs.get(cfg, ResizeConfig)
         if c is None:
             return C.ACL_ERROR_INVALID_PARAM
-        fam = getattr(self._sim.target, "family", "")
-        if int(interpolation) not in (0, 1, 2, 3, 4) + ((5,) if fam in ("ascend310b",) else ()):
-            return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"resize interpolation {interpolation}: values 0-4 "
-                                                             "(CANN 6.0.1 aclcppdevg_03_0820)")
-        if fam == "ascend310p" and int(interpolation) in (3, 4):
+        facts = _facts(family=self._sim.target.family)
+        if int(interpolation) not in facts.acldvpp_resize_interpolations:
+            values = ", ".join(str(v) for v in facts.acldvpp_resize_interpolations)
+            return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"resize interpolation {interpolation}: values "
+                                                             f"{values} (CANN 6.0.1 aclcppdevg_03_0820)")
+        if int(interpolation) in facts.acldvpp_resize_refused:
             return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"resize interpolation {interpolation} is not "
-                                                             "supported on Ascend310P (aclcppdevg_03_0820)")
+                                                             f"supported on {self._sim.target.soc} "
+                                                             "(aclcppdevg_03_0820)")
         c.interpolation = int(interpolation)
         return C.ACL_SUCCESS
 
@@ -425,11 +428,11 @@ class DvppMedia:
         if in_fmt not in _NV or out_fmt not in _NV + _PACKED:
             return sim.fail(C.ACL_ERROR_FEATURE_UNSUPPORTED, f"the software device implements VPC from NV12/NV21 to "
                                                              f"NV12/NV21/RGB888/BGR888, not {src.format} -> {dst.format}")
-        fam = getattr(sim.target, "family", "")
-        if op == "csc" and fam in ("ascend310", "ascend910"):
-            return sim.fail(C.ACL_ERROR_API_NOT_SUPPORT, "acldvppVpcConvertColorAsync is not supported on Atlas "
-                                                         "200/300/500 and Atlas training products (CANN 8.0.0 pyACL "
-                                                         "reference, dvpp_vpc_convert_color_async)")
+        facts = _facts(family=sim.target.family)
+        if op == "csc" and not facts.acldvpp_csc:
+            return sim.fail(C.ACL_ERROR_API_NOT_SUPPORT, f"acldvppVpcConvertColorAsync is not supported on "
+                                                         f"{sim.target.soc} (CANN 8.0.0 pyACL reference, "
+                                                         "dvpp_vpc_convert_color_async)")
         interp = 0
         if resize_config is not None:
             rc = sim.objs.get(resize_config, ResizeConfig)
@@ -469,7 +472,7 @@ class DvppMedia:
         if ret:
             return ret
         fw, fh = floors.get("in_w", w), floors.get("in_h", h)  # documented silent floor (310/910)
-        high_order = interp == 5 or (interp == 0 and fam in ("ascend310", "ascend910", "ascend310b"))
+        high_order = interp == 5 or (interp == 0 and facts.acldvpp_default_filter == "high_order")
         cv_interp = cv2.INTER_CUBIC if high_order else cv2.INTER_NEAREST if interp in (2, 4) else cv2.INTER_LINEAR
 
         def job() -> int:

@@ -1,0 +1,182 @@
+"""Strides: width stride (bytes), height stride (rows) and buffer size (bytes) from a rule's ``stride:`` block.
+
+:func:`stride_for` answers "how must a ``width`` x ``height`` picture of this format be laid out on this
+product" from the documented tables; evaluation uses :func:`_stride_applies` / :func:`_stride_fails` for
+the stride limits of a request.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+
+from .checks import Fail as _Fail
+from .schema import Rule, _rules_by_unit
+from .socs import family as _family, soc_info
+from .versions import CannVersion, VersionLike
+from .vocabulary import _API_LABEL, KnowledgeGap, _bpp, _norm_api, _norm_pixel, _norm_unit, _strength, _vocab, align_up
+
+if TYPE_CHECKING:
+    from .request import Request
+
+__all__ = ["Stride", "stride_for", "STRIDE_KEYS"]
+
+#: the keys of a rule's ``stride:`` block (ws in bytes, hs in rows; see the schema in ``rules_vpc.yaml``)
+STRIDE_KEYS = frozenset({"side", "formats", "ws_align", "ws_align_for", "times_bpp", "ws_min", "hs_align",
+                         "hs_align_for", "hs_min", "size", "ws_max", "hs_max", "ws_max_open", "hs_max_open",
+                         "size_note"})
+
+
+def _stride_applies(rule: Rule, req: "Request") -> bool:
+    """A rule with a stride block applies only to the formats its stride covers (on its side)."""
+    if not rule.stride:
+        return True
+    fmts = rule.stride.get("formats")
+    fmt = req.fmt if rule.stride["side"] == "in" else req.out_fmt
+    return fmts is None or fmt in fmts
+
+
+def _compute_stride(spec: Mapping[str, Any], fmt: str, w: int, h: int) -> tuple[int, int, int, bool]:
+    """(ws bytes, hs rows, buffer bytes, size_inferred) from a stride block."""
+    bpp = _bpp(fmt) if spec.get("times_bpp") else 1
+    wa = int((spec.get("ws_align_for") or {}).get(fmt, spec.get("ws_align", 1)))
+    ws = align_up(w, wa) * bpp
+    if spec.get("ws_min") and ws < spec["ws_min"]:
+        ws = align_up(int(spec["ws_min"]), wa * bpp)
+    ha = int((spec.get("hs_align_for") or {}).get(fmt, spec.get("hs_align", 1)))
+    hs = align_up(h, ha)
+    if spec.get("hs_min") and hs < spec["hs_min"]:
+        hs = align_up(int(spec["hs_min"]), ha)
+    sizes = spec.get("size") or {}
+    inferred = fmt not in sizes
+    mult = Fraction(str(sizes[fmt])) if not inferred else Fraction(str(_vocab().pixel[fmt]["size"]))
+    return ws, hs, math.ceil(ws * hs * mult), inferred
+
+
+def _stride_fails(rule: Rule, req: "Request") -> list[_Fail]:
+    spec = rule.stride
+    if not spec:
+        return []
+    side = spec["side"]
+    fmt, (w, h) = (req.fmt, (req.width, req.height)) if side == "in" else (req.out_fmt, req.out_size)
+    ws, hs, _, _ = _compute_stride(spec, fmt, w, h)
+    out = []
+    word = "input" if side == "in" else "output"
+    for val, key, what in ((ws, "ws", "width stride"), (hs, "hs", "height stride")):
+        unit_ = "bytes" if key == "ws" else "rows"
+        if spec.get(f"{key}_max") and val > spec[f"{key}_max"]:
+            out.append(_Fail(f"{side}_{key}", f"{word} {what} {val} {unit_} exceeds the maximum {spec[f'{key}_max']}",
+                             f"{key}_max"))
+        elif spec.get(f"{key}_max_open") and val > spec[f"{key}_max_open"]:
+            out.append(_Fail(f"{side}_{key}", f"{word} {what} {val} {unit_} is above {spec[f'{key}_max_open']}, "
+                                              "the largest documented", f"{key}_max_open", unknown=True))
+    return out
+
+
+class Stride(tuple):
+    """``(width_stride, height_stride, buffer_bytes)``: ws in bytes, hs in rows, buffer in bytes (a lower
+    bound for the allocation). Unpacks and compares like a plain 3-tuple and also carries where it came
+    from: ``rule_id``, ``confidence``, ``source``, ``side``, ``fmt``, ``api``, ``note``.
+    """
+
+    def __new__(cls, ws: int, hs: int, size: int, *, rule_id: str, confidence: str, source: str, side: str,
+                fmt: str, api: str, note: str = "") -> "Stride":
+        self = super().__new__(cls, (ws, hs, size))
+        self.rule_id, self.confidence, self.source = rule_id, confidence, source
+        self.side, self.fmt, self.api, self.note = side, fmt, api, note
+        return self
+
+    @property
+    def width_stride(self) -> int:
+        return self[0]
+
+    @property
+    def height_stride(self) -> int:
+        return self[1]
+
+    @property
+    def buffer_bytes(self) -> int:
+        return self[2]
+
+    def __repr__(self) -> str:
+        return (f"Stride(ws={self[0]}, hs={self[1]}, buffer={self[2]}, rule={self.rule_id}, "
+                f"confidence={self.confidence})")
+
+
+def stride_for(soc: Optional[str], cann: VersionLike, unit: str, fmt: str, width: int, height: int, *,
+               api: Optional[str] = None, side: Optional[str] = None, family: Optional[str] = None) -> Stride:
+    """Width stride (bytes), height stride (rows) and buffer size (bytes) for a ``width`` x ``height``
+    picture in pixel format ``fmt``.
+
+    ``side`` is ``out`` (the decoded picture; default for jpegd/vdec/pngd) or ``in`` (the picture VPC
+    reads; default for vpc). ``stride_for("Ascend310", "6.0.1", "jpegd", "nv12", 1242, 375)`` is
+    ``(1280, 384, 737280)``.
+
+    Raises:
+        KnowledgeGap: no documented stride for this product/API/format (e.g. JPEGD on Atlas A3).
+        ValueError: malformed arguments.
+    """
+    u = _norm_unit(unit)
+    side = side or ("in" if u == "vpc" else "out")
+    if side not in ("in", "out"):
+        raise ValueError("side is 'in' or 'out'")
+    f = _norm_pixel(fmt, "stride")
+    if soc is not None:
+        info = soc_info(soc)
+        fam = _family(info.family)
+    elif family is not None:
+        fam = _family(family)
+    else:
+        raise ValueError("give soc= or family=")
+    v = CannVersion.parse(cann)
+    apis: Sequence[str] = (_norm_api(api),) if api is not None else fam.apis
+    gaps: list[Rule] = []
+    for a in apis:
+        cands = []
+        for r in _rules_by_unit()[u]:
+            if not (fam.key in r.families and r.api in (a, "any") and r.unit in (u, "any") and v in r.cann):
+                continue
+            if r.stride and r.stride["side"] == side and (r.stride.get("formats") is None or f in r.stride["formats"]):
+                if all(k in ("out_fmt", "fmt", "out_fmt_not", "fmt_not") for k in r.when):
+                    probe = {"fmt": f, "out_fmt": f}
+                    if _selectors_on_fmt(r.when, probe, side):
+                        cands.append(r)
+            elif r.unknown and f"{side}_stride" in r.aspects:
+                gaps.append(r)
+        if cands:
+            rule = min(cands, key=lambda r: _strength(r.confidence))
+            ws, hs, size, size_inferred = _compute_stride(rule.stride, f, width, height)
+            conf = rule.confidence
+            notes = []
+            first = rule.documented_from(fam.key)
+            if first is not None and v < first:
+                conf = "inferred"
+                notes.append(f"documented from CANN {first}; assumed unchanged for {v}")
+            if size_inferred:
+                conf = max(conf, "inferred", key=_strength)
+                notes.append(f"the buffer multiple for {f} is not in the table; derived from the {f} layout")
+            if rule.stride.get("size_note"):
+                notes.append(rule.stride["size_note"])
+            if v < fam.documented_from or (fam.dropped_from is not None and v >= fam.dropped_from):
+                conf = "inferred"
+                notes.append(f"{fam.label} is not in the DVPP docs at CANN {v}")
+            notes.extend(x.notice for x in _rules_by_unit()[u] if x.notice and "stride" in x.id
+                         and fam.key in x.families and x.api in (a, "any") and v in x.cann)
+            return Stride(ws, hs, size, rule_id=rule.id, confidence=conf, source=rule.source, side=side, fmt=f,
+                          api=a, note="; ".join(notes))
+    if gaps:
+        g = gaps[0]
+        raise KnowledgeGap(g.unknown or "", g.source, g.id)
+    raise KnowledgeGap(f"no documented {side}put stride for {u.upper()} {f} on {fam.label} "
+                       f"({'/'.join(_API_LABEL[a] for a in apis)}) at CANN {v}")
+
+
+def _selectors_on_fmt(when: Mapping[str, Any], probe: Mapping[str, str], side: str) -> bool:
+    for k, val in when.items():
+        key = "fmt" if k.startswith("fmt") else "out_fmt"
+        if (key == "fmt") != (side == "in"):
+            continue  # a selector on the other side's format does not constrain this stride
+        inside = probe[key] in val
+        if k.endswith("_not") == inside:
+            return False
+    return True
