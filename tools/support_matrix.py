@@ -58,7 +58,7 @@ CASES: list[tuple[str, dict]] = [
                                           crop=(0, 0, 799, 449), out_width=1600, out_height=900,
                                           paste=(8, 0, 807, 449))),
 ]
-_BACKENDS = ("cpu", "reference", "torch", "dvpp")
+_BACKENDS = ("cpu", "reference", "torch", "dvpp", "aipp")
 _WORD = {"ok": "yes", "rejected": "no", "unknown": "open"}
 
 
