@@ -9,29 +9,34 @@ from .pipeline import Pipeline
 from .planner import Plan
 from .profiles import PROFILES, profile_stages
 from .stages import (Batch, Crop, Decode, FrameSpec, KernelContext, KernelQuery, Normalise, Normalize, Pad,
-                     Resize, Stage, Verdict, register_kernel)
+                     Resize, Stage, Undistort, Verdict, register_kernel, register_stage, registered_stages)
 from .target import Target
 from .types import Batch as FrameBatch
 from .types import Camera, Frame, PixelFormat, Rig
 
 __all__ = [
     "__version__", "Pipeline", "Plan", "Target", "Rig", "Camera", "Frame", "FrameBatch", "PixelFormat",
-    "Stage", "FrameSpec", "Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Batch",
-    "Verdict", "KernelQuery", "KernelContext", "register_kernel", "PROFILES", "profile_stages",
+    "Stage", "FrameSpec", "Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Batch", "Undistort",
+    "Verdict", "KernelQuery", "KernelContext", "register_kernel", "register_stage", "registered_stages", "PROFILES", "profile_stages",
     "DvpipeError", "ConfigError", "FrameError", "CorruptFrameError", "StaleBatchError", "PlanError",
     "BackendUnavailable", "MissingDependencyError",
-    "load_deployment", "Runner", "register_source", "probe", "latency",
+    "load_deployment", "Runner", "register_source", "register_exporter", "probe", "latency",
 ]
 
 _LAZY = {"load_deployment": ("dvpipe.deploy", "load_deployment"), "Runner": ("dvpipe.deploy", "Runner"),
          "register_source": ("dvpipe.deploy.sources", "register_source"),
+         "register_exporter": ("dvpipe.deploy.exporters", "register_exporter"),
          "probe": ("dvpipe.probe", None), "latency": ("dvpipe.latency", None)}
 
 
 def __getattr__(name: str):
     """``dvpipe.load_deployment``, ``dvpipe.Runner``, ``dvpipe.register_source``, ``dvpipe.probe``,
-    ``dvpipe.latency``, imported on first use."""
+    ``dvpipe.latency``, imported on first use; any registered stage class by its name (``dvpipe.Gamma``
+    once a user module registered it with :func:`register_stage`)."""
     if name not in _LAZY:
+        for info in registered_stages().values():
+            if info.cls.__name__ == name:
+                return info.cls
         raise AttributeError(f"module 'dvpipe' has no attribute {name!r}")
     import importlib
 

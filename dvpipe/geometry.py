@@ -21,6 +21,15 @@ Every geometric step returns the 3x3 matrix ``A`` mapping input pixel coordinate
 pixel coordinates (homogeneous, ``[u', v', 1] = A @ [u, v, 1]``). A frame accumulates
 ``img_aug = A @ img_aug``. Intrinsics, ``cam2img`` and ``lidar2img`` are derived from
 ``img_aug`` here and nowhere else.
+
+Re-projecting stages
+--------------------
+Undistortion is not a 3x3 map of pixels: the output pixel of a camera-frame point ``X`` is ``K' X``
+for new intrinsics K', whatever the lens did. A stage that re-projects says so through
+``Stage.camera_matrix(spec, camera) -> K'``; the planner then restarts ``img_aug`` at identity there and
+uses K' in place of the rig's K (``CameraPlan.intrinsics``; ``CameraPlan.metas_camera`` is the camera
+with K' and no distortion, which the profiles read). So ``cam2img = img_aug @ K'`` and
+``lidar2img = cam2img @ lidar2cam`` with the functions below unchanged.
 """
 from __future__ import annotations
 

@@ -61,6 +61,8 @@ class Pipeline:
             at all is a drop either way.
         max_pixels: the largest frame (width x height) a camera may declare; checked before any
             buffer is allocated (a frame's header must match its camera's declared size).
+        live_cache: measurements made on this Ascend device (``dvpipe.probe.live.planning_cache()``)
+            that the planner prefers over the documented DVPP verdicts; None (default): documented only.
 
     Concurrency: ``process`` runs a set's cameras in parallel; calls from several threads are
     serialised (one frame set at a time, in the order the calls take the pipeline's lock), since
@@ -72,7 +74,7 @@ class Pipeline:
                  profile: Optional[str] = None, target: Any = None, fidelity: str = "reference",
                  threads: Optional[int] = None, fallback: str = "next", output_buffers: int = 2,
                  timing: str = "spans", on_corrupt: str = "drop", max_pixels: int = DEFAULT_MAX_PIXELS,
-                 metas_format: str = "per_camera", pose: Any = None):
+                 metas_format: str = "per_camera", pose: Any = None, live_cache: Any = None):
         if not isinstance(rig, Rig):
             raise ConfigError(f"rig must be a dvpipe.Rig (Rig.from_yaml(path)), got {type(rig).__name__}")
         if fallback not in ("next", "error"):
@@ -96,8 +98,9 @@ class Pipeline:
         self._name_set = frozenset(self._names)
         self.profile = profile
         self.fallback = fallback
-        self.plan: Plan = plan_pipeline(rig.cameras, stages, backends, fidelity=fidelity, target=target)
-        self._metas = [profile_metas(profile, cp.camera, cp.img_aug, cp.prepad_size, cp.out_size, stages=stages)
+        self.plan: Plan = plan_pipeline(rig.cameras, stages, backends, fidelity=fidelity, target=target,
+                                        live=live_cache)
+        self._metas = [profile_metas(profile, cp.metas_camera, cp.img_aug, cp.prepad_size, cp.out_size, stages=stages)
                        for cp in self.plan.cameras]
         self._buffers = [self._allocate() for _ in range(output_buffers)]
         self._device = getattr(self.plan.cameras[0].steps[-1].stages[-1], "device", None)

@@ -20,7 +20,7 @@ import numpy as np
 
 from .backends import BackendRef, availability, is_dvpp_placement, load_family, resolve
 from .errors import ConfigError, PlanError
-from .stages.base import FrameSpec, Stage
+from .stages.base import FrameSpec, Stage, camera_matrix_of, matrix_of, output_spec_of
 from .stages.image import Batch, Pad, Transfer
 from .stages.registry import Kernel, KernelQuery, Verdict, kernels_at
 from .types import Camera, PixelFormat
@@ -44,6 +44,9 @@ class PlanStep:
     transfer: Optional[tuple[str, int]] = None
     #: for a DVPP step: what its picture is in device memory (``NV12``, or ``BGR888`` where VPC converts)
     hands_on: str = ""
+    #: K' (3x3) when a stage of this step re-projects the image (``Undistort``); ``matrix`` then maps
+    #: that stage's output pixels onward, and the camera's ``img_aug`` restarts here
+    intrinsics: Optional[np.ndarray] = None
 
     @property
     def name(self) -> str:
@@ -78,7 +81,10 @@ class CameraPlan:
     """The steps of one camera plus the geometry they apply.
 
     Attributes:
-        img_aug: 3x3 map from original to output pixel coordinates (all steps).
+        img_aug: 3x3 map from the pixels of ``intrinsics`` to output pixel coordinates (all steps
+            after the last re-projecting one).
+        intrinsics: 3x3 K that ``img_aug`` applies to: the camera's own, or K' of the last stage that
+            re-projected the image (``Undistort``); ``cam2img = img_aug @ intrinsics``.
         prepad_size: ``(width, height)`` before the first Pad (the image content size).
         out_size: ``(width, height)`` of the camera's image in the batch.
     """
@@ -91,6 +97,20 @@ class CameraPlan:
     out_size: tuple[int, int]
     #: why this camera's DVPP output cannot go to the device route as planned ("" when it can)
     route_problem: str = ""
+    intrinsics: Optional[np.ndarray] = None
+
+    def __post_init__(self) -> None:
+        if self.intrinsics is None:
+            self.intrinsics = np.asarray(self.camera.intrinsics, dtype=np.float64)
+
+    @property
+    def metas_camera(self) -> Camera:
+        """The camera as the batch's image sees it: ``intrinsics`` K' after an ``Undistort`` (no distortion
+        left), else the rig's camera. Profiles build ``cam2img`` / ``lidar2img`` from it and ``img_aug``."""
+        k = self.intrinsics
+        if k is None or k is self.camera.intrinsics or np.array_equal(k, self.camera.intrinsics):
+            return self.camera
+        return dataclasses.replace(self.camera, intrinsics=k, distortion=None)
 
     @property
     def route(self) -> str:
@@ -150,7 +170,8 @@ class Plan:
                        **({"device_batch": _jsonable(self.device_batch)} if self.device_batch else {})},
             "cameras": [
                 {"name": cp.camera.name, "input": str(cp.spec_in), "route": cp.route,
-                 "img_aug": cp.img_aug.tolist(), "steps": [s.to_dict() for s in cp.steps]}
+                 "img_aug": cp.img_aug.tolist(), "intrinsics": np.asarray(cp.intrinsics).tolist(),
+                 "steps": [s.to_dict() for s in cp.steps]}
                 for cp in self.cameras
             ],
         }
@@ -207,7 +228,7 @@ def _specs_after(stages: Sequence[Stage], spec: FrameSpec, cam: Camera, offset: 
     out = []
     for k, st in enumerate(stages):
         try:
-            spec = st.output_spec(spec)
+            spec = output_spec_of(st, spec, cam)
         except ConfigError as e:
             raise ConfigError(f"camera {cam.name}: stage {offset + k} ({st.describe()}): {e}") from None
         out.append(spec)
@@ -216,7 +237,7 @@ def _specs_after(stages: Sequence[Stage], spec: FrameSpec, cam: Camera, offset: 
 
 def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec], cam: Camera,
                 prefs: Sequence[BackendRef], avail: dict[str, Verdict], fidelity: str, target: Any,
-                with_fallback: bool) -> tuple[list[PlanStep], list[Stage], list[FrameSpec]]:
+                with_fallback: bool, live: Any = None) -> tuple[list[PlanStep], list[Stage], list[FrameSpec]]:
     """Plan ``stages`` (with ``specs[k]`` the spec after stage k); returns the steps and the stage and
     spec lists as detours left them."""
     stages, steps = list(stages), []
@@ -238,10 +259,8 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
                 n = len(kern.ops)
                 query = KernelQuery(tuple(stages[i:i + n]), spec, tuple(specs[i:i + n]), cam, ref, fidelity, target)
                 v = kern.check(query)
-                if ref.family == "dvpp" and target is not None:
-                    from .probe.live import prefer_empirical  # a measurement on this device beats the docs
-
-                    v = prefer_empirical(kern, query, v)
+                if ref.family == "dvpp" and target is not None and live is not None:
+                    v = live.prefer(kern, query, v)  # a measurement on this device beats the docs
                 if v.ok and v.replace is not None:
                     # a detour: the kernel runs other stages than those asked about; re-derive the specs
                     detoured = list(stages[:i]) + list(v.replace) + list(stages[i + n:])
@@ -276,10 +295,13 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
         kern, ref, p = chosen
         n = len(kern.ops)
         covered = tuple(stages[i:i + n])
-        matrix = np.eye(3)
+        matrix, new_k = np.eye(3), None
         s_in = spec
         for st, s_out in zip(covered, specs[i:i + n]):
-            matrix = st.matrix(s_in) @ matrix
+            k = camera_matrix_of(st, s_in, cam)
+            if k is not None:  # the stage re-projects: its output pixels are K' @ ray, whatever came before
+                matrix, new_k = np.eye(3), k
+            matrix = matrix_of(st, s_in, cam) @ matrix
             s_in = s_out
         out_spec = specs[i + n - 1]
         if ref.placement != "host":
@@ -288,10 +310,10 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
         if with_fallback and p + 1 < len(prefs):
             try:
                 fallback = _plan_range(covered, spec, list(specs[i:i + n]), cam, prefs[p + 1:], avail, fidelity,
-                                       target, with_fallback=False)[0]
+                                       target, with_fallback=False, live=live)[0]
             except PlanError:
                 fallback = []
-        steps.append(PlanStep(covered, kern, ref, spec, out_spec, verdicts, matrix, fallback))
+        steps.append(PlanStep(covered, kern, ref, spec, out_spec, verdicts, matrix, fallback, intrinsics=new_k))
         spec = out_spec
         i += n
     return steps, stages, specs
@@ -349,7 +371,7 @@ def _insert_transfers(steps: list[PlanStep]) -> list[PlanStep]:
             if not kernels:
                 raise PlanError(f"{step.name} on {step.backend.name} reads from {src}, and no backend copies {src} -> {dst}")
             st = Transfer(placement=dst)
-            t_out = st.output_spec(step.spec_in)
+            t_out = output_spec_of(st, step.spec_in, None)
             out.append(PlanStep((st,), kernels[0], ref, step.spec_in, t_out, [(ref.name, Verdict.yes(f"{src} -> {dst}"))],
                                 np.eye(3)))
             step = dataclasses.replace(step, spec_in=t_out)
@@ -399,7 +421,8 @@ def _place_device_outputs(steps: list[PlanStep], cam: Camera, target: Any) -> tu
 
 
 def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: Sequence[str], *,
-                  fidelity: str = "reference", target: Any = None, assume_available: Sequence[str] = ()) -> Plan:
+                  fidelity: str = "reference", target: Any = None, assume_available: Sequence[str] = (),
+                  live: Any = None) -> Plan:
     """Plan ``stages`` for every camera on the ``backends`` preference order.
 
     A ``Batch()`` stage is appended when the list does not end with one; ``Transfer`` stages in the list
@@ -407,7 +430,10 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
     :class:`ConfigError` for stage lists that cannot apply to a camera, and :class:`PlanError`
     when no backend can run a step (the message lists every backend's verdict). ``assume_available``: backend
     names planned as if this machine could run them (the probe asking what a device with torch_npu would do);
-    their kernels still judge every step.
+    their kernels still judge every step. ``live``: the measurements made on this device
+    (:class:`dvpipe.probe.live.LiveCache`, or any object with ``prefer(kernel, query, verdict) -> Verdict``);
+    a DVPP verdict planned against a ``target`` is replaced by what was measured there. Default None:
+    the documented verdicts only (planning reads no file; ``dvpipe run`` / ``dvpipe probe`` pass the cache).
     """
     if fidelity not in ("reference", "fast"):
         raise ConfigError(f"fidelity must be 'reference' or 'fast', got {fidelity!r}")
@@ -433,7 +459,7 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
             load_family(ref.family)
             avail[ref.name] = Verdict.yes(f"assumed available (here: {avail[ref.name].reason})")
 
-    cam_plans = _plan_cameras(cameras, stages, prefs, avail, fidelity, target)
+    cam_plans = _plan_cameras(cameras, stages, prefs, avail, fidelity, target, live)
     # the batch has one placement: when the device route cannot take every camera, re-plan without it
     # (the verdict says which camera and why), so the cameras meet in a host batch
     for _ in range(len(prefs)):
@@ -443,7 +469,7 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
         for ref in prefs:
             if ref.family == "aipp" and avail[ref.name].ok:
                 avail[ref.name] = Verdict("declined", why)
-        cam_plans = _plan_cameras(cameras, stages, prefs, avail, fidelity, target)
+        cam_plans = _plan_cameras(cameras, stages, prefs, avail, fidelity, target, live)
 
     sizes = {cp.out_size for cp in cam_plans}
     if len(sizes) > 1:
@@ -464,21 +490,24 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
 
 
 def _plan_cameras(cameras: Sequence[Camera], stages: list, prefs: list, avail: dict, fidelity: str,
-                  target: Any) -> list[CameraPlan]:
+                  target: Any, live: Any = None) -> list[CameraPlan]:
     cam_plans = []
     for cam in cameras:
         spec0 = input_spec(cam)
         specs = _specs_after(stages, spec0, cam, 0)
         steps, cam_stages, specs = _plan_range(stages, spec0, specs, cam, prefs, avail, fidelity, target,
-                                               with_fallback=True)
+                                               with_fallback=True, live=live)
         steps, why = _place_device_outputs(steps, cam, target)
         steps = _insert_transfers(steps)
-        img_aug = np.eye(3)
+        img_aug, K = np.eye(3), np.asarray(cam.intrinsics, dtype=np.float64)
         for s in steps:
-            img_aug = s.matrix @ img_aug
+            if s.intrinsics is not None:
+                img_aug, K = s.matrix, s.intrinsics
+            else:
+                img_aug = s.matrix @ img_aug
         prepad = next((spec_before.size for st, spec_before in zip(cam_stages, [spec0] + specs) if isinstance(st, Pad)),
                       specs[-1].size)
-        cp = CameraPlan(cam, spec0, steps, img_aug, prepad, specs[-1].size)
+        cp = CameraPlan(cam, spec0, steps, img_aug, prepad, specs[-1].size, intrinsics=K)
         cp.route_problem = why
         cam_plans.append(cp)
     return cam_plans

@@ -150,7 +150,10 @@ def profile_stages(name: str, fidelity: str = "reference", camera: Optional[Came
 
 def generic_metas(camera: Camera, img_aug: np.ndarray, prepad_size: tuple[int, int],
                   out_size: tuple[int, int]) -> dict:
-    """Metas for a pipeline without a profile: geometry from ``img_aug``, shapes as ``(H, W, 3)``."""
+    """Metas for a pipeline without a profile: geometry from ``img_aug``, shapes as ``(H, W, 3)``.
+
+    ``camera`` is the camera whose ``intrinsics`` ``img_aug`` applies to: the plan's
+    ``CameraPlan.metas_camera`` (K' after an ``Undistort``, :mod:`dvpipe.geometry`)."""
     return {
         "camera": camera.name,
         "lidar2img": geometry.lidar2img(camera.intrinsics, camera.lidar2cam, img_aug),

@@ -23,7 +23,8 @@ import numpy as np
 
 from .errors import ConfigError, DvpipeError, StaleBatchError  # noqa: F401 - StaleBatchError re-exported
 
-__all__ = ["PixelFormat", "Camera", "Rig", "Frame", "Batch", "StaleBatchError", "ENCODINGS"]
+__all__ = ["PixelFormat", "Camera", "Distortion", "Rig", "Frame", "Batch", "StaleBatchError", "ENCODINGS",
+           "DISTORTION_MODELS"]
 
 #: Encodings a camera can declare. ``raw`` means the frames arrive as decoded HxWx3 BGR arrays; ``uyvy``,
 #: ``yuyv`` (YUV 4:2:2 packed) and ``nv12`` (YUV 4:2:0 semi-planar) are uncompressed camera frames (GMSL,
@@ -90,6 +91,82 @@ def _matrix(value: Any, shape: tuple[int, int], path: str) -> np.ndarray:
     return m
 
 
+#: lens models :class:`Distortion` knows, with the coefficient counts each takes (OpenCV's order)
+DISTORTION_MODELS = {"pinhole": (4, 5, 8), "fisheye": (4,)}
+#: largest magnitude of a distortion coefficient (real lenses: |k| < 10; keeps the polynomials finite)
+_DISTORTION_MAX_ABS = 1e4
+
+
+@dataclass(frozen=True)
+class Distortion:
+    """A camera's lens distortion, in OpenCV's models and coefficient order.
+
+    Attributes:
+        model: ``pinhole`` — OpenCV's radial-tangential model (``cv2.undistort``), coefficients
+            ``(k1, k2, p1, p2[, k3[, k4, k5, k6]])``: ``x_d = x (1 + k1 r^2 + k2 r^4 + k3 r^6) /
+            (1 + k4 r^2 + k5 r^4 + k6 r^6) + 2 p1 x y + p2 (r^2 + 2 x^2)`` (y alike, p1/p2 swapped);
+            ``fisheye`` — OpenCV's equidistant fisheye model (``cv2.fisheye``), ``(k1, k2, k3, k4)``:
+            ``theta_d = theta (1 + k1 theta^2 + k2 theta^4 + k3 theta^6 + k4 theta^8)``,
+            ``theta = atan(r)``, ``x_d = x theta_d / r``.
+        coeffs: the coefficients, as floats.
+
+    In a rig file: ``distortion: {model: fisheye, coeffs: [k1, k2, k3, k4]}``, or a plain list for the
+    pinhole model (``distortion: [k1, k2, p1, p2, k3]``). The normalised coordinates ``x = (u - cx) / fx``
+    use the camera's ``intrinsics`` in dvpipe's pixel convention (:mod:`dvpipe.geometry`: pixel centres at
+    ``i + 0.5``); a K calibrated by OpenCV (centres at integers) has ``cx, cy`` 0.5 smaller.
+
+    Sources: OpenCV, "Camera Calibration and 3D Reconstruction" (calib3d,
+    https://docs.opencv.org/master/d9/d0c/group__calib3d.html: the pinhole model and its 4, 5, 8, 12 or 14
+    coefficients; dvpipe takes 4, 5 or 8) and "Fisheye camera model" (calib3d_fisheye,
+    https://docs.opencv.org/3.3.0/db/d58/group__calib3d__fisheye.html: ``(k1, k2, k3, k4)``).
+    """
+
+    model: str
+    coeffs: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if self.model not in DISTORTION_MODELS:
+            raise ConfigError(f"unknown distortion model {short_repr(self.model)}; allowed: "
+                              f"{', '.join(DISTORTION_MODELS)}", "distortion.model")
+        try:
+            c = tuple(float(x) for x in self.coeffs)
+        except (TypeError, ValueError):
+            raise ConfigError(f"distortion coefficients must be numbers, got {short_repr(self.coeffs)}",
+                              "distortion.coeffs") from None
+        counts = DISTORTION_MODELS[self.model]
+        if len(c) not in counts:
+            raise ConfigError(f"the {self.model} model takes {' or '.join(map(str, counts))} coefficients "
+                              f"({'k1, k2, p1, p2[, k3[, k4, k5, k6]]' if self.model == 'pinhole' else 'k1, k2, k3, k4'}), "
+                              f"got {len(c)}", "distortion.coeffs")
+        if not all(np.isfinite(c)) or any(abs(x) > _DISTORTION_MAX_ABS for x in c):
+            raise ConfigError(f"distortion coefficients must be finite and within +-{_DISTORTION_MAX_ABS:g}",
+                              "distortion.coeffs")
+        object.__setattr__(self, "coeffs", c)
+
+    @property
+    def opencv(self) -> np.ndarray:
+        """The coefficients as OpenCV takes them: ``(N,)`` float64 (``(4, 1)`` is what cv2.fisheye wants)."""
+        return np.array(self.coeffs, dtype=np.float64)
+
+    @classmethod
+    def parse(cls, value: Any) -> "Distortion | None":
+        """A rig file's ``distortion`` value (mapping, list, Distortion or None)."""
+        if value is None or isinstance(value, Distortion):
+            return value
+        if isinstance(value, Mapping):
+            unknown = set(value) - {"model", "coeffs"}
+            if unknown:
+                raise ConfigError(f"unknown key(s) {', '.join(sorted(map(str, unknown)))}; allowed: model, coeffs",
+                                  "distortion")
+            if "coeffs" not in value:
+                raise ConfigError("missing coeffs (the model's coefficients, OpenCV order)", "distortion.coeffs")
+            return cls(value.get("model", "pinhole"), value["coeffs"])
+        if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+            return cls("pinhole", tuple(value))
+        raise ConfigError(f"expected {{model: pinhole|fisheye, coeffs: [...]}} or a list of pinhole coefficients, "
+                          f"got {short_repr(value)}", "distortion")
+
+
 #: per-camera keys of a single-sample rig file (e.g. one nuScenes sample): one frame of the camera.
 FRAME_KEYS = ("image", "capture_time_ns")
 
@@ -105,6 +182,8 @@ class Camera:
         encoding: one of :data:`ENCODINGS`; what the camera's frames arrive as.
         intrinsics: 3x3 K (pixels).
         lidar2cam: 4x4 rigid transform, ``p_cam = lidar2cam @ [x, y, z, 1]`` (metres).
+        distortion: the lens's :class:`Distortion` (``None``: an ideal pinhole, or images already
+            undistorted); the ``Undistort`` stage reads it.
         extra: other keys from the rig file, kept verbatim (``cam2ego``, ``lidar2img``...). The frame
             keys :data:`FRAME_KEYS` (``image``: a file next to the rig file; ``capture_time_ns``) are
             checked by :meth:`Rig.from_dict` and used by deployments: a camera the deployment gives no
@@ -119,6 +198,7 @@ class Camera:
     intrinsics: np.ndarray = field(default_factory=lambda: np.eye(3))
     lidar2cam: np.ndarray = field(default_factory=lambda: np.eye(4))
     extra: Mapping[str, Any] = field(default_factory=dict)
+    distortion: "Distortion | None" = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -134,6 +214,11 @@ class Camera:
             raise ConfigError(f"unknown encoding {short_repr(self.encoding)}; allowed: {', '.join(ENCODINGS)}", f"{path}.encoding")
         object.__setattr__(self, "intrinsics", _matrix(self.intrinsics, (3, 3), f"{path}.intrinsics"))
         object.__setattr__(self, "lidar2cam", _matrix(self.lidar2cam, (4, 4), f"{path}.lidar2cam"))
+        try:
+            object.__setattr__(self, "distortion", Distortion.parse(self.distortion))
+        except ConfigError as e:
+            sub = e.path.split(".", 1)[1] + ": " if e.path and "." in e.path else ""
+            raise ConfigError(sub + e.message, f"{path}.distortion") from None
 
     @property
     def lidar2img(self) -> np.ndarray:
@@ -323,7 +408,7 @@ class Rig:
         items = data["cameras"]
         if not isinstance(items, Sequence) or isinstance(items, (str, bytes)):
             raise ConfigError(f"expected a list of cameras, got {type(items).__name__}", f"{prefix}cameras")
-        known = {"name", "width", "height", "encoding", "intrinsics", "lidar2cam"}
+        known = {"name", "width", "height", "encoding", "intrinsics", "lidar2cam", "distortion"}
         cams, errors = [], []
         for i, item in enumerate(items):  # frame keys (a scene file as a rig): checked here, used by deployments
             if isinstance(item, Mapping):
@@ -355,6 +440,7 @@ class Rig:
                     intrinsics=item.get("intrinsics", np.eye(3)),
                     lidar2cam=item.get("lidar2cam", np.eye(4)),
                     extra={k: v for k, v in item.items() if k not in known},
+                    distortion=item.get("distortion"),
                 )
                 cams.append(cam)
             except ConfigError as e:

@@ -3,15 +3,18 @@
 Run: python samples/custom_stage.py
 
 ``Gamma`` brightens dark images (a common fix for night cameras) on the uint8 image before
-normalisation. Its kernel is registered for the ``cpu`` backend with ``register_kernel``; a second,
-fused kernel covers ``gamma + normalise + pad + batch`` and writes straight into the batch buffer.
-Nothing in dvpipe is subclassed except the frozen ``Stage`` declaration itself.
+normalisation. ``@dv.register_stage("gamma")`` declares it (its op, and ``gamma`` as its name in a
+deployment's ``stages:`` list once this module is listed under ``plugins:``); its kernel is registered
+for the ``cpu`` backend with ``register_kernel``; a second, fused kernel covers
+``gamma + normalise + pad + batch`` and writes straight into the batch buffer. Nothing in dvpipe is
+subclassed except the frozen ``Stage`` declaration itself, and no dvpipe file is edited.
+``output_spec(spec, camera)`` sees the camera it is planned for (unused here).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Optional
 
 import cv2
 import numpy as np
@@ -19,18 +22,18 @@ import numpy as np
 import dvpipe as dv
 
 
+@dv.register_stage("gamma", replace=True)  # replace: the sample may be run twice in one process
 @dataclass(frozen=True)
 class Gamma(dv.Stage):
     """Per-pixel ``out = 255 * (in / 255) ** (1 / gamma)`` on uint8 BGR; size and format unchanged."""
 
-    op: ClassVar[str] = "gamma"
     gamma: float = 2.2
 
     def __post_init__(self):
         if not self.gamma > 0:
             raise dv.ConfigError(f"Gamma.gamma must be positive, got {self.gamma!r}")
 
-    def output_spec(self, spec: dv.FrameSpec) -> dv.FrameSpec:
+    def output_spec(self, spec: dv.FrameSpec, camera: Optional[dv.Camera] = None) -> dv.FrameSpec:
         if spec.dtype != "uint8":
             raise dv.ConfigError("Gamma works on uint8 images; put it before Normalise()")
         return spec

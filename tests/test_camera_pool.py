@@ -31,10 +31,15 @@ def test_every_index_runs_exactly_once(threads, n):
 def test_work_is_shared_between_the_caller_and_the_workers():
     pool = CameraPool(3)
     names = set()
+    worker_started = threading.Event()
 
     def fn(i):
         names.add(threading.current_thread().name)
-        time.sleep(0.02)  # releases the GIL, as the decoders and kernels do
+        if threading.current_thread() is threading.main_thread():
+            # the caller holds its first item until a worker has taken one (an event, not a race with a sleep)
+            assert worker_started.wait(30), "no worker thread took an item"
+        else:
+            worker_started.set()
 
     try:
         pool.run(fn, 6)

@@ -26,6 +26,7 @@ from dvpipe.errors import FrameError
 from dvpipe.stages import Crop, Decode, Normalise, Pad, Resize
 from dvpipe.stages.base import FrameSpec
 from dvpipe.types import PixelFormat
+from tolerances import Bound, grey_level, tol
 
 TINY = dict(mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), to_rgb=True)
 BASE = dict(mean=(103.530, 116.280, 123.675), std=(1.0, 1.0, 1.0), to_rgb=False)
@@ -68,15 +69,14 @@ def _frames(sizes, seed=0, encode=encode_jpeg, content=textured_bgr):
     return {f"CAM{k}": encode(content(w, h, seed=seed + k)) for k, (w, h) in enumerate(sizes)}
 
 
-def _compare(stages, sizes, atol, frames=None, rtol=0.0, fidelity="reference", expect_kernel=None, **kw):
+def _compare(stages, sizes, bound: Bound, frames=None, fidelity="reference", expect_kernel=None, **kw):
+    """CPU vs reference batches within ``bound`` (tests/tolerances.py; grey levels scaled by the stages' std)."""
     frames = frames if frames is not None else _frames(sizes)
     pipe, got = _run(stages, sizes, "cpu", frames, fidelity, **kw)
     _, want = _run(stages, sizes, "reference", frames, "reference", **kw)
     assert got.shape == want.shape and got.dtype == want.dtype
-    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    bound = atol + rtol * np.abs(want.astype(np.float64))
     assert np.isfinite(got).all()
-    assert (err <= bound).all(), f"max abs err {err.max()} (bound {atol} + {rtol}*|ref|)"
+    bound.check(got, want, unit=grey_level(stages))
     if expect_kernel is not None:
         names = [s.kernel.name for s in pipe.plan.cameras[0].steps]
         assert any(expect_kernel in n for n in names), names
@@ -177,8 +177,8 @@ def test_decode_errors_match_the_reference_backend(damage):
 @pytest.mark.parametrize("norm", [TINY, BASE], ids=["tiny", "base"])
 @pytest.mark.parametrize("size", [(1600, 900), (641, 359), (97, 61)])
 def test_direct_path_normalise_pad_batch(norm, size, fused_impl):
-    pipe, _, _ = _compare([Decode(), Normalise(**norm), Pad(size_divisor=32)], [size, size], atol=1e-4,
-                          rtol=1e-6, expect_kernel="fused_normalise_pad_batch")
+    pipe, _, _ = _compare([Decode(), Normalise(**norm), Pad(size_divisor=32)], [size, size],
+                          tol("float_path_relative"), expect_kernel="fused_normalise_pad_batch")
     assert (_program(pipe).native is not None) == (fused_impl == "native")
 
 
@@ -186,12 +186,12 @@ def test_direct_path_normalise_pad_batch(norm, size, fused_impl):
 @pytest.mark.parametrize("size", [(1600, 900), (642, 360), (98, 62)])
 def test_exact_2x2_sum_path_matches_float_resize_of_normalised_image(interp, size, fused_impl):
     stages = [Decode(), Normalise(**TINY), Resize(scale=0.5, interpolation=interp), Pad(size_divisor=32)]
-    pipe, got, want = _compare(stages, [size], atol=1e-4, expect_kernel="fused_normalise_resize_pad_batch")
+    pipe, got, want = _compare(stages, [size], tol("float_path"), expect_kernel="fused_normalise_resize_pad_batch")
     step = pipe.plan.cameras[0].steps[-1]
     prog = _program(pipe)  # the program is cached per camera and step
     assert prog.path == "sum2x2", step
     assert (prog.native is not None) == (fused_impl == "native")
-    assert np.abs(got - want).max() < 2e-6  # only float rounding differs
+    assert np.abs(got - want).max() < tol("float_path_exact_sum").atol  # only float rounding differs
 
 
 def test_exact_2x2_sums_at_the_uint8_extremes(fused_impl):
@@ -210,7 +210,7 @@ def test_exact_2x2_sums_at_the_uint8_extremes(fused_impl):
                                           ("linear", 1.5), ("area", 1.3)])
 def test_general_resize_path(interp, scale):
     stages = [Decode(), Normalise(**TINY), Resize(scale=scale, interpolation=interp), Pad(size_divisor=32)]
-    pipe, _, _ = _compare(stages, [(641, 359)], atol=1e-4)
+    pipe, _, _ = _compare(stages, [(641, 359)], tol("float_path"))
     assert _program(pipe).path == "general"
 
 
@@ -219,7 +219,7 @@ def test_general_resize_path(interp, scale):
 def test_uint8_resize_before_normalise(interp, scale, fused_impl):
     # OpenCV resizes uint8 in fixed point, the reference in float64 then rounds: 1 grey level at most
     stages = [Decode(), Resize(scale=scale, interpolation=interp), Normalise(**TINY), Pad(size_divisor=32)]
-    _compare(stages, [(641, 359)], atol=1.0 / 57.12 + 1e-4, expect_kernel="fused_resize_normalise_pad_batch")
+    _compare(stages, [(641, 359)], tol("uint8_resize", "reference", "cpu"), expect_kernel="fused_resize_normalise_pad_batch")
 
 
 @pytest.mark.parametrize("path_stages", [
@@ -229,7 +229,7 @@ def test_uint8_resize_before_normalise(interp, scale, fused_impl):
     [Normalise(**BASE, dtype="float16"), Pad(size_divisor=32)],
 ], ids=["direct", "sum2x2", "general", "base"])
 def test_float16_outputs(path_stages):
-    pipe, got, want = _compare([Decode(), *path_stages], [(642, 360)], atol=1e-3, rtol=1e-3)
+    pipe, got, want = _compare([Decode(), *path_stages], [(642, 360)], tol("float16_output", "reference", "float16"))
     assert got.dtype == np.float16
 
 
@@ -237,19 +237,19 @@ def test_crops_pad_to_fixed_size_and_pad_value(fused_impl):
     size = (641, 359)
     stages = [Decode(), Resize(scale=0.5), Crop(left=7, top=11, width=301, height=150), Normalise(**BASE),
               Pad(size=(160, 320), value=-3.5)]
-    _, got, _ = _compare(stages, [size], atol=1.0 + 1e-4)
+    _, got, _ = _compare(stages, [size], tol("uint8_resize", "reference", "cpu"))  # std 1: one grey level
     assert (got[:, :, 150:, :] == -3.5).all() and (got[:, :, :150, 301:] == -3.5).all()
     # a crop at odd offsets before the exact 2x2 path: the sums read a strided view
     stages = [Decode(), Crop(left=3, top=5, width=400, height=200), Normalise(**TINY), Resize(scale=0.5),
               Pad(size_divisor=32)]
-    _compare(stages, [size], atol=1e-4)
+    _compare(stages, [size], tol("float_path"))
 
 
 def test_no_pad_and_raw_bgr_input(fused_impl):
     size = (320, 180)
     frames = {"CAM0": textured_bgr(*size, seed=4)}
-    _compare([Decode(), Normalise(**TINY)], [size], atol=1e-4, frames=frames, encoding="raw")
-    _compare([Decode(), Normalise(**TINY), Resize(scale=0.5)], [size], atol=1e-4, frames=frames, encoding="raw")
+    _compare([Decode(), Normalise(**TINY)], [size], tol("float_path"), frames=frames, encoding="raw")
+    _compare([Decode(), Normalise(**TINY), Resize(scale=0.5)], [size], tol("float_path"), frames=frames, encoding="raw")
 
 
 @pytest.mark.parametrize("view", ["channels_reversed", "fortran", "bgra_slice"])
@@ -261,20 +261,20 @@ def test_raw_frames_given_as_views(view, fused_impl):
              "bgra_slice": np.concatenate([img, np.zeros(img.shape[:2] + (1,), np.uint8)], axis=2)[..., :3]}[view]
     assert not frame.flags.c_contiguous
     for stages in ([Decode(), Normalise(**TINY)], [Decode(), Normalise(**TINY), Resize(scale=0.5)]):
-        _compare(stages, [size], atol=1e-4, frames={"CAM0": frame}, encoding="raw")
+        _compare(stages, [size], tol("float_path"), frames={"CAM0": frame}, encoding="raw")
 
 
 def test_single_stage_kernels_when_nothing_fuses():
     # normalise -> crop -> pad -> batch: the crop between them leaves normalise, pad and batch alone
     size = (321, 181)
     stages = [Decode(), Normalise(**TINY), Crop(left=1, top=2, width=300, height=170), Pad(size_divisor=32)]
-    pipe, _, _ = _compare(stages, [size], atol=1e-4)
+    pipe, _, _ = _compare(stages, [size], tol("float_path"))
     assert [s.name for s in pipe.plan.cameras[0].steps] == ["decode", "normalise", "crop", "pad", "batch"]
     # normalise -> crop -> resize (float) -> batch
     stages = [Decode(), Normalise(**BASE), Crop(left=0, top=1, width=320, height=180), Resize(scale=0.5)]
-    _compare(stages, [size], atol=1e-4)
+    _compare(stages, [size], tol("float_path"))
     # resize alone, then a uint8 batch
-    _compare([Decode(), Resize(scale=0.5, interpolation="area")], [size], atol=1.0)
+    _compare([Decode(), Resize(scale=0.5, interpolation="area")], [size], tol("uint8_resize", "reference", "cpu"))
 
 
 def test_every_output_byte_is_written_on_a_reused_buffer(fused_impl):

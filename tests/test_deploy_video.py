@@ -14,6 +14,7 @@ from dvpipe.deploy.testing import encode_access_units, synthetic_deployment, tin
 from dvpipe.video import (GAP, AccessUnit, VideoPacket, decode_video, is_keyframe, merge_packets, nal_types)
 from dvpipe.stages.base import FrameSpec
 from dvpipe.types import PixelFormat
+from tolerances import tol
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -126,7 +127,7 @@ def test_slow_pipeline_drops_video_frames_without_breaking_the_decoder():
             continue
         k = round((it.frame.capture_ns - r._sources["CAM0"]._t0_wall) * 60 / 1e9)  # noqa: SLF001
         want = (cycle[k % 8].transpose(2, 0, 1).astype(np.float32) - 128) / 64
-        np.testing.assert_allclose(rb.batch.images[i], want, atol=1e-5)
+        np.testing.assert_allclose(rb.batch.images[i], want, **tol("video_batch").allclose)
         checked += 1
     result = r.finish()
     acc = result.accounting

@@ -29,6 +29,7 @@ from dvpipe.errors import CorruptFrameError, FrameError
 from dvpipe.stages.base import FrameSpec, PixelFormat
 
 from conftest import NUSCENES, rig_dict
+from tolerances import tol
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -145,6 +146,7 @@ def test_dvpipe_drops_exactly_what_libjpeg_reports(name, backend, fidelity):
 
 
 @needs_sj
+@needs_djpeg  # which bit flips are damage is djpeg's (the independent libjpeg) verdict
 @pytest.mark.parametrize("fidelity", ["reference", "fast"])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_flag_policy_keeps_the_picture_opencv_conceals(backend, fidelity):
@@ -161,7 +163,7 @@ def test_flag_policy_keeps_the_picture_opencv_conceals(backend, fidelity):
                 # upsample + 2x2 mean would ([1,6,1]/8): on average within a grey level of OpenCV's 1/2
                 # decode of the same damaged bytes (another or an empty picture is tens of levels off)
                 diff = np.abs(img.astype(int) - cv2_decode(vs[v], 2).astype(int))
-                assert diff.mean() < 1, (v, diff.mean())
+                assert diff.mean() < tol("damaged_dct_decode_mean", "fast", "cpu").mean_abs, (v, diff.mean())
         else:
             assert valid and not meta.get("corrupt"), (v, meta)
 

@@ -14,6 +14,7 @@ import pytest
 import dvpipe as dv
 from _bevformer_ref import bevformer_reference
 from conftest import encode_jpeg, rig_dict, textured_bgr
+from tolerances import tol
 
 CONFIGS = Path(__file__).parent / "data" / "mmdet3d_configs"
 
@@ -99,19 +100,19 @@ def test_sample_dict_matches_bevformer_dataset_and_forward_test(setup):
     for k, frames in enumerate(_frame_sets(rig, poses)):
         batch = pipe.process(frames)
         (meta,) = batch.metas
-        assert np.allclose(meta["can_bus"], ref_can_bus(poses[k]), atol=1e-9)
+        assert np.allclose(meta["can_bus"], ref_can_bus(poses[k]), **tol("can_bus").allclose)
         assert meta["scene_token"] == poses[k]["scene_token"] and meta["sample_idx"] == poses[k]["token"]
         assert meta["prev_bev_exists"] == (k not in (0, 3))
         expect = fwd(meta)
         (meta_d,) = delta.process(frames).metas
-        assert np.allclose(meta_d["can_bus"], expect["can_bus"], atol=1e-9)
+        assert np.allclose(meta_d["can_bus"], expect["can_bus"], **tol("can_bus").allclose)
         # per-camera lists, in rig order, equal to the independent image reference
         ref_img, ref_metas = bevformer_reference([frames[c.name].data for c in rig], [c.lidar2img for c in rig],
                                                  "bevformer-tiny")
-        assert batch.img.shape == (1,) + ref_img.shape and np.abs(batch.img[0] - ref_img).max() <= 1e-4
+        assert batch.img.shape == (1,) + ref_img.shape and np.abs(batch.img[0] - ref_img).max() <= tol("float_path").atol
         assert len(meta["lidar2img"]) == 3
         for got, want in zip(meta["lidar2img"], ref_metas):
-            assert np.allclose(got, want["lidar2img"], rtol=1e-9, atol=1e-9)
+            assert np.allclose(got, want["lidar2img"], **tol("geometry").allclose)
         assert [tuple(s) for s in meta["img_shape"]] == [tuple(r["img_shape"]) for r in ref_metas]
         assert meta["img_timestamp"] == pytest.approx([poses[k]["timestamp"] / 1e6 + 0.003 * i for i in range(3)],
                                                       abs=1e-6)
@@ -207,17 +208,17 @@ def test_info_file_source_gives_each_samples_calibration_and_can_bus(tmp_path):
         (meta,) = batch.metas
         info = infos[k]
         for got, cam in zip(meta["lidar2img"], rig.names):
-            assert np.allclose(got, _ref_lidar2img(info["cams"][cam], 0.5), rtol=1e-9, atol=1e-9)
+            assert np.allclose(got, _ref_lidar2img(info["cams"][cam], 0.5), **tol("geometry").allclose)
         can = np.array(info["can_bus"])
         want = ref_can_bus({"translation": info["ego2global_translation"], "rotation": info["ego2global_rotation"]})
         can[:3], can[3:7], can[-2:] = want[:3], want[3:7], want[-2:]
-        assert np.allclose(meta["can_bus"], can, atol=1e-9)
+        assert np.allclose(meta["can_bus"], can, **tol("can_bus").allclose)
         assert meta["scene_token"] == info["scene_token"] and meta["sample_idx"] == info["token"]
         assert meta["prev_bev_exists"] == (k == 1)
         assert meta["filename"][0].endswith(f"CAM_FRONT/{k}.jpg")
         ref_img, _ = bevformer_reference([open(meta["filename"][i], "rb").read() for i in range(2)],
                                          [c.lidar2img for c in rig], "bevformer-tiny")
-        assert np.abs(batch.images - ref_img).max() <= 1e-4
+        assert np.abs(batch.images - ref_img).max() <= tol("float_path").atol
 
 
 def test_info_pickle_with_code_is_refused_and_not_run(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ import pytest
 
 import dvpipe as dv
 from conftest import SAMPLES, encode_jpeg, rig_dict, textured_bgr
+from tolerances import tol
 
 
 def _load(name: str):
@@ -54,7 +55,7 @@ def test_ort_model_output_is_the_model_of_the_batch(batch_and_model):
     ort_model = _load("ort_model").OrtModel(model)
     out = ort_model(batch)
     assert out["feat"].shape == (1, 3, 3)
-    assert np.allclose(out["feat"], np.asarray(batch.img, dtype=np.float64).mean(axis=(3, 4)), rtol=1e-5, atol=1e-5)
+    assert np.allclose(out["feat"], np.asarray(batch.img, dtype=np.float64).mean(axis=(3, 4)), **tol("model_feature").allclose)
 
 
 def test_ort_binding_reads_the_batch_buffer_in_place_and_writes_our_output(batch_and_model):
@@ -93,7 +94,7 @@ def test_ort_model_as_a_deployment_hook(tmp_path):
         seen = [(rb.batch.keep(), rb.output) for rb in runner.batches()]
     assert len(seen) == 3
     for batch, out in seen:
-        assert np.allclose(out["feat"], np.asarray(batch.img, dtype=np.float64).mean(axis=(3, 4)), atol=1e-5)
+        assert np.allclose(out["feat"], np.asarray(batch.img, dtype=np.float64).mean(axis=(3, 4)), **tol("model_feature").allclose)
 
 
 def test_npu_example_compiles_and_says_what_is_missing_here():

@@ -15,6 +15,7 @@ import pytest
 
 from _bevformer_ref import imnormalize
 from dvpipe.backends import cpu as cpu_backend
+from tolerances import tol
 
 native = cpu_backend._native
 
@@ -63,7 +64,7 @@ def test_shrink2_is_the_normalised_2x2_mean(hw):
     native.normalise_planes(img, out, *_coef(*TINY), 2)
     blocks = img.astype(np.float64).reshape(hw[0], 2, hw[1], 2, 3).mean(axis=(1, 3))[..., ::-1]
     want = ((blocks - np.array(mean)) / np.array(std)).transpose(2, 0, 1)
-    assert np.abs(out - want).max() < 1e-6
+    assert np.abs(out - want).max() < tol("native_kernel").atol
 
 
 @pytestmark_native

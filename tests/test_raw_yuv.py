@@ -13,6 +13,7 @@ import pytest
 from dvpipe import Camera, Pipeline, Rig
 from dvpipe.errors import ConfigError
 from dvpipe.stages.image import Decode
+from tolerances import tol
 
 W, H = 32, 16
 
@@ -69,7 +70,7 @@ def run(enc, data, backend, **extra):
 def test_reference_is_the_bt601_limited_formula(enc):
     data, (y, u, v) = frame(enc, lo=0, hi=256)
     got = run(enc, data, "reference").astype(int)
-    assert np.abs(got - bt601_limited(y, u, v)).max() <= 1  # coefficient rounding at .5 boundaries only
+    tol("uint8_rounding_flip").check(got, bt601_limited(y, u, v))  # coefficient rounding at .5 boundaries only
 
 
 @pytest.mark.parametrize("enc", ["uyvy", "yuyv", "nv12"])
@@ -79,13 +80,13 @@ def test_cpu_is_opencv_cvtcolor_and_within_one_of_the_reference(enc):
     src = np.frombuffer(data, np.uint8).reshape((H * 3 // 2, W) if enc == "nv12" else (H, W, 2))
     cpu = run(enc, data, "cpu")
     assert np.array_equal(cpu, cv2.cvtColor(src, code))
-    assert np.abs(cpu.astype(int) - bt601_limited(y, u, v)).max() <= 1  # OpenCV: BT.601 limited, fixed point
+    tol("uint8_rounding_flip").check(cpu, bt601_limited(y, u, v))  # OpenCV: BT.601 limited, fixed point
 
 
 def test_below_black_opencv_clamps_and_the_reference_does_not():
     data, (y, u, v) = frame("uyvy", lo=0, hi=16)  # limited-range footroom: Y' < 16
     ref = run("uyvy", data, "reference").astype(int)
-    assert np.abs(ref - bt601_limited(y, u, v)).max() <= 1
+    tol("uint8_rounding_flip").check(ref, bt601_limited(y, u, v))
     assert np.abs(run("uyvy", data, "cpu").astype(int) - ref).max() > 1  # the documented difference
 
 
@@ -99,7 +100,7 @@ def test_colour_bars_land_on_their_colours(enc, backend):
         cshape = (H // 2, W // 2) if enc == "nv12" else (H, W // 2)
         data = pack(enc, np.full((H, W), yy), np.full(cshape, uu), np.full(cshape, vv))
         got = run(enc, data, backend).astype(int)
-        assert np.abs(got - np.array(bgr)).max() <= 2, (enc, backend, bgr, got[0, 0])
+        assert np.abs(got - np.array(bgr)).max() <= tol("colour_bars").atol, (enc, backend, bgr, got[0, 0])
 
 
 def test_byte_order_uyvy_is_not_yuyv():
@@ -123,7 +124,7 @@ def test_array_payloads_of_the_documented_shapes():
 def test_bt709_full_range_is_configurable(backend):
     data, (y, u, v) = frame("yuyv", lo=0, hi=256)
     got = run("yuyv", data, backend, yuv_matrix="bt709", yuv_range="full").astype(int)
-    assert np.abs(got - bt709_full(y, u, v)).max() <= 1
+    tol("uint8_rounding_flip").check(got, bt709_full(y, u, v))
 
 
 def test_bad_frames_and_settings_are_one_line_errors():

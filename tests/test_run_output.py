@@ -16,6 +16,7 @@ import yaml
 from dvpipe.cli import main as cli_main
 from dvpipe.deploy import Runner, load_deployment
 from dvpipe.deploy import runner as runner_mod
+from dvpipe.deploy._builtin_exporters import DumpsExporter
 from dvpipe.deploy.summary import Accounting
 from dvpipe.deploy.testing import synthetic_deployment
 from dvpipe.latency import LatencyStats, Timeline
@@ -41,20 +42,18 @@ def _fake_runner(done: int):
     (10, 5.0, 1, 1.0, "ETA 0:04"),        # both: whichever comes first (4 s left < 9 sets x 1 s)
     (4000, None, 1, 2.0, "ETA 2:13:18"),  # 3999 s x 2 = 7998 s = 2 h 13 min 18 s
 ])
-def test_progress_line_shows_an_eta_when_the_length_is_known(monkeypatch, total, duration, done, now_s, eta):
+def test_progress_line_shows_an_eta_when_the_length_is_known(total, duration, done, now_s, eta):
     clock = {"t": 0}
-    monkeypatch.setattr(runner_mod, "now_ns", lambda: clock["t"])
     out = io.StringIO()
-    line = runner_mod.ProgressLine(total, duration, stream=out, every_s=0.0)
+    line = runner_mod.ProgressLine(total, duration, stream=out, every_s=0.0, clock=lambda: clock["t"])
     clock["t"] = int(now_s * 1e9)
     line(_fake_runner(done))
     assert eta in out.getvalue(), out.getvalue()
 
 
-def test_progress_line_has_no_eta_for_an_open_ended_run(monkeypatch):
-    monkeypatch.setattr(runner_mod, "now_ns", lambda: 5_000_000_000)
+def test_progress_line_has_no_eta_for_an_open_ended_run():
     out = io.StringIO()
-    runner_mod.ProgressLine(None, None, stream=out, every_s=0.0)(_fake_runner(3))
+    runner_mod.ProgressLine(None, None, stream=out, every_s=0.0, clock=lambda: 5_000_000_000)(_fake_runner(3))
     assert "ETA" not in out.getvalue() and "3 sets" in out.getvalue()
 
 
@@ -167,7 +166,7 @@ def test_a_full_dump_queue_skips_and_counts_instead_of_stalling_the_run(tmp_path
         return real(*a, **k)
 
     monkeypatch.setattr(np, "savez_compressed", slow_disk)
-    monkeypatch.setattr(Runner, "_DUMP_QUEUE", 1)
+    monkeypatch.setattr(DumpsExporter, "queue_size", 1)
     d = synthetic_deployment(1, frames=8, outputs={"dir": str(tmp_path), "metrics": False,
                                                    "dumps": {"every": 1, "max": 100}})
     runner = Runner(load_deployment(d))

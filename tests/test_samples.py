@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 import yaml
 
+from tolerances import tol
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
 RIGS = ROOT / "configs" / "rigs"
@@ -105,14 +107,14 @@ def test_rig_file_is_valid(path: Path):
         assert m.shape == (4, 4)
         np.testing.assert_allclose(m[3], [0.0, 0.0, 0.0, 1.0])
         r = m[:3, :3]
-        np.testing.assert_allclose(r.T @ r, np.eye(3), atol=1e-6)
-        assert abs(np.linalg.det(r) - 1.0) < 1e-6
+        np.testing.assert_allclose(r.T @ r, np.eye(3), **tol("rotation").allclose)
+        assert abs(np.linalg.det(r) - 1.0) < tol("rotation").atol
         if "lidar2img" in c:
             k4 = np.eye(4)
             k4[:3, :3] = k
-            np.testing.assert_allclose(np.array(c["lidar2img"]), k4 @ m, rtol=1e-9, atol=1e-9)
+            np.testing.assert_allclose(np.array(c["lidar2img"]), k4 @ m, **tol("geometry").allclose)
         if "cam2lidar" in c:
-            np.testing.assert_allclose(np.array(c["cam2lidar"]) @ m, np.eye(4), atol=1e-9)
+            np.testing.assert_allclose(np.array(c["cam2lidar"]) @ m, np.eye(4), **tol("geometry").allclose)
 
 
 def test_expected_rig_configs():
@@ -139,7 +141,7 @@ def test_expected_rig_configs():
     baseline = camera_centre(right) - camera_centre(left)
     # the right camera sits 0.54 m along the left camera's x axis
     r_left = np.array(left["lidar2cam"])[:3, :3]
-    np.testing.assert_allclose(r_left @ baseline, [0.54, 0.0, 0.0], atol=1e-9)
+    np.testing.assert_allclose(r_left @ baseline, [0.54, 0.0, 0.0], **tol("geometry").allclose)
 
     av2 = {c["name"]: c for c in load(RIGS / "argoverse2.yaml")["cameras"]}
     assert len(av2) == 7 and all(n.startswith("ring_") for n in av2)
@@ -253,6 +255,6 @@ def test_box_records_are_consistent(scene):
             rot = np.array([[cy, -sy, 0.0], [sy, cy, 0.0], [0.0, 0.0, 1.0]])
             corners = np.array(b["corners"])
             assert corners.shape == (8, 3)
-            np.testing.assert_allclose(corners.mean(axis=0), c, atol=1e-9)
+            np.testing.assert_allclose(corners.mean(axis=0), c, **tol("geometry").allclose)
             local = (corners - c) @ rot
-            np.testing.assert_allclose(np.abs(local), np.tile([dx / 2, dy / 2, dz / 2], (8, 1)), atol=1e-9)
+            np.testing.assert_allclose(np.abs(local), np.tile([dx / 2, dy / 2, dz / 2], (8, 1)), **tol("geometry").allclose)

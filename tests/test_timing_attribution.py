@@ -1,12 +1,16 @@
 """Latency attribution through the real Pipeline and Runner (issue: latency accounting, acceptance 1-2):
-a stage that sleeps a known time is reported at that time, every step of every frame is in the trace."""
+a stage that sleeps a known time is reported at that time, every step of every frame is in the trace.
+
+The Pipeline test runs on a fake clock (time passes only in the stage's sleep, on the thread that sleeps),
+so the attribution is checked exactly. The Runner test still sleeps for real: the Runner, its sources and
+the synchroniser read ``now_ns`` themselves (the issue-17 report lists the clock parameter they need)."""
 from __future__ import annotations
 
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import ClassVar
-
-import numpy as np
 
 import dvpipe as dv
 from conftest import encode_jpeg, rig_dict, textured_bgr
@@ -26,13 +30,41 @@ class Sleep(dv.Stage):
     seconds: float = SLEEP_S
 
 
+#: what the Sleep kernel sleeps with (a test swaps in a fake clock's sleep)
+SLEEP = time.sleep
+
+
 @dv.register_kernel("sleep", backend="cpu", replace=True)
 def _sleep(data, stages, ctx):
-    time.sleep(stages[0].seconds)
+    SLEEP(stages[0].seconds)
     return data
 
 
-def test_a_sleeping_stage_is_attributed_its_time_by_the_pipeline():
+class ThreadClock:
+    """A fake ``now_ns``: each thread's time moves only when that thread sleeps on it.
+
+    Every span is stamped on the thread that runs its step, so a step's duration is exactly the time that
+    thread slept inside it, whatever the other camera threads do."""
+
+    def __init__(self, base_ns: int = 10**12) -> None:
+        self.base_ns = base_ns
+        self._local = threading.local()
+
+    def now(self) -> int:
+        return self.base_ns + getattr(self._local, "ns", 0)
+
+    def sleep(self, seconds: float) -> None:
+        self._local.ns = getattr(self._local, "ns", 0) + round(seconds * 1e9)
+
+
+def test_a_sleeping_stage_is_attributed_its_time_by_the_pipeline(monkeypatch):
+    import dvpipe.pipeline
+    from dvpipe.latency import timeline as timeline_module
+
+    clock = ThreadClock()
+    for module in (dvpipe.pipeline, timeline_module):  # no clock parameter yet (issue-17 report)
+        monkeypatch.setattr(module, "now_ns", clock.now)
+    monkeypatch.setattr(sys.modules[__name__], "SLEEP", clock.sleep)
     rig = dv.Rig.from_dict(rig_dict([(64, 48), (64, 48)]))
     pipe = dv.Pipeline(rig, [dv.Decode(), Sleep(), dv.Normalise(), dv.Pad(size_divisor=32)], threads=2)
     frames = {c.name: encode_jpeg(textured_bgr(64, 48)) for c in rig}
@@ -41,8 +73,8 @@ def test_a_sleeping_stage_is_attributed_its_time_by_the_pipeline():
         batch = pipe.process(frames)
         for cam, step, t0, t1, _b in batch.timings:
             per_step.setdefault(step, []).append((t1 - t0) / 1e9)
-    assert abs(np.median(per_step["sleep"]) - SLEEP_S) <= 0.1 * SLEEP_S
-    assert np.median(per_step["decode"]) < SLEEP_S / 2  # the sleep is not smeared into its neighbours
+    assert len(per_step["sleep"]) == 30 and set(per_step["sleep"]) == {SLEEP_S}
+    assert set(per_step["decode"]) == {0.0}  # the sleep is not smeared into its neighbours
 
 
 def test_runner_attribution_and_a_complete_valid_trace(tmp_path):

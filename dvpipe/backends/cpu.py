@@ -43,7 +43,7 @@ import cv2
 import numpy as np
 
 from ..codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
-from ..stages.registry import KernelContext, KernelQuery, Verdict, register_kernel
+from ..stages.registry import KernelContext, KernelQuery, Verdict, fused_runs, register_kernel
 from ..types import PixelFormat
 from ._decode import decode_bgr
 
@@ -270,6 +270,39 @@ def _resize(data, stages, ctx: KernelContext):
     return cv2.resize(data, (w, h), dst=dst, interpolation=_INTERP[st.interpolation])
 
 
+def _supports_undistort(q: KernelQuery) -> Verdict:
+    if q.spec_in.dtype not in ("uint8", "float32"):
+        return Verdict.no(f"cv2.remap takes uint8 or float32 pixels, got {q.spec_in.dtype}; undistort before Normalise")
+    return Verdict.yes()
+
+
+@register_kernel("undistort", backend="cpu", supports=_supports_undistort, name="cv2.remap")
+def _undistort(data, stages, ctx: KernelContext):
+    """``cv2.remap`` (bilinear, border 0) with the camera's maps, made once per camera by
+    ``cv2.initUndistortRectifyMap`` / ``cv2.fisheye.initUndistortRectifyMap`` (OpenCV's pixel convention:
+    K and K' with ``cx, cy`` 0.5 smaller than dvpipe's)."""
+    (st,) = stages
+    maps = ctx.state.get("undistort_maps")
+    if maps is None:
+        maps = ctx.state["undistort_maps"] = undistort_maps_cv2(ctx.camera, st.new_intrinsics(ctx.camera))
+    dst = _scratch(ctx.state, "ud", data.shape, data.dtype)
+    return cv2.remap(data, maps[0], maps[1], cv2.INTER_LINEAR, dst=dst, borderMode=cv2.BORDER_CONSTANT,
+                     borderValue=0)
+
+
+def undistort_maps_cv2(camera, K_new: np.ndarray, map_type: int = cv2.CV_16SC2) -> tuple[np.ndarray, np.ndarray]:
+    """OpenCV's undistortion maps for ``camera`` onto ``K_new`` (both K in dvpipe's pixel convention)."""
+    from ..stages.camera import opencv_k
+
+    size = (camera.width, camera.height)
+    d = camera.distortion
+    K, Kn = opencv_k(camera.intrinsics), opencv_k(K_new)
+    if d is not None and d.model == "fisheye":
+        return cv2.fisheye.initUndistortRectifyMap(K, d.opencv.reshape(4, 1), np.eye(3), Kn, size, map_type)
+    coeffs = d.opencv if d is not None else np.zeros(4)
+    return cv2.initUndistortRectifyMap(K, coeffs, None, Kn, size, map_type)
+
+
 @register_kernel("crop", backend="cpu", name="slice")
 def _crop(data, stages, ctx: KernelContext):
     (st,) = stages
@@ -461,9 +494,10 @@ def _supports_fused(q: KernelQuery) -> Verdict:
     return Verdict.yes()
 
 
-for _ops in [("normalise", "pad", "batch"), ("normalise", "batch"),
-             ("normalise", "resize", "pad", "batch"), ("normalise", "resize", "batch"),
-             ("resize", "normalise", "pad", "batch"), ("resize", "normalise", "batch")]:
+#: which ops the fused normalise write takes: an optional resize on either side of normalise, then the batch
+FUSED_NORMALISE_RUNS = fused_runs([("normalise",), ("normalise", "resize"), ("resize", "normalise")],
+                                  [("batch",), ("pad", "batch")])
+for _ops in FUSED_NORMALISE_RUNS:
     register_kernel(_ops, backend="cpu", supports=_supports_fused, name="fused_" + "_".join(_ops))(_fused_write)
 
 
@@ -537,8 +571,9 @@ def _decode_to_slot(data, stages, ctx: KernelContext):
     return _decode_resize_write(data, stages, ctx)
 
 
-for _ops in [("decode", "resize", "normalise", "pad", "batch"), ("decode", "resize", "normalise", "batch"),
-             ("decode", "normalise", "resize", "pad", "batch"), ("decode", "normalise", "resize", "batch"),
-             ("decode", "normalise", "pad", "batch"), ("decode", "normalise", "batch")]:
+#: decode straight into the slot: decode, then what the fused normalise write takes
+DECODE_TO_SLOT_RUNS = fused_runs([("decode",)], [("resize", "normalise"), ("normalise", "resize"), ("normalise",)],
+                                 [("batch",), ("pad", "batch")])
+for _ops in DECODE_TO_SLOT_RUNS:
     register_kernel(_ops, backend="cpu", supports=_supports_decode_to_slot,
                     name="fused_" + "_".join(_ops))(_decode_to_slot)

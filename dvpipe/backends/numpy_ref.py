@@ -205,3 +205,87 @@ def _pad(data, stages, ctx: KernelContext):
 def _batch(data, stages, ctx: KernelContext):
     ctx.out[...] = np.transpose(np.asarray(data), (2, 0, 1))
     return ctx.out
+
+
+# -- undistortion: the lens models written out, inverse mapping, bilinear sampling (no OpenCV) ----------
+def distort_normalised(x: np.ndarray, y: np.ndarray, model: str, coeffs) -> tuple[np.ndarray, np.ndarray]:
+    """Apply a lens model to ideal normalised coordinates ``(x, y) = (X/Z, Y/Z)`` (float64 arrays).
+
+    ``pinhole``: OpenCV's radial-tangential model, ``(k1, k2, p1, p2[, k3[, k4, k5, k6]])``;
+    ``fisheye``: OpenCV's equidistant model, ``(k1, k2, k3, k4)`` on ``theta = atan(r)``
+    (formulas: :class:`dvpipe.types.Distortion`).
+    """
+    c = list(coeffs)
+    if model == "fisheye":
+        k1, k2, k3, k4 = c
+        r = np.hypot(x, y)
+        theta = np.arctan(r)
+        t2 = theta * theta
+        theta_d = theta * (1 + t2 * (k1 + t2 * (k2 + t2 * (k3 + t2 * k4))))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scale = np.where(r > 1e-12, theta_d / r, 1.0)
+        return x * scale, y * scale
+    k1, k2, p1, p2 = c[:4]
+    k3 = c[4] if len(c) > 4 else 0.0
+    k4, k5, k6 = (c[5], c[6], c[7]) if len(c) > 5 else (0.0, 0.0, 0.0)
+    r2 = x * x + y * y
+    radial = (1 + r2 * (k1 + r2 * (k2 + r2 * k3))) / (1 + r2 * (k4 + r2 * (k5 + r2 * k6)))
+    xd = x * radial + 2 * p1 * x * y + p2 * (r2 + 2 * x * x)
+    yd = y * radial + p1 * (r2 + 2 * y * y) + 2 * p2 * x * y
+    return xd, yd
+
+
+def undistort_map(K: np.ndarray, model: str, coeffs, K_new: np.ndarray, width: int,
+                  height: int) -> tuple[np.ndarray, np.ndarray]:
+    """For every output pixel, where to sample the distorted image: ``(map_x, map_y)``, ``(H, W)`` float64,
+    in sample-index terms (pixel ``i``'s centre is index ``i``).
+
+    Pixel convention of :mod:`dvpipe.geometry`: output pixel ``(i, j)`` is the point ``(i + 0.5, j + 0.5)``;
+    the ray is ``K_new^-1 [u, v, 1]``, the lens model bends it, ``K`` maps it to the source's continuous
+    coordinates, and ``- 0.5`` turns those into sample indices.
+    """
+    u, v = np.meshgrid(np.arange(width) + 0.5, np.arange(height) + 0.5)
+    inv = np.linalg.inv(np.asarray(K_new, dtype=np.float64))
+    X = inv[0, 0] * u + inv[0, 1] * v + inv[0, 2]
+    Y = inv[1, 0] * u + inv[1, 1] * v + inv[1, 2]
+    Z = inv[2, 0] * u + inv[2, 1] * v + inv[2, 2]
+    xd, yd = distort_normalised(X / Z, Y / Z, model, coeffs)
+    K = np.asarray(K, dtype=np.float64)
+    us = K[0, 0] * xd + K[0, 1] * yd + K[0, 2]
+    vs = K[1, 1] * yd + K[1, 2]
+    return us - 0.5, vs - 0.5
+
+
+def bilinear_sample(img: np.ndarray, map_x: np.ndarray, map_y: np.ndarray) -> np.ndarray:
+    """``img`` (HxWxC) sampled at ``(map_x, map_y)`` (sample indices), bilinear, every tap outside the image 0
+    (OpenCV's ``BORDER_CONSTANT`` with value 0); float64 out, ``map_x.shape + (C,)``."""
+    h, w = img.shape[:2]
+    src = img.astype(np.float64)
+    x0, y0 = np.floor(map_x), np.floor(map_y)
+    fx, fy = map_x - x0, map_y - y0
+    x0, y0 = x0.astype(np.int64), y0.astype(np.int64)
+    out = np.zeros(map_x.shape + img.shape[2:], dtype=np.float64)
+    for dy, wy in ((0, 1 - fy), (1, fy)):
+        for dx, wx in ((0, 1 - fx), (1, fx)):
+            xi, yi = x0 + dx, y0 + dy
+            inside = (xi >= 0) & (xi < w) & (yi >= 0) & (yi < h)
+            tap = src[np.clip(yi, 0, h - 1), np.clip(xi, 0, w - 1)]
+            weight = np.where(inside, wx * wy, 0.0)
+            out += tap * weight[..., None]
+    return out
+
+
+@register_kernel("undistort", backend="reference", name="numpy_undistort")
+def _undistort(data, stages, ctx: KernelContext):
+    (st,) = stages
+    cam = ctx.camera
+    maps = ctx.state.get("undistort_map")
+    if maps is None:
+        d = cam.distortion
+        model, coeffs = (d.model, d.coeffs) if d is not None else ("pinhole", (0.0, 0.0, 0.0, 0.0))
+        maps = ctx.state["undistort_map"] = undistort_map(cam.intrinsics, model, coeffs, st.new_intrinsics(cam),
+                                                          ctx.spec_out.width, ctx.spec_out.height)
+    out = bilinear_sample(np.asarray(data), *maps)
+    if data.dtype == np.uint8:  # OpenCV rounds to nearest for 8-bit output
+        return np.clip(np.floor(out + 0.5), 0, 255).astype(np.uint8)
+    return out.astype(data.dtype) if data.dtype != np.float64 else out

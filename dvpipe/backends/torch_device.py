@@ -39,7 +39,6 @@ lives in ``ctx.state``: after the first frame set no memory is allocated per fra
 """
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -56,7 +55,7 @@ except ImportError as _e:  # the module still imports, so available() can say wh
 from .._optional import why_unavailable
 from ..codecs import VIDEO_ENCODINGS, image_info
 from ..errors import FrameError
-from ..stages.registry import KernelContext, KernelQuery, Verdict, register_kernel
+from ..stages.registry import KernelContext, KernelQuery, Verdict, fused_runs, register_kernel
 from ..types import PixelFormat
 from ._decode import decode_bgr
 
@@ -580,27 +579,75 @@ def _supports_pixels(q: KernelQuery) -> Verdict:
     return Verdict.yes()
 
 
+#: the pixel kernel's runs: resize, crop and normalise in any order (each at most once), then pad, batch
+PIXEL_RUNS = fused_runs(any_order=("resize", "crop", "normalise"), then=("pad", "batch"))
+
+
 def _fused_runs() -> list[tuple[str, ...]]:
-    """Every op run the fused kernel takes: geometric ops around an optional normalise, then pad, batch."""
-    geo = ("resize", "crop")
-    runs = set()
-    for norm in (False, True):
-        for k in range(3):
-            for chosen in itertools.permutations(geo, k):
-                for split in range(len(chosen) + 1):
-                    if not norm and split != len(chosen):
-                        continue
-                    core = chosen[:split] + (("normalise",) if norm else ()) + chosen[split:]
-                    for tail in ((), ("pad",), ("batch",), ("pad", "batch")):
-                        run = core + tail
-                        if run:
-                            runs.add(run)
-    return sorted(runs, key=lambda r: (len(r), r))
+    """Every op run the fused kernel takes (:data:`PIXEL_RUNS`)."""
+    return list(PIXEL_RUNS)
 
 
 for _ops in _fused_runs():
     register_kernel(_ops, backend="torch", supports=_supports_pixels, unit="torch",
                     name="torch_" + ("fused_" if len(_ops) > 1 else "") + "_".join(_ops))(_pixels)
+
+
+# -- undistortion ---------------------------------------------------------------------------------
+def _supports_undistort(q: KernelQuery) -> Verdict:
+    v = _supports_pixels(q)
+    if not v.ok:
+        return v
+    if q.spec_in.pixel_format is PixelFormat.NV12:
+        return Verdict.no("undistort on torch takes HxWx3 images, not NV12")
+    return Verdict.yes("torch.nn.functional.grid_sample (bilinear, zeros outside)")
+
+
+@register_kernel("undistort", backend="torch", supports=_supports_undistort, unit="torch", name="torch_grid_sample")
+def _undistort(data, stages, ctx: KernelContext):
+    """``grid_sample`` (bilinear, ``align_corners=False``, zeros outside) on the camera's sampling grid, made
+    once per camera from OpenCV's float maps (``dvpipe.backends.cpu.undistort_maps_cv2``); uint8 rounds to
+    nearest as OpenCV does."""
+    import torch.nn.functional as F
+
+    from ._torch.device import device_run, resolve_device
+
+    (st,) = stages
+    dev = resolve_device(ctx.backend.device)
+    state = ctx.state
+    run = device_run(state, dev)
+    run.begin()
+    x, nv12 = _as_input(data, ctx, run)
+    if nv12:
+        raise FrameError("undistort on torch takes HxWx3 images, not NV12")
+    grid = state.get("undistort_grid")
+    if grid is None or grid.device != dev:
+        import cv2
+
+        from .cpu import undistort_maps_cv2
+
+        mx, my = undistort_maps_cv2(ctx.camera, st.new_intrinsics(ctx.camera), cv2.CV_32FC1)
+        h, w = mx.shape
+        g = np.stack([(mx.astype(np.float64) + 0.5) * (2.0 / w) - 1.0,
+                      (my.astype(np.float64) + 0.5) * (2.0 / h) - 1.0], axis=-1)
+        grid = state["undistort_grid"] = torch.from_numpy(g.astype(np.float32))[None].to(dev)
+        run.after_setup()
+    with run.mark("undistort"):
+        src = x.permute(2, 0, 1)[None].to(torch.float32)
+        out = F.grid_sample(src, grid, mode="bilinear", padding_mode="zeros", align_corners=False)[0]
+        if x.dtype == torch.uint8:
+            out = out.add_(0.5).floor_().clamp_(0, 255).to(torch.uint8)
+        else:
+            out = out.to(x.dtype)
+        hwc = out.permute(1, 2, 0).contiguous()
+    if dev.type == "cpu":
+        result = hwc.numpy()
+    elif ctx.spec_out.placement == "host":
+        result = run.download(hwc)  # complete once finish() has synchronised
+    else:
+        result = hwc
+    run.finish(ctx)
+    return result
 
 
 # -- transfers -------------------------------------------------------------------------------------

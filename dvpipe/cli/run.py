@@ -89,7 +89,7 @@ def _positive(value, flag: str):
 def main(args: argparse.Namespace) -> int:
     from ..deploy import Runner, load_deployment
     from ..deploy.config import parse_backends
-    from ..deploy.runner import ProgressLine
+    from ..deploy._progress import ProgressLine
 
     _check_opencv()
     path = args.deployment
@@ -149,7 +149,7 @@ def main(args: argparse.Namespace) -> int:
         print(dep.describe(), file=out)
     progress = None if args.quiet else ProgressLine(dep.run.frames, dep.run.duration_s, stream=sys.stderr)
     runner = Runner(dep, progress=progress, trace_path=args.trace, json_path=args.json, plots_dir=args.plots,
-                    write_outputs=not args.no_outputs)
+                    report_path=args.report, write_outputs=not args.no_outputs)
     if runner.backend_notes and not quiet:  # why "auto" did not pick the others (first clause of each reason)
         notes = "; ".join(n.split("; ")[0] for n in runner.backend_notes)
         print(f"backends auto: skipped {notes}", file=out)
@@ -160,10 +160,6 @@ def main(args: argparse.Namespace) -> int:
     result = runner.run()
     if progress is not None:
         progress.close(runner)
-    if args.report and not args.no_outputs:
-        from ..latency.html_report import write_report
-
-        result.outputs["report"] = str(write_report(result, args.report))
     stop = "interrupted (Ctrl-C)" if result.interrupted else f"stopped: {_stop_reason(result.stopped_by, args)}"
     rate = result.sets / result.elapsed_s if result.elapsed_s > 0 else 0.0
     line = f"{result.sets} frame sets in {result.elapsed_s:.2f} s ({rate:.1f} sets/s); {stop}"

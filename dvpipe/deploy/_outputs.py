@@ -21,7 +21,7 @@ def output_problems(outputs: OutputsConfig) -> list[tuple[str, str]]:
     ancestor must be a writable folder), and writing is tried with an anonymous temporary file.
     """
     wanted: list[tuple[str, str]] = []
-    if outputs.dir and (outputs.metrics or outputs.dumps_every):
+    if outputs.dir and (outputs.metrics or outputs.dumps_every or outputs.exporters):
         wanted.append(("outputs.dir", outputs.dir))
     if outputs.trace:
         wanted.append(("outputs.trace", os.path.dirname(outputs.trace) or "."))

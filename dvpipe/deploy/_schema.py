@@ -171,6 +171,8 @@ class OutputsConfig:
     prometheus_port: Optional[int] = None
     prometheus_addr: str = "127.0.0.1"  # loopback: only this machine scrapes unless the user exposes it
     trace_max_events: Optional[int] = None  # the trace's ring (default dvpipe.latency.trace.DEFAULT_MAX_EVENTS)
+    #: options of each registered user exporter that ``outputs:`` names (dvpipe.deploy.exporters), by name
+    exporters: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)

@@ -179,10 +179,11 @@ def _parse_backends(v: Any, path: str, V: _V) -> Optional[tuple[str, ...]]:
 
 
 def _stage_table() -> dict[str, Any]:
-    from ..stages import Batch, Crop, Decode, Normalise, Pad, Resize
+    """``{YAML name: stage class}`` from the stage registry (:func:`dvpipe.register_stage`): the built-ins and
+    every stage a module imported so far (``plugins:``, ``module:Class``) registered."""
+    from ..stages.catalogue import yaml_names
 
-    return {"decode": Decode, "resize": Resize, "crop": Crop, "normalise": Normalise, "normalize": Normalise,
-            "pad": Pad, "batch": Batch}
+    return yaml_names()
 
 
 def _to_tuples(v: Any) -> Any:
@@ -690,43 +691,26 @@ def _parse_latency(v: Any, V: _V) -> LatencyConfig:
 
 
 def _parse_outputs(v: Any, name: str, V: _V) -> OutputsConfig:
-    om = V.mapping(v, "outputs", ("dir", "metrics", "trace", "trace_max_events", "plots", "dumps",
-                                  "prometheus")) or {}
+    """``outputs:``: the folder and ``metrics``, then each registered exporter's key, read from its
+    ``Options`` by the generic option validator (:mod:`dvpipe.deploy.exporters`). A built-in's options
+    become :class:`OutputsConfig` fields; a user exporter's are kept in ``OutputsConfig.exporters``."""
+    from .exporters import EXPORTERS, output_keys, parse_exporter_options
+
+    om = V.mapping(v, "outputs", output_keys()) or {}
     out_dir_v = V.string(om, "dir", "outputs", "out/{name}")
     out_dir = os.path.abspath(os.path.expanduser(out_dir_v.replace("{name}", name or "deployment")))
-
-    def out_file(key: str, default_name: str) -> Optional[str]:
-        val = om.get(key, False)
-        if val is False or val is None:
-            return None
-        if val is True:
-            return os.path.join(out_dir, default_name)
-        if isinstance(val, str) and val:
-            return val if os.path.isabs(val) else os.path.join(out_dir, val)
-        V.err(f"outputs.{key}", f"expected true, false or a path, got {_show(val)}")
-        return None
-
-    dumps = om.get("dumps", False)
-    dumps_every = dumps_max = 0
-    if dumps not in (False, None):
-        dm = V.mapping(dumps if dumps is not True else {}, "outputs.dumps", ("every", "max"))
-        if dm is not None:
-            dumps_every = V.number(dm, "every", "outputs.dumps", 1, integer=True, minimum=1, maximum=_MAX_FRAMES)
-            dumps_max = V.number(dm, "max", "outputs.dumps", 10, integer=True, minimum=1, maximum=1_000_000)
-    prom_port, prom_addr = None, "127.0.0.1"
-    prom = om.get("prometheus")
-    if prom is not None and prom is not False:
-        pm_ = prom if isinstance(prom, Mapping) else {"port": prom}
-        pmv = V.mapping(pm_, "outputs.prometheus", ("port", "addr"), required=("port",))
-        if pmv is not None:
-            prom_port = V.number(pmv, "port", "outputs.prometheus", None, integer=True, minimum=1, maximum=65535)
-            prom_addr = V.string(pmv, "addr", "outputs.prometheus", "127.0.0.1")
+    fields: dict[str, Any] = {}
+    user: dict[str, Any] = {}
+    for exporter, options in parse_exporter_options(om, V).items():
+        own = EXPORTERS[exporter].outputs_fields(options, out_dir)
+        if own is None:
+            user[exporter] = options
+        else:
+            fields.update(own)
     return OutputsConfig(dir=out_dir, metrics=V.boolean(om, "metrics", "outputs", True),
-                         trace=out_file("trace", "trace.json"), plots=out_file("plots", "plots"),
-                         dumps_every=dumps_every, dumps_max=dumps_max, prometheus_port=prom_port,
-                         prometheus_addr=prom_addr,
                          trace_max_events=V.number(om, "trace_max_events", "outputs", None, integer=True, minimum=1,
-                                                   maximum=100_000_000, allow_none=True))
+                                                   maximum=100_000_000, allow_none=True),
+                         exporters=MappingProxyType(user), **fields)
 
 
 def _parse_target(v: Any, V: _V) -> Optional[Target]:

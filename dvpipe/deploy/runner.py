@@ -20,210 +20,50 @@ Threads::
   (:mod:`dvpipe.deploy.summary`); the runner asserts the invariant at the end of every run.
 * **Timelines.** Each frame set gets a :class:`dvpipe.latency.Timeline`: per camera the capture and
   arrival stamps, the source read (``read``, io), the wait in the buffer (``queue_wait``), each plan
-  step's host span and the batch-assembly wait (recorded by the pipeline on ``batch.timeline``),
-  the model call (``model``) and writing outputs (``output``); they feed
-  :class:`dvpipe.latency.LatencyStats` and the trace.
+  step's host span and the batch-assembly wait (recorded by the pipeline on ``batch.timeline``) and
+  the model call (``model``); the set's output is stamped when the model returns. They feed
+  :class:`dvpipe.latency.LatencyStats`.
+* **Outputs** are the registered exporters (:mod:`dvpipe.deploy.exporters`: ``summary.json``,
+  ``latency.json``, the trace, plots, dumps, Prometheus, the HTML report, and any a plugin adds):
+  opened when the runner is built, observed after each set's output stamp (so their work is not
+  in the set's latency; their cost per call is in ``summary.json["exporters"]``), closed at the end.
 * **Clean shutdown** at the end of the input, on ``--frames``/``--duration`` limits and on Ctrl-C:
   readers are stopped and joined, what is still queued is dropped as ``shutdown``, outputs are
   written.
 """
 from __future__ import annotations
 
-import json
-import os
-import sys
 import threading
 import traceback
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, TextIO
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
 from ..errors import ConfigError, DvpipeError
-from ..latency import LatencyStats, Timeline, TraceWriter, now_ns, wall_ns
-from ..latency.trace import DEFAULT_MAX_EVENTS
-from ..target import Target
-from ..types import Frame, Rig
-from .config import VIDEO_ENCODINGS, Deployment, import_entry
+from ..latency import LatencyStats, Timeline, now_ns, wall_ns
+from ..types import Frame
+from ..video import GAP, VideoPacket, as_packet, merge_packets
+from ._assembly import AUTO_BACKENDS, build_pipeline, load_model, resolve_backends
+from ._progress import ProgressLine, format_eta
+from .config import VIDEO_ENCODINGS, Deployment
+from .exporters import EXPORTERS, BatchResult, Exporter, RunContext
 from .sources import ReplayClock, Source, SourceError, StreamLost, open_source
 from .sources.base import StreamStalled
 from .summary import Accounting, classify_drop, format_summary, plan_routes, transfers_summary
 from .sync import Dropped, FrameSet, Synchroniser
-from ..video import GAP, VideoPacket, as_packet, merge_packets
 
-__all__ = ["Runner", "RunResult", "RunError", "build_pipeline", "resolve_backends", "AUTO_BACKENDS", "load_model"]
+__all__ = ["Runner", "RunResult", "RunBatch", "RunError", "build_pipeline", "resolve_backends", "AUTO_BACKENDS",
+           "load_model", "ProgressLine", "format_eta"]
 
-#: preference order that ``backends: auto`` picks from (only the available ones are kept; cpu last).
-AUTO_BACKENDS = ("dvpp", "torch:npu", "torch:cuda", "cpu")
 _MAX_VIDEO_BACKLOG = 600
 _MAX_CONSECUTIVE_MODEL_ERRORS = 10
 
 
 class RunError(DvpipeError, RuntimeError):
     """The run could not go on (the model kept failing, ...)."""
-
-
-# -------------------------------------------------------------------------------- backends
-def resolve_backends(names: tuple[str, ...]) -> tuple[tuple[str, ...], list[str]]:
-    """Expand ``auto`` into the available backends of :data:`AUTO_BACKENDS`.
-
-    Returns ``(backends, notes)``; notes say why each skipped backend was skipped.
-    """
-    from ..backends import availability, resolve
-
-    out: list[str] = []
-    notes: list[str] = []
-    for name in names:
-        if name != "auto":
-            if name not in out:
-                out.append(name)
-            continue
-        for cand in AUTO_BACKENDS:
-            if cand in out:
-                continue
-            v = availability(resolve(cand))
-            if v.ok:
-                out.append(cand)
-            else:
-                notes.append(f"{cand}: {v.reason}")
-    return tuple(out) or ("cpu",), notes
-
-
-# -------------------------------------------------------------------------------- pipelines
-class _GroupPlan:
-    """The plans of a pipeline split by per-camera backend preferences."""
-
-    def __init__(self, groups: list[tuple[tuple[str, ...], Any]]):
-        self.groups = groups
-
-    @property
-    def cameras(self) -> list:
-        return [cp for _b, pipe in self.groups for cp in pipe.plan.cameras]
-
-    def to_dict(self) -> dict:
-        return {"groups": [{"backends": list(b), "plan": pipe.plan.to_dict()} for b, pipe in self.groups]}
-
-    def __str__(self) -> str:
-        parts = []
-        for b, pipe in self.groups:
-            names = ", ".join(pipe.rig.names)
-            parts.append(f"[{names}] backends {' > '.join(b)}\n{pipe.plan}")
-        return "\n".join(parts)
-
-
-class _GroupedPipeline:
-    """Cameras with different backend preferences: one Pipeline per preference, one batch in rig order.
-
-    Each group writes its own batch; the images are copied into a combined host buffer (one copy
-    of the batch; a single-preference deployment avoids it).
-    """
-
-    def __init__(self, rig: Rig, groups: list[tuple[tuple[str, ...], Any]], output_buffers: int = 2):
-        from ..types import Batch
-
-        self._Batch = Batch
-        self.rig = rig
-        self.groups = groups
-        self.plan = _GroupPlan(groups)
-        places = {pipe.plan.out_placement for _b, pipe in groups}
-        if places != {"host"}:
-            raise ConfigError("per-camera backends need every camera's output on the host for now "
-                              f"(got {', '.join(sorted(places))}); give the cameras one backend preference")
-        dtypes = {pipe.plan.out_dtype for _b, pipe in groups}
-        shapes = {pipe.plan.out_shape[1:] for _b, pipe in groups}
-        if len(dtypes) > 1 or len(shapes) > 1:
-            raise ConfigError("per-camera backend groups produce different output shapes or dtypes")
-        shape, dtype = (len(rig),) + shapes.pop(), dtypes.pop()
-        self._buffers = [np.zeros(shape, dtype=dtype) for _ in range(output_buffers)]
-        self._next = 0
-        self._slots = [[rig.index(name) for name in pipe.rig.names] for _b, pipe in groups]  # group row -> batch row
-        self._order = {c: k for k, c in enumerate(rig.names)}
-
-    def process(self, frames, timeline: Optional[Timeline] = None):
-        images = self._buffers[self._next]
-        self._next = (self._next + 1) % len(self._buffers)
-        n = len(self.rig)
-        metas: list = [None] * n
-        valid = np.zeros(n, dtype=bool)
-        drops, fallbacks = [], []
-        tl = timeline if timeline is not None else Timeline()
-        for (_b, pipe), slots in zip(self.groups, self._slots):
-            sub = pipe.process({k: v for k, v in frames.items() if k in pipe.rig.names}, timeline=tl)
-            for j, i in enumerate(slots):
-                images[i] = sub.images[j]
-                metas[i] = sub.metas[j]
-                valid[i] = sub.valid[j]
-            drops += sub.drops
-            fallbacks += sub.fallbacks
-        drops.sort(key=lambda d: self._order[d[0]])
-        return self._Batch(images, metas, valid, drops, self.rig.names, fallbacks, tl)
-
-    def close(self) -> None:
-        for _b, pipe in self.groups:
-            pipe.close()
-
-
-def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
-    """The deployment's pipeline (planned) and notes on how ``auto`` backends were resolved."""
-    from ..pipeline import Pipeline
-    from ..profiles import profile_stages
-
-    p = dep.pipeline
-    profile = p.profile
-    if p.mmdet3d_config is not None:
-        from ..mmdet3d import check_rig, profile_from_config
-
-        mapped = profile_from_config(p.mmdet3d_config, skip=p.skip)
-        check_rig(mapped, dep.rig.cameras)
-        profile = mapped.profile
-    if profile is not None:
-        stages = profile_stages(profile, p.fidelity, dep.rig.cameras[0])
-    else:
-        stages = list(p.stages or ())
-    notes: list[str] = []
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for cc in dep.cameras:
-        b, n = resolve_backends(cc.backends or p.backends)
-        notes += [x for x in n if x not in notes]
-        groups.setdefault(b, []).append(cc.name)
-    target = dep.target if dep.target is not None else Target.detect()
-    kwargs = dict(profile=profile, fidelity=p.fidelity, threads=p.threads, fallback=p.fallback, target=target,
-                  timing="counters" if dep.latency.counters_only else "spans",
-                  on_corrupt=dep.decode.on_corrupt, max_pixels=dep.decode.max_pixels)
-    if len(groups) == 1:
-        (backends,) = groups
-        return Pipeline(dep.rig, stages, backends, **kwargs), notes
-    built = []
-    for backends, names in groups.items():
-        sub = Rig(tuple(c for c in dep.rig.cameras if c.name in names), name=f"{dep.rig.name}:{'+'.join(backends)}")
-        built.append((backends, Pipeline(sub, stages, backends, **kwargs)))
-    return _GroupedPipeline(dep.rig, built), notes
-
-
-
-
-def load_model(dep: Deployment) -> Optional[Callable]:
-    """Import the deployment's model hook (``module:callable``; built with ``init`` when given)."""
-    m = dep.model
-    if m is None:
-        return None
-    if m.om is not None:  # {type: om}: an offline model on the pipeline's device (dvpipe.models.OmModel)
-        from ..models import from_spec
-
-        return from_spec(m.om)
-    if m.path and m.path not in sys.path:
-        sys.path.insert(0, m.path)
-    try:
-        obj = import_entry(m.entry)
-    except Exception as e:  # noqa: BLE001 - reported as a config error naming the entry
-        raise ConfigError(f"cannot import {m.entry}: {type(e).__name__}: {e}", "model.entry") from None
-    if m.init is not None:
-        obj = obj(**dict(m.init))
-    if not callable(obj):
-        raise ConfigError(f"{m.entry} is not callable", "model.entry")
-    return obj
 
 
 # -------------------------------------------------------------------------------- results
@@ -269,17 +109,27 @@ class Runner:
         deployment: a loaded :class:`~dvpipe.deploy.config.Deployment`.
         model: overrides the deployment's model hook (a callable taking the batch).
         progress: called after every frame set with the runner (for progress displays).
-        trace_path / json_path / plots_dir: override the deployment's outputs.
+        trace_path / json_path / plots_dir / report_path: override the deployment's outputs (the
+            trace, the latency statistics JSON, the plots folder, the HTML report).
         trace_max_events: bound of the trace (events kept: the most recent frame sets'); default
             ``outputs.trace_max_events`` or :data:`dvpipe.latency.trace.DEFAULT_MAX_EVENTS`.
-        write_outputs: False writes no files at all (tests, soak runs).
+        write_outputs: False writes no files at all (tests, soak runs); exporters that write no files
+            (Prometheus) still run.
+        clock: the runner's monotonic clock in ns (run limits, stall detection, arrival stamps, the
+            model wait, elapsed time); default :func:`dvpipe.latency.clock.now_ns`. The pipeline's
+            step spans always use ``now_ns``: inject another clock only to test the runner's decisions.
+
+    Outputs are the registered exporters the deployment enables (:mod:`dvpipe.deploy.exporters`),
+    opened here, observed after every completed frame set and closed by :meth:`finish`.
     """
 
     def __init__(self, deployment: Deployment, *, model: Optional[Callable] = None,
                  progress: Optional[Callable[["Runner"], None]] = None, trace_path: Optional[str] = None,
                  json_path: Optional[str] = None, plots_dir: Optional[str] = None, write_outputs: bool = True,
-                 keep_timelines: int = 16, trace_max_events: Optional[int] = None):
+                 keep_timelines: int = 16, trace_max_events: Optional[int] = None,
+                 report_path: Optional[str] = None, clock: Callable[[], int] = now_ns):
         self.dep = dep = deployment
+        self.clock = clock
         self.cameras = [c.name for c in dep.cameras]
         self.pipe, self.backend_notes = build_pipeline(dep)
         if getattr(self.pipe.plan, "device_batch", None) and dep.sync.on_late == "reuse":
@@ -296,24 +146,21 @@ class Runner:
             raise
         self.progress = progress
         self.write_outputs = write_outputs
-        self.trace_path = trace_path if trace_path is not None else dep.outputs.trace
-        self.json_path = json_path
-        self.plots_dir = plots_dir if plots_dir is not None else dep.outputs.plots
         self.acc = Accounting(self.cameras)
-        self.prometheus = None
-        if dep.outputs.prometheus_port is not None:
-            from ..latency.prometheus import PrometheusExporter
-
-            self.prometheus = PrometheusExporter(port=dep.outputs.prometheus_port, addr=dep.outputs.prometheus_addr)
-            self.prometheus.watch(self._prometheus_snapshot)
         self.stats = LatencyStats(budgets=dep.latency.budgets_ns(), window=dep.latency.window,
                                   keep_timelines=keep_timelines, counters_only=dep.latency.counters_only,
-                                  listeners=[self.prometheus] if self.prometheus is not None else (),
                                   warmup=dep.latency.warmup_for(dep.run.frames), camera_order=self.cameras)
-        # a ring of the most recent frame sets' events: memory and file stay bounded however long the run
-        max_events = trace_max_events or getattr(dep.outputs, "trace_max_events", None) or DEFAULT_MAX_EVENTS
-        self.trace = TraceWriter(self.trace_path, metadata={"deployment": dep.name}, max_events=max_events) if (
-            self.trace_path and write_outputs) else None
+        overrides = {"trace_path": trace_path, "json_path": json_path, "plots_dir": plots_dir,
+                     "report_path": report_path, "trace_max_events": trace_max_events}
+        self.run_context = RunContext(dep, dep.outputs.dir, tuple(self.cameras), self.stats, self.acc, self.pipe.plan,
+                                      clock, overrides, write_outputs, self.summary_dict)
+        try:
+            self.exporters: dict[str, Exporter] = self._open_exporters(self.run_context)
+        except BaseException:
+            if self._owned_model is not None:
+                self._owned_model.close()
+            getattr(self.pipe, "close", lambda: None)()
+            raise
         live = dep.live
         latest = {"auto": live, "true": True, "false": False}[dep.run.latest_only]
         self.sync = Synchroniser(self.cameras, dep.sync, live=live, capacity=dep.run.queue_size,
@@ -333,8 +180,10 @@ class Runner:
         self.model_error: Optional[str] = None
         self.sets_done = 0
         self.sets_prepared = 0  # ahead of sets_done by the set the model is working on
-        self.dumps_written = 0
         self.outputs: dict[str, str] = {}
+        self.exporters_closed = False
+        self._exporter_ns: dict[str, list[int]] = {}  # exporter -> [observe calls, ns summed, ns max]
+        self._exporter_errors: dict[str, str] = {}  # exporter -> why it stopped (its observe raised)
         self.started_ns: Optional[int] = None
         self.stopped_by = "end of input"
         self.interrupted = False
@@ -357,7 +206,7 @@ class Runner:
         """Open the sources (each in its reader thread)."""
         if self.started_ns is not None:
             return
-        self.started_ns = now_ns()
+        self.started_ns = self.clock()
         clock = ReplayClock(self.dep.run.speed) if self.dep.run.realtime else None
         start_wall = wall_ns()
         for cc in self.dep.cameras:
@@ -445,7 +294,7 @@ class Runner:
         try:
             self._read_loop(cam, src, h)
         finally:
-            h.finish(now_ns())  # an outage still open when the reader stops lasts until then
+            h.finish(self.clock())  # an outage still open when the reader stops lasts until then
 
     def _read_loop(self, cam: str, src: Source, h) -> None:
         """Open, read and push until the input ends, the run stops or the source fails.
@@ -461,7 +310,7 @@ class Runner:
                 self._fail(cam, f"source did not open: {err}")
             return
         h.state, h.detail = "streaming", ""
-        h.streaming_since_ns = now_ns()
+        h.streaming_since_ns = self.clock()
         h.nominal_fps = src.nominal_fps()
         last_seq: Optional[int] = None
         gap_next = False
@@ -469,7 +318,7 @@ class Runner:
             try:
                 item = src.read()
             except StreamStalled as e:
-                without_ns = h.read_timed_out(now_ns(), e.reason)
+                without_ns = h.read_timed_out(self.clock(), e.reason)
                 limit = src.stall_reconnect_s
                 if src.backoff is None or limit is None or without_ns < limit * 1e9:
                     continue
@@ -480,7 +329,7 @@ class Runner:
                 continue
             except StreamLost as e:
                 if src.backoff is None:
-                    h.disconnected(now_ns(), e.reason)
+                    h.disconnected(self.clock(), e.reason)
                     self._fail(cam, f"stream lost: {e.reason}")
                     return
                 if not self._reconnect(cam, src, h, e.reason):
@@ -497,7 +346,7 @@ class Runner:
                 if not self.stop_event.is_set():
                     self._fail(cam, "end of input", state="ended")
                 return
-            t = now_ns()
+            t = self.clock()
             item.arrival_ns = t
             seq = item.frame.seq
             item.discontinuity = item.discontinuity or gap_next or (last_seq is not None and seq != last_seq + 1)
@@ -508,19 +357,19 @@ class Runner:
             try:
                 pushed = self.sync.push(item, self.stop_event, on_enter=self.acc.enter)
             finally:
-                h.pushing_frame(False, now_ns())
+                h.pushing_frame(False, self.clock())
             if not pushed and self.sync.closed:
                 return
 
     def _reconnect(self, cam: str, src: Source, h, reason: str) -> bool:
         """The connection is lost (``reason``): reconnect with the source's back-off. False: give up."""
-        h.disconnected(now_ns(), reason)
+        h.disconnected(self.clock(), reason)
         err = self._open(cam, src, again=True)
         if err is not None:
             if err != "stopped":
                 self._fail(cam, f"stream lost and did not come back: {err}")
             return False
-        h.reconnected(now_ns())
+        h.reconnected(self.clock())
         h.nominal_fps = src.nominal_fps() or h.nominal_fps
         return True
 
@@ -589,7 +438,7 @@ class Runner:
         """Process frame sets as they become ready; stops at the end of input or a run limit."""
         self.start()
         while not self.stop_event.is_set():
-            now = now_ns()
+            now = self.clock()
             if self._limits_reached(now):
                 break
             sets = self.sync.poll(now)
@@ -598,18 +447,18 @@ class Runner:
             self._unprocessed = list(sets)  # formed but not processed when the run stops: see close()
             first = True
             while self._unprocessed:
-                if not first and self._limits_reached(now_ns()):
+                if not first and self._limits_reached(self.clock()):
                     break
                 first = False
                 yield from self._submit(self._unprocessed.pop(0))
             if self.stopped_by != "end of input":
                 break
-            self._check_stalls(now_ns())
+            self._check_stalls(self.clock())
             if not sets:
                 if self.sync.done:
                     break
                 deadline = self.sync.next_deadline_ns
-                timeout = 0.05 if deadline is None else min(0.05, max(0.0, (deadline - now_ns()) / 1e9))
+                timeout = 0.05 if deadline is None else min(0.05, max(0.0, (deadline - self.clock()) / 1e9))
                 if timeout > 0:
                     self.sync.wait(timeout)
         while self._pending:
@@ -628,23 +477,26 @@ class Runner:
         return self.finish()
 
     def finish(self) -> RunResult:
-        """Close (if needed), write outputs, check the accounting, and return the result."""
+        """Close (if needed), close the exporters (writing the outputs), check the accounting, and
+        return the result. Idempotent: a second call returns the same outputs without rewriting them."""
         self.close()
-        if self.prometheus is not None:
-            self.prometheus.close()
-        elapsed = (now_ns() - (self.started_ns or now_ns())) / 1e9
-        if self.write_outputs:
-            self._write_outputs()
+        now = self.clock()
+        elapsed = (now - (self.started_ns or now)) / 1e9
+        result = RunResult(self.dep, self.acc, self.stats, self.pipe.plan, self.backend_notes, self.sets_done,
+                           elapsed, self.interrupted, self.stopped_by, dict(self.outputs), self.model_error)
+        if not self.exporters_closed:
+            self._close_exporters(result)
+        else:
+            result.outputs.update(self.outputs)
         problems = self.acc.check()
         if problems:  # an internal bug if it happens: say so loudly rather than report wrong numbers
             raise RunError("frame accounting does not add up: " + "; ".join(problems))
-        return RunResult(self.dep, self.acc, self.stats, self.pipe.plan, self.backend_notes, self.sets_done, elapsed,
-                         self.interrupted, self.stopped_by, dict(self.outputs), self.model_error)
+        return result
 
     # -- one frame set -------------------------------------------------------------------------------
     def _process(self, fs: FrameSet) -> tuple[FrameSet, Any, Timeline]:
         tl = Timeline(index=fs.index, counters_only=self.dep.latency.counters_only)
-        formed = now_ns()
+        formed = self.clock()
         frames: dict[str, Frame] = {}
         for cam, it in fs.members.items():
             f = it.frame
@@ -669,28 +521,24 @@ class Runner:
         """Preprocess ``fs``; complete it (model, outputs, statistics) here or on the model thread."""
         fs, batch, tl = self._process(fs)
         if self._model_pool is None:
-            yield self._complete(fs, batch, tl, now_ns())
+            yield self._complete(fs, batch, tl, self.clock())
             return
         while self._pending:  # at most one set in the model's hands: its output buffer is still in use
             yield self._pending.popleft().result()
-        self._pending.append(self._model_pool.submit(self._complete, fs, batch, tl, now_ns()))
+        self._pending.append(self._model_pool.submit(self._complete, fs, batch, tl, self.clock()))
 
     def _complete(self, fs: FrameSet, batch, tl: Timeline, ready_ns: int) -> RunBatch:
-        started = now_ns()
+        started = self.clock()
         if started > ready_ns:
             tl.record("model_wait", ready_ns, started, "wait")  # the previous set still had the model
         output = None
         if self.model is not None:
             output = self._call_model(tl, batch)
-        if self.write_outputs and self.dep.outputs.dumps_every and self.dumps_written < self.dep.outputs.dumps_max \
-                and fs.index % self.dep.outputs.dumps_every == 0:
-            t0 = now_ns()
-            self._dump(fs, batch)
-            tl.record("output", t0, now_ns(), "io")
-        tl.finish()
-        self.stats.add(tl)
-        if self.trace is not None:
-            self.trace.add(tl)
+        tl.finish(self.clock())
+        warm_before = self.stats.warmup_batches
+        record = self.stats.add(tl)
+        if self.exporters:
+            self._observe(BatchResult(fs, batch, output, tl, record, warmup=self.stats.warmup_batches > warm_before))
         self.sets_done += 1
         self.acc.sets_emitted += 1
         if self.progress is not None:
@@ -763,121 +611,87 @@ class Runner:
                                f"first error: {self.model_error}") from e
             return None
 
-    # -- outputs ---------------------------------------------------------------------------------------
-    _DUMP_QUEUE = 4  #: dumps waiting for the writer thread; beyond it a dump is skipped (and counted)
-    _dumps: Optional[dict] = None  # the dump writer's state, made by the first _dump
-
-    def _dump(self, fs: FrameSet, batch) -> None:
-        """Hand a copy of the set to the dump writer thread: only the copy is on the critical path.
-
-        The queue is bounded (:attr:`_DUMP_QUEUE`): when the disk cannot keep up, a dump is skipped
-        rather than stalling the run, and counted; every dump accepted is written, or its failure
-        counted, by the time outputs are written (``outputs["dumps"]`` then reads ``DIR: N written,
-        M skipped (writer queue full), K failed`` when anything was skipped or failed)."""
-        import queue
-
-        if self._dumps is None:
-            self._dumps = {"accepted": 0, "skipped": 0, "failed": 0, "error": None, "queue": None, "thread": None}
-        st = self._dumps
-        if st["accepted"] >= self.dep.outputs.dumps_max:
-            return
-        if st["queue"] is None:
-            st["queue"] = queue.Queue(self._DUMP_QUEUE)
-            st["thread"] = threading.Thread(target=self._dump_writer, args=(st,), name="dvpipe-dumps", daemon=True)
-            st["thread"].start()
-        images = batch.images
-        if isinstance(images, np.ndarray):
-            images = np.array(images, copy=True)
-        elif hasattr(images, "to_host"):  # the AIPP route: the NV12 batch, (N, Hs * 3 / 2, Ws) uint8 (one download)
-            from ..device import nv12_batch_to_host
-
-            images = np.array(nv12_batch_to_host(images), copy=True)
-        else:
-            images = images.detach().cpu().numpy()
-        doc = {"index": fs.index, "set_time_ns": fs.time_ns, "cameras": list(batch.cameras),
-               "drops": list(batch.drops), "metas": [_jsonable(m) for m in batch.metas]}
+    # -- outputs: the registered exporters ----------------------------------------------------------
+    def _open_exporters(self, run: RunContext) -> dict[str, Exporter]:
+        """Open every registered exporter the deployment (or an override) enables, in registry order;
+        when one fails to open, those already open are released and the error propagates."""
+        opened: dict[str, Exporter] = {}
         try:
-            st["queue"].put_nowait((fs.index, images, np.array(batch.valid, copy=True), doc))
-            st["accepted"] += 1
-        except queue.Full:
-            st["skipped"] += 1
+            for name, cls in EXPORTERS.items():
+                if cls.writes_files and not run.write_files:
+                    continue
+                options = cls.enabled(self.dep.outputs, run.overrides)
+                if options is None:
+                    continue
+                exp = cls(options)
+                exp.open(run)
+                opened[name] = exp
+        except BaseException:
+            for exp in opened.values():
+                try:
+                    exp.abort()
+                except Exception:  # noqa: BLE001 - the first error is the one to report
+                    pass
+            raise
+        return opened
 
-    def _dump_writer(self, st: dict) -> None:
-        out = os.path.join(self.dep.outputs.dir, "dumps")
-        while True:
-            job = st["queue"].get()
-            if job is None:
-                return
-            index, images, valid, doc = job
+    @property
+    def trace(self):
+        """The trace exporter's :class:`~dvpipe.latency.TraceWriter` (None: no trace is written)."""
+        exp = self.exporters.get("trace")
+        return getattr(exp, "writer", None)
+
+    @property
+    def prometheus(self):
+        """The :class:`~dvpipe.latency.prometheus.PrometheusExporter` serving ``/metrics`` (None: off)."""
+        exp = self.exporters.get("prometheus")
+        return getattr(exp, "exporter", None)
+
+    def _observe(self, result: BatchResult) -> None:
+        """Hand the completed set to each exporter, timing each (``summary.json["exporters"]``). An
+        exporter whose ``observe`` raises is stopped (released with ``abort``, not closed) and reported
+        in ``outputs``; the run and the other exporters go on."""
+        for name, exp in self.exporters.items():
+            if name in self._exporter_errors:
+                continue
+            t0 = self.clock()
             try:
-                os.makedirs(out, exist_ok=True)
-                base = os.path.join(out, f"set_{index:06d}")
-                np.savez_compressed(base + ".npz", images=images, valid=valid)
-                with open(base + ".json", "w", encoding="utf-8") as f:
-                    json.dump(doc, f, indent=1)
-                self.dumps_written += 1
-                self.outputs["dumps"] = out
-            except Exception as e:  # noqa: BLE001 - a failed dump is counted and reported, the run goes on
-                st["failed"] += 1
-                st["error"] = st["error"] or f"{type(e).__name__}: {e}"
+                exp.observe(result)
+            except Exception as e:  # noqa: BLE001 - a broken exporter must not take the run down
+                self._exporter_errors[name] = (f"not written: observe failed on frame set {result.index}: "
+                                               f"{type(e).__name__}: {e}")
+                try:
+                    exp.abort()
+                except Exception:  # noqa: BLE001 - the observe error is the one to report
+                    pass
+            d = self.clock() - t0
+            cost = self._exporter_ns.setdefault(name, [0, 0, 0])
+            cost[0] += 1
+            cost[1] += d
+            cost[2] = max(cost[2], d)
 
-    def _flush_dumps(self) -> None:
-        """Wait for the dump writer to write what it accepted; note skipped or failed dumps."""
-        st = self._dumps
-        if st is None or st["thread"] is None:
-            return
-        st["queue"].put(None)
-        st["thread"].join()
-        st["thread"] = None
-        if st["skipped"] or st["failed"]:
-            self.outputs["dumps"] = (f"{self.outputs.get('dumps', 'dumps')}: {self.dumps_written} written, "
-                                     f"{st['skipped']} skipped (writer queue full), {st['failed']} failed"
-                                     + (f" ({st['error']})" if st["error"] else ""))
-
-    def _write_outputs(self) -> None:
-        self._flush_dumps()
-        o = self.dep.outputs
-        if o.metrics and o.dir:
-            os.makedirs(o.dir, exist_ok=True)
-            path = os.path.join(o.dir, "summary.json")
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(self.summary_dict(), f, indent=1)
-            self.outputs["summary"] = path
-        json_path = self.json_path or (os.path.join(o.dir, "latency.json") if o.metrics and o.dir else None)
-        if json_path:
-            os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
-            with open(json_path, "w", encoding="utf-8") as f:
-                json.dump(self.stats.to_json(), f, indent=1)
-            self.outputs["latency"] = json_path
-        if self.trace is not None and self.sets_done:
-            self.outputs["trace"] = str(self.trace.write())
-        if self.plots_dir and self.sets_done:
-            from ..latency.plots import write_plots
-
+    def _close_exporters(self, result: "RunResult") -> None:
+        """Close every open exporter (in registry order); what they return goes into ``result.outputs``.
+        An exporter that fails is reported in ``outputs`` and the others still close."""
+        for name, exp in self.exporters.items():
             try:
-                paths = write_plots(self.stats, self.plots_dir)
-                self.outputs["plots"] = str(self.plots_dir)
-                self.outputs.update({f"plot_{k}": str(v) for k, v in paths.items()})
-            except ImportError as e:
-                self.outputs["plots"] = f"not written: {e}"
-
-    def _prometheus_snapshot(self) -> dict:
-        """Per-camera counters for the Prometheus exporter (read at every scrape, from any thread)."""
-        acc = self.acc
-        with acc._lock:
-            cams = {c: {"entered": acc.entered[c], "emitted": acc.emitted[c], "dropped": dict(acc.dropped[c]),
-                        "masked": dict(acc.masked[c])} for c in acc.cameras}
-        for c, h in acc.health.items():
-            cams[c].update(stalls=h.stalls, stalled_s=h.stalled_ns / 1e9, disconnects=h.disconnects,
-                           reconnects=h.reconnects)
-        return {"sets": acc.sets_emitted, "cameras": cams}
+                paths = ({name: self._exporter_errors[name]} if name in self._exporter_errors
+                         else exp.close(result))
+            except Exception as e:  # noqa: BLE001 - one broken exporter must not lose the others' outputs
+                paths = {name: f"not written: {type(e).__name__}: {e}"}
+            self.outputs.update(paths)
+            result.outputs.update(paths)
+        self.exporters_closed = True
 
     def summary_dict(self) -> dict:
         d = self.acc.to_dict()
         d.update({"deployment": self.dep.name, "deployment_path": self.dep.path, "sets": self.sets_done,
                   "stopped_by": self.stopped_by, "backend_notes": self.backend_notes,
                   "plan": self.pipe.plan.to_dict(), "transfers": transfers_summary(self.stats),
-                  "routes": plan_routes(self.pipe.plan)})
+                  "routes": plan_routes(self.pipe.plan),
+                  # what each exporter's observe cost the completion thread (not part of any set's latency)
+                  "exporters": {name: {"observe_calls": c[0], "observe_ns_sum": c[1], "observe_ns_max": c[2]}
+                                for name, c in ((n, self._exporter_ns.get(n, [0, 0, 0])) for n in self.exporters)}})
         if self.model_error:
             d["model_error"] = self.model_error
         return d
@@ -899,95 +713,3 @@ def _assign(images, i: int, value) -> None:
         images[i].copy_(value)
     else:
         images[i] = value
-
-
-def _jsonable(v):
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, np.ndarray):
-        return v.tolist()
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating,)):
-        return float(v)
-    if isinstance(v, (np.bool_,)):
-        return bool(v)
-    return v
-
-
-# -------------------------------------------------------------------------------- progress
-def format_eta(seconds: float) -> str:
-    """``m:ss`` (or ``h:mm:ss`` from an hour) of a number of seconds, rounded to the second (>= 0)."""
-    s = int(round(max(0.0, seconds)))
-    h, rem = divmod(s, 3600)
-    return f"{h}:{rem // 60:02d}:{rem % 60:02d}" if h else f"{rem // 60}:{rem % 60:02d}"
-
-
-class ProgressLine:
-    """A one-line progress display: sets done (of N), rate, an ETA when the run's length is known
-    (``total`` sets: from the rate so far; ``duration_s``: the time left), drops, camera problems.
-
-    On a terminal the line is redrawn in place (at most 10 times a second); elsewhere a line is
-    printed every ``every_s`` seconds.
-    """
-
-    def __init__(self, total: Optional[int] = None, duration_s: Optional[float] = None, stream: TextIO = sys.stderr,
-                 every_s: float = 5.0):
-        self.total = total
-        self.duration_s = duration_s
-        self.stream = stream
-        self.tty = hasattr(stream, "isatty") and stream.isatty()
-        self.every_ns = int((0.1 if self.tty else every_s) * 1e9)
-        self._last = 0
-        self._t0: Optional[int] = None
-        self._drawn = False
-
-    def __call__(self, runner: Runner) -> None:
-        now = now_ns()
-        if self._t0 is None:
-            self._t0 = runner.started_ns or now
-        if now - self._last < self.every_ns:
-            return
-        self._last = now
-        self._draw(runner, now)
-
-    def _draw(self, runner: Runner, now: int) -> None:
-        done = runner.sets_done
-        elapsed = max(1e-9, (now - self._t0) / 1e9)
-        eta = None
-        if self.total:
-            frac = min(1.0, done / self.total)
-            bar = f"[{'#' * int(frac * 24):<24}] {done}/{self.total} sets"
-            if 0 < done < self.total:
-                eta = (self.total - done) * elapsed / done
-            if self.duration_s:  # both limits: whichever comes first
-                eta = min(eta if eta is not None else self.duration_s, max(0.0, self.duration_s - elapsed))
-        elif self.duration_s:
-            frac = min(1.0, elapsed / self.duration_s)
-            bar = f"[{'#' * int(frac * 24):<24}] {elapsed:.0f}/{self.duration_s:g} s, {done} sets"
-            eta = max(0.0, self.duration_s - elapsed)
-        else:
-            bar = f"{done} sets"
-        if eta is not None and done < (self.total or float("inf")):
-            bar += f"  ETA {format_eta(eta)}"
-        acc = runner.acc
-        t = acc.totals()
-        issues = [f"{c} {h.state}" for c, h in acc.health.items() if h.state not in ("streaming", "ended", "starting")]
-        line = (f"{bar}  {done / elapsed:.1f} sets/s  frames {t['entered']} in, {t['dropped']} dropped"
-                + (f", {t['masked_slots']} masked" if t["masked_slots"] else "")
-                + (f"  | {', '.join(issues)}" if issues else ""))
-        if self.tty:
-            self.stream.write("\r" + line[:160].ljust(100))
-            self._drawn = True
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-    def close(self, runner: Optional[Runner] = None) -> None:
-        if runner is not None and (self.tty or runner.sets_done):
-            self._draw(runner, now_ns())
-        if self.tty and self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()

@@ -371,6 +371,18 @@ class Accounting:
                 "fallbacks": sum(sum(f.values()) for f in self.fallbacks.values()),
                 "sets": self.sets_emitted}
 
+    def counters(self) -> dict[str, Any]:
+        """The live counters (safe to call from any thread, e.g. at a Prometheus scrape): ``{"sets": int,
+        "cameras": {camera: {"entered", "emitted", "dropped": {reason: n}, "masked": {reason: n},
+        "stalls", "stalled_s", "disconnects", "reconnects"}}}`` (``stalled_s`` in seconds)."""
+        with self._lock:
+            cams = {c: {"entered": self.entered[c], "emitted": self.emitted[c], "dropped": dict(self.dropped[c]),
+                        "masked": dict(self.masked[c])} for c in self.cameras}
+        for c, h in self.health.items():
+            cams[c].update(stalls=h.stalls, stalled_s=h.stalled_ns / 1e9, disconnects=h.disconnects,
+                           reconnects=h.reconnects)
+        return {"sets": self.sets_emitted, "cameras": cams}
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable summary (``summary.json``)."""
         cams = {}

@@ -18,8 +18,9 @@ Quick use::
 """
 
 from .clock import DeviceSpan, epoch_offset_ns, now_ns, recalibrate, to_epoch_ns, to_monotonic_ns, wall_ns
+from .records import BatchRecord, StatsView, Summary, summarise
 from .report import format_comparison, format_report, to_json
-from .stats import END_TO_END_KEYS, BatchRecord, LatencyStats, Summary, summarise
+from .stats import END_TO_END_KEYS, LatencyStats
 from .timeline import CATEGORIES, KINDS, DeviceTimer, FrameStamps, Span, Timeline, category_of
 from .trace import (TraceFormatError, TraceWriter, load_trace, stats_from_trace, summarise_trace,
                     timelines_from_trace, to_chrome_trace, validate_trace, write_trace)
@@ -30,7 +31,7 @@ __all__ = [
     # timelines
     "KINDS", "CATEGORIES", "category_of", "Span", "FrameStamps", "Timeline", "DeviceTimer",
     # statistics and reports
-    "LatencyStats", "Summary", "BatchRecord", "END_TO_END_KEYS", "summarise",
+    "LatencyStats", "Summary", "BatchRecord", "StatsView", "END_TO_END_KEYS", "summarise",
     "format_report", "format_comparison", "to_json",
     # traces
     "TraceWriter", "TraceFormatError", "to_chrome_trace", "write_trace", "load_trace", "validate_trace",

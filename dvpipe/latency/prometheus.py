@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from .._optional import require
-from .stats import BatchRecord
+from .records import BatchRecord
 
 __all__ = ["PrometheusExporter", "DEFAULT_BUCKETS_S"]
 

@@ -1,4 +1,5 @@
-"""Human and machine output of :class:`~dvpipe.latency.stats.LatencyStats`.
+"""Human and machine output of :class:`~dvpipe.latency.stats.LatencyStats` (read through
+:class:`~dvpipe.latency.records.StatsView`: this module does not import ``stats``).
 
 * :func:`format_report` — aligned terminal table, milliseconds with 2 decimals.
 * :func:`to_json` — a JSON-serialisable dict; every duration is in ns (keys end in ``_ns``)::
@@ -34,10 +35,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-if TYPE_CHECKING:
-    from .stats import LatencyStats, Summary
+from .records import EMPTY_SUMMARY, StatsView, Summary
 
 __all__ = ["format_report", "to_json", "format_comparison", "CATEGORY_LABELS", "SCHEMA"]
 
@@ -70,7 +70,7 @@ def _budget_cell(budgets: Mapping[str, dict[str, Any]], key: str) -> tuple[str, 
     return _ms(b["budget_ns"]), f"{b['violations']}/{b['count']}{rate}"
 
 
-def format_report(stats: "LatencyStats", *, window: bool = False, per_camera: bool = True,
+def format_report(stats: StatsView, *, window: bool = False, per_camera: bool = True,
                   title: str | None = None) -> str:
     """Aligned text table of ``stats`` (run-level, or the sliding window with ``window=True``), in ms."""
     scope = f"window (last {min(stats.window, stats.batches)} of {stats.batches} batches)" if window else "run"
@@ -85,15 +85,14 @@ def format_report(stats: "LatencyStats", *, window: bool = False, per_camera: bo
     budgets = stats.budget_report(window=window)
     wsum = stats.window_step_summaries() if window else None
 
-    def step_summary(name: str, cam: str | None) -> "Summary":
+    def step_summary(name: str, cam: str | None) -> Summary:
         if wsum is not None:
-            from .stats import EMPTY_SUMMARY
             return wsum.get((name, cam), EMPTY_SUMMARY)
         return stats.step(name, cam)
 
     rows: list[list[str]] = [["step", "camera", "kind", "n", "p50", "p90", "p99", "max", "mean", "budget", "over"]]
 
-    def row(label: str, cam: str, kind: str, s: "Summary", bkey: str | None) -> list[str]:
+    def row(label: str, cam: str, kind: str, s: Summary, bkey: str | None) -> list[str]:
         b, o = _budget_cell(budgets, bkey) if bkey else ("", "")
         return [label, cam, kind, str(s.count), _ms(s.p50_ns), _ms(s.p90_ns), _ms(s.p99_ns), _ms(s.max_ns),
                 _ms(s.mean_ns), b, o]
@@ -160,10 +159,9 @@ def format_report(stats: "LatencyStats", *, window: bool = False, per_camera: bo
     return "\n".join(lines)
 
 
-def to_json(stats: "LatencyStats", *, per_camera: bool = True) -> dict[str, Any]:
+def to_json(stats: StatsView, *, per_camera: bool = True) -> dict[str, Any]:
     """JSON-serialisable dict of ``stats``; keys are documented in this module's docstring."""
     wsum = stats.window_step_summaries()
-    from .stats import EMPTY_SUMMARY
     cams = stats.cameras
     steps: dict[str, Any] = {}
     for name in stats.step_names:
@@ -210,7 +208,7 @@ def to_json(stats: "LatencyStats", *, per_camera: bool = True) -> dict[str, Any]
     }
 
 
-def format_comparison(runs: Mapping[str, "LatencyStats"], *, percentiles: Sequence[str] = ("p50", "p99"),
+def format_comparison(runs: Mapping[str, StatsView], *, percentiles: Sequence[str] = ("p50", "p99"),
                       window: bool = False, title: str | None = None) -> str:
     """Side-by-side table of several runs (e.g. one per backend plan): one row per step and end to end.
 

@@ -24,11 +24,12 @@ import random
 import threading
 from array import array
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .records import _PERCENTILES, EMPTY_SUMMARY, BatchRecord, Summary, summarise
+from .report import format_report, to_json
 from .timeline import CATEGORIES, Span, Timeline, category_of
 
 __all__ = [
@@ -48,43 +49,7 @@ END_TO_END_KEYS = ("end_to_end", "end_to_end_capture", "end_to_end_arrival")
 # When spans on the critical path overlap, the instant goes to the most specific category.
 _PRIORITY: tuple[str, ...] = ("model", "dvpp", "npu_gpu", "transfer", "cpu", "io", "wait", "source")
 _PRIO_INDEX = {c: i for i, c in enumerate(_PRIORITY)}
-_PERCENTILES = (50.0, 90.0, 99.0)
 _OVER_TIME_POINTS = 4096  # points of end-to-end latency over time kept for plots (evenly thinned beyond)
-
-
-@dataclass(frozen=True, slots=True)
-class Summary:
-    """Distribution of one series of durations (ns). Percentiles are None when only counters exist."""
-
-    count: int
-    sum_ns: int
-    mean_ns: float | None
-    min_ns: int | None
-    max_ns: int | None
-    p50_ns: float | None
-    p90_ns: float | None
-    p99_ns: float | None
-    approximate: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "count": self.count, "sum_ns": self.sum_ns, "mean_ns": self.mean_ns, "min_ns": self.min_ns,
-            "max_ns": self.max_ns, "p50_ns": self.p50_ns, "p90_ns": self.p90_ns, "p99_ns": self.p99_ns,
-            "approximate": self.approximate,
-        }
-
-
-EMPTY_SUMMARY = Summary(0, 0, None, None, None, None, None, None)
-
-
-def summarise(values: Iterable[int] | np.ndarray) -> Summary:
-    """Summary of a plain list of durations in ns (exact percentiles)."""
-    arr = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=np.int64)
-    if arr.size == 0:
-        return EMPTY_SUMMARY
-    p50, p90, p99 = (float(v) for v in np.percentile(arr, _PERCENTILES))
-    total = int(arr.sum())
-    return Summary(int(arr.size), total, total / arr.size, int(arr.min()), int(arr.max()), p50, p90, p99)
 
 
 class _Series:
@@ -136,33 +101,6 @@ class _Series:
         p50, p90, p99 = (float(v) for v in np.percentile(np.frombuffer(self.values, dtype=np.int64), _PERCENTILES))
         return Summary(self.count, self.sum_ns, mean, self.min_ns, self.max_ns, p50, p90, p99,
                        approximate=len(self.values) < self.count)
-
-
-@dataclass(slots=True)
-class BatchRecord:
-    """What :meth:`LatencyStats.add` extracted from one timeline (also what listeners receive).
-
-    ``steps`` holds one ``(name, camera, duration_ns)`` per span; ``step_counters`` holds
-    ``(name, camera, count, sum_ns, max_ns)`` rows for counters-only timelines; ``step_kinds`` maps each
-    step name to ``(kind, category)``. ``breakdown_ns`` sums to the end-to-end time (capture, else
-    arrival, else first span -> output); ``work_ns`` is busy time summed over owners.
-    """
-
-    index: int
-    steps: list[tuple[str, str | None, int]]
-    step_counters: list[tuple[str, str | None, int, int, int]]
-    end_to_end_ns: int | None
-    capture_to_output_ns: int | None
-    arrival_to_output_ns: int | None
-    camera_capture_to_output_ns: dict[str, int]
-    camera_arrival_to_output_ns: dict[str, int]
-    critical_camera: str | None
-    critical_path: list[tuple[str, str | None, str, int, int]]
-    assembly_wait_ns: int
-    breakdown_ns: dict[str, int]
-    work_ns: dict[str, int]
-    step_kinds: dict[str, tuple[str, str]] = field(default_factory=dict)
-    violations: list[tuple[str, int]] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- pure helpers
@@ -726,12 +664,10 @@ class LatencyStats:
 
     def report(self, *, window: bool = False, per_camera: bool = True, title: str | None = None) -> str:
         """Terminal table; see :func:`dvpipe.latency.report.format_report`."""
-        from .report import format_report
         return format_report(self, window=window, per_camera=per_camera, title=title)
 
     def to_json(self, *, per_camera: bool = True) -> dict[str, Any]:
         """JSON-serialisable dict; see :func:`dvpipe.latency.report.to_json` for the keys."""
-        from .report import to_json
         return to_json(self, per_camera=per_camera)
 
     def __str__(self) -> str:

@@ -12,7 +12,9 @@ rules and never call the device for a refused step (forcing needs a mode in the 
 
 Where pyACL is absent (a laptop, CI) ``--live`` refuses with the reason and ``dvpipe probe`` exits 3.
 
-The planner prefers the measured result over the documented one through :func:`prefer_empirical`: a
+The planner prefers the measured result over the documented one when it is handed the cache
+(``plan_pipeline(..., live=planning_cache())``, ``Pipeline(..., live_cache=...)``; the planner reads no
+file itself and imports nothing from here), through :meth:`LiveCache.prefer` / :func:`prefer_empirical`: a
 step the docs allow but the device failed is planned on the next backend (``rejected``, the measurement
 as the reason); a step the docs leave open (``unknown``) that succeeded on this device is planned on DVPP,
 its reason reading "verified on this device (<date>, driver <version>)", in the plan and in
@@ -145,6 +147,10 @@ class LiveCache:
                  if t["soc"] == target.soc and t["cann"] == str(target.cann) and key in t["steps"]]
         return max(found, key=lambda e: e.get("measured", "")) if found else None
 
+    def prefer(self, kernel: Any, query: Any, documented: Any) -> Any:
+        """The planner's hook (``plan_pipeline(..., live=cache)``): :func:`prefer_empirical` on this cache."""
+        return prefer_empirical(kernel, query, documented, cache=self)
+
 
 # ------------------------------------------------------------------------------------------- running
 
@@ -230,6 +236,7 @@ def run_live(cameras: Sequence[Any], target: Any, cache: LiveCache, *, profile: 
 
     results = []
     for cam in cameras:
+        # planned on the documented verdicts (no live cache): every step the docs put on DVPP is measured again
         plan = plan_pipeline([cam], stages_for(cam, profile, stages, fidelity), (backend, "cpu"), fidelity=fidelity,
                              target=target)
         cp = plan.cameras[0]
@@ -294,6 +301,16 @@ def _default_cache() -> Optional[LiveCache]:
         except Exception:  # noqa: BLE001 - a broken cache never breaks planning
             _DEFAULT[path] = None
     return _DEFAULT[path]
+
+
+def planning_cache() -> LiveCache:
+    """The live cache ``dvpipe run`` and ``dvpipe probe`` hand the planner (``plan_pipeline(live=...)``,
+    ``Pipeline(live_cache=...)``): :func:`default_cache_path`'s contents, an empty cache at that path when the
+    file is missing or unreadable (a broken cache never breaks planning). Loaded once per process."""
+    cache = _default_cache()
+    if cache is None:
+        cache = _DEFAULT[default_cache_path()] = LiveCache(default_cache_path())
+    return cache
 
 
 def _device_here() -> bool:

@@ -257,7 +257,7 @@ def build_report(cameras: Iterable[Camera] | Rig, target: Any, *, profile: Optio
         fidelity: ``fast`` (default: resize before normalise, as an offloaded pipeline runs) or ``reference``.
         backends: the preference order; the DVPP backend in it is presented as ``dvpp``.
         empirical: a :class:`dvpipe.probe.live.LiveCache` whose entries are shown next to the documented
-            verdicts, or None.
+            verdicts and which the planner prefers on a device backend (``plan_pipeline(live=...)``), or None.
 
     Each camera is planned on its own (the probe does not need one batch size for all cameras); a
     camera that cannot be planned at all carries the planner's error instead of steps.
@@ -274,7 +274,8 @@ def build_report(cameras: Iterable[Camera] | Rig, target: Any, *, profile: Optio
                              "BGR frames of this size")
         try:
             cam_stages = stages_for(cam, profile, stages, fidelity)
-            plan = plan_pipeline([cam], cam_stages, list(backends), fidelity=fidelity, target=target)
+            plan = plan_pipeline([cam], cam_stages, list(backends), fidelity=fidelity, target=target,
+                                 live=empirical)  # the measurements shown are the ones planned with
         except DvpipeError as e:
             rep.error = str(e)
         else:
@@ -418,6 +419,7 @@ def _replay_dvpp(cam: Camera, stages: Sequence[Any], steps: Sequence[Any], backe
     """
     from ..backends import resolve
     from ..planner import input_spec
+    from ..stages.base import output_spec_of
     from ..stages.image import Batch
     from ..stages.registry import KernelQuery, kernels_at
 
@@ -429,7 +431,7 @@ def _replay_dvpp(cam: Camera, stages: Sequence[Any], steps: Sequence[Any], backe
         stages.append(Batch())
     specs, spec = [], input_spec(cam)
     for st in stages:
-        spec = st.output_spec(spec)
+        spec = output_spec_of(st, spec, cam)
         specs.append(spec)
     out: dict = {}
     asked: dict = {}

@@ -1,7 +1,23 @@
-"""Stage declarations and the kernel registry."""
-from .base import FrameSpec, Stage
+"""Stage declarations, the stage registry and the kernel registry.
+
+The built-in stages are imported here (importing registers them); any registered stage, built-in or a
+user's, is also reachable as ``dvpipe.stages.<ClassName>`` through :func:`registered_stages`.
+"""
+from .base import FrameSpec, Stage, camera_matrix_of, matrix_of, output_spec_of
+from .catalogue import StageInfo, kernels_by_backend, register_stage, registered_stages, stage_class
 from .image import Batch, Crop, Decode, Normalise, Normalize, Pad, Resize, Transfer
-from .registry import KernelContext, KernelQuery, Verdict, register_kernel
+from .camera import Undistort
+from .registry import KernelContext, KernelQuery, Verdict, fused_runs, register_kernel
 
 __all__ = ["Stage", "FrameSpec", "Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Transfer", "Batch",
-           "Verdict", "KernelQuery", "KernelContext", "register_kernel"]
+           "Undistort", "Verdict", "KernelQuery", "KernelContext", "register_kernel", "register_stage",
+           "registered_stages", "stage_class", "kernels_by_backend", "StageInfo", "fused_runs",
+           "output_spec_of", "matrix_of", "camera_matrix_of"]
+
+
+def __getattr__(name: str):
+    """A registered stage class by its class name (a user's stage registered after import)."""
+    for info in registered_stages().values():
+        if info.cls.__name__ == name:
+            return info.cls
+    raise AttributeError(f"module 'dvpipe.stages' has no attribute {name!r}")

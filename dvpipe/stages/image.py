@@ -12,8 +12,9 @@ import numpy as np
 
 from .. import geometry
 from ..errors import ConfigError
-from ..types import PixelFormat
+from ..types import Camera, PixelFormat
 from .base import FrameSpec, Stage
+from .catalogue import register_stage
 
 __all__ = ["Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Transfer", "Batch", "INTERPOLATIONS", "DTYPES"]
 
@@ -34,6 +35,7 @@ def _require_pixels(spec: FrameSpec, stage: str) -> None:
         raise ConfigError(f"{stage} cannot follow Batch(); Batch must be the last stage")
 
 
+@register_stage("decode")
 @dataclass(frozen=True)
 class Decode(Stage):
     """Decode encoded frames (JPEG baseline/progressive, any chroma subsampling or grayscale; PNG)
@@ -46,7 +48,7 @@ class Decode(Stage):
 
     op: ClassVar[str] = "decode"
 
-    def output_spec(self, spec: FrameSpec) -> FrameSpec:
+    def output_spec(self, spec: FrameSpec, camera: Optional[Camera] = None) -> FrameSpec:
         if spec.pixel_format not in (PixelFormat.ENCODED, PixelFormat.BGR):
             raise ConfigError(f"Decode takes encoded frames or BGR arrays, got {spec.pixel_format.value}")
         return spec.with_(pixel_format=PixelFormat.BGR, dtype="uint8", channel_order="bgr", encoding="")
@@ -55,6 +57,7 @@ class Decode(Stage):
         return "decode"
 
 
+@register_stage("resize")
 @dataclass(frozen=True)
 class Resize(Stage):
     """Resize to a target ``size=(height, width)`` or by ``scale`` (or ``scale=(sx, sy)``).
@@ -111,7 +114,7 @@ class Resize(Stage):
         sx, sy = self.scale_xy
         return geometry.scaled_size(width, 1, sx)[0], geometry.scaled_size(1, height, sy)[1]
 
-    def output_spec(self, spec: FrameSpec) -> FrameSpec:
+    def output_spec(self, spec: FrameSpec, camera: Optional[Camera] = None) -> FrameSpec:
         _require_pixels(spec, "Resize")
         if self.interpolation == "pil_bicubic" and spec.dtype != "uint8":
             raise ConfigError(f"Resize(interpolation='pil_bicubic') takes uint8 pixels, got {spec.dtype}; "
@@ -119,7 +122,7 @@ class Resize(Stage):
         w, h = self.out_size(spec.width, spec.height)
         return spec.with_(width=w, height=h)
 
-    def matrix(self, spec: FrameSpec) -> np.ndarray:
+    def matrix(self, spec: FrameSpec, camera: Optional[Camera] = None) -> np.ndarray:
         if self.geometry == "nominal":
             return geometry.scale_matrix(*self.scale_xy)
         return geometry.resize_matrix(spec.size, self.out_size(spec.width, spec.height))
@@ -129,6 +132,7 @@ class Resize(Stage):
         return f"resize {what} {self.interpolation}"
 
 
+@register_stage("crop")
 @dataclass(frozen=True)
 class Crop(Stage):
     """Keep the ``width x height`` window whose top-left pixel is (``left``, ``top``)."""
@@ -147,7 +151,7 @@ class Crop(Stage):
         _positive_int(self.width, "width", "Crop")
         _positive_int(self.height, "height", "Crop")
 
-    def output_spec(self, spec: FrameSpec) -> FrameSpec:
+    def output_spec(self, spec: FrameSpec, camera: Optional[Camera] = None) -> FrameSpec:
         _require_pixels(spec, "Crop")
         if self.left + self.width > spec.width or self.top + self.height > spec.height:
             raise ConfigError(
@@ -155,13 +159,14 @@ class Crop(Stage):
                 f"{spec.width}x{spec.height} image")
         return spec.with_(width=self.width, height=self.height)
 
-    def matrix(self, spec: FrameSpec) -> np.ndarray:
+    def matrix(self, spec: FrameSpec, camera: Optional[Camera] = None) -> np.ndarray:
         return geometry.crop_matrix(self.left, self.top)
 
     def describe(self) -> str:
         return f"crop {self.width}x{self.height}+{self.left}+{self.top}"
 
 
+@register_stage("normalise", yaml=("normalise", "normalize"))
 @dataclass(frozen=True)
 class Normalise(Stage):
     """``out[c] = (in[c] - mean[c]) / std[c]`` per channel, as float.
@@ -194,7 +199,7 @@ class Normalise(Stage):
         if self.dtype not in DTYPES:
             raise ConfigError(f"Normalise.dtype {self.dtype!r} is not one of {', '.join(DTYPES)}")
 
-    def output_spec(self, spec: FrameSpec) -> FrameSpec:
+    def output_spec(self, spec: FrameSpec, camera: Optional[Camera] = None) -> FrameSpec:
         _require_pixels(spec, "Normalise")
         if spec.pixel_format is PixelFormat.FLOAT_HWC:
             raise ConfigError("Normalise applied twice")
@@ -213,6 +218,7 @@ class Normalise(Stage):
 Normalize = Normalise
 
 
+@register_stage("pad")
 @dataclass(frozen=True)
 class Pad(Stage):
     """Pad at the bottom and right to a multiple of ``size_divisor`` or to ``size=(height, width)``.
@@ -245,7 +251,7 @@ class Pad(Stage):
             return -(-width // d) * d, -(-height // d) * d
         return self.size[1], self.size[0]
 
-    def output_spec(self, spec: FrameSpec) -> FrameSpec:
+    def output_spec(self, spec: FrameSpec, camera: Optional[Camera] = None) -> FrameSpec:
         _require_pixels(spec, "Pad")
         w, h = self.padded_size(spec.width, spec.height)
         if w < spec.width or h < spec.height:
@@ -256,6 +262,7 @@ class Pad(Stage):
         return f"pad /{self.size_divisor}" if self.size_divisor else f"pad {self.size[1]}x{self.size[0]}"
 
 
+@register_stage("transfer", yaml=())
 @dataclass(frozen=True)
 class Transfer(Stage):
     """Move the frame between host memory and a device (``placement``: ``host``, ``cuda:0``, ``npu:0``;
@@ -269,13 +276,14 @@ class Transfer(Stage):
     op: ClassVar[str] = "transfer"
     placement: str = "host"
 
-    def output_spec(self, spec: FrameSpec) -> FrameSpec:
+    def output_spec(self, spec: FrameSpec, camera: Optional[Camera] = None) -> FrameSpec:
         return spec.with_(placement=self.placement)
 
     def describe(self) -> str:
         return f"transfer to {self.placement}"
 
 
+@register_stage("batch")
 @dataclass(frozen=True)
 class Batch(Stage):
     """Write each camera's image as CHW into the ``(N, 3, H, W)`` batch, in rig order. Must be last.
@@ -300,7 +308,7 @@ class Batch(Stage):
             raise ConfigError(f"Batch.device must be None or torch:cpu, torch:cuda[:N], torch:npu[:N]; "
                               f"got {self.device!r}")
 
-    def output_spec(self, spec: FrameSpec) -> FrameSpec:
+    def output_spec(self, spec: FrameSpec, camera: Optional[Camera] = None) -> FrameSpec:
         _require_pixels(spec, "Batch")
         if spec.channel_order == "gray":
             raise ConfigError("Batch needs 3-channel images")

@@ -5,11 +5,12 @@ on one backend family (``cpu``, ``reference``, ``torch``, ``dvpp``, or a user's)
 for each position in a camera's stage list, the longest registered run whose ``supports`` says yes
 on the first backend of the user's preference order that has one — that is what "fusion" means here.
 
-Registering a kernel for a user stage::
+Registering a kernel for a user stage (the stage itself registered with
+:func:`dvpipe.register_stage`, :mod:`dvpipe.stages.catalogue`)::
 
+    @dvpipe.register_stage("gamma")
     @dataclass(frozen=True)
     class Gamma(dvpipe.Stage):
-        op = "gamma"
         gamma: float = 2.2
 
     @dvpipe.register_kernel("gamma", backend="cpu")
@@ -17,12 +18,14 @@ Registering a kernel for a user stage::
         (stage,) = stages
         return (255.0 * (data / 255.0) ** (1 / stage.gamma)).astype(data.dtype)
 
-A kernel is ``fn(data, stages, ctx) -> data``: ``stages`` is the tuple of stage declarations it
+A fused kernel declares the op runs it covers once, with :func:`fused_runs` (which ops fuse, in
+which orders), not as a hand-kept list. A kernel is ``fn(data, stages, ctx) -> data``: ``stages`` is the tuple of stage declarations it
 covers, ``ctx`` a :class:`KernelContext`. A kernel whose run ends in ``batch`` writes the camera's
 image into ``ctx.out`` (a ``(3, H, W)`` view of the batch buffer) and returns it.
 """
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
@@ -31,7 +34,8 @@ from ..errors import ConfigError, CorruptFrameError
 from ..types import Camera
 from .base import FrameSpec, Stage
 
-__all__ = ["Verdict", "Kernel", "KernelQuery", "KernelContext", "register_kernel", "kernels_at", "registered_ops"]
+__all__ = ["Verdict", "Kernel", "KernelQuery", "KernelContext", "register_kernel", "kernels_at", "registered_ops",
+           "all_kernels", "fused_runs"]
 
 
 @dataclass(frozen=True)
@@ -206,6 +210,40 @@ def kernels_at(ops: Sequence[str], family: str) -> list[Kernel]:
         bucket = list(_REGISTRY.get(ops[0], ())) if ops else []
     found = [k for k in bucket if k.family == family and tuple(ops[: len(k.ops)]) == k.ops]
     return sorted(found, key=lambda k: -len(k.ops))
+
+
+def all_kernels() -> list[Kernel]:
+    """Every registered kernel."""
+    with _LOCK:
+        return [k for bucket in _REGISTRY.values() for k in bucket]
+
+
+def fused_runs(*segments: Sequence[Sequence[str]], any_order: Sequence[str] = (),
+               then: Sequence[str] = ()) -> list[tuple[str, ...]]:
+    """The op runs one fused kernel covers, from a declaration of which ops fuse (shortest first).
+
+    Args:
+        segments: each a list of alternative op runs (tuples); a run is one alternative of every segment,
+            concatenated (``[("normalise",), ("resize", "normalise")], [("batch",), ("pad", "batch")]``
+            gives four runs). An empty alternative ``()`` makes a segment optional.
+        any_order: after the segments, any subset of these ops in any order, each at most once.
+        then: after that, these ops in this order, each optional (``("pad", "batch")`` gives the tails
+            ``()``, ``(pad,)``, ``(batch,)``, ``(pad, batch)``).
+
+    Empty runs are left out. Example: the torch backend's pixel kernel is
+    ``fused_runs(any_order=("resize", "crop", "normalise"), then=("pad", "batch"))``: 63 runs.
+    """
+    heads: list[tuple[str, ...]] = [()]
+    for seg in segments:
+        heads = [h + tuple(alt) for h in heads for alt in seg]
+    free: list[tuple[str, ...]] = [()]
+    for k in range(1, len(any_order) + 1):
+        free += [tuple(p) for c in itertools.combinations(any_order, k) for p in itertools.permutations(c)]
+    tails = [tuple(op for op, keep in zip(then, mask) if keep)
+             for mask in itertools.product((False, True), repeat=len(then))]
+    runs = {h + f + t for h in heads for f in free for t in tails}
+    runs.discard(())
+    return sorted(runs, key=lambda r: (len(r), r))
 
 
 def registered_ops() -> dict[str, list[str]]:

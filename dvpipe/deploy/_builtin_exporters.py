@@ -1,0 +1,350 @@
+"""The built-in exporters: ``summary.json``, ``latency.json``, the trace, plots, dumps, Prometheus and
+the HTML report (registration order = the order they are opened, observed and closed).
+
+Their YAML keys are ``Options`` dataclasses like any exporter's, with the short forms
+(:meth:`~dvpipe.deploy.exporters.Exporter.shorthand`: ``trace: true``, ``prometheus: 9108``); the
+parsed values become :class:`~dvpipe.deploy.config.OutputsConfig` fields, which the runner's
+arguments (``--trace``, ``--json``, ``--plots``, ``--report``, ``--prometheus``) override.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from ..types import short_repr as _show
+from ._exporter_registry import BatchResult, Exporter, RunContext, option, register_exporter
+from ._validate import _MAX_FRAMES
+
+__all__ = ["SummaryExporter", "LatencyJsonExporter", "TraceExporter", "PlotsExporter", "DumpsExporter",
+           "PrometheusOutput", "HtmlReportExporter", "BUILTIN_EXPORTERS", "jsonable"]
+
+_ON: Mapping[str, Any] = {}  # "enabled, no options of its own"
+
+
+def _path_shorthand(value: Any) -> Optional[Any]:
+    """``true`` (the default name), ``false`` / ``null`` (off), a path, or the mapping form."""
+    if value is False or value is None:
+        return None
+    if value is True:
+        return {}
+    if isinstance(value, str) and value:
+        return {"path": value}
+    if isinstance(value, Mapping):
+        return value
+    raise ValueError(f"expected true, false or a path, got {_show(value)}")
+
+
+def _under(out_dir: str, path: str) -> str:
+    path = os.path.expanduser(path)
+    return path if os.path.isabs(path) else os.path.join(out_dir, path)
+
+
+@register_exporter("summary")
+class SummaryExporter(Exporter):
+    """``outputs.dir/summary.json`` (``metrics: true``): the frame account, the plan, transfers, routes."""
+
+    takes_key = False
+    enabled_by = "`outputs.metrics` (default true)"
+
+    @classmethod
+    def enabled(cls, outputs, overrides):
+        return _ON if outputs.metrics and outputs.dir else None
+
+    def open(self, run: RunContext) -> None:
+        self.run = run
+
+    def close(self, result: Any) -> dict[str, str]:
+        out_dir = self.run.out_dir
+        assert out_dir is not None
+        os.makedirs(out_dir, exist_ok=True)
+        path = os.path.join(out_dir, "summary.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.run.summary(), f, indent=1)
+        return {"summary": path}
+
+
+@register_exporter("latency")
+class LatencyJsonExporter(Exporter):
+    """The latency statistics as JSON (:func:`dvpipe.latency.to_json`): ``--json PATH``, else
+    ``outputs.dir/latency.json`` with ``metrics: true``."""
+
+    takes_key = False
+    enabled_by = "`outputs.metrics`, `--json PATH`"
+
+    @classmethod
+    def enabled(cls, outputs, overrides):
+        path = overrides.get("json_path") or (os.path.join(outputs.dir, "latency.json")
+                                              if outputs.metrics and outputs.dir else None)
+        return {"path": path} if path else None
+
+    def open(self, run: RunContext) -> None:
+        self.stats = run.stats
+
+    def close(self, result: Any) -> dict[str, str]:
+        path = self.options["path"]
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.stats.to_json(), f, indent=1)
+        return {"latency": path}
+
+
+@register_exporter("trace")
+class TraceExporter(Exporter):
+    """The Chrome/Perfetto trace (``outputs.trace``, ``--trace``): a bounded ring of the most recent
+    frame sets' events (``outputs.trace_max_events``, default
+    :data:`dvpipe.latency.trace.DEFAULT_MAX_EVENTS`), written at the end."""
+
+    @dataclass
+    class Options:
+        path: str = option("trace.json", "the trace file (relative to outputs.dir); `trace: PATH` is short for it")
+
+    shorthand = staticmethod(_path_shorthand)
+
+    @classmethod
+    def outputs_fields(cls, options, out_dir):
+        return {"trace": _under(out_dir, options["path"])}
+
+    @classmethod
+    def enabled(cls, outputs, overrides):
+        path = overrides.get("trace_path") or outputs.trace
+        return {"path": path} if path else None
+
+    def open(self, run: RunContext) -> None:
+        from ..latency import TraceWriter
+        from ..latency.trace import DEFAULT_MAX_EVENTS
+
+        o = run.deployment.outputs
+        max_events = run.overrides.get("trace_max_events") or o.trace_max_events or DEFAULT_MAX_EVENTS
+        self.writer = TraceWriter(self.options["path"], metadata={"deployment": run.deployment.name},
+                                  max_events=max_events)
+        self.sets = 0
+
+    def observe(self, result: BatchResult) -> None:
+        self.writer.add(result.timeline)
+        self.sets += 1
+
+    def close(self, result: Any) -> dict[str, str]:
+        return {"trace": str(self.writer.write())} if self.sets else {}
+
+
+@register_exporter("plots")
+class PlotsExporter(Exporter):
+    """Latency plots as PNG (:func:`dvpipe.latency.plots.write_plots`; needs matplotlib): ``--plots
+    DIR`` or ``outputs.plots``."""
+
+    @dataclass
+    class Options:
+        path: str = option("plots", "the plots folder (relative to outputs.dir); `plots: PATH` is short for it")
+
+    shorthand = staticmethod(_path_shorthand)
+
+    @classmethod
+    def outputs_fields(cls, options, out_dir):
+        return {"plots": _under(out_dir, options["path"])}
+
+    @classmethod
+    def enabled(cls, outputs, overrides):
+        path = overrides.get("plots_dir") or outputs.plots
+        return {"path": path} if path else None
+
+    def close(self, result: Any) -> dict[str, str]:
+        if not result.sets:
+            return {}
+        from ..latency.plots import write_plots
+
+        folder = self.options["path"]
+        try:
+            paths = write_plots(result.stats, folder)
+        except ImportError as e:
+            return {"plots": f"not written: {e}"}
+        return {"plots": str(folder), **{f"plot_{k}": str(v) for k, v in paths.items()}}
+
+
+@register_exporter("dumps")
+class DumpsExporter(Exporter):
+    """Every ``outputs.dumps.every``-th frame set (at most ``max``) as ``dumps/set_NNNNNN.npz`` (the
+    images, ``valid``) and ``.json`` (index, set time in ns, cameras, drops, metas).
+
+    ``observe`` only copies the batch and queues the copy (at most :attr:`queue_size` waiting); a
+    writer thread writes them. When the disk cannot keep up a dump is skipped rather than stalling
+    the run, and counted: ``outputs["dumps"]`` then reads ``DIR: N written, M skipped (writer queue
+    full), K failed``."""
+
+    queue_size = 4  #: dumps waiting for the writer thread; beyond it a dump is skipped (and counted)
+
+    @dataclass
+    class Options:
+        every: int = option(1, "dump every N-th frame set (by set index)", minimum=1, maximum=_MAX_FRAMES)
+        max: int = option(10, "at most this many dumps per run", minimum=1, maximum=1_000_000)
+
+    @classmethod
+    def outputs_fields(cls, options, out_dir):
+        return {"dumps_every": options["every"], "dumps_max": options["max"]}
+
+    @classmethod
+    def enabled(cls, outputs, overrides):
+        return _ON if outputs.dumps_every and outputs.dir else None
+
+    def open(self, run: RunContext) -> None:
+        o = run.deployment.outputs
+        self.every, self.max = o.dumps_every, o.dumps_max
+        self.folder = os.path.join(o.dir, "dumps")
+        self.accepted = self.skipped = self.failed = self.written = 0
+        self.error: Optional[str] = None
+        self._queue: Optional[queue.Queue] = None
+        self._thread: Optional[threading.Thread] = None
+
+    def observe(self, result: BatchResult) -> None:
+        if result.index % self.every or self.accepted >= self.max:
+            return
+        if self._queue is None:
+            self._queue = queue.Queue(self.queue_size)
+            self._thread = threading.Thread(target=self._writer, name="dvpipe-dumps", daemon=True)
+            self._thread.start()
+        batch = result.batch
+        images = batch.images
+        if isinstance(images, np.ndarray):
+            images = np.array(images, copy=True)
+        elif hasattr(images, "to_host"):  # the AIPP route: the NV12 batch, (N, Hs * 3 / 2, Ws) uint8 (one download)
+            from ..device import nv12_batch_to_host
+
+            images = np.array(nv12_batch_to_host(images), copy=True)
+        else:
+            images = images.detach().cpu().numpy()
+        fs = result.frame_set
+        doc = {"index": fs.index, "set_time_ns": fs.time_ns, "cameras": list(batch.cameras),
+               "drops": list(batch.drops), "metas": [jsonable(m) for m in batch.metas]}
+        try:
+            self._queue.put_nowait((fs.index, images, np.array(batch.valid, copy=True), doc))
+            self.accepted += 1
+        except queue.Full:
+            self.skipped += 1
+
+    def _writer(self) -> None:
+        assert self._queue is not None
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            index, images, valid, doc = job
+            try:
+                os.makedirs(self.folder, exist_ok=True)
+                base = os.path.join(self.folder, f"set_{index:06d}")
+                np.savez_compressed(base + ".npz", images=images, valid=valid)
+                with open(base + ".json", "w", encoding="utf-8") as f:
+                    json.dump(doc, f, indent=1)
+                self.written += 1
+            except Exception as e:  # noqa: BLE001 - a failed dump is counted and reported, the run goes on
+                self.failed += 1
+                self.error = self.error or f"{type(e).__name__}: {e}"
+
+    def _flush(self) -> None:
+        """Wait for the writer to write what it accepted."""
+        if self._thread is not None and self._queue is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def close(self, result: Any) -> dict[str, str]:
+        self._flush()
+        if not (self.written or self.skipped or self.failed):
+            return {}
+        if not (self.skipped or self.failed):
+            return {"dumps": self.folder}
+        return {"dumps": f"{self.folder}: {self.written} written, {self.skipped} skipped (writer queue full), "
+                         f"{self.failed} failed" + (f" ({self.error})" if self.error else "")}
+
+    abort = _flush
+
+
+@register_exporter("prometheus")
+class PrometheusOutput(Exporter):
+    """``/metrics`` over HTTP (``outputs.prometheus``, ``--prometheus``): per-step and end-to-end
+    histograms of every measured set, per-camera frame, drop and stall counters read at each scrape."""
+
+    writes_files = False
+
+    @dataclass
+    class Options:
+        port: int = option(doc="TCP port of /metrics; `prometheus: PORT` is short for {port: PORT}", minimum=1,
+                           maximum=65535)
+        addr: str = option("127.0.0.1", "address the server binds (127.0.0.1: this machine; 0.0.0.0 exposes it)")
+
+    @staticmethod
+    def shorthand(value):
+        if value is None or value is False:
+            return None
+        return value if isinstance(value, Mapping) else {"port": value}
+
+    @classmethod
+    def outputs_fields(cls, options, out_dir):
+        return {"prometheus_port": options["port"], "prometheus_addr": options["addr"]}
+
+    @classmethod
+    def enabled(cls, outputs, overrides):
+        if outputs.prometheus_port is None:
+            return None
+        return {"port": outputs.prometheus_port, "addr": outputs.prometheus_addr}
+
+    def open(self, run: RunContext) -> None:
+        from ..latency.prometheus import PrometheusExporter
+
+        self.exporter = PrometheusExporter(port=self.options["port"], addr=self.options["addr"])
+        self.exporter.watch(run.accounting.counters)
+
+    def observe(self, result: BatchResult) -> None:
+        if not result.warmup:
+            self.exporter.observe(result.record)
+
+    def close(self, result: Any) -> dict[str, str]:
+        self.exporter.close()
+        return {}
+
+    def abort(self) -> None:
+        self.exporter.close()
+
+
+@register_exporter("report")
+class HtmlReportExporter(Exporter):
+    """The one-page HTML report (:mod:`dvpipe.latency.html_report`): ``--report PATH``."""
+
+    takes_key = False
+    enabled_by = "`--report PATH`"
+
+    @classmethod
+    def enabled(cls, outputs, overrides):
+        path = overrides.get("report_path")
+        return {"path": path} if path else None
+
+    def close(self, result: Any) -> dict[str, str]:
+        from ..latency.html_report import write_report
+
+        return {"report": str(write_report(result, self.options["path"]))}
+
+
+def jsonable(v: Any) -> Any:
+    """``v`` with numpy arrays and scalars turned into lists and Python numbers (for ``json.dump``)."""
+    if isinstance(v, dict):
+        return {str(k): jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v
+
+
+#: the built-in exporter classes, in registration order
+BUILTIN_EXPORTERS = (SummaryExporter, LatencyJsonExporter, TraceExporter, PlotsExporter, DumpsExporter,
+                     PrometheusOutput, HtmlReportExporter)

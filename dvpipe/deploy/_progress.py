@@ -1,0 +1,86 @@
+"""The one-line progress display of ``dvpipe run`` (:class:`ProgressLine`)."""
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Optional, TextIO
+
+from ..latency.clock import now_ns
+
+__all__ = ["ProgressLine", "format_eta"]
+
+
+def format_eta(seconds: float) -> str:
+    """``m:ss`` (or ``h:mm:ss`` from an hour) of a number of seconds, rounded to the second (>= 0)."""
+    s = int(round(max(0.0, seconds)))
+    h, rem = divmod(s, 3600)
+    return f"{h}:{rem // 60:02d}:{rem % 60:02d}" if h else f"{rem // 60}:{rem % 60:02d}"
+
+
+class ProgressLine:
+    """A one-line progress display: sets done (of N), rate, an ETA when the run's length is known
+    (``total`` sets: from the rate so far; ``duration_s``: the time left), drops, camera problems.
+
+    On a terminal the line is redrawn in place (at most 10 times a second); elsewhere a line is
+    printed every ``every_s`` seconds. ``runner`` is a :class:`~dvpipe.deploy.Runner` (``sets_done``,
+    ``started_ns``, ``acc``); ``clock`` is its monotonic clock in ns.
+    """
+
+    def __init__(self, total: Optional[int] = None, duration_s: Optional[float] = None, stream: TextIO = sys.stderr,
+                 every_s: float = 5.0, clock: Callable[[], int] = now_ns):
+        self.total = total
+        self.duration_s = duration_s
+        self.stream = stream
+        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self.every_ns = int((0.1 if self.tty else every_s) * 1e9)
+        self._last = 0
+        self._t0: Optional[int] = None
+        self._drawn = False
+        self.clock = clock  # monotonic ns (injected by tests)
+
+    def __call__(self, runner: Any) -> None:
+        now = self.clock()
+        if self._t0 is None:
+            self._t0 = runner.started_ns or now
+        if now - self._last < self.every_ns:
+            return
+        self._last = now
+        self._draw(runner, now)
+
+    def _draw(self, runner: Any, now: int) -> None:
+        done = runner.sets_done
+        elapsed = max(1e-9, (now - self._t0) / 1e9)
+        eta = None
+        if self.total:
+            frac = min(1.0, done / self.total)
+            bar = f"[{'#' * int(frac * 24):<24}] {done}/{self.total} sets"
+            if 0 < done < self.total:
+                eta = (self.total - done) * elapsed / done
+            if self.duration_s:  # both limits: whichever comes first
+                eta = min(eta if eta is not None else self.duration_s, max(0.0, self.duration_s - elapsed))
+        elif self.duration_s:
+            frac = min(1.0, elapsed / self.duration_s)
+            bar = f"[{'#' * int(frac * 24):<24}] {elapsed:.0f}/{self.duration_s:g} s, {done} sets"
+            eta = max(0.0, self.duration_s - elapsed)
+        else:
+            bar = f"{done} sets"
+        if eta is not None and done < (self.total or float("inf")):
+            bar += f"  ETA {format_eta(eta)}"
+        acc = runner.acc
+        t = acc.totals()
+        issues = [f"{c} {h.state}" for c, h in acc.health.items() if h.state not in ("streaming", "ended", "starting")]
+        line = (f"{bar}  {done / elapsed:.1f} sets/s  frames {t['entered']} in, {t['dropped']} dropped"
+                + (f", {t['masked_slots']} masked" if t["masked_slots"] else "")
+                + (f"  | {', '.join(issues)}" if issues else ""))
+        if self.tty:
+            self.stream.write("\r" + line[:160].ljust(100))
+            self._drawn = True
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self, runner: Optional[Any] = None) -> None:
+        if runner is not None and (self.tty or runner.sets_done):
+            self._draw(runner, self.clock())
+        if self.tty and self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
