@@ -338,3 +338,14 @@ def test_v1_bare_file_names_are_found_under_samples_camera_as_mmdet3d_joins_them
     path.write_bytes(pickle.dumps(data))
     sets = _run(_deployment(path, data_root=root))
     assert len(sets) == 4 and all(b.valid.all() for _fs, b in sets)
+
+
+def test_undistort_with_an_info_file_source_is_refused_not_silently_wrong(tmp_path):
+    # the info file's per-sample intrinsics would replace the undistorted K' in the metas
+    path, _ = _write_pkl(tmp_path)
+    dep = _deployment(path)
+    dep["pipeline"] = {"stages": ["decode", "undistort", {"resize": {"scale": 0.5}}, "normalise", "batch"],
+                       "backends": ["cpu"]}
+    with pytest.raises(DeploymentError) as e:
+        load_deployment(dep)
+    assert "pipeline.stages: undistort with an info-file source" in str(e.value)

@@ -741,6 +741,12 @@ def _check_across(rig: Optional[Rig], rig_path: Optional[str], pipeline: Pipelin
                   + " (use a stage list with resize/pad to one size)")
     if rig is not None and not V.errors:
         _check_types(rig, rig_path, cameras, sync, V)
+    infos = [c.name for c in cameras if c.source.type == "infos"]
+    if infos and any(getattr(st, "op", "") == "undistort" for st in (pipeline.stages or ())):
+        # the info file's per-sample calibration replaces the rig's in the metas: it would replace K' too
+        V.err("pipeline.stages", f"undistort with an info-file source ({', '.join(infos)}) is not supported: the "
+                                 "metas take each sample's intrinsics from the info file, not the undistorted K'; "
+                                 "undistort the images offline or use an images source with the rig's calibration")
     live_cams = [c.name for c in cameras if c.source.live]
     recorded = [c.name for c in cameras if not c.source.live]
     if live_cams and recorded and not run.realtime:
