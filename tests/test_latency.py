@@ -79,6 +79,9 @@ class FakeDeviceStream:
 
 # --------------------------------------------------------------------------- clock
 def test_epoch_mapping_is_consistent_with_now():
+    from dvpipe.latency import clock
+
+    clock.recalibrate()  # the offset is sampled once per process: the wall clock may have been stepped since
     mono = to_monotonic_ns(time.time_ns())
     assert abs(mono - now_ns()) < 50 * MS  # same instant read through two clocks
     assert to_monotonic_ns(to_epoch_ns(123_456_789)) == 123_456_789
