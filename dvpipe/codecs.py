@@ -166,7 +166,8 @@ def _subsampling(factors: list[tuple[int, int]]) -> str:
     if (h1, v1) != (h2, v2) or h1 == 0 or v1 == 0:
         return ""
     rh, rv = h0 / h1, v0 / v1
-    return {(1, 1): "444", (2, 1): "422", (2, 2): "420", (1, 2): "440", (4, 1): "411"}.get((rh, rv), "")
+    table: dict[tuple[float, float], str] = {(1, 1): "444", (2, 1): "422", (2, 2): "420", (1, 2): "440", (4, 1): "411"}
+    return table.get((rh, rv), "")
 
 
 def png_info(data: bytes) -> ImageInfo:

@@ -160,6 +160,7 @@ class DeviceBatch:
 def nv12_batch_to_host(t: DeviceTensor) -> np.ndarray:
     """Download an NV12 batch tensor as ``(N, height_stride * 3 / 2, width_stride)`` uint8, the pictures
     gathered from their slots (``meta["slot_pitch"]`` bytes apart; dense when absent). One device -> host copy."""
+    assert t.strides is not None  # an NV12 tensor carries its strides
     ws, hs = t.strides
     n = t.shape[0]
     per = hs * 3 // 2 * ws

@@ -13,11 +13,12 @@ import importlib
 import os
 import threading
 from collections import deque
-from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
 from ._camera_pool import CameraPool
+from ._typing import BackendName, Fallback, Fidelity, MetasFormat, OnCorrupt, Timing
 from .backends import FAMILIES
 from .codecs import DEFAULT_MAX_PIXELS, read_frame_bytes
 from .device import DeviceBatch
@@ -25,12 +26,16 @@ from .errors import ConfigError, FrameError
 from .latency.clock import now_ns, to_monotonic_ns
 from .latency.timeline import Timeline
 from .planner import CameraPlan, Plan, PlanStep, plan_pipeline
-from .profiles import profile_metas, profile_stages
+from .profiles import Profile, profile_metas, profile_stages
 from .stages.base import Stage
 from .stages.registry import KernelContext
 from .types import Batch, Frame, PixelFormat, Rig
 from .video import VideoPacket
 
+
+if TYPE_CHECKING:
+    from .latency import LatencyStats
+    from .mmdet3d import Mmdet3dMetas
 
 __all__ = ["Pipeline"]
 
@@ -70,11 +75,11 @@ class Pipeline:
     output ring is shared, so a batch stays valid for ``output_buffers`` later calls from any thread.
     """
 
-    def __init__(self, rig: Rig, stages: Sequence[Stage], backends: Sequence[str] | str = ("cpu",), *,
-                 profile: Optional[str] = None, target: Any = None, fidelity: str = "reference",
-                 threads: Optional[int] = None, fallback: str = "next", output_buffers: int = 2,
-                 timing: str = "spans", on_corrupt: str = "drop", max_pixels: int = DEFAULT_MAX_PIXELS,
-                 metas_format: str = "per_camera", pose: Any = None, live_cache: Any = None):
+    def __init__(self, rig: Rig, stages: Sequence[Stage], backends: Sequence[BackendName] | BackendName = ("cpu",), *,
+                 profile: Optional[str | Profile] = None, target: Any = None, fidelity: Fidelity = "reference",
+                 threads: Optional[int] = None, fallback: Fallback = "next", output_buffers: int = 2,
+                 timing: Timing = "spans", on_corrupt: OnCorrupt = "drop", max_pixels: int = DEFAULT_MAX_PIXELS,
+                 metas_format: MetasFormat = "per_camera", pose: Any = None, live_cache: Any = None):
         if not isinstance(rig, Rig):
             raise ConfigError(f"rig must be a dvpipe.Rig (Rig.from_yaml(path)), got {type(rig).__name__}")
         if fallback not in ("next", "error"):
@@ -119,10 +124,10 @@ class Pipeline:
         self._count = 0
         # batch timelines not yet folded into `latency`: appending is the only per-batch cost
         self._unreported: deque = deque(maxlen=self.LATENCY_BACKLOG)
-        self._latency = None
+        self._latency: Optional[LatencyStats] = None
         self._generations = [0] * output_buffers  # writes per output buffer (a stale Batch.images raises)
-        self._metas_builder = None  # metas_format="mmdet3d" (set_metas_format)
-        self._metas_format = None
+        self._metas_builder: Optional[Mmdet3dMetas] = None  # metas_format="mmdet3d" (set_metas_format)
+        self._metas_format: Optional[tuple[str, Any, str, float]] = None
         if metas_format != "per_camera" or pose is not None:
             self.set_metas_format(metas_format, pose=pose)
 
@@ -142,11 +147,13 @@ class Pipeline:
         args, kwargs = self._init_args
         return (_rebuild_pipeline, (type(self), args, kwargs, self._metas_format))
 
+    _init_args: tuple[tuple[Any, ...], dict[str, Any]]  # set by __new__
+
     #: batches whose timelines wait to be folded into :attr:`latency` (older ones are dropped)
     LATENCY_BACKLOG = 1024
 
     @property
-    def latency(self):
+    def latency(self) -> LatencyStats:
         """:class:`dvpipe.latency.LatencyStats` of this pipeline's batches (``pipe.latency.report()``).
 
         Timelines are folded in when this is read; at most :attr:`LATENCY_BACKLOG` batches wait in
@@ -163,8 +170,8 @@ class Pipeline:
         return self._latency
 
     @classmethod
-    def from_profile(cls, name: str, rig: Rig, backends: Sequence[str] | str = ("cpu",), *,
-                     fidelity: str = "reference", target: Any = None, **kwargs) -> "Pipeline":
+    def from_profile(cls, name: str, rig: Rig, backends: Sequence[BackendName] | BackendName = ("cpu",), *,
+                     fidelity: Fidelity = "reference", target: Any = None, **kwargs: Any) -> "Pipeline":
         """Pipeline with profile ``name``'s stages and metas (``bevformer-tiny``, ``petr``...)."""
         stage_lists = {tuple(profile_stages(name, fidelity, cam)) for cam in rig.cameras}
         if len(stage_lists) > 1:
@@ -173,9 +180,9 @@ class Pipeline:
         return cls(rig, list(stage_lists.pop()), backends, profile=name, target=target, fidelity=fidelity, **kwargs)
 
     @classmethod
-    def from_mmdet3d_config(cls, config, rig: Rig, backends: Sequence[str] | str = ("cpu",), *,
-                            allow_code: bool = False, skip: Sequence[str] = (), fidelity: str = "reference",
-                            target: Any = None, **kwargs) -> "Pipeline":
+    def from_mmdet3d_config(cls, config: Any, rig: Rig, backends: Sequence[BackendName] | BackendName = ("cpu",), *,
+                            allow_code: bool = False, skip: Sequence[str] = (), fidelity: Fidelity = "reference",
+                            target: Any = None, **kwargs: Any) -> "Pipeline":
         """Pipeline reproducing an mmdet3d / mmcv config's ``test_pipeline`` and its ``img_metas`` contract.
 
         Args:
@@ -207,7 +214,7 @@ class Pipeline:
             pipe.set_metas_format(metas_format, pose=pose)
         return pipe
 
-    def set_metas_format(self, metas_format: str = "per_camera", *, pose: Any = None, can_bus: str = "absolute",
+    def set_metas_format(self, metas_format: MetasFormat = "per_camera", *, pose: Any = None, can_bus: str = "absolute",
                          scene_gap_s: float = 1.0) -> "Pipeline":
         """Choose what ``batch.metas`` holds from the next ``process`` call on.
 
@@ -263,7 +270,7 @@ class Pipeline:
                                           step.kernel.unit, step.backend.name, check, kind)
         return prepared
 
-    def _run_steps(self, steps: list[PlanStep], data, cam_index: int, cp: CameraPlan, out, tl: Timeline, tag: str):
+    def _run_steps(self, steps: Sequence[PlanStep], data, cam_index: int, cp: CameraPlan, out, tl: Timeline, tag: str):
         name = cp.camera.name
         for step in steps:
             prepared = self._prepared.get((cam_index, id(step), tag)) or self._prepare(step, cam_index, cp, tag)
@@ -368,7 +375,7 @@ class Pipeline:
         ring[slot] += 1  # a batch still pointing at this buffer is stale from here on (Batch.images raises)
         n = len(names)
         stamp = timeline is None  # the caller's timeline carries its own capture/arrival stamps
-        tl = Timeline(index=self._count, counters_only=self.timing == "counters") if stamp else timeline
+        tl = Timeline(index=self._count, counters_only=self.timing == "counters") if timeline is None else timeline
         self._count += 1
         arrival = now_ns()
         fallbacks: list = []
@@ -431,6 +438,7 @@ class Pipeline:
         """``batch.images`` on ``Batch(device=...)``: zero-copy on the CPU, one timed copy to a device."""
         import torch
 
+        assert self._device is not None  # called only for a plan that ends on a device
         device = torch.device(self._device.split(":", 1)[1])
         host = torch.from_numpy(images) if isinstance(images, np.ndarray) else images
         if host.device == device:

@@ -18,6 +18,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from ._typing import BackendName, Fidelity
 from .backends import BackendRef, availability, is_dvpp_placement, load_family, resolve
 from .errors import ConfigError, PlanError
 from .stages.base import FrameSpec, Stage, camera_matrix_of, matrix_of, output_spec_of
@@ -133,7 +134,7 @@ class Plan:
 
     cameras: list[CameraPlan]
     backends: tuple[str, ...]
-    fidelity: str
+    fidelity: Fidelity
     target: Any = None
     #: the AIPP route's per-batch device buffer (:func:`dvpipe.backends.dvpp.route.batch_layout`), else None
     device_batch: Optional[dict] = None
@@ -236,7 +237,7 @@ def _specs_after(stages: Sequence[Stage], spec: FrameSpec, cam: Camera, offset: 
 
 
 def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec], cam: Camera,
-                prefs: Sequence[BackendRef], avail: dict[str, Verdict], fidelity: str, target: Any,
+                prefs: Sequence[BackendRef], avail: dict[str, Verdict], fidelity: Fidelity, target: Any,
                 with_fallback: bool, live: Any = None) -> tuple[list[PlanStep], list[Stage], list[FrameSpec]]:
     """Plan ``stages`` (with ``specs[k]`` the spec after stage k); returns the steps and the stage and
     spec lists as detours left them."""
@@ -279,6 +280,7 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
                                     v.rule, v.source, v.detour)
                     else:
                         stages, specs = detoured, new_specs
+                        assert v.replace is not None  # checked above (mypy loses it across the try)
                         kern = dataclasses.replace(kern, ops=tuple(st.op for st in v.replace))
                 if v.ok:
                     chosen = (kern, ref, p)
@@ -288,6 +290,7 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
                 best_no = v
             if chosen:
                 break
+            assert best_no is not None  # kernels is not empty and none accepted
             verdicts.append((ref.name, best_no))
         if chosen is None:
             detail = "; ".join(f"{b}: {v.reason}" for b, v in verdicts)
@@ -370,6 +373,7 @@ def _insert_transfers(steps: list[PlanStep]) -> list[PlanStep]:
             kernels = kernels_at(("transfer",), ref.family) if ref is not None else []
             if not kernels:
                 raise PlanError(f"{step.name} on {step.backend.name} reads from {src}, and no backend copies {src} -> {dst}")
+            assert ref is not None  # no kernels without a device side (raised above)
             st = Transfer(placement=dst)
             t_out = output_spec_of(st, step.spec_in, None)
             out.append(PlanStep((st,), kernels[0], ref, step.spec_in, t_out, [(ref.name, Verdict.yes(f"{src} -> {dst}"))],
@@ -401,6 +405,7 @@ def _place_device_outputs(steps: list[PlanStep], cam: Camera, target: Any) -> tu
             why = why or f"camera {cam.name}: {problem}"
         verdicts = list(step.verdicts)
         if nv12 and prog is not None:
+            assert nxt is not None  # nv12 implies a next step
             b, v = verdicts[-1]
             reason = re.sub(r"; (VPC colour conversion -> BGR888 \d+x\d+|NV12 -> BGR on the host \([^)]*\))", "",
                             v.reason)
@@ -420,8 +425,8 @@ def _place_device_outputs(steps: list[PlanStep], cam: Camera, target: Any) -> tu
     return steps, why
 
 
-def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: Sequence[str], *,
-                  fidelity: str = "reference", target: Any = None, assume_available: Sequence[str] = (),
+def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: Sequence[BackendName] | BackendName, *,
+                  fidelity: Fidelity = "reference", target: Any = None, assume_available: Sequence[str] = (),
                   live: Any = None) -> Plan:
     """Plan ``stages`` for every camera on the ``backends`` preference order.
 
@@ -489,7 +494,7 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
     return plan
 
 
-def _plan_cameras(cameras: Sequence[Camera], stages: list, prefs: list, avail: dict, fidelity: str,
+def _plan_cameras(cameras: Sequence[Camera], stages: list, prefs: list, avail: dict, fidelity: Fidelity,
                   target: Any, live: Any = None) -> list[CameraPlan]:
     cam_plans = []
     for cam in cameras:

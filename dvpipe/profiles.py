@@ -24,19 +24,20 @@ Meta contracts differ per model family:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from . import geometry
+from ._typing import Fidelity
 from .errors import ConfigError
 from .stages import Crop, Decode, Normalise, Pad, Resize, Stage
 from .types import Camera
 
 __all__ = ["Profile", "PROFILES", "profile_stages", "profile_metas", "generic_metas", "img_norm_cfg"]
 
-_CAFFE_BGR = dict(mean=(103.530, 116.280, 123.675), std=(1.0, 1.0, 1.0), to_rgb=False)
-_IMAGENET_RGB = dict(mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), to_rgb=True)
+_CAFFE_BGR: dict[str, Any] = dict(mean=(103.530, 116.280, 123.675), std=(1.0, 1.0, 1.0), to_rgb=False)
+_IMAGENET_RGB: dict[str, Any] = dict(mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), to_rgb=True)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def _get(name: "str | Profile") -> Profile:
         raise ConfigError(f"unknown profile {name!r}; known: {', '.join(PROFILES)}") from None
 
 
-def profile_stages(name: str, fidelity: str = "reference", camera: Optional[Camera] = None) -> list[Stage]:
+def profile_stages(name: "str | Profile", fidelity: Fidelity = "reference", camera: Optional[Camera] = None) -> list[Stage]:
     """The stage list of profile ``name``.
 
     At fidelity ``reference`` the order is the reference's (BEVFormer normalises at full
@@ -180,7 +181,7 @@ def img_norm_cfg(stages: Sequence[Stage]) -> Optional[dict]:
     return None
 
 
-def profile_metas(name: Optional[str], camera: Camera, img_aug: np.ndarray, prepad_size: tuple[int, int],
+def profile_metas(name: "str | Profile | None", camera: Camera, img_aug: np.ndarray, prepad_size: tuple[int, int],
                   out_size: tuple[int, int], stages: Optional[Sequence[Stage]] = None) -> dict:
     """Per-camera ``img_metas`` as profile ``name`` (None: generic) defines them.
 
@@ -207,7 +208,7 @@ def profile_metas(name: Optional[str], camera: Camera, img_aug: np.ndarray, prep
     return metas
 
 
-def _profile_metas(name: Optional[str], camera: Camera, img_aug: np.ndarray, prepad_size: tuple[int, int],
+def _profile_metas(name: "str | Profile | None", camera: Camera, img_aug: np.ndarray, prepad_size: tuple[int, int],
                    out_size: tuple[int, int]) -> dict:
     metas = generic_metas(camera, img_aug, prepad_size, out_size)
     if name is None:

@@ -19,14 +19,18 @@ from __future__ import annotations
 
 import os
 import pickle
-from typing import Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from ._optional import require
 from .errors import ConfigError
 
-torch = require("torch")
+if TYPE_CHECKING:
+    import torch
+    import torch.utils.data
+else:
+    torch = require("torch")  # a clear install hint when torch is missing
 
 __all__ = ["FrameSetDataset", "collate_mmdet3d"]
 
@@ -73,6 +77,7 @@ class FrameSetDataset(torch.utils.data.IterableDataset):
 
     def _meta(self, batch) -> Any:
         """The mmdet3d sample dict of ``batch`` (per-camera metas), advancing the temporal state."""
+        assert self._builder is not None  # callers check it
         return self._builder.sample(batch.metas, batch.cameras, batch.valid)
 
     def _sample(self, batch, index: int, metas: Any = None) -> dict:

@@ -17,7 +17,7 @@ import enum
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -623,7 +623,8 @@ def _set_images(batch: Batch, value) -> None:
 
 
 # a data descriptor over the dataclass field: every read of batch.images checks the generation
-Batch.images = property(_get_images, _set_images, doc=Batch.__doc__.split("Attributes:")[1].split("metas:")[0].strip())
+Batch.images = property(_get_images, _set_images,
+                        doc=cast(str, Batch.__doc__).split("Attributes:")[1].split("metas:")[0].strip())
 
 
 def _copy_metas(metas):

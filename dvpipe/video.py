@@ -34,7 +34,7 @@ import heapq
 from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence, cast
 
 import numpy as np
 
@@ -334,7 +334,7 @@ class FFmpegEngine(Engine):
 
         self._av = av
         self.codec = codec
-        self._dec = av.CodecContext.create(_FFMPEG_NAME.get(codec, codec), "r")
+        self._dec: Any = av.CodecContext.create(_FFMPEG_NAME.get(codec, codec), "r")
         if extradata:
             self._dec.extradata = extradata
         self._dec.thread_type = "SLICE"
@@ -396,7 +396,7 @@ class ReorderingDecoder:
         self._want_skipped: Optional[str] = None
         # (first damaged tag, tag of the keyframe decoding resumed at or None): pictures decoded
         # from units in between reference a damaged or lost picture
-        self._damaged: list[list[Optional[int]]] = []
+        self._damaged: list[list[Any]] = []  # [first damaged tag, resume tag or None]
 
     # feeding
     def _new_engine(self) -> None:
@@ -471,6 +471,7 @@ class ReorderingDecoder:
         self._tags[tag] = _Tagged(unit.pts_ns, unit.show, self._resume_pts)
         if self._engine is None:
             self._new_engine()
+        assert self._engine is not None  # _new_engine made one
         try:
             released = self._engine.send(unit.data, tag)
         except FrameError as e:
@@ -539,7 +540,7 @@ class ReorderingDecoder:
             unit = self._pending.popleft()
             if not isinstance(unit, AccessUnit):
                 self._feed(unit)
-        want = packet.want
+        want = cast(int, packet.want)  # set for by pts/index; by unit: replaced below
         if packet.by == "unit":  # the picture of the packet's last unit, which gets its tag when fed
             self._want_unit = next((u for u in reversed(packet.units) if isinstance(u, AccessUnit)), None)
             self._want_tag = self._want_skipped = None

@@ -178,3 +178,21 @@ def test_a_full_dump_queue_skips_and_counts_instead_of_stalling_the_run(tmp_path
     m = re.search(r": (\d+) written, (\d+) skipped \(writer queue full\), 0 failed", result.outputs["dumps"])
     assert m, result.outputs["dumps"]
     assert int(m[1]) == written and written + int(m[2]) == 8 and int(m[2]) >= 1  # every dump accounted for
+
+
+def test_progress_close_before_the_first_set_on_a_tty_does_not_crash():
+    # a run that ends before its first frame set (Ctrl-C, every camera failing): close() draws from started_ns
+    import io
+    from types import SimpleNamespace
+
+    from dvpipe.deploy._progress import ProgressLine
+
+    class TTY(io.StringIO):
+        def isatty(self):
+            return True
+
+    s = TTY()
+    p = ProgressLine(total=10, stream=s, clock=lambda: 5_000_000_000)
+    acc = SimpleNamespace(totals=lambda: {"entered": 0, "dropped": 0, "masked_slots": 0}, health={})
+    p.close(SimpleNamespace(sets_done=0, started_ns=1_000_000_000, acc=acc))
+    assert "0/10 sets" in s.getvalue() and "0.0 sets/s" in s.getvalue()  # 4 s elapsed from started_ns

@@ -180,6 +180,7 @@ def decode_bgr(data, spec_in: FrameSpec, reduce: int = 1, state: Optional[dict] 
         img, strict_error = _decode_jpeg_sj(data, -(-info.width // reduce), -(-info.height // reduce), state)
         if img is not None:
             if state is not None:
+                assert sof is not None  # simplejpeg decodes JPEG only, whose header gave sof
                 state["_sof"] = (sof, bytes(data[sof:sof + 10]))
             return img
     damage = None
@@ -194,5 +195,6 @@ def decode_bgr(data, spec_in: FrameSpec, reduce: int = 1, state: Optional[dict] 
     if img.ndim == 2:  # defensive: some builds return 2D for gray even with IMREAD_COLOR
         img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
     if damage is not None:
+        assert on_corrupt is not None  # raised above otherwise
         on_corrupt(damage)
     return img

@@ -39,6 +39,8 @@ per-plane ops -- see ``docs/performance.md`` for the measurement and how to pin 
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Optional, cast
+
 import cv2
 import numpy as np
 
@@ -47,11 +49,14 @@ from ..stages.registry import KernelContext, KernelQuery, Verdict, fused_runs, r
 from ..types import PixelFormat
 from ._decode import decode_bgr
 
+if TYPE_CHECKING:
+    from ..stages.image import Resize
+
 try:  # the compiled kernel (setup.py builds it when a C compiler is present; optional)
     from . import _native
-    NATIVE_REASON = None
+    NATIVE_REASON: Optional[str] = None
 except ImportError as _e:  # pragma: no cover - exercised where the extension was not built
-    _native = None
+    _native = None  # type: ignore[assignment]  # the optional compiled module is absent
     NATIVE_REASON = f"dvpipe.backends._native not built ({_e}); reinstall with a C compiler present"
 
 _INTERP = {"linear": cv2.INTER_LINEAR, "area": cv2.INTER_AREA, "nearest": cv2.INTER_NEAREST}
@@ -140,7 +145,7 @@ def _supports_dct(q: KernelQuery) -> Verdict:
         return Verdict.no("DCT-domain scaling only at fidelity 'fast' (reference resizes the full decode bilinearly)")
     if q.spec_in.encoding != "jpeg":
         return Verdict.no(f"DCT-domain scaling needs JPEG input, got {q.spec_in.encoding or q.spec_in.pixel_format.value}")
-    interp = q.stages[1].interpolation
+    interp = cast("Resize", q.stages[1]).interpolation
     if interp == "nearest":
         return Verdict.no("DCT-domain scaling is not a nearest-neighbour resize")
     r = _dct_reduce(q.spec_in, q.spec_out, interp)
@@ -452,6 +457,7 @@ def _fused_write(data, stages, ctx: KernelContext):
                     cv2.addWeighted(p, a, p, 0.0, b, dst=tmp, dtype=cv2.CV_32F)
                     np.copyto(out[c, r0:r0 + n, :w], tmp, casting="unsafe")
     else:  # general: normalise a plane at full resolution, resize it into the slot
+        assert prog.interp is not None  # set for the general path
         ih, iw = data.shape[:2]
         planes = cv2.split(data, _planes(st, "u8", (ih, iw), np.uint8))
         full = _scratch(st, "full", (ih, iw), np.float32)
@@ -479,11 +485,11 @@ def _resize_pil(data: np.ndarray, w: int, h: int) -> np.ndarray:
 
         return resize_pil_uint8(data, w, h)
     # Pillow resamples each channel alone, so BGR data gives the same bytes as RGB
-    return np.asarray(Image.fromarray(np.ascontiguousarray(data)).resize((w, h), Image.BICUBIC))
+    return np.asarray(Image.fromarray(np.ascontiguousarray(data)).resize((w, h), Image.Resampling.BICUBIC))
 
 
 def _supports_fused(q: KernelQuery) -> Verdict:
-    if any(s.op == "resize" and s.interpolation == "pil_bicubic" for s in q.stages):
+    if any(s.op == "resize" and cast("Resize", s).interpolation == "pil_bicubic" for s in q.stages):
         return Verdict.no("Pillow's bicubic resize runs on its own (cv2.resize is not Pillow's filter)")
     if q.spec_in.pixel_format is not PixelFormat.BGR or q.spec_in.dtype != "uint8":
         return Verdict.no(f"fused normalise writes need uint8 BGR input, got {q.spec_in}")
@@ -515,8 +521,9 @@ def _supports_video_yuv(q: KernelQuery) -> Verdict:
     if "resize" in ops:
         i = ops.index("resize")
         (wi, hi), (wo, ho) = q.specs[i - 1].size, q.specs[i].size
-        if q.stages[i].interpolation not in ("linear", "area") or (wi, hi) != (2 * wo, 2 * ho):
-            return Verdict.no(f"{wi}x{hi} -> {wo}x{ho} {q.stages[i].interpolation} is not an exact 2x box shrink")
+        interp = cast("Resize", q.stages[i]).interpolation
+        if interp not in ("linear", "area") or (wi, hi) != (2 * wo, 2 * ho):
+            return Verdict.no(f"{wi}x{hi} -> {wo}x{ho} {interp} is not an exact 2x box shrink")
     return Verdict.yes("the decoder's 4:2:0 planes converted (BT.601/709/2020 in float) straight into the output")
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import numpy as np
 
@@ -101,13 +101,14 @@ def available(ref, target=None) -> Verdict:
             return Verdict("unavailable", f"{ref.name} asked for, but torch sees {count} CUDA device(s)")
         return Verdict.yes()
     if kind == "npu":
-        why = why_unavailable("torch_npu")
-        if why is not None:
-            return Verdict("unavailable", f"torch_npu cannot be imported ({why}); {_NPU_HINT}")
-        if not torch.npu.is_available():
+        missing = why_unavailable("torch_npu")
+        if missing is not None:
+            return Verdict("unavailable", f"torch_npu cannot be imported ({missing}); {_NPU_HINT}")
+        npu = torch.npu  # type: ignore[attr-defined]  # registered on torch by importing torch_npu
+        if not npu.is_available():
             return Verdict("unavailable", "torch_npu is installed but torch.npu.is_available() is False "
                                           "(no Ascend device visible: driver, ASCEND_RT_VISIBLE_DEVICES, or set_env.sh not sourced)")
-        count = torch.npu.device_count()
+        count = npu.device_count()
         if index >= count:
             return Verdict("unavailable", f"{ref.name} asked for, but torch_npu sees {count} NPU(s)")
         return Verdict.yes()
@@ -226,7 +227,7 @@ def _decode(data, stages, ctx: KernelContext):
         return out.numpy() if dev.type == "cpu" else out
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise FrameError(f"decode takes encoded bytes or an HxWx3 uint8 array, got {type(data).__name__}")
-    info = image_info(data)
+    info = image_info(cast(bytes, data))  # any bytes-like object: the header readers index and slice it
     if (info.width, info.height) != spec.size:
         raise FrameError(f"frame is {info.width}x{info.height} but the camera declares {spec.width}x{spec.height}")
     tvio = _TV["io"]
@@ -441,6 +442,7 @@ class _Program:
                 continue
             # cast into float32 first (into dst itself when it is float32), then normalise in
             # place: mixed-dtype arithmetic would allocate a cast copy on the CPU
+            assert a is not None  # set when norm is
             if dst.dtype == torch.float32 and src.dtype == torch.float32:
                 torch.mul(src, a[c], out=dst[c])
                 dst[c].add_(self.b[c])
@@ -463,6 +465,7 @@ class _Program:
         """``torch.nn.functional.interpolate(antialias=True)``: allocates per frame (an option, not the default)."""
         import torch.nn.functional as F
 
+        assert self.antialias is not None  # called only when set
         size, mode = self.antialias
         rows, cols = self.rows_axis, self.cols_axis
         src = x[rows.offset:rows.offset + rows.pre, cols.offset:cols.offset + cols.pre]
@@ -519,7 +522,8 @@ def _pixels(data, stages, ctx: KernelContext):
         run.after_setup()
     scratch = state["scratch"]
     hp, wp = prog.out_size
-    host_out = None
+    host_out: Any = None  # a batch buffer on another device (a numpy array or a tensor), else None
+    result: Any  # HWC numpy array on the host, else a tensor
     if prog.writes_batch:
         out = ctx.out
         full = torch.from_numpy(out) if isinstance(out, np.ndarray) and dev.type == "cpu" else out
@@ -640,6 +644,7 @@ def _undistort(data, stages, ctx: KernelContext):
         else:
             out = out.to(x.dtype)
         hwc = out.permute(1, 2, 0).contiguous()
+    result: Any  # HWC numpy array on the host, else a tensor
     if dev.type == "cpu":
         result = hwc.numpy()
     elif ctx.spec_out.placement == "host":
@@ -665,6 +670,7 @@ def _transfer(data, stages, ctx: KernelContext):
     dev = resolve_device(ctx.backend.device)
     run = device_run(ctx.state, dev)
     run.begin()
+    out: Any  # numpy array on the host, tensor on the device
     if ctx.spec_out.placement == "host":
         out = run.download(data) if isinstance(data, torch.Tensor) else np.asarray(data)
         direction = "device_to_host"

@@ -26,6 +26,8 @@ import os
 import sys
 from typing import Any, Optional
 
+from .._typing import Fidelity
+
 _SOURCE_STANDARD = {"jpeg": "jpeg_full", "h264": "bt601_narrow", "h265": "bt601_narrow"}
 
 
@@ -176,7 +178,7 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[str]]]:
         if args.soc is None and dep.target is not None:  # the deployment's own target, unless --soc says otherwise
             stride = _stride_fn(dep.target.soc, args.cann or str(dep.target.cann))
         p = dep.pipeline
-        profile = p.profile
+        profile: Any = p.profile  # a name, or a Profile built from the mmdet3d config
         if p.mmdet3d_config is not None:
             from ..mmdet3d import profile_from_config
 
@@ -215,7 +217,7 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[str]]]:
     return out
 
 
-def _order_note(profile: Any, fidelity: str) -> list[str]:
+def _order_note(profile: Any, fidelity: Fidelity) -> list[str]:
     from ..profiles import _get
 
     p = _get(profile)

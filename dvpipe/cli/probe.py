@@ -119,6 +119,7 @@ def resolve_target(soc: Optional[str], cann: Optional[str], driver: Optional[str
     if why:
         raise ConfigError("no DVPP target: " + "; ".join(why) + ". Pass the target, e.g. --soc Ascend310P3 "
                           "--cann 7.0.0 (SoC as acl.get_soc_name() returns it)")
+    assert soc and cann  # else why is not empty
     if driver is None:
         from ..probe.live import detect_driver
 

@@ -15,6 +15,7 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError
 
@@ -101,7 +102,7 @@ def main(args: argparse.Namespace) -> int:
     _positive(args.frames, "--frames")
     _positive(args.duration, "--duration")
     dep = load_deployment(path)
-    run_changes = {}
+    run_changes: dict[str, Any] = {}
     if args.frames is not None:
         run_changes.update(frames=args.frames, loop=True, duration_s=None)
     if args.duration is not None:

@@ -3,7 +3,7 @@ per-camera backend preference, combined into one batch in rig order), and the mo
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 
@@ -13,6 +13,9 @@ from ..target import Target
 from ..types import Rig
 from ._schema import Deployment
 from .config import import_entry
+
+if TYPE_CHECKING:
+    from ..profiles import Profile
 
 __all__ = ["AUTO_BACKENDS", "resolve_backends", "build_pipeline", "load_model"]
 
@@ -125,7 +128,7 @@ def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
     from ..profiles import profile_stages
 
     p = dep.pipeline
-    profile = p.profile
+    profile: Optional[str | Profile] = p.profile
     if p.mmdet3d_config is not None:
         from ..mmdet3d import check_rig, profile_from_config
 
@@ -147,7 +150,8 @@ def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
     from ..probe.live import planning_cache  # measurements on this device beat the docs (handed to the planner)
 
     dvpp = any(resolve(b).family == "dvpp" for g in groups for b in g)
-    kwargs = dict(profile=profile, fidelity=p.fidelity, threads=p.threads, fallback=p.fallback, target=target,
+    kwargs: dict[str, Any] = dict(profile=profile, fidelity=p.fidelity, threads=p.threads, fallback=p.fallback,
+                                  target=target,
                   timing="counters" if dep.latency.counters_only else "spans",
                   on_corrupt=dep.decode.on_corrupt, max_pixels=dep.decode.max_pixels,
                   live_cache=planning_cache() if dvpp else None)

@@ -194,6 +194,7 @@ class DumpsExporter(Exporter):
     def open(self, run: RunContext) -> None:
         o = run.deployment.outputs
         self.every, self.max = o.dumps_every, o.dumps_max
+        assert o.dir is not None  # enabled() requires it
         self.folder = os.path.join(o.dir, "dumps")
         self.accepted = self.skipped = self.failed = self.written = 0
         self.error: Optional[str] = None

@@ -48,7 +48,9 @@ class ProgressLine:
 
     def _draw(self, runner: Any, now: int) -> None:
         done = runner.sets_done
-        elapsed = max(1e-9, (now - self._t0) / 1e9)
+        # close() may draw before any update (a run that ended before its first set): start as update() would
+        t0 = self._t0 if self._t0 is not None else (runner.started_ns or now)
+        elapsed = max(1e-9, (now - t0) / 1e9)
         eta = None
         if self.total:
             frac = min(1.0, done / self.total)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping, Optional
 
+from .._typing import Fallback, Fidelity, OnCorrupt, OnLate
 from ..codecs import DEFAULT_MAX_PIXELS
 from ..target import Target
 from ..types import Rig
@@ -102,10 +103,10 @@ class PipelineConfig:
     stages: Optional[tuple[Any, ...]] = None
     mmdet3d_config: Optional[str] = None  # a model's mmdet3d config (.py), read without executing it
     skip: tuple[str, ...] = ()  # its transforms to ignore (dvpipe.mmdet3d.map_test_pipeline)
-    fidelity: str = "reference"
+    fidelity: Fidelity = "reference"
     backends: tuple[str, ...] = ("auto",)
     threads: Optional[int] = None
-    fallback: str = "next"
+    fallback: Fallback = "next"
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ class SyncConfig:
     """How frames are grouped into frame sets (see :mod:`dvpipe.deploy.sync`)."""
 
     tolerance_ms: float = 25.0
-    on_late: str = "mask"
+    on_late: OnLate = "mask"
     deadline_ms: float = 100.0
     max_reuse_age_ms: float = 500.0
     anchor: str = "earliest"
@@ -186,7 +187,7 @@ class DecodeConfig:
             any buffer is made; a camera declared larger is a configuration error.
     """
 
-    on_corrupt: str = "drop"
+    on_corrupt: OnCorrupt = "drop"
     max_pixels: int = DEFAULT_MAX_PIXELS
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 from types import MappingProxyType
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, cast
 
 from ..types import short_repr as _show
 from ._schema import Faults, SourceConfig
@@ -34,6 +34,7 @@ def parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str,
     if cls is None:
         V.err(_join(where, "type"), "required" if typ is None else f"{_show(typ)} is not one of {known}")
         return None
+    assert isinstance(typ, str)  # a registered type was found
     specs = option_specs(cls)
     m = V.mapping(v, where, COMMON_KEYS + tuple(s.name for s in specs))
     if m is None:
@@ -46,7 +47,8 @@ def parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str,
         uri = uri.replace("{camera}", camera_name)
     values = parse_options(specs, m, where, V, camera_name)
     options = cls.Options(**values)  # type: ignore[attr-defined]
-    ctx = SourceContext(camera=camera_name, encoding=encoding, size=tuple(size), path=where, uri=uri,
+    ctx = SourceContext(camera=camera_name, encoding=encoding, size=cast("tuple[int, int]", tuple(size)), path=where,
+                        uri=uri,
                         given=MappingProxyType({k: m[k] for k in m if k not in COMMON_KEYS}), probe=V.probe,
                         max_pixels=V.max_pixels, _v=V, _mark=len(V.errors))
     options = cls.validate(options, ctx)

@@ -120,14 +120,17 @@ def _routes(plan: Any) -> str:
     for cp in getattr(plan, "cameras", []):
         r = getattr(cp, "route", "host")
         counts[r] = counts.get(r, 0) + 1
-    return counts and (next(iter(counts)) if len(counts) == 1 else ", ".join(f"{r} x{n}" for r, n in counts.items()))
+    if not counts:
+        return ""  # was the empty dict (not a str); the one caller shows either as "-"
+    return next(iter(counts)) if len(counts) == 1 else ", ".join(f"{r} x{n}" for r, n in counts.items())
 
 
 def format_deviation(runs: Sequence[BackendRun]) -> str:
     """Each plan side by side: its route, the bytes it moves per frame set (host -> device, device -> host),
     and the deviation of its batch from the reference backend in output (normalised) units (the AIPP route
     through AIPP's arithmetic)."""
-    rows = [("plan", "route", "steps on", "h2d B/set", "d2h B/set", "mean abs", "p99 abs", "max abs", "sets")]
+    rows: list[tuple[str, ...]] = [("plan", "route", "steps on", "h2d B/set", "d2h B/set", "mean abs", "p99 abs",
+                                    "max abs", "sets")]
     for r in runs:
         where = sorted({s.backend.name for cp in r.plan.cameras for s in cp.steps})
         tr = r.stats.transfers() if hasattr(r.stats, "transfers") else None

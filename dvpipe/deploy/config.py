@@ -198,6 +198,7 @@ def _parse_stages(v: Any, path: str, V: _V) -> Optional[tuple]:
         V.err(path, f"expected a non-empty list of stages such as [decode, {{resize: {{scale: 0.5}}}}], got {_show(v)}")
         return None
     out = []
+    params: Any  # a YAML value: checked below
     for i, item in enumerate(v):
         p = f"{path}[{i}]"
         if isinstance(item, str):
@@ -260,6 +261,7 @@ def import_entry(entry: str) -> Any:
     mod, _, attr = entry.rpartition(":")
     if mod.endswith(".py"):
         spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(mod))[0], mod)
+        assert spec is not None and spec.loader is not None  # a .py path always has a spec and a loader
         obj: Any = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(obj)
     else:
@@ -677,6 +679,7 @@ def _parse_latency(v: Any, V: _V) -> LatencyConfig:
         steps = lm["steps_ms"]
         sp = V.mapping(steps, "latency.steps_ms", tuple(steps) if isinstance(steps, Mapping) else ())
         for k in (sp or {}):
+            assert sp is not None  # the loop is empty otherwise
             val = V.number(sp, k, "latency.steps_ms", None, minimum=0, exclusive_min=True, maximum=_DAY_MS)
             if val is not None:
                 steps_ms[str(k)] = val

@@ -64,6 +64,7 @@ def read_access_units(path: str) -> tuple[str, list[bytes], float]:
     es = {".h264": "h264", ".264": "h264", ".h265": "h265", ".265": "h265", ".hevc": "h265"}.get(ext)
     import av
 
+    codec: Optional[str]
     if es:
         codec = es
     else:
@@ -72,12 +73,14 @@ def read_access_units(path: str) -> tuple[str, list[bytes], float]:
         if codec is None:
             raise ValueError(f"{path}: not H.264/H.265 video")
     cam = Camera("serve", 16, 16, codec)
+    src: ElementaryStream | VideoFile
     if es:
         src = ElementaryStream(cam, SourceConfig("elementary", path, {"codec": codec, "fps": 30.0}))
     else:
         src = VideoFile(cam, SourceConfig("video", path, {}))
     src.open()
-    aus, stamps = [], []
+    aus: list[bytes] = []
+    stamps: list[int] = []
     while True:
         it = src.read()
         if it is None:

@@ -38,7 +38,7 @@ import traceback
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, cast
 
 import numpy as np
 
@@ -54,6 +54,9 @@ from .sources import ReplayClock, Source, SourceError, StreamLost, open_source
 from .sources.base import StreamStalled
 from .summary import Accounting, classify_drop, format_summary, plan_routes, transfers_summary
 from .sync import Dropped, FrameSet, Synchroniser
+
+if TYPE_CHECKING:
+    from ..models.om import OmModel
 
 __all__ = ["Runner", "RunResult", "RunBatch", "RunError", "build_pipeline", "resolve_backends", "AUTO_BACKENDS",
            "load_model", "ProgressLine", "format_eta"]
@@ -139,8 +142,9 @@ class Runner:
         try:
             self.model = model if model is not None else load_model(dep)
             # a model the runner built from the deployment (an OmModel holds device memory) is closed with it
-            self._owned_model = (self.model if model is None and dep.model is not None and dep.model.om is not None
-                                 else None)
+            self._owned_model: Optional[OmModel] = (
+                cast("OmModel", self.model) if model is None and dep.model is not None and dep.model.om is not None
+                else None)
         except BaseException:
             getattr(self.pipe, "close", lambda: None)()
             raise
@@ -429,7 +433,7 @@ class Runner:
         if r.frames is not None and self.sets_prepared >= r.frames:
             self.stopped_by = f"--frames {r.frames}"
             return True
-        if r.duration_s is not None and now - self.started_ns >= r.duration_s * 1e9:
+        if r.duration_s is not None and now - cast(int, self.started_ns) >= r.duration_s * 1e9:  # set by start()
             self.stopped_by = f"--duration {r.duration_s:g} s"
             return True
         return False
@@ -595,6 +599,7 @@ class Runner:
         batch.drops[:] = new_drops
 
     def _call_model(self, tl: Timeline, batch):
+        assert self.model is not None  # _complete calls this only with a model
         try:
             # a model that records its own spans (OmModel: model, model.execute, its transfers) is not wrapped
             out = (self.model(batch, timeline=tl) if getattr(self.model, "records_timeline", False)

@@ -42,7 +42,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, cast
 
 __all__ = ["Accounting", "CameraHealth", "Outage", "classify_drop", "DROP_CATEGORIES", "format_summary",
            "RATE_WINDOW"]
@@ -156,7 +156,8 @@ class CameraHealth:
             ended = self._end_outage(t, media_ns) if self.outage is not None else None
             if ended is None and self.last_arrival_ns is not None:
                 same_clock = media_ns is not None and self.last_media_ns is not None
-                step = media_ns - self.last_media_ns if same_clock else t - self.last_arrival_ns
+                step = (cast(int, media_ns) - cast(int, self.last_media_ns) if same_clock
+                        else t - self.last_arrival_ns)
                 if step > 0:
                     self._intervals.append(step)
             self.last_arrival_ns, self.last_media_ns = t, media_ns
@@ -207,6 +208,7 @@ class CameraHealth:
         with self._lock:
             self.read_timeouts += 1
             self.stalled(t, self._outage_origin(t), reason)
+            assert self.outage is not None  # stalled() opened one if none was open
             return t - self.outage.start_ns
 
     def disconnected(self, t: int, reason: str) -> None:
@@ -215,13 +217,14 @@ class CameraHealth:
             self.disconnects += 1
             self.note(f"disconnected: {reason}")
             if self.outage is None:
-                self._begin(self._outage_origin(t), "disconnected", reason)
-                self.outage.phase, self.outage.phase_since_ns = "disconnected", self.outage.start_ns
+                o = self._begin(self._outage_origin(t), "disconnected", reason)
+                o.phase, o.phase_since_ns = "disconnected", o.start_ns
             else:
+                o = self.outage
                 self._switch(t, "disconnected")
-                self.outage.reason = reason
-            self.outage.kind = "disconnected"
-            self.outage.reconnected = True  # whatever comes next comes on a new connection
+                o.reason = reason
+            o.kind = "disconnected"
+            o.reconnected = True  # whatever comes next comes on a new connection
             self.state, self.detail = "reconnecting", reason
 
     def finish(self, t: int) -> None:
@@ -235,11 +238,13 @@ class CameraHealth:
         known = [x for x in (self.last_arrival_ns, self.streaming_since_ns, self.push_done_ns) if x is not None]
         return max(known) if known else t
 
-    def _begin(self, start: int, kind: str, reason: str) -> None:
+    def _begin(self, start: int, kind: str, reason: str) -> Outage:
         self.outage = Outage(kind, start, reason=reason, phase=kind, phase_since_ns=start)
+        return self.outage
 
     def _switch(self, t: int, phase: str) -> None:
         o = self.outage
+        assert o is not None  # called while an outage is open
         t = max(t, o.phase_since_ns)
         self._charge(o, t)
         o.phase, o.phase_since_ns = phase, t
@@ -255,6 +260,7 @@ class CameraHealth:
 
     def _end_outage(self, t: int, media_ns: Optional[int], still_down: bool = False) -> Outage:
         o = self.outage
+        assert o is not None  # called while an outage is open
         t = max(t, o.phase_since_ns)
         self._charge(o, t)
         o.end_ns, o.phase_since_ns = t, t
@@ -407,7 +413,7 @@ def _source_dict(h: CameraHealth, origin_ns: int) -> dict[str, Any]:
             "stalls": h.stalls, "read_timeouts": h.read_timeouts, "outages": h.outages,
             "outage_s": h.outage_ns / 1e9, "stalled_s": h.stalled_ns / 1e9, "disconnected_s": h.disconnected_ns / 1e9,
             "backpressure_s": h.blocked_ns / 1e9, "lost_in_outage": h.lost_in_outage,
-            "frame_period_ms": None if h.period_ns() is None else round(h.period_ns() / 1e6, 3),
+            "frame_period_ms": None if h.period_ns() is None else round(cast(int, h.period_ns()) / 1e6, 3),
             "outage_log": [o.to_dict(origin_ns) for o in h.outage_log],
             "events": list(h.events), "events_total": h.events_total}
 

@@ -80,7 +80,7 @@ def test_pattern(k: int, width: int, height: int) -> np.ndarray:
     return img
 
 
-test_pattern.__test__ = False  # not a pytest test despite the name
+setattr(test_pattern, "__test__", False)  # not a pytest test despite the name
 
 
 def encode_access_units(n: int, width: int = 96, height: int = 64, codec: str = "h264", gop: int = 8,

@@ -83,10 +83,10 @@ def process_shard(proc, spec: dict, shard: int, fp: str, rows: list[dict], state
                                "last_set": rows[-1]["set_id"], "sets": len(rows),
                                "start": dict(proc.segment_start) or None}
     write_json(shard_manifest_path(shards_dir, shard), manifest)
-    for f in os.listdir(shards_dir):  # the claims of this shard, this one's and those of killed workers
-        if f.startswith(f"shard-{shard:05d}.claim-"):
+    for entry in os.listdir(shards_dir):  # the claims of this shard, this one's and those of killed workers
+        if entry.startswith(f"shard-{shard:05d}.claim-"):
             try:
-                os.unlink(os.path.join(shards_dir, f))
+                os.unlink(os.path.join(shards_dir, entry))
             except OSError:
                 pass
     return {"shard": shard, "manifest": json.dumps(manifest), "timelines": json.dumps(timelines)}

@@ -325,9 +325,10 @@ def keyframe_starts(rows: list, packets: dict[str, list]) -> None:
                 continue
             if row["sources"][k] is not None:
                 nxt[cam] = row["capture_ns"][k]
-            if nxt[cam] is None:
+            want = nxt[cam]
+            if want is None:
                 continue  # the camera has no frame from this set on: it does not constrain the start
-            st = streams[cam].start(nxt[cam])
+            st = streams[cam].start(want)
             if st is None:
                 cut = False
             else:

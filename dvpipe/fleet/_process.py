@@ -20,7 +20,7 @@ frames are those of the whole recording decoded in one go, bit for bit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Iterator, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -281,7 +281,7 @@ class _Changed(Exception):
 
 
 #: parameter-set NAL unit types (H.264 SPS, PPS; H.265 VPS, SPS, PPS)
-_PARAM_SETS = {"h264": frozenset((7, 8)), "h265": frozenset((32, 33, 34))}
+_PARAM_SETS: dict[Optional[str], frozenset[int]] = {"h264": frozenset((7, 8)), "h265": frozenset((32, 33, 34))}
 
 
 def _nal_units(au: bytes) -> list[bytes]:
@@ -369,7 +369,7 @@ class _Stream:
     def take(self, seq: int, capture_ns: Optional[int] = None):
         """``(held, item)``: the frames read before the one with ``seq`` (a segment: ``capture_ns``),
         and that frame's item, or None when the recording has no such frame."""
-        held = []
+        held: list[Any] = []
         while not self.done:
             it = self._read()
             if it is None:

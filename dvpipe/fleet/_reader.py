@@ -63,7 +63,9 @@ def _tar(path: str):
         sample: dict = {}
         for member in tar:
             key, _, ext = member.name.partition(".")
-            data = tar.extractfile(member).read()
+            fobj = tar.extractfile(member)
+            assert fobj is not None  # the shard writer adds regular files only
+            data = fobj.read()
             if sample and sample["key"] != key:
                 yield _sample(sample)
                 sample = {}

@@ -29,7 +29,7 @@ import io
 import json
 import os
 import tarfile
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, cast
 
 import numpy as np
 
@@ -154,7 +154,7 @@ class ParquetShardWriter(ShardWriter):
 
     def __init__(self, path: str):
         super().__init__(path)
-        self._writer = None
+        self._writer: Any = None  # a pyarrow ParquetWriter; False once closed
 
     def append(self, results: Sequence[SetResult]) -> None:
         import pyarrow as pa
@@ -163,12 +163,13 @@ class ParquetShardWriter(ShardWriter):
         ok = [r for r in results if r.error is None]
         if not ok:
             return
-        images = np.ascontiguousarray(np.stack([r.images for r in ok]))
+        # a set without an error has its images and valid mask
+        images = np.ascontiguousarray(np.stack([cast(np.ndarray, r.images) for r in ok]))
         table = pa.table({
             "set_id": pa.array([r.set_id for r in ok], pa.string()),
             "time_ns": pa.array([int(r.time_ns) for r in ok], pa.int64()),
             "images": pa.FixedShapeTensorArray.from_numpy_ndarray(images),
-            "valid": pa.array([r.valid.tolist() for r in ok], pa.list_(pa.bool_())),
+            "valid": pa.array([cast(np.ndarray, r.valid).tolist() for r in ok], pa.list_(pa.bool_())),
             "metas": pa.array([encode_metas(r.metas) for r in ok], pa.string()),
         })
         if self._writer is None:
@@ -206,6 +207,7 @@ class TarShardWriter(ShardWriter):
         info = tarfile.TarInfo(name)
         info.size = len(data)
         info.mtime = 0  # deterministic bytes: a redone shard is identical
+        assert self._tar is not None  # not closed
         self._tar.addfile(info, io.BytesIO(data))
 
     def append(self, results: Sequence[SetResult]) -> None:

@@ -325,6 +325,7 @@ def _chk_ratio(val: Any, c: Mapping[str, Any], req: "Request", soft: bool) -> It
     lo, hi = val
     src = (req.width, req.height) if req.op == "resize" else req.crop_size
     dst = req.out_size if req.op != "crop_resize_paste" else req.paste_size
+    assert src is not None and dst is not None  # a request with a scale has both sizes
     for i, (axis, subj) in enumerate((("horizontal", "ratio_w"), ("vertical", "ratio_h"))):
         r = req.scale[i]
         if not lo <= r <= hi:

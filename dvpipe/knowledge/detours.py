@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Optional, Sequence
+from typing import Optional, Sequence, cast
 
 from .rules import Request, Requirements, Verdict, align_up, evaluate, requirements
 from .versions import VersionLike
@@ -94,10 +94,11 @@ def _hops(req: Request, reqs: Requirements, max_hops: int) -> Optional[list[tupl
     lo, hi = reqs.ratio
     src = (req.width, req.height) if req.op == "resize" else req.crop_size
     dst = req.out_size if req.op != "crop_resize_paste" else req.paste_size
+    assert src is not None and dst is not None  # a resize request has both sizes
     aligns = (reqs.out_w_align, reqs.out_h_align)
     ranges = (reqs.out_w or (1, 1 << 30), reqs.out_h or (1, 1 << 30))
     for k in range(1, max_hops + 1):
-        sizes = []
+        sizes: list[tuple[int, ...]] = []
         for step in range(1, k + 1):
             if step == k:
                 sizes.append(tuple(dst))
@@ -115,7 +116,7 @@ def _hops(req: Request, reqs: Requirements, max_hops: int) -> Optional[list[tupl
                     ok = False
             prev = s
         if ok:
-            return [tuple(s) for s in sizes]
+            return cast("list[tuple[int, int]]", [tuple(s) for s in sizes])
     return None
 
 
@@ -221,6 +222,7 @@ def propose(verdict: Verdict) -> Optional[Detour]:
             hop_reqs = []
             cur = new
             for i, size in enumerate(hops):
+                assert cur.out_fmt is not None  # Request.__post_init__ fills it
                 if i == 0:
                     op = "crop_resize" if new.op in ("crop_resize", "crop_resize_paste") else "resize"
                     hop = replace(new, op=op, out_width=size[0], out_height=size[1], paste=None)
@@ -233,6 +235,7 @@ def propose(verdict: Verdict) -> Optional[Detour]:
                 hop_reqs.append(hop)
                 cur = hop
             kinds.append("two_hop_resize")
+            assert reqs.ratio is not None  # more than one hop only under a ratio limit (_hops)
             chain = " -> ".join(f"{w}x{h}" for w, h in hops)
             steps.append(f"resize in {len(hops)} VPC passes ({chain}) to respect the per-pass scale limits "
                          f"[{reqs.ratio[0]}, {reqs.ratio[1]}]")

@@ -157,6 +157,7 @@ class Request:
         if op == "crop_resize_paste":
             if self.paste is None:
                 raise ValueError("VPC crop_resize_paste needs paste=(left, top, right, bottom) in the output canvas")
+            assert self.out_width is not None and self.out_height is not None  # checked just above
             if self.paste[2] >= self.out_width or self.paste[3] >= self.out_height:
                 raise ValueError(f"paste box {self.paste} lies outside the {self.out_width}x{self.out_height} canvas")
         if op == "crop" and self.out_width is not None and (self.out_width, self.out_height) != self.crop_size:

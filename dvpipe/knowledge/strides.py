@@ -59,6 +59,7 @@ def _stride_fails(rule: Rule, req: "Request") -> list[_Fail]:
         return []
     side = spec["side"]
     fmt, (w, h) = (req.fmt, (req.width, req.height)) if side == "in" else (req.out_fmt, req.out_size)
+    assert fmt is not None  # Request.__post_init__ fills out_fmt
     ws, hs, _, _ = _compute_stride(spec, fmt, w, h)
     out = []
     word = "input" if side == "in" else "output"
@@ -78,6 +79,14 @@ class Stride(tuple):
     bound for the allocation). Unpacks and compares like a plain 3-tuple and also carries where it came
     from: ``rule_id``, ``confidence``, ``source``, ``side``, ``fmt``, ``api``, ``note``.
     """
+
+    rule_id: str
+    confidence: str
+    source: str
+    side: str
+    fmt: str
+    api: str
+    note: str
 
     def __new__(cls, ws: int, hs: int, size: int, *, rule_id: str, confidence: str, source: str, side: str,
                 fmt: str, api: str, note: str = "") -> "Stride":
@@ -145,7 +154,9 @@ def stride_for(soc: Optional[str], cann: VersionLike, unit: str, fmt: str, width
                 gaps.append(r)
         if cands:
             rule = min(cands, key=lambda r: _strength(r.confidence))
-            ws, hs, size, size_inferred = _compute_stride(rule.stride, f, width, height)
+            stride = rule.stride
+            assert stride is not None  # candidates have a stride block
+            ws, hs, size, size_inferred = _compute_stride(stride, f, width, height)
             conf = rule.confidence
             notes = []
             first = rule.documented_from(fam.key)
@@ -155,8 +166,8 @@ def stride_for(soc: Optional[str], cann: VersionLike, unit: str, fmt: str, width
             if size_inferred:
                 conf = max(conf, "inferred", key=_strength)
                 notes.append(f"the buffer multiple for {f} is not in the table; derived from the {f} layout")
-            if rule.stride.get("size_note"):
-                notes.append(rule.stride["size_note"])
+            if stride.get("size_note"):
+                notes.append(stride["size_note"])
             if v < fam.documented_from or (fam.dropped_from is not None and v >= fam.dropped_from):
                 conf = "inferred"
                 notes.append(f"{fam.label} is not in the DVPP docs at CANN {v}")

@@ -383,8 +383,8 @@ class LatencyStats:
         self._batches += 1
         for name, m in record.step_kinds.items():
             self._step_meta.setdefault(name, m)
-        for cam in tl.cameras:
-            self._cameras.setdefault(cam, None)
+        for camera in tl.cameras:
+            self._cameras.setdefault(camera, None)
         for name, cam, d in record.steps:
             self._series(self._step_all, name).add(d)
             if cam is not None:
@@ -553,9 +553,9 @@ class LatencyStats:
             return out
         with self._lock:
             for key, budget_ns in self.budgets.items():
-                count, over, worst = self._budget_counts[key]
-                out[key] = {"budget_ns": budget_ns, "count": count, "violations": over,
-                            "rate": (over / count) if count else 0.0, "worst_ns": worst if over else None}
+                count, n_over, worst = self._budget_counts[key]
+                out[key] = {"budget_ns": budget_ns, "count": count, "violations": n_over,
+                            "rate": (n_over / count) if count else 0.0, "worst_ns": worst if n_over else None}
         return out
 
     def violations(self, key: str, *, window: bool = False) -> int:

@@ -326,7 +326,7 @@ class Timeline:
     def arrived(self, arrival_ns: int | None = None) -> int:
         """Stamp the arrival (now by default) and return it."""
         self.arrival_ns = now_ns() if arrival_ns is None else int(arrival_ns)
-        return self.arrival_ns  # type: ignore[return-value]
+        return self.arrival_ns
 
     def finish(self, output_ns: int | None = None) -> int:
         """Stamp the output (now by default): the moment the batch (or model result) is handed out."""
@@ -484,10 +484,10 @@ class Timeline:
                     self._merge_counter((span.name, span.camera, span.kind, span.attrs.get("unit")),
                                         1, span.duration_ns, span.duration_ns)
                     if span.kind == "transfer" and span.attrs.get("bytes"):
-                        key = (transfer_direction(span.name, span.attrs), span.camera)
-                        self._bytes[key] = self._bytes.get(key, 0) + int(span.attrs["bytes"])
-                for key, n in other._bytes.items():
-                    self._bytes[key] = self._bytes.get(key, 0) + n
+                        bkey = (transfer_direction(span.name, span.attrs), span.camera)
+                        self._bytes[bkey] = self._bytes.get(bkey, 0) + int(span.attrs["bytes"])
+                for bkey, n in other._bytes.items():
+                    self._bytes[bkey] = self._bytes.get(bkey, 0) + n
             if other._counters is not None:
                 for key, (count, total_ns, max_ns) in list(other._counters.items()):
                     if self._counters is None:

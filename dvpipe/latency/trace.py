@@ -23,7 +23,7 @@ import json
 import os
 from collections import deque
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, cast
 
 from .clock import epoch_offset_ns
 from .timeline import KINDS, FrameStamps, Span, Timeline, category_of
@@ -180,7 +180,7 @@ class TraceWriter:
         end = tl.end_ns
         if start is not None and end is not None:
             self._tracks.setdefault((pid, BATCHER_TRACK), None)
-            bargs = {"batch": index, "capture_ns": tl._capture_ns, "arrival_ns": tl._arrival_ns,
+            bargs: dict[str, Any] = {"batch": index, "capture_ns": tl._capture_ns, "arrival_ns": tl._arrival_ns,
                      "output_ns": tl.output_ns, "end_to_end_ns": end - start,
                      "cameras": {c: {"capture_ns": st.capture_ns, "arrival_ns": st.arrival_ns}
                                  for c, st in tl.cameras.items()},
@@ -371,7 +371,7 @@ def validate_trace(obj: Mapping[str, Any] | list[Any], *, check_nesting: bool = 
             if not isinstance(ev.get("name"), str):
                 problems.append(f"{where}: complete events need a 'name' string")
             dur = ev.get("dur")
-            if not num(dur) or dur < 0:
+            if not num(dur) or cast(float, dur) < 0:
                 problems.append(f"{where}: complete events need a numeric 'dur' >= 0, got {dur!r}")
         if ph in "bne" and "id" not in ev and "id2" not in ev:
             problems.append(f"{where}: async events need an 'id'")

@@ -25,7 +25,7 @@ import copy
 import operator
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, cast
 
 from ..errors import ConfigError
 
@@ -36,7 +36,7 @@ _MAX_LEN = 1_000_000
 _MAX_BASE_DEPTH = 16
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_}
+_UNARY: dict[type, Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_}
 _CALLS = {"dict", "list", "tuple"}
 _BASE_REF = re.compile(r"\{\{\s*_base_\.([A-Za-z_][A-Za-z0-9_.]*)\s*\}\}")
 
@@ -190,7 +190,7 @@ def _bind(target: ast.AST, value: Any, names: dict) -> None:
         if not isinstance(value, (list, tuple)) or len(value) != len(target.elts):
             raise _Refused(target, "unpacking needs a sequence of matching length")
         for t, v in zip(target.elts, value):
-            names[t.id] = v
+            names[cast(ast.Name, t).id] = v
         return
     raise _Refused(target, f"assignment to {type(target).__name__} (only to names)")
 

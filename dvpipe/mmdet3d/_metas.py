@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -38,7 +39,7 @@ _PER_CAMERA = ("lidar2img", "lidar2cam", "cam2img", "intrinsics", "img_shape", "
                "post_rot", "post_tran")
 
 
-def yaw_from_quaternion(q: Sequence[float]) -> float:
+def yaw_from_quaternion(q: "Sequence[float] | np.ndarray") -> float:
     """Yaw (radians, ``(-pi, pi]``) of a ``(w, x, y, z)`` rotation: the heading of its x axis."""
     w, x, y, z = (float(v) for v in q)
     n = math.sqrt(w * w + x * x + y * y + z * z)
@@ -76,7 +77,7 @@ class JsonPoses:
     capture time is used, if it is within ``tolerance_ms``.
     """
 
-    def __init__(self, path: "str | Path", tolerance_ms: float = 50.0):
+    def __init__(self, path: "str | os.PathLike[str]", tolerance_ms: float = 50.0):
         try:
             records = json.loads(Path(path).read_text())
         except (OSError, ValueError) as e:
@@ -140,7 +141,8 @@ class Mmdet3dMetas:
         stamps = [m.get("capture_ns") for m in per_cam]
         t_ns = next((t for t in stamps if t is not None), None)
         seq = next((m.get("seq") for m in per_cam if m.get("seq") is not None), None)
-        record = self.pose(t_ns, seq) if self.pose is not None else {"translation": (0, 0, 0), "rotation": (1, 0, 0, 0)}
+        record: Mapping[str, Any] = (self.pose(t_ns, seq) if self.pose is not None
+                                     else {"translation": (0, 0, 0), "rotation": (1, 0, 0, 0)})
         can_abs = can_bus_from_pose(record)
         scene = record.get("scene_token")
         if scene is None:
@@ -153,6 +155,7 @@ class Mmdet3dMetas:
         can = can_abs.copy()
         if self.can_bus == "delta":
             if prev_exists:
+                assert self._prev is not None  # prev_exists says so
                 can[:3] -= self._prev[2][:3]
                 can[-1] -= self._prev[2][-1]
             else:
@@ -163,7 +166,7 @@ class Mmdet3dMetas:
         for key in _PER_CAMERA:
             if per_cam and all(key in m for m in per_cam):
                 meta[key] = [_copy(m[key]) for m in per_cam]
-        shapes = [m.get("input_shape") for m in per_cam]
+        shapes: list[Any] = [m.get("input_shape") for m in per_cam]
         if per_cam and all(sh is not None for sh in shapes) and len(set(map(tuple, shapes))) == 1:
             # PETR / PETRv2 and bevformer-base (profiles set input_shape): mmdet3d's LoadMultiViewImageFromFiles
             # stacks the views on a last axis and sets ori_shape = that array's shape, (H, W, 3, N), and no

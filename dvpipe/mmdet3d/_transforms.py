@@ -101,7 +101,7 @@ def _flatten(pipeline: Sequence, where: str) -> list:
 def _petr_aug(t: Mapping, name: str) -> tuple[float, tuple[int, int], tuple[int, int]]:
     if t.get("training", True):
         raise ConfigError(f"{name}(training=True) is the training augmentation; the test pipeline has training=False")
-    conf = t.get("data_aug_conf")
+    conf: Any = t.get("data_aug_conf")  # None or malformed: the except below says what is needed
     try:
         H, W = int(conf["H"]), int(conf["W"])
         fH, fW = (int(v) for v in conf["final_dim"])

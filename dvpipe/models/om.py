@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union, cast
 
 import numpy as np
 
 from ..device import DeviceTensor
 from ..errors import ConfigError, DvpipeError
 from ..latency.clock import now_ns
+
+if TYPE_CHECKING:
+    from ..backends.dvpp._mdl import Dataset
 
 __all__ = ["OmModel", "ModelInputError", "BACKENDS"]
 
@@ -91,8 +94,10 @@ class OmModel:
         self._lock = threading.Lock()
         self.closed = False
         self.model_id: Optional[int] = None
-        self._desc = self._stream = None
-        self._in = self._out = None
+        self._desc: Any = None
+        self._stream: Optional[int] = None
+        self._in: Optional[Dataset] = None
+        self._out: Optional[Dataset] = None
         self._out_ptrs: list[int] = []
         self._staging: dict[int, int] = {}  # input index -> device buffer for host inputs
         self._aipp_ptr: Optional[int] = None
@@ -169,9 +174,12 @@ class OmModel:
             bound = [self._host_input(t, v, tl) if not isinstance(v, DeviceTensor) else self._device_input(t, v, tl)
                      for t, v in zip(data, values)]
             t0 = now_ns()
+            # set by __init__ (a model that failed to load raised there)
+            assert self.model_id is not None and self._stream is not None and self._out is not None
             if self._in is None:
                 where = {t.index: pb for t, pb in zip(data, bound)}
-                self._in = _mdl.create_dataset(rt, [where.get(t.index, (self._aipp_ptr, t.nbytes))
+                # inputs not bound here are the dynamic-AIPP parameter input, whose buffer __init__ allocated
+                self._in = _mdl.create_dataset(rt, [where.get(t.index, (cast(int, self._aipp_ptr), t.nbytes))
                                                     for t in self.info.inputs])
                 self._bound = dict(where)
             for t, (ptr, size) in zip(data, bound):
@@ -286,6 +294,7 @@ class OmModel:
         if self._aipp_set is not None:
             old, self._aipp_set, self._aipp_applied = self._aipp_set, None, None
             self.runtime.call("acl.mdl.destroy_aipp", old)
+        assert self.model_id is not None and self._in is not None  # called from __call__, after the dataset exists
         self._aipp_set = _mdl.run_aipp_calls(self.runtime, calls, model_id=self.model_id, dataset=self._in)
         self._aipp_applied = cfg
 
@@ -299,7 +308,7 @@ class OmModel:
         from ..backends.dvpp import _mdl
 
         rt = self.runtime
-        steps = []
+        steps: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         if self._aipp_set is not None:
             steps.append((rt.call, ("acl.mdl.destroy_aipp", self._aipp_set)))
         for ds in (self._in, self._out):

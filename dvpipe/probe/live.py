@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
+from .._typing import Fidelity
 from ..codecs import VIDEO_ENCODINGS
 
 __all__ = ["LiveStatus", "LiveCache", "available", "detect_driver", "step_key", "target_key", "synthetic_frame",
@@ -215,7 +216,7 @@ def synthetic_frame(camera: Any) -> Any:
 
 
 def run_live(cameras: Sequence[Any], target: Any, cache: LiveCache, *, profile: Optional[str] = None,
-             stages: Optional[Sequence[Any]] = None, fidelity: str = "fast", backend: str = "dvpp") -> list[dict]:
+             stages: Optional[Sequence[Any]] = None, fidelity: Fidelity = "fast", backend: str = "dvpp") -> list[dict]:
     """Run one synthetic frame per camera through its probe plan, each DVPP step on ``backend``.
 
     Every step the plan puts on DVPP is run on the device and its outcome recorded in ``cache`` (not saved
@@ -412,6 +413,7 @@ def prefer_empirical(kernel: Any, query: Any, documented: Any, cache: Optional[L
             pass
     if e is None:
         return documented
+    assert cache is not None  # a measurement comes from a cache
     from ..stages.registry import Verdict
 
     when = f"measured {e.get('measured', '?')}, driver {e.get('driver') or '?'}"

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
+from .._typing import Fidelity
 from ..errors import ConfigError
 
 __all__ = ["SIZES", "ENCODINGS", "CANN_VERSIONS", "Matrix", "Cell", "build_matrix", "default_versions", "symbol",
@@ -137,7 +138,7 @@ class Matrix:
     encodings: list[str]
     cells: dict  # (w, h, encoding, cann) -> Cell
     profile: str
-    fidelity: str
+    fidelity: Fidelity
     checked: dict = field(default_factory=dict)  # version -> True (its pages were read for the family) / False
 
     def identical_columns(self) -> list[list[str]]:
@@ -229,7 +230,7 @@ def default_versions(soc: str) -> list[str]:
 
 def build_matrix(soc: str, versions: Optional[Sequence[str]] = None, *,
                  sizes: Sequence[tuple[int, int]] = SIZES, encodings: Sequence[str] = ENCODINGS,
-                 profile: Optional[str] = None, fidelity: Optional[str] = None) -> Matrix:
+                 profile: Optional[str] = None, fidelity: Optional[Fidelity] = None) -> Matrix:
     """Plan every (size, encoding, version) for ``soc`` with the probe's planner path.
 
     Args:
@@ -276,7 +277,7 @@ def _checked(family: str, versions: Sequence[str]) -> dict:
     return {v: base(CannVersion.parse(v)) in fam for v in versions}
 
 
-def _dvpp_stage_ops(cam: Any, profile: str, fidelity: str) -> tuple[str, ...]:
+def _dvpp_stage_ops(cam: Any, profile: str, fidelity: Fidelity) -> tuple[str, ...]:
     """The ops of the profile's stages that some DVPP kernel covers, in stage order (decode, resize...)."""
     from ..backends import load_family
     from ..stages.registry import registered_ops

@@ -35,6 +35,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from .._typing import Fidelity
 from ..codecs import RAW_YUV_ENCODINGS
 from ..errors import ConfigError, DvpipeError
 from ..knowledge.socs import latest_checked
@@ -68,7 +69,7 @@ ENCODINGS: dict[str, tuple[str, dict]] = {
 #: normalise, pad /32) in the ``fast`` order, where the resize directly follows the decode and can
 #: therefore run on VPC. A deployment's own profile and fidelity are used as they are.
 DEFAULT_PROFILE = "bevformer-tiny"
-DEFAULT_FIDELITY = "fast"
+DEFAULT_FIDELITY: Fidelity = "fast"
 #: the preference order the probe plans with: the software DVPP device first (always available, same
 #: rules as the hardware path), then the CPU.
 PROBE_BACKENDS = ("dvpp-sim", "cpu")
@@ -190,7 +191,7 @@ class ProbeReport:
     family: str
     cameras: list[CameraReport]
     profile: Optional[str] = None
-    fidelity: str = DEFAULT_FIDELITY
+    fidelity: Fidelity = DEFAULT_FIDELITY
     backends: tuple[str, ...] = PROBE_BACKENDS
     driver: Optional[str] = None
     notes: list[str] = field(default_factory=list)
@@ -235,7 +236,7 @@ class ProbeReport:
 
 # ------------------------------------------------------------------------------------------- building
 
-def stages_for(cam: Camera, profile: Optional[str], stages: Optional[Sequence[Any]], fidelity: str) -> list:
+def stages_for(cam: Camera, profile: Optional[str], stages: Optional[Sequence[Any]], fidelity: Fidelity) -> list:
     """The stage list planned for ``cam``: explicit ``stages``, else ``profile``'s (default bevformer-tiny)."""
     if stages is not None:
         return list(stages)
@@ -245,7 +246,7 @@ def stages_for(cam: Camera, profile: Optional[str], stages: Optional[Sequence[An
 
 
 def build_report(cameras: Iterable[Camera] | Rig, target: Any, *, profile: Optional[str] = None,
-                 stages: Optional[Sequence[Any]] = None, fidelity: str = DEFAULT_FIDELITY,
+                 stages: Optional[Sequence[Any]] = None, fidelity: Fidelity = DEFAULT_FIDELITY,
                  backends: Sequence[str] = PROBE_BACKENDS, empirical: Any = None) -> ProbeReport:
     """Plan every camera on ``target`` with ``backends`` and turn the plans into a :class:`ProbeReport`.
 
@@ -311,7 +312,7 @@ ROUTES = (("aipp", ("dvpp-sim", "aipp-sim", "cpu")), ("torch_npu", ("dvpp-sim", 
           ("host", ("dvpp-sim", "cpu")))
 
 
-def route_verdicts(cam: Camera, stages: Sequence[Any], target: Any, fidelity: str) -> list[tuple[str, bool, str]]:
+def route_verdicts(cam: Camera, stages: Sequence[Any], target: Any, fidelity: Fidelity) -> list[tuple[str, bool, str]]:
     """For each route (AIPP, torch_npu, host): whether it takes ``cam`` on ``target`` and why (the verdicts
     of the steps that decide it). Planned on the software DVPP device; on a device the same rules apply."""
     from ..planner import plan_pipeline
@@ -347,7 +348,7 @@ def route_verdicts(cam: Camera, stages: Sequence[Any], target: Any, fidelity: st
     return out
 
 
-def _torch_npu_route(cam: Camera, stages: Sequence[Any], target: Any, fidelity: str) -> tuple[str, bool, str]:
+def _torch_npu_route(cam: Camera, stages: Sequence[Any], target: Any, fidelity: Fidelity) -> tuple[str, bool, str]:
     """The torch_npu route as it would plan on the target's device with torch_npu installed (whether torch_npu
     imports on this machine says nothing about the target): planned with torch:npu standing in as available."""
     from ..planner import plan_pipeline
@@ -404,7 +405,7 @@ def _dvpp_ops() -> list[str]:
     return [op for op, fams in registered_ops().items() if "dvpp" in fams and op != "transfer"]
 
 
-def _replay_dvpp(cam: Camera, stages: Sequence[Any], steps: Sequence[Any], backends: Sequence[str], fidelity: str,
+def _replay_dvpp(cam: Camera, stages: Sequence[Any], steps: Sequence[Any], backends: Sequence[str], fidelity: Fidelity,
                  target: Any) -> tuple[dict, dict]:
     """``(declined, asked)`` for a camera's planned steps.
 
@@ -472,7 +473,7 @@ def _row(step: Any, cam: Camera, declined: Optional[tuple], empirical: Any, targ
     ops = [s.op for s in step.stages]
     verdicts = [{"backend": _shown(b), **v.to_dict()} for b, v in step.verdicts]
     runs_on = _shown(step.backend.name)
-    base = dict(spec_in=str(step.spec_in), spec_out=str(step.spec_out), verdicts=verdicts)
+    base: dict[str, Any] = dict(spec_in=str(step.spec_in), spec_out=str(step.spec_out), verdicts=verdicts)
     dv = next((v for b, v in step.verdicts if resolve(b).family == "dvpp"), None)
     if dv is None and declined is None:  # DVPP was not asked (not in the preference order)
         return StepRow(step.name, step.kernel.unit, runs_on, True, "", status="none", **base)
@@ -489,6 +490,7 @@ def _row(step: Any, cam: Camera, declined: Optional[tuple], empirical: Any, targ
         what = f" (it runs {', '.join(dvpp_ops)})" if dvpp_ops else ""
         reason = f"dvpipe's DVPP backend has no kernel for {step.name}{what}; runs on {runs_on}"
         return StepRow(step.name, step.kernel.unit, runs_on, True, reason, status="none", **base)
+    assert dv is not None  # the two returns above cover dv is None
     unit = (_unit_from_rule(dv.rule) if step.backend.family != "dvpp" else None) or _dvpp_unit(ops, cam)
     reason = dv.reason or (f"{unit} {step.name} on {target.soc} (CANN {target.cann}): accepted" if dv.ok else dv.status)
     row = StepRow(step.name, unit, runs_on, dv.ok, reason, dv.source, dv.detour, dv.status, dv.rule, **base)
@@ -657,8 +659,8 @@ def _render(rep: ProbeReport, colour: bool, sources: bool) -> str:
         if c.routes:
             lines.append("  " + _paint(f"route: {c.route}", "1", colour) + " (first that takes it of aipp, torch_npu, "
                          "host; docs/device_path.md)")
-            for r, ok, why in c.routes:
-                lines.append(f"    {r:<9}  {'ok' if ok else 'no':<2}  {why}")
+            for route, ok, why in c.routes:
+                lines.append(f"    {route:<9}  {'ok' if ok else 'no':<2}  {why}")
     fb = [(cam, s) for cam, s in rep.fallbacks if s.status != "declined"]
     policy = [(cam, s) for cam, s in rep.fallbacks if s.status == "declined"]
     lines.append("")

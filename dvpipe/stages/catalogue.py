@@ -67,7 +67,7 @@ def register_stage(op: str, *, yaml: Optional[Sequence[str]] = None, replace: bo
         if not (isinstance(cls, type) and issubclass(cls, Stage)):
             raise ConfigError(f"register_stage({op!r}) decorates a dvpipe.Stage subclass, not {cls!r}")
         if "op" not in cls.__dict__ or not cls.__dict__["op"]:
-            cls.op = op  # type: ignore[attr-defined]
+            cls.op = op
         elif cls.__dict__["op"] != op:
             raise ConfigError(f"register_stage({op!r}): {cls.__qualname__}.op is {cls.__dict__['op']!r}")
         info = StageInfo(op, cls, names)

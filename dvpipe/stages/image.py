@@ -111,6 +111,7 @@ class Resize(Stage):
         """Output ``(width, height)`` for an input of ``width x height`` pixels."""
         if self.size is not None:
             return self.size[1], self.size[0]
+        assert self.scale_xy is not None  # __post_init__: size or scale
         sx, sy = self.scale_xy
         return geometry.scaled_size(width, 1, sx)[0], geometry.scaled_size(1, height, sy)[1]
 
@@ -124,6 +125,7 @@ class Resize(Stage):
 
     def matrix(self, spec: FrameSpec, camera: Optional[Camera] = None) -> np.ndarray:
         if self.geometry == "nominal":
+            assert self.scale_xy is not None  # __post_init__: nominal needs scale
             return geometry.scale_matrix(*self.scale_xy)
         return geometry.resize_matrix(spec.size, self.out_size(spec.width, spec.height))
 
@@ -249,6 +251,7 @@ class Pad(Stage):
         if self.size_divisor is not None:
             d = self.size_divisor
             return -(-width // d) * d, -(-height // d) * d
+        assert self.size is not None  # __post_init__: size or size_divisor
         return self.size[1], self.size[0]
 
     def output_spec(self, spec: FrameSpec, camera: Optional[Camera] = None) -> FrameSpec:
@@ -259,7 +262,10 @@ class Pad(Stage):
         return spec.with_(width=w, height=h)
 
     def describe(self) -> str:
-        return f"pad /{self.size_divisor}" if self.size_divisor else f"pad {self.size[1]}x{self.size[0]}"
+        if self.size_divisor:
+            return f"pad /{self.size_divisor}"
+        assert self.size is not None  # __post_init__: size or size_divisor
+        return f"pad {self.size[1]}x{self.size[0]}"
 
 
 @register_stage("transfer", yaml=())

@@ -30,6 +30,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
+from .._typing import Fidelity
 from ..errors import ConfigError, CorruptFrameError
 from ..types import Camera
 from .base import FrameSpec, Stage
@@ -93,7 +94,7 @@ class KernelQuery:
     specs: tuple[FrameSpec, ...]
     camera: Camera
     backend: Any  # dvpipe.backends.BackendRef
-    fidelity: str
+    fidelity: Fidelity
     target: Any = None
 
     @property
@@ -131,7 +132,7 @@ class KernelContext:
     spec_in: FrameSpec
     spec_out: FrameSpec
     backend: Any
-    fidelity: str
+    fidelity: Fidelity
     out: Any = None
     state: dict = field(default_factory=dict)
     device_spans: list = field(default_factory=list)

@@ -71,7 +71,7 @@ class DeviceRun:
             self.mod = mod
             self.stream = mod.Stream(device=dev)
             self._events: list = []
-            self._spans: list[tuple[str, Any, Any, int]] = []
+            self._spans: list[tuple[str, int, Any, Any]] = []  # name, enqueue ns, start and end events
 
     # -- buffers ---------------------------------------------------------------------------------
     def buffer(self, key: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor:

@@ -21,7 +21,7 @@ the HWC -> CHW transpose and any channel reordering (BGR -> RGB) for free.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, cast
 
 import numpy as np
 import torch
@@ -201,7 +201,7 @@ def column_pass_hwc(r: torch.Tensor, taps: Taps, channels: int, scratch: Scratch
     r3 = r.view(rows, -1, channels)
     acc = scratch.get(f"{key}.acc", (rows, n, channels), torch.float32)
     summing = fold and taps.common is not None
-    for j, (start, step) in enumerate(taps.steps):
+    for j, (start, step) in enumerate(cast("list[tuple[int, int]]", taps.steps)):  # all even (see above)
         view = r3[:, start: start + step * (n - 1) + 1: step]
         if j == 0 and summing:
             acc.copy_(view)
@@ -214,5 +214,5 @@ def column_pass_hwc(r: torch.Tensor, taps: Taps, channels: int, scratch: Scratch
         elif u is not None:
             acc.add_(t, alpha=u)
         else:
-            acc.addcmul_(t, w)
+            acc.addcmul_(t, cast(torch.Tensor, w))  # u is None: w is the weight tensor
     return acc

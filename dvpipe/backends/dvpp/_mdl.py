@@ -101,6 +101,7 @@ def load(rt: Any, path: Optional[str] = None, data: Optional[bytes] = None) -> i
         raise ValueError("load needs a path or the model bytes, not both")
     if path is not None:
         return rt.call("acl.mdl.load_from_file", str(path), model=str(path))
+    assert data is not None  # checked above: exactly one of path and data
     ptr = rt.call("acl.util.bytes_to_ptr", data)
     return rt.call("acl.mdl.load_from_mem", ptr, len(data), model_bytes=len(data))
 

@@ -114,10 +114,12 @@ def batch_layout(plan: Any) -> dict:
     dv = next(s for s in cp.steps if s.backend.family == "dvpp")
     last = cp.steps[-1]
     _spec, prog, _why = device_output(dv, cp.camera, plan.target, True)
+    assert prog is not None  # the AIPP route was planned with a VPC program on every camera
     unit, fmt, (w, h), (ws, hs), nbytes = picture_layout(prog, plan.target)
     for other in plan.cameras[1:]:
         d2 = next(s for s in other.steps if s.backend.family == "dvpp")
         _s2, p2, _w2 = device_output(d2, other.camera, plan.target, True)
+        assert p2 is not None  # as above
         if picture_layout(p2, plan.target)[1:4] != (fmt, (w, h), (ws, hs)):
             raise ConfigError(f"cameras {cp.camera.name} and {other.camera.name} would write different DVPP "
                               "pictures into one AIPP batch buffer")
@@ -164,6 +166,7 @@ def _kernel(data: Any, stages: tuple, ctx: KernelContext):
     slot = ctx.slot if ctx.slot is not None else ctx.out
     if not isinstance(slot, DeviceTensor):
         raise ConfigError("the AIPP step writes a per-batch device buffer; the pipeline gave it no slot")
+    assert slot.strides is not None  # the batch buffer's slots are NV12 with their strides
     if isinstance(data, DeviceTensor):
         if data.ptr == slot.ptr:
             return slot  # VPC wrote the picture into the slot: nothing to do

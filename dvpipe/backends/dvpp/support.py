@@ -38,6 +38,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
+from ..._typing import Fidelity
 from ...codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ...errors import DvpipeError
 from ...knowledge import register_cache as _register_cache
@@ -258,7 +259,7 @@ def _ok(kv, accept: bool) -> bool:
 
 
 def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
-              fidelity: str = "fast", accept_unknown: bool = False) -> tuple[Verdict, Optional[Program]]:
+              fidelity: Fidelity = "fast", accept_unknown: bool = False) -> tuple[Verdict, Optional[Program]]:
     """The verdict for running ``stages`` (a run starting with ``decode``) on DVPP, and the program.
 
     The program is None unless the verdict is ok. Deterministic: the kernel calls it again with the

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import io
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 import numpy as np
 
@@ -84,7 +84,7 @@ def h264_stream(frames: Iterable[np.ndarray], fmt: str = "h264", bframes: int = 
     h, w = frames[0].shape[:2]
     buf = io.BytesIO()
     out = av.open(buf, "w", format=fmt)
-    s = out.add_stream(codec, rate=fps)
+    s: Any = out.add_stream(codec, rate=fps)  # a VideoStream
     s.width, s.height, s.pix_fmt = w, h, "yuv420p"
     s.options = {"bf": str(bframes), "g": str(gop)} if codec == "libx264" else {}
     for img in frames:

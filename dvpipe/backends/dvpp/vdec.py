@@ -47,7 +47,7 @@ import queue
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import numpy as np
 
@@ -151,7 +151,13 @@ def _engine_base():
     return Engine
 
 
-class VdecEngine(_engine_base()):
+if TYPE_CHECKING:
+    from ...video import Engine as _EngineBase
+else:
+    _EngineBase = _engine_base()
+
+
+class VdecEngine(_EngineBase):
     """One VDEC channel with its callback thread, driven as a :class:`dvpipe.video.Engine`.
 
     ``send(access_unit, tag)`` returns ``[(tag, VdecPicture or None, damage or None)]`` for the pictures

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -139,6 +139,7 @@ def enqueue(rt: Any, pool: BufferPool, target: Any, channel: int, stream: int, s
         if op.kind == "resize":
             rt.vpc_resize(channel, src.desc, dst.desc, cfg, stream, **ctx)
         elif op.kind == "crop_resize":
+            assert op.crop is not None  # a crop_resize op carries its box
             roi = rt.roi(*op.crop)
             rois.append(roi)
             rt.vpc_crop_resize(channel, src.desc, dst.desc, roi, cfg, stream, crop_box=op.crop, **ctx)
@@ -276,7 +277,7 @@ def _teardown(rt: Any, extra: dict, handles: dict) -> None:
     engine = extra.pop("vdec", None)
     extra.pop("decoder", None)
     held = extra.pop("held", None)
-    steps = []
+    steps: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
     if held is not None:
         steps.append((release, (rt, pool_for(rt), held)))
     if engine is not None:

@@ -146,7 +146,7 @@ def _encode_video(images: list[np.ndarray], codec: str, fps: float) -> list[byte
     h, w = images[0].shape[:2]
     n = len(images)
     cc = camera_encoder(codec, w, h, gop=n, fps=fps)
-    out = []
+    out: list[Any] = []
     for k, img in enumerate(images):
         frame = av.VideoFrame.from_ndarray(img, format="bgr24")
         frame.pts = k
@@ -319,6 +319,7 @@ class SyntheticSource(Source):
             return None
         period = self._period_ns()
         video = self.camera.encoding in VIDEO_ENCODINGS
+        assert self._cycle is not None  # made by open()
         if self.live:
             # a live camera does not keep frames nobody read; a video stream does (its encoder
             # coded every picture), except across a reconnect, which resumes at the next keyframe

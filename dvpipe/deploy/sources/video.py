@@ -132,7 +132,7 @@ class AvStream(Source):
         if self._mode == "decode":
             self._raw_decoder = ReorderingDecoder(
                 self._codec or codec,
-                engine=lambda c, x=(None if self._codec else extradata): FFmpegEngine(c, x))
+                engine=lambda c, x=(None if self._codec else extradata): FFmpegEngine(c, x))  # type: ignore[misc]  # a lambda with a default
 
     def _order_by(self) -> str:
         """``pts`` (the container has timestamps) or ``index`` (elementary streams)."""
@@ -202,6 +202,7 @@ class AvStream(Source):
         pts = self._pts_ns(pkt)
         show = not getattr(pkt, "is_discard", False)
         if self._mode == "access_units" or (self._mode == "decode" and self._codec is not None):
+            assert self._codec is not None  # access units: the camera's encoding is the stream's codec
             types = nal_types(data, self._codec)  # one scan for both questions
             key = is_keyframe(data, self._codec, types) or bool(pkt.is_keyframe and self._order.by == "pts")
             if key and self._extradata_annexb and _PARAM_SETS[self._codec].isdisjoint(types):
@@ -346,7 +347,8 @@ def _creation_time_ns(container) -> Optional[int]:
     return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
-_ES_EXT = {".h264": "h264", ".264": "h264", ".avc": "h264", ".h265": "h265", ".265": "h265", ".hevc": "h265"}
+_ES_EXT: dict[str, Literal["h264", "h265"]] = {".h264": "h264", ".264": "h264", ".avc": "h264",
+                                              ".h265": "h265", ".265": "h265", ".hevc": "h265"}
 
 
 @dataclass
@@ -446,7 +448,7 @@ class _LiveStream(AvStream):
 
     def _open(self) -> None:
         super()._open()
-        self._anchor = None  # (pts_ns, wall_ns)
+        self._anchor: Optional[tuple[int, int]] = None  # (pts_ns, wall_ns)
         self._media_ns = None
         timeout = self._timeout()
         self._demux = self._TimeoutGuard(self._container, self._stream, self._url(), timeout and timeout[1])

@@ -13,7 +13,7 @@ The runner builds ``source -> Looped -> Paced -> Faulty`` as the deployment asks
 from __future__ import annotations
 
 import threading
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import cv2
 import numpy as np
@@ -55,6 +55,7 @@ class Looped(SourceWrapper):
         if item is None:
             if self._count == 0 or self._first is None:
                 return None
+            assert self._last_out is not None  # set with the first frame of the pass
             self._next_pass_ns = self._last_out + self._pass_gap_ns()
             self.inner.reopen()
             self._first = self._last = None
@@ -82,6 +83,7 @@ class Looped(SourceWrapper):
         """From the last frame of a pass to the first of the next (ns): one frame period."""
         if self._period:
             return self._period
+        assert self._last is not None and self._first is not None  # called at the end of a non-empty pass
         span = self._last - self._first
         return span if span > 0 else self.SINGLE_FRAME_PERIOD_NS
 
@@ -128,6 +130,7 @@ class ReplayClock:
         with self._lock:
             if self.c0_ns is None:
                 self.c0_ns, self.t0_mono_ns = capture_ns, self.now()
+            assert self.t0_mono_ns is not None  # set with c0_ns
             return self.t0_mono_ns + int((capture_ns - self.c0_ns) / self.speed)
 
 
@@ -174,7 +177,7 @@ class _Resizer:
         self.codec = codec
         self.size: Optional[tuple[int, int]] = None
         self.dec = av.CodecContext.create("h264" if codec == "h264" else "hevc", "r")
-        self.enc = None
+        self.enc: Any = None  # an av VideoCodecContext (CodecContext.create's declared type lacks its video fields)
         self.n = 0
 
     def feed(self, au: bytes):
@@ -224,7 +227,7 @@ class Faulty(SourceWrapper):
         self.faults = faults
         self._opens = 0
         self._fired: set[tuple[str, int]] = set()
-        self._resizer = None
+        self._resizer: Optional[_Resizer] = None
         self._resize_to: Optional[tuple[int, int]] = None
         self._late = dict(faults.late_ms)
         self._stall = dict(faults.stall)
@@ -283,6 +286,7 @@ class Faulty(SourceWrapper):
         return item
 
     def _resized(self, data):
+        assert self._resize_to is not None  # called only when a resize is due
         w, h = self._resize_to
         if isinstance(data, np.ndarray):
             return cv2.resize(data, (w, h), interpolation=cv2.INTER_AREA)

@@ -390,6 +390,7 @@ class DvppMedia:
         if ret:
             return ret
         raw = self._jpeg_bytes(data, size)
+        assert raw is not None  # _image_info read the same mapped bytes above
 
         def job() -> int:
             img = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_COLOR)  # EXIF orientation applied

@@ -162,7 +162,7 @@ def _tensor(entry: Any, where: str) -> TensorSpec:
     return TensorSpec(str(entry.get("name", where.split(".")[-1])), tuple(int(d) for d in dims), dtype)
 
 
-def resolve_function(ref: str, base_dir: str) -> Callable[..., Any]:
+def resolve_function(ref: object, base_dir: str) -> Callable[..., Any]:
     """``module:callable`` (imported) or ``path/file.py:callable`` (relative to ``base_dir``)."""
     if not isinstance(ref, str) or ":" not in ref:
         raise ValueError(f"function: expected 'module:callable' or 'file.py:callable', got {ref!r}")
@@ -172,8 +172,8 @@ def resolve_function(ref: str, base_dir: str) -> Callable[..., Any]:
         if not os.path.isfile(path):
             raise ValueError(f"function: file not found: {path}")
         spec = importlib.util.spec_from_file_location(f"_dvpipe_sim_model_{abs(hash(path))}", path)
+        assert spec is not None and spec.loader is not None  # a .py path always has a spec and a loader
         module = importlib.util.module_from_spec(spec)
-        assert spec.loader is not None
         spec.loader.exec_module(module)
     else:
         try:
@@ -799,6 +799,12 @@ class MdlNamespace:
 
 class DataBufferCalls:
     """``acl.create_data_buffer`` and friends (top-level pyACL functions), mixed into the software device."""
+
+    # provided by the software device (SimAcl) this is mixed into
+    _initialised: bool
+    objs: Any
+    fault: Callable[[str], bool]
+    fail: Callable[[int, str], int]
 
     def create_data_buffer(self, data: int, size: int) -> int:
         """``output = acl.create_data_buffer(data, size)`` (CANN 8.0.RC3 aclpythondevg_01_0016): ``data`` 0 with

@@ -32,7 +32,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -88,6 +88,9 @@ class VdecMedia:
     """VDEC calls (mixed into the software device's ``media`` namespace)."""
 
     _sim: Any
+    # provided by the namespace this is mixed into (_dvpp.py)
+    _create: Callable[..., int]
+    _faulted: Callable[[str], Optional[int]]
 
     # -- stream descriptors -------------------------------------------------------------------------
     def dvpp_create_stream_desc(self):
@@ -180,10 +183,10 @@ class VdecMedia:
             return sim.fail(C.ACL_ERROR_FEATURE_UNSUPPORTED, "the software device writes NV12/NV21 VDEC output")
         t = sim.target
         v = kcheck(t, "vdec", "decode", 1920, 1080, codec, channels=ch.channel_id + 1)
-        bad = [f for f in v.violations if "channels" in f.subject.split(",")]
-        if bad:
-            return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"channel id {ch.channel_id}: {bad[0].message} "
-                                                       f"[rule {bad[0].rule_id}]")
+        over = [f for f in v.violations if "channels" in f.subject.split(",")]
+        if over:
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"channel id {ch.channel_id}: {over[0].message} "
+                                                       f"[rule {over[0].rule_id}]")
         try:
             import av  # noqa: F401 - the check that PyAV imports
         except ImportError as e:  # the software device's own dependency
