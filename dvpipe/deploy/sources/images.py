@@ -27,7 +27,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal, Optional, Sequence
 
 from ...latency import now_ns
 from ...types import short_repr as _show
@@ -113,8 +113,35 @@ class ImageOptions:
                                                 "(ns since the Unix epoch; default 0)")
 
 
+class StampedFiles(Source):
+    """A source that delivers a list of ``(capture time in epoch ns, path)`` files, one frame each, read
+    whole (an image sequence, an info file's images). Subclasses fill ``self._files`` in ``open``."""
+
+    _files: Sequence[tuple[int, str]] = ()
+    _next = 0
+    #: appended to a read error (what the user should check)
+    read_hint = ""
+
+    def _read(self) -> Optional[Item]:
+        if self._next >= len(self._files):
+            return None
+        capture_ns, path = self._files[self._next]
+        self._next += 1
+        t0 = now_ns()
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise SourceError(f"cannot read {path}: {e.strerror or e}{self.read_hint}") from None
+        return self._item(data, capture_ns, read_span_ns=(t0, now_ns()))
+
+    def stamped_files(self) -> list[tuple[int, str]]:
+        """``(capture time in epoch ns, path)`` of every frame, in delivery order (after ``open``)."""
+        return list(self._files)
+
+
 @register_source("images")
-class ImageSequence(Source):
+class ImageSequence(StampedFiles):
     """Image sequence (JPEG/PNG): capture times from the file names, a sidecar file or ``start_ns + k / fps``."""
 
     Options = ImageOptions
@@ -210,27 +237,10 @@ class ImageSequence(Source):
         self._files = stamped
         self._next = 0
 
-    def _read(self) -> Optional[Item]:
-        if self._next >= len(self._files):
-            return None
-        capture_ns, path = self._files[self._next]
-        self._next += 1
-        t0 = now_ns()
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            raise SourceError(f"cannot read {path}: {e.strerror or e}") from None
-        return self._item(data, capture_ns, read_span_ns=(t0, now_ns()))
-
-    def stamped_files(self) -> list[tuple[int, str]]:
-        """``(capture time in epoch ns, path)`` of every frame, in delivery order (after ``open``)."""
-        return list(getattr(self, "_files", []))
-
     @property
     def period_ns(self) -> Optional[int]:
         """Median spacing of capture times (None with fewer than two frames)."""
-        stamps = [t for t, _ in getattr(self, "_files", [])]
+        stamps = [t for t, _ in self._files]
         if len(stamps) < 2:
             return None
         diffs = sorted(b - a for a, b in zip(stamps, stamps[1:]))

@@ -34,11 +34,11 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from ...errors import ConfigError
-from ...latency import now_ns
 from ...types import Camera
 from ...types import short_repr as _show
 from ._probe import sniff_file
-from .base import Item, Source, SourceError
+from .base import SourceError
+from .images import StampedFiles
 from .registry import SourceContext, option, register_source
 
 __all__ = ["InfoSource", "InfoOptions", "InfoPoses", "deployment_poses", "calibration_problem", "sync_problem"]
@@ -105,12 +105,13 @@ class InfoOptions:
 
 
 @register_source("infos")
-class InfoSource(Source):
+class InfoSource(StampedFiles):
     """An mmdet3d / nuScenes info file: each sample a frame set, each image at its own ``timestamp`` in the
     file, calibration and ego pose per sample."""
 
     Options = InfoOptions
     uri_help = "an mmdet3d info file, .pkl or .json (required)"
+    read_hint = " (is data_root right?)"
 
     @classmethod
     def validate(cls, options: InfoOptions, ctx: SourceContext) -> InfoOptions:
@@ -179,25 +180,8 @@ class InfoSource(Source):
         problem = calibration_problem(self.camera, first, f" ({key}, first sample)")
         if problem:
             raise SourceError(problem)
-        self._frames = frames
+        self._files = frames
         self._next = 0
-
-    def _read(self) -> Optional[Item]:
-        if self._next >= len(self._frames):
-            return None
-        capture_ns, path = self._frames[self._next]
-        self._next += 1
-        t0 = now_ns()
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            raise SourceError(f"cannot read {path}: {e.strerror or e} (is data_root right?)") from None
-        return self._item(data, capture_ns, read_span_ns=(t0, now_ns()))
-
-    def stamped_files(self) -> list[tuple[int, str]]:
-        """``(capture time in epoch ns, path)`` of every frame, in delivery order (after ``open``)."""
-        return list(getattr(self, "_frames", []))
 
 
 class InfoPoses:
