@@ -115,10 +115,7 @@ class InfoSource(StampedFiles):
 
     @classmethod
     def validate(cls, options: InfoOptions, ctx: SourceContext) -> InfoOptions:
-        if ctx.uri is None:
-            ctx.err("uri", "required: an mmdet3d info file (*_infos_*.pkl, or the same structure as .json)")
-        else:
-            ctx.uri = ctx.resolve(ctx.uri)
+        ctx.require_file("an mmdet3d info file (*_infos_*.pkl, or the same structure as .json)")
         key = options.camera or ctx.camera
         if ctx.encoding not in ("jpeg", "png"):
             ctx.err(None, f"an info file's images need camera encoding jpeg or png; camera {ctx.camera} declares "

@@ -333,6 +333,14 @@ class SourceContext:
         unless it is an existing ``kind`` (``file`` or ``dir``)."""
         return self._v.path(value, self.key(key), kind=kind, must_exist=must_exist)
 
+    def require_file(self, what: str) -> None:
+        """The source reads one file: ``uri`` is required (a problem naming ``what`` otherwise) and is made
+        absolute, checked to exist."""
+        if self.uri is None:
+            self.err("uri", f"required: {what}")
+        else:
+            self.uri = self.resolve(self.uri)
+
     @property
     def ok(self) -> bool:
         """No problem reported since :meth:`Source.validate` began (follow-on checks can rely on the

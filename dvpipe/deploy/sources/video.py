@@ -308,10 +308,7 @@ class VideoFile(AvStream):
 
     @classmethod
     def validate(cls, options: VideoOptions, ctx: SourceContext) -> VideoOptions:
-        if ctx.uri is None:
-            ctx.err("uri", "required: a video file (MP4, MKV, ...)")
-        else:
-            ctx.uri = ctx.resolve(ctx.uri)
+        ctx.require_file("a video file (MP4, MKV, ...)")
         if ctx.encoding not in VIDEO_ENCODINGS + ("raw", "jpeg"):
             ctx.err(None, f"a video source needs camera encoding h264, h265 (decoded as a plan step) or raw "
                           f"(decoded in the source); camera {ctx.camera} declares {ctx.encoding}")
@@ -373,10 +370,7 @@ class ElementaryStream(AvStream):
 
     @classmethod
     def validate(cls, options: ElementaryOptions, ctx: SourceContext) -> ElementaryOptions:
-        if ctx.uri is None:
-            ctx.err("uri", "required: an H.264/H.265 elementary stream file")
-        else:
-            ctx.uri = ctx.resolve(ctx.uri)
+        ctx.require_file("an H.264/H.265 elementary stream file")
         codec = options.codec
         if codec is None and ctx.uri is not None:
             codec = _ES_EXT.get(Path(ctx.uri).suffix.lower())
