@@ -185,6 +185,15 @@ static const char *check_hwc_to_chw(const Py_buffer *src, const Py_buffer *dst, 
     return NULL;
 }
 
+/* Release both buffers and raise: ValueError(err), or MemoryError when err is NULL (a malloc failed). */
+static PyObject *release_and_raise(Py_buffer *src, Py_buffer *dst, const char *err) {
+    PyBuffer_Release(src);
+    PyBuffer_Release(dst);
+    if (err == NULL) return PyErr_NoMemory();
+    PyErr_SetString(PyExc_ValueError, err);
+    return NULL;
+}
+
 static PyObject *normalise_planes(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *src_obj, *dst_obj, *order_obj, *mean_obj, *istd_obj;
@@ -210,12 +219,7 @@ static PyObject *normalise_planes(PyObject *self, PyObject *args) {
         return NULL;
     }
     const char *err = check_hwc_to_chw(&src, &dst, shrink);
-    if (err != NULL) {
-        PyBuffer_Release(&src);
-        PyBuffer_Release(&dst);
-        PyErr_SetString(PyExc_ValueError, err);
-        return NULL;
-    }
+    if (err != NULL) return release_and_raise(&src, &dst, err);
 
     const Py_ssize_t h = dst.shape[1], w = dst.shape[2];
     if (h == 0 || w == 0) {
@@ -228,9 +232,7 @@ static PyObject *normalise_planes(PyObject *self, PyObject *args) {
     char *dbase = (char *)dst.buf;
     float *vbuf = NULL; /* shrink 2: three planes of 2w vertical sums */
     if (shrink == 2 && (vbuf = (float *)malloc((size_t)w * 6 * sizeof(float))) == NULL) {
-        PyBuffer_Release(&src);
-        PyBuffer_Release(&dst);
-        return PyErr_NoMemory();
+        return release_and_raise(&src, &dst, NULL);
     }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t y = 0; y < h; y++) {
@@ -536,16 +538,9 @@ static PyObject *chroma_blur(PyObject *self, PyObject *args) {
     const Py_ssize_t h = src.shape[0], w = src.shape[1];
     float *buf = NULL;
     if (err == NULL && h > 0 && w > 0 && (buf = (float *)malloc((size_t)w * 6 * sizeof(float))) == NULL) {
-        PyBuffer_Release(&src);
-        PyBuffer_Release(&dst);
-        return PyErr_NoMemory();
+        return release_and_raise(&src, &dst, NULL);
     }
-    if (err != NULL) {
-        PyBuffer_Release(&src);
-        PyBuffer_Release(&dst);
-        PyErr_SetString(PyExc_ValueError, err);
-        return NULL;
-    }
+    if (err != NULL) return release_and_raise(&src, &dst, err);
     if (h > 0 && w > 0) {
         const uint8_t *S = (const uint8_t *)src.buf;
         uint8_t *D = (uint8_t *)dst.buf;
@@ -650,16 +645,9 @@ static PyObject *normalise_chroma(PyObject *self, PyObject *args) {
     const Py_ssize_t h = dst.shape[1], w = dst.shape[2];
     float *buf = NULL;
     if (err == NULL && h > 0 && w > 0 && (buf = (float *)malloc((size_t)(11 * w + 4) * sizeof(float))) == NULL) {
-        PyBuffer_Release(&src);
-        PyBuffer_Release(&dst);
-        return PyErr_NoMemory();
+        return release_and_raise(&src, &dst, NULL);
     }
-    if (err != NULL) {
-        PyBuffer_Release(&src);
-        PyBuffer_Release(&dst);
-        PyErr_SetString(PyExc_ValueError, err);
-        return NULL;
-    }
+    if (err != NULL) return release_and_raise(&src, &dst, err);
     if (h > 0 && w > 0) {
         const uint8_t *S = (const uint8_t *)src.buf;
         const Py_ssize_t ss = src.strides[0], plane = dst.strides[0], drow = dst.strides[1];
