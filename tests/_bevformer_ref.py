@@ -53,3 +53,39 @@ def bevformer_reference(encoded: list[bytes], lidar2imgs: list[np.ndarray], prof
         metas.append({"lidar2img": L, "img_shape": x.shape, "pad_shape": x.shape, "ori_shape": ori_shape,
                       "scale_factor": 1.0})
     return np.ascontiguousarray(np.stack(imgs)), metas
+
+
+# -- CustomNuScenesDataset.get_data_info (BEVFormer): the geometry and can_bus an info file gives -----------
+def quaternion_rotation(q) -> np.ndarray:
+    """pyquaternion's ``rotation_matrix`` of the normalised ``(w, x, y, z)``."""
+    w, x, y, z = np.asarray(q, dtype=float) / np.linalg.norm(q)
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+
+
+def can_bus(translation, rotation, raw=None) -> np.ndarray:
+    """get_data_info: ``can_bus[:3]`` = ego translation, ``[3:7]`` = rotation, ``[-2]`` = yaw in rad, ``[-1]``
+    = yaw in degrees in [0, 360) (nuScenes ``quaternion_yaw``); the other entries from ``raw`` (18 zeros)."""
+    can = np.zeros(18) if raw is None else np.array(raw, dtype=np.float64)
+    can[:3], can[3:7] = translation, rotation
+    v = quaternion_rotation(rotation) @ np.array([1.0, 0.0, 0.0])
+    angle = math.atan2(v[1], v[0]) / np.pi * 180
+    if angle < 0:
+        angle += 360
+    can[-2], can[-1] = angle / 180 * np.pi, angle
+    return can
+
+
+def info_lidar2img(cam_info, scale: float) -> np.ndarray:
+    """get_data_info's lidar2img of one camera, then RandomScaleImageMultiViewImage's diag(s, s, 1, 1)."""
+    lidar2cam_r = np.linalg.inv(cam_info["sensor2lidar_rotation"])
+    lidar2cam_t = cam_info["sensor2lidar_translation"] @ lidar2cam_r.T
+    lidar2cam_rt = np.eye(4)
+    lidar2cam_rt[:3, :3] = lidar2cam_r.T
+    lidar2cam_rt[3, :3] = -lidar2cam_t
+    viewpad = np.eye(4)
+    viewpad[:3, :3] = cam_info["cam_intrinsic"]
+    S = np.eye(4)
+    S[0, 0] = S[1, 1] = scale
+    return S @ (viewpad @ lidar2cam_rt.T)

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 import dvpipe as dv
-from _bevformer_ref import bevformer_reference
+from _bevformer_ref import bevformer_reference, can_bus, info_lidar2img
 from conftest import NUSCENES, ROOT, SAMPLES
 from dvpipe.cli import main as cli_main
 from dvpipe.deploy import DeploymentError, Runner, load_deployment
@@ -134,33 +134,8 @@ def test_a_rig_disagreeing_with_the_file_is_refused_and_a_rig_without_calibratio
         open_source(dv.Rig.from_yaml(_rig_variant(tmp_path, swap, "swapped.yaml"))["CAM_FRONT"], cfg).open()
 
 
-def _ref_lidar2img(cam_info, scale):
-    """BEVFormer get_data_info's lidar2img, then RandomScaleImageMultiViewImage's diag(s, s, 1, 1)."""
-    lidar2cam_r = np.linalg.inv(cam_info["sensor2lidar_rotation"])
-    lidar2cam_t = cam_info["sensor2lidar_translation"] @ lidar2cam_r.T
-    lidar2cam_rt = np.eye(4)
-    lidar2cam_rt[:3, :3] = lidar2cam_r.T
-    lidar2cam_rt[3, :3] = -lidar2cam_t
-    viewpad = np.eye(4)
-    viewpad[:3, :3] = cam_info["cam_intrinsic"]
-    S = np.eye(4)
-    S[0, 0] = S[1, 1] = scale
-    return S @ (viewpad @ lidar2cam_rt.T)
-
-
 def _ref_can_bus(info):
-    """BEVFormer get_data_info: can_bus[:3] = translation, [3:7] = rotation, [-2:] = yaw (rad, deg in [0, 360))."""
-    can = np.array(info["can_bus"], dtype=np.float64)
-    w, x, y, z = info["ego2global_rotation"]
-    R = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                  [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                  [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-    v = R @ np.array([1.0, 0.0, 0.0])  # pyquaternion / nuScenes quaternion_yaw
-    angle = math.atan2(v[1], v[0]) / np.pi * 180
-    if angle < 0:
-        angle += 360
-    can[:3], can[3:7], can[-2], can[-1] = info["ego2global_translation"], info["ego2global_rotation"], angle / 180 * np.pi, angle
-    return can
+    return can_bus(info["ego2global_translation"], info["ego2global_rotation"], info["can_bus"])
 
 
 def test_dataloader_with_two_workers_gets_each_samples_pose_and_calibration_from_the_file(tmp_path):
@@ -188,7 +163,7 @@ def test_dataloader_with_two_workers_gets_each_samples_pose_and_calibration_from
         assert meta["prev_bev_exists"] == (k > 0)
         assert np.allclose(meta["can_bus"], _ref_can_bus(info), atol=1e-9)
         for cam, l2i, t, name in zip(ORDER, meta["lidar2img"], meta["img_timestamp"], meta["filename"]):
-            assert np.allclose(l2i, _ref_lidar2img(info["cams"][cam], 0.5), rtol=1e-9, atol=1e-9)
+            assert np.allclose(l2i, info_lidar2img(info["cams"][cam], 0.5), rtol=1e-9, atol=1e-9)
             assert t == pytest.approx(info["cams"][cam]["timestamp"] / 1e6, abs=1e-6)
             assert name == str(SAMPLES / "frames" / info["cams"][cam]["data_path"])
 
@@ -321,7 +296,7 @@ def test_dvpipe_run_hands_a_detector_mmdet3d_inputs_from_the_info_file(tmp_path)
         assert meta["sample_idx"] == info["token"] and meta["prev_bev_exists"] == (k > 0)
         assert np.allclose(meta["can_bus"], _ref_can_bus(info), atol=1e-9)
         for cam, l2i in zip(ORDER, meta["lidar2img"]):
-            assert np.allclose(l2i, _ref_lidar2img(info["cams"][cam], 0.5), rtol=1e-9, atol=1e-9)
+            assert np.allclose(l2i, info_lidar2img(info["cams"][cam], 0.5), rtol=1e-9, atol=1e-9)
 
 
 def test_v1_bare_file_names_are_found_under_samples_camera_as_mmdet3d_joins_them(tmp_path):

@@ -12,33 +12,15 @@ import numpy as np
 import pytest
 
 import dvpipe as dv
-from _bevformer_ref import bevformer_reference
+from _bevformer_ref import bevformer_reference, can_bus, info_lidar2img
 from conftest import encode_jpeg, rig_dict, textured_bgr
 from tolerances import tol
 
 CONFIGS = Path(__file__).parent / "data" / "mmdet3d_configs"
 
 
-def _rotation_matrix(q):
-    """pyquaternion's rotation_matrix of the normalised (w, x, y, z)."""
-    w, x, y, z = np.asarray(q, dtype=float) / np.linalg.norm(q)
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-
-
 def ref_can_bus(record) -> np.ndarray:
-    """get_data_info: can_bus[:3] = translation, [3:7] = rotation, [-2] = yaw rad, [-1] = yaw deg."""
-    can = np.zeros(18)
-    can[:3] = record["translation"]
-    can[3:7] = record["rotation"]
-    v = _rotation_matrix(record["rotation"]) @ np.array([1.0, 0.0, 0.0])  # nuScenes quaternion_yaw
-    patch_angle = np.arctan2(v[1], v[0]) / np.pi * 180
-    if patch_angle < 0:
-        patch_angle += 360
-    can[-2] = patch_angle / 180 * np.pi
-    can[-1] = patch_angle
-    return can
+    return can_bus(record["translation"], record["rotation"])
 
 
 class RefForwardTest:
@@ -152,20 +134,6 @@ def test_pose_out_of_tolerance_and_bad_format_are_one_line_errors(setup, tmp_pat
 
 
 # -- info files -------------------------------------------------------------------------------
-def _ref_lidar2img(cam_info, scale):
-    """BEVFormer get_data_info's lidar2img, then RandomScaleImageMultiViewImage's diag(s, s, 1, 1)."""
-    lidar2cam_r = np.linalg.inv(cam_info["sensor2lidar_rotation"])
-    lidar2cam_t = cam_info["sensor2lidar_translation"] @ lidar2cam_r.T
-    lidar2cam_rt = np.eye(4)
-    lidar2cam_rt[:3, :3] = lidar2cam_r.T
-    lidar2cam_rt[3, :3] = -lidar2cam_t
-    viewpad = np.eye(4)
-    viewpad[:3, :3] = cam_info["cam_intrinsic"]
-    S = np.eye(4)
-    S[0, 0] = S[1, 1] = scale
-    return S @ (viewpad @ lidar2cam_rt.T)
-
-
 def _write_infos(tmp_path, n=3):
     import cv2
     import pickle
@@ -208,7 +176,7 @@ def test_info_file_source_gives_each_samples_calibration_and_can_bus(tmp_path):
         (meta,) = batch.metas
         info = infos[k]
         for got, cam in zip(meta["lidar2img"], rig.names):
-            assert np.allclose(got, _ref_lidar2img(info["cams"][cam], 0.5), **tol("geometry").allclose)
+            assert np.allclose(got, info_lidar2img(info["cams"][cam], 0.5), **tol("geometry").allclose)
         can = np.array(info["can_bus"])
         want = ref_can_bus({"translation": info["ego2global_translation"], "rotation": info["ego2global_rotation"]})
         can[:3], can[3:7], can[-2:] = want[:3], want[3:7], want[-2:]
