@@ -91,13 +91,17 @@ def samples_dir():
     return SAMPLES
 
 
+#: test files outside tests/test_dvpp_*.py whose every test must leave the software device's ledger empty
+_LEDGER_FILES = ("test_ascend_smoke.py", "test_om_model.py", "test_device_route.py")
+
+
 @pytest.fixture(autouse=True)
 def dvpp_ledger(request):
-    """After every DVPP test (tests/test_dvpp_*.py, tests/test_ascend_smoke.py): once the test's step states
+    """After every DVPP test (tests/test_dvpp_*.py and the files in _LEDGER_FILES): once the test's step states
     are closed and the runtimes nobody holds are closed, the software device's ledger
     (dvpipe.backends.dvpp.sim.ledger()) shows nothing alive: every ACL object the test made was released."""
     name = request.node.path.name
-    if not (name.startswith("test_dvpp_") or name == "test_ascend_smoke.py"):
+    if not (name.startswith("test_dvpp_") or name in _LEDGER_FILES):
         yield
         return
     yield

@@ -41,18 +41,6 @@ def samples(samples_dir):
     return rig, sample_frame_sets(rig, samples_dir, count=2)
 
 
-@pytest.fixture(autouse=True)
-def nothing_left_alive():
-    yield
-    import gc
-
-    gc.collect()
-    _acl.close_open_states()
-    held = _acl.close_idle()
-    live = {k: v for k, v in sim.ledger().items() if v}
-    assert not held and not live, f"ACL objects left alive: runtimes held {held}, ledger {live}"
-
-
 def _tiny(rig, backends, **kw):
     kw.setdefault("fidelity", "fast")
     return dv.Pipeline.from_profile("bevformer-tiny", rig, backends=backends, target=T310P, **kw)

@@ -7,7 +7,6 @@ document (create_aipp, set_aipp_*, set_input_aipp before executing).
 """
 from __future__ import annotations
 
-import gc
 import textwrap
 
 import numpy as np
@@ -24,18 +23,6 @@ from dvpipe.types import Batch
 TARGET = dvpipe.Target("Ascend310P3", "8.0.0")
 MEAN = (123.675, 116.28, 103.53)  # mmdet3d img_norm_cfg, RGB order
 STD = (58.395, 57.12, 57.375)
-
-
-@pytest.fixture(autouse=True)
-def ledger_zero():
-    """Every test releases every ACL object it made (the software device's ledger reads zero)."""
-    yield
-    gc.collect()
-    _acl.close_open_states()
-    held = _acl.close_idle()
-    live = {k: v for k, v in sim.ledger().items() if v}
-    sim.clear_faults()
-    assert not held and not live, f"left alive: runtimes {held}, ledger {live}"
 
 
 def _om(key, **kw):
