@@ -118,3 +118,24 @@ def dvpp_ledger(request):
     live = {k: v for k, v in sim.ledger().items() if v}
     sim.clear_faults()
     assert not held and not live, f"ACL objects left alive after the test: runtimes held {held}, ledger {live}"
+
+
+def plain_meta(v):
+    """A meta value in comparable form (for ``json.dumps``): arrays as (dtype, shape, values), tuples as lists."""
+    if isinstance(v, np.ndarray):
+        return ["ndarray", v.dtype.str, list(v.shape), v.tolist()]
+    if isinstance(v, dict):
+        return {k: plain_meta(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [plain_meta(x) for x in v]
+    return v.item() if isinstance(v, np.generic) else v
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A real local Ray cluster on 127.0.0.1 with 2 CPUs, one per test module."""
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("ray.data")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    yield ray
+    ray.shutdown()

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import yaml
 
+from conftest import plain_meta
 from dvpipe.deploy import Runner
 from dvpipe.deploy.testing import test_pattern as pattern
 from dvpipe.deploy.testing import tiny_rig
@@ -124,17 +125,6 @@ def image_reference(image_fleet):
     return ref
 
 
-def _plain(v):
-    """A meta value in comparable form: arrays as (dtype, shape, values), tuples as lists."""
-    if isinstance(v, np.ndarray):
-        return ["ndarray", v.dtype.str, list(v.shape), v.tolist()]
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    return v.item() if isinstance(v, np.generic) else v
-
-
 def _same_metas(a: list, b: list, loose=()) -> None:
     assert len(a) == len(b)
     for x, y in zip(a, b, strict=True):
@@ -143,7 +133,7 @@ def _same_metas(a: list, b: list, loose=()) -> None:
             if key in loose:  # a reason sentence: the reference knows its first word
                 assert str(x[key]).startswith(str(y[key])), key
             else:
-                assert json.dumps(_plain(x[key])) == json.dumps(_plain(y[key])), key
+                assert json.dumps(plain_meta(x[key])) == json.dumps(plain_meta(y[key])), key
 
 
 def _check_against(ref: dict, got: list) -> None:
@@ -340,15 +330,7 @@ def test_cli_index_and_one_line_errors(image_fleet, tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------ on a real Ray cluster
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray")
-    pytest.importorskip("ray.data")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    yield ray
-    ray.shutdown()
-
-
+# (the ray_cluster fixture is conftest's)
 def _read_all(out) -> list:
     return list(read(str(out), with_valid=True))
 

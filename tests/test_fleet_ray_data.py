@@ -34,15 +34,6 @@ PROFILES = {  # output dtype -> stages
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray")
-    pytest.importorskip("ray.data")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    yield ray
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def images(tmp_path_factory):
     """Two cameras, one JPEG per set: CAM0 at the set's time, CAM1 3 ms after (within the tolerance)."""
     root = tmp_path_factory.mktemp("fleet_columns")
@@ -169,29 +160,13 @@ def test_frame_sets_chain_into_iter_torch_batches(ray_cluster, images):
 
 @pytest.fixture(scope="module")
 def video(tmp_path_factory):
-    from dataclasses import replace
-
-    import av
-
-    from dvpipe.pipeline import Pipeline
-    from test_fleet_segments import START, _make_flavour, _media
+    from test_fleet_segments import _make_flavour, _media, ffmpeg_reference
 
     root = tmp_path_factory.mktemp("fleet_segments_ray")
     made = _make_flavour(root, "h264_open", _media().frame_image)
     dep = load_fleet_deployment(made["dep_path"])
     rows, meta = build_index(dep)
-    decoded = {}
-    for cam, path in made["files"].items():
-        with av.open(str(path)) as f:
-            decoded[cam] = {START + int(round(float(fr.pts * fr.time_base) * 1e9)): fr.to_ndarray(format="bgr24")
-                            for fr in f.decode(video=0)}
-    raw_rig = replace(dep.rig, cameras=tuple(replace(c, encoding="raw") for c in dep.rig.cameras))
-    pipe = Pipeline(raw_rig, list(dep.pipeline.stages), ("cpu",))
-    ref = {}
-    for row in rows:
-        b = pipe.process({c: decoded[c][t] for c, t in zip(row["cameras"], row["capture_ns"])})
-        ref[row["set_id"]] = np.array(b.images, copy=True)
-    pipe.close()
+    ref = {set_id: images for set_id, (images, _valid) in ffmpeg_reference(made["files"], dep, rows).items()}
     return {"dep_path": made["dep_path"], "rows": rows, "reference": ref,
             "index": write_index(rows, meta, str(root / "index.parquet"))}
 
@@ -200,7 +175,7 @@ def test_one_recording_in_segments_over_two_workers_is_written_once_bit_for_bit(
     from dvpipe import fleet
 
     out = tmp_path / "vout"
-    res = fleet.run(video["dep_path"], video["index"], str(out), workers=2, segment_size=8)
+    assert fleet.run(video["dep_path"], video["index"], str(out), workers=2, segment_size=8).complete
     m = read_manifest(str(out))
     assert m["complete"] and not m["failed"] and m["written"] == len(video["rows"]) and m["segment_size"] == 8
     segs = [s["segment"] for s in m["shards"]]
