@@ -47,6 +47,7 @@ import numpy as np
 from ..codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ..stages.registry import KernelContext, KernelQuery, Verdict, fused_runs, register_kernel
 from ..types import PixelFormat
+from ..video import decode_picture, decode_video, picture_bgr, picture_yuv420
 from ._decode import decode_bgr
 
 if TYPE_CHECKING:
@@ -106,8 +107,6 @@ def _decode(data, stages, ctx: KernelContext):
 
         return _raw_yuv.to_bgr_cv2(data, ctx.spec_in.encoding, *ctx.spec_in.size, *_raw_yuv.colour_of(ctx.camera))
     if ctx.spec_in.encoding in VIDEO_ENCODINGS:  # access units in, the picture of this frame out (reordered)
-        from ..video import decode_video
-
         return decode_video(data, ctx)
     return decode_bgr(data, ctx.spec_in, state=ctx.state, decoder="auto", on_corrupt=ctx.corrupt)
 
@@ -537,8 +536,6 @@ def _video_yuv_write(data, stages, ctx: KernelContext):
     means and the block's one chroma sample. No BGR picture, no per-frame buffer. A picture in another
     layout (4:2:2, 4:4:4, 10-bit) takes FFmpeg's bgr24 conversion and the fused kernel.
     """
-    from ..video import decode_picture, picture_bgr, picture_yuv420
-
     pic = decode_picture(data, ctx)
     planes = picture_yuv420(pic, ctx.spec_in)
     if planes is None:
