@@ -11,8 +11,7 @@ from .profiles import PROFILES, profile_stages
 from .stages import (Batch, Crop, Decode, FrameSpec, KernelContext, KernelQuery, Normalise, Normalize, Pad,
                      Resize, Stage, Undistort, Verdict, register_kernel, register_stage, registered_stages)
 from .target import Target
-from .types import Batch as FrameBatch
-from .types import Camera, Frame, PixelFormat, Rig
+from .types import Camera, Frame, FrameBatch, PixelFormat, Rig
 
 __all__ = [
     "__version__", "Pipeline", "Plan", "Target", "Rig", "Camera", "Frame", "FrameBatch", "PixelFormat",

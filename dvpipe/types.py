@@ -23,7 +23,7 @@ import numpy as np
 
 from .errors import ConfigError, DvpipeError, StaleBatchError  # noqa: F401 - StaleBatchError re-exported
 
-__all__ = ["PixelFormat", "Camera", "Distortion", "Rig", "Frame", "Batch", "StaleBatchError", "ENCODINGS",
+__all__ = ["PixelFormat", "Camera", "Distortion", "Rig", "Frame", "FrameBatch", "StaleBatchError", "ENCODINGS",
            "DISTORTION_MODELS"]
 
 #: Encodings a camera can declare. ``raw`` means the frames arrive as decoded HxWx3 BGR arrays; ``uyvy``,
@@ -494,7 +494,7 @@ class Frame:
 
 
 @dataclass
-class Batch:
+class FrameBatch:
     """The model input for one frame set.
 
     Attributes:
@@ -544,7 +544,7 @@ class Batch:
                 f"later frame set now (the pipeline reuses output_buffers={len(self.ring)} buffers); call "
                 "batch.keep() to own a copy, or raise output_buffers")
 
-    def keep(self) -> "Batch":
+    def keep(self) -> "FrameBatch":
         """A copy that owns its images (and writeable copies of the metas' arrays), valid forever.
 
         Raises:
@@ -557,7 +557,7 @@ class Batch:
             images = np.array(nv12_batch_to_host(images), copy=True)
         else:
             images = images.clone() if hasattr(images, "clone") else np.array(images, copy=True)
-        return Batch(images, _copy_metas(self.metas), np.array(self.valid, copy=True), list(self.drops),
+        return FrameBatch(images, _copy_metas(self.metas), np.array(self.valid, copy=True), list(self.drops),
                      tuple(self.cameras), list(self.fallbacks), self.timeline)
 
     def __getstate__(self) -> dict:
@@ -610,21 +610,21 @@ class Batch:
 
     def __repr__(self) -> str:
         shape = tuple(getattr(self.__dict__.get("_images"), "shape", ()))
-        return f"Batch(images{shape}, valid={self.valid.tolist()}, drops={len(self.drops)})"
+        return f"FrameBatch(images{shape}, valid={self.valid.tolist()}, drops={len(self.drops)})"
 
 
-def _get_images(batch: Batch):
+def _get_images(batch: FrameBatch):
     batch._check_fresh()
     return batch.__dict__["_images"]
 
 
-def _set_images(batch: Batch, value) -> None:
+def _set_images(batch: FrameBatch, value) -> None:
     batch.__dict__["_images"] = value
 
 
 # a data descriptor over the dataclass field: every read of batch.images checks the generation
-Batch.images = property(_get_images, _set_images,
-                        doc=cast(str, Batch.__doc__).split("Attributes:")[1].split("metas:")[0].strip())
+FrameBatch.images = property(_get_images, _set_images,
+                             doc=cast(str, FrameBatch.__doc__).split("Attributes:")[1].split("metas:")[0].strip())
 
 
 def _copy_metas(metas):

@@ -1,6 +1,6 @@
 """``img_metas`` in mmdet3d's layout: one dict per sample holding per-camera lists.
 
-:class:`Mmdet3dMetas` turns a :class:`~dvpipe.Batch` (per-camera meta dicts) into what a detector's
+:class:`Mmdet3dMetas` turns a :class:`~dvpipe.FrameBatch` (per-camera meta dicts) into what a detector's
 ``forward_test(img_metas=[[meta]], img=[img])`` reads, including BEVFormer's temporal keys:
 
 * ``can_bus`` (18 floats) as BEVFormer's ``CustomNuScenesDataset.get_data_info`` builds it:
