@@ -389,8 +389,8 @@ class Pipeline:
                 return
             value = frames[name]
             if stamp:
-                capture = to_monotonic_ns(value.capture_ns) if isinstance(value, Frame) else None
-                tl.set_frame(name, capture_ns=capture, arrival_ns=arrival)
+                capture = to_monotonic_ns(value.capture_epoch_ns) if isinstance(value, Frame) else None
+                tl.set_frame(name, capture_mono_ns=capture, arrival_ns=arrival)
             tl.record_checked("worker_wait", arrival, now_ns(), "wait", name, {})  # until a worker thread took it
             reasons[i] = self._run_camera(i, value, images[i], tl, fallbacks)
             ready[name] = now_ns()
@@ -423,7 +423,7 @@ class Pipeline:
             m = dict(m)
             value = frames.get(names[i])
             if isinstance(value, Frame):
-                m["capture_ns"], m["seq"] = value.capture_ns, value.seq
+                m["capture_epoch_ns"], m["seq"] = value.capture_epoch_ns, value.seq
             if valid[i] and self._corrupt[i]:
                 m["corrupt"], m["corrupt_reason"] = True, "; ".join(self._corrupt[i])
             metas.append(m)

@@ -472,7 +472,7 @@ class Frame:
     Attributes:
         camera: camera name.
         seq: sequence number of the frame in its source (0-based).
-        capture_ns: capture time, epoch nanoseconds as the source reports it.
+        capture_epoch_ns: capture time, epoch nanoseconds as the source reports it.
         data: bytes (``ENCODED``), or an array in ``pixel_format``.
         pixel_format: what ``data`` holds.
         img_aug: 3x3 image-plane transform already applied to ``data`` (original sensor pixel coords ->
@@ -482,7 +482,7 @@ class Frame:
 
     camera: str
     seq: int
-    capture_ns: int
+    capture_epoch_ns: int
     data: Any
     pixel_format: PixelFormat = PixelFormat.ENCODED
     img_aug: np.ndarray = field(default_factory=lambda: np.eye(3))
@@ -490,7 +490,8 @@ class Frame:
     def __repr__(self) -> str:
         d = f"{len(self.data)} bytes" if isinstance(self.data, (bytes, bytearray, memoryview)) else (
             f"array{tuple(self.data.shape)}" if hasattr(self.data, "shape") else type(self.data).__name__)
-        return f"Frame({self.camera!r}, seq={self.seq}, capture_ns={self.capture_ns}, {self.pixel_format.value}, {d})"
+        return (f"Frame({self.camera!r}, seq={self.seq}, capture_epoch_ns={self.capture_epoch_ns}, "
+                f"{self.pixel_format.value}, {d})")
 
 
 @dataclass
