@@ -8,16 +8,16 @@ from .errors import (BackendUnavailable, ConfigError, CorruptFrameError, DvpipeE
 from .pipeline import Pipeline
 from .planner import Plan
 from .profiles import PROFILES, profile_stages
-from .stages import (Batch, Crop, Decode, FrameSpec, KernelContext, KernelQuery, Normalise, Normalize, Pad,
-                     Resize, Stage, Undistort, Verdict, register_kernel, register_stage, registered_stages)
+from .stages import (Batch, Crop, Decode, FrameSpec, KernelContext, KernelQuery, KernelVerdict, Normalise, Normalize,
+                     Pad, Resize, Stage, Undistort, register_kernel, register_stage, registered_stages)
 from .target import Target
-from .types import Batch as FrameBatch
-from .types import Camera, Frame, PixelFormat, Rig
+from .types import Camera, Frame, FrameBatch, PixelFormat, Rig
 
 __all__ = [
     "__version__", "Pipeline", "Plan", "Target", "Rig", "Camera", "Frame", "FrameBatch", "PixelFormat",
     "Stage", "FrameSpec", "Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Batch", "Undistort",
-    "Verdict", "KernelQuery", "KernelContext", "register_kernel", "register_stage", "registered_stages", "PROFILES", "profile_stages",
+    "KernelVerdict", "KernelQuery", "KernelContext", "register_kernel", "register_stage", "registered_stages",
+    "PROFILES", "profile_stages",
     "DvpipeError", "ConfigError", "FrameError", "CorruptFrameError", "StaleBatchError", "PlanError",
     "BackendUnavailable", "MissingDependencyError",
     "load_deployment", "Runner", "register_source", "register_exporter", "probe", "latency",

@@ -29,7 +29,7 @@ from .planner import CameraPlan, Plan, PlanStep, plan_pipeline
 from .profiles import Profile, profile_metas, profile_stages
 from .stages.base import Stage
 from .stages.registry import KernelContext
-from .types import Batch, Frame, PixelFormat, Rig
+from .types import Frame, FrameBatch, PixelFormat, Rig
 from .video import VideoPacket
 
 
@@ -125,7 +125,7 @@ class Pipeline:
         # batch timelines not yet folded into `latency`: appending is the only per-batch cost
         self._unreported: deque = deque(maxlen=self.LATENCY_BACKLOG)
         self._latency: Optional[LatencyStats] = None
-        self._generations = [0] * output_buffers  # writes per output buffer (a stale Batch.images raises)
+        self._generations = [0] * output_buffers  # writes per output buffer (a stale FrameBatch.images raises)
         self._metas_builder: Optional[Mmdet3dMetas] = None  # metas_format="mmdet3d" (set_metas_format)
         self._metas_format: Optional[tuple[str, Any, str, float]] = None
         if metas_format != "per_camera" or pose is not None:
@@ -343,7 +343,7 @@ class Pipeline:
                     fallbacks.append((cp.camera.name, step.name, step.backend.name, step.fallback[0].backend.name, reason))
         return None
 
-    def process(self, frames: Mapping[str, Any], timeline: Optional[Timeline] = None) -> Batch:
+    def process(self, frames: Mapping[str, Any], timeline: Optional[Timeline] = None) -> FrameBatch:
         """Run one frame set.
 
         Args:
@@ -353,7 +353,7 @@ class Pipeline:
                 the true capture and arrival stamps) instead of a new one stamped here.
 
         Returns:
-            a :class:`~dvpipe.Batch`; ``images`` is a buffer of the pipeline's output ring.
+            a :class:`~dvpipe.FrameBatch`; ``images`` is a buffer of the pipeline's output ring.
 
         Raises:
             ConfigError: a key is not a camera of the rig (nothing is run).
@@ -363,7 +363,7 @@ class Pipeline:
         with self._serial:
             return self._process(frames, timeline)
 
-    def _process(self, frames: Mapping[str, Any], timeline: Optional[Timeline]) -> Batch:
+    def _process(self, frames: Mapping[str, Any], timeline: Optional[Timeline]) -> FrameBatch:
         names = self._names
         unknown = [k for k in frames if k not in self._name_set]
         if unknown:
@@ -372,7 +372,7 @@ class Pipeline:
         images = self._buffers[slot]
         self._next_buffer = (self._next_buffer + 1) % len(self._buffers)
         ring = self._generations
-        ring[slot] += 1  # a batch still pointing at this buffer is stale from here on (Batch.images raises)
+        ring[slot] += 1  # a batch still pointing at this buffer is stale from here on (FrameBatch.images raises)
         n = len(names)
         stamp = timeline is None  # the caller's timeline carries its own capture/arrival stamps
         tl = Timeline(index=self._count, counters_only=self.timing == "counters") if timeline is None else timeline
@@ -389,8 +389,8 @@ class Pipeline:
                 return
             value = frames[name]
             if stamp:
-                capture = to_monotonic_ns(value.capture_ns) if isinstance(value, Frame) else None
-                tl.set_frame(name, capture_ns=capture, arrival_ns=arrival)
+                capture = to_monotonic_ns(value.capture_epoch_ns) if isinstance(value, Frame) else None
+                tl.set_frame(name, capture_mono_ns=capture, arrival_ns=arrival)
             tl.record_checked("worker_wait", arrival, now_ns(), "wait", name, {})  # until a worker thread took it
             reasons[i] = self._run_camera(i, value, images[i], tl, fallbacks)
             ready[name] = now_ns()
@@ -423,7 +423,7 @@ class Pipeline:
             m = dict(m)
             value = frames.get(names[i])
             if isinstance(value, Frame):
-                m["capture_ns"], m["seq"] = value.capture_ns, value.seq
+                m["capture_epoch_ns"], m["seq"] = value.capture_epoch_ns, value.seq
             if valid[i] and self._corrupt[i]:
                 m["corrupt"], m["corrupt_reason"] = True, "; ".join(self._corrupt[i])
             metas.append(m)
@@ -432,7 +432,7 @@ class Pipeline:
             metas = [builder.sample(metas, names, valid)]
         if stamp:  # a caller's timeline (a deployment runner's) is the caller's to account
             self._unreported.append(tl)  # not finished: a model timed on it (batch.timeline.time) still counts
-        return Batch(images, metas, valid, drops, names, fallbacks, tl, ring=ring, slot=slot, generation=ring[slot])
+        return FrameBatch(images, metas, valid, drops, names, fallbacks, tl, ring=ring, slot=slot, generation=ring[slot])
 
     def _hand_over(self, images, tl: Timeline):
         """``batch.images`` on ``Batch(device=...)``: zero-copy on the CPU, one timed copy to a device."""
@@ -453,7 +453,7 @@ class Pipeline:
                   bytes=int(host.numel() * host.element_size()))
         return dev
 
-    def run(self, frame_sets: Iterable[Mapping[str, Any]]) -> Iterator[Batch]:
+    def run(self, frame_sets: Iterable[Mapping[str, Any]]) -> Iterator[FrameBatch]:
         """``process`` every frame set of an iterable, yielding batches."""
         for frames in frame_sets:
             yield self.process(frames)

@@ -2,7 +2,7 @@
 
 For every camera the planner walks the stage list. At each position it asks the backends in the
 user's preference order, first to last, for their registered kernels starting there (longest
-run first: that is fusion), and records every answer as a :class:`~dvpipe.stages.Verdict`. The
+run first: that is fusion), and records every answer as a :class:`~dvpipe.stages.KernelVerdict`. The
 first kernel that says yes becomes the step. For each step it also plans the same stages on the
 backends *after* the chosen one: that is the runtime fallback used when the step fails on a frame.
 
@@ -23,7 +23,7 @@ from .backends import BackendRef, availability, is_dvpp_placement, load_family, 
 from .errors import ConfigError, PlanError
 from .stages.base import FrameSpec, Stage, camera_matrix_of, matrix_of, output_spec_of
 from .stages.image import Batch, Pad, Transfer
-from .stages.registry import Kernel, KernelQuery, Verdict, kernels_at
+from .stages.registry import Kernel, KernelQuery, KernelVerdict, kernels_at
 from .types import Camera, PixelFormat
 
 __all__ = ["Plan", "CameraPlan", "PlanStep", "plan_pipeline", "input_spec"]
@@ -38,7 +38,7 @@ class PlanStep:
     backend: BackendRef
     spec_in: FrameSpec
     spec_out: FrameSpec
-    verdicts: list[tuple[str, Verdict]]
+    verdicts: list[tuple[str, KernelVerdict]]
     matrix: np.ndarray
     fallback: list["PlanStep"] = field(default_factory=list)
     #: for a step that moves data between memory domains: bytes per frame, and which way
@@ -58,7 +58,7 @@ class PlanStep:
         return self.stages[-1].op == "batch"
 
     @property
-    def chosen(self) -> Verdict:
+    def chosen(self) -> KernelVerdict:
         return self.verdicts[-1][1]
 
     def to_dict(self) -> dict:
@@ -237,7 +237,7 @@ def _specs_after(stages: Sequence[Stage], spec: FrameSpec, cam: Camera, offset: 
 
 
 def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec], cam: Camera,
-                prefs: Sequence[BackendRef], avail: dict[str, Verdict], fidelity: Fidelity, target: Any,
+                prefs: Sequence[BackendRef], avail: dict[str, KernelVerdict], fidelity: Fidelity, target: Any,
                 with_fallback: bool, live: Any = None) -> tuple[list[PlanStep], list[Stage], list[FrameSpec]]:
     """Plan ``stages`` (with ``specs[k]`` the spec after stage k); returns the steps and the stage and
     spec lists as detours left them."""
@@ -245,7 +245,7 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
     i = 0
     while i < len(stages):
         ops = [s.op for s in stages[i:]]
-        verdicts: list[tuple[str, Verdict]] = []
+        verdicts: list[tuple[str, KernelVerdict]] = []
         chosen: Optional[tuple[Kernel, BackendRef, int]] = None
         for p, ref in enumerate(prefs):
             if not avail[ref.name].ok:
@@ -253,9 +253,9 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
                 continue
             kernels = kernels_at(ops, ref.family)
             if not kernels:
-                verdicts.append((ref.name, Verdict.no(f"no {ref.family} kernel for {ops[0]}")))
+                verdicts.append((ref.name, KernelVerdict.no(f"no {ref.family} kernel for {ops[0]}")))
                 continue
-            best_no: Optional[Verdict] = None
+            best_no: Optional[KernelVerdict] = None
             for kern in kernels:
                 n = len(kern.ops)
                 query = KernelQuery(tuple(stages[i:i + n]), spec, tuple(specs[i:i + n]), cam, ref, fidelity, target)
@@ -276,8 +276,8 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
                                        f"{specs[-1].height} to {new_specs[-1].width}x{new_specs[-1].height}")
                     if problem is not None:
                         # dvpipe's policy (the batch size must not change), not a hardware limit
-                        v = Verdict(v.status if not v.ok else "declined", f"{v.reason}; declined: {problem}",
-                                    v.rule, v.source, v.detour)
+                        v = KernelVerdict(v.status if not v.ok else "declined", f"{v.reason}; declined: {problem}",
+                                          v.rule, v.source, v.detour)
                     else:
                         stages, specs = detoured, new_specs
                         assert v.replace is not None  # checked above (mypy loses it across the try)
@@ -345,7 +345,7 @@ def _download_step(spec_in: FrameSpec, picture: str = "NV12") -> PlanStep:
     t_out = spec_in.with_(placement="host", pixel_format=PixelFormat.BGR, dtype="uint8", channel_order="bgr")
     what = "BGR888 rows" if picture == "BGR888" else "NV12 -> BGR on the host"
     return PlanStep((Transfer(placement="host"),), kernels[0], ref, spec_in, t_out,
-                    [(ref.name, Verdict.yes(f"{spec_in.placement} -> host: download, {what}"))], np.eye(3))
+                    [(ref.name, KernelVerdict.yes(f"{spec_in.placement} -> host: download, {what}"))], np.eye(3))
 
 
 def _insert_transfers(steps: list[PlanStep]) -> list[PlanStep]:
@@ -376,7 +376,7 @@ def _insert_transfers(steps: list[PlanStep]) -> list[PlanStep]:
             assert ref is not None  # no kernels without a device side (raised above)
             st = Transfer(placement=dst)
             t_out = output_spec_of(st, step.spec_in, None)
-            out.append(PlanStep((st,), kernels[0], ref, step.spec_in, t_out, [(ref.name, Verdict.yes(f"{src} -> {dst}"))],
+            out.append(PlanStep((st,), kernels[0], ref, step.spec_in, t_out, [(ref.name, KernelVerdict.yes(f"{src} -> {dst}"))],
                                 np.eye(3)))
             step = dataclasses.replace(step, spec_in=t_out)
         if step.fallback:  # the fallback gets the failed step's input as it is at run time
@@ -436,7 +436,7 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
     when no backend can run a step (the message lists every backend's verdict). ``assume_available``: backend
     names planned as if this machine could run them (the probe asking what a device with torch_npu would do);
     their kernels still judge every step. ``live``: the measurements made on this device
-    (:class:`dvpipe.probe.live.LiveCache`, or any object with ``prefer(kernel, query, verdict) -> Verdict``);
+    (:class:`dvpipe.probe.live.LiveCache`, or any object with ``prefer(kernel, query, verdict) -> KernelVerdict``);
     a DVPP verdict planned against a ``target`` is replaced by what was measured there. Default None:
     the documented verdicts only (planning reads no file; ``dvpipe run`` / ``dvpipe probe`` pass the cache).
     """
@@ -462,7 +462,7 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
     for ref in prefs:
         if ref.name in assume_available and not avail[ref.name].ok:
             load_family(ref.family)
-            avail[ref.name] = Verdict.yes(f"assumed available (here: {avail[ref.name].reason})")
+            avail[ref.name] = KernelVerdict.yes(f"assumed available (here: {avail[ref.name].reason})")
 
     cam_plans = _plan_cameras(cameras, stages, prefs, avail, fidelity, target, live)
     # the batch has one placement: when the device route cannot take every camera, re-plan without it
@@ -473,7 +473,7 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
             break
         for ref in prefs:
             if ref.family == "aipp" and avail[ref.name].ok:
-                avail[ref.name] = Verdict("declined", why)
+                avail[ref.name] = KernelVerdict("declined", why)
         cam_plans = _plan_cameras(cameras, stages, prefs, avail, fidelity, target, live)
 
     sizes = {cp.out_size for cp in cam_plans}

@@ -140,7 +140,7 @@ def _frame_metas(frames: Mapping, names: Sequence[str]) -> list[dict]:
     out = []
     for name in names:
         f = frames.get(name)
-        out.append({"capture_ns": getattr(f, "capture_ns", None), "seq": getattr(f, "seq", None)})
+        out.append({"capture_epoch_ns": getattr(f, "capture_epoch_ns", None), "seq": getattr(f, "seq", None)})
     return out
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from .errors import ConfigError, DvpipeError, StaleBatchError  # noqa: F401 - StaleBatchError re-exported
 
-__all__ = ["PixelFormat", "Camera", "Distortion", "Rig", "Frame", "Batch", "StaleBatchError", "ENCODINGS",
+__all__ = ["PixelFormat", "Camera", "Distortion", "Rig", "Frame", "FrameBatch", "StaleBatchError", "ENCODINGS",
            "DISTORTION_MODELS"]
 
 #: Encodings a camera can declare. ``raw`` means the frames arrive as decoded HxWx3 BGR arrays; ``uyvy``,
@@ -472,7 +472,7 @@ class Frame:
     Attributes:
         camera: camera name.
         seq: sequence number of the frame in its source (0-based).
-        capture_ns: capture time, epoch nanoseconds as the source reports it.
+        capture_epoch_ns: capture time, epoch nanoseconds as the source reports it.
         data: bytes (``ENCODED``), or an array in ``pixel_format``.
         pixel_format: what ``data`` holds.
         img_aug: 3x3 image-plane transform already applied to ``data`` (original sensor pixel coords ->
@@ -482,7 +482,7 @@ class Frame:
 
     camera: str
     seq: int
-    capture_ns: int
+    capture_epoch_ns: int
     data: Any
     pixel_format: PixelFormat = PixelFormat.ENCODED
     img_aug: np.ndarray = field(default_factory=lambda: np.eye(3))
@@ -490,11 +490,12 @@ class Frame:
     def __repr__(self) -> str:
         d = f"{len(self.data)} bytes" if isinstance(self.data, (bytes, bytearray, memoryview)) else (
             f"array{tuple(self.data.shape)}" if hasattr(self.data, "shape") else type(self.data).__name__)
-        return f"Frame({self.camera!r}, seq={self.seq}, capture_ns={self.capture_ns}, {self.pixel_format.value}, {d})"
+        return (f"Frame({self.camera!r}, seq={self.seq}, capture_epoch_ns={self.capture_epoch_ns}, "
+                f"{self.pixel_format.value}, {d})")
 
 
 @dataclass
-class Batch:
+class FrameBatch:
     """The model input for one frame set.
 
     Attributes:
@@ -544,7 +545,7 @@ class Batch:
                 f"later frame set now (the pipeline reuses output_buffers={len(self.ring)} buffers); call "
                 "batch.keep() to own a copy, or raise output_buffers")
 
-    def keep(self) -> "Batch":
+    def keep(self) -> "FrameBatch":
         """A copy that owns its images (and writeable copies of the metas' arrays), valid forever.
 
         Raises:
@@ -557,7 +558,7 @@ class Batch:
             images = np.array(nv12_batch_to_host(images), copy=True)
         else:
             images = images.clone() if hasattr(images, "clone") else np.array(images, copy=True)
-        return Batch(images, _copy_metas(self.metas), np.array(self.valid, copy=True), list(self.drops),
+        return FrameBatch(images, _copy_metas(self.metas), np.array(self.valid, copy=True), list(self.drops),
                      tuple(self.cameras), list(self.fallbacks), self.timeline)
 
     def __getstate__(self) -> dict:
@@ -610,21 +611,21 @@ class Batch:
 
     def __repr__(self) -> str:
         shape = tuple(getattr(self.__dict__.get("_images"), "shape", ()))
-        return f"Batch(images{shape}, valid={self.valid.tolist()}, drops={len(self.drops)})"
+        return f"FrameBatch(images{shape}, valid={self.valid.tolist()}, drops={len(self.drops)})"
 
 
-def _get_images(batch: Batch):
+def _get_images(batch: FrameBatch):
     batch._check_fresh()
     return batch.__dict__["_images"]
 
 
-def _set_images(batch: Batch, value) -> None:
+def _set_images(batch: FrameBatch, value) -> None:
     batch.__dict__["_images"] = value
 
 
 # a data descriptor over the dataclass field: every read of batch.images checks the generation
-Batch.images = property(_get_images, _set_images,
-                        doc=cast(str, Batch.__doc__).split("Attributes:")[1].split("metas:")[0].strip())
+FrameBatch.images = property(_get_images, _set_images,
+                             doc=cast(str, FrameBatch.__doc__).split("Attributes:")[1].split("metas:")[0].strip())
 
 
 def _copy_metas(metas):

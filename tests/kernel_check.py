@@ -13,7 +13,7 @@ sizes, re-encoded as JPEG), at one fidelity:
   ``dvpp-sim`` before ``aipp-sim``) for everything else, so the rest of the pipeline is the oracle; the
   plan must really run the kernel there. Its batch is compared with the same stages planned on
   ``reference`` alone, within the bound :func:`tolerances.kernel_bound` gives. A detour the kernel
-  announces (``Verdict.replace``) is compared with the reference running the replacement stages.
+  announces (``KernelVerdict.replace``) is compared with the reference running the replacement stages.
 
 The ``reference`` backend's own kernels are the oracle of everything else; they are checked the other
 way round, against the CPU backend's independent implementation (:data:`ORACLE`). Transfer kernels are
@@ -42,7 +42,7 @@ from dvpipe.planner import input_spec
 from dvpipe.stages import Batch, Crop, Decode, Normalise, Pad, Resize
 from dvpipe.stages.base import FrameSpec, Stage
 from dvpipe.stages import registry
-from dvpipe.stages.registry import Kernel, KernelQuery, Verdict
+from dvpipe.stages.registry import Kernel, KernelQuery, KernelVerdict
 
 import tolerances
 
@@ -336,7 +336,7 @@ class Outcome:
 
     case: Case
     backend: str
-    verdict: Verdict
+    verdict: KernelVerdict
     max_err: float = float("nan")
     bound: Optional[tolerances.Bound] = None
     problem: str = ""  # empty when the case passed
@@ -352,7 +352,7 @@ def run_case(kernel: Kernel, case: Case, backend: str, target: Any) -> Outcome:
     try:
         return _run_case(kernel, case, backend, target)
     except Exception as e:  # noqa: BLE001 - reported as the case's problem, with the others
-        return Outcome(case, backend, Verdict.yes(), problem=f"raised {type(e).__name__}: {e}")
+        return Outcome(case, backend, KernelVerdict.yes(), problem=f"raised {type(e).__name__}: {e}")
 
 
 def _run_case(kernel: Kernel, case: Case, backend: str, target: Any) -> Outcome:
@@ -377,7 +377,7 @@ def _run_case(kernel: Kernel, case: Case, backend: str, target: Any) -> Outcome:
         if not ran:  # the planner's own policy declined it (e.g. a detour that would change the batch size)
             at = steps[start] if start < len(steps) else steps[-1]
             mine = [v for b, v in at.verdicts if b == backend]
-            v = mine[-1] if mine else Verdict("declined", "")
+            v = mine[-1] if mine else KernelVerdict("declined", "")
             return Outcome(case, backend, v, problem="" if v.reason.strip() and not v.ok else
                            f"the kernel accepted but the plan does not run it and gives no reason:\n{pipe.plan}")
         batch = pipe.process({"CAM0": photo_jpeg(case.size, case.photo)})

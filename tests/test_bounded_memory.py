@@ -19,7 +19,7 @@ def timeline(i: int, cameras: int = 3) -> Timeline:
     tl = Timeline(index=i)
     base = i * 1_000_000
     for c in range(cameras):
-        tl.set_frame(f"C{c}", capture_ns=base, arrival_ns=base + 10)
+        tl.set_frame(f"C{c}", capture_mono_ns=base, arrival_ns=base + 10)
         tl.record("decode", base + 20, base + 30, "host", camera=f"C{c}", unit="cpu")
     tl.record("model", base + 40, base + 50, "model")
     tl.finish()

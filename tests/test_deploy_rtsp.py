@@ -76,7 +76,7 @@ def test_rtsp_source_reads_access_units(codec):
     sent = [split_nal_units(au) for au in aus]
     got = [[n for u in it.frame.data.units if hasattr(u, "data") for n in split_nal_units(u.data)] for it in items]
     assert got == sent[:12]  # whole access units, Annex B, one per frame (no B-frames: no look-ahead)
-    caps = [it.frame.capture_ns for it in items]
+    caps = [it.frame.capture_epoch_ns for it in items]
     assert caps == sorted(caps)
 
 

@@ -66,7 +66,7 @@ def test_metas_carry_set_time_skew_and_capture():
         metas.append([dict(m) for m in rb.batch.metas])
     assert_accounted(r.finish())
     m = metas[1][1]
-    assert m["set_time_ns"] == m["capture_ns"] - m["sync_skew_ns"] and m["stale"] is False
+    assert m["set_time_ns"] == m["capture_epoch_ns"] - m["sync_skew_ns"] and m["stale"] is False
     assert m["seq"] == 1 and "lidar2img" in m
 
 

@@ -51,7 +51,7 @@ def test_image_sequence_reads_capture_times_from_file_names(samples_dir, scene):
     cam = Camera("CAM_BACK", 1600, 900)
     items = read_all(ImageSequence(cam, cfg("images", str(samples_dir / "frames" / "CAM_BACK"))))
     expected = [ts["frames"]["CAM_BACK"]["capture_time_ns"] for ts in scene["timestamps"]]
-    assert [it.frame.capture_ns for it in items] == expected
+    assert [it.frame.capture_epoch_ns for it in items] == expected
     assert [it.frame.seq for it in items] == list(range(len(expected)))
     assert all(it.frame.data[:3] == b"\xff\xd8\xff" and it.capture_mono_ns is None for it in items)
     assert all(it.read_span_ns[1] >= it.read_span_ns[0] for it in items)
@@ -70,7 +70,7 @@ def test_nuscenes_style_names_in_microseconds_and_offsets(tmp_path):
     c = SourceConfig("images", str(tmp_path), {"unit": "auto"}, offset_ms=2.5)
     src = ImageSequence(Camera("CAM_FRONT", 8, 8), c)
     items = read_all(src)
-    assert [it.frame.capture_ns for it in items] == [1532402927612460000 + 2_500_000, 1532402928112460000 + 2_500_000]
+    assert [it.frame.capture_epoch_ns for it in items] == [1532402927612460000 + 2_500_000, 1532402928112460000 + 2_500_000]
 
 
 @pytest.mark.parametrize("kind", ["yaml", "csv", "kitti"])
@@ -96,13 +96,13 @@ def test_sidecar_timestamps(tmp_path, kind):
         opts = {}
     src = ImageSequence(Camera("CAM2", 8, 8, "png"), cfg("images", str(tmp_path / "img"), timestamps="sidecar",
                                                           sidecar=str(side), **opts))
-    assert [it.frame.capture_ns for it in read_all(src)] == expected
+    assert [it.frame.capture_epoch_ns for it in read_all(src)] == expected
 
 
 def test_fps_timestamps_and_errors(tmp_path):
     _write_images(tmp_path, ["a.jpg", "b.jpg", "c.jpg"])
     src = ImageSequence(Camera("C", 8, 8), cfg("images", str(tmp_path), timestamps="fps", fps=4.0, start_ns=10))
-    assert [it.frame.capture_ns for it in read_all(src)] == [10, 250_000_010, 500_000_010]
+    assert [it.frame.capture_epoch_ns for it in read_all(src)] == [10, 250_000_010, 500_000_010]
     with pytest.raises(SourceError, match="no digits in the file name"):
         ImageSequence(Camera("C", 8, 8), cfg("images", str(tmp_path))).open()
     with pytest.raises(SourceError, match="no images in"):
@@ -115,7 +115,7 @@ def test_video_file_pts_give_the_capture_times(samples_dir, scene):
         pytest.skip("samples/video not generated (python tools/make_video_sample.py)")
     items = read_all(VideoFile(Camera("CAM_FRONT_LEFT", 1600, 900, "h264"), cfg("video", str(path))))
     expected = [ts["frames"]["CAM_FRONT_LEFT"]["capture_time_ns"] for ts in scene["timestamps"]]
-    got = [it.frame.capture_ns for it in items]
+    got = [it.frame.capture_epoch_ns for it in items]
     assert len(got) == len(expected)
     assert max(abs(a - b) for a, b in zip(got, expected)) <= 6_000  # pts in 1/90000 s
     first = [u for u in items[0].frame.data.units if isinstance(u, AccessUnit)][0].data
@@ -146,7 +146,7 @@ def test_elementary_stream(tmp_path, codec):
     assert [u.data for it in items for u in it.frame.data.units if isinstance(u, AccessUnit)] == aus
     assert [it.keyframe for it in items] == [k % 5 == 0 for k in range(10)]
     assert [it.frame.data.want for it in items] == list(range(10))  # presentation indices
-    assert [it.frame.capture_ns for it in items] == [7 + k * 50_000_000 for k in range(10)]
+    assert [it.frame.capture_epoch_ns for it in items] == [7 + k * 50_000_000 for k in range(10)]
 
 
 @pytest.mark.parametrize("encoding", ["jpeg", "png", "raw", "h264"])
@@ -155,7 +155,7 @@ def test_synthetic_source_renders_each_encoding(encoding):
     src = SyntheticSource(cam, cfg("synthetic", fps=25.0, cycle=4, frames=6, realtime=False, start_ns=1000))
     items = read_all(src)
     assert len(items) == 6
-    assert [it.frame.capture_ns for it in items] == [1000 + k * 40_000_000 for k in range(6)]
+    assert [it.frame.capture_epoch_ns for it in items] == [1000 + k * 40_000_000 for k in range(6)]
     if encoding == "raw":
         assert items[0].frame.data.shape == (48, 80, 3) and items[0].frame.pixel_format is PixelFormat.BGR
     elif encoding == "h264":
@@ -176,7 +176,7 @@ def test_synthetic_live_camera_is_paced_and_skips_what_it_missed():
     time.sleep(0.05)  # ~5 periods pass without reading: a live camera does not keep them
     b = src.read()
     src.close()
-    assert b.frame.capture_ns - a.frame.capture_ns >= 40_000_000
+    assert b.frame.capture_epoch_ns - a.frame.capture_epoch_ns >= 40_000_000
     assert b.capture_mono_ns is not None and b.frame.seq == a.frame.seq + 1
 
 
@@ -184,7 +184,7 @@ def test_looped_recording_continues_capture_times_and_sequence(tmp_path):
     _write_images(tmp_path, ["100.jpg", "200.jpg", "300.jpg"])
     src = Looped(ImageSequence(Camera("C", 8, 8), cfg("images", str(tmp_path), unit="ns")))
     items = read_all(src, limit=7)
-    assert [it.frame.capture_ns for it in items] == [100, 200, 300, 400, 500, 600, 700]
+    assert [it.frame.capture_epoch_ns for it in items] == [100, 200, 300, 400, 500, 600, 700]
     assert [it.frame.seq for it in items] == list(range(7))
 
 
@@ -298,7 +298,7 @@ def test_looped_paced_elementary_stream_never_pauses_between_passes(tmp_path, co
     src = Paced(Looped(ElementaryStream(Camera("C", 64, 48, codec), cfg("elementary", str(path), codec=codec,
                                                                          fps=10.0, start_ns=5))), clock)
     items = read_all(src, limit=24)
-    assert [it.frame.capture_ns for it in items] == [5 + k * 100_000_000 for k in range(24)]
+    assert [it.frame.capture_epoch_ns for it in items] == [5 + k * 100_000_000 for k in range(24)]
     assert [it.frame.seq for it in items] == list(range(24))
     assert fake.waits_ns == [100_000_000] * 23
     assert [it.capture_mono_ns for it in items] == [1_000_000_000 + k * 100_000_000 for k in range(24)]
@@ -333,7 +333,7 @@ def test_camera_is_expanded_in_pattern(tmp_path):
         items = read_all(open_source(dep.rig[c.name], c.source))
         expected = sorted(p for p in glob.glob(str(folder / "*.jpg")) if f"__{c.name}__" in p)
         assert len(items) == len(expected) == 2
-        assert [it.frame.capture_ns for it in items] == [int(Path(p).stem.rsplit("__", 1)[1]) * 1000 for p in expected]
+        assert [it.frame.capture_epoch_ns for it in items] == [int(Path(p).stem.rsplit("__", 1)[1]) * 1000 for p in expected]
 
 
 def test_validate_fails_on_a_pattern_that_matches_nothing(tmp_path, capsys):
@@ -373,7 +373,7 @@ def test_a_single_sample_rigs_image_and_capture_time_are_used(tmp_path):
     (tmp_path / "dep.yaml").write_text(yaml.safe_dump(d))
     dep = load_deployment(tmp_path / "dep.yaml")
     got = {c.name: read_all(open_source(dep.rig[c.name], c.source)) for c in dep.cameras}
-    assert {k: [(it.frame.capture_ns, len(it.frame.data)) for it in v] for k, v in got.items()} == {
+    assert {k: [(it.frame.capture_epoch_ns, len(it.frame.data)) for it in v] for k, v in got.items()} == {
         "CAM_FRONT": [(1532402927612460000, (tmp_path / "front.jpg").stat().st_size)],
         "CAM_FRONT_LEFT": [(1532402927604799000, (tmp_path / "left.jpg").stat().st_size)]}
     # a deployment that gives the cameras a source: the rig's frame keys are not used, and it says so

@@ -125,7 +125,7 @@ def test_slow_pipeline_drops_video_frames_without_breaking_the_decoder():
         it = rb.frame_set.members.get("CAM0")
         if it is None or not rb.batch.valid[i]:
             continue
-        k = round((it.frame.capture_ns - r._sources["CAM0"]._t0_wall) * 60 / 1e9)  # noqa: SLF001
+        k = round((it.frame.capture_epoch_ns - r._sources["CAM0"]._t0_wall) * 60 / 1e9)  # noqa: SLF001
         want = (cycle[k % 8].transpose(2, 0, 1).astype(np.float32) - 128) / 64
         np.testing.assert_allclose(rb.batch.images[i], want, **tol("video_batch").allclose)
         checked += 1

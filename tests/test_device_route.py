@@ -299,10 +299,10 @@ def test_torch_npu_route_reads_the_dvpp_picture_device_to_device(samples, monkey
     torch = pytest.importorskip("torch")
     from dvpipe.backends import torch_device as td
     from dvpipe.backends._torch import device as devmod
-    from dvpipe.stages.registry import Verdict
+    from dvpipe.stages.registry import KernelVerdict
 
     real_av, real_res = td.available, devmod.resolve_device
-    monkeypatch.setattr(td, "available", lambda ref, target=None: Verdict.yes("stand-in")
+    monkeypatch.setattr(td, "available", lambda ref, target=None: KernelVerdict.yes("stand-in")
                         if ref.device.startswith("npu") else real_av(ref, target))
     monkeypatch.setattr(devmod, "resolve_device", lambda name: torch.device("cpu") if name.startswith("npu")
                         else real_res(name))

@@ -11,7 +11,7 @@ import pytest
 import dvpipe as dv
 from dvpipe.backends.dvpp import TOLERANCES, _acl, pool_for
 from dvpipe.backends.dvpp.support import StepRefused
-from dvpipe.backends.dvpp.testing import error_stats, h264_stream, synthetic_bgr, within
+from dvpipe.backends.dvpp.testing import error_stats, h264_stream, synthetic_bgr, tolerance_violations
 from dvpipe.backends.dvpp.vdec import VdecEngine, access_units, decode_stream
 
 av = pytest.importorskip("av")
@@ -36,7 +36,7 @@ def test_annexb_stream_decodes_in_display_order(bframes):
     ref = _pyav_decode(data, "h264")
     assert [f.index for f in out] == list(range(10)) and len(ref) == 10
     for got, want in zip(out, ref):  # same pictures, same order (display order, also with B-frames)
-        assert not within(error_stats(got.image, want), TOLERANCES[("vdec", "synthetic")])
+        assert not tolerance_violations(error_stats(got.image, want), TOLERANCES[("vdec", "synthetic")])
     rt = _acl.runtime("sim", T310P)
     assert pool_for(rt).stats().in_use == 0  # every input and output buffer went back to the pool
 
@@ -224,7 +224,7 @@ def test_video_source_frames_decode_on_vdec_in_display_order(bframes):
             b = pipe.process({"V": p})
             assert b.valid.all() and not b.fallbacks and not b.drops, (k, b.drops, b.fallbacks)
             got = np.asarray(b.images[0]).transpose(1, 2, 0)
-            assert not within(error_stats(got, ref[k]), TOLERANCES[("vdec", "synthetic")]), k
+            assert not tolerance_violations(error_stats(got, ref[k]), TOLERANCES[("vdec", "synthetic")]), k
 
 
 def test_report_timeout_code_507012_is_a_timeout_not_an_error():

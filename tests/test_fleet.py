@@ -44,7 +44,7 @@ def _deployment(path, source: dict, encoding: str = "jpeg") -> str:
 def _image_drive(root, k: int, sets: int, *, fast_cam2: bool = False, corrupt=None, missing=None) -> list:
     """Camera folders of <capture ns>.jpg at 10 fps (CAM2 at 20 fps with ``fast_cam2``), and the frame
     sets they must give under sync ``anchor: CAM0, tolerance 40 ms``, worked out from the design:
-    ``[(T, {camera: (seq, capture_ns, path)}, {camera: first word of its reason})]``."""
+    ``[(T, {camera: (seq, capture_epoch_ns, path)}, {camera: first word of its reason})]``."""
     files: dict[str, list] = {}
     for c in range(3):
         d = root / f"CAM{c}"
@@ -153,7 +153,7 @@ def test_the_index_forms_the_expected_frame_sets(image_fleet):
     for r in rows:
         t, members, why = image_fleet["expected"][r["set_id"]]
         assert r["time_ns"] == t
-        for cam, src, seq, cap, reason in zip(r["cameras"], r["sources"], r["seqs"], r["capture_ns"], r["reasons"],
+        for cam, src, seq, cap, reason in zip(r["cameras"], r["sources"], r["seqs"], r["capture_epoch_ns"], r["reasons"],
                                                      strict=True):
             if cam in members:
                 assert (seq, cap, src) == members[cam] and reason is None
@@ -327,6 +327,17 @@ def test_cli_index_and_one_line_errors(image_fleet, tmp_path, capsys):
     assert len(err) == 1 and "--index INDEX.parquet and --out DIR are required" in err[0]
     with pytest.raises(ConfigError, match="no such file"):
         read_index(str(tmp_path / "none.parquet"))
+
+
+def test_an_index_with_the_old_capture_ns_column_reads_back(image_fleet, tmp_path):
+    import pyarrow.parquet as pq
+
+    from dvpipe.fleet import read_index
+
+    table = pq.read_table(image_fleet["index"])
+    old = table.rename_columns(["capture_ns" if n == "capture_epoch_ns" else n for n in table.column_names])
+    pq.write_table(old.replace_schema_metadata(table.schema.metadata), tmp_path / "old.parquet")
+    assert read_index(str(tmp_path / "old.parquet"))[0] == image_fleet["rows"]
 
 
 # ------------------------------------------------------------------------------ on a real Ray cluster

@@ -121,7 +121,7 @@ def ffmpeg_reference(files: dict, dep, rows) -> dict:
     pipe = Pipeline(raw_rig, list(dep.pipeline.stages), ("cpu",))
     ref = {}
     for row in rows:
-        b = pipe.process({c: decoded[c][t] for c, t in zip(row["cameras"], row["capture_ns"]) if t is not None})
+        b = pipe.process({c: decoded[c][t] for c, t in zip(row["cameras"], row["capture_epoch_ns"]) if t is not None})
         ref[row["set_id"]] = (np.array(b.images, copy=True), b.valid.copy())
     pipe.close()
     return ref
@@ -178,7 +178,7 @@ def test_the_index_marks_starts_where_every_camera_has_a_keyframe_at_or_before_i
     assert all(len(k) >= 5 for k in keys.values())  # short GOPs: several keyframes per camera
     for r in rows:
         for k, cam in enumerate(r["cameras"]):
-            t = r["capture_ns"][k]
+            t = r["capture_epoch_ns"][k]
             latest = max(x for x in keys[cam] if x <= t)  # the container's latest keyframe at or before it
             assert r["key_ns"][k] == latest, (r["set_id"], cam)
             # decode-only pictures: those the file has after that keyframe (decode order) presented before t
@@ -262,8 +262,8 @@ def test_a_seek_that_lands_after_the_keyframe_falls_back_to_the_start(drive):
     src.open()
     assert src.seeked
     st = _Stream(src, "h264" if "h264" in drive["flavour"] else "h265", keys[2], plain)
-    held, item = st.take(row["seqs"][0], row["capture_ns"][0])
-    assert item is not None and item.frame.capture_ns == row["capture_ns"][0] and item.frame.seq == row["seqs"][0]
+    held, item = st.take(row["seqs"][0], row["capture_epoch_ns"][0])
+    assert item is not None and item.frame.capture_epoch_ns == row["capture_epoch_ns"][0] and item.frame.seq == row["seqs"][0]
     assert not st.seeked and st.demuxed_only == [t for t, _ in pk].index(keys[2])
     units = [u for h in held + [item] for u in h.frame.data.units]
     assert units[0] == "reset" and units[1].keyframe and units[1].pts_ns + START == keys[2]

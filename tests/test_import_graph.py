@@ -150,7 +150,7 @@ def test_the_planner_takes_the_live_cache_it_is_given_and_reads_none_itself():
     import dvpipe as dv
     from dvpipe.backends.dvpp.testing import kitti_rig
     from dvpipe.planner import plan_pipeline
-    from dvpipe.stages.registry import Verdict
+    from dvpipe.stages.registry import KernelVerdict
 
     class Measured:
         """A live cache saying the device failed every DVPP decode it was asked about."""
@@ -161,7 +161,7 @@ def test_the_planner_takes_the_live_cache_it_is_given_and_reads_none_itself():
         def prefer(self, kernel, query, documented):
             self.asked.append((kernel.name, tuple(s.op for s in query.stages)))
             if query.stages[0].op == "decode":
-                return Verdict.no("measured on this device: failed")
+                return KernelVerdict.no("measured on this device: failed")
             return documented
 
     rig = kitti_rig("jpeg")

@@ -70,7 +70,7 @@ def test_each_sample_is_one_frame_set_at_the_files_capture_times(tmp_path, layou
         assert batch.valid.all()
         for cam in ORDER:
             # the file stores microseconds (v0.x) or seconds (v1.x): the ns of the file names, to the us
-            assert fs.members[cam].frame.capture_ns == want["frames"][cam]["capture_time_ns"] // 1000 * 1000
+            assert fs.members[cam].frame.capture_epoch_ns == want["frames"][cam]["capture_time_ns"] // 1000 * 1000
     # the images are the files the info names, preprocessed as BEVFormer does (first set)
     fs, batch = sets[0]
     rig = dv.Rig.from_yaml(SAMPLES / "rig.yaml")
@@ -199,7 +199,7 @@ def test_a_rig_camera_reads_the_files_camera_named_in_camera(tmp_path):
     (tmp_path / "rig.yaml").write_text(yaml.safe_dump(rig))
     d = _deployment(path, rig=tmp_path / "rig.yaml", camera="CAM_FRONT")
     sets = _run(d)
-    assert [fs.members["FRONT"].frame.capture_ns for fs, _b in sets] == [
+    assert [fs.members["FRONT"].frame.capture_epoch_ns for fs, _b in sets] == [
         fs["frames"]["CAM_FRONT"]["capture_time_ns"] for fs in SCENE["timestamps"]]
 
 
@@ -245,7 +245,7 @@ def test_a_real_nuscenes_sample_groups_into_one_set():
     assert len(sets) == 1
     fs, batch = sets[0]
     assert batch.valid.all()
-    assert {c: fs.members[c].frame.capture_ns for c in fs.members} == {c["name"]: c["capture_time_ns"]
+    assert {c: fs.members[c].frame.capture_epoch_ns for c in fs.members} == {c["name"]: c["capture_time_ns"]
                                                                        for c in rig["cameras"]}
 
 

@@ -19,7 +19,7 @@ import pytest
 
 import dvpipe as dv
 import kernel_check as kc
-from dvpipe.stages.registry import KernelContext, Verdict, register_kernel
+from dvpipe.stages.registry import KernelContext, KernelVerdict, register_kernel
 
 LOADED = kc.load_all_families()
 KERNELS = kc.registered_kernels()
@@ -166,10 +166,10 @@ def test_a_toy_kernel_refusing_must_say_why(toy_kernel):
     def toy_normalise_refuses(data, stages, ctx):
         raise AssertionError("never runs: it refuses every query")
 
-    kernel = toy_kernel(toy_normalise_refuses, supports=lambda q: Verdict.no("toy: float16 only"))
+    kernel = toy_kernel(toy_normalise_refuses, supports=lambda q: KernelVerdict.no("toy: float16 only"))
     outcomes = kc.check_kernel(kernel)
     assert outcomes and all(o.refused and o.verdict.reason == "toy: float16 only" for o in outcomes)
-    silent = toy_kernel(toy_normalise_refuses, supports=lambda q: Verdict("rejected", ""))
+    silent = toy_kernel(toy_normalise_refuses, supports=lambda q: KernelVerdict("rejected", ""))
     with pytest.raises(AssertionError, match="without a reason"):
         kc.check_kernel(silent)
 

@@ -182,7 +182,7 @@ def test_device_queueing_places_second_op_after_first(clock):
 def test_end_to_end_equals_sum_of_parts_for_a_sequential_chain(clock):
     stats = LatencyStats()
     for i in range(12):
-        tl = Timeline(index=i, camera="CAM_FRONT", capture_ns=clock.now())
+        tl = Timeline(index=i, camera="CAM_FRONT", capture_mono_ns=clock.now())
         tl.arrived()
         with tl.span("decode"):
             clock.sleep(0.006)
@@ -215,7 +215,7 @@ def _synthetic(durations_ms_by_step: dict[str, list[float]], cameras=("CAM_FRONT
         t_end = 0
         for cam in cameras:
             t = 1_000_000_000 * (i + 1)
-            tl.set_frame(cam, capture_ns=t - MS, arrival_ns=t)
+            tl.set_frame(cam, capture_mono_ns=t - MS, arrival_ns=t)
             for name, values in durations_ms_by_step.items():
                 d = int(values[i] * MS)
                 tl.record(name, t, t + d, camera=cam)
@@ -282,7 +282,7 @@ def test_counters_only_gives_the_same_counts_and_sums():
             tl = Timeline(index=i, counters_only=counters_only)
             base = (i + 1) * 10**9
             for c, cam in enumerate(("CAM_FRONT", "CAM_BACK")):
-                tl.set_frame(cam, capture_ns=base, arrival_ns=base + 100)
+                tl.set_frame(cam, capture_mono_ns=base, arrival_ns=base + 100)
                 f = Timeline(camera=cam, counters_only=counters_only)
                 f.record("decode", base + 200, base + 200 + (i + 1 + c) * MS)
                 f.record("h2d", base + 10 * MS, base + 11 * MS, kind="transfer")
@@ -336,7 +336,7 @@ def test_reservoir_keeps_exact_count_sum_max():
 def test_critical_path_and_assembly_wait_attribution():
     tl = Timeline(index=0)
     for cam, arrival, work in (("A", 0, 5), ("B", 1, 9), ("C", 2, 3)):
-        tl.set_frame(cam, capture_ns=-2 * MS, arrival_ns=arrival * MS)
+        tl.set_frame(cam, capture_mono_ns=-2 * MS, arrival_ns=arrival * MS)
         tl.record("decode", arrival * MS, (arrival + work) * MS, camera=cam)
     ready = {"A": 5 * MS, "B": 10 * MS, "C": 5 * MS}
     wait = tl.record_assembly(ready)
@@ -403,10 +403,10 @@ def test_timeline_time_span_errors_and_threads():
 def test_frame_timelines_merge_into_a_batch():
     batch = Timeline(index=3)
     for cam, cap in (("A", 100), ("B", 50)):
-        f = Timeline(camera=cam, capture_ns=cap, arrival_ns=cap + 10)
+        f = Timeline(camera=cam, capture_mono_ns=cap, arrival_ns=cap + 10)
         f.add(Span("decode", cap + 10, cap + 30))
         batch.merge(f)
-    assert batch.capture_ns == 50 and batch.arrival_ns == 60  # oldest frame
+    assert batch.capture_mono_ns == 50 and batch.arrival_ns == 60  # oldest frame
     assert {s.camera for s in batch.spans} == {"A", "B"}
     assert batch.step_names() == ["decode"]
     assert batch.end_to_end_ns() == 130 - 50 and batch.end_to_end_ns("arrival") == 130 - 60  # last span end

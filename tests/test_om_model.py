@@ -18,7 +18,7 @@ from dvpipe.device import DeviceTensor
 from dvpipe.errors import ConfigError
 from dvpipe.latency.timeline import Timeline
 from dvpipe.models import ModelInputError, OmModel, from_config, parse_config, sim_model
-from dvpipe.types import Batch
+from dvpipe.types import FrameBatch
 
 TARGET = dvpipe.Target("Ascend310P3", "8.0.0")
 MEAN = (123.675, 116.28, 103.53)  # mmdet3d img_norm_cfg, RGB order
@@ -154,7 +154,7 @@ def test_device_tensor_with_static_aipp_receives_the_normalised_tensor(src, cont
         assert m.inputs[0].nbytes == n * sw * sh * 3 // 2 and m.inputs[0].aipp == "static"
         tensor, ptr = _device_tensor(m, nv12)
         h2d_before = m.runtime.acl.memory.rt.allocations
-        batch = Batch(images=tensor, metas=[{}] * n, valid=np.ones(n, bool), drops=[], cameras=("A", "B"),
+        batch = FrameBatch(images=tensor, metas=[{}] * n, valid=np.ones(n, bool), drops=[], cameras=("A", "B"),
                              timeline=tl)
         (got,) = m(batch)
         m.runtime.free(ptr)
@@ -187,7 +187,7 @@ def test_host_batch_is_uploaded_once_and_counted():
     key = sim_model(fn, inputs=[((n, 3, h, w), "float16")], outputs=[((n, 3), "float32")])
     images = np.random.default_rng(1).normal(size=(n, 3, h, w)).astype(np.float32)
     tl = Timeline()
-    batch = Batch(images=images, metas=[{}] * n, valid=np.ones(n, bool), drops=[], cameras=("a", "b", "c"),
+    batch = FrameBatch(images=images, metas=[{}] * n, valid=np.ones(n, bool), drops=[], cameras=("a", "b", "c"),
                          timeline=tl)
     with _om(key) as m:
         (got,) = m(batch)

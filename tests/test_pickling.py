@@ -1,4 +1,4 @@
-"""Batch / Pipeline pickling, batch.keep(), and the generation counter on reused output buffers."""
+"""FrameBatch / Pipeline pickling, batch.keep(), and the generation counter on reused output buffers."""
 from __future__ import annotations
 
 import multiprocessing as mp

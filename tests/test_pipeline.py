@@ -129,7 +129,7 @@ def test_inputs_paths_arrays_png_gray_progressive_subsamplings(tmp_path):
 
 
 def test_plan_table_json_and_verdicts_for_rejecting_backend():
-    @dv.register_kernel("normalise", backend="picky", supports=lambda q: dv.Verdict.no("picky only takes 32-wide images"),
+    @dv.register_kernel("normalise", backend="picky", supports=lambda q: dv.KernelVerdict.no("picky only takes 32-wide images"),
                         replace=True)
     def _never(data, stages, ctx):  # pragma: no cover - rejected at plan time
         raise AssertionError
@@ -210,9 +210,9 @@ def test_detour_replaces_stages_and_geometry_follows():
     def needs_even(q):
         h = q.spec_in.height
         if h % 2 == 0:
-            return dv.Verdict.yes()
-        return dv.Verdict.yes("odd height", detour="drops the last row; principal point unchanged",
-                              replace=(dv.Crop(left=0, top=0, width=q.spec_in.width, height=h - 1), q.stages[0]))
+            return dv.KernelVerdict.yes()
+        return dv.KernelVerdict.yes("odd height", detour="drops the last row; principal point unchanged",
+                                    replace=(dv.Crop(left=0, top=0, width=q.spec_in.width, height=h - 1), q.stages[0]))
 
     @dv.register_kernel("normalise", backend="evenonly", supports=needs_even, replace=True)
     def _even_normalise(data, stages, ctx):

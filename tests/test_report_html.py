@@ -59,7 +59,7 @@ def _stats() -> tuple[LatencyStats, dict]:
     for i in range(20):
         tl = Timeline(index=i)
         for cam, k in (("A", 1), ("B", 2)):  # A reports first: first-seen order is not rig order
-            tl.set_frame(cam, capture_ns=0, arrival_ns=0)
+            tl.set_frame(cam, capture_mono_ns=0, arrival_ns=0)
             tl.record("decode", 0, (i + 1) * k * MS, camera=cam)
             truth[("decode", cam)].append((i + 1) * k * MS)
         tl.record("warp", 0, (i % 3 + 1) * MS, camera="A")

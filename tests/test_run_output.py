@@ -81,7 +81,7 @@ def test_the_stop_line_names_the_flag_only_when_the_user_passed_it(tmp_path, cap
 # -------------------------------------------------------------------------------- warm-up
 def _timeline(index: int, decode_ms: float) -> Timeline:
     tl = Timeline(index=index)
-    tl.set_frame("A", capture_ns=0, arrival_ns=0)
+    tl.set_frame("A", capture_mono_ns=0, arrival_ns=0)
     tl.record("decode", 0, int(decode_ms * MS), camera="A")
     tl.finish(int(decode_ms * MS) + MS)
     return tl
@@ -116,7 +116,7 @@ def test_the_critical_camera_is_the_slow_one_not_the_one_a_worker_took_last():
     last. The set waited for A's work; B only for the thread. The old rule (last chain end) said B."""
     tl = Timeline(index=0)
     for cam in ("A", "B"):
-        tl.set_frame(cam, capture_ns=0, arrival_ns=0)
+        tl.set_frame(cam, capture_mono_ns=0, arrival_ns=0)
     tl.record("decode", 0, 9 * MS, camera="A")
     tl.record("worker_wait", 0, 9 * MS, kind="wait", camera="B")
     tl.record("decode", 9 * MS, 11 * MS, camera="B")
@@ -130,7 +130,7 @@ def test_critical_camera_ties_go_to_rig_order_whatever_the_thread_order():
     def tl_with(first: str, second: str) -> Timeline:
         tl = Timeline(index=0)
         for cam in (first, second):  # the order the cameras' threads reported in
-            tl.set_frame(cam, capture_ns=0, arrival_ns=0)
+            tl.set_frame(cam, capture_mono_ns=0, arrival_ns=0)
             tl.record("decode", 0, 4 * MS, camera=cam)
         tl.finish(5 * MS)
         return tl

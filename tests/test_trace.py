@@ -25,7 +25,7 @@ def make_batches(n: int = 4) -> list[Timeline]:
         tl = Timeline(index=b, attrs={"plan": "dvpp-sim"})
         ready = {}
         for c, cam in enumerate(CAMERAS):
-            f = Timeline(camera=cam, capture_ns=base - 3 * MS, arrival_ns=base + c * MS)
+            f = Timeline(camera=cam, capture_mono_ns=base - 3 * MS, arrival_ns=base + c * MS)
             t = base + c * MS
             f.record("queue_wait", t, t + MS // 2, kind="wait")
             t += MS // 2
@@ -126,7 +126,7 @@ def test_trace_writer_streams_timelines_from_a_live_run(tmp_path):
     path = tmp_path / "out" / "live.json"
     with TraceWriter(path, metadata={"deployment": "test"}) as tw:
         for i in range(3):
-            tl = Timeline(index=i, capture_ns=now_ns())
+            tl = Timeline(index=i, capture_mono_ns=now_ns())
             tl.arrived()
 
             def work(batch: Timeline, cam: str) -> None:
@@ -148,7 +148,7 @@ def test_trace_writer_streams_timelines_from_a_live_run(tmp_path):
 
 
 def test_counters_only_timelines_survive_a_trace():
-    tl = Timeline(index=0, counters_only=True, capture_ns=0, arrival_ns=MS)
+    tl = Timeline(index=0, counters_only=True, capture_mono_ns=0, arrival_ns=MS)
     tl.record("decode", MS, 3 * MS, camera="A")
     tl.finish(4 * MS)
     rebuilt = timelines_from_trace(to_chrome_trace([tl]))

@@ -64,7 +64,7 @@ def media_file(name: str, folder: Path) -> Path:
 
 
 def reference(path: Path, es: bool = False) -> list[tuple[int, np.ndarray, bool]]:
-    """FFmpeg's decode: ``[(capture_ns, BGR, corrupt_flag)]`` in output order, capture = START + pts
+    """FFmpeg's decode: ``[(capture_epoch_ns, BGR, corrupt_flag)]`` in output order, capture = START + pts
     (an elementary stream has no timestamps: START + k / fps, k = the frame's place in presentation order)."""
     key = (str(path), es)
     if key not in _refs:
@@ -102,7 +102,7 @@ def deployment(path: Path, encoding: str, width: int, height: int, es: bool = Fa
 
 
 def run_collect(path: Path, encoding: str, width: int, height: int, es: bool = False, **source):
-    """Run the deployment; returns ``(frames, accounting)``: ``frames`` = ``[(capture_ns, HxWx3 float32
+    """Run the deployment; returns ``(frames, accounting)``: ``frames`` = ``[(capture_epoch_ns, HxWx3 float32
     BGR)]`` of every valid slot, in emission order (copied: the batch is a ring buffer)."""
     r = Runner(load_deployment(deployment(path, encoding, width, height, es, **source)), write_outputs=False)
     got = []
@@ -112,8 +112,8 @@ def run_collect(path: Path, encoding: str, width: int, height: int, es: bool = F
             continue
         it = rb.frame_set.members.get("CAM0")
         assert it is not None, "a valid slot without a frame (reuse is off)"
-        assert b.metas[0]["capture_ns"] == it.frame.capture_ns
-        got.append((int(it.frame.capture_ns), np.asarray(b.images[0]).transpose(1, 2, 0).copy()))
+        assert b.metas[0]["capture_epoch_ns"] == it.frame.capture_epoch_ns
+        got.append((int(it.frame.capture_epoch_ns), np.asarray(b.images[0]).transpose(1, 2, 0).copy()))
     result = r.finish()
     acc = result.accounting
     assert acc.check() == []
@@ -255,8 +255,8 @@ def test_pipeline_fed_by_the_video_source_in_order(media_dir, name, encoding):
         while (it := src.read()) is not None:
             b = pipe.process({"CAM0": it.frame})
             if b.valid[0]:
-                assert b.metas[0]["capture_ns"] == it.frame.capture_ns
-                got.append((int(it.frame.capture_ns), np.asarray(b.images[0]).transpose(1, 2, 0).copy()))
+                assert b.metas[0]["capture_epoch_ns"] == it.frame.capture_epoch_ns
+                got.append((int(it.frame.capture_epoch_ns), np.asarray(b.images[0]).transpose(1, 2, 0).copy()))
             else:
                 reasons += [r for _c, r in b.drops]
     finally:
@@ -318,7 +318,7 @@ def test_flag_policy_keeps_the_picture_ffmpeg_flagged_and_counts_it(media_dir):
     for rb in r.batches():
         m = rb.batch.metas[0]
         if rb.batch.valid[0] and m.get("corrupt"):
-            flagged.append(m["capture_ns"])
+            flagged.append(m["capture_epoch_ns"])
             assert "corrupt" in m["corrupt_reason"]
     acc = r.finish().accounting
     assert abs(flagged[0] - victim) < 1000 and len(flagged) == 1, (flagged, victim)

@@ -55,8 +55,8 @@ import numpy as np  # noqa: E402
 import dvpipe as dv  # noqa: E402
 from dvpipe.backends.dvpp import TOLERANCES, StepRefused, _acl, pool_for  # noqa: E402
 from dvpipe.backends.dvpp.testing import (encode_jpeg, error_stats, h264_stream, kitti_rig,  # noqa: E402
-                                          pyav_display_order, sample_frame_sets, synthetic_bgr, video_packets,
-                                          within)
+                                          pyav_display_order, sample_frame_sets, synthetic_bgr, tolerance_violations,
+                                          video_packets)
 
 _OPEN: list = []  # every pipeline the checks made (closed and checked for leaks at the end)
 
@@ -134,7 +134,7 @@ def check_pipeline(name: str, rig: Any, frame_sets: list, stages: Any, backend: 
         rec["error"] = {k: max(s[k] for s in stats) for k in stats[0]}
         if tolerance is not None:
             rec["tolerance"] = TOLERANCES[tolerance]
-            rec["beyond_tolerance"] = within(rec["error"], TOLERANCES[tolerance])
+            rec["beyond_tolerance"] = tolerance_violations(rec["error"], TOLERANCES[tolerance])
     return rec
 
 
@@ -192,7 +192,7 @@ def check_aipp_route(rig: Any, frame_sets: list, backend: str, target: Any) -> d
     if stats:
         rec["error"] = {k: max(s[k] for s in stats) for k in stats[0]}
         rec["tolerance"] = TOLERANCES[("aipp", "samples")]
-        rec["beyond_tolerance"] = within(rec["error"], TOLERANCES[("aipp", "samples")])
+        rec["beyond_tolerance"] = tolerance_violations(rec["error"], TOLERANCES[("aipp", "samples")])
     return rec
 
 
@@ -232,7 +232,7 @@ def check_vdec_kernel(name: str, backend: str, target: Any, bframes: int, packet
         if stats:
             rec["error"] = {k: max(s[k] for s in stats) for k in stats[0]}
             rec["tolerance"] = TOLERANCES[("vdec", "synthetic")]
-            rec["beyond_tolerance"] = within(rec["error"], rec["tolerance"])
+            rec["beyond_tolerance"] = tolerance_violations(rec["error"], rec["tolerance"])
     except Exception as e:  # noqa: BLE001
         rec["errors"].append(f"{type(e).__name__}: {e}")
     return rec
@@ -259,7 +259,7 @@ def check_vdec(backend: str, target: Any) -> dict:
             stats = [error_stats(a.image, b) for a, b in zip(out, ref)]
             rec["error"] = {k: max(s[k] for s in stats) for k in stats[0]}
             rec["tolerance"] = TOLERANCES[("vdec", "synthetic")]
-            rec["beyond_tolerance"] = within(rec["error"], rec["tolerance"])
+            rec["beyond_tolerance"] = tolerance_violations(rec["error"], rec["tolerance"])
         if len(out) != len(ref):
             rec["errors"].append(f"decoded {len(out)} of {len(ref)} pictures")
     except StepRefused as e:  # a documented refusal for this target (rule and source in the reason)

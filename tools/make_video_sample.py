@@ -32,7 +32,7 @@ def _iso(ns: int) -> str:
 
 def make_camera_video(frames: list[tuple[int, Path]], out: Path, start_ns: int, codec: str = "h264",
                       crf: int = 26) -> int:
-    """Encode ``[(capture_ns, jpeg path), ...]`` into ``out``; returns the number of pictures."""
+    """Encode ``[(capture_epoch_ns, jpeg path), ...]`` into ``out``; returns the number of pictures."""
     out.parent.mkdir(parents=True, exist_ok=True)
     first = cv2.imread(str(frames[0][1]), cv2.IMREAD_COLOR)
     h, w = first.shape[:2]
@@ -51,10 +51,10 @@ def make_camera_video(frames: list[tuple[int, Path]], out: Path, start_ns: int, 
         else:
             stream.options = {"crf": str(crf + 4), "preset": "medium",
                               "x265-params": "keyint=30:bframes=0:log-level=error"}
-        for capture_ns, path in frames:
+        for capture_epoch_ns, path in frames:
             img = cv2.imread(str(path), cv2.IMREAD_COLOR)
             frame = av.VideoFrame.from_ndarray(img, format="bgr24")
-            frame.pts = round((capture_ns - start_ns) * TIME_BASE.denominator / 1e9)
+            frame.pts = round((capture_epoch_ns - start_ns) * TIME_BASE.denominator / 1e9)
             frame.time_base = TIME_BASE
             for pkt in stream.encode(frame):
                 container.mux(pkt)

@@ -20,7 +20,7 @@ families, the torch device for torch, and the DVPP device (``dvpp-hw:0`` / ``dvp
 and ``aipp``: the planner inserts a timed ``transfer`` step wherever a consumer reads another place.
 
 Importing a family's module registers its kernels. A module may define
-``available(ref) -> Verdict`` telling whether the backend can run here, and why not.
+``available(ref) -> KernelVerdict`` telling whether the backend can run here, and why not.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import ConfigError
-from ..stages.registry import Verdict
+from ..stages.registry import KernelVerdict
 
 __all__ = ["BackendRef", "FAMILIES", "DVPP_FAMILIES", "resolve", "availability", "load_family", "is_dvpp_placement"]
 
@@ -121,13 +121,13 @@ def load_family(family: str) -> Optional[str]:
     return _LOADED[family]
 
 
-def availability(ref: BackendRef, target=None) -> Verdict:
+def availability(ref: BackendRef, target=None) -> KernelVerdict:
     """Whether ``ref`` can run on this machine (for ``target``), with the reason if not."""
     err = load_family(ref.family)
     if err:
-        return Verdict("unavailable", err)
+        return KernelVerdict("unavailable", err)
     module = FAMILIES.get(ref.family)
     if module is None:
-        return Verdict.yes()
+        return KernelVerdict.yes()
     check = getattr(importlib.import_module(module), "available", None)
-    return check(ref, target) if check else Verdict.yes()
+    return check(ref, target) if check else KernelVerdict.yes()

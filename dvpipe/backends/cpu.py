@@ -45,7 +45,7 @@ import cv2
 import numpy as np
 
 from ..codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
-from ..stages.registry import KernelContext, KernelQuery, Verdict, fused_runs, register_kernel
+from ..stages.registry import KernelContext, KernelQuery, KernelVerdict, fused_runs, register_kernel
 from ..types import PixelFormat
 from ..video import decode_picture, decode_video, picture_bgr, picture_yuv420
 from ._decode import decode_bgr
@@ -88,16 +88,16 @@ def _scratch(state: dict, key: str, shape: tuple, dtype) -> np.ndarray:
 # -- decode ----------------------------------------------------------------------------------------
 
 
-def _supports_decode(q: KernelQuery) -> Verdict:
+def _supports_decode(q: KernelQuery) -> KernelVerdict:
     if q.spec_in.encoding in RAW_YUV_ENCODINGS:  # raw camera frames: a colour conversion (dvpipe.backends._raw_yuv)
         from . import _raw_yuv
 
         matrix, rng = _raw_yuv.colour_of(q.camera)
         how = "cv2.cvtColor" if (matrix, rng) == ("bt601", "limited") else "the float32 formula"
-        return Verdict.yes(f"{q.spec_in.encoding.upper()} -> BGR, {matrix.upper()} {rng} range, by {how}")
+        return KernelVerdict.yes(f"{q.spec_in.encoding.upper()} -> BGR, {matrix.upper()} {rng} range, by {how}")
     if q.spec_in.encoding in VIDEO_ENCODINGS:
-        return Verdict.yes(f"{q.spec_in.encoding} access units decoded by PyAV/FFmpeg (software)")
-    return Verdict.yes()
+        return KernelVerdict.yes(f"{q.spec_in.encoding} access units decoded by PyAV/FFmpeg (software)")
+    return KernelVerdict.yes()
 
 
 @register_kernel("decode", backend="cpu", supports=_supports_decode, name="libjpeg-turbo")
@@ -139,20 +139,20 @@ def _dct_reduce(spec_in, spec_out, interpolation: str = "linear") -> int:
     return 1
 
 
-def _supports_dct(q: KernelQuery) -> Verdict:
+def _supports_dct(q: KernelQuery) -> KernelVerdict:
     if q.fidelity != "fast":
-        return Verdict.no("DCT-domain scaling only at fidelity 'fast' (reference resizes the full decode bilinearly)")
+        return KernelVerdict.no("DCT-domain scaling only at fidelity 'fast' (reference resizes the full decode bilinearly)")
     if q.spec_in.encoding != "jpeg":
-        return Verdict.no(f"DCT-domain scaling needs JPEG input, got {q.spec_in.encoding or q.spec_in.pixel_format.value}")
+        return KernelVerdict.no(f"DCT-domain scaling needs JPEG input, got {q.spec_in.encoding or q.spec_in.pixel_format.value}")
     interp = cast("Resize", q.stages[1]).interpolation
     if interp == "nearest":
-        return Verdict.no("DCT-domain scaling is not a nearest-neighbour resize")
+        return KernelVerdict.no("DCT-domain scaling is not a nearest-neighbour resize")
     r = _dct_reduce(q.spec_in, q.spec_out, interp)
     if r == 1:
-        return Verdict.no(f"{q.spec_in.width}x{q.spec_in.height} -> {q.spec_out.width}x{q.spec_out.height} {interp} is "
-                          "not an exact " + ("2x" if interp == "linear" else "2x, 4x or 8x") +
-                          " box shrink: a DCT-scaled decode would not sample what the reference does")
-    return Verdict.yes(f"JPEG decoded at 1/{r} scale in the DCT domain")
+        return KernelVerdict.no(f"{q.spec_in.width}x{q.spec_in.height} -> {q.spec_out.width}x{q.spec_out.height} {interp} is "
+                                "not an exact " + ("2x" if interp == "linear" else "2x, 4x or 8x") +
+                                " box shrink: a DCT-scaled decode would not sample what the reference does")
+    return KernelVerdict.yes(f"JPEG decoded at 1/{r} scale in the DCT domain")
 
 
 #: chroma axes (horizontal, vertical) a 1/2-scale decode subsamples, by JPEG subsampling
@@ -211,17 +211,17 @@ def _decode_resize(data, stages, ctx: KernelContext):
     return _chroma_blur(img, _scratch(st, "chroma", img.shape, np.uint8), h, v)
 
 
-def _supports_dct_fused(q: KernelQuery) -> Verdict:
+def _supports_dct_fused(q: KernelQuery) -> KernelVerdict:
     import dataclasses
 
     v = _supports_dct(dataclasses.replace(q, stages=q.stages[:2], specs=q.specs[:2]))
     if not v.ok:
         return v
     if _native is None:
-        return Verdict.no(NATIVE_REASON or "compiled kernel disabled")
+        return KernelVerdict.no(NATIVE_REASON or "compiled kernel disabled")
     if q.spec_out.dtype != "float32":
-        return Verdict.no(f"the fused DCT kernel writes float32, not {q.spec_out.dtype}")
-    return Verdict.yes(v.reason + "; chroma filtered as the reference's upsampling + 2x2 mean, normalised into the slot")
+        return KernelVerdict.no(f"the fused DCT kernel writes float32, not {q.spec_out.dtype}")
+    return KernelVerdict.yes(v.reason + "; chroma filtered as the reference's upsampling + 2x2 mean, normalised into the slot")
 
 
 def _decode_resize_write(data, stages, ctx: KernelContext):
@@ -274,10 +274,10 @@ def _resize(data, stages, ctx: KernelContext):
     return cv2.resize(data, (w, h), dst=dst, interpolation=_INTERP[st.interpolation])
 
 
-def _supports_undistort(q: KernelQuery) -> Verdict:
+def _supports_undistort(q: KernelQuery) -> KernelVerdict:
     if q.spec_in.dtype not in ("uint8", "float32"):
-        return Verdict.no(f"cv2.remap takes uint8 or float32 pixels, got {q.spec_in.dtype}; undistort before Normalise")
-    return Verdict.yes()
+        return KernelVerdict.no(f"cv2.remap takes uint8 or float32 pixels, got {q.spec_in.dtype}; undistort before Normalise")
+    return KernelVerdict.yes()
 
 
 @register_kernel("undistort", backend="cpu", supports=_supports_undistort, name="cv2.remap")
@@ -487,16 +487,16 @@ def _resize_pil(data: np.ndarray, w: int, h: int) -> np.ndarray:
     return np.asarray(Image.fromarray(np.ascontiguousarray(data)).resize((w, h), Image.Resampling.BICUBIC))
 
 
-def _supports_fused(q: KernelQuery) -> Verdict:
+def _supports_fused(q: KernelQuery) -> KernelVerdict:
     if any(s.op == "resize" and cast("Resize", s).interpolation == "pil_bicubic" for s in q.stages):
-        return Verdict.no("Pillow's bicubic resize runs on its own (cv2.resize is not Pillow's filter)")
+        return KernelVerdict.no("Pillow's bicubic resize runs on its own (cv2.resize is not Pillow's filter)")
     if q.spec_in.pixel_format is not PixelFormat.BGR or q.spec_in.dtype != "uint8":
-        return Verdict.no(f"fused normalise writes need uint8 BGR input, got {q.spec_in}")
+        return KernelVerdict.no(f"fused normalise writes need uint8 BGR input, got {q.spec_in}")
     if q.spec_out.dtype not in ("float32", "float16"):
-        return Verdict.no(f"fused normalise writes float32 or float16, not {q.spec_out.dtype}")
+        return KernelVerdict.no(f"fused normalise writes float32 or float16, not {q.spec_out.dtype}")
     if _native is None:
-        return Verdict.yes(f"OpenCV path: {NATIVE_REASON or 'compiled kernel disabled'}")
-    return Verdict.yes()
+        return KernelVerdict.yes(f"OpenCV path: {NATIVE_REASON or 'compiled kernel disabled'}")
+    return KernelVerdict.yes()
 
 
 #: which ops the fused normalise write takes: an optional resize on either side of normalise, then the batch
@@ -507,23 +507,23 @@ for _ops in FUSED_NORMALISE_RUNS:
 
 
 # -- video at fidelity fast: the decoder's 4:2:0 planes straight into the output ----------------------
-def _supports_video_yuv(q: KernelQuery) -> Verdict:
+def _supports_video_yuv(q: KernelQuery) -> KernelVerdict:
     if q.spec_in.encoding not in VIDEO_ENCODINGS:
-        return Verdict.no("decoded-plane writes are for video input")
+        return KernelVerdict.no("decoded-plane writes are for video input")
     if q.fidelity != "fast":
-        return Verdict.no("at fidelity 'reference' the pixels are FFmpeg's own bgr24 conversion (then the fused kernel)")
+        return KernelVerdict.no("at fidelity 'reference' the pixels are FFmpeg's own bgr24 conversion (then the fused kernel)")
     if _native is None:
-        return Verdict.no(NATIVE_REASON or "compiled kernel disabled")
+        return KernelVerdict.no(NATIVE_REASON or "compiled kernel disabled")
     if q.spec_out.dtype != "float32":
-        return Verdict.no(f"the YUV kernel writes float32, not {q.spec_out.dtype}")
+        return KernelVerdict.no(f"the YUV kernel writes float32, not {q.spec_out.dtype}")
     ops = [s.op for s in q.stages]
     if "resize" in ops:
         i = ops.index("resize")
         (wi, hi), (wo, ho) = q.specs[i - 1].size, q.specs[i].size
         interp = cast("Resize", q.stages[i]).interpolation
         if interp not in ("linear", "area") or (wi, hi) != (2 * wo, 2 * ho):
-            return Verdict.no(f"{wi}x{hi} -> {wo}x{ho} {interp} is not an exact 2x box shrink")
-    return Verdict.yes("the decoder's 4:2:0 planes converted (BT.601/709/2020 in float) straight into the output")
+            return KernelVerdict.no(f"{wi}x{hi} -> {wo}x{ho} {interp} is not an exact 2x box shrink")
+    return KernelVerdict.yes("the decoder's 4:2:0 planes converted (BT.601/709/2020 in float) straight into the output")
 
 
 def _video_yuv_write(data, stages, ctx: KernelContext):
@@ -561,11 +561,11 @@ def _video_yuv_write(data, stages, ctx: KernelContext):
 
 # decode straight into the batch slot, one kernel per op run for both inputs (a run has one kernel
 # per backend): JPEG through the DCT-scaled decode, H.264/H.265 through the decoder's YUV planes
-def _supports_decode_to_slot(q: KernelQuery) -> Verdict:
+def _supports_decode_to_slot(q: KernelQuery) -> KernelVerdict:
     if q.spec_in.encoding in VIDEO_ENCODINGS:
         return _supports_video_yuv(q)
     if [s.op for s in q.stages[:3]] != ["decode", "resize", "normalise"]:
-        return Verdict.no("a JPEG is decoded into the slot only through a DCT-scaled decode (decode, resize first)")
+        return KernelVerdict.no("a JPEG is decoded into the slot only through a DCT-scaled decode (decode, resize first)")
     return _supports_dct_fused(q)
 
 

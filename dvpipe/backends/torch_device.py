@@ -55,7 +55,7 @@ except ImportError as _e:  # the module still imports, so available() can say wh
 from .._optional import why_unavailable
 from ..codecs import VIDEO_ENCODINGS, image_info
 from ..errors import FrameError
-from ..stages.registry import KernelContext, KernelQuery, Verdict, fused_runs, register_kernel
+from ..stages.registry import KernelContext, KernelQuery, KernelVerdict, fused_runs, register_kernel
 from ..types import PixelFormat
 from ._decode import decode_bgr
 
@@ -76,17 +76,17 @@ def _device_index(device: str) -> int:
     return int(parts[1]) if len(parts) > 1 and parts[1] else 0
 
 
-def available(ref, target=None) -> Verdict:
+def available(ref, target=None) -> KernelVerdict:
     """Whether ``ref`` (``torch:cpu``, ``torch:cuda[:N]``, ``torch:npu[:N]``) can run here, and why not."""
     if torch is None:
-        return Verdict("unavailable", _torch_missing())
+        return KernelVerdict("unavailable", _torch_missing())
     kind = ref.device.split(":")[0]
     if kind == "cpu":
-        return Verdict.yes()
+        return KernelVerdict.yes()
     try:
         index = _device_index(ref.device)
     except ValueError:
-        return Verdict("unavailable", f"bad device index in {ref.name!r}; use {kind} or {kind}:N")
+        return KernelVerdict("unavailable", f"bad device index in {ref.name!r}; use {kind} or {kind}:N")
     if kind == "cuda":
         if not torch.cuda.is_available():
             if torch.version.cuda is None:
@@ -95,24 +95,24 @@ def available(ref, target=None) -> Verdict:
             else:
                 why = (f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA device: "
                        "torch.cuda.is_available() is False (no GPU, driver missing or too old, or CUDA_VISIBLE_DEVICES hides it)")
-            return Verdict("unavailable", why)
+            return KernelVerdict("unavailable", why)
         count = torch.cuda.device_count()
         if index >= count:
-            return Verdict("unavailable", f"{ref.name} asked for, but torch sees {count} CUDA device(s)")
-        return Verdict.yes()
+            return KernelVerdict("unavailable", f"{ref.name} asked for, but torch sees {count} CUDA device(s)")
+        return KernelVerdict.yes()
     if kind == "npu":
         missing = why_unavailable("torch_npu")
         if missing is not None:
-            return Verdict("unavailable", f"torch_npu cannot be imported ({missing}); {_NPU_HINT}")
+            return KernelVerdict("unavailable", f"torch_npu cannot be imported ({missing}); {_NPU_HINT}")
         npu = torch.npu  # type: ignore[attr-defined]  # registered on torch by importing torch_npu
         if not npu.is_available():
-            return Verdict("unavailable", "torch_npu is installed but torch.npu.is_available() is False "
-                                          "(no Ascend device visible: driver, ASCEND_RT_VISIBLE_DEVICES, or set_env.sh not sourced)")
+            return KernelVerdict("unavailable", "torch_npu is installed but torch.npu.is_available() is False "
+                                                "(no Ascend device visible: driver, ASCEND_RT_VISIBLE_DEVICES, or set_env.sh not sourced)")
         count = npu.device_count()
         if index >= count:
-            return Verdict("unavailable", f"{ref.name} asked for, but torch_npu sees {count} NPU(s)")
-        return Verdict.yes()
-    return Verdict("unavailable", f"unknown torch device {ref.device!r}")
+            return KernelVerdict("unavailable", f"{ref.name} asked for, but torch_npu sees {count} NPU(s)")
+        return KernelVerdict.yes()
+    return KernelVerdict("unavailable", f"unknown torch device {ref.device!r}")
 
 
 def environment() -> dict:
@@ -122,7 +122,7 @@ def environment() -> dict:
     """
     from . import BackendRef
 
-    def row(v: Verdict, **extra) -> dict:
+    def row(v: KernelVerdict, **extra) -> dict:
         return {"ok": v.ok, "reason": v.reason, **extra}
 
     env: dict[str, Any] = {}
@@ -169,28 +169,28 @@ def _torchvision_error() -> Optional[str]:
     return _TV["error"]
 
 
-def _supports_decode(q: KernelQuery) -> Verdict:
+def _supports_decode(q: KernelQuery) -> KernelVerdict:
     if torch is None:
-        return Verdict.no(_torch_missing())
+        return KernelVerdict.no(_torch_missing())
     why = _torchvision_error()
     if why:
-        return Verdict.no(f"no torch decoder: {why}")
+        return KernelVerdict.no(f"no torch decoder: {why}")
     if q.spec_in.pixel_format is PixelFormat.BGR:
-        return Verdict.yes()
+        return KernelVerdict.yes()
     enc = q.spec_in.encoding
     kind = q.backend.device.split(":")[0]
     if kind == "npu":
-        return Verdict.no("torch_npu has no JPEG decoder; on Ascend decode with DVPP JPEGD (backend dvpp)")
+        return KernelVerdict.no("torch_npu has no JPEG decoder; on Ascend decode with DVPP JPEGD (backend dvpp)")
     if enc not in ("jpeg", "png"):
-        return Verdict.no(f"torchvision decodes JPEG and PNG images, not {enc or 'this input'}")
+        return KernelVerdict.no(f"torchvision decodes JPEG and PNG images, not {enc or 'this input'}")
     if kind == "cuda":
         if enc != "jpeg":
-            return Verdict.no("nvJPEG decodes JPEG only (PNG is decoded on the host)")
+            return KernelVerdict.no("nvJPEG decodes JPEG only (PNG is decoded on the host)")
         if q.fidelity == "reference":
-            return Verdict.no("nvJPEG's IDCT and chroma upsampling differ from libjpeg-turbo by a few grey levels; "
-                              "at fidelity 'reference' decode on the host (fidelity 'fast' allows nvJPEG)")
-        return Verdict.yes("nvJPEG (torchvision.io.decode_jpeg on cuda), CPU fallback per frame")
-    return Verdict.yes()
+            return KernelVerdict.no("nvJPEG's IDCT and chroma upsampling differ from libjpeg-turbo by a few grey levels; "
+                                    "at fidelity 'reference' decode on the host (fidelity 'fast' allows nvJPEG)")
+        return KernelVerdict.yes("nvJPEG (torchvision.io.decode_jpeg on cuda), CPU fallback per frame")
+    return KernelVerdict.yes()
 
 
 def _encoded_tensor(state: dict, data) -> "torch.Tensor":
@@ -564,23 +564,23 @@ def ctx_step_name(stages) -> str:
     return "+".join(s.op for s in stages)
 
 
-def _supports_pixels(q: KernelQuery) -> Verdict:
+def _supports_pixels(q: KernelQuery) -> KernelVerdict:
     if torch is None:
-        return Verdict.no(_torch_missing())
+        return KernelVerdict.no(_torch_missing())
     spec = q.spec_in
     if spec.pixel_format is PixelFormat.ENCODED:
-        return Verdict.no("needs decoded pixels")
+        return KernelVerdict.no("needs decoded pixels")
     if spec.pixel_format not in (PixelFormat.BGR, PixelFormat.RGB, PixelFormat.FLOAT_HWC, PixelFormat.NV12):
-        return Verdict.no(f"takes BGR/RGB uint8, float HWC or NV12 input, got {spec.pixel_format.value}")
+        return KernelVerdict.no(f"takes BGR/RGB uint8, float HWC or NV12 input, got {spec.pixel_format.value}")
     here = q.backend.placement
     if spec.placement not in ("host", here) and not (spec.placement.startswith("dvpp-")
                                                      and q.backend.device.startswith("npu")):
-        return Verdict.no(f"input lives on {spec.placement}, this step runs on {q.backend.device}")
+        return KernelVerdict.no(f"input lives on {spec.placement}, this step runs on {q.backend.device}")
     if any(s.op == "resize" and getattr(s, "interpolation", "") == "pil_bicubic" for s in q.stages):
-        return Verdict.no("Pillow's bicubic resize (pil_bicubic) runs on the cpu or reference backend only")
+        return KernelVerdict.no("Pillow's bicubic resize (pil_bicubic) runs on the cpu or reference backend only")
     if any(getattr(s, "antialias", False) for s in q.stages if s.op == "resize"):
-        return Verdict.yes("antialiased resize (torch.nn.functional.interpolate), not OpenCV INTER_LINEAR")
-    return Verdict.yes()
+        return KernelVerdict.yes("antialiased resize (torch.nn.functional.interpolate), not OpenCV INTER_LINEAR")
+    return KernelVerdict.yes()
 
 
 #: the pixel kernel's runs: resize, crop and normalise in any order (each at most once), then pad, batch
@@ -598,13 +598,13 @@ for _ops in _fused_runs():
 
 
 # -- undistortion ---------------------------------------------------------------------------------
-def _supports_undistort(q: KernelQuery) -> Verdict:
+def _supports_undistort(q: KernelQuery) -> KernelVerdict:
     v = _supports_pixels(q)
     if not v.ok:
         return v
     if q.spec_in.pixel_format is PixelFormat.NV12:
-        return Verdict.no("undistort on torch takes HxWx3 images, not NV12")
-    return Verdict.yes("torch.nn.functional.grid_sample (bilinear, zeros outside)")
+        return KernelVerdict.no("undistort on torch takes HxWx3 images, not NV12")
+    return KernelVerdict.yes("torch.nn.functional.grid_sample (bilinear, zeros outside)")
 
 
 @register_kernel("undistort", backend="torch", supports=_supports_undistort, unit="torch", name="torch_grid_sample")
@@ -656,10 +656,10 @@ def _undistort(data, stages, ctx: KernelContext):
 
 
 # -- transfers -------------------------------------------------------------------------------------
-def _supports_transfer(q: KernelQuery) -> Verdict:
+def _supports_transfer(q: KernelQuery) -> KernelVerdict:
     if torch is None:
-        return Verdict.no(_torch_missing())
-    return Verdict.yes()
+        return KernelVerdict.no(_torch_missing())
+    return KernelVerdict.yes()
 
 
 @register_kernel("transfer", backend="torch", supports=_supports_transfer, unit="torch", name="torch_transfer")

@@ -78,9 +78,9 @@ class _GroupedPipeline:
     """
 
     def __init__(self, rig: Rig, groups: list[tuple[tuple[str, ...], Any]], output_buffers: int = 2):
-        from ..types import Batch
+        from ..types import FrameBatch
 
-        self._Batch = Batch
+        self._FrameBatch = FrameBatch
         self.rig = rig
         self.groups = groups
         self.plan = _GroupPlan(groups)
@@ -115,7 +115,7 @@ class _GroupedPipeline:
             drops += sub.drops
             fallbacks += sub.fallbacks
         drops.sort(key=lambda d: self._order[d[0]])
-        return self._Batch(images, metas, valid, drops, self.rig.names, fallbacks, tl)
+        return self._FrameBatch(images, metas, valid, drops, self.rig.names, fallbacks, tl)
 
     def close(self) -> None:
         for _b, pipe in self.groups:

@@ -630,7 +630,7 @@ def _rig_image_source(rig: Rig, cam: Any, rig_image: str, rig_path: Optional[str
         V.err(f"rig ({rig_path or 'inline'}).cameras[{rig.index(cam.name)}].image", f"file not found: {image}")
         return None
     opts = {"pattern": None, "timestamps": "rig", "unit": "ns", "sidecar": None, "fps": None,
-            "start_ns": None, "capture_ns": cam.extra.get("capture_time_ns", 0)}
+            "start_ns": None, "capture_epoch_ns": cam.extra.get("capture_time_ns", 0)}
     return SourceConfig("images", os.path.abspath(image), MappingProxyType(opts))
 
 

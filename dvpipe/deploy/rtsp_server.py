@@ -86,7 +86,7 @@ def read_access_units(path: str) -> tuple[str, list[bytes], float]:
         if it is None:
             break
         aus.extend(u.data for u in it.frame.data.units if hasattr(u, "data"))  # decode order
-        stamps.append(it.frame.capture_ns)
+        stamps.append(it.frame.capture_epoch_ns)
     src.close()
     fps = 30.0
     if len(stamps) > 1 and stamps[-1] > stamps[0]:

@@ -177,7 +177,7 @@ class Runner:
         # per video camera: (seq, discontinuity before it, packet) of frames dropped before decoding
         self._backlog: dict[str, list[tuple[int, bool, VideoPacket]]] = {c: [] for c in self._video}
         self._discontinuity: dict[str, bool] = {c: False for c in self._video}
-        self._reuse: dict[str, tuple[Any, int]] = {}  # camera -> (copy of its last image, capture_ns)
+        self._reuse: dict[str, tuple[Any, int]] = {}  # camera -> (copy of its last image, capture_epoch_ns)
         self._index = {c: dep.rig.index(c) for c in self.cameras}
         self._model_fail_streak = 0
         self._unprocessed: list[FrameSet] = []
@@ -505,9 +505,9 @@ class Runner:
         for cam, it in fs.members.items():
             f = it.frame
             if cam in self._video:  # the decoder gets the access units held back since the last decode
-                f = Frame(cam, f.seq, f.capture_ns, self._video_payload(cam, it), f.pixel_format)
+                f = Frame(cam, f.seq, f.capture_epoch_ns, self._video_payload(cam, it), f.pixel_format)
             frames[cam] = f
-            tl.set_frame(cam, capture_ns=it.capture_mono_ns, arrival_ns=it.arrival_ns)
+            tl.set_frame(cam, capture_mono_ns=it.capture_mono_ns, arrival_ns=it.arrival_ns)
             if it.read_span_ns is not None:
                 tl.record("read", it.read_span_ns[0], it.read_span_ns[1], "io", camera=cam)
             tl.record("queue_wait", it.arrival_ns, max(formed, it.arrival_ns), "wait", camera=cam)
@@ -564,14 +564,14 @@ class Runner:
             m["stale"] = False
             if cam in fs.members:
                 it = fs.members[cam]
-                m["sync_skew_ns"] = it.frame.capture_ns - fs.time_ns
+                m["sync_skew_ns"] = it.frame.capture_epoch_ns - fs.time_ns
                 if batch.valid[i]:
                     self.acc.emit(cam)
                     if m.get("corrupt"):
                         self.acc.flag(cam, m.get("corrupt_reason", "corrupt"))
                     if policy == "reuse":  # one buffer per camera, refilled in place
                         kept = self._reuse.get(cam)
-                        self._reuse[cam] = (_copy(batch.images[i], kept[0] if kept else None), it.frame.capture_ns)
+                        self._reuse[cam] = (_copy(batch.images[i], kept[0] if kept else None), it.frame.capture_epoch_ns)
                 else:
                     reason = reasons.get(cam, "dropped")
                     self.acc.drop(cam, classify_drop(reason), reason)
@@ -586,7 +586,7 @@ class Runner:
                 batch.valid[i] = True
                 m["stale"] = True
                 m["stale_age_ns"] = fs.time_ns - cached[1]
-                m["capture_ns"] = cached[1]
+                m["capture_epoch_ns"] = cached[1]
                 m["stale_reason"] = why
                 self.acc.reuse(cam)
                 continue

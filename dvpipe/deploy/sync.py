@@ -75,7 +75,7 @@ class FrameSet:
     def skew_ns(self, camera: str) -> Optional[int]:
         """Capture time of ``camera``'s frame minus the set's time (None when it has no frame)."""
         it = self.members.get(camera)
-        return None if it is None else it.frame.capture_ns - self.time_ns
+        return None if it is None else it.frame.capture_epoch_ns - self.time_ns
 
 
 class Synchroniser:
@@ -214,7 +214,7 @@ class Synchroniser:
         if self.last_set_ns is not None:
             limit = self.last_set_ns + tol
             for buf in self.pending.values():
-                while buf and buf[0].frame.capture_ns <= limit:
+                while buf and buf[0].frame.capture_epoch_ns <= limit:
                     it = buf.popleft()
                     detail = "arrived after its frame set was emitted"
                     if it.capture_mono_ns is not None:
@@ -227,21 +227,21 @@ class Synchroniser:
         if anchor_cam != "earliest" and anchor_cam not in self.ended:
             if anchor_cam not in heads:
                 # the set's time is unknown until the anchor camera's frame comes; bounded by the deadline
-                oldest = min(heads.values(), key=lambda it: it.frame.capture_ns)
-                if not self._expired(oldest.frame.capture_ns, [oldest], now_ns):
+                oldest = min(heads.values(), key=lambda it: it.frame.capture_epoch_ns)
+                if not self._expired(oldest.frame.capture_epoch_ns, [oldest], now_ns):
                     return None
-                t_set = oldest.frame.capture_ns
+                t_set = oldest.frame.capture_epoch_ns
             else:
-                t_set = heads[anchor_cam].frame.capture_ns
+                t_set = heads[anchor_cam].frame.capture_epoch_ns
                 dropped = False
                 for buf in self.pending.values():
-                    while buf and buf[0].frame.capture_ns < t_set - tol:
+                    while buf and buf[0].frame.capture_epoch_ns < t_set - tol:
                         self._drop(buf.popleft(), "unmatched", f"no {anchor_cam} frame within +-{tol / 1e6:.4g} ms")
                         dropped = True
                 if dropped:
                     return False
         else:
-            t_set = min(it.frame.capture_ns for it in heads.values())
+            t_set = min(it.frame.capture_epoch_ns for it in heads.values())
         members: dict[str, Item] = {}
         late: dict[str, str] = {}
         absent: dict[str, str] = {}
@@ -250,17 +250,17 @@ class Synchroniser:
             buf = self.pending[cam]
             best = None
             for k, it in enumerate(buf):
-                d = abs(it.frame.capture_ns - t_set)
+                d = abs(it.frame.capture_epoch_ns - t_set)
                 if d <= tol and (best is None or d < best[1]):
                     best = (k, d)
-                if it.frame.capture_ns > t_set + tol:
+                if it.frame.capture_epoch_ns > t_set + tol:
                     break
             if best is not None:
                 members[cam] = buf[best[0]]
             elif cam in self.ended:
                 absent[cam] = self.ended[cam]
             elif buf:
-                nxt = buf[0].frame.capture_ns - t_set
+                nxt = buf[0].frame.capture_epoch_ns - t_set
                 late[cam] = (f"missing: no frame within +-{tol / 1e6:.4g} ms of the set "
                              f"(its next is {nxt / 1e6:+.1f} ms)")
             else:
@@ -278,7 +278,7 @@ class Synchroniser:
             while buf[0] is not it:
                 self._drop(buf.popleft(), "superseded", "another frame of this camera was closer to the set's time")
             buf.popleft()
-            while buf and buf[0].frame.capture_ns <= t_set + tol:
+            while buf and buf[0].frame.capture_epoch_ns <= t_set + tol:
                 self._drop(buf.popleft(), "superseded", "another frame of this camera was closer to the set's time")
         self.last_set_ns = t_set
         if late and self.cfg.on_late == "drop":

@@ -12,31 +12,32 @@ unmatched, whole sets under ``on_late: drop``) are counted in the index's metada
 
 Rows (Parquet, one per frame set, sorted by ``set_id``):
 
-=============  ========================  ==========================================================
-column         Arrow type                meaning
-=============  ========================  ==========================================================
-set_id         string                    ``DRIVE/NNNNNNNN`` (the set's 0-based index in its drive)
-drive          string                    the drive's name (its folder name, or the deployment's)
-index          int64                     the set's index in its drive
-time_ns        int64                     the set's capture time, epoch ns (the synchroniser's T)
-kind           string                    ``images`` (sets are independent) or ``video`` (the drive's
-                                         sets must be decoded in order, by one decoder per camera)
-cameras        list<string>              rig order
-sources        list<string>              per camera: the image file, the video file, or null
-seqs           list<int64>               per camera: the frame's index in its source, or null
-capture_ns     list<int64>               per camera: the frame's capture time (epoch ns), or null
-reasons        list<string>              per camera without a frame: why (late, missing, absent)
-cut            bool                      a video segment may start at this set (:func:`keyframe_starts`);
-                                         always true for image sets and for a drive's first set
-key_ns         list<int64>               per video camera: capture time of the keyframe a decoder
-                                         starting at this set starts at, or null
-lead           list<int64>               per video camera: the pictures such a start decodes only
-                                         (decoded after that keyframe, presented before the camera's
-                                         next frame in a set), or null
-=============  ========================  ==========================================================
+================  ========================  ==========================================================
+column            Arrow type                meaning
+================  ========================  ==========================================================
+set_id            string                    ``DRIVE/NNNNNNNN`` (the set's 0-based index in its drive)
+drive             string                    the drive's name (its folder name, or the deployment's)
+index             int64                     the set's index in its drive
+time_ns           int64                     the set's capture time, epoch ns (the synchroniser's T)
+kind              string                    ``images`` (sets are independent) or ``video`` (the drive's
+                                            sets must be decoded in order, by one decoder per camera)
+cameras           list<string>              rig order
+sources           list<string>              per camera: the image file, the video file, or null
+seqs              list<int64>               per camera: the frame's index in its source, or null
+capture_epoch_ns  list<int64>               per camera: the frame's capture time (epoch ns), or null
+reasons           list<string>              per camera without a frame: why (late, missing, absent)
+cut               bool                      a video segment may start at this set (:func:`keyframe_starts`);
+                                            always true for image sets and for a drive's first set
+key_ns            list<int64>               per video camera: capture time of the keyframe a decoder
+                                            starting at this set starts at, or null
+lead              list<int64>               per video camera: the pictures such a start decodes only
+                                            (decoded after that keyframe, presented before the camera's
+                                            next frame in a set), or null
+================  ========================  ==========================================================
 
 Indexes written before ``cut``/``key_ns``/``lead`` existed read back with ``cut`` false past a video
-drive's first set (such a drive is one shard) and nulls.
+drive's first set (such a drive is one shard) and nulls; their ``capture_ns`` column (the name before
+``capture_epoch_ns``) reads back as ``capture_epoch_ns``.
 
 An mmdet3d / nuScenes info file is indexed as it groups its samples (:func:`index_from_infos`).
 
@@ -118,7 +119,7 @@ def check_deployment(dep) -> str:
 def _stamped(src, packets: Optional[list] = None) -> Iterator:
     """A camera's frames as source Items, in the source's order. Image files are not read: the index
     needs their capture times only (ImageSequence keeps them after open). ``packets`` (video) collects
-    each frame's ``(capture_ns, by, want, ((pts_ns, starts_stream, show) per access unit))`` for
+    each frame's ``(capture_epoch_ns, by, want, ((pts_ns, starts_stream, show) per access unit))`` for
     :func:`keyframe_starts` (the packet's unit facts, not its bytes)."""
     files = src.stamped_files() if hasattr(src, "stamped_files") else None
     if files is not None and src.type == "images":
@@ -132,10 +133,10 @@ def _stamped(src, packets: Optional[list] = None) -> Iterator:
         if packets is not None and isinstance(it.frame.data, VideoPacket):  # what keyframe_starts needs, no bytes
             p = it.frame.data
             codec = src.camera.encoding
-            packets.append((int(it.frame.capture_ns), p.by, p.want,
+            packets.append((int(it.frame.capture_epoch_ns), p.by, p.want,
                             tuple((u.pts_ns, bool(u.keyframe) and starts_stream(u.data, codec), bool(u.show))
                                   for u in p.units if isinstance(u, AccessUnit))))
-        it.frame = Frame(it.frame.camera, it.frame.seq, it.frame.capture_ns, src.cfg.uri, it.frame.pixel_format)
+        it.frame = Frame(it.frame.camera, it.frame.seq, it.frame.capture_epoch_ns, src.cfg.uri, it.frame.pixel_format)
         yield it
 
 
@@ -311,8 +312,8 @@ def keyframe_starts(rows: list, packets: dict[str, list]) -> None:
     first set is always a start (the whole recording from its beginning, as one decoder sees it).
 
     Args:
-        rows: the drive's rows (``cameras``, ``capture_ns``, ``sources``), sorted by set index.
-        packets: per video camera, its frames' ``(capture_ns, by, want, units)`` in the source's
+        rows: the drive's rows (``cameras``, ``capture_epoch_ns``, ``sources``), sorted by set index.
+        packets: per video camera, its frames' ``(capture_epoch_ns, by, want, units)`` in the source's
             order (``units``: ``(pts_ns, starts_stream, show)`` of the access units the frame's packet
             carries, :func:`starts_stream`).
     """
@@ -324,7 +325,7 @@ def keyframe_starts(rows: list, packets: dict[str, list]) -> None:
             if cam not in streams:
                 continue
             if row["sources"][k] is not None:
-                nxt[cam] = row["capture_ns"][k]
+                nxt[cam] = row["capture_epoch_ns"][k]
             want = nxt[cam]
             if want is None:
                 continue  # the camera has no frame from this set on: it does not constrain the start
@@ -365,11 +366,11 @@ def _drive_rows(dep, drive_name: str, kind: str) -> tuple[list[IndexRow], dict]:
             it = fs.members.get(cam)
             srcs.append(None if it is None else str(it.frame.data))
             seqs.append(None if it is None else int(it.frame.seq))
-            caps.append(None if it is None else int(it.frame.capture_ns))
+            caps.append(None if it is None else int(it.frame.capture_epoch_ns))
             reasons.append(None if it is not None else (fs.late.get(cam) or fs.absent.get(cam) or "missing"))
         rows.append(IndexRow(set_id=f"{drive_name}/{fs.index:08d}", drive=drive_name, index=int(fs.index),
                              time_ns=int(fs.time_ns), kind=kind, cameras=cams, sources=srcs, seqs=seqs,
-                             capture_ns=caps, reasons=reasons, cut=True, key_ns=[None] * len(cams),
+                             capture_epoch_ns=caps, reasons=reasons, cut=True, key_ns=[None] * len(cams),
                              lead=[None] * len(cams)))
     if kind == "video":
         keyframe_starts(rows, {c: p for c, p in packets.items() if p})
@@ -434,7 +435,7 @@ def index_from_infos(dep, info_path: str, data_root: Optional[str] = None) -> tu
         counts[drive] = i + 1
         rows.append(IndexRow(set_id=f"{drive}/{i:08d}", drive=drive, index=i, time_ns=int(smp["timestamp_ns"]),
                              kind="images", cameras=cams, sources=[smp["cameras"][c]["path"] for c in cams],
-                             seqs=[k] * len(cams), capture_ns=[int(smp["cameras"][c]["timestamp_ns"]) for c in cams],
+                             seqs=[k] * len(cams), capture_epoch_ns=[int(smp["cameras"][c]["timestamp_ns"]) for c in cams],
                              reasons=[None] * len(cams), cut=True, key_ns=[None] * len(cams),
                              lead=[None] * len(cams)))
     rows.sort(key=lambda r: r["set_id"])
@@ -450,7 +451,7 @@ def _schema():
     return pa.schema([("set_id", pa.string()), ("drive", pa.string()), ("index", pa.int64()),
                       ("time_ns", pa.int64()), ("kind", pa.string()), ("cameras", pa.list_(pa.string())),
                       ("sources", pa.list_(pa.string())), ("seqs", pa.list_(pa.int64())),
-                      ("capture_ns", pa.list_(pa.int64())), ("reasons", pa.list_(pa.string())),
+                      ("capture_epoch_ns", pa.list_(pa.int64())), ("reasons", pa.list_(pa.string())),
                       ("cut", pa.bool_()), ("key_ns", pa.list_(pa.int64())), ("lead", pa.list_(pa.int64()))])
 
 
@@ -484,6 +485,8 @@ def read_index(path: str) -> tuple[list[IndexRow], dict]:
         raise ConfigError(f"--index {path}: index schema {meta.get('schema')!r}, this dvpipe reads {INDEX_SCHEMA}")
     rows = [IndexRow(r) for r in table.to_pylist()]
     for r in rows:  # an index from before segments: a video drive is one shard
+        if "capture_ns" in r:  # an index from before the clock was named in the column
+            r["capture_epoch_ns"] = r.pop("capture_ns")
         n = len(r["cameras"])
         if r.get("cut") is None:
             r["cut"] = r["kind"] != "video" or r["index"] == 0

@@ -20,7 +20,7 @@ __all__ = ["timeline_to_json", "timeline_from_json", "FleetLatency"]
 def timeline_to_json(tl: Timeline, *, warmup: bool = False) -> dict[str, Any]:
     """A finished timeline as a JSON-able dict (times in ns on the worker's monotonic clock)."""
     d: dict[str, Any] = {"i": tl.index, "o": tl.output_ns,
-                         "c": {cam: [st.capture_ns, st.arrival_ns] for cam, st in tl.cameras.items()},
+                         "c": {cam: [st.capture_mono_ns, st.arrival_ns] for cam, st in tl.cameras.items()},
                          "s": [s.to_list() for s in tl.spans]}
     if tl.counters_only:
         d["k"] = [[name, cam, kind, unit, c, t, m] for (name, cam, kind, unit), (c, t, m) in tl.counters().items()]
@@ -33,7 +33,7 @@ def timeline_from_json(d: dict[str, Any]) -> Timeline:
     """Inverse of :func:`timeline_to_json`."""
     tl = Timeline(index=d.get("i"), counters_only="k" in d)
     for cam, (cap, arr) in d.get("c", {}).items():
-        tl.set_frame(cam, capture_ns=cap, arrival_ns=arr)
+        tl.set_frame(cam, capture_mono_ns=cap, arrival_ns=arr)
     for row in d.get("s", ()):
         tl.add(Span.from_list(row))
     for name, cam, kind, unit, c, t, m in d.get("k", ()):

@@ -3,7 +3,7 @@
 :class:`FrameSetProcessor` builds the deployment's pipeline once (:func:`dvpipe.deploy.runner.build_pipeline`,
 backends resolved on the worker: cpu, torch:cuda, dvpp, torch:npu) and turns index rows into
 :class:`SetResult` objects. The frames it gives the pipeline are the ones ``dvpipe run`` gives it
-for the same frame set: same bytes, ``seq`` and ``capture_ns``; for a video camera the access units
+for the same frame set: same bytes, ``seq`` and ``capture_epoch_ns``; for a video camera the access units
 of the frames the synchroniser dropped since the camera's previous set ride along with the next
 frame (the runner's rule), so one decoder per camera sees the whole stream in decode order. The
 metas get the runner's annotations (``set_time_ns``, ``stale``, ``sync_skew_ns``, ``drop_reason``).
@@ -124,7 +124,7 @@ class FrameSetProcessor:
             m["set_time_ns"] = row["time_ns"]
             m["stale"] = False
             if row["sources"][k] is not None:
-                m["sync_skew_ns"] = row["capture_ns"][k] - row["time_ns"]
+                m["sync_skew_ns"] = row["capture_epoch_ns"][k] - row["time_ns"]
                 if not valid[i]:
                     m["drop_reason"] = reasons.get(cam, "dropped")
             else:
@@ -136,20 +136,20 @@ class FrameSetProcessor:
     def _timeline(self, row: dict) -> Timeline:
         return Timeline(index=int(row["index"]), counters_only=self._counters)
 
-    def _read_image(self, tl: Timeline, cam: str, path: str, seq: int, capture_ns: int) -> Frame:
+    def _read_image(self, tl: Timeline, cam: str, path: str, seq: int, capture_epoch_ns: int) -> Frame:
         t0 = now_ns()
         with open(path, "rb") as f:
             data = f.read()
         t1 = now_ns()
         tl.set_frame(cam, arrival_ns=t1)
         tl.record("read", t0, t1, "io", camera=cam)
-        return Frame(cam, seq, capture_ns, data, PixelFormat.ENCODED)
+        return Frame(cam, seq, capture_epoch_ns, data, PixelFormat.ENCODED)
 
     def image_set(self, row: dict) -> SetResult:
         """Process one image-sequence row (independent of every other row)."""
         tl = self._timeline(row)
         frames = {}
-        for cam, path, seq, cap in zip(row["cameras"], row["sources"], row["seqs"], row["capture_ns"]):
+        for cam, path, seq, cap in zip(row["cameras"], row["sources"], row["seqs"], row["capture_epoch_ns"]):
             if path is None:
                 continue
             try:
@@ -227,7 +227,7 @@ class FrameSetProcessor:
                 tl = self._timeline(row)
                 frames = {}
                 try:
-                    for cam, path, seq, cap in zip(row["cameras"], row["sources"], row["seqs"], row["capture_ns"]):
+                    for cam, path, seq, cap in zip(row["cameras"], row["sources"], row["seqs"], row["capture_epoch_ns"]):
                         if path is None:
                             continue
                         if cam not in streams:
@@ -240,8 +240,8 @@ class FrameSetProcessor:
                         if streams[cam].missed:
                             raise _Changed(f"camera {cam}: {path} changed since indexing (no keyframe at capture "
                                            f"time {keys[cam]})")
-                        if item is None or item.frame.capture_ns != cap:
-                            got = "the recording ended" if item is None else f"capture time {item.frame.capture_ns}"
+                        if item is None or item.frame.capture_epoch_ns != cap:
+                            got = "the recording ended" if item is None else f"capture time {item.frame.capture_epoch_ns}"
                             raise _Changed(f"camera {cam}: {path} changed since indexing (frame {seq}: "
                                            f"expected capture time {cap}, {got})")
                         t = now_ns()
@@ -252,7 +252,7 @@ class FrameSetProcessor:
                         if cam in self._codec:
                             data = merge_packets([as_packet(h.frame.data, self._codec[cam]) for h in held],
                                                  as_packet(data, self._codec[cam]))
-                        frames[cam] = Frame(cam, seq, item.frame.capture_ns, data, item.frame.pixel_format)
+                        frames[cam] = Frame(cam, seq, item.frame.capture_epoch_ns, data, item.frame.pixel_format)
                 except _Changed as e:
                     broken = str(e)
                     yield SetResult(row["set_id"], row["time_ns"], error=broken)
@@ -346,7 +346,7 @@ class _Stream:
                     self.missed = True
                 return it
             p = as_packet(it.frame.data, self.codec or "h264")
-            off = it.frame.capture_ns - p.want if p.by == "pts" and p.want is not None else None
+            off = it.frame.capture_epoch_ns - p.want if p.by == "pts" and p.want is not None else None
             for i, u in enumerate(p.units):
                 if not isinstance(u, AccessUnit):
                     continue
@@ -355,7 +355,7 @@ class _Stream:
                     self.key_ns = None
                     packet = VideoPacket([RESET, self._with_parameter_sets(u)] + p.units[i + 1:], p.want, p.by,
                                          p.end, p.lookahead, p.keyframe)
-                    it.frame = Frame(it.frame.camera, it.frame.seq, it.frame.capture_ns, packet, it.frame.pixel_format)
+                    it.frame = Frame(it.frame.camera, it.frame.seq, it.frame.capture_epoch_ns, packet, it.frame.pixel_format)
                     return it
                 if u.keyframe and cap is not None and cap > self.key_ns:  # keyframes come in time order
                     if self.seeked and self.plain is not None:  # the demuxer landed after it
@@ -366,8 +366,8 @@ class _Stream:
                 self.demuxed_only += 1
                 self._remember_parameter_sets(u)
 
-    def take(self, seq: int, capture_ns: Optional[int] = None):
-        """``(held, item)``: the frames read before the one with ``seq`` (a segment: ``capture_ns``),
+    def take(self, seq: int, capture_epoch_ns: Optional[int] = None):
+        """``(held, item)``: the frames read before the one with ``seq`` (a segment: ``capture_epoch_ns``),
         and that frame's item, or None when the recording has no such frame."""
         held: list[Any] = []
         while not self.done:
@@ -375,7 +375,7 @@ class _Stream:
             if it is None:
                 self.done = True
                 break
-            got, want = (it.frame.capture_ns, capture_ns) if self.by_capture else (it.frame.seq, seq)
+            got, want = (it.frame.capture_epoch_ns, capture_epoch_ns) if self.by_capture else (it.frame.seq, seq)
             if got == want:
                 return held, it
             if got > want:

@@ -60,7 +60,8 @@ class Finding:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The answer for one request.
+    """The DVPP rules' answer for one request (a planner's per-kernel answer is
+    :class:`dvpipe.KernelVerdict`, which the DVPP backend builds from this one).
 
     Attributes:
         status: ``ok`` | ``rejected`` | ``unknown``.

@@ -7,7 +7,7 @@ Quick use::
 
     from dvpipe.latency import Timeline, LatencyStats, now_ns, write_trace
 
-    tl = Timeline(index=i, capture_ns=..., arrival_ns=now_ns())
+    tl = Timeline(index=i, capture_mono_ns=..., arrival_ns=now_ns())
     with tl.span("decode", camera="CAM_FRONT"):
         ...
     out = tl.time("model", model, images)

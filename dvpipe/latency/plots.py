@@ -172,11 +172,11 @@ def plot_gantt(timelines: Sequence[Timeline], path: str | os.PathLike[str], *, m
     tracks = sorted({track_of(s) for t in tls for s in t.spans} | {BATCHER_TRACK},
                     key=lambda n: (_track_sort_key(n), n))
     row = {n: i for i, n in enumerate(tracks)}
-    origin = min(min((t.capture_ns or t.arrival_ns or min(s.start_ns for s in t.spans)) for t in tls),
+    origin = min(min((t.capture_mono_ns or t.arrival_ns or min(s.start_ns for s in t.spans)) for t in tls),
                  min(s.start_ns for t in tls for s in t.spans))
     used: set[str] = set()
     for t in tls:
-        start = t.capture_ns if t.capture_ns is not None else t.arrival_ns
+        start = t.capture_mono_ns if t.capture_mono_ns is not None else t.arrival_ns
         end = t.end_ns
         if start is not None and end is not None:
             ax.axvspan((start - origin) / 1e6, (end - origin) / 1e6, color="#f3f3f3", zorder=0)

@@ -173,7 +173,7 @@ def critical_path(tl: Timeline, order: Sequence[str] = ()) -> tuple[str | None, 
         st = tl.cameras.get(cam)
         origin = None
         if st is not None:
-            origin = st.arrival_ns if st.arrival_ns is not None else st.capture_ns
+            origin = st.arrival_ns if st.arrival_ns is not None else st.capture_mono_ns
         if origin is None:
             origin = first_start.get(cam)
         if origin is None:
@@ -315,8 +315,8 @@ class LatencyStats:
         cam_arr: dict[str, int] = {}
         if end is not None:
             for cam, st in tl.cameras.items():
-                if st.capture_ns is not None:
-                    cam_cap[cam] = end - st.capture_ns
+                if st.capture_mono_ns is not None:
+                    cam_cap[cam] = end - st.capture_mono_ns
                 if st.arrival_ns is not None:
                     cam_arr[cam] = end - st.arrival_ns
         steps: list[tuple[str, str | None, int]] = []
@@ -343,7 +343,7 @@ class LatencyStats:
                 crit, path, wait_ns = critical_path(tl, self.camera_order)
                 path_rows = [(s.name, s.camera, category_of(s.kind, s.attrs.get("unit")), s.start_ns, s.end_ns)
                              for s in path]
-                lo = tl.capture_ns
+                lo = tl.capture_mono_ns
                 if lo is None:
                     lo = tl.arrival_ns
                 if lo is None:

@@ -145,7 +145,7 @@ class Span:
 class FrameStamps:
     """When one camera's frame was captured (source clock mapped onto ``now_ns``) and arrived in dvpipe."""
 
-    capture_ns: int | None = None
+    capture_mono_ns: int | None = None
     arrival_ns: int | None = None
 
 
@@ -248,16 +248,16 @@ class Timeline:
     Args:
         index: frame or batch number (``LatencyStats`` numbers timelines without one).
         camera: the camera of a per-frame timeline; the default ``camera`` of its spans.
-        capture_ns: capture time on the ``now_ns`` clock (map source stamps with ``clock.to_monotonic_ns``).
+        capture_mono_ns: capture time on the ``now_ns`` clock (map source stamps with ``clock.to_monotonic_ns``).
         arrival_ns: when the frame (or, for a batch, its first frame) arrived in dvpipe.
         counters_only: keep only count/sum/max per (step, camera, kind, unit); no span objects.
         attrs: free-form metadata (e.g. ``{"plan": "dvpp"}``), copied into traces.
     """
 
-    __slots__ = ("index", "camera", "spans", "cameras", "output_ns", "attrs", "_capture_ns", "_arrival_ns",
+    __slots__ = ("index", "camera", "spans", "cameras", "output_ns", "attrs", "_capture_mono_ns", "_arrival_ns",
                  "_counters", "_bytes", "_lock")
 
-    def __init__(self, *, index: int | None = None, camera: str | None = None, capture_ns: int | None = None,
+    def __init__(self, *, index: int | None = None, camera: str | None = None, capture_mono_ns: int | None = None,
                  arrival_ns: int | None = None, counters_only: bool = False,
                  attrs: Mapping[str, Any] | None = None) -> None:
         self.index = index
@@ -266,7 +266,7 @@ class Timeline:
         self.cameras: dict[str, FrameStamps] = {}
         self.output_ns: int | None = None
         self.attrs: dict[str, Any] = dict(attrs or {})
-        self._capture_ns: int | None = None
+        self._capture_mono_ns: int | None = None
         self._arrival_ns: int | None = None
         self._counters: dict[tuple[str, str | None, str, str | None], list[int]] | None = (
             {} if counters_only else None)
@@ -275,8 +275,8 @@ class Timeline:
         self._lock = threading.Lock()
         if camera is not None:
             self.cameras[camera] = FrameStamps()
-        if capture_ns is not None:
-            self.capture_ns = capture_ns
+        if capture_mono_ns is not None:
+            self.capture_mono_ns = capture_mono_ns
         if arrival_ns is not None:
             self.arrival_ns = arrival_ns
 
@@ -286,19 +286,19 @@ class Timeline:
         return self._counters is not None
 
     @property
-    def capture_ns(self) -> int | None:
+    def capture_mono_ns(self) -> int | None:
         """Capture time: the explicit value, else the OLDEST capture among the cameras' frames."""
-        if self._capture_ns is not None:
-            return self._capture_ns
-        stamps = [s.capture_ns for s in self.cameras.values() if s.capture_ns is not None]
+        if self._capture_mono_ns is not None:
+            return self._capture_mono_ns
+        stamps = [s.capture_mono_ns for s in self.cameras.values() if s.capture_mono_ns is not None]
         return min(stamps) if stamps else None
 
-    @capture_ns.setter
-    def capture_ns(self, value: int | None) -> None:
+    @capture_mono_ns.setter
+    def capture_mono_ns(self, value: int | None) -> None:
         if self.camera is not None:
-            self.cameras[self.camera].capture_ns = None if value is None else int(value)
+            self.cameras[self.camera].capture_mono_ns = None if value is None else int(value)
         else:
-            self._capture_ns = None if value is None else int(value)
+            self._capture_mono_ns = None if value is None else int(value)
 
     @property
     def arrival_ns(self) -> int | None:
@@ -315,11 +315,11 @@ class Timeline:
         else:
             self._arrival_ns = None if value is None else int(value)
 
-    def set_frame(self, camera: str, *, capture_ns: int | None = None, arrival_ns: int | None = None) -> None:
+    def set_frame(self, camera: str, *, capture_mono_ns: int | None = None, arrival_ns: int | None = None) -> None:
         """Record a camera's capture/arrival stamps on a batch timeline (``merge`` does this for you)."""
         stamps = self.cameras.setdefault(camera, FrameStamps())
-        if capture_ns is not None:
-            stamps.capture_ns = int(capture_ns)
+        if capture_mono_ns is not None:
+            stamps.capture_mono_ns = int(capture_mono_ns)
         if arrival_ns is not None:
             stamps.arrival_ns = int(arrival_ns)
 
@@ -344,7 +344,7 @@ class Timeline:
         """``output - capture`` (origin="capture") or ``output - arrival`` (origin="arrival"); None if unknown."""
         if origin not in ("capture", "arrival"):
             raise ValueError(f"Invalid origin ({origin!r}). Supported values are 'capture', 'arrival'.")
-        start = self.capture_ns if origin == "capture" else self.arrival_ns
+        start = self.capture_mono_ns if origin == "capture" else self.arrival_ns
         end = self.end_ns
         if start is None or end is None:
             return None
@@ -471,10 +471,11 @@ class Timeline:
         """Fold a per-frame timeline (spans, counters, camera stamps) into this batch timeline; return self."""
         with self._lock:
             for cam, stamps in other.cameras.items():
-                self.set_frame(cam, capture_ns=stamps.capture_ns, arrival_ns=stamps.arrival_ns)
+                self.set_frame(cam, capture_mono_ns=stamps.capture_mono_ns, arrival_ns=stamps.arrival_ns)
             if other.camera is None:
-                if other._capture_ns is not None and (self._capture_ns is None or other._capture_ns < self._capture_ns):
-                    self._capture_ns = other._capture_ns
+                cap = other._capture_mono_ns
+                if cap is not None and (self._capture_mono_ns is None or cap < self._capture_mono_ns):
+                    self._capture_mono_ns = cap
                 if other._arrival_ns is not None and (self._arrival_ns is None or other._arrival_ns < self._arrival_ns):
                     self._arrival_ns = other._arrival_ns
             if self._counters is None:
@@ -570,7 +571,7 @@ class Timeline:
     def __repr__(self) -> str:
         mode = "counters_only, " if self._counters is not None else ""
         return (f"Timeline(index={self.index}, {mode}cameras={list(self.cameras)}, spans={len(self.spans)}, "
-                f"end_to_end_ns={self.end_to_end_ns('capture') if self.capture_ns is not None else None})")
+                f"end_to_end_ns={self.end_to_end_ns('capture') if self.capture_mono_ns is not None else None})")
 
     # ------------------------------------------------------------ serialisation
     def to_dict(self) -> dict[str, Any]:
@@ -578,10 +579,11 @@ class Timeline:
         d: dict[str, Any] = {
             "index": self.index,
             "camera": self.camera,
-            "capture_ns": self._capture_ns,
+            "capture_mono_ns": self._capture_mono_ns,
             "arrival_ns": self._arrival_ns,
             "output_ns": self.output_ns,
-            "cameras": {c: {"capture_ns": s.capture_ns, "arrival_ns": s.arrival_ns} for c, s in self.cameras.items()},
+            "cameras": {c: {"capture_mono_ns": s.capture_mono_ns, "arrival_ns": s.arrival_ns}
+                        for c, s in self.cameras.items()},
             "spans": [s.to_list() for s in list(self.spans)],
             "attrs": dict(self.attrs),
         }
@@ -594,11 +596,11 @@ class Timeline:
     def from_dict(cls, d: Mapping[str, Any]) -> "Timeline":
         tl = cls(index=d.get("index"), counters_only="counters" in d, attrs=d.get("attrs"))
         tl.camera = d.get("camera")
-        tl._capture_ns = d.get("capture_ns")
+        tl._capture_mono_ns = d.get("capture_mono_ns")
         tl._arrival_ns = d.get("arrival_ns")
         tl.output_ns = d.get("output_ns")
         for cam, st in (d.get("cameras") or {}).items():
-            tl.cameras[cam] = FrameStamps(st.get("capture_ns"), st.get("arrival_ns"))
+            tl.cameras[cam] = FrameStamps(st.get("capture_mono_ns"), st.get("arrival_ns"))
         tl.spans = [Span.from_list(r) for r in d.get("spans") or []]
         if "counters" in d:
             tl._counters = {(n, c, k, u): [int(cnt), int(tot), int(mx)] for n, c, k, u, cnt, tot, mx in d["counters"]}

@@ -172,7 +172,7 @@ class TraceWriter:
             events.append({"ph": "X", "name": s.name, "cat": s.kind, "ts_ns": s.start_ns,
                            "dur_ns": s.end_ns - s.start_ns, "pid": pid, "track": track, "args": args})
             self.spans_written += 1
-        start = tl.capture_ns
+        start = tl.capture_mono_ns
         if start is None:
             start = tl.arrival_ns
         if start is None and tl.spans:
@@ -180,11 +180,11 @@ class TraceWriter:
         end = tl.end_ns
         if start is not None and end is not None:
             self._tracks.setdefault((pid, BATCHER_TRACK), None)
-            bargs: dict[str, Any] = {"batch": index, "capture_ns": tl._capture_ns, "arrival_ns": tl._arrival_ns,
-                     "output_ns": tl.output_ns, "end_to_end_ns": end - start,
-                     "cameras": {c: {"capture_ns": st.capture_ns, "arrival_ns": st.arrival_ns}
-                                 for c, st in tl.cameras.items()},
-                     "timeline_camera": tl.camera}
+            bargs: dict[str, Any] = {"batch": index, "capture_mono_ns": tl._capture_mono_ns,
+                                     "arrival_ns": tl._arrival_ns, "output_ns": tl.output_ns, "end_to_end_ns": end - start,
+                                     "cameras": {c: {"capture_mono_ns": st.capture_mono_ns, "arrival_ns": st.arrival_ns}
+                                                 for c, st in tl.cameras.items()},
+                                     "timeline_camera": tl.camera}
             if tl.attrs:
                 bargs["attrs"] = _jsonable(tl.attrs)
             if tl.counters_only:
@@ -462,13 +462,13 @@ def timelines_from_trace(obj: Mapping[str, Any] | list[Any], *, pid: Any = None)
             get(ev["pid"], batch).spans.append(span)
         elif ph == "b" and ev.get("cat") == "batch":
             tl = get(ev["pid"], args.get("batch"))
-            tl._capture_ns = args.get("capture_ns")
+            tl._capture_mono_ns = args.get("capture_mono_ns")
             tl._arrival_ns = args.get("arrival_ns")
             tl.output_ns = args.get("output_ns")
             tl.camera = args.get("timeline_camera")
             tl.attrs.update(args.get("attrs") or {})
             for cam, st in (args.get("cameras") or {}).items():
-                tl.cameras[cam] = FrameStamps(st.get("capture_ns"), st.get("arrival_ns"))
+                tl.cameras[cam] = FrameStamps(st.get("capture_mono_ns"), st.get("arrival_ns"))
             if "counters" in args:
                 tl._counters = {(n, c, k, u): [int(a), int(b), int(m)] for n, c, k, u, a, b, m in args["counters"]}
     out = list(timelines.values())

@@ -236,7 +236,7 @@ class InfoFile:
         return Rig.from_dict({"name": name, "cameras": cams})
 
     def frame_sets(self) -> Iterator[dict]:
-        """``{camera: dv.Frame(camera, index, capture_ns, image path)}`` per sample, in time order."""
+        """``{camera: dv.Frame(camera, index, capture_epoch_ns, image path)}`` per sample, in time order."""
         from ..types import Frame
 
         for k, s in enumerate(self.samples):

@@ -1,6 +1,6 @@
 """``img_metas`` in mmdet3d's layout: one dict per sample holding per-camera lists.
 
-:class:`Mmdet3dMetas` turns a :class:`~dvpipe.Batch` (per-camera meta dicts) into what a detector's
+:class:`Mmdet3dMetas` turns a :class:`~dvpipe.FrameBatch` (per-camera meta dicts) into what a detector's
 ``forward_test(img_metas=[[meta]], img=[img])`` reads, including BEVFormer's temporal keys:
 
 * ``can_bus`` (18 floats) as BEVFormer's ``CustomNuScenesDataset.get_data_info`` builds it:
@@ -96,7 +96,7 @@ class JsonPoses:
 
     def __call__(self, timestamp_ns: Optional[int], seq: Optional[int] = None) -> Mapping[str, Any]:
         if timestamp_ns is None:
-            raise ConfigError("JsonPoses needs capture times (frames as dvpipe.Frame with capture_ns)")
+            raise ConfigError("JsonPoses needs capture times (frames as dvpipe.Frame with capture_epoch_ns)")
         t_us = timestamp_ns / 1e3
         i = int(np.searchsorted(self._t_us, t_us))
         best = min((j for j in (i - 1, i) if 0 <= j < len(self._t_us)), key=lambda j: abs(self._t_us[j] - t_us))
@@ -138,7 +138,7 @@ class Mmdet3dMetas:
 
     def sample(self, per_cam: Sequence[Mapping], cameras: Sequence[str], valid) -> dict:
         """The sample dict from per-camera metas (as ``Pipeline`` builds them), in batch order."""
-        stamps = [m.get("capture_ns") for m in per_cam]
+        stamps = [m.get("capture_epoch_ns") for m in per_cam]
         t_ns = next((t for t in stamps if t is not None), None)
         seq = next((m.get("seq") for m in per_cam if m.get("seq") is not None), None)
         record: Mapping[str, Any] = (self.pose(t_ns, seq) if self.pose is not None

@@ -72,7 +72,7 @@ class OmModel:
             ``DeviceTensor.meta["aipp"]`` is used. Refused for a model without a dynamic AIPP input.
         name: for the stream name and messages (default: the file name).
 
-    Call it with a :class:`dvpipe.Batch` (its ``images`` a :class:`~dvpipe.device.DeviceTensor` or a host
+    Call it with a :class:`dvpipe.FrameBatch` (its ``images`` a :class:`~dvpipe.device.DeviceTensor` or a host
     array; its ``timeline`` gets the spans), a ``DeviceTensor`` or a numpy array, then the other data inputs
     in order; returns the outputs as numpy arrays (the model's dims and dtypes, read-only). ``close()``
     (or ``with``) releases every ACL object. Not run on hardware.

@@ -383,7 +383,7 @@ def prefer_empirical(kernel: Any, query: Any, documented: Any, cache: Optional[L
     Args:
         kernel: the :class:`~dvpipe.stages.registry.Kernel` asked.
         query: the :class:`~dvpipe.stages.registry.KernelQuery` it was asked.
-        documented: the kernel's own (documented-rules) :class:`~dvpipe.stages.registry.Verdict`.
+        documented: the kernel's own (documented-rules) :class:`~dvpipe.stages.registry.KernelVerdict`.
         cache: the live cache (default: :func:`default_cache_path`, when it exists).
         verify: on a device, verify a documented-``unknown`` step never measured (:func:`verify_step`).
 
@@ -414,20 +414,20 @@ def prefer_empirical(kernel: Any, query: Any, documented: Any, cache: Optional[L
     if e is None:
         return documented
     assert cache is not None  # a measurement comes from a cache
-    from ..stages.registry import Verdict
+    from ..stages.registry import KernelVerdict
 
     when = f"measured {e.get('measured', '?')}, driver {e.get('driver') or '?'}"
     if not e["ok"] and documented.ok:
-        return Verdict("rejected", f"fails on this device ({when}): {e.get('error')}; the documented rules allow it",
-                       rule="live", source=cache.path)
+        return KernelVerdict("rejected", f"fails on this device ({when}): {e.get('error')}; the documented rules allow it",
+                             rule="live", source=cache.path)
     if e["ok"] and documented.status == "unknown":
         from ..backends.dvpp.support import accepting_unknown
 
         with accepting_unknown():
             v = kernel.check(query)
         if v.ok:
-            return Verdict("ok", f"{verified_words(e)}: {v.reason}; the documentation leaves it open "
-                                 f"({documented.reason})", rule="live", source=cache.path, detour=v.detour,
-                           replace=v.replace)
+            return KernelVerdict("ok", f"{verified_words(e)}: {v.reason}; the documentation leaves it open "
+                                       f"({documented.reason})", rule="live", source=cache.path, detour=v.detour,
+                                 replace=v.replace)
     del explicit
     return documented

@@ -35,13 +35,14 @@ from ..errors import ConfigError, CorruptFrameError
 from ..types import Camera
 from .base import FrameSpec, Stage
 
-__all__ = ["Verdict", "Kernel", "KernelQuery", "KernelContext", "register_kernel", "kernels_at", "registered_ops",
+__all__ = ["KernelVerdict", "Kernel", "KernelQuery", "KernelContext", "register_kernel", "kernels_at", "registered_ops",
            "all_kernels", "fused_runs"]
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """A backend's answer to "can you run this step here?".
+class KernelVerdict:
+    """A backend's answer to "can you run this step here?" (what a kernel's ``supports`` returns; the DVPP
+    rule engine's own answer for one request is :class:`dvpipe.knowledge.Verdict`).
 
     Attributes:
         status: ``ok``, ``rejected`` (a rule of the hardware forbids it), ``declined`` (dvpipe's own
@@ -70,11 +71,11 @@ class Verdict:
         return self.status == "ok"
 
     @classmethod
-    def yes(cls, reason: str = "", **kw) -> "Verdict":
+    def yes(cls, reason: str = "", **kw) -> "KernelVerdict":
         return cls("ok", reason, **kw)
 
     @classmethod
-    def no(cls, reason: str, **kw) -> "Verdict":
+    def no(cls, reason: str, **kw) -> "KernelVerdict":
         return cls("rejected", reason, **kw)
 
     def to_dict(self) -> dict:
@@ -160,13 +161,13 @@ class Kernel:
     ops: tuple[str, ...]
     family: str
     fn: Callable[[Any, tuple, KernelContext], Any]
-    supports: Optional[Callable[[KernelQuery], Verdict]] = None
+    supports: Optional[Callable[[KernelQuery], KernelVerdict]] = None
     unit: str = "cpu"
     name: str = ""
 
-    def check(self, query: KernelQuery) -> Verdict:
+    def check(self, query: KernelQuery) -> KernelVerdict:
         if self.supports is None:
-            return Verdict.yes()
+            return KernelVerdict.yes()
         return self.supports(query)
 
 
@@ -181,7 +182,7 @@ def register_kernel(ops: str | Sequence[str], backend: str, *, supports: Optiona
     Args:
         ops: one op name or a sequence of consecutive op names the kernel covers (a fused kernel).
         backend: backend family (``cpu``, ``reference``, ``torch``, ``dvpp``, or a new name).
-        supports: optional ``f(query: KernelQuery) -> Verdict`` deciding per camera/spec/target.
+        supports: optional ``f(query: KernelQuery) -> KernelVerdict`` deciding per camera/spec/target.
         unit: hardware unit for latency accounting (``cpu``, ``dvpp``, ``cuda``, ``npu``); default
             ``cpu`` for host backends.
         name: name shown in plans; default the function name.

@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
-from ...stages.registry import KernelContext, Verdict, register_kernel
+from ...stages.registry import KernelContext, KernelVerdict, register_kernel
 from . import _acl, jpegd, vdec, vpc
 from .pool import BufferPool, pool_for
 from .support import TOLERANCES, DvppDecode, Program, StepRefused, accepts_unknown, plan_step, supports
@@ -50,25 +50,25 @@ OPS = (("decode",), ("decode", "crop"), ("decode", "resize"), ("decode", "crop",
        ("decode", "resize", "crop"))
 
 
-def available(ref: Any, target: Any = None) -> Verdict:
+def available(ref: Any, target: Any = None) -> KernelVerdict:
     """Whether ``ref`` (``dvpp`` or ``dvpp-sim``) can run here for ``target``, and why not."""
     if ref.device == "sim":
         if target is None:
-            return Verdict("unavailable", "dvpp-sim simulates one deployment target: pass "
-                                          "target=dvpipe.Target(soc=..., cann=...)")
-        return Verdict.yes(f"software DVPP device simulating {target}")
+            return KernelVerdict("unavailable", "dvpp-sim simulates one deployment target: pass "
+                                                "target=dvpipe.Target(soc=..., cann=...)")
+        return KernelVerdict.yes(f"software DVPP device simulating {target}")
     why = _acl.why_unavailable("hw")
     if why:
-        return Verdict("unavailable", why)
+        return KernelVerdict("unavailable", why)
     try:
         rt = _acl.runtime("hw", target)
         soc = rt.soc_name()
     except Exception as e:  # noqa: BLE001 - any failure to open the device is the reason
-        return Verdict("unavailable", f"cannot open the Ascend device: {e}")
+        return KernelVerdict("unavailable", f"cannot open the Ascend device: {e}")
     if target is not None and soc and soc != target.soc:
-        return Verdict("unavailable", f"the device reports SoC {soc}, the target is {target.soc}; plan for the "
-                                      "device (target=dvpipe.Target.detect()) or use dvpp-sim")
-    return Verdict.yes(f"Ascend device {soc}")
+        return KernelVerdict("unavailable", f"the device reports SoC {soc}, the target is {target.soc}; plan for the "
+                                            "device (target=dvpipe.Target.detect()) or use dvpp-sim")
+    return KernelVerdict.yes(f"Ascend device {soc}")
 
 
 def _target(ctx: KernelContext, stages: tuple) -> Any:
@@ -185,8 +185,8 @@ for _ops in OPS:
     register_kernel(_ops, backend="dvpp", supports=supports, unit="dvpp", name="dvpp." + "+".join(_ops))(_kernel)
 
 
-def _supports_download(q: Any) -> Verdict:
-    return Verdict.yes("device -> host: download + NV12 -> BGR on the host")
+def _supports_download(q: Any) -> KernelVerdict:
+    return KernelVerdict.yes("device -> host: download + NV12 -> BGR on the host")
 
 
 @register_kernel("transfer", backend="dvpp", supports=_supports_download, unit="dvpp", name="dvpp.download")

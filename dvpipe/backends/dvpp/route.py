@@ -39,7 +39,7 @@ import numpy as np
 from ...device import DeviceBatch, DeviceTensor
 from ...errors import ConfigError
 from ...latency.clock import DeviceSpan, now_ns
-from ...stages.registry import KernelContext, KernelQuery, Verdict, register_kernel
+from ...stages.registry import KernelContext, KernelQuery, KernelVerdict, register_kernel
 from ...types import PixelFormat
 from . import _acl
 
@@ -49,7 +49,7 @@ __all__ = ["available", "allocate_output", "batch_layout", "nv12_from_bgr", "OPS
 OPS = (("normalise", "batch"), ("normalise", "pad", "batch"))
 
 
-def available(ref: Any, target: Any = None) -> Verdict:
+def available(ref: Any, target: Any = None) -> KernelVerdict:
     """Whether ``ref`` (``aipp`` or ``aipp-sim``) can run here: the DVPP device it shares memory with."""
     from . import available as dvpp_available
 
@@ -78,31 +78,31 @@ def _config(stages: tuple, camera: Any, src_wh: tuple[int, int], content_wh: tup
                     out_size_wh=out_wh, padding_value=float(pad.value) if pad is not None else 0.0)
 
 
-def _supports(q: KernelQuery) -> Verdict:
+def _supports(q: KernelQuery) -> KernelVerdict:
     spec = q.spec_in
     if q.fidelity == "reference":  # dvpipe's policy first: it holds whatever the step before does
-        return Verdict("declined", "fidelity 'reference' means the float reference within float rounding; AIPP's "
-                                   "8-bit fixed-point colour conversion (CSC >> 8), its 4:2:0 chroma and its fp16 "
-                                   "output differ from it; at fidelity 'fast' the model's AIPP normalises and pads "
-                                   "DVPP's NV12 batch", "aipp.fidelity")
+        return KernelVerdict("declined", "fidelity 'reference' means the float reference within float rounding; AIPP's "
+                                         "8-bit fixed-point colour conversion (CSC >> 8), its 4:2:0 chroma and its fp16 "
+                                         "output differ from it; at fidelity 'fast' the model's AIPP normalises and pads "
+                                         "DVPP's NV12 batch", "aipp.fidelity")
     if not spec.placement.startswith(f"dvpp-{q.backend.device}"):
-        return Verdict.no(f"AIPP reads NV12 that DVPP wrote in device memory; this camera's frames are on "
-                          f"{spec.placement} here (the step before runs elsewhere)")
+        return KernelVerdict.no(f"AIPP reads NV12 that DVPP wrote in device memory; this camera's frames are on "
+                                f"{spec.placement} here (the step before runs elsewhere)")
     if spec.pixel_format not in (PixelFormat.BGR, PixelFormat.NV12):
-        return Verdict.no(f"AIPP takes the decoded picture, got {spec.pixel_format.value}")
+        return KernelVerdict.no(f"AIPP takes the decoded picture, got {spec.pixel_format.value}")
     w, h = spec.size
     pw, ph = q.spec_out.size
     try:
         cfg = _config(q.stages, q.camera, (w + (w & 1), h + (h & 1)), (w, h), (pw, ph))
     except ConfigError as e:
-        return Verdict.no(f"AIPP cannot express this step: {e}", rule="aipp.limits",
-                          source="ATC tool guide atlasatc_16_0023 / pyACL aclpythondevg_01_0188 (CANN 8.0.0)")
+        return KernelVerdict.no(f"AIPP cannot express this step: {e}", rule="aipp.limits",
+                                source="ATC tool guide atlasatc_16_0023 / pyACL aclpythondevg_01_0188 (CANN 8.0.0)")
     norm, _pad = _split(q.stages)
     what = (f"the model's AIPP: NV12 ({_colour_standard(q.camera)}) -> {'RGB' if norm.to_rgb else 'BGR'}, "
             f"normalise, pad to {pw}x{ph}, fp16; the batch is the NV12 device buffer")
     note = "" if norm.dtype == "float16" else f" (the stage list asks for {norm.dtype}; AIPP writes fp16)"
     del cfg  # built only to learn whether AIPP can express the step (the plan's buffer layout builds the real one)
-    return Verdict.yes(what + note)
+    return KernelVerdict.yes(what + note)
 
 
 def batch_layout(plan: Any) -> dict:

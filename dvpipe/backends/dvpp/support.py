@@ -43,7 +43,7 @@ from ...codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ...errors import DvpipeError
 from ...knowledge import register_cache as _register_cache
 from ...stages.image import Crop, Decode, Resize
-from ...stages.registry import KernelQuery, Verdict
+from ...stages.registry import KernelQuery, KernelVerdict
 from ...types import PixelFormat
 
 __all__ = ["DvppDecode", "VpcOp", "Program", "plan_step", "supports", "StepRefused", "TOLERANCES", "TOLERANCE_WHY",
@@ -186,11 +186,11 @@ def _deciding(kv) -> Any:
     return None
 
 
-def _refusal(kv, extra: str = "") -> Verdict:
+def _refusal(kv, extra: str = "") -> KernelVerdict:
     f = _deciding(kv)
     reason = (f.message if f is not None else kv.summary) + (f"; {extra}" if extra else "")
     status = kv.status if kv.status in ("rejected", "unknown") else "rejected"
-    return Verdict(status, reason, f.rule_id if f else None, f.source if f else None)
+    return KernelVerdict(status, reason, f.rule_id if f else None, f.source if f else None)
 
 
 # ------------------------------------------------------------------------------------------------ planning
@@ -259,7 +259,7 @@ def _ok(kv, accept: bool) -> bool:
 
 
 def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
-              fidelity: Fidelity = "fast", accept_unknown: bool = False) -> tuple[Verdict, Optional[Program]]:
+              fidelity: Fidelity = "fast", accept_unknown: bool = False) -> tuple[KernelVerdict, Optional[Program]]:
     """The verdict for running ``stages`` (a run starting with ``decode``) on DVPP, and the program.
 
     The program is None unless the verdict is ok. Deterministic: the kernel calls it again with the
@@ -267,11 +267,11 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
     leave open as allowed (see the module docstring).
     """
     if target is None:
-        return Verdict.no("the DVPP backend plans against a target: Pipeline(..., target=dvpipe.Target(soc=..., "
-                          "cann=...))"), None
+        return KernelVerdict.no("the DVPP backend plans against a target: Pipeline(..., target=dvpipe.Target(soc=..., "
+                                "cann=...))"), None
     if spec_in.pixel_format is not PixelFormat.ENCODED:
-        return Verdict.no(f"DVPP decoders take encoded frames; this camera delivers {spec_in.pixel_format.value} "
-                          "arrays"), None
+        return KernelVerdict.no(f"DVPP decoders take encoded frames; this camera delivers {spec_in.pixel_format.value} "
+                                "arrays"), None
     w, h = spec_in.size
     enc = spec_in.encoding
     if enc == "png":
@@ -279,7 +279,7 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
                     else "png")
         note = "dvpipe's DVPP backend calls the acldvpp (v1) API; PNG decoding is not implemented (run on the next backend)"
         if kv.ok:
-            return Verdict.no(f"PNGD decode on {target.soc} (CANN {target.cann}): {note}"), None
+            return KernelVerdict.no(f"PNGD decode on {target.soc} (CANN {target.cann}): {note}"), None
         return _refusal(kv, note), None
     if enc in RAW_YUV_ENCODINGS:
         # VPC documents YUV422 packed and YUV420SP input (vpc.v1.formats.*: 6.0.1 aclcppdevg_03_0168 / 0232,
@@ -292,9 +292,9 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
             from ...knowledge import rule_by_id
 
             rule = rule_by_id(rid) if rid else None
-            return Verdict.no(f"VPC colour conversion {enc.upper()} -> BGR888 on {target.soc} (CANN {target.cann}): "
-                              f"allowed by the documented rules; {note}", rule=rid,
-                              source=rule.source if rule else None), None
+            return KernelVerdict.no(f"VPC colour conversion {enc.upper()} -> BGR888 on {target.soc} (CANN {target.cann}): "
+                                    f"allowed by the documented rules; {note}", rule=rid,
+                                    source=rule.source if rule else None), None
         return _refusal(kv, note), None
     if enc == "jpeg":
         source = "jpegd"
@@ -303,15 +303,15 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
         source = "vdec"
         kv = kcheck(target, "vdec", "decode", w, h, enc, out_fmt="nv12")
     else:
-        return Verdict.no(f"no DVPP decoder for {enc or 'this input'}"), None
+        return KernelVerdict.no(f"no DVPP decoder for {enc or 'this input'}"), None
     if not _ok(kv, accept_unknown):
         return _refusal(kv), None
     for st in stages[1:]:
         if st.op == "resize" and st.interpolation != "linear":
-            return Verdict.no(f"VPC resize on {target.soc} (CANN {target.cann}): only the hardware default "
-                              f"(bilinear) is offloaded; the acldvppResizeConfig interpolation options are not "
-                              f"documented (open question 3), so {st.interpolation!r} runs on the next backend",
-                              rule="vpc.v1.interpolation_open"), None
+            return KernelVerdict.no(f"VPC resize on {target.soc} (CANN {target.cann}): only the hardware default "
+                                    f"(bilinear) is offloaded; the acldvppResizeConfig interpolation options are not "
+                                    f"documented (open question 3), so {st.interpolation!r} runs on the next backend",
+                                    rule="vpc.v1.interpolation_open"), None
 
     p = _Plan([DvppDecode(target=target)], [], [], [])
     p.cite_checked(kv)
@@ -344,7 +344,7 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
             p.stages.append(st)
             continue
         if st.op != "resize":
-            return Verdict.no(f"the DVPP step covers decode, crop and resize, not {st.op}"), None
+            return KernelVerdict.no(f"the DVPP step covers decode, crop and resize, not {st.op}"), None
         if pending is not None and (pending[0], pending[1], pending[2], pending[3]) == (0, 0, cur[0], cur[1]):
             pending = None  # a crop of the whole picture (the decoder's own floor): nothing to cut
         src = (pending[2], pending[3]) if pending is not None else cur
@@ -412,17 +412,17 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
                "the 4:2:0 chroma round trip and uint8 resampling (tolerance table: docs/dvpp.md); at fidelity "
                f"'fast' this step runs on DVPP: {prog.describe()}")
         # "declined" (dvpipe's fidelity policy), not "rejected" (a documented hardware limit)
-        return Verdict("declined", (reason + "; " if reason else "") + why, p.rule or "dvpp.fidelity",
-                       p.source, "; ".join(p.detours) or None), None
+        return KernelVerdict("declined", (reason + "; " if reason else "") + why, p.rule or "dvpp.fidelity",
+                             p.source, "; ".join(p.detours) or None), None
     text = prog.describe() if not reason else f"{reason}; runs as: {prog.describe()}"
     replace = tuple(p.stages) if p.changed else (p.stages[0], *stages[1:])
-    return Verdict("ok", text, p.rule, p.source, "; ".join(p.detours) or None, replace), prog
+    return KernelVerdict("ok", text, p.rule, p.source, "; ".join(p.detours) or None, replace), prog
 
 
-def supports(q: KernelQuery) -> Verdict:
+def supports(q: KernelQuery) -> KernelVerdict:
     """The ``supports`` function of every DVPP decode kernel (see :func:`plan_step`)."""
     try:
         verdict, _prog = plan_step(q.stages, q.spec_in, q.camera, q.target, q.fidelity, accepts_unknown())
     except ValueError as e:  # a malformed request built from odd stages: say so instead of crashing the plan
-        return Verdict.no(f"cannot map this step onto DVPP: {e}")
+        return KernelVerdict.no(f"cannot map this step onto DVPP: {e}")
     return verdict

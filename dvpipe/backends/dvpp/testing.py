@@ -11,8 +11,8 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
-__all__ = ["CI_TARGETS", "error_stats", "within", "sample_frame_sets", "kitti_rig", "synthetic_bgr", "encode_jpeg",
-           "h264_stream", "naive_nv12_planes", "sentinel_count", "video_packets", "pyav_display_order"]
+__all__ = ["CI_TARGETS", "error_stats", "tolerance_violations", "sample_frame_sets", "kitti_rig", "synthetic_bgr",
+           "encode_jpeg", "h264_stream", "naive_nv12_planes", "sentinel_count", "video_packets", "pyav_display_order"]
 
 #: the targets CI runs the backend against on the software device: (SoC, CANN)
 CI_TARGETS = (("Ascend310", "6.0.1"), ("Ascend310P3", "7.0.0"), ("Ascend910B3", "8.0.0"), ("Ascend910_9391", "8.1.RC1"))
@@ -26,8 +26,8 @@ def error_stats(a: np.ndarray, b: np.ndarray) -> dict:
     return {"mean_abs": float(d.mean()), "p999_abs": float(np.percentile(d, 99.9)), "max_abs": float(d.max())}
 
 
-def within(stats: dict, bound: dict) -> list[str]:
-    """The entries of ``stats`` above ``bound`` (same keys), in words; empty when within."""
+def tolerance_violations(stats: dict, bound: dict) -> list[str]:
+    """The entries of ``stats`` above ``bound`` (same keys), in words; empty when every one is within its bound."""
     return [f"{k} {stats[k]:.4g} > {bound[k]}" for k in ("mean_abs", "p999_abs", "max_abs") if k in bound
             and stats[k] > bound[k]]
 

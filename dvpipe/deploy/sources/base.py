@@ -8,7 +8,7 @@ source raises :class:`StreamStalled` when a read timed out on a connection that 
 reader counts a stall and reads on, and reconnects only once the stall passes the source's
 :attr:`Source.stall_reconnect_s`.
 
-Times: ``Frame.capture_ns`` is the capture time as the source knows it, in nanoseconds since the
+Times: ``Frame.capture_epoch_ns`` is the capture time as the source knows it, in nanoseconds since the
 Unix epoch (file names, container timestamps, the wall clock at capture). ``Item.capture_mono_ns``
 is the same moment on dvpipe's monotonic clock (:func:`dvpipe.latency.now_ns`) when that is
 meaningful (live sources, paced replay), else None: a recording processed as fast as possible has
@@ -190,10 +190,10 @@ class Source:
         self.stop = event
 
     # -- helpers for subclasses ------------------------------------------------------------------
-    def _item(self, data: Any, capture_ns: int, *, keyframe: Optional[bool] = None,
+    def _item(self, data: Any, capture_epoch_ns: int, *, keyframe: Optional[bool] = None,
               pixel_format: PixelFormat = PixelFormat.ENCODED, capture_mono_ns: Optional[int] = None,
               read_span_ns: Optional[tuple[int, int]] = None) -> Item:
-        frame = Frame(self.camera.name, self.seq, int(capture_ns) + self.offset_ns, data, pixel_format)
+        frame = Frame(self.camera.name, self.seq, int(capture_epoch_ns) + self.offset_ns, data, pixel_format)
         self.seq += 1
         mono = None if capture_mono_ns is None else capture_mono_ns + self.offset_ns
         return Item(frame, keyframe, mono, 0, read_span_ns)

@@ -10,7 +10,7 @@ from the file names, a sidecar file, or a frame rate.
   ``unit`` (auto as above).
 * ``timestamps: fps``: frame k is captured at ``start_ns + k / fps``.
 * ``timestamps: rig`` (set by the deployment loader, not written by users): one image named by a
-  single-sample rig file's ``image:``, captured at its ``capture_time_ns`` (option ``capture_ns``).
+  single-sample rig file's ``image:``, captured at its ``capture_time_ns`` (option ``capture_epoch_ns``).
 
 ``pattern`` is a file-name glob inside the folder; the loader replaces ``{camera}`` in it by the
 camera's name (``pattern: "*__{camera}__*.jpg"`` for nuScenes' flat ``samples`` folders) and refuses
@@ -125,7 +125,7 @@ class StampedFiles(Source):
     def _read(self) -> Optional[Item]:
         if self._next >= len(self._files):
             return None
-        capture_ns, path = self._files[self._next]
+        capture_epoch_ns, path = self._files[self._next]
         self._next += 1
         t0 = now_ns()
         try:
@@ -133,7 +133,7 @@ class StampedFiles(Source):
                 data = f.read()
         except OSError as e:
             raise SourceError(f"cannot read {path}: {e.strerror or e}{self.read_hint}") from None
-        return self._item(data, capture_ns, read_span_ns=(t0, now_ns()))
+        return self._item(data, capture_epoch_ns, read_span_ns=(t0, now_ns()))
 
     def stamped_files(self) -> list[tuple[int, str]]:
         """``(capture time in epoch ns, path)`` of every frame, in delivery order (after ``open``)."""
@@ -228,7 +228,7 @@ class ImageSequence(StampedFiles):
                         raise SourceError(f"{f}: not listed in the sidecar {o['sidecar']}")
                     stamped.append((_to_ns(t, unit), f))
         elif mode == "rig":
-            stamped = [(int(o.get("capture_ns") or 0), f) for f in files[:1]]
+            stamped = [(int(o.get("capture_epoch_ns") or 0), f) for f in files[:1]]
         else:
             start = o.get("start_ns") or 0
             period = 1e9 / o.get("fps", 10.0)

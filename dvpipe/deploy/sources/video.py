@@ -218,10 +218,10 @@ class AvStream(Source):
             return None
         return int(round(float(t * pkt.time_base) * 1e9))
 
-    def _capture_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:  # pragma: no cover - per type
+    def _capture_epoch_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:  # pragma: no cover - per type
         raise NotImplementedError
 
-    def _capture_mono(self, capture_ns: int) -> Optional[int]:
+    def _capture_mono(self, capture_epoch_ns: int) -> Optional[int]:
         return None
 
     def _read(self) -> Optional[Item]:
@@ -248,7 +248,7 @@ class AvStream(Source):
             self._order.push(unit)
 
     def _emit(self, packet: VideoPacket, t0: int) -> Item:
-        capture = self._capture_ns(packet, wall_ns())
+        capture = self._capture_epoch_ns(packet, wall_ns())
         mono = self._capture_mono(capture)
         if self._mode == "decode":  # raw: decode here, with the same reordering as the decode step
             try:
@@ -273,7 +273,7 @@ class AvStream(Source):
         packet = VideoPacket([], pts, "pts")
         if pts is None:
             packet = VideoPacket([], self.seq, "index")
-        capture = self._capture_ns(packet, wall_ns())
+        capture = self._capture_epoch_ns(packet, wall_ns())
         return self._item(data, capture, capture_mono_ns=self._capture_mono(capture), read_span_ns=(t0, now_ns()))
 
     def _at_end(self) -> Optional[Item]:
@@ -323,7 +323,7 @@ class VideoFile(AvStream):
             start = _creation_time_ns(self._container) or 0
         self._start_ns = int(start)
 
-    def _capture_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:
+    def _capture_epoch_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:
         if packet.by != "pts" or packet.want is None:
             rate = float(self._stream.average_rate or 30)
             return self._start_ns + int(round(self.seq * 1e9 / rate))
@@ -393,7 +393,7 @@ class ElementaryStream(AvStream):
         n = self.options.get("lookahead")
         return ELEMENTARY_LOOKAHEAD if n is None else int(n)
 
-    def _capture_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:
+    def _capture_epoch_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:
         index = packet.want if packet.want is not None else self.seq
         return int(self.options.get("start_ns") or 0) + int(round(index * 1e9 / self.options.get("fps", 30.0)))
 
@@ -465,7 +465,7 @@ class _LiveStream(AvStream):
         n = self.options.get("lookahead")
         return Lookahead(0 if n is None else int(n))
 
-    def _capture_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:
+    def _capture_epoch_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:
         self._media_ns = packet.want if packet.by == "pts" else None
         if packet.by != "pts" or packet.want is None:
             return arrival_wall_ns
@@ -477,8 +477,8 @@ class _LiveStream(AvStream):
         self._anchor = (pts_ns, arrival_wall_ns)
         return arrival_wall_ns
 
-    def _capture_mono(self, capture_ns: int) -> Optional[int]:
-        return to_monotonic_ns(capture_ns)
+    def _capture_mono(self, capture_epoch_ns: int) -> Optional[int]:
+        return to_monotonic_ns(capture_epoch_ns)
 
     def _at_end(self) -> Optional[Item]:
         raise StreamLost(f"{self._url()}: the stream ended (end of file from the sender)")

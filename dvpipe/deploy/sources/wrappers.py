@@ -63,7 +63,7 @@ class Looped(SourceWrapper):
             item = self.inner.read()
             if item is None:
                 return None
-        cap = item.frame.capture_ns
+        cap = item.frame.capture_epoch_ns
         if self._first is None:
             self._first = cap
             if self._next_pass_ns is not None:
@@ -71,8 +71,8 @@ class Looped(SourceWrapper):
         elif self._last is not None and cap > self._last and self._period is None:
             self._period = cap - self._last
         self._last = cap
-        item.frame.capture_ns = cap + self._shift_ns
-        self._last_out = item.frame.capture_ns
+        item.frame.capture_epoch_ns = cap + self._shift_ns
+        self._last_out = item.frame.capture_epoch_ns
         if item.capture_mono_ns is not None:
             item.capture_mono_ns += self._shift_ns
         item.frame.seq = self._count
@@ -125,13 +125,13 @@ class ReplayClock:
         self.wait = wait or (lambda stop, seconds: stop.wait(seconds))
         self._lock = threading.Lock()
 
-    def release_ns(self, capture_ns: int) -> int:
-        """Monotonic time (ns) at which the frame captured at ``capture_ns`` (epoch ns) is released."""
+    def release_ns(self, capture_epoch_ns: int) -> int:
+        """Monotonic time (ns) at which the frame captured at ``capture_epoch_ns`` (epoch ns) is released."""
         with self._lock:
             if self.c0_ns is None:
-                self.c0_ns, self.t0_mono_ns = capture_ns, self.now()
+                self.c0_ns, self.t0_mono_ns = capture_epoch_ns, self.now()
             assert self.t0_mono_ns is not None  # set with c0_ns
-            return self.t0_mono_ns + int((capture_ns - self.c0_ns) / self.speed)
+            return self.t0_mono_ns + int((capture_epoch_ns - self.c0_ns) / self.speed)
 
 
 class Paced(SourceWrapper):
@@ -146,7 +146,7 @@ class Paced(SourceWrapper):
         item = self.inner.read()
         if item is None:
             return None
-        release = self.clock.release_ns(item.frame.capture_ns)
+        release = self.clock.release_ns(item.frame.capture_epoch_ns)
         wait = release - self.clock.now()
         if wait > 0 and self.clock.wait(self.stop, wait / 1e9):
             return None
