@@ -385,7 +385,7 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
                 rbox = None
             if rbox is not None:
                 p.stages.append(Crop(rbox[0], rbox[1], rbox[2] - rbox[0] + 1, rbox[3] - rbox[1] + 1))
-            ow, oh = r.out_size
+            oh, ow = r.out_size
             p.stages.append(Resize(size=(oh, ow)))
             p.ops.append(VpcOp("crop_resize" if rbox is not None else "resize", rbox, (oh, ow)))
             cur = (oh, ow)
