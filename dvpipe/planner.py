@@ -215,7 +215,10 @@ def _jsonable(d: Optional[dict]) -> Optional[dict]:
             return dataclasses.asdict(v)
         return list(v) if isinstance(v, tuple) else v
 
-    return {k: plain(v) for k, v in d.items()}
+    out = {k: plain(v) for k, v in d.items()}
+    if "out_size" in out:  # the JSON keeps [width, height], as written before sizes became (height, width)
+        out["out_size"] = out["out_size"][::-1]
+    return out
 
 
 def input_spec(camera: Camera) -> FrameSpec:

@@ -107,7 +107,9 @@ def _supports(q: KernelQuery) -> Verdict:
 
 def batch_layout(plan: Any) -> dict:
     """The per-batch device buffer of an AIPP-route plan: picture size, documented stride, slot bytes,
-    placement, colour standard and the :class:`~.aipp.AippConfig` that reproduces the profile."""
+    placement, colour standard and the :class:`~.aipp.AippConfig` that reproduces the profile.
+    ``out_size`` is the model input's ``(height, width)`` in pixels; ``strides`` is
+    ``(width_stride, height_stride)``, DVPP's order."""
     from . import device_output, picture_layout
 
     cp = plan.cameras[0]
