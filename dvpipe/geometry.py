@@ -58,8 +58,8 @@ def flip_matrix(width: int) -> np.ndarray:
 
 
 def resize_matrix(in_size: tuple[int, int], out_size: tuple[int, int]) -> np.ndarray:
-    """Exact mapping of a resize from ``in_size`` to ``out_size`` (both ``(width, height)``)."""
-    return scale_matrix(out_size[0] / in_size[0], out_size[1] / in_size[1])
+    """Exact mapping of a resize from ``in_size`` to ``out_size`` (both ``(height, width)`` in pixels)."""
+    return scale_matrix(out_size[1] / in_size[1], out_size[0] / in_size[0])
 
 
 def crop_matrix(left: int, top: int) -> np.ndarray:
@@ -72,13 +72,14 @@ def pad_matrix(left: int = 0, top: int = 0) -> np.ndarray:
     return translate_matrix(float(left), float(top))
 
 
-def scaled_size(width: int, height: int, scale: float) -> tuple[int, int]:
-    """Output size of a resize by ``scale``: ``(int(width * scale), int(height * scale))``.
+def scaled_size(size: tuple[int, int], scale: float) -> tuple[int, int]:
+    """Output ``(height, width)`` in pixels of a resize by ``scale`` of an image of ``size``
+    ``(height, width)``: ``(int(height * scale), int(width * scale))``.
 
     Truncation, as mmcv/BEVFormer's ``RandomScaleImageMultiViewImage`` does it
-    (1600x900 * 0.5 -> 800x450; 1242x375 * 0.5 -> 621x187). Never below 1 pixel.
+    (900x1600 * 0.5 -> 450x800; 375x1242 * 0.5 -> 187x621). Never below 1 pixel.
     """
-    return max(1, int(width * scale)), max(1, int(height * scale))
+    return max(1, int(size[0] * scale)), max(1, int(size[1] * scale))
 
 
 def apply_to_intrinsics(K: np.ndarray, img_aug: np.ndarray) -> np.ndarray:

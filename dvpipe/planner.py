@@ -86,8 +86,8 @@ class CameraPlan:
             after the last re-projecting one).
         intrinsics: 3x3 K that ``img_aug`` applies to: the camera's own, or K' of the last stage that
             re-projected the image (``Undistort``); ``cam2img = img_aug @ intrinsics``.
-        prepad_size: ``(width, height)`` before the first Pad (the image content size).
-        out_size: ``(width, height)`` of the camera's image in the batch.
+        prepad_size: ``(height, width)`` in pixels before the first Pad (the image content size).
+        out_size: ``(height, width)`` in pixels of the camera's image in the batch.
     """
 
     camera: Camera
@@ -141,7 +141,7 @@ class Plan:
 
     @property
     def out_shape(self) -> tuple[int, int, int, int]:
-        w, h = self.cameras[0].out_size
+        h, w = self.cameras[0].out_size
         return (len(self.cameras), 3, h, w)
 
     @property
@@ -215,7 +215,10 @@ def _jsonable(d: Optional[dict]) -> Optional[dict]:
             return dataclasses.asdict(v)
         return list(v) if isinstance(v, tuple) else v
 
-    return {k: plain(v) for k, v in d.items()}
+    out = {k: plain(v) for k, v in d.items()}
+    if "out_size" in out:  # the JSON keeps [width, height], as written before sizes became (height, width)
+        out["out_size"] = out["out_size"][::-1]
+    return out
 
 
 def input_spec(camera: Camera) -> FrameSpec:
@@ -478,7 +481,7 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
 
     sizes = {cp.out_size for cp in cam_plans}
     if len(sizes) > 1:
-        listing = ", ".join(f"{cp.camera.name} {cp.out_size[0]}x{cp.out_size[1]}" for cp in cam_plans)
+        listing = ", ".join(f"{cp.camera.name} {cp.out_size[1]}x{cp.out_size[0]}" for cp in cam_plans)
         raise ConfigError(f"cameras produce different output sizes ({listing}); a batch needs one size: "
                           "add Resize(size=...) or Pad(size=...)")
     places = {cp.steps[-1].spec_out.placement for cp in cam_plans}

@@ -139,7 +139,7 @@ def profile_stages(name: "str | Profile", fidelity: Fidelity = "reference", came
     if p.crop_bottom is not None:
         if camera is None:
             raise ConfigError(f"profile {p.name} crops relative to the image size; pass the camera")
-        w, h = (geometry.scaled_size(camera.width, camera.height, scale) if scale else (camera.width, camera.height))
+        h, w = geometry.scaled_size((camera.height, camera.width), scale) if scale else (camera.height, camera.width)
         cw = min(p.crop_width or w, w)
         ch = min(p.crop_bottom, h)
         geo.append(Crop(left=int(max(0, w - cw) / 2), top=h - ch, width=cw, height=ch))
@@ -153,6 +153,8 @@ def generic_metas(camera: Camera, img_aug: np.ndarray, prepad_size: tuple[int, i
                   out_size: tuple[int, int]) -> dict:
     """Metas for a pipeline without a profile: geometry from ``img_aug``, shapes as ``(H, W, 3)``.
 
+    ``prepad_size`` and ``out_size`` are ``(height, width)`` in pixels (``CameraPlan``'s).
+
     ``camera`` is the camera whose ``intrinsics`` ``img_aug`` applies to: the plan's
     ``CameraPlan.metas_camera`` (K' after an ``Undistort``, :mod:`dvpipe.geometry`)."""
     return {
@@ -161,9 +163,9 @@ def generic_metas(camera: Camera, img_aug: np.ndarray, prepad_size: tuple[int, i
         "cam2img": geometry.cam2img(camera.intrinsics, img_aug),
         "lidar2cam": np.array(camera.lidar2cam),
         "img_aug": np.array(img_aug),
-        "img_shape": (out_size[1], out_size[0], 3),
-        "ori_shape": (prepad_size[1], prepad_size[0], 3),
-        "pad_shape": (out_size[1], out_size[0], 3),
+        "img_shape": (*out_size, 3),
+        "ori_shape": (*prepad_size, 3),
+        "pad_shape": (*out_size, 3),
     }
 
 
@@ -186,6 +188,8 @@ def profile_metas(name: "str | Profile | None", camera: Camera, img_aug: np.ndar
     """Per-camera ``img_metas`` as profile ``name`` (None: generic) defines them.
 
     Args:
+        prepad_size: ``(height, width)`` in pixels before the first Pad (``CameraPlan.prepad_size``).
+        out_size: ``(height, width)`` in pixels of the batch image (``CameraPlan.out_size``).
         stages: the stages the pipeline runs. Given, ``img_norm_cfg`` describes their normalisation
             (none: no ``img_norm_cfg``), whatever the profile's own is; None: the profile's.
 

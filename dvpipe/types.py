@@ -2,8 +2,10 @@
 
 Conventions used everywhere:
 
-* Image sizes are ``width`` and ``height`` in pixels; shapes are numpy order ``(H, W, C)`` for
-  HWC images and ``(N, 3, H, W)`` for batches.
+* Image sizes are ``width`` and ``height`` in pixels; a size as one tuple is ``(height, width)``
+  in pixels (numpy order, as ``Resize.size``, ``FrameSpec.size``, ``CameraPlan.out_size``); shapes
+  are ``(H, W, C)`` for HWC images and ``(N, 3, H, W)`` for batches. ``WxH`` strings (CLI
+  ``--size 1600x900``) are read by :func:`dvpipe.types.parse_wxh` only.
 * Colour order is named explicitly (``PixelFormat.BGR``, ``PixelFormat.RGB``); OpenCV decodes
   to BGR.
 * Times are integer nanoseconds; names end in ``_ns``.
@@ -24,7 +26,7 @@ import numpy as np
 from .errors import ConfigError, DvpipeError, StaleBatchError  # noqa: F401 - StaleBatchError re-exported
 
 __all__ = ["PixelFormat", "Camera", "Distortion", "Rig", "Frame", "FrameBatch", "StaleBatchError", "ENCODINGS",
-           "DISTORTION_MODELS"]
+           "DISTORTION_MODELS", "parse_wxh"]
 
 #: Encodings a camera can declare. ``raw`` means the frames arrive as decoded HxWx3 BGR arrays; ``uyvy``,
 #: ``yuyv`` (YUV 4:2:2 packed) and ``nv12`` (YUV 4:2:0 semi-planar) are uncompressed camera frames (GMSL,
@@ -59,6 +61,27 @@ def short_repr(value: Any, limit: int = 60) -> str:
     except Exception:  # noqa: BLE001 - e.g. int -> str beyond Python's digit limit
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+_WXH_RE = re.compile(r"^\s*(\d{1,9})\s*[xX]\s*(\d{1,9})\s*$")
+
+
+def parse_wxh(text: str, what: str = "size") -> tuple[int, int]:
+    """A ``WIDTHxHEIGHT`` string (``"1600x900"``, as CLI flags and YAML comments write sizes) as
+    ``(height, width)`` in pixels: the one place where a ``WxH`` string becomes a size tuple.
+
+    >>> parse_wxh("1600x900")
+    (900, 1600)
+
+    Raises:
+        ConfigError: one line naming ``what`` for anything else, or a side outside 1..CAMERA_MAX_SIDE.
+    """
+    m = _WXH_RE.match(str(text))
+    w, h = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+    if not (0 < w <= CAMERA_MAX_SIDE and 0 < h <= CAMERA_MAX_SIDE):
+        raise ConfigError(f"{what} {short_repr(text)}: expected WIDTHxHEIGHT (WxH) in pixels, each side in "
+                          f"1..{CAMERA_MAX_SIDE}, e.g. 1600x900")
+    return h, w
 
 
 def camera_name_problem(name: Any) -> str | None:

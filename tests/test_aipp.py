@@ -89,7 +89,7 @@ def test_aipp_matches_float_reference_on_the_same_yuv(standard, profile):
     p = PROFILES[profile]
     nv12 = _encode_nv12(_photo(0), standard)
     cfg = aipp_for(p.mean, p.std, channel_order="rgb" if p.to_rgb else "bgr", colour_standard=standard,
-                   src_size_wh=(800, 450), content_size_wh=(800, 450), out_size_wh=(800, 450))
+                   src_size=(450, 800), content_size=(450, 800), out_size=(450, 800))
     out = apply_aipp(cfg, nv12[None])[0].astype(np.float64)
     rgb = _decode_rgb_float(nv12, standard)
     ref_hwc = rgb if p.to_rgb else rgb[..., ::-1]
@@ -123,8 +123,8 @@ def test_fixed_point_by_hand_jpeg_rgb():
     #   R = (256*100 + 359*72) >> 8          = 51448 >> 8 = 200
     #   G = (256*100 - 88*22 - 183*72) >> 8  = 10488 >> 8 = 40
     #   B = (256*100 + 454*22) >> 8          = 35588 >> 8 = 139
-    cfg = aipp_for((0, 0, 0), (1, 1, 1), channel_order="rgb", colour_standard="jpeg_full", src_size_wh=(2, 2),
-                   content_size_wh=(2, 2), out_size_wh=(2, 2))
+    cfg = aipp_for((0, 0, 0), (1, 1, 1), channel_order="rgb", colour_standard="jpeg_full", src_size=(2, 2),
+                   content_size=(2, 2), out_size=(2, 2))
     out = apply_aipp(cfg, _nv12_2x2([100] * 4, 150, 200))
     assert out.dtype == np.float16 and out.shape == (1, 3, 2, 2)
     assert out[0, :, 0, 0].tolist() == [200.0, 40.0, 139.0]
@@ -140,8 +140,8 @@ def test_fixed_point_by_hand_narrow_floor_and_saturation():
     #   Y=16, U=V=128 (black): 0
     #   Y=255, U=128, V=255: R = (298*239 + 409*127) >> 8 = 123165 >> 8 = 481 -> saturates to 255
     #                        G = (298*239 - 208*127) >> 8 = 44806 >> 8 = 175;  B = 71222 >> 8 = 278 -> 255
-    cfg = aipp_for((0, 0, 0), (1, 1, 1), channel_order="rgb", colour_standard="bt601_narrow", src_size_wh=(2, 2),
-                   content_size_wh=(2, 2), out_size_wh=(2, 2))
+    cfg = aipp_for((0, 0, 0), (1, 1, 1), channel_order="rgb", colour_standard="bt601_narrow", src_size=(2, 2),
+                   content_size=(2, 2), out_size=(2, 2))
     assert apply_aipp(cfg, _nv12_2x2([235] * 4, 128, 128))[0, :, 0, 0].tolist() == [254, 254, 254]
     assert apply_aipp(cfg, _nv12_2x2([16] * 4, 128, 128))[0, :, 0, 0].tolist() == [0, 0, 0]
     assert apply_aipp(cfg, _nv12_2x2([255] * 4, 128, 255))[0, :, 0, 0].tolist() == [255, 175, 255]
@@ -150,8 +150,8 @@ def test_fixed_point_by_hand_narrow_floor_and_saturation():
 def test_normalisation_by_hand_mean_split_and_fp16():
     # bevformer-tiny R: mean 123.675 -> mean_chn 123 + min_chn 0.675; var_reci 1/58.395 held as fp16
     p = PROFILES["bevformer-tiny"]
-    cfg = aipp_for(p.mean, p.std, channel_order="rgb", colour_standard="jpeg_full", src_size_wh=(2, 2),
-                   content_size_wh=(2, 2), out_size_wh=(2, 2))
+    cfg = aipp_for(p.mean, p.std, channel_order="rgb", colour_standard="jpeg_full", src_size=(2, 2),
+                   content_size=(2, 2), out_size=(2, 2))
     assert (cfg.mean_chn_0, cfg.mean_chn_1, cfg.mean_chn_2) == (123, 116, 103)
     assert cfg.min_chn_0 == pytest.approx(0.675) and cfg.min_chn_2 == pytest.approx(0.53)
     assert cfg.var_reci_chn_0 == pytest.approx(1 / 58.395)
@@ -229,7 +229,7 @@ def test_golden_against_the_atc_guide_example():
     BGR out, 256x256, BT.601 narrow, mean 104/117/123, no crop, var_reci 1.0."""
     documented = AippConfig.from_cfg(_ATC_EXAMPLE)
     ours = aipp_for((104, 117, 123), (1, 1, 1), channel_order="bgr", colour_standard="bt601_narrow",
-                    src_size_wh=(256, 256), content_size_wh=(256, 256), out_size_wh=(256, 256))
+                    src_size=(256, 256), content_size=(256, 256), out_size=(256, 256))
     expected = {"aipp_mode": "static", "input_format": "YUV420SP_U8", "csc_switch": True, "rbuv_swap_switch": False,
                 "related_input_rank": 0, "src_image_size_w": 256, "src_image_size_h": 256, "crop": False,
                 "matrix_r0c0": 298, "matrix_r0c1": 516, "matrix_r0c2": 0, "matrix_r1c0": 298, "matrix_r1c1": -100,
@@ -251,8 +251,8 @@ def test_golden_against_the_atc_guide_example():
     ("bt709_full", (256, 0, 403), (256, -48, -120), (256, 475, 0), (0, 128, 128)),
 ])
 def test_documented_matrices(standard, row0, row1, row2, bias):
-    cfg = aipp_for((0, 0, 0), (1, 1, 1), channel_order="rgb", colour_standard=standard, src_size_wh=(2, 2),
-                   content_size_wh=(2, 2), out_size_wh=(2, 2))
+    cfg = aipp_for((0, 0, 0), (1, 1, 1), channel_order="rgb", colour_standard=standard, src_size=(2, 2),
+                   content_size=(2, 2), out_size=(2, 2))
     assert cfg.matrix.tolist() == [list(row0), list(row1), list(row2)]
     assert (cfg.input_bias_0, cfg.input_bias_1, cfg.input_bias_2) == bias
     # and each is round(256 x the textbook coefficient) within one unit
@@ -265,8 +265,8 @@ def test_documented_matrices(standard, row0, row1, row2, bias):
 
 def test_cfg_round_trip():
     p = PROFILES["bevformer-tiny"]
-    cfg = aipp_for(p.mean, p.std, channel_order="rgb", colour_standard="bt709_narrow", src_size_wh=(816, 452),
-                   content_size_wh=(800, 450), out_size_wh=(800, 480), padding_value=-0.5)
+    cfg = aipp_for(p.mean, p.std, channel_order="rgb", colour_standard="bt709_narrow", src_size=(452, 816),
+                   content_size=(450, 800), out_size=(480, 800), padding_value=-0.5)
     text = cfg.to_cfg()
     assert text.startswith("aipp_op {\n") and "    padding_value : -0.5\n" in text
     assert AippConfig.from_cfg(text) == cfg
@@ -299,8 +299,8 @@ def test_cfg_errors(text, match):
 # -- dynamic AIPP --------------------------------------------------------------------------------
 def test_dynamic_call_sequence_follows_the_documented_signatures():
     p = PROFILES["bevformer-tiny"]
-    cfg = aipp_for(p.mean, p.std, channel_order="rgb", colour_standard="jpeg_full", src_size_wh=(800, 450),
-                   content_size_wh=(800, 450), out_size_wh=(800, 480))
+    cfg = aipp_for(p.mean, p.std, channel_order="rgb", colour_standard="jpeg_full", src_size=(450, 800),
+                   content_size=(450, 800), out_size=(480, 800))
     calls = dynamic_aipp_calls(cfg, batch_size=2)
     names = [n for n, _ in calls]
     assert names[0] == "acl.mdl.create_aipp" and calls[0][1] == (2,)
@@ -322,14 +322,14 @@ def test_dynamic_call_sequence_follows_the_documented_signatures():
 # -- from stage lists, and what AIPP cannot express -------------------------------------------
 def test_profile_routes():
     cam = Camera("CAM_FRONT", 1600, 900)
-    petr = aipp_for_stages(profile_stages("petr", "fast", cam), (1600, 900), colour_standard="jpeg_full").config
+    petr = aipp_for_stages(profile_stages("petr", "fast", cam), (900, 1600), colour_standard="jpeg_full").config
     # PETR: resize 0.5 -> 800x450, crop 800x320 at (0, 450 - 320), no pad (320, 800 divide by 32)
     assert (petr.src_image_size_w, petr.src_image_size_h) == (800, 450)
     assert (petr.crop, petr.load_start_pos_w, petr.load_start_pos_h, petr.crop_size_w, petr.crop_size_h) == \
         (True, 0, 130, 800, 320)
     assert not petr.padding and petr.output_hw == (320, 800)
     assert petr.matrix_r0c1 == 454  # BGR: row 0 is B = Y + 1.772 U
-    bevdet = aipp_for_stages(profile_stages("bevdet", "fast", cam), (1600, 900), colour_standard="jpeg_full").config
+    bevdet = aipp_for_stages(profile_stages("bevdet", "fast", cam), (900, 1600), colour_standard="jpeg_full").config
     # BEVDet: 704/1600 + 0.04 = 0.48 -> 768x432, crop 704x256 at (32, 176)
     assert (bevdet.src_image_size_w, bevdet.load_start_pos_w, bevdet.load_start_pos_h) == (768, 32, 176)
     assert bevdet.output_hw == (256, 704)
@@ -345,24 +345,24 @@ def test_profile_routes():
 ])
 def test_stage_lists_aipp_cannot_express(stages, match):
     with pytest.raises(ConfigError, match=match):
-        aipp_for_stages(stages, (800, 450), colour_standard="jpeg_full")
+        aipp_for_stages(stages, (450, 800), colour_standard="jpeg_full")
 
 
 def test_bevformer_base_is_refused_for_the_documented_padding_width():
     cam = Camera("CAM_FRONT", 1600, 900)
     with pytest.raises(ConfigError, match="1080"):
-        aipp_for_stages(profile_stages("bevformer-base", "fast", cam), (1600, 900), colour_standard="jpeg_full")
+        aipp_for_stages(profile_stages("bevformer-base", "fast", cam), (900, 1600), colour_standard="jpeg_full")
 
 
 def test_aipp_for_argument_errors():
-    kw = dict(channel_order="rgb", colour_standard="jpeg_full", src_size_wh=(8, 8), content_size_wh=(8, 8),
-              out_size_wh=(8, 8))
+    kw = dict(channel_order="rgb", colour_standard="jpeg_full", src_size=(8, 8), content_size=(8, 8),
+              out_size=(8, 8))
     with pytest.raises(ConfigError, match="0..255"):
         aipp_for((300, 0, 0), (1, 1, 1), **kw)
     with pytest.raises(ConfigError, match="unknown colour standard"):
         aipp_for((0, 0, 0), (1, 1, 1), **{**kw, "colour_standard": "bt2020"})
     with pytest.raises(ConfigError, match="only pads"):
-        aipp_for((0, 0, 0), (1, 1, 1), **{**kw, "out_size_wh": (4, 8)})
+        aipp_for((0, 0, 0), (1, 1, 1), **{**kw, "out_size": (8, 4)})
 
 
 # -- CLI -------------------------------------------------------------------------------------------

@@ -98,10 +98,11 @@ def test_aipp_route_plan_keeps_nv12_on_the_device_without_a_transfer(samples):
         b = plan.device_batch
         assert (b["width"], b["height"], b["strides"], b["slot_bytes"]) == (800, 450, (800, 450), 540000)
         assert b["pitch"] == 540032
-        assert b["aipp"].output_hw == (480, 800)
+        assert b["aipp"].output_hw == (480, 800) and b["out_size"] == (480, 800)
         d = plan.to_dict()
         json.dumps(d)
         assert d["output"]["device_batch"]["aipp"]["src_image_size_w"] == 800
+        assert d["output"]["device_batch"]["out_size"] == [800, 480]  # the JSON's [width, height], as before
 
 
 def test_aipp_is_declined_at_fidelity_reference_not_rejected(samples):

@@ -225,7 +225,7 @@ def test_planted_stride_bug_is_caught_by_the_sentinel(samples, monkeypatch):
     stages = (dv.Decode(),)
     _v, prog = plan_step(stages, dv.planner.input_spec(cam), cam, target, "fast")
     s = StepState.open("sim", target, prog, cam.name)
-    first, inbuf = jpegd.decode_to_device(s, sets[0][cam.name], (1600, 900))
+    first, inbuf = jpegd.decode_to_device(s, sets[0][cam.name], (900, 1600))
     s.runtime.synchronize(s.stream)
     raw = s.runtime.download(first.buf.ptr, first.nbytes)
     good_y, good_uv = vpc.nv12_planes(raw, 1600, 900, first.ws, first.hs)
@@ -305,8 +305,8 @@ def test_310p_bgr_output_comes_from_the_documented_colour_conversion_not_from_re
     stages = (dv.Decode(), dv.Resize(scale=0.5))
     verdict, prog = plan_step(stages, input_spec(cam), cam, TARGETS["Ascend310P3"], "fast")
     assert verdict.ok
-    assert [(op.kind, op.out_fmt, op.out_size) for op in prog.ops] == [("resize", "nv12", (800, 450)),
-                                                                        ("csc", "bgr888", (800, 450))]
+    assert [(op.kind, op.out_fmt, op.out_size) for op in prog.ops] == [("resize", "nv12", (450, 800)),
+                                                                        ("csc", "bgr888", (450, 800))]
     assert prog.host_csc is None
     _v, p310 = plan_step(stages, input_spec(cam), cam, TARGETS["Ascend310"], "fast")
     assert [op.kind for op in p310.ops] == ["resize"] and p310.host_csc == "full"  # no CSC on 310 (200001)

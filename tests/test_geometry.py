@@ -27,13 +27,13 @@ def _random_points_in_front(cam: dv.Camera, n=200, seed=0):
 
 
 def test_hand_computed_matrices():
-    assert np.allclose(geometry.resize_matrix((1600, 900), (800, 450)), np.diag([0.5, 0.5, 1]))
-    # odd size: 1242x375 -> 621x187: sy = 187/375, not 0.5
-    assert np.allclose(geometry.resize_matrix((1242, 375), (621, 187)), np.diag([0.5, 187 / 375, 1]))
+    assert np.allclose(geometry.resize_matrix((900, 1600), (450, 800)), np.diag([0.5, 0.5, 1]))
+    # odd size: 1242x375 -> 621x187, sizes (height, width): sy = 187/375, not 0.5
+    assert np.allclose(geometry.resize_matrix((375, 1242), (187, 621)), np.diag([0.5, 187 / 375, 1]))
     assert np.allclose(geometry.crop_matrix(10, 130) @ [5, 140, 1], [-5, 10, 1])
     assert np.allclose(geometry.flip_matrix(15) @ [0.5, 3, 1], [14.5, 3, 1])  # centre of column 0 -> column 14
-    assert geometry.scaled_size(1242, 375, 0.5) == (621, 187)
-    assert geometry.scaled_size(1600, 900, 0.8) == (1280, 720)
+    assert geometry.scaled_size((375, 1242), 0.5) == (187, 621)
+    assert geometry.scaled_size((900, 1600), 0.8) == (720, 1280)
 
 
 @pytest.mark.parametrize("sizes,interpolation,tol", [
@@ -50,7 +50,7 @@ def test_resize_matrix_matches_opencv_sampling_on_odd_sizes(sizes, interpolation
     interpolation, so after cv2.resize every output pixel holds the source coordinate of its centre:
     that must be A^-1 applied to the output centre (away from the clamped borders)."""
     (w_in, h_in), (w_out, h_out) = sizes
-    A = geometry.resize_matrix((w_in, h_in), (w_out, h_out))
+    A = geometry.resize_matrix((h_in, w_in), (h_out, w_out))
     ramp_u = np.tile(np.arange(w_in, dtype=np.float32) + 0.5, (h_in, 1))
     ramp_v = np.tile((np.arange(h_in, dtype=np.float32) + 0.5)[:, None], (1, w_in))
     out_u = cv2.resize(ramp_u, (w_out, h_out), interpolation=interpolation)
@@ -82,15 +82,15 @@ def test_output_lidar2img_equals_mapped_projection(stages):
     assert np.abs(geometry.apply(A, uv0) - uv1).max() < tol("point_map").atol
     # and the matrix is the product of the independent per-step formulas
     expected = np.eye(3)
-    size = (1242, 375)
+    size = (375, 1242)  # (height, width)
     for st in stages:
         if isinstance(st, dv.Resize):
-            out = st.out_size(*size)
-            expected = np.diag([out[0] / size[0], out[1] / size[1], 1]) @ expected
+            out = st.out_size(size)
+            expected = np.diag([out[1] / size[1], out[0] / size[0], 1]) @ expected
             size = out
         elif isinstance(st, dv.Crop):
             expected = np.array([[1, 0, -st.left], [0, 1, -st.top], [0, 0, 1]]) @ expected
-            size = (st.width, st.height)
+            size = (st.height, st.width)
     assert np.allclose(A, expected, **tol("geometry_exact").allclose)
 
 

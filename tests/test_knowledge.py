@@ -331,7 +331,7 @@ def test_atlas350_names_are_inferred():
 def test_check_accepts_a_request_object():
     req = Request.make("Ascend310P3", "7.0.0", "vpc", "resize", 1600, 900, "nv12", out_width=800, out_height=448)
     assert check(req).ok and evaluate(req).ok
-    assert req.scale is not None and req.out_size == (800, 448)
+    assert req.scale is not None and req.out_size == (448, 800)
 
 
 @pytest.mark.parametrize("kwargs, msg", [
@@ -503,15 +503,15 @@ def test_propose_align_crop_for_odd_height():
     assert d is not None and d.ok
     assert d.kinds == ("align_crop", "even_output")
     assert "drops the last 1 row(s)" in d.steps[0] and "principal point is unchanged" in d.steps[0]
-    assert (d.requests[0].width, d.requests[0].height, d.requests[0].out_size) == (1242, 374, (620, 186))
+    assert (d.requests[0].width, d.requests[0].height, d.requests[0].out_size) == (1242, 374, (186, 620))
 
 
 def test_propose_two_hop_resize():
     v = check("Ascend310", "6.0.1", "vpc", "resize", 4000, 3000, "nv12", out_width=100, out_height=60)
     d = propose(v)
     assert d is not None and d.ok and d.kinds == ("two_hop_resize",)
-    assert len(d.requests) == 2 and d.requests[-1].out_size == (100, 60)
-    assert d.requests[1].width == d.requests[0].out_size[0]
+    assert len(d.requests) == 2 and d.requests[-1].out_size == (60, 100)
+    assert d.requests[1].width == d.requests[0].out_size[1]
     assert "2 VPC passes" in d.steps[0]
 
 
@@ -545,21 +545,21 @@ def test_legal_crop_and_helpers():
     assert legal_crop("Ascend310", "6.0.1", (3, 3, 8, 8), 1242, 375) is None                # below 10x6
     assert legal_crop("Ascend310P3", "7.0.0", (20, 0, 419, 239), 640, 640, paste=True, api="acldvpp") == (16, 0, 415,
                                                                                                            239)
-    assert kb.align_down_even(1243, 375) == (1242, 374)
+    assert kb.align_down_even(1243, 375) == (374, 1242)
     assert kb.align_up(1242, 128) == 1280 and kb.align_down(1242, 64) == 1216
 
 
 def test_resize_hops():
-    assert resize_hops("Ascend310", "6.0.1", (1920, 1080), (960, 540)) == [(960, 540)]
-    hops = resize_hops("Ascend310", "6.0.1", (4000, 3000), (100, 60))
-    assert len(hops) == 2 and hops[-1] == (100, 60)
-    prev = (4000, 3000)
+    assert resize_hops("Ascend310", "6.0.1", (1080, 1920), (540, 960)) == [(540, 960)]
+    hops = resize_hops("Ascend310", "6.0.1", (3000, 4000), (60, 100))
+    assert len(hops) == 2 and hops[-1] == (60, 100)
+    prev = (3000, 4000)
     for hop in hops:
         for a, b in zip(prev, hop):
             assert 1 / 32 <= b / a <= 16 and b % 2 == 0
         prev = hop
-    up = resize_hops("Ascend310", "6.0.1", (100, 60), (4000, 3000))
-    assert up[-1] == (4000, 3000) and all(max(h) <= 4096 for h in up)
+    up = resize_hops("Ascend310", "6.0.1", (60, 100), (3000, 4000))
+    assert up[-1] == (3000, 4000) and all(max(h) <= 4096 for h in up)
 
 
 def test_requirements():
@@ -568,7 +568,7 @@ def test_requirements():
     r = kb.requirements(req)
     assert (r.w_align, r.h_align, r.out_w_align, r.out_h_align) == (2, 2, 2, 2)
     assert r.roi == {"left": "even", "top": "even", "right": "odd", "bottom": "odd"}
-    assert r.paste_left_align == 16 and r.crop_min == (10, 6)
+    assert r.paste_left_align == 16 and r.crop_min == (6, 10)  # (height, width); the rule says 10x6
     assert r.out_w == (10, 4096) and float(r.ratio[0]) == 1 / 32
 
 

@@ -134,6 +134,15 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(_plain(obj), sort_keys=True).encode()).hexdigest()[:20]
 
 
+def _requirements_record(kb: Any, r: Any) -> dict:
+    """``_plain(r)`` with ``crop_min`` as ``[width, height]``, the order the snapshot was taken in; code from
+    issue 17 on gives sizes as ``(height, width)`` (told apart by ``align_down_even``'s answer)."""
+    d = _plain(r)
+    if d.get("crop_min") is not None and tuple(kb.align_down_even(3, 4)) == (4, 2):
+        d["crop_min"] = d["crop_min"][::-1]
+    return d
+
+
 def _verdict_record(kb: Any, v: Any) -> dict:
     d = _plain(v)
     d["confidence_of"] = kb.confidence_of(v).to_dict()
@@ -187,7 +196,8 @@ def capture(kb: Any) -> dict:
                 ids = ",".join(dict.fromkeys(x.rule_id for x in v.reasons if x.kind == deciding))
                 summary.append(f"{letters[v.status]}{v.api[0]}:{ids}")
                 rec = _verdict_record(kb, v)
-                rec["requirements"] = [_plain(kb.requirements(v.request, api)) for api in ("acldvpp", "himpi")]
+                rec["requirements"] = [_requirements_record(kb, kb.requirements(v.request, api))
+                                       for api in ("acldvpp", "himpi")]
                 full.append(rec)
             runs: list = []  # [first CANN version, summary] for each run of equal summaries
             for ver, text in zip(VERSIONS, summary):

@@ -136,15 +136,15 @@ def test_no_device_allocation_per_call():
         np.testing.assert_array_equal(out, np.full((2, 8), 3, np.float16))
 
 
-@pytest.mark.parametrize("src, content, out", [((64, 48), (64, 48), (64, 48)), ((64, 48), (60, 46), (64, 48))],
+@pytest.mark.parametrize("src, content, out", [((48, 64), (48, 64), (48, 64)), ((48, 64), (46, 60), (48, 64))],
                          ids=["plain", "crop+pad"])
 def test_device_tensor_with_static_aipp_receives_the_normalised_tensor(src, content, out):
     from dvpipe.backends.dvpp.aipp import aipp_for
 
     n = 2
-    (sw, sh), (cw, ch), (ow, oh) = src, content, out
-    cfg = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size_wh=src,
-                   content_size_wh=content, out_size_wh=out)
+    (sh, sw), (ch, cw), (oh, ow) = src, content, out
+    cfg = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=src,
+                   content_size=content, out_size=out)
     key = sim_model(lambda x: x, inputs=[((n, 3, oh, ow), "float16")], outputs=[((n, 3, oh, ow), "float16")],
                     aipp=cfg, name="identity-aipp")
     nv12 = _pictures(n, sw, sh)
@@ -219,8 +219,8 @@ def test_input_size_mismatch_is_refused_with_the_sizes():
 def test_static_aipp_model_refuses_a_host_float_batch():
     from dvpipe.backends.dvpp.aipp import aipp_for
 
-    cfg = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size_wh=(16, 8),
-                   content_size_wh=(16, 8), out_size_wh=(16, 8))
+    cfg = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=(8, 16),
+                   content_size=(8, 16), out_size=(8, 16))
     key = sim_model(lambda x: x, inputs=[((1, 3, 8, 16), "float16")], outputs=[((1, 3, 8, 16), "float16")], aipp=cfg)
     with _om(key) as m:
         with pytest.raises(ModelInputError, match="converted with AIPP"):
@@ -261,8 +261,8 @@ def test_dynamic_aipp_sequence_in_documented_order():
     from dvpipe.backends.dvpp.aipp import aipp_for
 
     n, w, h = 2, 32, 16
-    cfg = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size_wh=(w, h),
-                   content_size_wh=(w, h), out_size_wh=(w, h))
+    cfg = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=(h, w),
+                   content_size=(h, w), out_size=(h, w))
     dyn = sim_model(lambda x: x, inputs=[((n, 3, h, w), "float16")], outputs=[((n, 3, h, w), "float16")],
                     aipp="dynamic", max_src_image_size=2 * n * w * h * 3 // 2, name="identity-dyn")
     nv12 = _pictures(n, w, h, seed=3)

@@ -231,7 +231,7 @@ def test_detour_replaces_stages_and_geometry_follows():
         ("decode", "cpu"), ("crop+normalise", "evenonly"), ("resize", "cpu"), ("pad", "cpu"), ("batch", "cpu")]
     assert "detour: drops the last row" in str(pipe.plan)
     # the crop keeps 46 rows and moves nothing; resize 64x46 -> 32x23 is then exactly x0.5
-    assert cp.prepad_size == (32, 23)
+    assert cp.prepad_size == (23, 32)
     assert np.allclose(cp.img_aug, np.diag([0.5, 0.5, 1]))
     data = encode_jpeg(textured_bgr(64, 47))
     batch = pipe.process({"CAM0": data})

@@ -48,7 +48,7 @@ def test_camera_argument_forms(text, name, size, enc, cam_enc):
 
 @pytest.mark.parametrize("text", ["CAM2", "CAM2=1242:png", "CAM2=1242x375:webp", "=1x1:png", "C=0x375:png"])
 def test_bad_camera_arguments_say_the_form(text):
-    with pytest.raises(ConfigError, match="NAME=WIDTHxHEIGHT:ENCODING|unknown encoding|positive"):
+    with pytest.raises(ConfigError, match="NAME=WIDTHxHEIGHT:ENCODING|expected WIDTHxHEIGHT|unknown encoding|positive"):
         parse_camera(text)
 
 
@@ -305,9 +305,9 @@ def test_raw_yuv_cameras_are_judged_as_vpc_colour_conversions(capsys):
 def test_matrix_cells_follow_the_documented_rules():
     from dvpipe.probe.matrix import build_matrix
 
-    m = build_matrix("Ascend310", ["6.0.1", "8.5.0"], sizes=[(1600, 900), (1242, 375), (7680, 4320)],
+    m = build_matrix("Ascend310", ["6.0.1", "8.5.0"], sizes=[(900, 1600), (375, 1242), (4320, 7680)],
                      encodings=["jpeg420", "jpeg-progressive", "png", "h264"])
-    code = {(w, h, e, v): c.code for (w, h, e, v), c in m.cells.items()}
+    code = {(w, h, e, v): c.code for (h, w, e, v), c in m.cells.items()}
     assert code[(1600, 900, "jpeg420", "6.0.1")] == "++"      # §1.1, §1.2, §2.1, §2.4 (ratio 1/2)
     assert code[(1242, 375, "jpeg420", "6.0.1")] == "~~"      # §1.3 odd height floored; §2.3 even NV12 output
     assert code[(7680, 4320, "jpeg420", "6.0.1")] == "++"     # §1.2 JPEGD to 8192; §2.1 8K NV12 resize-only mode
@@ -327,10 +327,10 @@ def test_matrix_cells_follow_the_documented_rules():
 def test_matrix_shows_version_dependent_support():
     from dvpipe.probe.matrix import build_matrix, default_versions
 
-    m = build_matrix("Ascend910_9391", ["8.1.RC1", "8.2.RC1"], sizes=[(1920, 1080)], encodings=["h264"])
+    m = build_matrix("Ascend910_9391", ["8.1.RC1", "8.2.RC1"], sizes=[(1080, 1920)], encodings=["h264"])
     # §8: A3 appears in 8.1.RC1 for JPEGE only; VDEC (and VPC resize) support from the 8.2.RC1 docs
-    assert m.cells[(1920, 1080, "h264", "8.1.RC1")].code == "??"
-    assert m.cells[(1920, 1080, "h264", "8.2.RC1")].code == "++"
+    assert m.cells[(1080, 1920, "h264", "8.1.RC1")].code == "??"
+    assert m.cells[(1080, 1920, "h264", "8.2.RC1")].code == "++"
     assert default_versions("Ascend910_9391")[0] == "8.1.RC1"  # the first version whose docs list A3
     assert default_versions("Ascend310")[0] == "5.0.4"
 

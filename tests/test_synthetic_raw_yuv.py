@@ -172,7 +172,7 @@ def test_a_synthetic_resolution_other_than_the_cameras_is_refused():
 
     dep = load_deployment(synthetic_deployment(1, width=W, height=H, encoding="nv12", frames=1))
     cam, cfg = dep.rig.cameras[0], dep.cameras[0]
-    src = open_source(cam, replace(cfg.source, options={**cfg.source.options, "resolution": (64, 48)}))
+    src = open_source(cam, replace(cfg.source, options={**cfg.source.options, "resolution": (48, 64)}))
     with pytest.raises(SourceError, match="raw NV12 frame has the camera's size 96x64"):
         src.open()
 

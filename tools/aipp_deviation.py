@@ -123,16 +123,16 @@ def measure(files: list[Path]) -> tuple[list[dict], list[tuple[str, str]]]:
         h0, w0 = images[0].shape[:2]
         cam = Camera("camera", w0, h0)
         try:
-            route = aipp_for_stages(profile_stages(name, "fast", cam), (w0, h0), colour_standard="jpeg_full")
+            route = aipp_for_stages(profile_stages(name, "fast", cam), (h0, w0), colour_standard="jpeg_full")
         except ConfigError as e:
             refused.append((name, str(e)))
             continue
         c0 = route.config
-        dw, dh = route.dvpp_size_wh
+        dh, dw = route.dvpp_size
         x0, y0 = (c0.load_start_pos_w, c0.load_start_pos_h) if c0.crop else (0, 0)
         cw, ch = (c0.crop_size_w, c0.crop_size_h) if c0.crop else (dw, dh)
         for standard in STANDARDS:
-            cfg = aipp_for_stages(profile_stages(name, "fast", cam), (w0, h0), colour_standard=standard).config
+            cfg = aipp_for_stages(profile_stages(name, "fast", cam), (h0, w0), colour_standard=standard).config
             acc = {k: Acc() for k in ("total", "yuv8", "420", "csc", "fp16")}
             for img in images:
                 if img.shape[:2] != (h0, w0):

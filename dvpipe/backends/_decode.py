@@ -112,7 +112,7 @@ def _check_size(info, spec_in: FrameSpec, max_pixels: int) -> None:
         raise FrameError(f"frame is {info.width}x{info.height} ({info.width * info.height / 1e6:.1f} MP), above the "
                          f"decode cap of {max_pixels / 1e6:.1f} MP per frame "
                          "(raise decode.max_pixels, or max_pixels= in Python, to allow it)")
-    if (info.width, info.height) != spec_in.size:
+    if (info.height, info.width) != spec_in.size:
         raise FrameError(f"frame is {info.width}x{info.height} but the camera declares {spec_in.width}x{spec_in.height}")
 
 
@@ -158,9 +158,9 @@ def decode_bgr(data, spec_in: FrameSpec, reduce: int = 1, state: Optional[dict] 
     if isinstance(data, np.ndarray):
         if data.dtype != np.uint8 or data.ndim != 3 or data.shape[2] != 3:
             raise FrameError(f"raw frames must be HxWx3 uint8 BGR arrays, got {data.dtype} {data.shape}")
-        got = (data.shape[1], data.shape[0])
-        if got != spec_in.size:
-            raise FrameError(f"frame is {got[0]}x{got[1]} but the camera declares {spec_in.width}x{spec_in.height}")
+        if data.shape[:2] != spec_in.size:
+            raise FrameError(f"frame is {data.shape[1]}x{data.shape[0]} but the camera declares "
+                             f"{spec_in.width}x{spec_in.height}")
         return data
     strict_error = None  # libjpeg's message when a strict full decode refused this frame
     tried_sj = (decoder == "auto" and _sj is not None and state is not None

@@ -105,7 +105,8 @@ def _decode(data, stages, ctx: KernelContext):
     if ctx.spec_in.encoding in RAW_YUV_ENCODINGS:
         from . import _raw_yuv
 
-        return _raw_yuv.to_bgr_cv2(data, ctx.spec_in.encoding, *ctx.spec_in.size, *_raw_yuv.colour_of(ctx.camera))
+        return _raw_yuv.to_bgr_cv2(data, ctx.spec_in.encoding, ctx.spec_in.width, ctx.spec_in.height,
+                                   *_raw_yuv.colour_of(ctx.camera))
     if ctx.spec_in.encoding in VIDEO_ENCODINGS:  # access units in, the picture of this frame out (reordered)
         return decode_video(data, ctx)
     return decode_bgr(data, ctx.spec_in, state=ctx.state, decoder="auto", on_corrupt=ctx.corrupt)
@@ -131,8 +132,8 @@ def _dct_reduce(spec_in, spec_out, interpolation: str = "linear") -> int:
     mean 0.008-0.074 / p99 0.05-0.58 normalised units on real photographs (docs/performance.md), so
     ``fast`` decodes at full size and resizes in uint8 instead (mean ~0.004, p99 ~0.01).
     """
-    w_in, h_in = spec_in.size
-    w_out, h_out = spec_out.size
+    h_in, w_in = spec_in.size
+    h_out, w_out = spec_out.size
     for r in ((8, 4, 2) if interpolation == "area" else (2,) if interpolation == "linear" else ()):
         if w_in == r * w_out and h_in == r * h_out:
             return r
@@ -234,7 +235,7 @@ def _decode_resize_write(data, stages, ctx: KernelContext):
     if prog is None:
         by_op = {s.op: s for s in stages}
         norm, pad = by_op["normalise"], by_op.get("pad")
-        w, h = stages[1].out_size(*ctx.spec_in.size)
+        h, w = stages[1].out_size(ctx.spec_in.size)
         prog = st["dctprog"] = (_dct_reduce(ctx.spec_in, ctx.spec_in.with_(width=w, height=h), stages[1].interpolation),
                                 (2, 1, 0) if norm.to_rgb else (0, 1, 2), tuple(norm.mean),
                                 tuple(1.0 / x for x in norm.std), float(pad.value) if pad is not None else 0.0, w, h)
@@ -267,11 +268,11 @@ def _fill_pad(out, h: int, w: int, value: float) -> None:
 @register_kernel("resize", backend="cpu", name="cv2.resize")
 def _resize(data, stages, ctx: KernelContext):
     (st,) = stages
-    w, h = ctx.spec_out.size
+    h, w = ctx.spec_out.size
     if st.interpolation == "pil_bicubic":
         return _resize_pil(data, w, h)
     dst = _scratch(ctx.state, "rs", (h, w) + data.shape[2:], data.dtype)
-    return cv2.resize(data, (w, h), dst=dst, interpolation=_INTERP[st.interpolation])
+    return cv2.resize(data, (w, h), dst=dst, interpolation=_INTERP[st.interpolation])  # OpenCV's dsize is (W, H)
 
 
 def _supports_undistort(q: KernelQuery) -> KernelVerdict:
@@ -366,22 +367,22 @@ class _Program:
         resize, norm, pad = by_op.get("resize"), by_op["normalise"], by_op.get("pad")
         h, w = data.shape[:2]
         self.in_shape = data.shape
-        self.pre = None  # uint8 resize before normalising: ((w, h), interp)
+        self.pre = None  # uint8 resize before normalising: ((w, h), interp), OpenCV's dsize order
         self.path = "direct"
         self.interp = None
         if resize is not None and stages[0].op == "resize":
-            rw, rh = resize.out_size(w, h)
+            rh, rw = resize.out_size((h, w))
             self.pre = ((rw, rh), _INTERP[resize.interpolation])
             w, h = rw, rh
         elif resize is not None:
-            ow, oh = resize.out_size(w, h)
+            oh, ow = resize.out_size((h, w))
             if resize.interpolation in ("linear", "area") and (w, h) == (2 * ow, 2 * oh):
                 self.path = "sum2x2"
             else:
                 self.path = "general"
                 self.interp = _INTERP[resize.interpolation]
             w, h = ow, oh
-        self.size = (w, h)
+        self.size = (w, h)  # (W, H): the dsize of the cv2.resize calls in _fused_write
         # output rows per strip of the sum2x2 path: ~768 KB of uint8 input (2 rows x 2w x 3 each)
         self.strip = min(h, max(16, round(786432 / (12 * w))))
         self.order = (2, 1, 0) if norm.to_rgb else (0, 1, 2)
@@ -519,7 +520,7 @@ def _supports_video_yuv(q: KernelQuery) -> KernelVerdict:
     ops = [s.op for s in q.stages]
     if "resize" in ops:
         i = ops.index("resize")
-        (wi, hi), (wo, ho) = q.specs[i - 1].size, q.specs[i].size
+        (hi, wi), (ho, wo) = q.specs[i - 1].size, q.specs[i].size
         interp = cast("Resize", q.stages[i]).interpolation
         if interp not in ("linear", "area") or (wi, hi) != (2 * wo, 2 * ho):
             return KernelVerdict.no(f"{wi}x{hi} -> {wo}x{ho} {interp} is not an exact 2x box shrink")
@@ -546,7 +547,7 @@ def _video_yuv_write(data, stages, ctx: KernelContext):
         by_op = {s.op: s for s in stages}
         norm, pad = by_op["normalise"], by_op.get("pad")
         shrink = 2 if "resize" in by_op else 1
-        width, height = ctx.spec_in.size
+        height, width = ctx.spec_in.size
         prog = st["yuvprog"] = ((2, 1, 0) if norm.to_rgb else (0, 1, 2), tuple(norm.mean),
                                 tuple(1.0 / s for s in norm.std), shrink, width, height,
                                 float(pad.value) if pad is not None else 0.0)

@@ -162,7 +162,8 @@ def _decode(data, stages, ctx: KernelContext):
     if ctx.spec_in.encoding in RAW_YUV_ENCODINGS:  # raw camera frames: the YUV -> BGR formula in float64
         from ._raw_yuv import colour_of, to_bgr_reference
 
-        return to_bgr_reference(data, ctx.spec_in.encoding, *ctx.spec_in.size, *colour_of(ctx.camera))
+        return to_bgr_reference(data, ctx.spec_in.encoding, ctx.spec_in.width, ctx.spec_in.height,
+                                 *colour_of(ctx.camera))
     return decode_bgr(data, ctx.spec_in, on_corrupt=ctx.corrupt)
 
 

@@ -228,7 +228,7 @@ def _decode(data, stages, ctx: KernelContext):
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise FrameError(f"decode takes encoded bytes or an HxWx3 uint8 array, got {type(data).__name__}")
     info = image_info(cast(bytes, data))  # any bytes-like object: the header readers index and slice it
-    if (info.width, info.height) != spec.size:
+    if (info.height, info.width) != spec.size:
         raise FrameError(f"frame is {info.width}x{info.height} but the camera declares {spec.width}x{spec.height}")
     tvio = _TV["io"]
     enc = _encoded_tensor(state, data)
@@ -342,7 +342,7 @@ class _Program:
                 rows.crop(st.top, st.height)
                 cols.crop(st.left, st.width)
             elif st.op == "resize":
-                w, h = st.out_size(cols.length, rows.length)
+                h, w = st.out_size((rows.length, cols.length))
                 if getattr(st, "antialias", False):
                     mode = {"linear": "bilinear", "area": "area", "nearest": "nearest"}[st.interpolation]
                     self.antialias = ((h, w), mode)
@@ -387,8 +387,7 @@ class _Program:
             # common tap weights (0.5 x 0.5 for an exact 2x shrink) are summed, and multiplied once here
             self.folded = ((self.rows.common if self.cols_strided and self.rows.common is not None else 1.0)
                            * (self.cols.common if self.cols_strided and self.cols.common is not None else 1.0))
-        out_w, out_h = ctx.spec_out.size
-        self.out_size = (out_h, out_w)
+        self.out_size = ctx.spec_out.size  # (height, width)
 
     def write(self, x: "torch.Tensor", dst: "torch.Tensor", scratch) -> None:
         """Write the content (``3 x h x w``, normalised if the run normalises) into ``dst``."""

@@ -137,23 +137,11 @@ def _stride_fn(soc: Optional[str], cann: Optional[str]):
     return stride
 
 
-def _parse_size(text: str) -> tuple[int, int]:
-    from ..errors import ConfigError
-
-    try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise ConfigError(f"--size must be WxH (e.g. 1600x900), got {text!r}") from None
-    if w <= 0 or h <= 0 or w > 16384 or h > 16384:
-        raise ConfigError(f"--size {w}x{h} is outside 1..16384")
-    return w, h
-
-
 def _routes(args: argparse.Namespace) -> list[tuple[Any, list[str]]]:
     from ..backends.dvpp.aipp import aipp_for_stages
     from ..errors import ConfigError
     from ..profiles import PROFILES, profile_stages
-    from ..types import Camera
+    from ..types import Camera, parse_wxh
 
     if bool(args.deployment) == bool(args.profile):
         raise ConfigError("give a DEPLOYMENT.yaml or --profile NAME (one of them)")
@@ -164,11 +152,11 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[str]]]:
             raise ConfigError(f"unknown profile {args.profile!r}; known: {', '.join(PROFILES)}")
         if args.soc is None:
             raise ConfigError("--profile needs --soc (the DVPP output stride AIPP reads depends on it)")
-        w, h = _parse_size(args.size)
+        h, w = parse_wxh(args.size, "--size")
         cam = Camera("camera", w, h, encoding=args.source)
         standard = args.colour_standard or _SOURCE_STANDARD[args.source]
         notes = _order_note(args.profile, "reference")
-        per_camera.append(("camera", profile_stages(args.profile, "fast", cam), (w, h), standard, notes))
+        per_camera.append(("camera", profile_stages(args.profile, "fast", cam), (h, w), standard, notes))
     else:
         if not os.path.exists(args.deployment):
             raise ConfigError(f"no such file: {args.deployment}")
@@ -191,7 +179,7 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[str]]]:
                 notes = _order_note(profile, p.fidelity)
             else:
                 stages, notes = list(p.stages or ()), []
-            per_camera.append((cc.name, stages, (cam.width, cam.height), standard, notes))
+            per_camera.append((cc.name, stages, (cam.height, cam.width), standard, notes))
     groups: dict[Any, tuple[Any, list[str]]] = {}
     for name, stages, size, standard, notes in per_camera:
         try:

@@ -261,9 +261,10 @@ def _matrix(args: argparse.Namespace) -> int:
     else:
         soc = args.soc
     versions = [v.strip() for v in args.cann.split(",")] if args.cann else None
-    from ..probe.matrix import SIZES, parse_size
+    from ..probe.matrix import SIZES
+    from ..types import parse_wxh
 
-    sizes = [parse_size(t) for t in args.size] or list(SIZES)
+    sizes = [parse_wxh(t, "--size") for t in args.size] or list(SIZES)
     m = build_matrix(soc, versions, sizes=sizes, profile=args.profile, fidelity=args.fidelity)
     if args.json:
         _emit(json.dumps(m.to_dict(), indent=1))

@@ -34,7 +34,8 @@ class Faults:
         late_ms: ``((seq, ms), ...)``: frame delivered ``ms`` after its normal time.
         stall: ``((seq, seconds), ...)``: the source delivers nothing for ``seconds`` before ``seq``.
         disconnect: the stream is lost before these frames (a live source reconnects).
-        resize: ``((seq, (width, height)), ...)``: from ``seq`` on, frames come at this size.
+        resize: ``((seq, (height, width)), ...)``: from ``seq`` on, frames come at this size (pixels; YAML
+            writes ``[width, height]``).
         lose: frames lost inside the source (never delivered, so never counted as entered).
         fail_open: the first n attempts to open the source fail (-1: it never opens).
     """

@@ -20,7 +20,7 @@ __all__ = ["parse_source", "parse_faults"]
 
 def parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str,
                  size: tuple[int, int] = (1, 1)) -> Optional[SourceConfig]:
-    """One camera's source (``size``: the camera's ``(width, height)`` in pixels); None after a
+    """One camera's source (``size``: the camera's ``(height, width)`` in pixels); None after a
     problem that leaves nothing to build (every problem is reported on ``V``)."""
     from .sources.registry import COMMON_KEYS, SOURCES, SourceContext, option_specs, parse_options
 

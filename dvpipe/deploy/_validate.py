@@ -191,7 +191,8 @@ def _similar(a: str, b: str) -> bool:
 
 
 def _pair(v: Any, path: str, V: _V, max_pixels: Optional[int] = None) -> Optional[tuple[int, int]]:
-    """``[width, height]`` in pixels, each side in 1..CAMERA_MAX_SIDE and (given) at most ``max_pixels``."""
+    """A YAML ``[width, height]`` in pixels (the file's order) as ``(height, width)``: the one place where a
+    YAML size pair becomes a size tuple. Each side in 1..CAMERA_MAX_SIDE and (given) at most ``max_pixels``."""
     from ..types import CAMERA_MAX_SIDE
 
     if (not isinstance(v, Sequence) or isinstance(v, str) or len(v) != 2
@@ -202,7 +203,7 @@ def _pair(v: Any, path: str, V: _V, max_pixels: Optional[int] = None) -> Optiona
     if max_pixels is not None and w * h > max_pixels:
         V.err(path, f"{w}x{h} is {w * h} pixels per frame, more than decode.max_pixels ({max_pixels})")
         return None
-    return w, h
+    return h, w
 
 
 def _int_list(v: Any, path: str, V: _V) -> tuple[int, ...]:

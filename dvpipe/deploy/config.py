@@ -606,11 +606,11 @@ def _parse_cameras(top: Mapping, rig: Optional[Rig], rig_path: Optional[str], pa
                               "(the deployment gives the camera a source)")
         if idx is not None and "source" in m:
             src = parse_source(m["source"], f"cameras[{idx}].source", V, cam.name, cam.encoding,
-                               (cam.width, cam.height))
+                               (cam.height, cam.width))
         elif default_source is None and rig_image is not None:  # a one-sample rig: its frame is the source
             src = _rig_image_source(rig, cam, rig_image, rig_path, path, V)
         elif default_source is not None:
-            src = parse_source(default_source, "source", V, cam.name, cam.encoding, (cam.width, cam.height))
+            src = parse_source(default_source, "source", V, cam.name, cam.encoding, (cam.height, cam.width))
         else:
             V.err("cameras" if idx is None else f"cameras[{idx}].source",
                   f"camera {cam.name} has no source (give it one under cameras, or a default 'source')")

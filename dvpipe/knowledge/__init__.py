@@ -8,7 +8,8 @@ refer to and the per-family facts the backends act on are data too (``families.y
 Importing it reads no file and imports nothing heavier than the standard library; the YAML is parsed on
 first use and cached.
 
-Units: sizes and offsets in pixels; width strides and buffers in bytes; height strides in rows.
+Units: sizes and offsets in pixels; width strides and buffers in bytes; height strides in rows. A size
+as one tuple is ``(height, width)``; boxes are ``(left, top, right, bottom)``.
 
     >>> from dvpipe.knowledge import check, stride_for
     >>> v = check("Ascend310", "6.0.1", "vpc", "resize", 1242, 375, "nv12", out_width=620, out_height=188)

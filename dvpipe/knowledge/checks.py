@@ -225,8 +225,8 @@ def _range_check(key: str, what: str, value_of: Callable[["Request"], int]) -> N
 
 _range_check("in_w", "input width", lambda r: r.width)
 _range_check("in_h", "input height", lambda r: r.height)
-_range_check("out_w", "output width", lambda r: r.out_size[0])
-_range_check("out_h", "output height", lambda r: r.out_size[1])
+_range_check("out_w", "output width", lambda r: r.out_size[1])
+_range_check("out_h", "output height", lambda r: r.out_size[0])
 
 
 @declare_check("short_side_max", "n: the shorter input side at most n pixels")
@@ -236,17 +236,18 @@ def _chk_short_side(val: Any, c: Mapping[str, Any], req: "Request", soft: bool) 
 
 
 def _narrow_crop_min(val: Any, req: "Request", acc: dict) -> None:
-    cm = acc.get("crop_min", (0, 0))
-    acc["crop_min"] = (max(cm[0], val[0]), max(cm[1], val[1]))
+    cm = acc.get("crop_min", (0, 0))  # (height, width); the rule writes [w, h]
+    acc["crop_min"] = (max(cm[0], val[1]), max(cm[1], val[0]))
 
 
 @declare_check("crop_min", "[w, h]: the smallest crop box in pixels", narrow=_narrow_crop_min)
 def _chk_crop_min(val: Any, c: Mapping[str, Any], req: "Request", soft: bool) -> Iterable[Fail]:
     if req.crop_size is None:
         return
-    for i, (what, subj) in enumerate((("crop width", "crop_w"), ("crop height", "crop_h"))):
-        if req.crop_size[i] < val[i]:
-            yield Fail(subj, f"{what} {req.crop_size[i]} is below the minimum {val[i]}", "crop_min")
+    ch, cw = req.crop_size
+    for have, need, what, subj in ((cw, val[0], "crop width", "crop_w"), (ch, val[1], "crop height", "crop_h")):
+        if have < need:
+            yield Fail(subj, f"{what} {have} is below the minimum {need}", "crop_min")
 
 
 @declare_check("in_formats", "[input formats]; in_formats_unknown: formats the docs do not settle either way",
@@ -288,7 +289,7 @@ def _chk_out_same(val: Any, c: Mapping[str, Any], req: "Request", soft: bool) ->
 def _align_check(key: str, subj: str, what: str, side: str, attr: str) -> None:
     def run(val: Any, c: Mapping[str, Any], req: "Request", soft: bool) -> Iterable[Fail]:
         fmt = req.fmt if side == "in" else req.out_fmt
-        ow, oh = req.out_size
+        oh, ow = req.out_size
         value = {"in_w": req.width, "in_h": req.height, "out_w": ow, "out_h": oh}[subj]
         n = (val or {}).get(fmt)
         if n and value % n:
@@ -323,13 +324,13 @@ def _chk_ratio(val: Any, c: Mapping[str, Any], req: "Request", soft: bool) -> It
     if req.scale is None:
         return
     lo, hi = val
-    src = (req.width, req.height) if req.op == "resize" else req.crop_size
+    src = (req.height, req.width) if req.op == "resize" else req.crop_size
     dst = req.out_size if req.op != "crop_resize_paste" else req.paste_size
     assert src is not None and dst is not None  # a request with a scale has both sizes
     for i, (axis, subj) in enumerate((("horizontal", "ratio_w"), ("vertical", "ratio_h"))):
-        r = req.scale[i]
+        r, ax = req.scale[i], 1 - i  # scale is (x, y); sizes are (height, width)
         if not lo <= r <= hi:
-            yield Fail(subj, f"{axis} scale {_fmt_ratio(r)} ({src[i]} -> {dst[i]} px) is outside "
+            yield Fail(subj, f"{axis} scale {_fmt_ratio(r)} ({src[ax]} -> {dst[ax]} px) is outside "
                              f"[{_fmt_ratio(lo)}, {_fmt_ratio(hi)}]", "ratio")
 
 

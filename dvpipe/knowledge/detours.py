@@ -23,17 +23,17 @@ def align_down(x: int, n: int) -> int:
 
 
 def align_down_even(width: int, height: int) -> tuple[int, int]:
-    """``(width, height)`` with odd sizes floored to even (what VPC on 310/910 does silently)."""
-    return (width - width % 2, height - height % 2)
+    """``(height, width)`` in pixels with odd sizes floored to even (what VPC on 310/910 does silently)."""
+    return (height - height % 2, width - width % 2)
 
 
 def legal_box(box: Sequence[int], reqs: Requirements, *, limit: tuple[int, int], paste: bool = False,
               min_size: Optional[tuple[int, int]] = None) -> Optional[tuple[int, int, int, int]]:
     """The largest box inside ``box`` that meets ``reqs.roi`` parity (and, for a paste box, the left-offset
-    alignment), within ``limit`` = (width, height) of the picture or canvas.
+    alignment), within ``limit``, the ``(height, width)`` in pixels of the picture or canvas.
 
     A paste box is shifted left to the alignment (its width kept), then trimmed. Returns None when nothing
-    of at least ``min_size`` (default ``reqs.crop_min``) is left.
+    of at least ``min_size`` (``(height, width)``; default ``reqs.crop_min``) is left.
     """
     left, top, right, bottom = (int(x) for x in box)
     if paste and reqs.paste_left_align > 1 and left % reqs.paste_left_align:
@@ -44,14 +44,14 @@ def legal_box(box: Sequence[int], reqs: Requirements, *, limit: tuple[int, int],
         left += 1
     if roi.get("top") == "even" and top % 2:
         top += 1
-    right = min(right, limit[0] - 1)
-    bottom = min(bottom, limit[1] - 1)
+    right = min(right, limit[1] - 1)
+    bottom = min(bottom, limit[0] - 1)
     if roi.get("right") == "odd" and right % 2 == 0:
         right -= 1
     if roi.get("bottom") == "odd" and bottom % 2 == 0:
         bottom -= 1
     need = min_size or reqs.crop_min or (1, 1)
-    if right - left + 1 < need[0] or bottom - top + 1 < need[1]:
+    if bottom - top + 1 < need[0] or right - left + 1 < need[1]:
         return None
     return (left, top, right, bottom)
 
@@ -72,19 +72,20 @@ def legal_crop(soc: Optional[str], cann: VersionLike, box: Sequence[int], width:
                            paste=box)
     else:
         req = Request.make(soc, cann, "vpc", "crop", width, height, fmt, family=family or "", api=api, crop=box)
-    return legal_box(box, requirements(req), limit=(width, height), paste=paste)
+    return legal_box(box, requirements(req), limit=(height, width), paste=paste)
 
 
 def resize_hops(soc: Optional[str], cann: VersionLike, size: tuple[int, int], out_size: tuple[int, int], *,
                 fmt: str = "nv12", api: Optional[str] = None, family: Optional[str] = None,
                 max_hops: int = 4) -> Optional[list[tuple[int, int]]]:
     """Split a resize whose per-axis scale lies outside the target's ratio limits into hops that each
-    respect them. Returns the output size of every hop (the last is ``out_size``); a single element means
-    one hop is enough; None if ``max_hops`` do not suffice. Intermediate sizes are rounded to the output
-    alignment (even for NV12) and kept within the output range.
+    respect them. ``size``, ``out_size`` and the returned sizes are ``(height, width)`` in pixels.
+    Returns the output size of every hop (the last is ``out_size``); a single element means one hop is
+    enough; None if ``max_hops`` do not suffice. Intermediate sizes are rounded to the output alignment
+    (even for NV12) and kept within the output range.
     """
-    req = Request.make(soc, cann, "vpc", "resize", size[0], size[1], fmt, family=family or "", api=api,
-                       out_width=out_size[0], out_height=out_size[1])
+    req = Request.make(soc, cann, "vpc", "resize", size[1], size[0], fmt, family=family or "", api=api,
+                       out_width=out_size[1], out_height=out_size[0])
     return _hops(req, requirements(req), max_hops)
 
 
@@ -92,11 +93,11 @@ def _hops(req: Request, reqs: Requirements, max_hops: int) -> Optional[list[tupl
     if reqs.ratio is None:
         return [req.out_size]
     lo, hi = reqs.ratio
-    src = (req.width, req.height) if req.op == "resize" else req.crop_size
+    src = (req.height, req.width) if req.op == "resize" else req.crop_size
     dst = req.out_size if req.op != "crop_resize_paste" else req.paste_size
     assert src is not None and dst is not None  # a resize request has both sizes
-    aligns = (reqs.out_w_align, reqs.out_h_align)
-    ranges = (reqs.out_w or (1, 1 << 30), reqs.out_h or (1, 1 << 30))
+    aligns = (reqs.out_h_align, reqs.out_w_align)  # per axis of a (height, width) size
+    ranges = (reqs.out_h or (1, 1 << 30), reqs.out_w or (1, 1 << 30))
     for k in range(1, max_hops + 1):
         sizes: list[tuple[int, ...]] = []
         for step in range(1, k + 1):
@@ -181,7 +182,7 @@ def propose(verdict: Verdict) -> Optional[Detour]:
                      "unchanged)")
     # 2. crop and paste boxes
     if new.crop is not None:
-        box = legal_box(new.crop, reqs, limit=(new.width, new.height))
+        box = legal_box(new.crop, reqs, limit=(new.height, new.width))
         if box is None:
             return None
         if box != new.crop:
@@ -199,7 +200,7 @@ def propose(verdict: Verdict) -> Optional[Detour]:
                          "canvas)")
             new = replace(new, paste=box)
     # 3. output alignment
-    ow, oh = new.out_size
+    oh, ow = new.out_size
     ow2, oh2 = align_down(ow, reqs.out_w_align), align_down(oh, reqs.out_h_align)
     if (ow2, oh2) != (ow, oh) and ow2 > 0 and oh2 > 0:
         if new.op in ("resize", "crop_resize"):
@@ -225,18 +226,19 @@ def propose(verdict: Verdict) -> Optional[Detour]:
                 assert cur.out_fmt is not None  # Request.__post_init__ fills it
                 if i == 0:
                     op = "crop_resize" if new.op in ("crop_resize", "crop_resize_paste") else "resize"
-                    hop = replace(new, op=op, out_width=size[0], out_height=size[1], paste=None)
+                    hop = replace(new, op=op, out_width=size[1], out_height=size[0], paste=None)
                 elif i == len(hops) - 1 and new.op == "crop_resize_paste":
-                    hop = replace(new, width=cur.out_size[0], height=cur.out_size[1], fmt=cur.out_fmt,
-                                  crop=(0, 0, cur.out_size[0] - 1, cur.out_size[1] - 1))
+                    ch, cw = cur.out_size
+                    hop = replace(new, width=cw, height=ch, fmt=cur.out_fmt, crop=(0, 0, cw - 1, ch - 1))
                 else:
-                    hop = replace(new, op="resize", width=cur.out_size[0], height=cur.out_size[1],
-                                  fmt=cur.out_fmt, crop=None, paste=None, out_width=size[0], out_height=size[1])
+                    ch, cw = cur.out_size
+                    hop = replace(new, op="resize", width=cw, height=ch, fmt=cur.out_fmt, crop=None, paste=None,
+                                  out_width=size[1], out_height=size[0])
                 hop_reqs.append(hop)
                 cur = hop
             kinds.append("two_hop_resize")
             assert reqs.ratio is not None  # more than one hop only under a ratio limit (_hops)
-            chain = " -> ".join(f"{w}x{h}" for w, h in hops)
+            chain = " -> ".join(f"{w}x{h}" for h, w in hops)
             steps.append(f"resize in {len(hops)} VPC passes ({chain}) to respect the per-pass scale limits "
                          f"[{reqs.ratio[0]}, {reqs.ratio[1]}]")
     if not kinds:

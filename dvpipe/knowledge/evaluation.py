@@ -207,7 +207,7 @@ def _evaluate_api(req: Request, api: str) -> Verdict:
                 extrapolated.append(rule)
     # silent effects on odd sizes, unless a violation already names that dimension
     violated = {s for f in findings if f.kind == "violation" for s in f.subject.split(",")}
-    ow, oh = req.out_size
+    oh, ow = req.out_size
     for rule in applicable:
         if not rule.effect_odd:
             continue
@@ -308,7 +308,7 @@ class Requirements:
         ratio: (min, max) scale per axis, or None.
         roi: parity per box side (``left``/``top``: ``even``; ``right``/``bottom``: ``odd``) or {}.
         paste_left_align: required multiple of the paste box's left offset (1: none).
-        crop_min: (width, height) minimum crop, or None.
+        crop_min: ``(height, width)`` minimum crop in pixels, or None.
         rule_ids: the rules consulted.
     """
 

@@ -160,7 +160,7 @@ class Request:
             assert self.out_width is not None and self.out_height is not None  # checked just above
             if self.paste[2] >= self.out_width or self.paste[3] >= self.out_height:
                 raise ValueError(f"paste box {self.paste} lies outside the {self.out_width}x{self.out_height} canvas")
-        if op == "crop" and self.out_width is not None and (self.out_width, self.out_height) != self.crop_size:
+        if op == "crop" and self.out_width is not None and (self.out_height, self.out_width) != self.crop_size:
             raise ValueError("VPC crop outputs the crop size; use crop_resize to scale")
         if op == "make_border" and self.border is None:
             raise ValueError("VPC make_border needs border=(top, bottom, left, right)")
@@ -172,43 +172,44 @@ class Request:
     # ---- derived geometry
     @property
     def crop_size(self) -> Optional[tuple[int, int]]:
-        """(width, height) of the crop box, or None."""
+        """``(height, width)`` in pixels of the crop box, or None."""
         if self.crop is None:
             return None
-        return (self.crop[2] - self.crop[0] + 1, self.crop[3] - self.crop[1] + 1)
+        return (self.crop[3] - self.crop[1] + 1, self.crop[2] - self.crop[0] + 1)
 
     @property
     def paste_size(self) -> Optional[tuple[int, int]]:
+        """``(height, width)`` in pixels of the paste box, or None."""
         if self.paste is None:
             return None
-        return (self.paste[2] - self.paste[0] + 1, self.paste[3] - self.paste[1] + 1)
+        return (self.paste[3] - self.paste[1] + 1, self.paste[2] - self.paste[0] + 1)
 
     @property
     def out_size(self) -> tuple[int, int]:
-        """The output picture size in pixels (the canvas for crop-resize-paste)."""
+        """``(height, width)`` in pixels of the output picture (the canvas for crop-resize-paste)."""
         if self.op == "crop":
             return self.crop_size  # type: ignore[return-value]
         if self.op == "make_border":
             t, b, l, r = self.border  # type: ignore[misc]
-            return (self.width + l + r, self.height + t + b)
+            return (self.height + t + b, self.width + l + r)
         if self.op == "csc":
-            return (self.width, self.height)
+            return (self.height, self.width)
         if self.out_width is not None and self.out_height is not None:
-            return (self.out_width, self.out_height)
-        return (self.width, self.height)
+            return (self.out_height, self.out_width)
+        return (self.height, self.width)
 
     @property
     def scale(self) -> Optional[tuple[Fraction, Fraction]]:
-        """Per-axis scale (output/input) of a resizing op, or None."""
+        """Per-axis scale (output/input) of a resizing op as ``(horizontal, vertical)``, or None."""
         if self.op == "resize":
-            src, dst = (self.width, self.height), self.out_size
+            src, dst = (self.height, self.width), self.out_size
         elif self.op == "crop_resize":
             src, dst = self.crop_size, self.out_size  # type: ignore[assignment]
         elif self.op == "crop_resize_paste":
             src, dst = self.crop_size, self.paste_size  # type: ignore[assignment]
         else:
             return None
-        return (Fraction(dst[0], src[0]), Fraction(dst[1], src[1]))
+        return (Fraction(dst[1], src[1]), Fraction(dst[0], src[0]))
 
     @property
     def who(self) -> str:

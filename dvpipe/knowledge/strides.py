@@ -58,7 +58,7 @@ def _stride_fails(rule: Rule, req: "Request") -> list[_Fail]:
     if not spec:
         return []
     side = spec["side"]
-    fmt, (w, h) = (req.fmt, (req.width, req.height)) if side == "in" else (req.out_fmt, req.out_size)
+    fmt, (h, w) = (req.fmt, (req.height, req.width)) if side == "in" else (req.out_fmt, req.out_size)
     assert fmt is not None  # Request.__post_init__ fills out_fmt
     ws, hs, _, _ = _compute_stride(spec, fmt, w, h)
     out = []

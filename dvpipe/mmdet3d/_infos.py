@@ -230,7 +230,7 @@ class InfoFile:
         cams = []
         for cam in self.cameras:
             c = first[cam]
-            w, h = (width, height) if width and height else _image_size(c["path"])
+            h, w = (height, width) if width and height else _image_size(c["path"])
             cams.append({"name": cam, "width": w, "height": h, "encoding": "jpeg",
                          "intrinsics": c["intrinsics"].tolist(), "lidar2cam": c["lidar2cam"].tolist()})
         return Rig.from_dict({"name": name, "cameras": cams})
@@ -286,9 +286,10 @@ class InfoFile:
 
 
 def _image_size(path: str) -> tuple[int, int]:
+    """``(height, width)`` in pixels of the image at ``path``."""
     import cv2
 
     img = cv2.imread(path, cv2.IMREAD_UNCHANGED)
     if img is None:
         raise ConfigError(f"cannot read image {path} to learn the camera size; pass width= and height=")
-    return img.shape[1], img.shape[0]
+    return img.shape[0], img.shape[1]

@@ -49,7 +49,7 @@ class MappedConfig:
 
     Attributes:
         profile: the stages and metas contract (``profile.metas``: ``bevformer``, ``petr``, ``bevdet``).
-        camera_size: ``(width, height)`` the pipeline assumes (PETR's ``data_aug_conf`` H, W), or None.
+        camera_size: ``(height, width)`` in pixels the pipeline assumes (PETR's ``data_aug_conf`` H, W), or None.
         transforms: the transform names read, in order (after flattening ``MultiScaleFlipAug3D``).
         skipped: the transforms ignored on the caller's request.
     """
@@ -110,7 +110,7 @@ def _petr_aug(t: Mapping, name: str) -> tuple[float, tuple[int, int], tuple[int,
         raise ConfigError(f"{name}.data_aug_conf needs H, W and final_dim=(height, width)") from None
     if bot != 0.0:
         raise ConfigError(f"{name}: bot_pct_lim with a non-zero mean ({bot}) is not mapped")
-    return max(fH / H, fW / W), (W, H), (fH, fW)
+    return max(fH / H, fW / W), (H, W), (fH, fW)
 
 
 def map_test_pipeline(pipeline: Sequence, name: str = "mmdet3d", skip: Iterable[str] = ()) -> MappedConfig:
@@ -235,8 +235,8 @@ def check_rig(mapped: MappedConfig, cameras) -> None:
     """Raise :class:`ConfigError` when a camera's size differs from the size the config assumes."""
     if mapped.camera_size is None:
         return
-    wrong = [c for c in cameras if (c.width, c.height) != mapped.camera_size]
+    wrong = [c for c in cameras if (c.height, c.width) != mapped.camera_size]
     if wrong:
-        w, h = mapped.camera_size
+        h, w = mapped.camera_size
         raise ConfigError(f"the config's data_aug_conf assumes {w}x{h} images; camera {wrong[0].name} is "
                           f"{wrong[0].width}x{wrong[0].height}")

@@ -32,24 +32,24 @@ from .._typing import Fidelity
 from ..errors import ConfigError
 
 __all__ = ["SIZES", "ENCODINGS", "CANN_VERSIONS", "Matrix", "Cell", "build_matrix", "default_versions", "symbol",
-           "parse_size", "MARKERS"]
+           "MARKERS"]
 
-#: sizes (width, height): common automotive and dataset cameras, portrait sensors, 4K/DCI-4K, VGA,
+#: sizes ``(height, width)`` in pixels: common automotive and dataset cameras, portrait sensors, 4K/DCI-4K, VGA,
 #: odd sizes (floored to even by VPC on 310/910), and 8K (NV12-only VPC resize on 310/910/310P).
 SIZES: tuple[tuple[int, int], ...] = (
-    (1600, 900),    # nuScenes
-    (1920, 1080),   # 1080p
-    (1920, 1280),   # Waymo front
-    (1920, 886),    # Waymo side
-    (1242, 375),    # KITTI
-    (1550, 2048),   # Argoverse 2 ring, portrait
-    (2048, 1550),   # Argoverse 2 stereo
-    (3840, 2160),   # 4K UHD
-    (4096, 2160),   # DCI 4K
-    (640, 480),     # VGA
-    (1281, 721),    # odd width and height
-    (1919, 1079),   # odd, just under 1080p
-    (7680, 4320),   # 8K UHD
+    (900, 1600),    # nuScenes
+    (1080, 1920),   # 1080p
+    (1280, 1920),   # Waymo front
+    (886, 1920),    # Waymo side
+    (375, 1242),    # KITTI
+    (2048, 1550),   # Argoverse 2 ring, portrait
+    (1550, 2048),   # Argoverse 2 stereo
+    (2160, 3840),   # 4K UHD
+    (2160, 4096),   # DCI 4K
+    (480, 640),     # VGA
+    (721, 1281),    # odd width and height
+    (1079, 1919),   # odd, just under 1080p
+    (4320, 7680),   # 8K UHD
 )
 #: encodings probed (see :data:`dvpipe.probe.report.ENCODINGS`).
 ENCODINGS: tuple[str, ...] = ("jpeg420", "jpeg422", "jpeg444", "jpeg440", "jpeg400", "jpeg-progressive", "png",
@@ -63,15 +63,6 @@ _SYMBOLS = {"ok": "+", "detour": "~", "rejected": "-", "unknown": "?", "unavaila
 _COLOURS = {"+": "32", "~": "33", "-": "31", "?": "35", "x": "31"}
 #: confidence level -> the letter after a cell's symbols ("" for documented and unknown: ``?`` says it)
 MARKERS = {"documented": "", "secondary": "s", "extrapolated": "e", "inferred": "i", "unknown": ""}
-_SIZE_RE = __import__("re").compile(r"^\s*(\d{1,5})\s*[xX]\s*(\d{1,5})\s*$")
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    """``WIDTHxHEIGHT`` in pixels (``1920x1208``) as ``(width, height)``; ConfigError otherwise."""
-    m = _SIZE_RE.match(str(text))
-    if not m or not int(m.group(1)) or not int(m.group(2)):
-        raise ConfigError(f"--size {text!r}: expected WIDTHxHEIGHT in pixels, e.g. 1920x1208")
-    return int(m.group(1)), int(m.group(2))
 
 
 def symbol(step: Any) -> str:
@@ -134,9 +125,9 @@ class Matrix:
     soc: str
     family: str
     versions: list[str]
-    sizes: list[tuple[int, int]]
+    sizes: list[tuple[int, int]]  # (height, width) in pixels
     encodings: list[str]
-    cells: dict  # (w, h, encoding, cann) -> Cell
+    cells: dict  # (height, width, encoding, cann) -> Cell
     profile: str
     fidelity: Fidelity
     checked: dict = field(default_factory=dict)  # version -> True (its pages were read for the family) / False
@@ -146,7 +137,7 @@ class Matrix:
         runs: list[list[str]] = []
         prev = None
         for v in self.versions:
-            col = tuple(self.cells[(w, h, e, v)].text for e in self.encodings for (w, h) in self.sizes)
+            col = tuple(self.cells[(h, w, e, v)].text for e in self.encodings for (h, w) in self.sizes)
             if runs and col == prev:
                 runs[-1].append(v)
             else:
@@ -162,7 +153,7 @@ class Matrix:
 
     def to_dict(self) -> dict:
         return {"soc": self.soc, "family": self.family, "profile": self.profile, "fidelity": self.fidelity,
-                "versions": self.versions, "sizes": [list(s) for s in self.sizes], "encodings": self.encodings,
+                "versions": self.versions, "sizes": [[w, h] for h, w in self.sizes], "encodings": self.encodings,
                 "checked_versions": [v for v in self.versions if self.checked.get(v)],
                 "not_checked_versions": [v for v in self.versions if not self.checked.get(v)],
                 "identical_columns": self.identical_columns(),
@@ -193,7 +184,7 @@ class Matrix:
         for run in self.identical_columns():
             out.append(f"identical columns {' = '.join(run)}: no documented rule for these cells changes between "
                        "them")
-        size_w = max(len(f"{w}x{h}") for w, h in self.sizes)
+        size_w = max(len(f"{w}x{h}") for h, w in self.sizes)
         col_w = [max([len(v), 3] + [len(c.text) for c in self.cells.values() if c.cann == v]) for v in self.versions]
         for enc in self.encodings:
             first = next((c for c in self.cells.values() if c.encoding == enc), None)
@@ -202,11 +193,11 @@ class Matrix:
             for note in (first.notes if first else ()):
                 out.append(f"  note: {note}")
             out.append("  " + "".ljust(size_w) + "  " + "  ".join(v.ljust(col_w[i]) for i, v in enumerate(self.versions)))
-            for (w, h) in self.sizes:
+            for (h, w) in self.sizes:
                 cells = []
                 for i, v in enumerate(self.versions):
-                    code = self.cells[(w, h, enc, v)].code
-                    text = self.cells[(w, h, enc, v)].text.ljust(col_w[i])
+                    code = self.cells[(h, w, enc, v)].code
+                    text = self.cells[(h, w, enc, v)].text.ljust(col_w[i])
                     if colour:
                         worst = next((s for s in ("x", "-", "?", "~", "+") if s in code), None)
                         text = f"\x1b[{_COLOURS[worst]}m{text}\x1b[0m" if worst else text
@@ -236,7 +227,8 @@ def build_matrix(soc: str, versions: Optional[Sequence[str]] = None, *,
     Args:
         soc: SoC name (``Ascend310P3``).
         versions: CANN versions (default :func:`default_versions`).
-        sizes, encodings: the grid (defaults :data:`SIZES`, :data:`ENCODINGS`).
+        sizes, encodings: the grid (defaults :data:`SIZES`, :data:`ENCODINGS`); sizes are ``(height, width)``
+            in pixels.
         profile, fidelity: the stage list, as for ``dvpipe probe --camera`` (default bevformer-tiny, fast).
     """
     from ..target import Target
@@ -246,12 +238,12 @@ def build_matrix(soc: str, versions: Optional[Sequence[str]] = None, *,
     if not versions:
         raise ConfigError("--matrix: no CANN version to probe")
     targets = [Target(soc, v) for v in versions]  # validates the SoC name and every version first
-    sizes = list(dict.fromkeys((int(w), int(h)) for w, h in sizes))
+    sizes = list(dict.fromkeys((int(h), int(w)) for h, w in sizes))
     if not sizes:
         raise ConfigError("--matrix: no size to probe")
     profile = profile or DEFAULT_PROFILE
     fidelity = fidelity or DEFAULT_FIDELITY
-    cams = [probe_camera(f"{enc}@{w}x{h}", w, h, enc) for enc in encodings for (w, h) in sizes]
+    cams = [probe_camera(f"{enc}@{w}x{h}", w, h, enc) for enc in encodings for (h, w) in sizes]
     ops = _dvpp_stage_ops(cams[0], profile, fidelity) if cams else ()
     cells: dict = {}
     for t in targets:
@@ -260,7 +252,7 @@ def build_matrix(soc: str, versions: Optional[Sequence[str]] = None, *,
             enc = cr.encoding
             cell = Cell(cr.width, cr.height, enc, t.cann, [s for s in cr.steps if s.status != "none"], cr.error,
                         ops, list(cr.notes))
-            cells[(cr.width, cr.height, enc, t.cann)] = cell
+            cells[(cr.height, cr.width, enc, t.cann)] = cell
     return Matrix(soc, targets[0].family, versions, list(sizes), list(encodings), cells, profile, fidelity,
                   _checked(targets[0].family, versions))
 

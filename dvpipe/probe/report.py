@@ -39,7 +39,7 @@ from .._typing import Fidelity
 from ..codecs import RAW_YUV_ENCODINGS
 from ..errors import ConfigError, DvpipeError
 from ..knowledge.socs import latest_checked
-from ..types import Camera, Rig
+from ..types import Camera, Rig, parse_wxh
 
 __all__ = [
     "ENCODINGS", "DEFAULT_PROFILE", "DEFAULT_FIDELITY", "PROBE_BACKENDS", "StepRow", "CameraReport",
@@ -78,7 +78,7 @@ _UNIT_BY_OP = {"resize": "VPC", "crop": "VPC", "crop_resize": "VPC", "pad": "VPC
                "convert": "VPC", "make_border": "VPC"}
 _DECODER_BY_ENCODING = {"jpeg": "JPEGD", "png": "PNGD", "h264": "VDEC", "h265": "VDEC", "uyvy": "VPC",
                         "yuyv": "VPC", "nv12": "VPC"}
-_CAMERA_RE = re.compile(r"^(?P<name>[^=\s]+)=(?P<w>\d+)[xX](?P<h>\d+)(?::(?P<enc>[A-Za-z0-9_-]+))?$")
+_CAMERA_RE = re.compile(r"^(?P<name>[^=\s]+)=(?P<size>\d+[xX]\d+)(?::(?P<enc>[A-Za-z0-9_-]+))?$")
 
 
 def parse_camera(text: str) -> Camera:
@@ -92,7 +92,8 @@ def parse_camera(text: str) -> Camera:
         raise ConfigError(f"--camera {text!r}: expected NAME=WIDTHxHEIGHT:ENCODING, e.g. CAM2=1242x375:png "
                           f"(encodings: {', '.join(ENCODINGS)})")
     enc = (m.group("enc") or "jpeg").lower().replace("_", "-")
-    return probe_camera(m.group("name"), int(m.group("w")), int(m.group("h")), enc)
+    h, w = parse_wxh(m.group("size"), f"--camera {m.group('name')}")
+    return probe_camera(m.group("name"), w, h, enc)
 
 
 def probe_camera(name: str, width: int, height: int, encoding: str) -> Camera:
@@ -557,7 +558,7 @@ def _program_checks(stages: Sequence[Any], spec_in: Any, cam: Camera, target: An
         return []
     if prog is None:
         return []
-    (w, h), kvs = prog.in_size, []
+    (h, w), kvs = prog.in_size, []
     if prog.source == "jpegd":
         kvs.append(support.kcheck(target, "jpegd", "decode", w, h, support._bitstream(cam), out_fmt="nv12"))
     else:
@@ -565,12 +566,12 @@ def _program_checks(stages: Sequence[Any], spec_in: Any, cam: Camera, target: An
     cur = prog.decode_size
     for op in prog.ops:
         if op.kind == "csc":
-            kvs.append(support.kcheck(target, "vpc", "csc", cur[0], cur[1], "nv12", out_fmt=op.out_fmt))
+            kvs.append(support.kcheck(target, "vpc", "csc", cur[1], cur[0], "nv12", out_fmt=op.out_fmt))
             continue
-        extras: dict = dict(out_width=op.out_size[0], out_height=op.out_size[1], out_fmt="nv12")
+        extras: dict = dict(out_width=op.out_size[1], out_height=op.out_size[0], out_fmt="nv12")
         if op.crop is not None:
             extras["crop"] = op.crop
-        kvs.append(support.kcheck(target, "vpc", op.kind, cur[0], cur[1], "nv12", **extras))
+        kvs.append(support.kcheck(target, "vpc", op.kind, cur[1], cur[0], "nv12", **extras))
         cur = op.out_size
     return kvs
 

@@ -64,8 +64,8 @@ class FrameSpec:
 
     @property
     def size(self) -> tuple[int, int]:
-        """``(width, height)`` in pixels."""
-        return self.width, self.height
+        """``(height, width)`` in pixels."""
+        return self.height, self.width
 
     def __str__(self) -> str:
         what = self.encoding if self.pixel_format is PixelFormat.ENCODED else f"{self.pixel_format.value}/{self.dtype}"

@@ -113,7 +113,7 @@ class Undistort(Stage):
             raise ConfigError(f"Undistort needs decoded pixels but gets encoded {spec.encoding or 'data'}; put Decode() first")
         if spec.pixel_format not in (PixelFormat.BGR, PixelFormat.RGB, PixelFormat.FLOAT_HWC):
             raise ConfigError(f"Undistort takes HxWx3 images, got {spec.pixel_format.value}")
-        if spec.size != (camera.width, camera.height):
+        if spec.size != (camera.height, camera.width):
             raise ConfigError(f"Undistort works on camera {camera.name}'s native {camera.width}x{camera.height} "
                               f"pixels, got {spec.width}x{spec.height}; put it right after Decode()")
         self.new_intrinsics(camera)  # a bad K' is a plan-time error

@@ -64,7 +64,7 @@ class Resize(Stage):
 
     Args:
         size: output ``(height, width)`` in pixels.
-        scale: factor; the output size is ``(int(W * sx), int(H * sy))`` (truncation, as mmcv).
+        scale: factor; the output ``(height, width)`` is ``(int(H * sy), int(W * sx))`` (truncation, as mmcv).
         interpolation: ``linear`` = OpenCV ``INTER_LINEAR`` (bilinear, half-pixel centres, no
             antialias; exactly the 2x2 mean for a 0.5 scale), ``area`` = ``INTER_AREA``,
             ``nearest`` = ``INTER_NEAREST`` (source index ``floor(x * W / W')``), ``pil_bicubic`` =
@@ -107,27 +107,27 @@ class Resize(Stage):
             return None
         return self.scale if isinstance(self.scale, tuple) else (self.scale, self.scale)
 
-    def out_size(self, width: int, height: int) -> tuple[int, int]:
-        """Output ``(width, height)`` for an input of ``width x height`` pixels."""
+    def out_size(self, size: tuple[int, int]) -> tuple[int, int]:
+        """Output ``(height, width)`` in pixels for an input of ``size`` ``(height, width)``."""
         if self.size is not None:
-            return self.size[1], self.size[0]
+            return self.size[0], self.size[1]
         assert self.scale_xy is not None  # __post_init__: size or scale
         sx, sy = self.scale_xy
-        return geometry.scaled_size(width, 1, sx)[0], geometry.scaled_size(1, height, sy)[1]
+        return geometry.scaled_size(size, sy)[0], geometry.scaled_size(size, sx)[1]
 
     def output_spec(self, spec: FrameSpec, camera: Optional[Camera] = None) -> FrameSpec:
         _require_pixels(spec, "Resize")
         if self.interpolation == "pil_bicubic" and spec.dtype != "uint8":
             raise ConfigError(f"Resize(interpolation='pil_bicubic') takes uint8 pixels, got {spec.dtype}; "
                               "put it before Normalise")
-        w, h = self.out_size(spec.width, spec.height)
+        h, w = self.out_size(spec.size)
         return spec.with_(width=w, height=h)
 
     def matrix(self, spec: FrameSpec, camera: Optional[Camera] = None) -> np.ndarray:
         if self.geometry == "nominal":
             assert self.scale_xy is not None  # __post_init__: nominal needs scale
             return geometry.scale_matrix(*self.scale_xy)
-        return geometry.resize_matrix(spec.size, self.out_size(spec.width, spec.height))
+        return geometry.resize_matrix(spec.size, self.out_size(spec.size))
 
     def describe(self) -> str:
         what = f"{self.size[1]}x{self.size[0]}" if self.size else f"x{self.scale}"
@@ -246,17 +246,17 @@ class Pad(Stage):
         if not isinstance(self.value, (int, float)) or isinstance(self.value, bool):
             raise ConfigError(f"Pad.value must be a number, got {self.value!r}")
 
-    def padded_size(self, width: int, height: int) -> tuple[int, int]:
-        """Output ``(width, height)``."""
+    def padded_size(self, size: tuple[int, int]) -> tuple[int, int]:
+        """Output ``(height, width)`` in pixels for an input of ``size`` ``(height, width)``."""
         if self.size_divisor is not None:
             d = self.size_divisor
-            return -(-width // d) * d, -(-height // d) * d
+            return -(-size[0] // d) * d, -(-size[1] // d) * d
         assert self.size is not None  # __post_init__: size or size_divisor
-        return self.size[1], self.size[0]
+        return self.size[0], self.size[1]
 
     def output_spec(self, spec: FrameSpec, camera: Optional[Camera] = None) -> FrameSpec:
         _require_pixels(spec, "Pad")
-        w, h = self.padded_size(spec.width, spec.height)
+        h, w = self.padded_size(spec.size)
         if w < spec.width or h < spec.height:
             raise ConfigError(f"Pad.size {h}x{w} (HxW) is smaller than the {spec.height}x{spec.width} image")
         return spec.with_(width=w, height=h)

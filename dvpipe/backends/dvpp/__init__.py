@@ -137,15 +137,15 @@ def device_output(step: Any, camera: Any, target: Any, nv12: bool) -> tuple[Any,
 
 
 def picture_layout(prog: Program, target: Any) -> tuple[str, str, tuple[int, int], tuple[int, int], int]:
-    """``(unit, fmt, (width, height), (width_stride, height_stride), nbytes)`` of the picture a program's last
+    """``(unit, fmt, (height, width), (width_stride, height_stride), nbytes)`` of the picture a program's last
     call writes (the documented stride for the target; nbytes with the padding)."""
     last = prog.ops[-1] if prog.ops else None
     unit = "vpc" if last is not None else prog.source
     fmt = last.out_fmt if last is not None else "nv12"
-    w, h = last.out_size if last is not None else prog.decode_size
+    h, w = last.out_size if last is not None else prog.decode_size
     st = vpc.layout(target, unit, fmt, w, h)
     ws, hs = int(st.width_stride), int(st.height_stride)
-    return unit, fmt, (w, h), (ws, hs), ws * hs * 3 // 2 if fmt == "nv12" else ws * hs
+    return unit, fmt, (h, w), (ws, hs), ws * hs * 3 // 2 if fmt == "nv12" else ws * hs
 
 
 def _verified_here(ctx: KernelContext, stages: tuple, target: Any) -> bool:

@@ -362,7 +362,7 @@ def _build(values: dict[str, Any], lineno: int) -> AippConfig:
 
 # -- derivation --------------------------------------------------------------------------------
 def aipp_for(mean: Sequence[float], std: Sequence[float], *, channel_order: str, colour_standard: str,
-             src_size_wh: tuple[int, int], content_size_wh: tuple[int, int], out_size_wh: tuple[int, int],
+             src_size: tuple[int, int], content_size: tuple[int, int], out_size: tuple[int, int],
              padding_value: float = 0.0, related_input_rank: int = 0) -> AippConfig:
     """The static ``aipp_op`` that turns a DVPP NV12 picture into a profile's normalised tensor.
 
@@ -372,10 +372,12 @@ def aipp_for(mean: Sequence[float], std: Sequence[float], *, channel_order: str,
         channel_order: ``rgb`` or ``bgr``, the order of the model's input channels.
         colour_standard: the NV12 picture's YCbCr standard, one of :data:`COLOUR_STANDARDS`
             (``jpeg_full`` for JPEGD output; ``bt601_narrow`` / ``bt709_narrow`` for most video).
-        src_size_wh: ``(width, height)`` of the picture AIPP reads: the DVPP output's stride-aligned
-            size (``src_image_size_w/h``).
-        content_size_wh: the valid picture at the top-left of it (the crop window).
-        out_size_wh: the model input size after bottom/right padding (the size divisor).
+        src_size: ``(height, width)`` in pixels of the picture AIPP reads: the DVPP output's
+            stride-aligned size (``src_image_size_h/w``).
+        content_size: ``(height, width)`` in pixels of the valid picture at the top-left of it (the
+            crop window).
+        out_size: ``(height, width)`` in pixels of the model input after bottom/right padding (the
+            size divisor).
         padding_value: value of the padded area in output (normalised) units; the reference pads the
             normalised image with 0.
 
@@ -395,9 +397,9 @@ def aipp_for(mean: Sequence[float], std: Sequence[float], *, channel_order: str,
         raise ConfigError(f"AIPP's mean_chn is 0..255; mean {mean} is outside")
     if any(not (s > 0 and math.isfinite(s)) for s in std):
         raise ConfigError(f"std must be positive, got {std}")
-    sw, sh = (int(v) for v in src_size_wh)
-    cw, ch = (int(v) for v in content_size_wh)
-    ow, oh = (int(v) for v in out_size_wh)
+    sh, sw = (int(v) for v in src_size)
+    ch, cw = (int(v) for v in content_size)
+    oh, ow = (int(v) for v in out_size)
     if cw > sw or ch > sh or cw <= 0 or ch <= 0:
         raise ConfigError(f"content {cw}x{ch} must lie inside the source picture {sw}x{sh}")
     if ow < cw or oh < ch:
@@ -575,12 +577,12 @@ class AippRoute:
 
     Attributes:
         config: the static :class:`AippConfig`.
-        dvpp_size_wh: ``(width, height)`` of the picture DVPP writes (after its resizes and crops).
+        dvpp_size: ``(height, width)`` in pixels of the picture DVPP writes (after its resizes and crops).
         notes: what differs from the stage list as written (re-ordering, dtype, resize filter).
     """
 
     config: AippConfig
-    dvpp_size_wh: tuple[int, int]
+    dvpp_size: tuple[int, int]
     notes: tuple[str, ...] = ()
 
     def describe(self) -> str:
@@ -589,22 +591,22 @@ class AippRoute:
         crop = (f"{c.crop_size_w}x{c.crop_size_h}+{c.load_start_pos_w}+{c.load_start_pos_h}" if c.crop else "none")
         pad = (f"right {c.right_padding_size}, bottom {c.bottom_padding_size} (value {c.padding_value:g})"
                if c.padding else "none")
-        return (f"input NV12 {c.src_image_size_w}x{c.src_image_size_h} (DVPP picture {self.dvpp_size_wh[0]}x"
-                f"{self.dvpp_size_wh[1]}), crop {crop}, padding {pad}, output 3x{oh}x{ow} fp16")
+        return (f"input NV12 {c.src_image_size_w}x{c.src_image_size_h} (DVPP picture {self.dvpp_size[1]}x"
+                f"{self.dvpp_size[0]}), crop {crop}, padding {pad}, output 3x{oh}x{ow} fp16")
 
 
 def _default_stride(width: int, height: int) -> tuple[int, int]:
     return -(-width // 16) * 16, -(-height // 2) * 2
 
 
-def aipp_for_stages(stages: Sequence[Any], camera_size_wh: tuple[int, int], *, colour_standard: str,
+def aipp_for_stages(stages: Sequence[Any], camera_size: tuple[int, int], *, colour_standard: str,
                     stride: Any = None, related_input_rank: int = 0) -> AippRoute:
     """The AIPP route for one camera's stage list: DVPP decodes and resizes (and crops before a resize),
     AIPP does the trailing crop, colour conversion, Normalise and Pad.
 
     Args:
         stages: ``dvpipe.stages`` objects (Decode first), as ``profile_stages`` or a deployment gives.
-        camera_size_wh: the camera's picture size.
+        camera_size: the camera's picture size, ``(height, width)`` in pixels.
         colour_standard: the NV12 picture's standard (:data:`COLOUR_STANDARDS`).
         stride: ``(width, height) -> (width_stride, height_stride)`` of the DVPP output picture
             (default: width up to 16, height up to 2).
@@ -619,7 +621,7 @@ def aipp_for_stages(stages: Sequence[Any], camera_size_wh: tuple[int, int], *, c
     if not stages or not isinstance(stages[0], Decode):
         raise ConfigError(f"the AIPP route starts with DVPP decoding; the stage list must begin with Decode, "
                           f"got {names}")
-    w, h = (int(v) for v in camera_size_wh)
+    h, w = (int(v) for v in camera_size)
     norm = None
     pad = None
     crop_box: tuple[int, int, int, int] | None = None  # trailing crops after the last resize, composed
@@ -671,16 +673,16 @@ def aipp_for_stages(stages: Sequence[Any], camera_size_wh: tuple[int, int], *, c
         raise ConfigError(f"AIPP crops YUV420SP only from an even start, the crop starts at ({crop_box[0]}, "
                           f"{crop_box[1]}); crop on DVPP instead")
     cw, ch = (crop_box[2], crop_box[3]) if crop_box else (w, h)
-    ow, oh = pad.padded_size(cw, ch) if pad is not None else (cw, ch)
+    oh, ow = pad.padded_size((ch, cw)) if pad is not None else (ch, cw)
     sw, sh = (int(v) for v in stride(w, h))
     order = "rgb" if norm.to_rgb else "bgr"
-    cfg = aipp_for(norm.mean, norm.std, channel_order=order, colour_standard=colour_standard, src_size_wh=(sw, sh),
-                   content_size_wh=(cw, ch), out_size_wh=(ow, oh), padding_value=pad.value if pad else 0.0,
+    cfg = aipp_for(norm.mean, norm.std, channel_order=order, colour_standard=colour_standard, src_size=(sh, sw),
+                   content_size=(ch, cw), out_size=(oh, ow), padding_value=pad.value if pad else 0.0,
                    related_input_rank=related_input_rank)
     if crop_box is not None and (crop_box[0] or crop_box[1]):
         cfg = cfg.replace(crop=True, load_start_pos_w=crop_box[0], load_start_pos_h=crop_box[1],
                           crop_size_w=cw, crop_size_h=ch)
-    return AippRoute(cfg, (w, h), tuple(notes))
+    return AippRoute(cfg, (h, w), tuple(notes))
 
 
 def _spec(w: int, h: int):

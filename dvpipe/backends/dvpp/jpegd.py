@@ -72,12 +72,12 @@ def exif_orientation(data: bytes) -> int:
 def decode_to_device(s: StepState, data: bytes, expect: Optional[tuple[int, int]] = None,
                      spans: Optional[list] = None) -> tuple[Picture, Any]:
     """Queue the JPEGD call for ``data``; returns the output picture and the input buffer (release both
-    after the sync). ``expect`` is the camera's ``(width, height)``; another size raises StepRefused.
+    after the sync). ``expect`` is the camera's ``(height, width)`` in pixels; another size raises StepRefused.
     ``spans``: the bitstream upload is appended to it as an ``h2d`` transfer span with its bytes."""
     rt, pool, target = s.runtime, s.pool, s.target
     w, h, _components = rt.jpeg_info(data)
-    if expect is not None and (w, h) != tuple(expect):
-        raise StepRefused(f"frame is {w}x{h} but the camera declares {expect[0]}x{expect[1]}; the DVPP step was "
+    if expect is not None and (h, w) != tuple(expect):
+        raise StepRefused(f"frame is {w}x{h} but the camera declares {expect[1]}x{expect[0]}; the DVPP step was "
                           "planned for the declared size")
     orient = exif_orientation(data)
     if orient != 1:
@@ -126,9 +126,9 @@ def run(s: StepState, data: Any, ctx: Any) -> Any:
         ctx.device_spans.append(s.span("jpegd" + "".join(f"+vpc.{op.kind}" for op in s.program.ops), t0,
                                        size=f"{info.width}x{info.height}"))
         dw, dh, _ws, _hs, ret_code = rt.pic_info(first.desc)
-        if ret_code or (dw, dh) != s.program.decode_size:
+        if ret_code or (dh, dw) != s.program.decode_size:
             raise StepRefused(f"JPEGD wrote {dw}x{dh} (ret code {ret_code}); the step expects "
-                              f"{s.program.decode_size[0]}x{s.program.decode_size[1]}")
+                              f"{s.program.decode_size[1]}x{s.program.decode_size[0]}")
         s.frames += 1
         if on_device(ctx):
             return s.hand_on(pics, slot, ctx.device_spans)

@@ -68,14 +68,14 @@ def _split(stages: tuple) -> tuple[Any, Any]:
     return norm, pad
 
 
-def _config(stages: tuple, camera: Any, src_wh: tuple[int, int], content_wh: tuple[int, int],
-            out_wh: tuple[int, int]):
+def _config(stages: tuple, camera: Any, src_size: tuple[int, int], content_size: tuple[int, int],
+            out_size: tuple[int, int]):
     from .aipp import aipp_for
 
     norm, pad = _split(stages)
     return aipp_for(norm.mean, norm.std, channel_order="rgb" if norm.to_rgb else "bgr",
-                    colour_standard=_colour_standard(camera), src_size_wh=src_wh, content_size_wh=content_wh,
-                    out_size_wh=out_wh, padding_value=float(pad.value) if pad is not None else 0.0)
+                    colour_standard=_colour_standard(camera), src_size=src_size, content_size=content_size,
+                    out_size=out_size, padding_value=float(pad.value) if pad is not None else 0.0)
 
 
 def _supports(q: KernelQuery) -> KernelVerdict:
@@ -90,10 +90,10 @@ def _supports(q: KernelQuery) -> KernelVerdict:
                                 f"{spec.placement} here (the step before runs elsewhere)")
     if spec.pixel_format not in (PixelFormat.BGR, PixelFormat.NV12):
         return KernelVerdict.no(f"AIPP takes the decoded picture, got {spec.pixel_format.value}")
-    w, h = spec.size
-    pw, ph = q.spec_out.size
+    h, w = spec.size
+    ph, pw = q.spec_out.size
     try:
-        cfg = _config(q.stages, q.camera, (w + (w & 1), h + (h & 1)), (w, h), (pw, ph))
+        cfg = _config(q.stages, q.camera, (h + (h & 1), w + (w & 1)), spec.size, q.spec_out.size)
     except ConfigError as e:
         return KernelVerdict.no(f"AIPP cannot express this step: {e}", rule="aipp.limits",
                                 source="ATC tool guide atlasatc_16_0023 / pyACL aclpythondevg_01_0188 (CANN 8.0.0)")
@@ -107,7 +107,9 @@ def _supports(q: KernelQuery) -> KernelVerdict:
 
 def batch_layout(plan: Any) -> dict:
     """The per-batch device buffer of an AIPP-route plan: picture size, documented stride, slot bytes,
-    placement, colour standard and the :class:`~.aipp.AippConfig` that reproduces the profile."""
+    placement, colour standard and the :class:`~.aipp.AippConfig` that reproduces the profile.
+    ``out_size`` is the model input's ``(height, width)`` in pixels; ``strides`` is
+    ``(width_stride, height_stride)``, DVPP's order."""
     from . import device_output, picture_layout
 
     cp = plan.cameras[0]
@@ -115,22 +117,21 @@ def batch_layout(plan: Any) -> dict:
     last = cp.steps[-1]
     _spec, prog, _why = device_output(dv, cp.camera, plan.target, True)
     assert prog is not None  # the AIPP route was planned with a VPC program on every camera
-    unit, fmt, (w, h), (ws, hs), nbytes = picture_layout(prog, plan.target)
+    unit, fmt, (h, w), (ws, hs), nbytes = picture_layout(prog, plan.target)
     for other in plan.cameras[1:]:
         d2 = next(s for s in other.steps if s.backend.family == "dvpp")
         _s2, p2, _w2 = device_output(d2, other.camera, plan.target, True)
         assert p2 is not None  # as above
-        if picture_layout(p2, plan.target)[1:4] != (fmt, (w, h), (ws, hs)):
+        if picture_layout(p2, plan.target)[1:4] != (fmt, (h, w), (ws, hs)):
             raise ConfigError(f"cameras {cp.camera.name} and {other.camera.name} would write different DVPP "
                               "pictures into one AIPP batch buffer")
-    pw, ph = last.spec_out.size
-    cfg = _config(last.stages, cp.camera, (ws, hs), (w, h), (pw, ph))
+    cfg = _config(last.stages, cp.camera, (hs, ws), (h, w), last.spec_out.size)
     from ...device import slot_pitch
 
     return {"n": len(plan.cameras), "width": w, "height": h, "strides": (ws, hs), "slot_bytes": nbytes,
             "pitch": slot_pitch(nbytes),
             "writer": unit, "placement": last.backend.placement, "device": last.backend.device,
-            "colour_standard": _colour_standard(cp.camera), "aipp": cfg, "out_size": (pw, ph)}
+            "colour_standard": _colour_standard(cp.camera), "aipp": cfg, "out_size": last.spec_out.size}
 
 
 def allocate_output(ref: Any, shape: tuple, dtype: str, plan: Any = None) -> DeviceBatch:

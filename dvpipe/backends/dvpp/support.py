@@ -76,7 +76,7 @@ class DvppDecode(Decode):
 @dataclass(frozen=True)
 class VpcOp:
     """One VPC call: ``kind`` (``resize``, ``crop_resize``, ``csc``), crop box ``(l, t, r, b)`` inclusive in
-    the input picture, output size ``(w, h)`` and output format (``nv12`` or ``bgr888``)."""
+    the input picture, output size ``(height, width)`` in pixels and output format (``nv12`` or ``bgr888``)."""
 
     kind: str
     crop: Optional[tuple[int, int, int, int]]
@@ -90,13 +90,13 @@ class Program:
 
     Attributes:
         source: ``jpegd`` or ``vdec``.
-        in_size: the camera's ``(width, height)``.
-        decode_size: the decoder's output ``(width, height)`` (odd sizes floored to even).
+        in_size: the camera's ``(height, width)`` in pixels.
+        decode_size: the decoder's output ``(height, width)`` in pixels (odd sizes floored to even).
         ops: the VPC calls, in order, all on the device before one stream synchronisation.
         host_crop: ``(left, top, width, height)`` sliced from the host copy, or None.
         host_csc: colour range of the host NV12 -> BGR conversion (``full``/``limited``), or None when VPC
             wrote BGR888.
-        out_size: ``(width, height)`` of the BGR output.
+        out_size: ``(height, width)`` in pixels of the BGR output.
     """
 
     source: str
@@ -108,12 +108,12 @@ class Program:
     out_size: tuple[int, int]
 
     def describe(self) -> str:
-        parts = [f"{self.source.upper()} {self.in_size[0]}x{self.in_size[1]} -> NV12 "
-                 f"{self.decode_size[0]}x{self.decode_size[1]}"]
+        parts = [f"{self.source.upper()} {self.in_size[1]}x{self.in_size[0]} -> NV12 "
+                 f"{self.decode_size[1]}x{self.decode_size[0]}"]
         for op in self.ops:
             what = {"resize": "resize", "crop_resize": "crop-resize", "csc": "colour conversion"}[op.kind]
             box = f" crop {op.crop}" if op.crop is not None else ""
-            parts.append(f"VPC {what}{box} -> {op.out_fmt.upper()} {op.out_size[0]}x{op.out_size[1]}")
+            parts.append(f"VPC {what}{box} -> {op.out_fmt.upper()} {op.out_size[1]}x{op.out_size[0]}")
         if self.host_csc:
             parts.append(f"NV12 -> BGR on the host (BT.601 {self.host_csc} range)")
         if self.host_crop is not None:
@@ -272,7 +272,7 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
     if spec_in.pixel_format is not PixelFormat.ENCODED:
         return KernelVerdict.no(f"DVPP decoders take encoded frames; this camera delivers {spec_in.pixel_format.value} "
                                 "arrays"), None
-    w, h = spec_in.size
+    h, w = spec_in.size
     enc = spec_in.encoding
     if enc == "png":
         kv = kcheck(target, "pngd", "decode", w, h, _bitstream(camera) if _bitstream(camera).startswith("png")
@@ -331,7 +331,7 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
             p.changed = True
             p.detours.append(f"{source.upper()} writes {dw}x{dh} (YUV420SP needs even sizes): drops {dropped}; "
                              "the principal point is unchanged")
-    cur = (dw, dh)
+    cur = (dh, dw)  # (height, width) of the picture the next VPC call reads
     pending: Optional[list] = None  # [left, top, width, height] of the crops since the last resize
     pending_n = 0  # how many stages of p.stages formed it
     for st in rest:
@@ -345,22 +345,22 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
             continue
         if st.op != "resize":
             return KernelVerdict.no(f"the DVPP step covers decode, crop and resize, not {st.op}"), None
-        if pending is not None and (pending[0], pending[1], pending[2], pending[3]) == (0, 0, cur[0], cur[1]):
+        if pending is not None and (pending[0], pending[1], pending[2], pending[3]) == (0, 0, cur[1], cur[0]):
             pending = None  # a crop of the whole picture (the decoder's own floor): nothing to cut
-        src = (pending[2], pending[3]) if pending is not None else cur
-        ow, oh = st.out_size(*src)
+        src = (pending[3], pending[2]) if pending is not None else cur
+        oh, ow = st.out_size(src)
         kind = "crop_resize" if pending is not None else "resize"
         box = None if pending is None else (pending[0], pending[1], pending[0] + pending[2] - 1,
                                             pending[1] + pending[3] - 1)
         extras = dict(out_width=ow, out_height=oh, out_fmt="nv12")
         if box is not None:
             extras["crop"] = box
-        kv = kcheck(target, "vpc", kind, cur[0], cur[1], "nv12", **extras)
+        kv = kcheck(target, "vpc", kind, cur[1], cur[0], "nv12", **extras)
         if _ok(kv, accept_unknown):
             p.cite_checked(kv)
-            p.ops.append(VpcOp(kind, box, (ow, oh)))
+            p.ops.append(VpcOp(kind, box, (oh, ow)))
             p.stages.append(st)
-            cur, pending, pending_n = (ow, oh), None, 0
+            cur, pending, pending_n = (oh, ow), None, 0
             continue
         from ...knowledge import propose
 
@@ -379,32 +379,32 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
         for r in d.requests:
             rw, rh = r.width, r.height
             rbox = r.crop
-            if rbox is None and (rw, rh) != cur:
+            if rbox is None and (rh, rw) != cur:
                 rbox = (0, 0, rw - 1, rh - 1)  # align-crop of the input picture
-            if rbox is not None and rbox == (0, 0, cur[0] - 1, cur[1] - 1):
+            if rbox is not None and rbox == (0, 0, cur[1] - 1, cur[0] - 1):
                 rbox = None
             if rbox is not None:
                 p.stages.append(Crop(rbox[0], rbox[1], rbox[2] - rbox[0] + 1, rbox[3] - rbox[1] + 1))
-            ow, oh = r.out_size
+            oh, ow = r.out_size
             p.stages.append(Resize(size=(oh, ow)))
-            p.ops.append(VpcOp("crop_resize" if rbox is not None else "resize", rbox, (ow, oh)))
-            cur = (ow, oh)
+            p.ops.append(VpcOp("crop_resize" if rbox is not None else "resize", rbox, (oh, ow)))
+            cur = (oh, ow)
         pending, pending_n = None, 0
     host_crop = None if pending is None else tuple(pending)
-    out_size = cur if host_crop is None else (host_crop[2], host_crop[3])
+    out_size = cur if host_crop is None else (host_crop[3], host_crop[2])
 
     # colour conversion (a JPEG source: full range): acldvppVpcConvertColorAsync after the last VPC call where
     # NV12 -> BGR888 is documented for it (aclcppdevg_03_0349), else on the host
     host_csc: Optional[str] = "limited" if source == "vdec" else "full"
     ops = list(p.ops)
     if source == "jpegd":
-        last_size = ops[-1].out_size if ops else (dw, dh)
-        kv = kcheck(target, "vpc", "csc", last_size[0], last_size[1], "nv12", out_fmt="bgr888")
+        last_size = ops[-1].out_size if ops else (dh, dw)
+        kv = kcheck(target, "vpc", "csc", last_size[1], last_size[0], "nv12", out_fmt="bgr888")
         if kv.ok:
             p.cite_checked(kv)
             ops.append(VpcOp("csc", None, last_size, "bgr888"))
             host_csc = None
-    prog = Program(source, (w, h), (dw, dh), tuple(ops), host_crop, host_csc, out_size)
+    prog = Program(source, (h, w), (dh, dw), tuple(ops), host_crop, host_csc, out_size)
 
     reason = "; ".join(p.notes) if p.notes else ""
     if fidelity == "reference":

@@ -497,7 +497,7 @@ def _decoder(s: StepState, out_mode: int):
         old = s.extra.pop("vdec", None)
         if old is not None:
             old.close()
-        w, h = s.program.in_size
+        h, w = s.program.in_size
         eng = s.extra["vdec"] = VdecEngine(s.runtime, s.pool, s.target, codec, w, h, out_mode)
         return eng
 
@@ -547,9 +547,9 @@ def run(s: StepState, data: Any, ctx: Any) -> np.ndarray:
     pics: list = [picture]
     rois: list = []
     try:
-        if (picture.width, picture.height) != s.program.decode_size:
+        if (picture.height, picture.width) != s.program.decode_size:
             raise StepRefused(f"VDEC wrote {picture.width}x{picture.height}; the step expects "
-                              f"{s.program.decode_size[0]}x{s.program.decode_size[1]}")
+                              f"{s.program.decode_size[1]}x{s.program.decode_size[0]}")
         t1 = now_ns()
         slot = vpc.batch_slot(ctx)
         s.run_vpc(picture, pics, rois, slot)

@@ -119,7 +119,7 @@ def picture_at(rt: Any, target: Any, unit: str, fmt: str, width: int, height: in
 
 def _ctx(src: Picture, op: str, out: tuple[int, int], fmt: str) -> dict:
     return {"op": op, "input": f"{src.width}x{src.height} {src.fmt} stride {src.ws}x{src.hs}",
-            "output": f"{out[0]}x{out[1]} {fmt}"}
+            "output": f"{out[1]}x{out[0]} {fmt}"}
 
 
 def enqueue(rt: Any, pool: BufferPool, target: Any, channel: int, stream: int, src: Picture, op: VpcOp,
@@ -129,7 +129,7 @@ def enqueue(rt: Any, pool: BufferPool, target: Any, channel: int, stream: int, s
     ROI configurations created here are appended to ``rois`` for the caller to destroy after the sync.
     ``at=(ptr, nbytes)`` makes VPC write into that memory (a batch slot) instead of a pooled buffer.
     """
-    ow, oh = op.out_size
+    oh, ow = op.out_size
     if at is not None:
         dst = picture_at(rt, target, "vpc", op.out_fmt, ow, oh, *at)
     else:
@@ -162,7 +162,7 @@ def crop_resize_paste(rt: Any, channel: int, stream: int, src: Picture, canvas: 
     """
     c, p = rt.roi(*crop), rt.roi(*paste)
     rt.vpc_crop_resize_paste(channel, src.desc, canvas.desc, c, p, cfg, stream, crop_box=crop, paste_box=paste,
-                             **_ctx(src, "crop_resize_paste", (canvas.width, canvas.height), canvas.fmt))
+                             **_ctx(src, "crop_resize_paste", (canvas.height, canvas.width), canvas.fmt))
     return [c, p]
 
 

@@ -33,10 +33,10 @@ Whether a source is live comes from the class (:meth:`Source.is_live`). ::
         def _read(self): ...
 
 Option types the validator knows: ``bool``, ``int``, ``float`` (an int is accepted and converted),
-``str`` (non-empty), ``Literal["a", "b"]`` (one of), ``tuple[int, int]`` (``[width, height]`` in
-pixels, each side 1..65535, at most ``decode.max_pixels``), another dataclass (a nested mapping,
-delivered as a read-only mapping), and ``Optional[...]`` of any of them (``null`` allowed). A field
-without a default is required. The source reads its options as ``self.options[name]`` (a dict, as
+``str`` (non-empty), ``Literal["a", "b"]`` (one of), ``tuple[int, int]`` (written ``[width, height]`` in
+pixels in the YAML, each side 1..65535, at most ``decode.max_pixels``; delivered as ``(height, width)``),
+another dataclass (a nested mapping, delivered as a read-only mapping), and ``Optional[...]`` of any of
+them (``null`` allowed). A field without a default is required. The source reads its options as ``self.options[name]`` (a dict, as
 :attr:`dvpipe.deploy.config.SourceConfig.options`).
 """
 from __future__ import annotations
@@ -296,7 +296,7 @@ class SourceContext:
     Attributes:
         camera: the rig camera's name.
         encoding: the camera's declared encoding (``jpeg``, ``h264``, ``raw``, ``nv12``...).
-        size: the camera's ``(width, height)`` in pixels.
+        size: the camera's ``(height, width)`` in pixels.
         path: key path of this source mapping (``source``, ``cameras[2].source``).
         uri: the ``uri`` as written, ``{camera}`` replaced (None: not given). ``validate`` may set it
             (e.g. to the absolute path :meth:`resolve` returns): the source gets what it holds.

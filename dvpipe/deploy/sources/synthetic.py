@@ -238,12 +238,12 @@ class SyntheticSource(Source):
         if ctx.uri is not None:
             ctx.err("uri", "a synthetic source takes no uri")
         enc, size = ctx.encoding, ctx.size
-        w, h = options.resolution or size
+        h, w = options.resolution or size
         if enc in RAW_YUV_ENCODINGS and options.resolution is not None and tuple(options.resolution) != tuple(size):
-            ctx.err("resolution", f"a raw {enc.upper()} frame has the camera's size {size[0]}x{size[1]} "
+            ctx.err("resolution", f"a raw {enc.upper()} frame has the camera's size {size[1]}x{size[0]} "
                                   f"(camera {ctx.camera}); drop resolution:")
-        if enc in RAW_YUV_ENCODINGS and (size[0] % 2 or (enc == "nv12" and size[1] % 2)):
-            ctx.err(None, f"camera {ctx.camera} is {size[0]}x{size[1]}: {enc.upper()} frames need an even "
+        if enc in RAW_YUV_ENCODINGS and (size[1] % 2 or (enc == "nv12" and size[0] % 2)):
+            ctx.err(None, f"camera {ctx.camera} is {size[1]}x{size[0]}: {enc.upper()} frames need an even "
                           f"width{' and height' if enc == 'nv12' else ''}")
         if options.cycle * w * h * 3 > _CYCLE_MAX_BYTES:
             ctx.err("cycle", f"{options.cycle} frames of {w}x{h} take {options.cycle * w * h * 3 / 2 ** 30:.1f} GiB "
@@ -259,7 +259,7 @@ class SyntheticSource(Source):
 
     def _prepare(self) -> None:
         o = self.options
-        w, h = o.get("resolution") or (self.camera.width, self.camera.height)
+        h, w = o.get("resolution") or (self.camera.height, self.camera.width)
         if self.camera.encoding in RAW_YUV_ENCODINGS and (w, h) != (self.camera.width, self.camera.height):
             raise SourceError(f"camera {self.camera.name}: a raw {self.camera.encoding.upper()} frame has the "
                               f"camera's size {self.camera.width}x{self.camera.height}, so the synthetic "

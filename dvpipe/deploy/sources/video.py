@@ -574,7 +574,7 @@ class V4l2Source(_LiveStream):
         if self.options.get("fps"):
             o["framerate"] = f"{self.options['fps']:g}"
         if self.options.get("size"):
-            w, h = self.options["size"]
+            h, w = self.options["size"]
             o["video_size"] = f"{w}x{h}"
         return o
 

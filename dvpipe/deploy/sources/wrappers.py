@@ -190,6 +190,7 @@ class _Resizer:
             return []
 
     def __call__(self, au: bytes, size: tuple[int, int]) -> bytes:
+        """``au`` re-encoded at ``size``, ``(height, width)`` in pixels."""
         from fractions import Fraction
 
         import av
@@ -197,13 +198,14 @@ class _Resizer:
         frames = self.feed(au)
         if not frames:
             raise SourceError("resize fault: the decoder gave no picture")
-        img = cv2.resize(frames[-1].to_ndarray(format="bgr24"), size, interpolation=cv2.INTER_AREA)
+        h, w = size
+        img = cv2.resize(frames[-1].to_ndarray(format="bgr24"), (w, h), interpolation=cv2.INTER_AREA)  # dsize: (W, H)
         if self.enc is None or self.size != size:
             self.size = size
             self.n = 0
             name = "libx264" if self.codec == "h264" else "libx265"
             self.enc = av.CodecContext.create(name, "w")
-            self.enc.width, self.enc.height, self.enc.pix_fmt = size[0], size[1], "yuv420p"
+            self.enc.width, self.enc.height, self.enc.pix_fmt = w, h, "yuv420p"
             self.enc.time_base = Fraction(1, 1000)
             self.enc.max_b_frames = 0
             self.enc.options = ({"preset": "ultrafast", "tune": "zerolatency", "x264-params": "repeat-headers=1"}
@@ -287,9 +289,9 @@ class Faulty(SourceWrapper):
 
     def _resized(self, data):
         assert self._resize_to is not None  # called only when a resize is due
-        w, h = self._resize_to
+        h, w = self._resize_to
         if isinstance(data, np.ndarray):
-            return cv2.resize(data, (w, h), interpolation=cv2.INTER_AREA)
+            return cv2.resize(data, (w, h), interpolation=cv2.INTER_AREA)  # OpenCV's dsize is (W, H)
         b = bytes(data)
         img = cv2.imdecode(np.frombuffer(b, np.uint8), cv2.IMREAD_COLOR)
         if img is None:
