@@ -2,7 +2,13 @@
 ``lost_in_outage`` estimate. The bookkeeping (CameraHealth) is driven with injected times and
 checked against hand-computed figures; the runner is checked against the loopback RTSP server
 (dvpipe.deploy.rtsp_server, 127.0.0.1 only): a sender pause on an open connection, and a server
-that goes away and comes back on the same port. No wall-clock upper bounds are asserted."""
+that goes away and comes back on the same port. No wall-clock upper bounds are asserted.
+
+The RTSP tests keep real time: the runner's clock could be injected, but the read timeouts are the socket's
+and the server paces its stream in real time, so a fake clock would disagree with both. They assert lower
+bounds (an outage lasts at least half the pause), relations between the recorded figures (stalled +
+disconnected = duration; lost = duration / period - 1), and a frame period measured on the stream's RTP
+timestamps (the media clock), which a loaded machine does not move."""
 from __future__ import annotations
 
 import time

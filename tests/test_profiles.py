@@ -183,3 +183,43 @@ def test_pipeline_with_profile_and_custom_stages_stamps_what_the_stages_do(norm)
                     cfg["std"], cfg["to_rgb"])
     x = cv2.resize(x, (32, 24), interpolation=cv2.INTER_LINEAR).transpose(2, 0, 1)
     assert np.abs(np.asarray(batch.images)[0] - x).max() <= 1e-4
+
+
+# -- a model profile from a file outside the package ---------------------------------------------------
+PROFILE_PLUGIN = '''
+import dvpipe
+from dvpipe.profiles import Profile
+
+# a PETR-like model at 0.5 scale, ImageNet normalisation in RGB, no crop, padded to /32
+dvpipe.PROFILES["toy-net"] = Profile("toy-net", mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375),
+                                     to_rgb=True, scale=0.5, normalise_first=False, metas="petr",
+                                     source="example/toy-net@0000000 configs/toy_net.py")
+'''
+
+
+def test_a_model_profile_from_a_deployment_plugin(tmp_path, monkeypatch):
+    """``dvpipe.PROFILES`` is the profile table: a plugin file adds an entry (with one of the metas
+    contracts of :mod:`dvpipe.profiles`), and ``pipeline: {profile: NAME}`` then validates and runs."""
+    from dvpipe.deploy import DeploymentError, Runner, load_deployment
+    from dvpipe.deploy.testing import synthetic_deployment
+
+    table = dict(dv.PROFILES)  # the plugin writes into this copy; the real table is left as it was
+    monkeypatch.setattr(dv, "PROFILES", table)
+    monkeypatch.setattr(dv.profiles, "PROFILES", table)
+    (tmp_path / "toy_profile.py").write_text(PROFILE_PLUGIN, encoding="utf-8")
+    dep = synthetic_deployment(2, frames=2)
+    dep["pipeline"] = {"profile": "toy-net", "backends": ["cpu"]}
+    with pytest.raises(DeploymentError, match="unknown profile 'toy-net'"):
+        load_deployment(dep, base_dir=tmp_path)
+    dep["plugins"] = ["toy_profile.py"]
+    runner = Runner(load_deployment(dep, base_dir=tmp_path), write_outputs=False)
+    ops = [s.op for step in runner.pipe.plan.cameras[0].steps for s in step.stages]
+    assert ops == ["decode", "resize", "normalise", "pad", "batch"]
+    batches = list(runner.batches())
+    runner.finish()
+    assert len(batches) == 2
+    batch = batches[0].batch
+    assert batch.images.shape == (2, 3, 32, 64)  # 96x64 at 0.5 = 48x32, padded to /32
+    m = batch.metas[0]
+    assert tuple(m["img_shape"]) == (32, 48, 3) and tuple(m["pad_shape"]) == (32, 64, 3)  # the petr contract
+    np.testing.assert_allclose(m["lidar2img"], m["intrinsics"] @ m["lidar2cam"], rtol=1e-6)

@@ -1,9 +1,11 @@
 """Latency attribution through the real Pipeline and Runner (issue: latency accounting, acceptance 1-2):
 a stage that sleeps a known time is reported at that time, every step of every frame is in the trace.
 
-The Pipeline test runs on a fake clock (time passes only in the stage's sleep, on the thread that sleeps),
-so the attribution is checked exactly. The Runner test still sleeps for real: the Runner, its sources and
-the synchroniser read ``now_ns`` themselves (the issue-17 report lists the clock parameter they need)."""
+Both run on a fake clock (time passes only in the stage's sleep), so the attribution is checked exactly: the
+Pipeline's and the Timeline's ``now_ns`` are swapped for it, and the Runner gets it as ``Runner(clock=...)``.
+The Pipeline test's clock is per thread (each camera thread's time moves only when it sleeps); the Runner
+test runs the cameras on one thread (``pipeline.threads: 1``) on one shared clock, so that the spans that
+cross threads (queue and worker waits) are consistent in its trace."""
 from __future__ import annotations
 
 import sys
@@ -57,14 +59,34 @@ class ThreadClock:
         self._local.ns = getattr(self._local, "ns", 0) + round(seconds * 1e9)
 
 
-def test_a_sleeping_stage_is_attributed_its_time_by_the_pipeline(monkeypatch):
+class SharedClock:
+    """A fake ``now_ns`` shared by every thread: it moves only when some thread sleeps on it."""
+
+    def __init__(self, base_ns: int = 10**12) -> None:
+        self.ns = base_ns
+        self._lock = threading.Lock()
+
+    def now(self) -> int:
+        return self.ns
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.ns += round(seconds * 1e9)
+
+
+def _fake_time(monkeypatch, clock):
+    """Swap ``clock`` in for the Pipeline's and the Timeline's ``now_ns`` and for the Sleep kernel's sleep."""
     import dvpipe.pipeline
     from dvpipe.latency import timeline as timeline_module
 
-    clock = ThreadClock()
     for module in (dvpipe.pipeline, timeline_module):  # no clock parameter yet (issue-17 report)
         monkeypatch.setattr(module, "now_ns", clock.now)
     monkeypatch.setattr(sys.modules[__name__], "SLEEP", clock.sleep)
+    return clock
+
+
+def test_a_sleeping_stage_is_attributed_its_time_by_the_pipeline(monkeypatch):
+    _fake_time(monkeypatch, ThreadClock())
     rig = dv.Rig.from_dict(rig_dict([(64, 48), (64, 48)]))
     pipe = dv.Pipeline(rig, [dv.Decode(), Sleep(), dv.Normalise(), dv.Pad(size_divisor=32)], threads=2)
     frames = {c.name: encode_jpeg(textured_bgr(64, 48)) for c in rig}
@@ -77,16 +99,20 @@ def test_a_sleeping_stage_is_attributed_its_time_by_the_pipeline(monkeypatch):
     assert set(per_step["decode"]) == {0.0}  # the sleep is not smeared into its neighbours
 
 
-def test_runner_attribution_and_a_complete_valid_trace(tmp_path):
+def test_runner_attribution_and_a_complete_valid_trace(tmp_path, monkeypatch):
     dep = synthetic_deployment(3, frames=12, outputs={"dir": str(tmp_path), "trace": True, "metrics": False},
                                latency={"warmup_sets": 0})  # every set counted: 36 spans
     dep["pipeline"]["stages"].insert(1, {f"{__name__}:Sleep": {"seconds": SLEEP_S}})
-    runner = Runner(load_deployment(dep))
+    dep["pipeline"]["threads"] = 1  # the cameras one after the other on the runner's thread
+    clock = _fake_time(monkeypatch, SharedClock())
+    runner = Runner(load_deployment(dep), clock=clock.now)
     result = runner.run()
     plan_steps = {s.name for s in runner.pipe.plan.cameras[0].steps}
     assert "sleep" in plan_steps
     step = result.stats.step("sleep")
-    assert step.count == 36 and abs(step.p50_ns / 1e9 - SLEEP_S) <= 0.1 * SLEEP_S
+    sleep_ns = round(SLEEP_S * 1e9)
+    assert step.count == 36 and step.min_ns == step.max_ns == sleep_ns  # every frame's sleep, exactly
+    assert result.stats.step("decode").max_ns == 0  # and nothing of it smeared into the neighbours
 
     trace = load_trace(tmp_path / "trace.json")
     validate_trace(trace)

@@ -36,6 +36,7 @@ from tolerances import tol  # noqa: E402
 
 load_family("torch")
 from dvpipe.backends import torch_device as td  # noqa: E402
+from dvpipe.backends._torch import decode as torch_decode  # noqa: E402
 from dvpipe.backends._torch.colour import nv12_from_bgr  # noqa: E402
 
 TORCH_CPU = ("torch:cpu", "cpu")  # torch for everything it can, OpenCV decode when torchvision is absent
@@ -402,7 +403,7 @@ def test_nv12_buffer_too_small_is_a_frame_error():
 
 # -- decode (torchvision) ----------------------------------------------------------------------------
 def test_without_torchvision_decode_goes_to_the_next_backend_with_the_reason(monkeypatch):
-    monkeypatch.setitem(td._TV, "error", "torchvision cannot be imported (ModuleNotFoundError: ...)")
+    monkeypatch.setitem(torch_decode._TV, "error", "torchvision cannot be imported (ModuleNotFoundError: ...)")
     rig = dv.Rig.from_dict(rig_dict([(64, 48)]))
     pipe = dv.Pipeline.from_profile("bevformer-tiny", rig, backends=TORCH_CPU)
     step = pipe.plan.cameras[0].steps[0]
@@ -425,8 +426,8 @@ def _fake_torchvision_io():
 
 @pytest.fixture
 def fake_torchvision(monkeypatch):
-    monkeypatch.setitem(td._TV, "error", None)
-    monkeypatch.setitem(td._TV, "io", _fake_torchvision_io())
+    monkeypatch.setitem(torch_decode._TV, "error", None)
+    monkeypatch.setitem(torch_decode._TV, "io", _fake_torchvision_io())
 
 
 def test_torch_decode_kernel_gives_bgr_and_drops_corrupt_frames(fake_torchvision):
@@ -448,7 +449,7 @@ def test_decode_verdicts_on_devices(fake_torchvision):
 
     def verdict(backend, fidelity, encoding="jpeg"):
         s = spec.with_(encoding=encoding)
-        return td._supports_decode(KernelQuery((dv.Decode(),), s, (out,), cam, resolve(backend), fidelity))
+        return torch_decode.supports(KernelQuery((dv.Decode(),), s, (out,), cam, resolve(backend), fidelity))
 
     assert verdict("torch:cpu", "reference").ok
     assert not verdict("torch:cuda", "reference").ok and "nvJPEG" in verdict("torch:cuda", "reference").reason

@@ -136,8 +136,9 @@ def main(argv=None) -> int:
     else:
         print(f"CUDA is absent: {cuda.reason}. Running the cpu and torch:cpu rows only.")
     from dvpipe.backends import torch_device as td
+    from dvpipe.backends._torch.decode import torchvision_error
 
-    tv_error = td._torchvision_error()
+    tv_error = torchvision_error()
     print("torchvision:", "ok" if tv_error is None else tv_error)
 
     report: dict = {"device": args.device, "cuda": cuda.ok, "cuda_reason": cuda.reason, "targets": {}}
