@@ -192,7 +192,7 @@ def _similar(a: str, b: str) -> bool:
 
 def _pair(v: Any, path: str, V: _V, max_pixels: Optional[int] = None) -> Optional[tuple[int, int]]:
     """A YAML ``[width, height]`` in pixels (the file's order) as ``(height, width)``: the one place where a
-    YAML size pair becomes a size tuple. Each side in 1..CAMERA_MAX_SIDE and (given) at most ``max_pixels``."""
+    source's or fault's YAML size pair becomes a size tuple (stage arguments are the Python API's (H, W)). Each side in 1..CAMERA_MAX_SIDE and (given) at most ``max_pixels``."""
     from ..types import CAMERA_MAX_SIDE
 
     if (not isinstance(v, Sequence) or isinstance(v, str) or len(v) != 2

@@ -110,7 +110,7 @@ class OptionSpec:
     """One YAML key of a source type, as the validator reads it (built from an ``Options`` field).
 
     ``kind`` is ``bool``, ``int``, ``float``, ``str``, ``choice`` (one of ``choices``), ``pixels``
-    (``[width, height]``) or ``mapping`` (``nested`` are its keys).
+    (YAML ``[width, height]``, delivered as ``(height, width)``) or ``mapping`` (``nested`` are its keys).
     """
 
     name: str
