@@ -246,7 +246,7 @@ def test_a_real_nuscenes_sample_groups_into_one_set():
     fs, batch = sets[0]
     assert batch.valid.all()
     assert {c: fs.members[c].frame.capture_epoch_ns for c in fs.members} == {c["name"]: c["capture_time_ns"]
-                                                                       for c in rig["cameras"]}
+                                                                             for c in rig["cameras"]}
 
 
 class _InfoFrameSets:

@@ -100,6 +100,24 @@ def test_round_trip_rebuilds_the_same_statistics(tmp_path):
         assert again.to_json() == original.to_json()
 
 
+def test_a_trace_written_before_the_clock_named_keys_keeps_its_capture_stamps():
+    """Traces and timeline dicts saved before ``capture_ns`` became ``capture_mono_ns`` still read back
+    their capture stamps (end-to-end latency is measured from them), not None."""
+    tls = make_batches(2)
+
+    def old_names(x):
+        if isinstance(x, dict):
+            return {("capture_ns" if k == "capture_mono_ns" else k): old_names(v) for k, v in x.items()}
+        return [old_names(v) for v in x] if isinstance(x, list) else x
+
+    trace = old_names(to_chrome_trace(tls))
+    assert "capture_mono_ns" not in json.dumps(trace)
+    for rebuilt in (timelines_from_trace(trace), [Timeline.from_dict(old_names(t.to_dict())) for t in tls]):
+        assert [t.capture_mono_ns for t in rebuilt] == [t.capture_mono_ns for t in tls]
+        assert [t.capture_mono_ns for t in rebuilt] == [(b + 1) * 100 * MS - 3 * MS for b in range(2)]
+        assert [t.to_dict() for t in rebuilt] == [t.to_dict() for t in tls]
+
+
 def test_summarise_trace(tmp_path):
     path = write_trace(tmp_path / "t.json", make_batches(3))
     text = summarise_trace(path)

@@ -163,7 +163,7 @@ def _decode(data, stages, ctx: KernelContext):
         from ._raw_yuv import colour_of, to_bgr_reference
 
         return to_bgr_reference(data, ctx.spec_in.encoding, ctx.spec_in.width, ctx.spec_in.height,
-                                 *colour_of(ctx.camera))
+                                *colour_of(ctx.camera))
     return decode_bgr(data, ctx.spec_in, on_corrupt=ctx.corrupt)
 
 

@@ -91,7 +91,7 @@ def available(ref, target=None) -> KernelVerdict:
         npu = torch.npu  # type: ignore[attr-defined]  # registered on torch by importing torch_npu
         if not npu.is_available():
             return KernelVerdict("unavailable", "torch_npu is installed but torch.npu.is_available() is False "
-                                          "(no Ascend device visible: driver, ASCEND_RT_VISIBLE_DEVICES, or set_env.sh not sourced)")
+                                                "(no Ascend device visible: driver, ASCEND_RT_VISIBLE_DEVICES, or set_env.sh not sourced)")
         count = npu.device_count()
         if index >= count:
             return KernelVerdict("unavailable", f"{ref.name} asked for, but torch_npu sees {count} NPU(s)")

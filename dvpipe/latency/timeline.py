@@ -230,6 +230,12 @@ class DeviceTimer:
         self.span = self._tl.add_device(ds)
 
 
+def _capture_mono(stamps: Mapping[str, Any]) -> Any:
+    """The monotonic capture stamp of a saved timeline or trace entry: ``capture_mono_ns``, or
+    ``capture_ns``, its name in files written before dvpipe named the clock in the key."""
+    return stamps.get("capture_mono_ns", stamps.get("capture_ns"))
+
+
 def _accumulate(table: dict, key: tuple, count: int, total_ns: int, max_ns: int) -> None:
     """Fold ``(count, total, max)`` into ``table[key]`` (a ``[count, sum_ns, max_ns]`` list)."""
     entry = table.get(key)
@@ -596,11 +602,11 @@ class Timeline:
     def from_dict(cls, d: Mapping[str, Any]) -> "Timeline":
         tl = cls(index=d.get("index"), counters_only="counters" in d, attrs=d.get("attrs"))
         tl.camera = d.get("camera")
-        tl._capture_mono_ns = d.get("capture_mono_ns")
+        tl._capture_mono_ns = _capture_mono(d)
         tl._arrival_ns = d.get("arrival_ns")
         tl.output_ns = d.get("output_ns")
         for cam, st in (d.get("cameras") or {}).items():
-            tl.cameras[cam] = FrameStamps(st.get("capture_mono_ns"), st.get("arrival_ns"))
+            tl.cameras[cam] = FrameStamps(_capture_mono(st), st.get("arrival_ns"))
         tl.spans = [Span.from_list(r) for r in d.get("spans") or []]
         if "counters" in d:
             tl._counters = {(n, c, k, u): [int(cnt), int(tot), int(mx)] for n, c, k, u, cnt, tot, mx in d["counters"]}

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, cast
 
 from .clock import epoch_offset_ns
-from .timeline import KINDS, FrameStamps, Span, Timeline, category_of
+from .timeline import KINDS, FrameStamps, Span, Timeline, _capture_mono, category_of
 
 __all__ = [
     "TraceFormatError",
@@ -462,13 +462,13 @@ def timelines_from_trace(obj: Mapping[str, Any] | list[Any], *, pid: Any = None)
             get(ev["pid"], batch).spans.append(span)
         elif ph == "b" and ev.get("cat") == "batch":
             tl = get(ev["pid"], args.get("batch"))
-            tl._capture_mono_ns = args.get("capture_mono_ns")
+            tl._capture_mono_ns = _capture_mono(args)
             tl._arrival_ns = args.get("arrival_ns")
             tl.output_ns = args.get("output_ns")
             tl.camera = args.get("timeline_camera")
             tl.attrs.update(args.get("attrs") or {})
             for cam, st in (args.get("cameras") or {}).items():
-                tl.cameras[cam] = FrameStamps(st.get("capture_mono_ns"), st.get("arrival_ns"))
+                tl.cameras[cam] = FrameStamps(_capture_mono(st), st.get("arrival_ns"))
             if "counters" in args:
                 tl._counters = {(n, c, k, u): [int(a), int(b), int(m)] for n, c, k, u, a, b, m in args["counters"]}
     out = list(timelines.values())

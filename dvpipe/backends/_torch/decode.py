@@ -62,7 +62,7 @@ def supports(q: KernelQuery) -> KernelVerdict:
             return KernelVerdict.no("nvJPEG decodes JPEG only (PNG is decoded on the host)")
         if q.fidelity == "reference":
             return KernelVerdict.no("nvJPEG's IDCT and chroma upsampling differ from libjpeg-turbo by a few grey levels; "
-                              "at fidelity 'reference' decode on the host (fidelity 'fast' allows nvJPEG)")
+                                    "at fidelity 'reference' decode on the host (fidelity 'fast' allows nvJPEG)")
         return KernelVerdict.yes("nvJPEG (torchvision.io.decode_jpeg on cuda), CPU fallback per frame")
     return KernelVerdict.yes()
 
