@@ -655,9 +655,13 @@ def _check_picture_size(picture, spec) -> None:
 
 def picture_bgr(picture, spec) -> np.ndarray:
     """A decoded picture as HxWx3 uint8 BGR (FFmpeg's ``bgr24`` conversion: swscale, the picture's
-    own colour matrix and range), checked against the camera's declared size."""
+    own colour matrix and range), checked against the camera's declared size.
+
+    swscale runs on the calling thread only (``threads=1``; the same pixels as its default automatic
+    threads): the pipeline's camera threads are its parallelism, and swscale's own thread per core
+    on top of them would oversubscribe the CPUs the pipeline was given."""
     _check_picture_size(picture, spec)
-    return picture.to_ndarray(format="bgr24")
+    return picture.reformat(format="bgr24", threads=1).to_ndarray()
 
 
 #: (Kr, Kb) of the Y'CbCr matrices by FFmpeg colorspace code (AVColorSpace); anything else is BT.601,

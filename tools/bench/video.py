@@ -25,8 +25,11 @@ rotated every round; ms per frame set of N cameras):
 * ``floor: decode+write`` -- the same plus writing every byte of the output tensor once.
 * ``PyAV -> YUV, dvpipe's err_detect`` -- the decode floor with the error detection dvpipe's engine
   turns on (``FFmpegEngine.ERR_DETECT``), to separate what integrity checking costs.
-* ``PyAV + bgr24`` -- the decode floor plus FFmpeg's own conversion to BGR (``to_ndarray("bgr24")``):
-  the floor of anything that needs BGR pixels; ``/bgr`` in the tables is relative to it.
+* ``PyAV + bgr24`` -- the decode floor plus FFmpeg's own conversion to BGR (``reformat("bgr24",
+  threads=1)``: swscale on the camera's thread, as dvpipe runs it): the floor of anything that
+  needs BGR pixels; ``/bgr`` in the tables is relative to it.
+* ``PyAV + bgr24, swscale auto threads`` -- the same with swscale's default (a thread per core for
+  each conversion, on top of the camera threads), for comparison.
 * ``dvpipe fast`` / ``dvpipe reference`` -- ``Pipeline.from_profile("bevformer-tiny", rig,
   fidelity=..., threads=T).process(frame set)`` -> (N, 3, 480, 800) float32: at ``fast`` the
   decoder's YUV planes go straight into the compiled kernel (``fused_decode_*``); at
@@ -204,13 +207,16 @@ class Method:
 
 
 class PyAV(Method):
-    """FFmpeg's decoder through PyAV; ``mode``: ``yuv`` (the floor), ``write`` (+ the output write), ``bgr24``."""
+    """FFmpeg's decoder through PyAV; ``mode``: ``yuv`` (the floor), ``write`` (+ the output write), ``bgr24``
+    (``sws_threads``: swscale's threads per conversion, 0 = its automatic count)."""
 
-    def __init__(self, s, threads, mode, thread_type="SLICE", err_detect=None):
+    def __init__(self, s, threads, mode, thread_type="SLICE", err_detect=None, sws_threads=1):
         super().__init__(s, threads)
-        self.mode, self.thread_type, self.err_detect = mode, thread_type, err_detect
+        self.mode, self.thread_type, self.err_detect, self.sws_threads = mode, thread_type, err_detect, sws_threads
         self.name = {"yuv": "floor: decode (PyAV -> YUV)", "write": "floor: decode+write",
                      "bgr24": "PyAV + bgr24"}[mode] + ("" if thread_type == "SLICE" else f" [{thread_type} threads]")
+        if mode == "bgr24" and sws_threads != 1:
+            self.name += ", swscale auto threads"
         if err_detect:
             self.name = "PyAV -> YUV, dvpipe's err_detect"
         self.dec = [None] * s.n
@@ -234,7 +240,7 @@ class PyAV(Method):
         for data in self.s.units(i, self.k):
             pics += dec.decode(av.Packet(data))
         if self.mode == "bgr24":
-            self.pics[i] = [p.to_ndarray(format="bgr24") for p in pics]
+            self.pics[i] = [p.reformat(format="bgr24", threads=self.sws_threads).to_ndarray() for p in pics]
         elif self.mode == "write":
             self.out[i].fill(0.5)
             self.pics[i] = pics
@@ -377,6 +383,7 @@ def peers(s: Streams, threads: int, only=None) -> tuple[list[Method], dict]:
     from dvpipe.video import FFmpegEngine
 
     ms.append(PyAV(s, threads, "yuv", err_detect=FFmpegEngine.ERR_DETECT))
+    ms.append(PyAV(s, threads, "bgr24", sws_threads=0))
     skips: dict[str, str] = {}
     gpu = gpu_reason()
     for name, make, needs_gpu in (("torchcodec CPU", lambda: TorchCodec(s, threads), False),
