@@ -252,7 +252,8 @@ class AvStream(Source):
         mono = self._capture_mono(capture)
         if self._mode == "decode":  # raw: decode here, with the same reordering as the decode step
             try:
-                data: Any = self._raw_decoder.picture(packet).to_ndarray(format="bgr24")
+                # swscale on this source's thread (threads=1), as picture_bgr: one thread per camera already
+                data: Any = self._raw_decoder.picture(packet).reformat(format="bgr24", threads=1).to_ndarray()
                 fmt = PixelFormat.BGR
             except FrameError as e:
                 data, fmt = e, PixelFormat.BGR  # the frame is counted and dropped with this reason
