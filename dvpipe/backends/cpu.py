@@ -100,7 +100,8 @@ def _supports_decode(q: KernelQuery) -> KernelVerdict:
     return KernelVerdict.yes()
 
 
-@register_kernel("decode", backend="cpu", supports=_supports_decode, name="libjpeg-turbo")
+# JPEG (libjpeg-turbo), H.264/H.265 (FFmpeg) or raw YUV (OpenCV / the float formula) to HxWx3 BGR
+@register_kernel("decode", backend="cpu", supports=_supports_decode, name="decode_bgr")
 def _decode(data, stages, ctx: KernelContext):
     if ctx.spec_in.encoding in RAW_YUV_ENCODINGS:
         from . import _raw_yuv
