@@ -42,7 +42,7 @@ from .codecs import VIDEO_ENCODINGS
 from .errors import CorruptFrameError, FrameError
 
 __all__ = ["VIDEO_ENCODINGS", "AccessUnit", "VideoPacket", "PresentationOrder", "ReorderingDecoder",
-           "decode_video", "decode_picture", "picture_bgr", "picture_yuv420", "yuv_matrix", "merge_packets",
+           "decode_video", "decode_picture", "bgr24", "picture_bgr", "picture_yuv420", "yuv_matrix", "merge_packets",
            "as_packet", "is_keyframe", "nal_types", "camera_encoder",
            "FILE_LOOKAHEAD", "ELEMENTARY_LOOKAHEAD", "KEYFRAME_WAIT"]
 
@@ -653,15 +653,20 @@ def _check_picture_size(picture, spec) -> None:
                          f"but the camera declares {spec.width}x{spec.height}")
 
 
-def picture_bgr(picture, spec) -> np.ndarray:
-    """A decoded picture as HxWx3 uint8 BGR (FFmpeg's ``bgr24`` conversion: swscale, the picture's
-    own colour matrix and range), checked against the camera's declared size.
+def bgr24(picture) -> np.ndarray:
+    """A decoded picture (any layout) as HxWx3 uint8 BGR: FFmpeg's ``bgr24`` conversion (swscale,
+    the picture's own colour matrix and range).
 
     swscale runs on the calling thread only (``threads=1``; the same pixels as its default automatic
-    threads): the pipeline's camera threads are its parallelism, and swscale's own thread per core
-    on top of them would oversubscribe the CPUs the pipeline was given."""
-    _check_picture_size(picture, spec)
+    threads): dvpipe's camera threads are the parallelism, and swscale's own thread per core on top
+    of them would oversubscribe the CPUs (and measured slower, docs/performance.md)."""
     return picture.reformat(format="bgr24", threads=1).to_ndarray()
+
+
+def picture_bgr(picture, spec) -> np.ndarray:
+    """:func:`bgr24` of a decoded picture, checked against the camera's declared size."""
+    _check_picture_size(picture, spec)
+    return bgr24(picture)
 
 
 #: (Kr, Kb) of the Y'CbCr matrices by FFmpeg colorspace code (AVColorSpace); anything else is BT.601,

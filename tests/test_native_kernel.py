@@ -78,6 +78,25 @@ def test_shrink2_sums_stay_exact_at_the_uint8_extremes():
 
 
 @pytestmark_native
+def test_shrink2_strided_rows_planes_and_any_channel_order():
+    # rows of the source strided, planes and rows of the destination strided, a channel used twice,
+    # an odd output width (the vector loops' tails): the same float32 steps in numpy, equal bit for bit
+    big = _image(70, 90, seed=3)
+    src = big[3:65, 5:75]  # 62 x 70 pixels, rows strided by 90 pixels -> 31 x 35 out
+    batch = np.full((2, 3, 40, 48), -7.0, np.float32)
+    slot = batch[1, :, :31, :35]
+    mean, inv_std = (10.0, 20.0, 30.0), (0.5, 0.25, 2.0)
+    native.normalise_planes(src, slot, (2, 2, 0), mean, inv_std, 2)
+    sums = src.astype(np.int32).reshape(31, 2, 35, 2, 3).sum(axis=(1, 3)).astype(np.float32)
+    want = np.stack([(sums[..., ch] * np.float32(0.25) - np.float32(m)) * np.float32(k)
+                     for ch, m, k in zip((2, 2, 0), mean, inv_std)])
+    assert np.array_equal(slot, want)
+    untouched = batch.copy()
+    untouched[1, :, :31, :35] = -7.0
+    assert (untouched == -7.0).all()
+
+
+@pytestmark_native
 def test_strided_input_and_output_write_only_the_image_region():
     big = _image(40, 50, seed=2)
     src = big[3:33, 5:45]  # rows strided by 50 pixels

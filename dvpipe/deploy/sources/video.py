@@ -30,7 +30,7 @@ from ...latency import now_ns, to_monotonic_ns, wall_ns
 from ...types import PixelFormat
 from ...errors import FrameError
 from ...video import (ELEMENTARY_LOOKAHEAD, FILE_LOOKAHEAD, RESET, AccessUnit, FFmpegEngine, Lookahead,
-                            PresentationOrder, ReorderingDecoder, VideoPacket, is_keyframe, nal_types)
+                            PresentationOrder, ReorderingDecoder, VideoPacket, bgr24, is_keyframe, nal_types)
 from . import _options
 from ._probe import probe_elementary, probe_video
 from .base import Backoff, Item, Source, SourceError, StreamLost, StreamStalled
@@ -252,8 +252,7 @@ class AvStream(Source):
         mono = self._capture_mono(capture)
         if self._mode == "decode":  # raw: decode here, with the same reordering as the decode step
             try:
-                # swscale on this source's thread (threads=1), as picture_bgr: one thread per camera already
-                data: Any = self._raw_decoder.picture(packet).reformat(format="bgr24", threads=1).to_ndarray()
+                data: Any = bgr24(self._raw_decoder.picture(packet))
                 fmt = PixelFormat.BGR
             except FrameError as e:
                 data, fmt = e, PixelFormat.BGR  # the frame is counted and dropped with this reason
