@@ -35,7 +35,10 @@ rotated every round; ms per frame set of N cameras):
   decoder's YUV planes go straight into the compiled kernel (``fused_decode_*``); at
   ``reference`` FFmpeg's bgr24 picture goes into the fused 2x2 kernel.
 * ``OpenCV VideoCapture`` -- ``cv2.VideoCapture`` on the same elementary stream, ``read()`` (BGR).
-* ``torchcodec CPU`` -- ``torchcodec.decoders.VideoDecoder(device="cpu")``, frames in order (RGB).
+* ``torchcodec CPU`` -- ``torchcodec.decoders.VideoDecoder(device="cpu")`` (one FFmpeg thread per
+  camera, its default), frames in order as RGB CHW uint8 tensors; it reads a container, so it gets
+  the same access units muxed into Matroska (:func:`mux_mkv`). Compare with ``PyAV + bgr24`` (both
+  decode and convert to 8-bit colour).
 * GPU peers, gated (skipped with the reason where no CUDA device or library is present; never run
   on the development machine): ``torchcodec CUDA (NVDEC)``, ``PyNvVideoCodec (NVDEC)`` and
   ``DALI video decoder`` (``fn.experimental.decoders.video``, GPU).
@@ -138,6 +141,22 @@ def encode(frames: list[np.ndarray], w: int, h: int) -> list[tuple[bytes, int, b
     return aus
 
 
+def mux_mkv(aus, path: Path, w: int, h: int) -> Path:
+    """Access units in decode order ``(data, pts_ms, keyframe)`` into a Matroska file, bytes unchanged
+    (decode timestamps: the sorted presentation times moved back by the largest reordering delay)."""
+    pts = [p for _, p, _ in aus]
+    ordered = sorted(pts)
+    delay = max(0, max(o - p for o, p in zip(ordered, pts)))
+    with av.open(str(path), "w") as out:
+        st = out.add_stream("h264", rate=FPS)
+        st.width, st.height, st.time_base = w, h, Fraction(1, 1000)
+        for k, (data, p, key) in enumerate(aus):
+            pkt = av.Packet(data)
+            pkt.pts, pkt.dts, pkt.time_base, pkt.stream, pkt.is_keyframe = p, ordered[k] - delay, st.time_base, st, key
+            out.mux(pkt)
+    return path
+
+
 def to_packets(aus) -> list[VideoPacket]:
     """Frames in presentation order, as a dvpipe video source emits them (pts-matched, look-ahead 16)."""
     return presentation_packets((AccessUnit(data, pts * 1_000_000, key or is_keyframe(data, "h264"))
@@ -173,6 +192,15 @@ class Streams:
             paths.append(p)
         self.paths = [p for _ in range(copies) for p in paths]
         self.bytes_per_set = sum(len(d) for a in one for d, _, _ in a) * copies / n_frames
+        self._mkv: dict[Path, Path] = {}
+
+    def mkv(self, cam: int) -> Path:
+        """Camera ``cam``'s stream in a Matroska file (the same access units, with timestamps): for
+        readers that need a container's duration and frame times (torchcodec); written on first use."""
+        src = self.paths[cam]
+        if src not in self._mkv:
+            self._mkv[src] = mux_mkv(self.aus[cam], src.with_suffix(".mkv"), self.w, self.h)
+        return self._mkv[src]
 
     def units(self, cam: int, idx: int) -> list[bytes]:
         return [u.data for u in self.packets[cam][idx].units if isinstance(u, AccessUnit)]
@@ -296,7 +324,9 @@ class TorchCodec(Method):
         from torchcodec.decoders import VideoDecoder
 
         self.name = "torchcodec CPU" if device == "cpu" else "torchcodec CUDA (NVDEC)"
-        self._make = lambda i: iter(VideoDecoder(str(s.paths[i]), device=device, seek_mode="approximate"))
+        # torchcodec needs a container (duration, frame times): the same access units in Matroska
+        files = [s.mkv(i) for i in range(s.n)]
+        self._make = lambda i: iter(VideoDecoder(str(files[i]), device=device, seek_mode="approximate"))
         self.its = [None] * s.n
 
     def job(self, i):
