@@ -19,6 +19,8 @@ CONFIGS = {
 
 def imnormalize(img: np.ndarray, mean, std, to_rgb: bool) -> np.ndarray:
     """mmcv.imnormalize (copy, float32, cv2 in-place ops) — §A.3 step 2."""
+    if img.shape[:2] == (1, 1):  # OpenCV 5.1 reads a 1x1x3 array as one row of 3 pixels: do 2 pixels, keep 1
+        return imnormalize(np.concatenate([img, img], axis=1), mean, std, to_rgb)[:, :1]
     img = img.copy().astype(np.float32)
     mean = np.float64(np.array(mean).reshape(1, -1))
     stdinv = 1 / np.float64(np.array(std).reshape(1, -1))
