@@ -37,8 +37,8 @@ rotated every round; ms per frame set of N cameras):
 * ``OpenCV VideoCapture`` -- ``cv2.VideoCapture`` on the same elementary stream, ``read()`` (BGR).
 * ``torchcodec CPU`` -- ``torchcodec.decoders.VideoDecoder(device="cpu")`` (one FFmpeg thread per
   camera, its default), frames in order as RGB CHW uint8 tensors; it reads a container, so it gets
-  the same access units muxed into Matroska (:func:`mux_mkv`). Compare with ``PyAV + bgr24`` (both
-  decode and convert to 8-bit colour).
+  the same access units muxed into Matroska (:func:`mux_mkv`; checked: its frames equal FFmpeg's
+  rgb24 of the same pictures). Compare with ``PyAV + bgr24`` (both decode and convert to 8-bit colour).
 * GPU peers, gated (skipped with the reason where no CUDA device or library is present; never run
   on the development machine): ``torchcodec CUDA (NVDEC)``, ``PyNvVideoCodec (NVDEC)`` and
   ``DALI video decoder`` (``fn.experimental.decoders.video``, GPU).
@@ -492,6 +492,8 @@ def checks(s: Streams, log) -> dict:
             f_i.append(((rgb - MEAN) / STD).transpose(2, 0, 1))
         want_ref.append(r_i)
         want_fast.append(f_i)
+        if i == 0:
+            res["torchcodec CPU (Matroska) vs FFmpeg rgb24 of the same pts: max abs"] = _torchcodec_check(s, pics[:nchk])
     want_ref = np.stack(want_ref, 1)
     want_fast = np.stack(want_fast, 1)
     res["reference vs FFmpeg bgr24 + numpy 2x2 + normalise: max abs"] = float(np.abs(outs["reference"] - want_ref).max())
@@ -502,6 +504,18 @@ def checks(s: Streams, log) -> dict:
     for k, v in res.items():
         log(f"check: {k}: {v}")
     return res
+
+
+def _torchcodec_check(s: Streams, pictures) -> object:
+    """torchcodec's frames of camera 0 (read from :func:`mux_mkv`'s file) against FFmpeg's rgb24 of the same
+    pictures: 0 when the Matroska file carries the stream unchanged; the reason when torchcodec does not load."""
+    try:
+        from torchcodec.decoders import VideoDecoder
+    except Exception as e:  # noqa: BLE001 - optional peer
+        return f"skipped: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+    dec = VideoDecoder(str(s.mkv(0)), device="cpu")
+    return max(int(np.abs(dec[k].data.numpy().transpose(1, 2, 0).astype(int)
+                          - p.to_ndarray(format="rgb24").astype(int)).max()) for k, p in enumerate(pictures))
 
 
 def run_block(label, s: Streams, threads, rounds, log, only=None):
