@@ -407,6 +407,11 @@ def gpu_reason() -> str | None:
         return "torch is not installed"
 
 
+def skip_reason(e: BaseException) -> str:
+    """Why an optional peer did not load, in one line: the exception's type and first line."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:150] if str(e) else ''}"
+
+
 def peers(s: Streams, threads: int, only=None) -> tuple[list[Method], dict]:
     ms: list[Method] = [PyAV(s, threads, "yuv"), PyAV(s, threads, "write"), PyAV(s, threads, "bgr24"),
                         Dvpipe(s, threads, "fast"), Dvpipe(s, threads, "reference"), OpenCV(s, threads)]
@@ -428,7 +433,7 @@ def peers(s: Streams, threads: int, only=None) -> tuple[list[Method], dict]:
         try:
             ms.append(make())
         except Exception as e:  # noqa: BLE001 - an optional peer that does not load here is a skip with its reason
-            skips[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:150] if str(e) else ''}"
+            skips[name] = skip_reason(e)
     if only:
         keep = [m for m in ms if m.name.startswith(("floor", "PyAV + bgr24", "dvpipe"))
                 or any(m.name.startswith(o) for o in only)]
@@ -512,7 +517,7 @@ def _torchcodec_check(s: Streams, pictures) -> object:
     try:
         from torchcodec.decoders import VideoDecoder
     except Exception as e:  # noqa: BLE001 - optional peer
-        return f"skipped: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+        return f"skipped: {skip_reason(e)}"
     dec = VideoDecoder(str(s.mkv(0)), device="cpu")
     return max(int(np.abs(dec[k].data.numpy().transpose(1, 2, 0).astype(int)
                           - p.to_ndarray(format="rgb24").astype(int)).max()) for k, p in enumerate(pictures))
