@@ -42,6 +42,7 @@ class ImageInfo:
         subsampling: JPEG chroma subsampling ``444``, ``422``, ``420``, ``440``, ``411``, ``400`` (gray), or ``""``.
         coding: JPEG ``baseline``, ``extended``, ``progressive``, ``lossless`` or ``arithmetic``; ``""`` for PNG.
         components: colour components (1 gray, 3 colour, 4 CMYK / RGBA).
+        precision: JPEG bits per sample (8; 12 or 16 in extended or lossless files); 8 for PNG.
     """
 
     format: str
@@ -50,6 +51,7 @@ class ImageInfo:
     subsampling: str = ""
     coding: str = ""
     components: int = 3
+    precision: int = 8
 
     @property
     def encoding(self) -> str:
@@ -154,7 +156,7 @@ def _sof_info(marker: int, seg: memoryview) -> ImageInfo:
     ncomp = seg[5]
     factors = [(seg[6 + 3 * c + 1] >> 4, seg[6 + 3 * c + 1] & 15) for c in range(ncomp) if 6 + 3 * c + 1 < len(seg)]
     coding = "arithmetic" if marker >= 0xC9 else _SOF_CODING.get(marker, "baseline")
-    return ImageInfo("jpeg", width, height, _subsampling(factors), coding, ncomp)
+    return ImageInfo("jpeg", width, height, _subsampling(factors), coding, ncomp, int(seg[0]))
 
 
 def _subsampling(factors: list[tuple[int, int]]) -> str:
@@ -180,6 +182,18 @@ def png_info(data: bytes) -> ImageInfo:
     colour_type = data[25]
     comps = {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}.get(colour_type, 3)
     return ImageInfo("png", width, height, "", "", comps)
+
+
+def unsupported_precision(info: ImageInfo) -> Optional[str]:
+    """Why a valid image cannot be decoded for its sample precision (a 12-bit JPEG), or None.
+
+    dvpipe's decoders (libjpeg-turbo in OpenCV and simplejpeg) decode 8-bit JPEG; lossless JPEG of
+    another precision is left to the decoder (it says when it cannot)."""
+    if info.format == "jpeg" and info.precision != 8 and info.coding != "lossless":
+        return (f"unsupported JPEG precision: {info.precision}-bit samples ({info.coding} coding); dvpipe decodes "
+                "8-bit JPEG (a valid file, not a damaged one: convert it to 8 bits, e.g. with a 12-bit libjpeg's "
+                "djpeg, or capture 8-bit JPEG)")
+    return None
 
 
 def image_info(data: bytes) -> ImageInfo:

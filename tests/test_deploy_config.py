@@ -26,10 +26,15 @@ def write(tmp_path: Path, data: dict, name: str = "dep.yaml") -> Path:
 
 
 def image_dirs(tmp_path: Path, names=("CAM0", "CAM1", "CAM2")) -> None:
+    """A real JPEG per camera at tiny_rig's size (96x64): `dvpipe validate` reads the first image's header."""
+    import cv2
+    import numpy as np
+
+    jpeg = cv2.imencode(".jpg", np.full((64, 96, 3), 128, np.uint8))[1].tobytes()
     for n in names:
         d = tmp_path / "frames" / n
         d.mkdir(parents=True)
-        (d / "1700000000000000000.jpg").write_bytes(b"\xff\xd8\xff\xd9")
+        (d / "1700000000000000000.jpg").write_bytes(jpeg)
 
 
 def base(tmp_path: Path) -> dict:

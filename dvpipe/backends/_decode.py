@@ -29,7 +29,7 @@ from typing import Callable, Optional
 import cv2
 import numpy as np
 
-from ..codecs import DEFAULT_MAX_PIXELS, image_info, jpeg_frame_header, sniff
+from ..codecs import DEFAULT_MAX_PIXELS, image_info, jpeg_frame_header, sniff, unsupported_precision
 from ..errors import CorruptFrameError, FrameError
 from ..stages.base import FrameSpec
 
@@ -174,6 +174,9 @@ def decode_bgr(data, spec_in: FrameSpec, reduce: int = 1, state: Optional[dict] 
     else:
         sof, info = None, image_info(data)
     _check_size(info, spec_in, max_pixels)
+    unsupported = unsupported_precision(info)
+    if unsupported is not None:  # a valid file dvpipe does not decode: not "corrupt"
+        raise FrameError(unsupported)
     if info.format == "png" and reduce != 1:
         raise FrameError("DCT-domain reduction applies to JPEG only")
     if decoder == "auto" and _sj is not None and not tried_sj and info.coding in _SJ_CODINGS and info.components in (1, 3):

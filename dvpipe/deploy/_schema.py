@@ -134,6 +134,7 @@ class RunConfig:
     latest_only: str = "auto"
     stall_timeout_ms: float = 1000.0
     overlap_model: bool = True
+    memory_budget_mb: Optional[float] = None  # host memory the run may plan for (None: half of this machine's)
 
 
 @dataclass(frozen=True)
@@ -186,10 +187,31 @@ class DecodeConfig:
             or ``flag`` (kept, ``metas[i]["corrupt"] = True``, counted).
         max_pixels: largest decoded frame, in pixels (width x height), checked from the header before
             any buffer is made; a camera declared larger is a configuration error.
+        max_bytes: largest encoded image file read, in bytes (None: :func:`max_file_bytes` of
+            ``max_pixels``); a larger file is not read: it is a ``too_large`` drop.
     """
 
     on_corrupt: OnCorrupt = "drop"
     max_pixels: int = DEFAULT_MAX_PIXELS
+    max_bytes: Optional[int] = None
+
+    @property
+    def max_file_bytes(self) -> int:
+        """The cap on an encoded image file, in bytes: ``max_bytes`` or the one ``max_pixels`` implies."""
+        return self.max_bytes if self.max_bytes is not None else max_file_bytes(self.max_pixels)
+
+
+#: bytes per pixel of the largest image file dvpipe reads: a 16-bit RGBA PNG stored uncompressed (8);
+#: a JPEG of real pictures stays far below it, even at quality 100 with 4:4:4 chroma
+MAX_BYTES_PER_PIXEL = 8
+#: room for what an image file carries besides its pixels (EXIF, ICC profiles, XMP, thumbnails), in bytes
+FILE_METADATA_BYTES = 16 << 20
+
+
+def max_file_bytes(max_pixels: int) -> int:
+    """The default cap on one encoded image file (bytes) for frames of at most ``max_pixels`` pixels:
+    ``MAX_BYTES_PER_PIXEL * max_pixels + FILE_METADATA_BYTES`` (64 MP -> 528 MiB)."""
+    return MAX_BYTES_PER_PIXEL * int(max_pixels) + FILE_METADATA_BYTES
 
 
 @dataclass(frozen=True)

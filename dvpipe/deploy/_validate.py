@@ -46,6 +46,7 @@ _MAX_FRAMES = 10 ** 12  #: frame counts and frame numbers
 _MAX_FPS = 10_000.0  #: frames per second
 _MAX_START_NS = 2 ** 62  #: capture-time origins (ns since the Unix epoch; ~year 2116)
 _MAX_PIXELS_LIMIT = 1 << 30  #: the largest decode.max_pixels one may set
+_MAX_FILE_BYTES_LIMIT = 1 << 40  #: the largest decode.max_bytes one may set
 _SYNTH_CYCLE_MAX_BYTES = 2 << 30  #: a synthetic source renders its whole cycle (BGR) before encoding
 
 # public names of the limits (source option bounds use them)
@@ -76,9 +77,12 @@ class _V:
     """Collects every problem with its key path; helpers return a default on error so that checking goes on."""
 
     def __init__(self, base_dir: Path, *, probe: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS):
+        from ._schema import max_file_bytes
+
         self.base_dir = base_dir
         self.probe = probe  # open file sources to check their codec (dvpipe validate)
         self.max_pixels = max_pixels
+        self.max_bytes = max_file_bytes(max_pixels)  # decode.max_bytes: largest image file read
         self.errors: list[tuple[str, str]] = []
         self.warnings: list[str] = []
 

@@ -54,6 +54,8 @@ Schema (every key optional unless marked)::
       latest_only: auto | true | false # live: drop the oldest waiting frame rather than block
       stall_timeout_ms: 1000           # no frame for this long: the camera is "stalled"
       overlap_model: true              # preprocess set k+1 while the model runs on set k
+      memory_budget_mb: auto           # host memory the run may plan for (default: half of this machine's);
+                                       #   cameras x output buffers beyond it are refused before anything is read
     latency:
       budget_ms: 100                   # end to end (capture -> output)
       steps_ms: {decode: 10}
@@ -70,6 +72,8 @@ Schema (every key optional unless marked)::
     decode:
       on_corrupt: drop | flag          # a frame the decoder reports damaged: a `corrupt` drop, or kept and flagged
       max_pixels: 64000000             # largest decoded frame (width x height, pixels); a larger camera is an error
+      max_bytes: auto                  # largest image file read (bytes; default 8 x max_pixels + 16 MiB): a
+                                       #   larger file is not read, it is a `too_large` drop
     model: module:callable | file.py:callable | {entry: ..., path: DIR, init: {...}}
          | {type: om, path: model.om, device: 0, backend: dvpp|dvpp-sim, target: {...}, aipp: PATH}  # docs/models.md
     target: {soc: Ascend310P3, cann: 7.0.0}   # DVPP steps are planned against it (default: detected)
@@ -126,7 +130,8 @@ from ._outputs import output_problems
 from ._schema import (ON_CORRUPT, ON_LATE, CameraConfig, DecodeConfig, Deployment, Faults, LatencyConfig,
                       ModelConfig, OutputsConfig, PipelineConfig, RunConfig, SourceConfig, SyncConfig)
 from ._sources import parse_source
-from ._validate import _DAY_MS, _MAX_FRAMES, _MAX_PIXELS_LIMIT, _V, _YEAR_S, DeploymentError, _kind
+from ._validate import (_DAY_MS, _MAX_FILE_BYTES_LIMIT, _MAX_FRAMES, _MAX_PIXELS_LIMIT, _NUMBER_MAX, _V, _YEAR_S,
+                        DeploymentError, _kind)
 
 __all__ = [
     "Deployment", "CameraConfig", "SourceConfig", "PipelineConfig", "SyncConfig", "RunConfig",
@@ -341,11 +346,13 @@ _TOP_KEYS = ("version", "name", "description", "plugins", "rig", "pipeline", "en
 
 
 def _parse_decode(v: Any, V: _V) -> DecodeConfig:
-    m = V.mapping(v, "decode", ("on_corrupt", "max_pixels")) or {}
+    m = V.mapping(v, "decode", ("on_corrupt", "max_pixels", "max_bytes")) or {}
     return DecodeConfig(
         on_corrupt=V.choice(m, "on_corrupt", "decode", ON_CORRUPT, "drop"),
         max_pixels=V.number(m, "max_pixels", "decode", DEFAULT_MAX_PIXELS, integer=True, minimum=1,
                             maximum=_MAX_PIXELS_LIMIT),
+        max_bytes=V.number(m, "max_bytes", "decode", None, integer=True, minimum=1, allow_none=True,
+                           maximum=_MAX_FILE_BYTES_LIMIT),
     )
 
 
@@ -391,6 +398,7 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
     description = V.string(top, "description", "", "") or ""
     decode = _parse_decode(top.get("decode"), V)
     V.max_pixels = decode.max_pixels
+    V.max_bytes = decode.max_file_bytes
     rig, rig_path = _parse_rig(top.get("rig"), V)
     pipeline = _parse_pipeline(top, V)
     rig, cameras = _parse_cameras(top, rig, rig_path, path, V)
@@ -652,7 +660,7 @@ def _parse_sync(v: Any, rig: Optional[Rig], V: _V) -> SyncConfig:
 
 def _parse_run(v: Any, V: _V) -> RunConfig:
     rm = V.mapping(v, "run", ("frames", "duration_s", "loop", "realtime", "speed", "queue_size",
-                              "latest_only", "stall_timeout_ms", "overlap_model")) or {}
+                              "latest_only", "stall_timeout_ms", "overlap_model", "memory_budget_mb")) or {}
     latest = rm.get("latest_only", "auto")
     if not (latest == "auto" or isinstance(latest, bool)):
         V.err("run.latest_only", f"expected auto, true or false, got {_show(latest)}")
@@ -669,6 +677,8 @@ def _parse_run(v: Any, V: _V) -> RunConfig:
         stall_timeout_ms=V.number(rm, "stall_timeout_ms", "run", 1000.0, minimum=0, exclusive_min=True,
                                   maximum=_DAY_MS),
         overlap_model=V.boolean(rm, "overlap_model", "run", True),
+        memory_budget_mb=V.number(rm, "memory_budget_mb", "run", None, minimum=0, exclusive_min=True,
+                                  allow_none=True, maximum=_NUMBER_MAX),
     )
 
 

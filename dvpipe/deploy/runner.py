@@ -52,6 +52,8 @@ from .config import VIDEO_ENCODINGS, Deployment
 from .exporters import EXPORTERS, BatchResult, Exporter, RunContext
 from .sources import ReplayClock, Source, SourceError, StreamLost, open_source
 from .sources.base import StreamStalled
+from .sources._probe import ORIENTATION_NOTE
+from .sources.images import FileTooLarge
 from .summary import Accounting, classify_drop, format_summary, plan_routes, transfers_summary
 from .sync import Dropped, FrameSet, Synchroniser
 
@@ -331,6 +333,10 @@ class Runner:
                     return
                 gap_next = True
                 continue
+            except FileTooLarge as e:  # not read: a counted drop of this frame, the camera reads on
+                self.acc.enter(cam)
+                self.acc.drop(cam, e.category, e.reason)
+                continue
             except StreamLost as e:
                 if src.backoff is None:
                     h.disconnected(self.clock(), e.reason)
@@ -567,6 +573,9 @@ class Runner:
                 m["sync_skew_ns"] = it.frame.capture_epoch_ns - fs.time_ns
                 if batch.valid[i]:
                     self.acc.emit(cam)
+                    if cam not in self._video and is_greyscale(it.frame.data):
+                        m["greyscale"] = True
+                        self.acc.grey(cam)
                     if m.get("corrupt"):
                         self.acc.flag(cam, m.get("corrupt_reason", "corrupt"))
                     if policy == "reuse":  # one buffer per camera, refilled in place
@@ -574,7 +583,10 @@ class Runner:
                         self._reuse[cam] = (_copy(batch.images[i], kept[0] if kept else None), it.frame.capture_epoch_ns)
                 else:
                     reason = reasons.get(cam, "dropped")
-                    self.acc.drop(cam, classify_drop(reason), reason)
+                    category = classify_drop(reason)
+                    if category == "wrong_size" and ORIENTATION_NOTE not in reason:
+                        reason += ORIENTATION_NOTE  # a rotated picture is a wrong size: say what is not applied
+                    self.acc.drop(cam, category, reason)
                     new_drops.append((cam, reason))
                     m["drop_reason"] = reason
                 continue
@@ -700,6 +712,20 @@ class Runner:
         if self.model_error:
             d["model_error"] = self.model_error
         return d
+
+
+def is_greyscale(data: Any) -> bool:
+    """Whether encoded image bytes hold a one-channel (or grey + alpha) JPEG or PNG, from the header;
+    False for anything else (a raw array, unreadable bytes: those have their own verdicts)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        return False
+    from ..codecs import image_info
+    from ..errors import FrameError
+
+    try:
+        return image_info(cast(bytes, data)).components in (1, 2)  # the header readers take any bytes-like
+    except (FrameError, ValueError, IndexError):
+        return False
 
 
 def _copy(x, into=None):

@@ -11,6 +11,7 @@ Drop categories (the ``reason`` column of the summary):
 ================  ==============================================================================
 corrupt           the decoder rejected the frame (corrupt or truncated data)
 wrong_size        the frame's size differs from the camera's declared size (resolution change)
+too_large         an image file above ``decode.max_bytes``: not read
 keyframe_wait     video: waiting for a keyframe after a corrupt, lost or mid-GOP start
 decode_error      any other failure in a plan step
 superseded        a newer frame replaced it (latest-frame policy) or a closer one matched the set
@@ -52,7 +53,7 @@ RATE_WINDOW = 16
 #: events and outages kept per camera (the most recent; counts and durations stay exact)
 HEALTH_LOG = 20
 
-DROP_CATEGORIES = ("corrupt", "wrong_size", "keyframe_wait", "decode_error", "superseded", "late", "unmatched",
+DROP_CATEGORIES = ("corrupt", "wrong_size", "too_large", "keyframe_wait", "decode_error", "superseded", "late", "unmatched",
                    "set_dropped", "shutdown")
 
 
@@ -301,6 +302,7 @@ class Accounting:
         self.masked: dict[str, dict[str, int]] = {c: {} for c in self.cameras}
         self.stale = {c: 0 for c in self.cameras}
         self.flagged = {c: 0 for c in self.cameras}  # emitted, but marked corrupt (decode.on_corrupt: flag)
+        self.greyscale = {c: 0 for c in self.cameras}  # emitted from a one-channel image (grey in B, G and R)
         self.fallbacks: dict[str, dict[str, int]] = {c: {} for c in self.cameras}
         self.sets_emitted = 0
         self.model_errors = 0
@@ -342,6 +344,11 @@ class Accounting:
             self.flagged[camera] += 1
             self.examples.setdefault((camera, "flagged corrupt"), reason)
 
+    def grey(self, camera: str) -> None:
+        """An emitted frame decoded from a greyscale (one-channel) image: its B, G and R are equal."""
+        with self._lock:
+            self.greyscale[camera] += 1
+
     def reuse(self, camera: str) -> None:
         with self._lock:
             self.stale[camera] += 1
@@ -374,6 +381,7 @@ class Accounting:
                 "dropped": self.dropped_total(), "lost_in_outage": self.lost_in_outage(),
                 "masked_slots": sum(sum(m.values()) for m in self.masked.values()),
                 "stale_slots": sum(self.stale.values()), "flagged_corrupt": sum(self.flagged.values()),
+                "greyscale": sum(self.greyscale.values()),
                 "fallbacks": sum(sum(f.values()) for f in self.fallbacks.values()),
                 "sets": self.sets_emitted}
 
@@ -398,7 +406,7 @@ class Accounting:
                 "entered": self.entered[c], "emitted": self.emitted[c], "dropped": dict(self.dropped[c]),
                 "lost_in_outage": h.lost_in_outage,
                 "masked_slots": dict(self.masked[c]), "stale_slots": self.stale[c],
-                "flagged_corrupt": self.flagged[c],
+                "flagged_corrupt": self.flagged[c], "greyscale": self.greyscale[c],
                 "fallbacks": dict(self.fallbacks[c]),
                 "source": _source_dict(h, self.started_ns or 0),
             }
@@ -479,6 +487,10 @@ def format_summary(acc: Accounting) -> str:
         else:
             who = f"{len(cams)} cameras" if len(cams) == len(acc.cameras) else ", ".join(cams)
         lines.append(f"  {cat} ({who}): {text}")
+    grey = [c for c in acc.cameras if acc.greyscale[c]]
+    if grey:
+        lines.append("  greyscale: " + ", ".join(f"{c} {acc.greyscale[c]} of {acc.emitted[c]}" for c in grey)
+                     + " emitted frames were one-channel images (grey repeated in B, G and R; metas: greyscale)")
     if acc.model_errors:
         lines.append(f"  model errors: {acc.model_errors}")
     return "\n".join(lines)

@@ -70,8 +70,9 @@ def probe_elementary(uri: str, ctx: Any, codec: str) -> None:
         ctx.err("uri", f"{uri} holds {found} video ({fmt} format), not an Annex B {codec} elementary stream")
 
 
-def sniff_file(path: str, ctx: Any) -> None:
-    """The image file ``path`` is of the camera's declared encoding (JPEG or PNG, by its first bytes)."""
+def sniff_file(path: str, ctx: Any) -> bool:
+    """Whether the image file ``path`` is of the camera's declared encoding (JPEG or PNG, by its first
+    bytes); reports why not."""
     from ...codecs import sniff
 
     try:
@@ -79,15 +80,22 @@ def sniff_file(path: str, ctx: Any) -> None:
             head = f.read(16)
     except OSError as e:
         ctx.err("uri", f"cannot read {path}: {e.strerror or e}")
-        return
+        return False
     found = sniff(head)
     if found != ctx.encoding:
         ctx.err("uri", f"{path} is {'a ' + found.upper() if found else 'neither JPEG nor PNG'} but camera "
                        f"{ctx.camera} declares encoding {ctx.encoding}")
+        return False
+    return True
 
 
-def probe_images(uri: str, pattern: Optional[str], ctx: Any) -> None:
-    """The folder or glob has images, and the first one (by name) is of the declared encoding."""
+def probe_images(uri: str, pattern: Optional[str], ctx: Any, max_bytes: Optional[int] = None) -> None:
+    """The folder or glob has images; none is larger than ``max_bytes`` (each file's size, not its
+    content); the first one (by name) is of the declared encoding, at the camera's size, of a
+    precision dvpipe decodes (a 12-bit JPEG is refused as such), and a greyscale first image on the
+    camera is a warning."""
+    import os
+
     from .images import scan_images
 
     try:
@@ -98,4 +106,57 @@ def probe_images(uri: str, pattern: Optional[str], ctx: Any) -> None:
     if not files:
         ctx.err("uri", f"no images in {uri}" + (f" matching {pattern}" if pattern else ""))
         return
-    sniff_file(files[0], ctx)
+    cap = max_bytes or ctx.max_bytes
+    if cap:
+        big = []
+        for f in files:
+            try:
+                size = os.stat(f).st_size
+            except OSError:
+                continue
+            if size > cap:
+                big.append((f, size))
+        if big:
+            more = f" (and {len(big) - 1} more)" if len(big) > 1 else ""
+            ctx.err("uri", f"{big[0][0]} is {big[0][1]} bytes{more}, more than the {cap} bytes an image file may have "
+                           "(decode.max_bytes, default 8 x decode.max_pixels + 16 MiB); the run would not read it "
+                           "(a too_large drop): remove it, or raise decode.max_bytes")
+    if sniff_file(files[0], ctx):
+        check_image_header(files[0], ctx, cap)
+
+
+def check_image_header(path: str, ctx: Any, cap: Optional[int] = None) -> None:
+    """The image ``path`` as the run's decode step checks it from its header: the camera's size (with
+    what EXIF orientation does not change), a sample precision dvpipe decodes; greyscale: a warning."""
+    from ...codecs import image_info, unsupported_precision
+    from ...errors import FrameError
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(cap + 1 if cap else -1)
+    except OSError as e:
+        ctx.err("uri", f"cannot read {path}: {e.strerror or e}")
+        return
+    if cap and len(data) > cap:
+        return  # reported with the sizes
+    try:
+        info = image_info(data)
+    except FrameError as e:
+        ctx.err("uri", f"{path}: {e}")
+        return
+    why = unsupported_precision(info)
+    if why is not None:
+        ctx.err("uri", f"{path}: {why}")
+        return
+    h, w = ctx.size
+    if (info.height, info.width) != (h, w):
+        ctx.err("uri", f"{path} is {info.width}x{info.height} but camera {ctx.camera} declares {w}x{h} "
+                       f"(the run would drop every such frame as wrong_size){ORIENTATION_NOTE}")
+    elif info.components in (1, 2):
+        ctx.warn(f"{path} is a greyscale {info.format.upper()} (one channel): camera {ctx.camera}'s batch would repeat "
+                 "the grey in B, G and R (the run counts such frames as greyscale)", "uri")
+
+
+#: appended to a size mismatch: what dvpipe does not apply (calibration is of the stored pixels)
+ORIENTATION_NOTE = ("; sizes are the stored pixels: EXIF orientation and a video's display rotation are not applied "
+                    "(the calibration is of the sensor's pixels)")

@@ -16,7 +16,10 @@ from the file names, a sidecar file, or a frame rate.
 camera's name (``pattern: "*__{camera}__*.jpg"`` for nuScenes' flat ``samples`` folders) and refuses
 a pattern that matches no file.
 
-Frames are ordered by capture time; files are read lazily, one per ``read()``.
+Frames are ordered by capture time; files are read lazily, one per ``read()``. A file larger than
+``decode.max_bytes`` (default ``8 x decode.max_pixels + 16 MiB``; per source ``max_file_bytes``) is
+not read: it is a ``too_large`` drop. A file reached twice (a symbolic link loop under a glob, a
+link to a file of the same folder) is read once.
 """
 from __future__ import annotations
 
@@ -29,14 +32,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Optional, Sequence
 
+from ...codecs import DEFAULT_MAX_PIXELS
 from ...latency import now_ns
+from .._schema import max_file_bytes
 from ...types import short_repr as _show
 from . import _options
 from ._probe import probe_images
 from .base import Item, Source, SourceError
 from .registry import SourceContext, option, register_source
 
-__all__ = ["ImageSequence", "ImageOptions", "scan_images"]
+__all__ = ["ImageSequence", "ImageOptions", "scan_images", "FileTooLarge"]
 
 _EXTS = (".jpg", ".jpeg", ".png")
 _UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -86,7 +91,8 @@ def _read_sidecar(path: str):
 
 
 def scan_images(uri: str, pattern: Optional[str] = None) -> list[str]:
-    """Image files of a folder (optionally matching ``pattern``) or a glob, sorted by name."""
+    """Image files of a folder (optionally matching ``pattern``) or a glob, sorted by name; a file
+    reached by several names (symbolic links, a link loop under a glob) once, by its first name."""
     if os.path.isdir(uri):
         if pattern:
             files = glob.glob(os.path.join(uri, pattern))
@@ -94,7 +100,21 @@ def scan_images(uri: str, pattern: Optional[str] = None) -> list[str]:
             files = [os.path.join(uri, f) for f in os.listdir(uri) if f.lower().endswith(_EXTS)]
     else:
         files = glob.glob(uri)
-    return sorted(f for f in files if os.path.isfile(f))
+    seen: set[str] = set()
+    out = []
+    for f in sorted(f for f in files if os.path.isfile(f)):
+        real = os.path.realpath(f)
+        if real not in seen:
+            seen.add(real)
+            out.append(f)
+    return out
+
+
+class FileTooLarge(SourceError):
+    """An image file larger than the cap (``decode.max_bytes``): not read; the runner counts the frame
+    as a ``too_large`` drop and reads on."""
+
+    category = "too_large"
 
 
 @dataclass
@@ -111,11 +131,16 @@ class ImageOptions:
     fps: Optional[float] = _options.fps(None, "frames per second of timestamps: fps (default 10)")
     start_ns: Optional[int] = _options.start_ns("capture time of the first frame with timestamps: fps "
                                                 "(ns since the Unix epoch; default 0)")
+    max_file_bytes: Optional[int] = option(None, "largest image file read, in bytes (default: decode.max_bytes); "
+                                                 "a larger one is a too_large drop", minimum=1, maximum=1 << 40)
 
 
 class StampedFiles(Source):
     """A source that delivers a list of ``(capture time in epoch ns, path)`` files, one frame each, read
-    whole (an image sequence, an info file's images). Subclasses fill ``self._files`` in ``open``."""
+    whole (an image sequence, an info file's images). Subclasses fill ``self._files`` in ``open``.
+
+    A file larger than the ``max_file_bytes`` option (default: the cap ``decode.max_pixels``'s default
+    implies) is not read: :class:`FileTooLarge` (the runner's ``too_large`` drop)."""
 
     _files: Sequence[tuple[int, str]] = ()
     _next = 0
@@ -128,16 +153,28 @@ class StampedFiles(Source):
         capture_epoch_ns, path = self._files[self._next]
         self._next += 1
         t0 = now_ns()
+        cap = self.options.get("max_file_bytes") or max_file_bytes(DEFAULT_MAX_PIXELS)
         try:
             with open(path, "rb") as f:
-                data = f.read()
+                size = os.fstat(f.fileno()).st_size
+                if size > cap:
+                    raise FileTooLarge(too_large_reason(path, size, cap))
+                data = f.read(cap + 1)  # a file that grew since: still never more than the cap
         except OSError as e:
             raise SourceError(f"cannot read {path}: {e.strerror or e}{self.read_hint}") from None
+        if len(data) > cap:
+            raise FileTooLarge(too_large_reason(path, len(data), cap))
         return self._item(data, capture_epoch_ns, read_span_ns=(t0, now_ns()))
 
     def stamped_files(self) -> list[tuple[int, str]]:
         """``(capture time in epoch ns, path)`` of every frame, in delivery order (after ``open``)."""
         return list(self._files)
+
+
+def too_large_reason(path: str, size: int, cap: int) -> str:
+    """One line: the file ``path`` of ``size`` bytes is above the cap (bytes) and was not read."""
+    return (f"{path} is {size} bytes, more than the {cap} bytes an image file may have (decode.max_bytes, "
+            "default 8 x decode.max_pixels + 16 MiB); not read")
 
 
 @register_source("images")
@@ -167,17 +204,18 @@ class ImageSequence(StampedFiles):
             ctx.err("pattern", f"{_show(pattern)} matches no file in {uri}"
                                + (f" (camera {ctx.camera})" if "{camera}" in str(raw) else ""))
         if ctx.probe and ctx.encoding in ("jpeg", "png") and uri is not None and ctx.ok:
-            probe_images(uri, pattern, ctx)
+            probe_images(uri, pattern, ctx, options.max_file_bytes or ctx.max_bytes)
         timestamps = options.timestamps or ("sidecar" if "sidecar" in ctx.given else
                                             "fps" if "fps" in ctx.given else "filename")
         if timestamps == "sidecar" and options.sidecar is None:
             ctx.err("sidecar", "required when timestamps: sidecar (a YAML/JSON/CSV file: image name -> time, "
                                "or a .txt)")
         fps = 10.0 if options.fps is None and timestamps == "fps" else options.fps
+        max_bytes = options.max_file_bytes or ctx.max_bytes or None
         if ctx.encoding not in ("jpeg", "png"):
             ctx.err(None, f"an image sequence needs camera encoding jpeg or png; camera {ctx.camera} declares "
                           f"{ctx.encoding}")
-        return replace(options, timestamps=timestamps, fps=fps)
+        return replace(options, timestamps=timestamps, fps=fps, max_file_bytes=max_bytes)
 
     @classmethod
     def validate_cameras(cls, cameras, ctx) -> None:
@@ -192,7 +230,9 @@ class ImageSequence(StampedFiles):
             except (OSError, ValueError):
                 continue
             for f in files:
-                owners.setdefault(os.path.realpath(f), []).append(c.name)
+                names = owners.setdefault(os.path.realpath(f), [])
+                if c.name not in names:
+                    names.append(c.name)
         shared = {f: names for f, names in owners.items() if len(names) > 1}
         if shared:
             f, names = next(iter(shared.items()))

@@ -303,6 +303,8 @@ class SourceContext:
         given: the keys as written in the YAML (to tell "absent" from "the default").
         probe: ``dvpipe validate``: also open files (headers only) to check them.
         max_pixels: ``decode.max_pixels``.
+        max_bytes: the largest encoded image file read (``decode.max_bytes``, or the default
+            ``max_pixels`` implies), in bytes.
     """
 
     camera: str
@@ -313,6 +315,7 @@ class SourceContext:
     given: Mapping[str, Any]
     probe: bool
     max_pixels: int
+    max_bytes: int = 0
     _v: _V = field(repr=False, default=None)  # type: ignore[assignment]
     _mark: int = field(repr=False, default=0)
 
