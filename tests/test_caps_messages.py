@@ -165,3 +165,195 @@ def test_a_wrong_size_says_that_orientation_is_not_applied(tmp_path):
     result = Runner(load_deployment(_one_camera(folder, 64, 96)), write_outputs=False).run()
     reason = result.accounting.examples[("CAM0", "wrong_size")]
     assert "EXIF orientation" in reason, reason
+
+
+# ------------------------------------------------------------------------------ point 4: memory, threads, opening
+def test_memory_needed_is_cameras_x_output_x_buffers_plus_decoded_pictures():
+    from dvpipe.deploy._budget import memory_needed
+
+    # the issue's rig: 10,000 768x576 cameras, a float32 3x576x768 output, a ring of 2 batches
+    need = memory_needed((10_000, 3, 576, 768), 4, [(576, 768)] * 10_000)
+    assert need["outputs"] == 2 * 10_000 * 3 * 576 * 768 * 4 == 106_168_320_000
+    assert need["decoded"] == 10_000 * 576 * 768 * 3
+    assert need["total"] == need["outputs"] + need["decoded"]
+
+
+def test_a_deployment_above_its_memory_budget_is_refused_by_validate_and_before_the_run(tmp_path):
+    from dvpipe import ConfigError
+
+    # 3 cameras 96x64, normalise (float32) + pad to 32: output 3 x 3x64x96 float32, two buffers
+    total = 2 * 3 * 3 * 64 * 96 * 4 + 3 * 64 * 96 * 3  # = 497,664 bytes = 486.0 KiB
+    small = synthetic_deployment(3, run={"memory_budget_mb": total / (1 << 20) * 0.99})
+    r = check(_write(tmp_path, small))
+    assert not r["ok"]
+    (key, msg), = r["errors"]
+    assert key == "pipeline" and msg.startswith("the run needs at least 486.0 KiB of memory: 3 cameras x 3x64x96 "
+                                                "float32 x 2 output buffers"), msg
+    with pytest.raises(ConfigError, match="the run needs at least 486.0 KiB"):
+        Runner(load_deployment(small), write_outputs=False)
+    enough = synthetic_deployment(3, run={"memory_budget_mb": total / (1 << 20) * 1.01})
+    assert check(_write(tmp_path, enough))["ok"]
+
+
+def test_more_cameras_than_the_bound_are_one_line_not_one_thread_each(monkeypatch):
+    import dvpipe.deploy._budget as budget
+
+    text = errors_of(synthetic_deployment(budget.MAX_CAMERAS + 1, width=16, height=16))
+    assert text.count("\n") == 1, text  # one problem line, not one per camera
+    assert f"{budget.MAX_CAMERAS + 1} cameras" in text and f"at most {budget.MAX_CAMERAS} cameras" in text
+    monkeypatch.setattr(budget, "MAX_CAMERAS", 4)
+    assert "at most 4 cameras" in errors_of(synthetic_deployment(5))
+    load_deployment(synthetic_deployment(4))
+
+
+def test_sources_open_in_parallel_a_bounded_number_at_once_and_report_progress(monkeypatch):
+    import threading
+    import time
+
+    import dvpipe.deploy.runner as runner_mod
+    from dvpipe.deploy.sources.synthetic import SyntheticSource
+
+    monkeypatch.setattr(runner_mod, "OPEN_CONCURRENCY", 3)
+    inside, most, lock = [0], [0], threading.Lock()
+    original = SyntheticSource._open
+
+    def slow_open(self):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.02)  # long enough that readers overlap; the bound is what is asserted
+        try:
+            original(self)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    monkeypatch.setattr(SyntheticSource, "_open", slow_open)
+    seen: list[int] = []
+    r = Runner(load_deployment(synthetic_deployment(12, frames=2)), write_outputs=False,
+               opening=lambda run: seen.append(run.sources_opened))
+    r.run()
+    assert most[0] == 3  # in parallel, and never more than the bound at once
+    assert seen == list(range(1, 13))
+
+
+def test_dvpipe_run_shows_the_sources_opening_when_there_are_many(tmp_path, capsys):
+    from dvpipe.cli import main as cli_main
+    from dvpipe.cli.run import OPENING_LINE_FROM
+
+    path = _write(tmp_path, synthetic_deployment(OPENING_LINE_FROM, frames=2, width=32, height=32))
+    assert cli_main(["run", path, "--no-outputs", "-q"]) == 0
+    err = capsys.readouterr().err
+    assert f"opening sources: {OPENING_LINE_FROM}/{OPENING_LINE_FROM}" in err, err
+
+
+def _dual_mp4(path: Path, front=(96, 64), rear=(64, 48), n: int = 6) -> None:
+    """A dual-channel dashcam file: two H.264 video streams of different sizes (libx264 through PyAV)."""
+    import av
+
+    with av.open(str(path), "w") as c:
+        streams = []
+        for w, h in (rear, front):  # the rear camera is the file's first video stream
+            st = c.add_stream("libx264", rate=10)
+            st.width, st.height, st.pix_fmt = w, h, "yuv420p"
+            st.options = {"bframes": "0"}
+            streams.append(st)
+        for k in range(n):
+            for st in streams:
+                fr = av.VideoFrame.from_ndarray(test_pattern(k, st.width, st.height), format="bgr24")
+                fr.pts = k
+                for p in st.encode(fr):
+                    c.mux(p)
+        for st in streams:
+            for p in st.encode(None):
+                c.mux(p)
+
+
+def _video_deployment(uri: Path, **source) -> dict:
+    dep = synthetic_deployment(1, frames=None, encoding="h264")
+    dep["source"] = dict({"type": "video", "uri": str(uri)}, **source)
+    return dep
+
+
+def test_a_dual_stream_mp4_is_caught_by_validate_and_read_with_the_stream_option(tmp_path):
+    mp4 = tmp_path / "dashcam.mp4"
+    _dual_mp4(mp4)
+    r = check(_write(tmp_path, _video_deployment(mp4)), plan=False)
+    (key, msg), = r["errors"]
+    assert key == "source.uri" and "video stream 0 is 64x48 but camera CAM0 declares 96x64" in msg, msg
+    assert "choose it with stream: 1" in msg, msg
+    chosen = _video_deployment(mp4, stream=1)
+    assert check(_write(tmp_path, chosen), plan=False)["ok"]
+    result = Runner(load_deployment(chosen), write_outputs=False).run()
+    assert result.accounting.emitted["CAM0"] == 6 and result.accounting.dropped_total() == 0
+    r = check(_write(tmp_path, _video_deployment(mp4, stream=2)), plan=False)
+    assert r["errors"] == [["source.stream", f"{mp4} has 2 video streams; 2 is not one (0..1)"]], r["errors"]
+
+
+def test_an_empty_h264_file_fails_validate(tmp_path):
+    es = tmp_path / "cam.h264"
+    es.write_bytes(b"")
+    dep = synthetic_deployment(1, frames=None, encoding="h264")
+    dep["source"] = {"type": "elementary", "uri": str(es)}
+    r = check(_write(tmp_path, dep), plan=False)
+    assert not r["ok"] and r["errors"] == [["source.uri", f"{es} is empty (0 bytes): there is no video to read"]]
+
+
+def test_a_plugin_that_exits_at_import_is_one_problem_line(tmp_path, capsys):
+    from dvpipe.cli import main as cli_main
+
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(3)\n")
+    dep = synthetic_deployment(1)
+    dep["plugins"] = ["exits.py"]
+    path = _write(tmp_path, dep)
+    assert cli_main(["validate", path]) == 1
+    out = capsys.readouterr().out
+    assert "plugins[0]: cannot import exits.py: it called sys.exit(3) while being imported" in out, out
+    assert cli_main(["run", path, "--no-outputs"]) == 2  # dvpipe's status for a bad deployment, not the plugin's 3
+    assert "it called sys.exit(3)" in capsys.readouterr().err
+
+
+def test_a_run_that_emits_nothing_exits_1_with_one_line(tmp_path, capsys):
+    from dvpipe.cli import main as cli_main
+
+    folder = _folder(tmp_path, 3)
+    path = _write(tmp_path, _one_camera(folder, 64, 96))  # every frame the wrong size: sets formed, all dropped
+    assert cli_main(["run", path, "--no-outputs", "-q"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("dvpipe run: nothing was emitted: 3 frames in, every one dropped (wrong_size 3); "
+                              "wrong_size: decode on cpu: frame is 96x64 but the camera declares 64x96"), err
+
+
+def test_dvpipe_run_piped_into_head_finishes_the_run(tmp_path):
+    import subprocess
+    import sys
+
+    out_dir = tmp_path / "out"
+    dep = synthetic_deployment(2, frames=4, outputs={"dir": str(out_dir), "metrics": True})
+    path = _write(tmp_path, dep)
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    # `dvpipe run DEP | head -1`: the reader takes one line and goes away
+    proc = subprocess.run(f"{sys.executable} -m dvpipe run {path} | head -1; echo \"status=${{PIPESTATUS[0]}}\"",
+                          shell=True, executable="/bin/bash", capture_output=True, text=True, env=env, timeout=300)
+    assert "status=0" in proc.stdout, (proc.stdout, proc.stderr)
+    assert "Broken pipe" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert (out_dir / "summary.json").is_file()  # the run went to its end and wrote its outputs
+
+
+def test_many_calibrated_cameras_without_an_alias_are_not_an_alias_bomb(tmp_path, monkeypatch):
+    import dvpipe.types as types_mod
+    from dvpipe import ConfigError
+    from dvpipe.types import read_yaml
+
+    monkeypatch.setattr(types_mod, "YAML_MAX_NODES", 100)  # the limit, scaled down with the rig
+    rig = tiny_rig(10)  # 10 cameras x 45 values (name, size, encoding, K 3x3, lidar2cam 4x4): 450 values
+    plain = tmp_path / "rig.yaml"
+    plain.write_text(yaml.safe_dump(rig), encoding="utf-8")
+    assert read_yaml(plain)["cameras"][9]["name"] == "CAM9"
+    bomb = tmp_path / "bomb.yaml"  # 9 levels of 10 aliases each: 10^9 values once expanded, 100 written
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    bomb.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="alias bomb"):
+        read_yaml(bomb)

@@ -231,6 +231,7 @@ def test_validate_probes_a_video_files_codec_as_run_opens_it(tmp_path, encoding)
     from dvpipe.deploy.sources import SourceError, open_source
 
     d = video_deployment(tmp_path, encoding, {"type": "video", "uri": str(SAMPLE_MP4)})
+    d["rig"] = tiny_rig(1, 1600, 900, encoding=encoding)  # the sample's size (validate checks it too)
     dep = load_deployment(d)  # without probing: the schema alone accepts every one of these
     src = open_source(dep.rig["CAM0"], dep.cameras[0].source)
     try:

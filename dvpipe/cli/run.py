@@ -15,7 +15,7 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from ..errors import ConfigError
 
@@ -142,15 +142,16 @@ def main(args: argparse.Namespace) -> int:
         problems = output_problems(dep.outputs)
         if problems:  # the deployment's own output folders, before the first frame set
             raise ConfigError("outputs cannot be written: " + "; ".join(f"{k}: {m}" for k, m in problems))
-    out = sys.stdout
+    out = PipeSafe(sys.stdout)  # `dvpipe run | head -1`: the reader may go away; the run goes on
     quiet = args.quiet
     for w in dep.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if not quiet:
         print(dep.describe(), file=out)
     progress = None if args.quiet else ProgressLine(dep.run.frames, dep.run.duration_s, stream=sys.stderr)
+    opening = OpeningLine(len(dep.cameras)) if len(dep.cameras) >= OPENING_LINE_FROM else None
     runner = Runner(dep, progress=progress, trace_path=args.trace, json_path=args.json, plots_dir=args.plots,
-                    report_path=args.report, write_outputs=not args.no_outputs)
+                    report_path=args.report, write_outputs=not args.no_outputs, opening=opening)
     if runner.backend_notes and not quiet:  # why "auto" did not pick the others (first clause of each reason)
         notes = "; ".join(n.split("; ")[0] for n in runner.backend_notes)
         print(f"backends auto: skipped {notes}", file=out)
@@ -188,6 +189,44 @@ def main(args: argparse.Namespace) -> int:
     return _exit_code(result)
 
 
+#: from this many cameras, ``dvpipe run`` shows how many sources have opened (stderr)
+OPENING_LINE_FROM = 16
+
+
+class OpeningLine:
+    """``opening sources: K/N`` on stderr while the cameras of a large deployment open (in parallel,
+    :data:`dvpipe.deploy.runner.OPEN_CONCURRENCY` at a time): redrawn in place on a terminal, else a
+    line at most every ``every_s`` seconds, and always the last one."""
+
+    def __init__(self, total: int, stream=None, every_s: float = 2.0, clock=None):
+        import threading
+
+        from ..latency.clock import now_ns
+
+        self.total = total
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.every_ns = int((0.1 if self.tty else every_s) * 1e9)
+        self.clock = clock or now_ns
+        self._last: Optional[int] = None
+        self._lock = threading.Lock()
+
+    def __call__(self, runner) -> None:
+        with self._lock:
+            done, now = runner.sources_opened, self.clock()
+            if done < self.total and self._last is not None and now - self._last < self.every_ns:
+                return
+            self._last = now
+            failed = sum(1 for h in runner.acc.health.values() if h.state == "failed")
+            line = f"opening sources: {done}/{self.total}" + (f" ({failed} failed)" if failed else "")
+            end = "\n" if done >= self.total or not self.tty else ""
+            try:
+                self.stream.write(("\r" if self.tty else "") + line + end)
+                self.stream.flush()
+            except (OSError, ValueError):  # a closed stderr must not stop a reader thread
+                pass
+
+
 def _stop_reason(stopped_by: str, args: argparse.Namespace) -> str:
     """The runner names limits as flags; say ``run.frames`` when the limit came from the deployment."""
     if stopped_by.startswith("--frames") and args.frames is None:
@@ -210,6 +249,8 @@ def _quiet_tail(result) -> str:
 
 
 def _exit_code(result) -> int:
+    """130 Ctrl-C, 143 SIGTERM, 1 when the run emitted nothing (no frame set, or every frame dropped:
+    one line on stderr says why), else 0."""
     if result.interrupted:
         return 130
     if result.stopped_by == "SIGTERM":
@@ -217,7 +258,66 @@ def _exit_code(result) -> int:
     if result.sets == 0:
         print("dvpipe run: no frame set was produced (see the source column above)", file=sys.stderr)
         return 1
+    t = result.accounting.totals()
+    if t["emitted"] == 0:
+        print(f"dvpipe run: nothing was emitted: {_nothing_emitted(result.accounting)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _nothing_emitted(acc) -> str:
+    """``12 frames in, every one dropped (corrupt 10, wrong_size 2); first: ...`` (one line)."""
+    t = acc.totals()
+    if not t["entered"]:
+        return "no frame entered the run (see the source column above)"
+    by: dict[str, int] = {}
+    for c in acc.cameras:
+        for cat, n in acc.dropped[c].items():
+            by[cat] = by.get(cat, 0) + n
+    reasons = ", ".join(f"{cat} {n}" for cat, n in sorted(by.items(), key=lambda kv: -kv[1]))
+    top = max(by, key=lambda k: by[k]) if by else None
+    example = next((text for (cam, cat), text in acc.examples.items() if cat == top and text), "")
+    return (f"{t['entered']} frames in, every one dropped ({reasons})"
+            + (f"; {top}: {' '.join(example.split())[:200]}" if example else ""))
+
+
+class PipeSafe:
+    """A text stream that stops writing, silently, once its reader has gone (``BrokenPipeError``:
+    ``dvpipe run | head -1``); the run goes on, its files are written and its exit status is its own.
+    The stream's descriptor is then pointed at /dev/null so that Python's final flush is quiet too."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self.stream.write(text)
+            except BrokenPipeError:
+                self._gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._gone()
+
+    def _gone(self) -> None:
+        import os
+
+        self.gone = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # not a real file (tests' capture): nothing to quiet
+            pass
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
 
 
 def _stop_on_signals(runner) -> None:

@@ -3,8 +3,9 @@
 Reports every problem of each file at once, one line each with its key path
 (``cameras[2].source.uri: file not found: ...``): the checks of :func:`~dvpipe.deploy.load_deployment`,
 plus those ``dvpipe run`` would otherwise meet later: each file source's codec against its camera's
-encoding (container headers only; image folders: their first image), the output folders creatable
-and writable (nothing is left behind), and the planned batch within ``decode.max_pixels`` per camera.
+encoding (container headers only; image folders: every file's size and their first image's header),
+the output folders creatable and writable (nothing is left behind), the planned batch within
+``decode.max_pixels`` per camera and, with its output buffers, within ``run.memory_budget_mb``.
 Then it plans the pipeline (no source read, no hardware touched) unless ``--no-plan``. Exit status
 0 when every file is valid, 1 otherwise.
 """
@@ -72,22 +73,20 @@ def _problems(path: str, plan: bool, result: dict) -> list[list[str]]:
 
 def _output_too_large(dep) -> str | None:
     """Why the planned batch would be too large to allocate (per camera more than
-    ``decode.max_pixels``), or None. Plans on the CPU only (no buffer is made); a stage list that the
-    CPU cannot plan is left to the real planning."""
-    from ..planner import plan_pipeline
-    from ..profiles import profile_stages
+    ``decode.max_pixels``, or cameras x output x buffers above ``run.memory_budget_mb``), or None.
+    Plans on the CPU only (no buffer is made); a stage list that the CPU cannot plan is left to the
+    real planning."""
+    from ..deploy._budget import memory_problem, plan_output
 
-    p = dep.pipeline
-    stages = profile_stages(p.profile, p.fidelity, dep.rig.cameras[0]) if p.profile else list(p.stages or ())
-    try:
-        out = plan_pipeline(dep.rig.cameras, stages, ("cpu",), fidelity=p.fidelity).out_shape
-    except Exception:  # noqa: BLE001 - whatever fails here fails again, and is reported, in the real planning
+    planned = plan_output(dep)
+    if planned is None:
         return None
+    out, dtype = planned
     h, w = int(out[-2]), int(out[-1])
     if h * w > dep.decode.max_pixels:
         return (f"the stages make {w}x{h} = {h * w} pixels per camera, more than decode.max_pixels "
                 f"({dep.decode.max_pixels}); check the resize/pad sizes")
-    return None
+    return memory_problem(dep, out, dtype)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -82,8 +82,8 @@ SOURCE (``type`` required; each registered type's keys: :mod:`dvpipe.deploy.sour
 docs/deployments.md)::
 
     {type: images, uri: DIR|GLOB, pattern: "*__{camera}__*.jpg", timestamps: filename|sidecar|fps,
-     unit: auto|ns|us|ms|s, sidecar: FILE, fps: 10, start_ns: INT}
-    {type: video, uri: FILE.mp4, start_ns: INT, lookahead: 16}
+     unit: auto|ns|us|ms|s, sidecar: FILE, fps: 10, start_ns: INT, max_file_bytes: INT}
+    {type: video, uri: FILE.mp4, start_ns: INT, lookahead: 16, stream: 0}
     {type: elementary, uri: FILE.h264, codec: h264|h265, fps: 30, start_ns: INT, lookahead: 32}
     {type: rtsp, uri: rtsp://HOST/PATH, transport: tcp|udp, open_timeout_s: 5, read_timeout_s: 2, lookahead: 0,
      reconnect: {initial_ms: 250, max_ms: 5000, factor: 2, attempts: 0}, stall_reconnect_s: 10}
@@ -126,6 +126,7 @@ from ..codecs import DEFAULT_MAX_PIXELS, VIDEO_ENCODINGS
 from ..errors import ConfigError
 from ..target import Target
 from ..types import Rig, short_repr as _show
+from ._budget import camera_problem
 from ._outputs import output_problems
 from ._schema import (ON_CORRUPT, ON_LATE, CameraConfig, DecodeConfig, Deployment, Faults, LatencyConfig,
                       ModelConfig, OutputsConfig, PipelineConfig, RunConfig, SourceConfig, SyncConfig)
@@ -276,9 +277,18 @@ def import_entry(entry: str) -> Any:
     return obj
 
 
+def _exit_at_import(what: str, e: SystemExit) -> str:
+    """The problem line of a module that called ``sys.exit()`` (raised ``SystemExit``) while imported."""
+    return (f"cannot import {what}: it called sys.exit({e.code!r}) while being imported; a module that registers "
+            "sources or stages must not exit (move the code under if __name__ == '__main__':)")
+
+
 def _import_entry(entry: str, path: str, V: _V) -> Any:
     try:
         return import_entry(entry)
+    except SystemExit as e:
+        V.err(path, _exit_at_import(entry, e))
+        return None
     except Exception as e:  # noqa: BLE001 - any import failure is a config error at this path
         V.err(path, f"cannot import {entry}: {type(e).__name__}: {e}")
         return None
@@ -400,6 +410,10 @@ def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
     V.max_pixels = decode.max_pixels
     V.max_bytes = decode.max_file_bytes
     rig, rig_path = _parse_rig(top.get("rig"), V)
+    too_many = camera_problem(len(rig.cameras)) if rig is not None else None
+    if too_many is not None:  # before a source per camera is checked: one line, not one per camera
+        V.err(f"rig ({rig_path})" if rig_path else "rig", too_many)
+        rig = None
     pipeline = _parse_pipeline(top, V)
     rig, cameras = _parse_cameras(top, rig, rig_path, path, V)
     sync = _parse_sync(top.get("sync"), rig, V)
@@ -458,6 +472,8 @@ def _import_plugins(v: Any, V: _V) -> None:
                 importlib.import_module(item)
             else:
                 V.err(p, f"expected a module name (mypkg.sources) or a .py file, got {_show(item)}")
+        except SystemExit as e:  # sys.exit() at import: not dvpipe's exit status, a problem of the module
+            V.err(p, _exit_at_import(item, e))
         except Exception as e:  # noqa: BLE001 - any failure of a user's module is a problem at its key
             V.err(p, f"cannot import {item}: {type(e).__name__}: {e}")
 

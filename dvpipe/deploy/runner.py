@@ -47,6 +47,7 @@ from ..latency import LatencyStats, Timeline, now_ns, wall_ns
 from ..types import Frame
 from ..video import GAP, VideoPacket, as_packet, merge_packets
 from ._assembly import AUTO_BACKENDS, build_pipeline, load_model, resolve_backends
+from ._budget import camera_problem, memory_problem, plan_output
 from ._progress import ProgressLine, format_eta
 from .config import VIDEO_ENCODINGS, Deployment
 from .exporters import EXPORTERS, BatchResult, Exporter, RunContext
@@ -64,6 +65,9 @@ __all__ = ["Runner", "RunResult", "RunBatch", "RunError", "build_pipeline", "res
            "load_model", "ProgressLine", "format_eta"]
 
 _MAX_VIDEO_BACKLOG = 600
+#: sources being opened at once (opening renders a synthetic cycle, connects, probes a container);
+#: the other readers wait their turn, so that many cameras open in parallel without all competing
+OPEN_CONCURRENCY = 8
 _MAX_CONSECUTIVE_MODEL_ERRORS = 10
 
 
@@ -120,6 +124,8 @@ class Runner:
             ``outputs.trace_max_events`` or :data:`dvpipe.latency.trace.DEFAULT_MAX_EVENTS`.
         write_outputs: False writes no files at all (tests, soak runs); exporters that write no files
             (Prometheus) still run.
+        opening: called (from the reader threads) each time a camera's source opened or finally failed
+            to (``sources_opened`` of ``len(cameras)``), for a display while many cameras open.
         clock: the runner's monotonic clock in ns (run limits, stall detection, arrival stamps, the
             model wait, elapsed time); default :func:`dvpipe.latency.clock.now_ns`. The pipeline's
             step spans always use ``now_ns``: inject another clock only to test the runner's decisions.
@@ -132,10 +138,12 @@ class Runner:
                  progress: Optional[Callable[["Runner"], None]] = None, trace_path: Optional[str] = None,
                  json_path: Optional[str] = None, plots_dir: Optional[str] = None, write_outputs: bool = True,
                  keep_timelines: int = 16, trace_max_events: Optional[int] = None,
-                 report_path: Optional[str] = None, clock: Callable[[], int] = now_ns):
+                 report_path: Optional[str] = None, clock: Callable[[], int] = now_ns,
+                 opening: Optional[Callable[["Runner"], None]] = None):
         self.dep = dep = deployment
         self.clock = clock
         self.cameras = [c.name for c in dep.cameras]
+        check_memory(dep)  # before the pipeline allocates its output buffers
         self.pipe, self.backend_notes = build_pipeline(dep)
         if getattr(self.pipe.plan, "device_batch", None) and dep.sync.on_late == "reuse":
             getattr(self.pipe, "close", lambda: None)()
@@ -172,6 +180,11 @@ class Runner:
         self.sync = Synchroniser(self.cameras, dep.sync, live=live, capacity=dep.run.queue_size,
                                  latest_only=latest, wait_ms=dep.run.stall_timeout_ms)
         self.stop_event = threading.Event()
+        self.opening = opening
+        self.sources_opened = 0  # sources that opened, or finally failed to, at the first attempt series
+        self._open_slots = threading.Semaphore(OPEN_CONCURRENCY)
+        self._open_lock = threading.Lock()
+        self._go = threading.Event()  # readers start opening once every reader thread exists
         self._threads: list[threading.Thread] = []
         self._sources: dict[str, Source] = {}
         self._video = {c.name for c in dep.rig.cameras if c.encoding in VIDEO_ENCODINGS}
@@ -224,6 +237,7 @@ class Runner:
             self._threads.append(t)
         for t in self._threads:
             t.start()
+        self._go.set()
 
     def close(self) -> None:
         """Stop the readers, account for what is still queued, release the pipeline. Idempotent."""
@@ -272,7 +286,13 @@ class Runner:
         while True:
             attempt += 1
             try:
-                src.reopen() if again else src.open()
+                if again:
+                    src.reopen()
+                else:
+                    with self._open_slots:  # at most OPEN_CONCURRENCY first opens at once (not their back-off)
+                        if self.stop_event.is_set():
+                            return "stopped"
+                        src.open()
                 return None
             except SourceError as e:
                 reason = e.reason
@@ -310,7 +330,12 @@ class Runner:
         """
         if self.acc.started_ns is None:
             self.acc.started_ns = self.started_ns  # the origin of outage times in the summary
+        self._go.wait()
         err = self._open(cam, src, again=False)
+        with self._open_lock:
+            self.sources_opened += 1
+            if self.opening is not None:
+                self.opening(self)
         if err is not None:
             if err != "stopped":
                 self._fail(cam, f"source did not open: {err}")
@@ -712,6 +737,19 @@ class Runner:
         if self.model_error:
             d["model_error"] = self.model_error
         return d
+
+
+def check_memory(dep: Deployment) -> None:
+    """``ConfigError`` (one line) when the deployment's cameras x output x buffers need more than its
+    memory budget (:mod:`dvpipe.deploy._budget`), before anything is allocated."""
+    too_many = camera_problem(len(dep.cameras))
+    if too_many is not None:
+        raise ConfigError(too_many)
+    planned = plan_output(dep)
+    if planned is not None:
+        problem = memory_problem(dep, *planned)
+        if problem is not None:
+            raise ConfigError(problem)
 
 
 def is_greyscale(data: Any) -> bool:

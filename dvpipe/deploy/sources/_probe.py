@@ -5,6 +5,8 @@ source's :class:`~dvpipe.deploy.sources.registry.SourceContext` at ``<source>.ur
 """
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from typing import Any, Optional
 
 __all__ = ["probe_video", "probe_elementary", "probe_images", "sniff_file"]
@@ -13,20 +15,30 @@ __all__ = ["probe_video", "probe_elementary", "probe_images", "sniff_file"]
 _FFMPEG_ENCODING = {"h264": "h264", "hevc": "h265", "mjpeg": "jpeg"}
 
 
-def _video_header(uri: str, ctx: Any, fmt: Optional[str] = None) -> Optional[tuple[str, str]]:
-    """``(codec, container format)`` of the first video stream of ``uri`` (header only), or None after
-    reporting why it cannot be read."""
+def _video_header(uri: str, ctx: Any, fmt: Optional[str] = None, stream: int = 0) -> Optional[_Header]:
+    """The header facts of video stream ``stream`` of ``uri`` (header only; FFmpeg probes a few
+    frames for the size), or None after reporting why it cannot be read."""
     try:
         import av
     except ImportError as e:  # pragma: no cover - av is a core dependency
         ctx.err("uri", f"PyAV is needed to check video sources: {e}")
         return None
+    if os.path.isfile(uri) and os.path.getsize(uri) == 0:
+        ctx.err("uri", f"{uri} is empty (0 bytes): there is no video to read")
+        return None
     try:
         with av.open(uri, format=fmt) as container:
-            if not container.streams.video:
+            videos = container.streams.video
+            if not videos:
                 ctx.err("uri", f"{uri} has no video stream")
                 return None
-            return container.streams.video[0].codec_context.name, container.format.name
+            if stream >= len(videos):
+                ctx.err("stream", f"{uri} has {len(videos)} video stream{'s' if len(videos) != 1 else ''}; "
+                                  f"{stream} is not one (0..{len(videos) - 1})")
+                return None
+            cc = videos[stream].codec_context
+            sizes = [(int(v.codec_context.width or 0), int(v.codec_context.height or 0)) for v in videos]
+            return _Header(cc.name, container.format.name, int(cc.width or 0), int(cc.height or 0), sizes)
     except (av.error.FFmpegError, OSError, ValueError) as e:
         if fmt is not None or not isinstance(e, av.error.InvalidDataError):
             ctx.err("uri", f"cannot read {uri} as video: {getattr(e, 'strerror', None) or e}")
@@ -34,40 +46,72 @@ def _video_header(uri: str, ctx: Any, fmt: Optional[str] = None) -> Optional[tup
         raise
 
 
-def probe_video(uri: str, ctx: Any) -> None:
+@dataclass(frozen=True)
+class _Header:
+    """What a video file's header says: the chosen stream's codec, the container, its size (0: not
+    known from the header), and every video stream's ``(width, height)``."""
+
+    codec: str
+    format: str
+    width: int
+    height: int
+    sizes: list
+
+
+def _check_video_size(uri: str, header: _Header, ctx: Any, stream: int) -> None:
+    """The chosen stream is at the camera's size (when the header tells it); several video streams: which one."""
+    h, w = ctx.size
+    if header.width and header.height and (header.width, header.height) != (w, h):
+        others = [i for i, size in enumerate(header.sizes) if size == (w, h) and i != stream]
+        hint = f"; its video stream {others[0]} is {w}x{h}: choose it with stream: {others[0]}" if others else ""
+        ctx.err("uri", f"{uri} video stream {stream} is {header.width}x{header.height} but camera {ctx.camera} declares "
+                       f"{w}x{h} (the run would drop every frame as wrong_size){hint}{ORIENTATION_NOTE}")
+    elif len(header.sizes) > 1 and "stream" not in ctx.given:
+        ctx.warn(f"{uri} has {len(header.sizes)} video streams ("
+                 + ", ".join(f"{i}: {a}x{b}" for i, (a, b) in enumerate(header.sizes))
+                 + "); camera " + ctx.camera + " reads stream 0 (choose another with stream: N)", "uri")
+
+
+def probe_video(uri: str, ctx: Any, stream: int = 0) -> None:
     """The rules ``dvpipe run`` applies when it opens a video file: h264/h265 cameras need that codec,
-    jpeg cameras MJPEG, raw cameras any video stream."""
+    jpeg cameras MJPEG, raw cameras any video stream; the chosen stream at the camera's size."""
     import av
 
     try:
-        header = _video_header(uri, ctx)
+        header = _video_header(uri, ctx, stream=stream)
     except av.error.InvalidDataError:
         ctx.err("uri", f"{uri} is not a video file FFmpeg can read")
         return
     if header is None:
         return
-    codec, _fmt = header
-    found = _FFMPEG_ENCODING.get(codec)
+    found = _FFMPEG_ENCODING.get(header.codec)
     if ctx.encoding != "raw" and found != ctx.encoding:
-        ctx.err("uri", f"{uri} is {codec} video but camera {ctx.camera} declares encoding {ctx.encoding} "
+        ctx.err("uri", f"{uri} is {header.codec} video but camera {ctx.camera} declares encoding {ctx.encoding} "
                        "(declare the stream's codec, or raw to decode it in the source)")
+        return
+    _check_video_size(uri, header, ctx, stream)
 
 
 def probe_elementary(uri: str, ctx: Any, codec: str) -> None:
     """An Annex B file must hold ``codec``: FFmpeg's own detection must not find another codec or a
-    container; a file it cannot detect must at least open as ``codec`` (as ``dvpipe run`` opens it)."""
+    container; a file it cannot detect must at least open as ``codec`` (as ``dvpipe run`` opens it);
+    an empty file is refused; the size its sequence header gives is the camera's."""
     import av
 
     try:
         header = _video_header(uri, ctx)
     except av.error.InvalidDataError:  # not detected: run forces the format, so try that
-        _video_header(uri, ctx, fmt="h264" if codec == "h264" else "hevc")
+        header = _video_header(uri, ctx, fmt="h264" if codec == "h264" else "hevc")
+        if header is not None:
+            _check_video_size(uri, header, ctx, 0)
         return
     if header is None:
         return
-    found, fmt = header
-    if fmt not in ("h264", "hevc") or _FFMPEG_ENCODING.get(found) != codec:
-        ctx.err("uri", f"{uri} holds {found} video ({fmt} format), not an Annex B {codec} elementary stream")
+    if header.format not in ("h264", "hevc") or _FFMPEG_ENCODING.get(header.codec) != codec:
+        ctx.err("uri", f"{uri} holds {header.codec} video ({header.format} format), not an Annex B {codec} "
+                       "elementary stream")
+        return
+    _check_video_size(uri, header, ctx, 0)
 
 
 def sniff_file(path: str, ctx: Any) -> bool:
@@ -94,8 +138,6 @@ def probe_images(uri: str, pattern: Optional[str], ctx: Any, max_bytes: Optional
     content); the first one (by name) is of the declared encoding, at the camera's size, of a
     precision dvpipe decodes (a 12-bit JPEG is refused as such), and a greyscale first image on the
     camera is a warning."""
-    import os
-
     from .images import scan_images
 
     try:

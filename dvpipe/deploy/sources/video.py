@@ -94,7 +94,13 @@ class AvStream(Source):
         if not self._container.streams.video:
             self._container.close()
             raise SourceError(f"{self._url()} has no video stream")
-        self._stream = stream = self._container.streams.video[0]
+        index = int(self.options.get("stream") or 0)  # the `stream:` option of a video file (dual-channel recorders)
+        if index >= len(self._container.streams.video):
+            n = len(self._container.streams.video)
+            self._container.close()
+            raise SourceError(f"{self._url()} has {n} video stream{'s' if n != 1 else ''}; stream: {index} is not one "
+                              f"(0..{n - 1})")
+        self._stream = stream = self._container.streams.video[index]
         codec = stream.codec_context.name
         enc = self.camera.encoding
         self._codec = _CODEC_ENCODING.get(codec)
@@ -297,6 +303,8 @@ class VideoOptions:
                                                 "container's creation_time, else 0)")
     lookahead: Optional[int] = _options.lookahead("access units read ahead of a frame (default: dvpipe.video's "
                                                   "FILE_LOOKAHEAD)")
+    stream: int = option(0, "which video stream of the file, counted from 0 among its video streams (a "
+                            "dual-channel dashcam's second camera: 1)", minimum=0, maximum=64)
 
 
 @register_source("video")
@@ -313,7 +321,7 @@ class VideoFile(AvStream):
             ctx.err(None, f"a video source needs camera encoding h264, h265 (decoded as a plan step) or raw "
                           f"(decoded in the source); camera {ctx.camera} declares {ctx.encoding}")
         elif ctx.probe and ctx.uri is not None and os.path.isfile(ctx.uri):
-            probe_video(ctx.uri, ctx)
+            probe_video(ctx.uri, ctx, options.stream)
         return options
 
     def _open(self) -> None:

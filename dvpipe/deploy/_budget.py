@@ -1,0 +1,109 @@
+"""What a deployment will hold in memory and how many threads it will start, checked before anything
+is read or allocated (``dvpipe validate`` and :class:`~dvpipe.deploy.Runner` before it plans).
+
+* **Cameras.** The runner reads each camera in a thread of its own (its source blocks on files,
+  sockets and devices); a deployment takes at most :data:`MAX_CAMERAS` cameras, so a run starts at
+  most that many reader threads (plus the pipeline's workers, at most one per CPU by default, and
+  the model's). A larger rig is split into several deployments, one process each.
+* **Memory.** The host memory a run holds whatever its input: the ring of
+  :data:`OUTPUT_BUFFERS` output batches (cameras x C x H x W x the output's bytes per value) and one
+  decoded BGR picture per camera (height x width x 3 bytes) while a set is processed. This is a
+  lower bound (decoders' reference pictures, queued encoded frames and the model come on top), so a
+  deployment above the budget cannot run in it. The budget is ``run.memory_budget_mb``, by default
+  half of this machine's physical memory.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Sequence
+
+__all__ = ["MAX_CAMERAS", "OUTPUT_BUFFERS", "camera_problem", "memory_needed", "memory_budget", "memory_problem",
+           "format_bytes"]
+
+#: the most cameras one deployment takes (one reader thread each)
+MAX_CAMERAS = 256
+#: output batches the pipeline keeps in its ring (a batch stays valid while the model reads it)
+OUTPUT_BUFFERS = 2
+
+
+def camera_problem(n_cameras: int) -> Optional[str]:
+    """Why ``n_cameras`` cameras are too many for one deployment, or None."""
+    if n_cameras <= MAX_CAMERAS:
+        return None
+    return (f"{n_cameras} cameras: dvpipe reads each camera in a thread of its own and runs at most {MAX_CAMERAS} "
+            f"cameras in one deployment; split the rig into deployments of at most {MAX_CAMERAS} cameras "
+            "(one dvpipe run each)")
+
+
+def memory_needed(out_shape: Sequence[int], out_itemsize: int, camera_sizes: Sequence[tuple[int, int]],
+                  buffers: int = OUTPUT_BUFFERS) -> dict[str, int]:
+    """The bytes a run holds at least: ``{"outputs", "decoded", "total"}``.
+
+    Args:
+        out_shape: the batch's shape ``(N cameras, C, H, W)`` (or any shape whose product is the values).
+        out_itemsize: bytes per value of the output (4 for float32, 1 for uint8).
+        camera_sizes: each camera's ``(height, width)`` in pixels (one decoded BGR picture each).
+        buffers: output batches in the ring.
+    """
+    values = 1
+    for d in out_shape:
+        values *= int(d)
+    outputs = buffers * values * int(out_itemsize)
+    decoded = sum(3 * int(h) * int(w) for h, w in camera_sizes)
+    return {"outputs": outputs, "decoded": decoded, "total": outputs + decoded}
+
+
+def memory_budget(budget_mb: Optional[float]) -> int:
+    """The budget in bytes: ``budget_mb`` MiB, or half of this machine's physical memory (None)."""
+    if budget_mb is not None:
+        return int(budget_mb * (1 << 20))
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError, AttributeError):  # not a POSIX system: no default bound
+        return 1 << 62
+
+
+def format_bytes(n: float) -> str:
+    """``1.5 GiB``, ``12.0 MiB``..."""
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def memory_problem(dep: Any, out_shape: Sequence[int], out_dtype: str) -> Optional[str]:
+    """One line when ``dep``'s cameras x output x buffers need more than its memory budget, else None."""
+    import numpy as np
+
+    cams = [dep.rig[c.name] for c in dep.cameras]
+    need = memory_needed(out_shape, np.dtype(out_dtype).itemsize, [(c.height, c.width) for c in cams])
+    budget = memory_budget(dep.run.memory_budget_mb)
+    if need["total"] <= budget:
+        return None
+    shape = "x".join(str(int(d)) for d in out_shape[1:])
+    origin = ("run.memory_budget_mb" if dep.run.memory_budget_mb is not None
+              else "half of this machine's memory; set run.memory_budget_mb")
+    return (f"the run needs at least {format_bytes(need['total'])} of memory: {len(cams)} cameras x {shape} {out_dtype} "
+            f"x {OUTPUT_BUFFERS} output buffers = {format_bytes(need['outputs'])}, plus "
+            f"{format_bytes(need['decoded'])} of decoded pictures; the budget is {format_bytes(budget)} ({origin}); "
+            "use fewer cameras per deployment or a smaller output (resize)")
+
+
+def plan_output(dep: Any) -> Optional[tuple[tuple[int, ...], str]]:
+    """``(batch shape, dtype)`` of ``dep``'s pipeline planned on the CPU (no buffer is made), or None
+    when the CPU cannot plan it (the real planning reports why)."""
+    from ..planner import plan_pipeline
+    from ..profiles import profile_stages
+
+    p = dep.pipeline
+    try:
+        profile = p.profile
+        if p.mmdet3d_config is not None:
+            from ..mmdet3d import profile_from_config
+
+            profile = profile_from_config(p.mmdet3d_config, skip=p.skip).profile
+        stages = profile_stages(profile, p.fidelity, dep.rig.cameras[0]) if profile else list(p.stages or ())
+        plan = plan_pipeline(dep.rig.cameras, stages, ("cpu",), fidelity=p.fidelity)
+    except Exception:  # noqa: BLE001 - whatever fails here fails again, and is reported, in the real planning
+        return None
+    return tuple(int(d) for d in plan.out_shape), str(plan.out_dtype)
