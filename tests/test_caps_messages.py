@@ -357,3 +357,27 @@ def test_many_calibrated_cameras_without_an_alias_are_not_an_alias_bomb(tmp_path
     bomb.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="alias bomb"):
         read_yaml(bomb)
+
+
+def test_libjpeg_and_numpy_warnings_are_counted_and_summarised_not_printed_raw(tmp_path, capfd):
+    from dvpipe.cli import main as cli_main
+
+    folder = _folder(tmp_path, 3)
+    first = sorted(folder.iterdir())[0]
+    data = first.read_bytes()
+    first.write_bytes(data[:len(data) // 2] + b"\xff\xd9")  # the scan cut in half: libjpeg warns, OpenCV conceals
+    (tmp_path / "model.py").write_text("import numpy as np\n\ndef infer(batch):\n"
+                                       "    return np.log(np.zeros(1))  # numpy: RuntimeWarning divide by zero\n")
+    dep = _images_deployment(folder, extra_decode={"on_corrupt": "flag"})
+    dep["model"] = str(tmp_path / "model.py") + ":infer"
+    path = _write(tmp_path, dep)
+    capfd.readouterr()
+    assert cli_main(["run", path, "--no-outputs", "-q"]) == 0
+    err = capfd.readouterr().err
+    lines = err.splitlines()
+    assert not [ln for ln in lines if ln.startswith(("Corrupt JPEG data", "RuntimeWarning")) or "Warning:" in ln
+                and not ln.startswith("library messages")], err
+    summary = [ln for ln in lines if ln.startswith("library messages: ")]
+    assert len(summary) == 1, err
+    assert "1 x Corrupt JPEG data: premature end of data segment" in summary[0], summary
+    assert "3 x RuntimeWarning: divide by zero encountered in log" in summary[0], summary  # one per frame set

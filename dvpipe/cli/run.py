@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import ConfigError
+from ._stderr import LibraryMessages
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 #: the bundled sample: package data in an installed dvpipe, else the source checkout's samples/.
@@ -148,20 +149,25 @@ def main(args: argparse.Namespace) -> int:
         print(f"warning: {w}", file=sys.stderr)
     if not quiet:
         print(dep.describe(), file=out)
-    progress = None if args.quiet else ProgressLine(dep.run.frames, dep.run.duration_s, stream=sys.stderr)
-    opening = OpeningLine(len(dep.cameras)) if len(dep.cameras) >= OPENING_LINE_FROM else None
-    runner = Runner(dep, progress=progress, trace_path=args.trace, json_path=args.json, plots_dir=args.plots,
-                    report_path=args.report, write_outputs=not args.no_outputs, opening=opening)
-    if runner.backend_notes and not quiet:  # why "auto" did not pick the others (first clause of each reason)
-        notes = "; ".join(n.split("; ")[0] for n in runner.backend_notes)
-        print(f"backends auto: skipped {notes}", file=out)
-    if not quiet:
-        print(runner.pipe.plan, file=out)
-    out.flush()
-    _stop_on_signals(runner)
-    result = runner.run()
-    if progress is not None:
-        progress.close(runner)
+    held = LibraryMessages()  # decoders' C-level lines and Python warnings: counted, summarised below
+    with held:
+        progress = None if args.quiet else ProgressLine(dep.run.frames, dep.run.duration_s, stream=sys.stderr)
+        opening = OpeningLine(len(dep.cameras)) if len(dep.cameras) >= OPENING_LINE_FROM else None
+        runner = Runner(dep, progress=progress, trace_path=args.trace, json_path=args.json, plots_dir=args.plots,
+                        report_path=args.report, write_outputs=not args.no_outputs, opening=opening)
+        if runner.backend_notes and not quiet:  # why "auto" did not pick the others (first clause of each reason)
+            notes = "; ".join(n.split("; ")[0] for n in runner.backend_notes)
+            print(f"backends auto: skipped {notes}", file=out)
+        if not quiet:
+            print(runner.pipe.plan, file=out)
+        out.flush()
+        _stop_on_signals(runner)
+        result = runner.run()
+        if progress is not None:
+            progress.close(runner)
+    held_back = held.summary()
+    if held_back:
+        print(held_back, file=sys.stderr)
     stop = "interrupted (Ctrl-C)" if result.interrupted else f"stopped: {_stop_reason(result.stopped_by, args)}"
     rate = result.sets / result.elapsed_s if result.elapsed_s > 0 else 0.0
     line = f"{result.sets} frame sets in {result.elapsed_s:.2f} s ({rate:.1f} sets/s); {stop}"
