@@ -192,3 +192,31 @@ def test_full_buffers_block_the_reader_until_room_or_stop():
     # once closed, frames are not accepted at all (they never entered)
     s.close()
     assert s.push(item("B", 0, 100.0), on_enter=lambda c: pytest.fail("must not enter")) is False
+
+
+def test_a_wait_recorded_for_another_set_is_not_reused():
+    """A recording's set waits for the anchor camera; the anchor frame comes later in time (the waiting
+    frame is unmatched) and the new set waits for other cameras: its wait starts then, not at the first."""
+    s = sync(live=False, anchor="A", wait_ms=100.0)
+    s.push(item("B", 0, 100.0))
+    assert s.poll(0) == []  # waits up to 100 ms for an A frame
+    s.push(item("A", 0, 200.0))
+    assert s.poll(90 * MS) == []  # B's frame is unmatched; the set at 200 ms now waits for B and C, from 90 ms
+    assert [d.category for d in s.take_drops()] == ["unmatched"]
+    assert s.poll(100 * MS) == []  # 10 ms of waiting, not the 100 ms of the earlier wait
+    (fs,) = s.poll(190 * MS)
+    assert set(fs.members) == {"A"} and set(fs.late) == {"B", "C"}
+
+
+def test_a_latest_only_replacement_does_not_restart_the_wait():
+    """Live, latest-frame buffers: newer frames replace the waiting ones (the set's time moves) while the
+    same camera is still missing; the deadline runs from the first wait."""
+    s = sync(live=True, capacity=1, latest_only=True, deadline_ms=50.0)
+    s.push(item("A", 0, 100.0, 100.0))
+    s.push(item("B", 0, 100.0, 100.0))
+    assert s.poll(110 * MS) == []
+    s.push(item("A", 1, 130.0, 130.0))  # replaces A's frame at 100 ms (superseded)
+    s.push(item("B", 1, 130.0, 130.0))
+    assert s.poll(140 * MS) == []
+    (fs,) = s.poll(150 * MS)  # 50 ms after the first frame arrived at 100 ms, not after 130 ms
+    assert set(fs.members) == {"A", "B"} and set(fs.late) == {"C"}

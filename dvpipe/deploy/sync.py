@@ -106,7 +106,8 @@ class Synchroniser:
         self.sets = 0
         self.blocked_ns: dict[str, int] = {c: 0 for c in self.cameras}
         self._drops: list[Dropped] = []
-        self._waiting_since: Optional[tuple[int, int]] = None  # (set time, monotonic start of the wait)
+        # (set time, cameras waited for, monotonic start of the wait) of the set waiting now
+        self._waiting_since: Optional[tuple[int, frozenset, int]] = None
         self._next_deadline: Optional[int] = None
         self._cond = threading.Condition()
         self.closed = False
@@ -228,7 +229,7 @@ class Synchroniser:
             if anchor_cam not in heads:
                 # the set's time is unknown until the anchor camera's frame comes; bounded by the deadline
                 oldest = min(heads.values(), key=lambda it: it.frame.capture_epoch_ns)
-                if not self._expired(oldest.frame.capture_epoch_ns, [oldest], now_ns):
+                if not self._expired(oldest.frame.capture_epoch_ns, [oldest], now_ns, frozenset([anchor_cam])):
                     return None
                 t_set = oldest.frame.capture_epoch_ns
             else:
@@ -266,7 +267,7 @@ class Synchroniser:
             else:
                 waiting.append(cam)
         if waiting:
-            if not self._expired(t_set, list(members.values()), now_ns):
+            if not self._expired(t_set, list(members.values()), now_ns, frozenset(waiting)):
                 return None
             for cam in waiting:
                 late[cam] = (f"late: no frame within the {self.cfg.deadline_ms:.4g} ms deadline" if self.live else
@@ -291,14 +292,21 @@ class Synchroniser:
         self.sets += 1
         return fs
 
-    def _expired(self, t_set: int, members: list[Item], now_ns: int) -> bool:
-        # The wait starts when the set first waits (live: at its first frame's arrival) and is not
-        # restarted by newer frames replacing the waiting ones (latest-frame buffers), so a camera
-        # that stopped cannot hold the others back for longer than the deadline.
-        if self._waiting_since is None:
+    def _expired(self, t_set: int, members: list[Item], now_ns: int, waiting: frozenset) -> bool:
+        """Whether the set at ``t_set``, waiting for the cameras ``waiting``, has waited its deadline.
+
+        The wait starts when the set first waits (live: at its first frame's arrival) and is not
+        restarted by newer frames replacing the waiting ones (latest-frame buffers: the set's time moves,
+        the cameras it waits for are the same), so a camera that stopped cannot hold the others back
+        for longer than the deadline. A wait recorded for another set (another time *and* other cameras
+        waited for: an anchor frame that came and made the earlier frames unmatched) is not this one's."""
+        known = self._waiting_since
+        if known is not None and known[0] != t_set and known[1] != waiting:
+            known = None  # the recorded wait belongs to another set
+        if known is None:
             start = min((it.arrival_ns for it in members), default=now_ns) if self.live else now_ns
-            self._waiting_since = (t_set, start)
-        deadline = self._waiting_since[1] + (self.deadline_ns if self.live else self.wait_ns)
+            known = self._waiting_since = (t_set, waiting, start)
+        deadline = known[2] + (self.deadline_ns if self.live else self.wait_ns)
         if now_ns >= deadline:
             return True
         self._next_deadline = deadline if self._next_deadline is None else min(self._next_deadline, deadline)
