@@ -5,10 +5,13 @@ checked against hand-computed figures; the runner is checked against the loopbac
 that goes away and comes back on the same port. No wall-clock upper bounds are asserted.
 
 The RTSP tests keep real time: the runner's clock could be injected, but the read timeouts are the socket's
-and the server paces its stream in real time, so a fake clock would disagree with both. They assert lower
-bounds (an outage lasts at least half the pause), relations between the recorded figures (stalled +
-disconnected = duration; lost = duration / period - 1), and a frame period measured on the stream's RTP
-timestamps (the media clock), which a loaded machine does not move."""
+and the server paces its stream in real time, so a fake clock would disagree with both. They wait on
+events, never on a sleep that a loaded machine could outrun: a pause lasts until the runner has counted
+its read timeouts (or its disconnect and a failed reconnect), and every wait has a generous bound that
+fails with a message instead of hanging. They assert lower bounds that follow from those events (a stall
+that held two read timeouts of ``READ_TIMEOUT_S`` lasted at least that), relations between the recorded
+figures (stalled + disconnected = duration; lost = duration / period - 1), and a frame period measured on
+the stream's RTP timestamps (the media clock), which a loaded machine does not move."""
 from __future__ import annotations
 
 import time
@@ -128,6 +131,8 @@ def test_health_lists_are_bounded():
 
 # -------------------------------------------------------------------------------- real RTSP
 W, H = 96, 64
+READ_TIMEOUT_S = 0.25  #: the RTSP sources' read timeout: short, since the tests wait on counted timeouts
+EVENT_BOUND_S = 60.0  #: longest wait for an event the test expects (a failure message, not a hang)
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +144,7 @@ def deployment(urls: dict, stall_reconnect_s: float | None = None, **run):
     rig = tiny_rig(list(urls), W, H, encoding="h264")
     d = {"name": "outages", "rig": rig,
          "pipeline": {"stages": ["decode", {"normalise": {"mean": [128] * 3, "std": [64] * 3}}], "backends": ["cpu"]},
-         "cameras": [{"name": n, "source": dict({"type": "rtsp", "uri": u, "open_timeout_s": 2, "read_timeout_s": 0.5,
+         "cameras": [{"name": n, "source": dict({"type": "rtsp", "uri": u, "open_timeout_s": 2, "read_timeout_s": READ_TIMEOUT_S,
                                                  "reconnect": {"initial_ms": 100, "max_ms": 200, "attempts": 0}},
                                                 **({"stall_reconnect_s": stall_reconnect_s} if stall_reconnect_s else {}))}
                      for n, u in urls.items()],
@@ -162,26 +167,40 @@ def run_while(dep, action):
     return result
 
 
-def wait_for_frames(runner, cam: str, n: int) -> None:
-    while runner.acc.entered[cam] < n and not runner.stop_event.is_set():
+def wait_until(runner, condition, what: str) -> None:
+    """Poll ``condition()`` until it holds; past :data:`EVENT_BOUND_S` stop the run and fail saying ``what``."""
+    bound = time.monotonic() + EVENT_BOUND_S
+    while not condition():
+        if runner.stop_event.is_set():
+            return
+        if time.monotonic() > bound:
+            runner.request_stop(f"test: no {what}")
+            pytest.fail(f"no {what} within {EVENT_BOUND_S:g} s")
         time.sleep(0.02)
 
 
-def the_outage(h, kind: str):
-    """The outage of ``kind`` (a start-up stall may come before it)."""
-    found = [o for o in h.outage_log if o.kind == kind and o.duration_ns > 1_000 * MS]
+def wait_for_frames(runner, cam: str, n: int) -> None:
+    wait_until(runner, lambda: runner.acc.entered[cam] >= n, f"{n} frames from {cam}")
+
+
+def the_outage(h, kind: str, after_ns: int):
+    """The outage of ``kind`` still open at ``after_ns`` (runner clock: when the test broke the stream);
+    a start-up stall may come before it."""
+    found = [o for o in h.outage_log if o.kind == kind and o.end_ns is not None and o.end_ns > after_ns]
     assert len(found) == 1, [o.to_dict() for o in h.outage_log]
     return found[0]
 
 
 def test_rtsp_sender_pause_is_a_stall_not_a_disconnect(units):
+    broken: list[int] = []  # when the test broke the stream (runner clock)
     streams = {"A": RtspStream("h264", units, fps=25), "B": RtspStream("h264", units, fps=25)}
-    pause_s = 2.0
 
     def pause_a(runner):
         wait_for_frames(runner, "A", 10)
-        streams["A"].pause()
-        time.sleep(pause_s)
+        before = runner.acc.health["A"].read_timeouts
+        broken.append(runner.clock())
+        streams["A"].pause()  # until the reader has timed out twice on the open connection
+        wait_until(runner, lambda: runner.acc.health["A"].read_timeouts >= before + 2, "read timeouts of A")
         streams["A"].resume()
         wait_for_frames(runner, "A", runner.acc.entered["A"] + 10)
         runner.request_stop("test done")
@@ -192,22 +211,24 @@ def test_rtsp_sender_pause_is_a_stall_not_a_disconnect(units):
     assert acc.check() == []
     h = acc.health["A"]
     assert h.disconnects == 0 and streams["A"].connections == 1, list(h.events)  # no "Immediate exit requested"
-    assert h.read_timeouts >= 2  # 0.5 s read timeouts during the 2 s pause
-    o = the_outage(h, "stalled")
-    # (at least half the pause: frames the client held back may arrive during it)
-    assert o.duration_ns >= pause_s * 1e9 * 0.5 and o.stalled_ns == o.duration_ns and o.disconnected_ns == 0
+    assert h.read_timeouts >= 2  # the pause lasted two read timeouts
+    o = the_outage(h, "stalled", broken[0])
+    # it held the two read timeouts, each READ_TIMEOUT_S of waiting on the socket
+    assert o.duration_ns >= 2 * READ_TIMEOUT_S * 1e9 and o.stalled_ns == o.duration_ns and o.disconnected_ns == 0
     assert o.lost == 0  # the server resumed where it paused: its RTP timestamps skipped nothing
     assert acc.health["B"].disconnects == 0
 
 
 def test_rtsp_server_restart_is_a_disconnect_with_frames_lost(units):
+    broken: list[int] = []  # when the test broke the stream (runner clock)
     streams = {"A": RtspStream("h264", units, fps=25)}
-    down_s = 2.0
 
     def restart(runner):
         wait_for_frames(runner, "A", 10)
-        srv.suspend()
-        time.sleep(down_s)
+        broken.append(runner.clock())
+        srv.suspend()  # until the reader has lost the connection and failed to reconnect once
+        h = runner.acc.health["A"]
+        wait_until(runner, lambda: h.disconnects >= 1 and h.state == "reconnecting", "failed reconnect of A")
         srv.resume()
         wait_for_frames(runner, "A", runner.acc.entered["A"] + 10)
         runner.request_stop("test done")
@@ -221,24 +242,26 @@ def test_rtsp_server_restart_is_a_disconnect_with_frames_lost(units):
     assert acc.check() == []
     h = acc.health["A"]
     assert h.disconnects == 1 and h.reconnects == 1 and streams["A"].connections == 2, list(h.events)
-    o = the_outage(h, "disconnected")
-    assert o.duration_ns >= down_s * 1e9 * 0.5 and o.disconnected_ns > 0
-    assert o.stalled_ns + o.disconnected_ns == o.duration_ns
+    # the connection was found gone after a read timeout at the least; a reconnect attempt failed after it
+    o = the_outage(h, "disconnected", broken[0])
+    assert o.duration_ns >= READ_TIMEOUT_S * 1e9
+    assert o.disconnected_ns > 0 and o.stalled_ns + o.disconnected_ns == o.duration_ns
     period = h.period_ns()
     assert 35 * MS <= period <= 45 * MS  # measured from the arrivals: 25 fps
-    assert o.lost == max(0, round(o.duration_ns / period) - 1) and o.lost >= down_s * 25 * 0.5 - 1
+    assert o.lost == max(0, round(o.duration_ns / period) - 1) and o.lost >= READ_TIMEOUT_S * 25 - 1
     assert acc.lost_in_outage("A") >= o.lost and acc.to_dict()["cameras"]["A"]["lost_in_outage"] == h.lost_in_outage
     assert h.outage_ns >= o.duration_ns and h.disconnected_ns >= o.disconnected_ns
 
 
 def test_rtsp_stall_past_the_limit_reconnects(units):
+    broken: list[int] = []  # when the test broke the stream (runner clock)
     streams = {"A": RtspStream("h264", units, fps=25)}
 
     def pause_a(runner):
         wait_for_frames(runner, "A", 10)
+        broken.append(runner.clock())
         streams["A"].pause()
-        while runner.acc.health["A"].disconnects == 0 and not runner.stop_event.is_set():
-            time.sleep(0.05)
+        wait_until(runner, lambda: runner.acc.health["A"].disconnects >= 1, "stall reconnect of A")
         streams["A"].resume()
         wait_for_frames(runner, "A", runner.acc.entered["A"] + 10)
         runner.request_stop("test done")
@@ -250,6 +273,6 @@ def test_rtsp_stall_past_the_limit_reconnects(units):
     h = acc.health["A"]
     assert h.disconnects == 1 and h.reconnects == 1 and streams["A"].connections == 2, list(h.events)
     assert any("stall_reconnect_s" in e for e in h.events)
-    o = the_outage(h, "disconnected")
+    o = the_outage(h, "disconnected", broken[0])
     assert o.stalled_ns >= 1.2e9  # stalled up to the limit (the reader reconnects only past it), then disconnected
     assert o.stalled_ns + o.disconnected_ns == o.duration_ns
