@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import re
 import threading
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -168,8 +169,8 @@ def test_a_full_dump_queue_skips_and_counts_instead_of_stalling_the_run(tmp_path
     monkeypatch.setattr(np, "savez_compressed", slow_disk)
     monkeypatch.setattr(DumpsExporter, "queue_size", 1)
     d = synthetic_deployment(1, frames=8, outputs={"dir": str(tmp_path), "metrics": False,
-                                                   "dumps": {"every": 1, "max": 100}})
-    runner = Runner(load_deployment(d))
+                                                   "dumps": {"every": 1, "max": 100}}, run={"realtime": True})
+    runner = Runner(load_deployment(d))  # a real-time run: it does not wait for the disk
     for _ in runner.batches():  # the writer is stuck on its first dump: the run still completes
         pass
     release.set()
@@ -178,6 +179,24 @@ def test_a_full_dump_queue_skips_and_counts_instead_of_stalling_the_run(tmp_path
     m = re.search(r": (\d+) written, (\d+) skipped \(writer queue full\), 0 failed", result.outputs["dumps"])
     assert m, result.outputs["dumps"]
     assert int(m[1]) == written and written + int(m[2]) == 8 and int(m[2]) >= 1  # every dump accounted for
+
+
+def test_a_run_that_is_not_real_time_waits_for_the_dump_writer_and_dumps_every_set(tmp_path, monkeypatch):
+    real = np.savez_compressed
+    writing = threading.Lock()
+
+    def slow_disk(*a, **k):  # the writer is slower than the run: without waiting, dumps would be skipped
+        with writing:
+            time.sleep(0.03)
+            return real(*a, **k)
+
+    monkeypatch.setattr(np, "savez_compressed", slow_disk)
+    monkeypatch.setattr(DumpsExporter, "queue_size", 1)
+    d = synthetic_deployment(1, frames=8, outputs={"dir": str(tmp_path), "metrics": False,
+                                                   "dumps": {"every": 1, "max": 100}})
+    result = Runner(load_deployment(d)).run()
+    assert result.outputs["dumps"] == str(tmp_path / "dumps")  # no "skipped"
+    assert sorted(p.name for p in (tmp_path / "dumps").glob("*.npz")) == [f"set_{k:06d}.npz" for k in range(8)]
 
 
 def test_progress_close_before_the_first_set_on_a_tty_does_not_crash():

@@ -172,11 +172,13 @@ class DumpsExporter(Exporter):
     images, ``valid``) and ``.json`` (index, set time in ns, cameras, drops, metas).
 
     ``observe`` only copies the batch and queues the copy (at most :attr:`queue_size` waiting); a
-    writer thread writes them. When the disk cannot keep up a dump is skipped rather than stalling
-    the run, and counted: ``outputs["dumps"]`` then reads ``DIR: N written, M skipped (writer queue
-    full), K failed``."""
+    writer thread writes them. When the disk cannot keep up: a run that is not real-time (recordings
+    read as fast as possible) waits for the writer, so every set asked for is dumped; a real-time
+    run (a live source, ``run.realtime``) skips the dump rather than fall behind its cameras, and
+    counts it: ``outputs["dumps"]`` then reads ``DIR: N written, M skipped (writer queue full), K
+    failed``."""
 
-    queue_size = 4  #: dumps waiting for the writer thread; beyond it a dump is skipped (and counted)
+    queue_size = 4  #: dumps waiting for the writer thread; beyond it a real-time run skips (and counts) a dump
 
     @dataclass
     class Options:
@@ -197,6 +199,7 @@ class DumpsExporter(Exporter):
         assert o.dir is not None  # enabled() requires it
         self.folder = os.path.join(o.dir, "dumps")
         self.accepted = self.skipped = self.failed = self.written = 0
+        self.wait_for_writer = not run.deployment.live  # nothing is gained by skipping in a run that is not real-time
         self.error: Optional[str] = None
         self._queue: Optional[queue.Queue] = None
         self._thread: Optional[threading.Thread] = None
@@ -221,8 +224,9 @@ class DumpsExporter(Exporter):
         fs = result.frame_set
         doc = {"index": fs.index, "set_time_ns": fs.time_ns, "cameras": list(batch.cameras),
                "drops": list(batch.drops), "metas": [jsonable(m) for m in batch.metas]}
+        job = (fs.index, images, np.array(batch.valid, copy=True), doc)
         try:
-            self._queue.put_nowait((fs.index, images, np.array(batch.valid, copy=True), doc))
+            self._queue.put(job, block=self.wait_for_writer)
             self.accepted += 1
         except queue.Full:
             self.skipped += 1
