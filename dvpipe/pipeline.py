@@ -299,7 +299,12 @@ class Pipeline:
         return data
 
     def _run_fallback(self, step: PlanStep, data, i: int, cp: CameraPlan, out, tl: Timeline):
-        """Run ``step``'s planned fallback; a host fallback writing a device batch slot goes through a host copy."""
+        """Run ``step``'s planned fallback; a host fallback writing a device batch slot goes through a host copy,
+        one writing a torch CPU batch slot writes it through its numpy view (same memory)."""
+        host = step.fallback[0].backend.family in ("cpu", "reference")
+        if step.writes_batch and host and type(out).__module__.startswith("torch") and out.device.type == "cpu":
+            self._run_steps(step.fallback, data, i, cp, out.numpy(), tl, "fb:")
+            return out
         if step.writes_batch and type(out).__module__.startswith("torch") and out.device.type != "cpu":
             import torch
 

@@ -612,3 +612,88 @@ def test_batch_device_hands_over_a_torch_tensor_without_a_copy_on_cpu():
     np.testing.assert_array_equal(batch.images.numpy(), host.process(frames).images)
     with pytest.raises(dv.ConfigError, match="torch:cuda"):
         dv.Batch(device="cuda")
+
+
+# ------------------------------------------------------------------ issue 27 point 6
+def test_a_reference_fallback_writes_into_a_torch_cpu_batch():
+    """The torch step that writes the batch fails for a frame; its planned fallback (reference, numpy)
+    writes the same slot of the torch CPU batch: the frame is emitted, counted as a fallback."""
+    import torch
+
+    rig = dv.Rig.from_dict(rig_dict([(96, 64)], encoding="png"))
+    stages = [dv.Decode(), dv.Resize(size=(32, 48)), dv.Normalise(mean=(10, 20, 30), std=(2, 3, 4))]
+    pipe = dv.Pipeline(rig, stages, ["torch:cpu", "reference"])
+    writer = pipe.plan.cameras[0].steps[-1]
+    assert writer.backend.name == "torch:cpu" and writer.writes_batch and writer.fallback
+    frames = {rig.cameras[0].name: encode_png(textured_bgr(96, 64))}
+    want = np.asarray(dv.Pipeline(rig, stages, ["reference"]).process(frames).images)
+
+    def refuse(data, stages, ctx):
+        raise RuntimeError("the device refused this frame")
+
+    object.__setattr__(writer.kernel, "fn", refuse)
+    pipe._prepared.clear()
+    batch = pipe.process(frames)
+    assert isinstance(batch.images, torch.Tensor) and bool(batch.valid[0]), batch.drops
+    assert [fb[2:4] for fb in batch.fallbacks] == [("torch:cpu", "reference")]
+    np.testing.assert_array_equal(batch.images.numpy(), want)  # the reference's own output, in the torch batch
+
+
+@pytest.mark.parametrize("backends", [["torch:cpu", "cpu"], ["cpu"], ["reference"]])
+def test_a_pad_value_uint8_cannot_hold_is_refused_by_every_backend(backends):
+    rig = dv.Rig.from_dict(rig_dict([(96, 64)], encoding="png"))
+    with pytest.raises(dv.ConfigError, match=r"Pad.value -1.5 cannot be stored in uint8 pixels"):
+        dv.Pipeline(rig, [dv.Decode(), dv.Pad(size=(64, 128), value=-1.5)], backends)
+    with pytest.raises(dv.ConfigError, match=r"Pad.value 256 cannot be stored"):
+        dv.Pipeline(rig, [dv.Decode(), dv.Pad(size=(64, 128), value=256)], backends)
+    frames = {rig.cameras[0].name: encode_png(textured_bgr(96, 64))}
+    batch = dv.Pipeline(rig, [dv.Decode(), dv.Pad(size=(64, 128), value=7)], backends).process(frames)
+    assert (np.asarray(batch.images)[0, :, :, 96:] == 7).all()  # a value uint8 holds: written as is
+    after = dv.Pipeline(rig, [dv.Decode(), dv.Normalise(mean=(0, 0, 0), std=(1, 1, 1)),
+                              dv.Pad(size=(64, 128), value=-1.5)], backends).process(frames)
+    assert (np.asarray(after.images)[0, :, :, 96:] == -1.5).all()  # float output: any value
+
+
+def test_nearest_resize_on_uint8_runs_on_torch_cpu_as_opencv():
+    """Resize(interpolation="nearest") on uint8 pixels: accepted by the torch kernel and equal to
+    OpenCV's INTER_NEAREST (the independent reference), shrinking and enlarging."""
+    rig = dv.Rig.from_dict(rig_dict([(96, 64)], encoding="png"))
+    img = textured_bgr(96, 64)
+    for size in ((32, 48), (41, 77), (100, 150)):
+        pipe = dv.Pipeline(rig, [dv.Decode(), dv.Resize(size=size, interpolation="nearest")], ["torch:cpu", "cpu"])
+        assert pipe.plan.cameras[0].steps[-1].backend.name == "torch:cpu"
+        got = pipe.process({rig.cameras[0].name: encode_png(img)}).images.numpy()[0]
+        want = cv2.resize(img, (size[1], size[0]), interpolation=cv2.INTER_NEAREST).transpose(2, 0, 1)
+        np.testing.assert_array_equal(got, want)
+
+
+def _damaged_scan(jpeg: bytes) -> bytes:
+    """``jpeg`` with bytes in the middle of its entropy-coded data changed (no marker made): libjpeg
+    warns and conceals, OpenCV returns a picture."""
+    sos = jpeg.index(b"\xff\xda")
+    start = sos + 2 + int.from_bytes(jpeg[sos + 2:sos + 4], "big")
+    data = bytearray(jpeg)
+    for k in range(start + (len(jpeg) - start) // 3, start + (len(jpeg) - start) // 3 + 40, 4):
+        data[k] = (data[k] ^ 0x5A) if data[k] ^ 0x5A != 0xFF else data[k] ^ 0x33
+    return bytes(data)
+
+
+@pytest.mark.parametrize("on_corrupt", ["drop", "flag"])
+def test_torch_decode_gives_libjpegs_corruption_verdict(fake_torchvision, on_corrupt):
+    """A JPEG damaged inside its scan: the torch decoder (here torchvision's API over OpenCV, which
+    conceals as torchvision's libjpeg and nvJPEG do) returns a picture, but the frame is not emitted
+    valid: dropped as corrupt (or kept and flagged), as the cpu backend decides, by libjpeg's verdict."""
+    rig = dv.Rig.from_dict(rig_dict([(97, 61)]))
+    frames = _frames(rig)
+    bad = {"CAM0": _damaged_scan(frames["CAM0"])}
+    assert cv2.imdecode(np.frombuffer(bad["CAM0"], np.uint8), cv2.IMREAD_COLOR) is not None  # concealed
+    cpu = dv.Pipeline(rig, [dv.Decode()], ["cpu"], on_corrupt=on_corrupt).process(bad)
+    pipe = dv.Pipeline(rig, [dv.Decode()], ["torch:cpu"], on_corrupt=on_corrupt)
+    assert pipe.plan.cameras[0].steps[0].backend.name == "torch:cpu"
+    batch = pipe.process(bad)
+    if on_corrupt == "drop":
+        assert not cpu.valid[0] and "corrupt JPEG (libjpeg:" in cpu.drops[0][1]
+        assert not batch.valid[0] and "corrupt JPEG (libjpeg:" in batch.drops[0][1], batch.drops
+    else:
+        assert cpu.valid[0] and cpu.metas[0].get("corrupt") and batch.valid[0] and batch.metas[0].get("corrupt")
+    assert pipe.process(frames).valid[0]  # an intact frame is emitted

@@ -256,6 +256,10 @@ class Pad(Stage):
 
     def output_spec(self, spec: FrameSpec, camera: Optional[Camera] = None) -> FrameSpec:
         _require_pixels(spec, "Pad")
+        if spec.dtype == "uint8" and not (float(self.value).is_integer() and 0 <= self.value <= 255):
+            # every backend would store it differently (saturate, wrap, truncate): refuse it for all
+            raise ConfigError(f"Pad.value {self.value!r} cannot be stored in uint8 pixels (integers 0..255): use a value "
+                              "in 0..255, or pad after normalise (float output)")
         h, w = self.padded_size(spec.size)
         if w < spec.width or h < spec.height:
             raise ConfigError(f"Pad.size {h}x{w} (HxW) is smaller than the {spec.height}x{spec.width} image")
