@@ -210,7 +210,7 @@ FILE_METADATA_BYTES = 16 << 20
 
 def max_file_bytes(max_pixels: int) -> int:
     """The default cap on one encoded image file (bytes) for frames of at most ``max_pixels`` pixels:
-    ``MAX_BYTES_PER_PIXEL * max_pixels + FILE_METADATA_BYTES`` (64 MP -> 528 MiB)."""
+    ``MAX_BYTES_PER_PIXEL * max_pixels + FILE_METADATA_BYTES`` (64 MP -> 528777216 bytes, 504 MiB)."""
     return MAX_BYTES_PER_PIXEL * int(max_pixels) + FILE_METADATA_BYTES
 
 
