@@ -152,7 +152,7 @@ def main(args: argparse.Namespace) -> int:
     held = LibraryMessages()  # decoders' C-level lines and Python warnings: counted, summarised below
     with held:
         progress = None if args.quiet else ProgressLine(dep.run.frames, dep.run.duration_s, stream=sys.stderr)
-        opening = OpeningLine(len(dep.cameras)) if len(dep.cameras) >= OPENING_LINE_FROM else None
+        opening = OpeningLine(len(dep.cameras)) if len(dep.cameras) >= OPENING_LINE_FROM and not quiet else None
         runner = Runner(dep, progress=progress, trace_path=args.trace, json_path=args.json, plots_dir=args.plots,
                         report_path=args.report, write_outputs=not args.no_outputs, opening=opening)
         if runner.backend_notes and not quiet:  # why "auto" did not pick the others (first clause of each reason)
