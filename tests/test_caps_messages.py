@@ -301,6 +301,20 @@ def test_an_empty_h264_file_fails_validate(tmp_path):
     assert not r["ok"] and r["errors"] == [["source.uri", f"{es} is empty (0 bytes): there is no video to read"]]
 
 
+def test_an_h264_file_of_another_size_than_the_camera_fails_validate(tmp_path):
+    from dvpipe.deploy.testing import encode_access_units
+
+    es = tmp_path / "cam.h264"
+    es.write_bytes(b"".join(encode_access_units(4, 96, 64, codec="h264")))  # libx264: 96x64 pictures
+    dep = synthetic_deployment(1, frames=None, encoding="h264", width=128, height=64)
+    dep["source"] = {"type": "elementary", "uri": str(es)}
+    r = check(_write(tmp_path, dep), plan=False)
+    (key, msg), = r["errors"]
+    assert key == "source.uri" and "video stream 0 is 96x64 but camera CAM0 declares 128x64" in msg, msg
+    dep["rig"] = tiny_rig(1, 96, 64, encoding="h264")
+    assert check(_write(tmp_path, dep), plan=False)["ok"]
+
+
 def test_a_plugin_that_exits_at_import_is_one_problem_line(tmp_path, capsys):
     from dvpipe.cli import main as cli_main
 
