@@ -397,3 +397,44 @@ def test_libjpeg_and_numpy_warnings_are_counted_and_summarised_not_printed_raw(t
     assert len(summary) == 1, err
     assert "1 x Corrupt JPEG data: premature end of data segment" in summary[0], summary
     assert "3 x RuntimeWarning: divide by zero encountered in log" in summary[0], summary  # one per frame set
+
+
+def test_exif_orientation_is_stated_by_validate(tmp_path):
+    """A JPEG written by Pillow with EXIF orientation 6 (a viewer turns it 90 degrees clockwise): at the
+    camera's size it is a warning (dvpipe uses the stored pixels); at another size the error says it."""
+    import io
+
+    from PIL import Image
+
+    folder = tmp_path / "cam"
+    folder.mkdir()
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    buf = io.BytesIO()
+    Image.fromarray(test_pattern(0, 96, 64)[..., ::-1]).save(buf, "JPEG", exif=exif.tobytes())
+    (folder / "1700000000000000000.jpg").write_bytes(buf.getvalue())
+    r = check(_write(tmp_path, _one_camera(folder, 96, 64)), plan=False)
+    assert r["ok"] and any("its EXIF orientation is 6 (to be turned 90 degrees clockwise)" in w
+                           for w in r["warnings"]), r["warnings"]
+    r = check(_write(tmp_path, _one_camera(folder, 64, 96)), plan=False)  # the size a viewer would show
+    (key, msg), = r["errors"]
+    assert "is 96x64 but camera CAM0 declares 64x96" in msg and "its EXIF orientation is 6" in msg, msg
+
+
+def test_an_mp4_display_rotation_is_stated_by_validate(tmp_path):
+    import av
+
+    mp4 = tmp_path / "turned.mp4"
+    with av.open(str(mp4), "w") as c:  # PyAV/FFmpeg write the display matrix of a 90-degree rotation
+        st = c.add_stream("libx264", rate=10)
+        st.width, st.height, st.pix_fmt = 96, 64, "yuv420p"
+        st.set_display_rotation(90)
+        for k in range(3):
+            fr = av.VideoFrame.from_ndarray(test_pattern(k, 96, 64), format="bgr24")
+            fr.pts = k
+            for p in st.encode(fr):
+                c.mux(p)
+        for p in st.encode(None):
+            c.mux(p)
+    r = check(_write(tmp_path, _video_deployment(mp4)), plan=False)
+    assert r["ok"] and any("asks players to rotate it by 90 degrees" in w for w in r["warnings"]), r

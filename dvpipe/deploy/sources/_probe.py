@@ -38,7 +38,8 @@ def _video_header(uri: str, ctx: Any, fmt: Optional[str] = None, stream: int = 0
                 return None
             cc = videos[stream].codec_context
             sizes = [(int(v.codec_context.width or 0), int(v.codec_context.height or 0)) for v in videos]
-            return _Header(cc.name, container.format.name, int(cc.width or 0), int(cc.height or 0), sizes)
+            return _Header(cc.name, container.format.name, int(cc.width or 0), int(cc.height or 0), sizes,
+                           _display_rotation(container, videos[stream]))
     except (av.error.FFmpegError, OSError, ValueError) as e:
         if fmt is not None or not isinstance(e, av.error.InvalidDataError):
             ctx.err("uri", f"cannot read {uri} as video: {getattr(e, 'strerror', None) or e}")
@@ -56,17 +57,34 @@ class _Header:
     width: int
     height: int
     sizes: list
+    rotation: int = 0  # the display rotation the file asks players to apply (degrees; FFmpeg's sign)
+
+
+def _display_rotation(container: Any, stream: Any) -> int:
+    """The display rotation of ``stream``'s first picture (FFmpeg's display matrix, degrees), 0 when
+    none or when no picture decodes (the decode's own failure is the run's to report)."""
+    try:
+        for frame in container.decode(stream):
+            return int(round(getattr(frame, "rotation", 0) or 0))
+    except Exception:  # noqa: BLE001 - any decode failure: no rotation known here
+        return 0
+    return 0
 
 
 def _check_video_size(uri: str, header: _Header, ctx: Any, stream: int) -> None:
     """The chosen stream is at the camera's size (when the header tells it); several video streams: which one."""
     h, w = ctx.size
+    turned = (f"; the file asks players to rotate it by {header.rotation} degrees" if header.rotation else "")
     if header.width and header.height and (header.width, header.height) != (w, h):
         others = [i for i, size in enumerate(header.sizes) if size == (w, h) and i != stream]
         hint = f"; its video stream {others[0]} is {w}x{h}: choose it with stream: {others[0]}" if others else ""
         ctx.err("uri", f"{uri} video stream {stream} is {header.width}x{header.height} but camera {ctx.camera} declares "
-                       f"{w}x{h} (the run would drop every frame as wrong_size){hint}{ORIENTATION_NOTE}")
-    elif len(header.sizes) > 1 and "stream" not in ctx.given:
+                       f"{w}x{h} (the run would drop every frame as wrong_size){hint}{turned}{ORIENTATION_NOTE}")
+        return
+    if turned:
+        ctx.warn(f"{uri}{turned}: dvpipe uses the pixels as stored (the camera's calibration is of its sensor's "
+                 "pixels)", "uri")
+    if len(header.sizes) > 1 and "stream" not in ctx.given:
         ctx.warn(f"{uri} has {len(header.sizes)} video streams ("
                  + ", ".join(f"{i}: {a}x{b}" for i, (a, b) in enumerate(header.sizes))
                  + "); camera " + ctx.camera + " reads stream 0 (choose another with stream: N)", "uri")
@@ -191,12 +209,58 @@ def check_image_header(path: str, ctx: Any, cap: Optional[int] = None) -> None:
         ctx.err("uri", f"{path}: {why}")
         return
     h, w = ctx.size
+    turn = exif_orientation(data) if info.format == "jpeg" else None
+    said = f"; its EXIF orientation is {turn} ({_EXIF_TURNS.get(turn, 'not a valid value')})" if turn not in (None, 1) \
+        else ""
     if (info.height, info.width) != (h, w):
         ctx.err("uri", f"{path} is {info.width}x{info.height} but camera {ctx.camera} declares {w}x{h} "
-                       f"(the run would drop every such frame as wrong_size){ORIENTATION_NOTE}")
-    elif info.components in (1, 2):
+                       f"(the run would drop every such frame as wrong_size){said}{ORIENTATION_NOTE}")
+        return
+    if said:  # the right size, but stored turned or mirrored: the run uses the pixels as stored
+        ctx.warn(f"{path}{said}: dvpipe uses the pixels as stored (the camera's calibration is of its sensor's "
+                 "pixels), as a viewer that applies the orientation would not show them", "uri")
+    if info.components in (1, 2):
         ctx.warn(f"{path} is a greyscale {info.format.upper()} (one channel): camera {ctx.camera}'s batch would repeat "
                  "the grey in B, G and R (the run counts such frames as greyscale)", "uri")
+
+
+#: EXIF orientation values (TIFF tag 0x0112): what a viewer does to show the stored pixels upright
+_EXIF_TURNS = {1: "upright", 2: "mirrored left-right", 3: "turned 180 degrees", 4: "mirrored top-bottom",
+               5: "mirrored along the main diagonal", 6: "to be turned 90 degrees clockwise",
+               7: "mirrored along the other diagonal", 8: "to be turned 90 degrees counter-clockwise"}
+
+
+def exif_orientation(jpeg: bytes) -> Optional[int]:
+    """The EXIF orientation (TIFF tag 0x0112 of IFD0 in the APP1 ``Exif`` segment) of JPEG bytes, or
+    None when there is none or it cannot be read. Only the segments before the first scan are read."""
+    import struct
+
+    i, n = 2, len(jpeg)
+    while i + 4 <= n and jpeg[i] == 0xFF:
+        marker = jpeg[i + 1]
+        if marker == 0xDA:  # start of scan: no more header segments
+            return None
+        (length,) = struct.unpack(">H", jpeg[i + 2:i + 4])
+        seg = jpeg[i + 4:i + 2 + length]
+        if marker == 0xE1 and seg[:6] == b"Exif\0\0":
+            tiff = seg[6:]
+            order = {b"II": "<", b"MM": ">"}.get(bytes(tiff[:2]))
+            if order is None or len(tiff) < 8:
+                return None
+            (ifd,) = struct.unpack(order + "I", tiff[4:8])
+            if ifd + 2 > len(tiff):
+                return None
+            (count,) = struct.unpack(order + "H", tiff[ifd:ifd + 2])
+            for k in range(count):
+                e = ifd + 2 + 12 * k
+                if e + 12 > len(tiff):
+                    return None
+                tag, typ = struct.unpack(order + "HH", tiff[e:e + 4])
+                if tag == 0x0112 and typ == 3:  # SHORT
+                    return int(struct.unpack(order + "H", tiff[e + 8:e + 10])[0])
+            return None
+        i += 2 + length
+    return None
 
 
 #: appended to a size mismatch: what dvpipe does not apply (calibration is of the stored pixels)
