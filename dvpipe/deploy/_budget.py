@@ -83,8 +83,8 @@ def memory_problem(dep: Any, out_shape: Sequence[int], out_dtype: str) -> Option
     shape = "x".join(str(int(d)) for d in out_shape[1:])
     origin = ("run.memory_budget_mb" if dep.run.memory_budget_mb is not None
               else "half of this machine's memory; set run.memory_budget_mb")
-    return (f"the run needs at least {format_bytes(need['total'])} of memory: {len(cams)} cameras x {shape} {out_dtype} "
-            f"x {OUTPUT_BUFFERS} output buffers = {format_bytes(need['outputs'])}, plus "
+    return (f"the run needs at least {format_bytes(need['total'])} of memory: {len(cams)} cameras x {shape} "
+            f"{out_dtype} x {OUTPUT_BUFFERS} output buffers = {format_bytes(need['outputs'])}, plus "
             f"{format_bytes(need['decoded'])} of decoded pictures; the budget is {format_bytes(budget)} ({origin}); "
             "use fewer cameras per deployment or a smaller output (resize)")
 
