@@ -37,6 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cann", help="CANN version for --soc (e.g. 7.0.0)")
     p.add_argument("--out", metavar="DIR", help="output folder (default: the deployment's outputs.dir)")
     p.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto trace of every frame set")
+    p.add_argument("--profiler-ranges", action="store_true",
+                   help="also emit every step span as a range to the profiler in use (msproftx on Ascend, "
+                        "NVTX on CUDA, torch.profiler.record_function); latency.profiler_ranges: true in YAML; "
+                        "combine the exports with `dvpipe trace merge`")
     p.add_argument("--json", metavar="PATH", help="write the latency statistics as JSON")
     p.add_argument("--plots", metavar="DIR", help="write latency plots (PNG; needs matplotlib)")
     p.add_argument("--report", metavar="PATH", help="write a one-page HTML report (plots, plan, frame account)")
@@ -111,6 +115,8 @@ def main(args: argparse.Namespace) -> int:
             run_changes.update(frames=None, loop=True)
     if args.realtime:
         run_changes.update(realtime=True)
+    if args.profiler_ranges:
+        dep = replace(dep, latency=replace(dep.latency, profiler_ranges=True))
     if run_changes:
         dep = dep.with_run(**run_changes)
     if args.prometheus is not None:
