@@ -115,7 +115,8 @@ class Alignment:
                else "aligned on the wall-clock times both files record")
         extra = ""
         if self.method == "ranges" and self.epoch_offset_ns is not None:
-            extra = f"; the recorded wall clocks differ by {(self.epoch_offset_ns - self.offset_ns) / 1e3:+.1f} µs"
+            extra = (f"; aligning on the recorded wall clocks would shift it by "
+                     f"{(self.offset_ns - self.epoch_offset_ns) / 1e3:+.1f} µs")
         return f"{self.path} ({self.format}): {how}{extra}; processes {sorted(self.pids.values())}"
 
 
