@@ -224,3 +224,20 @@ def test_dvpipe_run_profiler_ranges_flag(fakes, tmp_path, capsys):
     assert {m.split("@")[-1] for m, *_ in prof.ranges} == {"CAM0", "CAM1"} and len(prof.ranges) >= 4
     assert prof.stamps == {} and prof.open_pushes() == 0
     capsys.readouterr()
+
+
+def test_dvpipe_run_says_when_no_profiler_api_is_there(tmp_path, capsys, monkeypatch):
+    import yaml
+
+    from dvpipe.cli import main as cli_main
+    from dvpipe.deploy.testing import synthetic_deployment
+
+    monkeypatch.setitem(sys.modules, "acl", None)   # no pyACL
+    monkeypatch.setitem(sys.modules, "nvtx", None)  # no nvtx package
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # torch not loaded by a cpu pipeline
+    path = tmp_path / "dep.yaml"
+    path.write_text(yaml.safe_dump(synthetic_deployment(2, frames=2)))
+    assert cli_main(["run", str(path), "--no-outputs", "-q", "--profiler-ranges"]) == 0
+    err = capsys.readouterr().err
+    assert "no ranges are emitted" in err
+    assert "torch" not in sys.modules  # nothing imported a second torch while it was hidden

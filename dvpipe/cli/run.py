@@ -157,6 +157,9 @@ def main(args: argparse.Namespace) -> int:
     progress = None if args.quiet else ProgressLine(dep.run.frames, dep.run.duration_s, stream=sys.stderr)
     runner = Runner(dep, progress=progress, trace_path=args.trace, json_path=args.json, plots_dir=args.plots,
                     report_path=args.report, write_outputs=not args.no_outputs)
+    if dep.latency.profiler_ranges and getattr(runner.pipe, "profiler_ranges", None) is None:
+        print("warning: profiler ranges asked for, but no profiler API is loaded here (pyACL's acl, NVTX via a CUDA "
+              "torch or the nvtx package, torch): no ranges are emitted", file=sys.stderr)
     if runner.backend_notes and not quiet:  # why "auto" did not pick the others (first clause of each reason)
         notes = "; ".join(n.split("; ")[0] for n in runner.backend_notes)
         print(f"backends auto: skipped {notes}", file=out)

@@ -10,13 +10,14 @@ sink        calls, per span
 ==========  ==========================================================================================
 msproftx    pyACL ``acl.prof``: ``stamp = create_stamp()``; ``set_stamp_trace_message(stamp, msg,
             msg_len)``; ``push(stamp)`` ... ``pop()``; ``destroy_stamp(stamp)`` -- the documented order
-            (CANN 8.0.0 pyACL reference aclpythondevg_01_0856; create_stamp aclpythondevg_01_0858,
-            push aclpythondevg_01_0863, pop aclpythondevg_01_0864, set_stamp_trace_message
-            aclpythondevg_01_0871; the MindStudio 8.3.0 example atlasprofiling_16_0134 passes ``msg``
-            as a Python str). A ``create_stamp()`` of 0 (no profiling session is collecting
-            msproftx: no ``acl.prof.start`` or ``msprof --msproftx=on``) makes the span a no-op.
-            ``push``/``pop`` may not cross threads (aclpythondevg_01_0863); a span starts and ends on
-            its worker thread, so they do not.
+            (pyACL reference pages: call order aclpythondevg_01_0856, CANN 8.0.0; create_stamp,
+            0 on failure, aclpythondevg_01_0858, CANN 8.0.RC3.alpha001; push aclpythondevg_01_0863,
+            CANN 8.5.0; pop() without arguments aclpythondevg_01_0864, CANN 8.0.0;
+            set_stamp_trace_message aclpythondevg_01_0871, CANN 8.0.0 English edition; the MindStudio
+            8.3.0 example atlasprofiling_16_0134 passes ``msg`` as a Python str). A ``create_stamp()``
+            of 0 (no profiling session is collecting msproftx: no ``acl.prof.start`` or ``msprof
+            --msproftx=on``) makes the span a no-op. ``push``/``pop`` may not cross threads
+            (aclpythondevg_01_0863); a span starts and ends on its worker thread, so they do not.
 nvtx        ``torch.cuda.nvtx.range_push(msg)`` / ``range_pop()`` on a CUDA build of torch, else the
             ``nvtx`` package's ``push_range(message=msg, domain="dvpipe")`` / ``pop_range(domain=
             "dvpipe")``. NVTX calls are no-ops unless a tool (Nsight Systems) is attached.
