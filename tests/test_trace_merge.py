@@ -204,6 +204,20 @@ def test_a_profile_of_part_of_the_run_aligns_on_the_right_frame_set(tmp_path):
     assert a.offset_ns == -4_992_999_500 and a.ranges_matched == 3
 
 
+def test_with_recorded_epochs_a_partial_profile_is_placed_by_them(tmp_path):
+    """msprof recorded only set 1, with the durations of set 0: the durations point at the wrong set, the
+    recorded wall clocks (27 µs apart from the ranges, not 100 ms) at the right one."""
+    p = _msprof_export(tmp_path)
+    events = [ev for ev in json.loads(p.read_text())
+              if not (ev.get("ph") == "X" and ev["ts"] < "1767225600100000")]
+    for ev in events:
+        if ev.get("name", "").startswith("dvpipe:decode"):
+            ev["dur"] = 796.0
+    p.write_text(json.dumps(events))
+    merged, (a,) = merge_traces(_dvpipe_trace(tmp_path), [p])
+    assert a.method == "ranges" and a.ranges_matched == 3 and a.offset_ns == E + 27_000
+
+
 def test_three_exports_in_one_file_each_kept_apart(tmp_path):
     out = tmp_path / "merged.json.gz"
     rc = cli_main(["trace", "merge", str(_dvpipe_trace(tmp_path)), str(_msprof_export(tmp_path)),
