@@ -467,3 +467,93 @@ def test_software_device_refuses_dynamic_aipp_without_parameters():
         _mdl.unload(rt, mid, desc)
     finally:
         rt.unhold()
+
+
+def _pitched_tensor(model: OmModel, nv12: np.ndarray, aipp=None) -> tuple[DeviceTensor, int, int]:
+    """The AIPP route's batch layout: N NV12 pictures in one DVPP allocation, ``slot_pitch`` bytes apart (the
+    picture plus the gap pyACL documents between DVPP segments), not back to back."""
+    from dvpipe.device import slot_pitch
+
+    rt = model.runtime
+    n, h3, w = nv12.shape
+    per = h3 * w
+    pitch = slot_pitch(per)
+    assert pitch > per  # the case under test: the pictures are not adjacent
+    ptr = rt.malloc(n * pitch)
+    for i in range(n):
+        rt.upload(ptr + i * pitch, per, np.ascontiguousarray(nv12[i]).tobytes())
+    meta = {"slot_pitch": pitch, **({} if aipp is None else {"aipp": aipp})}
+    t = DeviceTensor(ptr, n * pitch, (n, h3 * 2 // 3, w), "uint8", "NV12", "dvpp-sim:0", rt, (w, h3 * 2 // 3),
+                     meta=meta)
+    return t, ptr, pitch
+
+
+@pytest.mark.parametrize("mode", ["static", "dynamic"])
+def test_every_camera_of_a_pitched_batch_reaches_the_model(mode):
+    """Issue 26 point 1: AIPP reads the N pictures of its input back to back (ATC "AIPP Verification of the Model
+    Input Size", atlasatc_16_0024: input_size = N x w x h x 1.5); the AIPP route's batch has them slot_pitch bytes
+    apart. Every camera's model input, not only camera 0's, must match the float reference (dynamic AIPP bound the
+    pitched buffer as is: camera 1 read from the middle of camera 0's gap, max error ~4 normalised units)."""
+    from dvpipe.backends.dvpp.aipp import aipp_for
+
+    n, w, h = 3, 32, 16
+    cfg = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=(h, w),
+                   content_size=(h, w), out_size=(h, w))
+    per = w * h * 3 // 2
+    spec = dict(inputs=[((n, 3, h, w), "float16")], outputs=[((n, 3, h, w), "float16")], name=f"pitched-{mode}")
+    key = (sim_model(lambda x: x, aipp=cfg, **spec) if mode == "static"
+           else sim_model(lambda x: x, aipp="dynamic", max_src_image_size=2 * n * per, **spec))
+    nv12 = _pictures(n, w, h, seed=5)
+    tl = Timeline()
+    with _om(key) as m:
+        tensor, ptr, pitch = _pitched_tensor(m, nv12, aipp=cfg)
+        (got,) = m(FrameBatch(images=tensor, metas=[{}] * n, valid=np.ones(n, bool), drops=[],
+                              cameras=("A", "B", "C"), timeline=tl))
+        m.runtime.free(ptr)
+    for k in range(n):
+        ref = _reference_normalised(nv12[k], (h, w), (h, w))
+        err = np.abs(got[k].astype(np.float64) - ref).max()
+        assert err <= 2 / min(STD) + 0.004, (k, err)
+    # the N pictures were packed on the device (N device -> device copies), nothing crossed PCIe but the output
+    assert _transfer_bytes(tl) == {"device_to_device": n * per, "device_to_host": n * 3 * h * w * 2}
+
+
+def test_software_device_refuses_a_dynamic_aipp_input_that_is_not_n_pictures_back_to_back():
+    """The software device's input-size rule for a dynamic AIPP input: the data buffer holds exactly the N
+    pictures set by set_aipp_src_image_size, back to back (N x w x h x 1.5 for YUV420SP_U8, atlasatc_16_0024),
+    and at most max_src_image_size. A pitched buffer bound as is (N x pitch bytes) is refused, not misread."""
+    from dvpipe.backends.dvpp import _mdl
+    from dvpipe.backends.dvpp.aipp import aipp_for, dynamic_aipp_calls
+    from dvpipe.device import slot_pitch
+
+    n, w, h = 2, 32, 16
+    per = w * h * 3 // 2
+    cfg = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=(h, w),
+                   content_size=(h, w), out_size=(h, w))
+    key = sim_model(lambda x: x, inputs=[((n, 3, h, w), "float16")], outputs=[((n, 3, h, w), "float16")],
+                    aipp="dynamic", max_src_image_size=4 * n * per)
+    rt = _acl.runtime("sim", TARGET).hold()
+    try:
+        mid = _mdl.load(rt, path=key)
+        desc, info = _mdl.describe(rt, mid)
+        src = rt.call("acl.rt.malloc", info.inputs[0].nbytes, 0)
+        par = rt.call("acl.rt.malloc", info.inputs[1].nbytes, 0)
+        out = rt.call("acl.rt.malloc", info.outputs[0].nbytes, 0)
+        outs = _mdl.create_dataset(rt, [(out, info.outputs[0].nbytes)])
+        for size, ok in ((n * per, True), (n * slot_pitch(per), False), (n * per - 2, False)):
+            ins = _mdl.create_dataset(rt, [(src, size), (par, info.inputs[1].nbytes)])
+            calls = dynamic_aipp_calls(cfg, batch_size=n, input_index=1, by_input_index=False)
+            aset = _mdl.run_aipp_calls(rt, calls, model_id=mid, dataset=ins)
+            if ok:
+                rt.call("acl.mdl.execute", mid, ins.handle, outs.handle)
+            else:
+                with pytest.raises(_acl.InvalidParam, match=f"holds {size} B, .* {n} pictures back to back"):
+                    rt.call("acl.mdl.execute", mid, ins.handle, outs.handle)
+            rt.call("acl.mdl.destroy_aipp", aset)
+            _mdl.destroy_dataset(rt, ins)
+        _mdl.destroy_dataset(rt, outs)
+        for p in (src, par, out):
+            rt.call("acl.rt.free", p)
+        _mdl.unload(rt, mid, desc)
+    finally:
+        rt.unhold()

@@ -732,9 +732,14 @@ class MdlNamespace:
                 need = spec.inputs[0].dims[0] * _picture_bytes(cfg)
             except (TypeError, ValueError) as e:
                 return sim.fail(C.ACL_ERROR_FEATURE_UNSUPPORTED, f"execute: dynamic AIPP parameters: {e}")
-            if len(in_views[0]) < need:
+            if len(in_views[0]) != need:
+                # ATC "AIPP Verification of the Model Input Size" (CANN 8.0.0 atlasatc_16_0024): N x w x h x 1.5
+                # for YUV420SP_U8, the N pictures back to back; the dynamic page only bounds it by
+                # max_src_image_size, so the software device takes the stricter reading: exactly N pictures
                 return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"execute: input 0 holds {len(in_views[0])} B, the "
-                                                           f"dynamic AIPP source size needs {need} B")
+                                                           f"dynamic AIPP source size {cfg.src_image_size_w}x"
+                                                           f"{cfg.src_image_size_h} needs {need} B: "
+                                                           f"{spec.inputs[0].dims[0]} pictures back to back")
         def run() -> int:  # reads the inputs when the stream runs the task, as the device does
             return self._run(m, cfg, [v.copy() for v in in_views[:len(spec.inputs)]], out_views)
 
