@@ -419,10 +419,47 @@ def test_cli_distinct_cameras_get_one_block_each(tmp_path, capsys):
     front, side = parse_cfg_blocks(out.read_text())
     assert (front.related_input_rank, side.related_input_rank) == (0, 1)
     assert front.output_hw == (640, 960) and not front.padding
-    # 886 * 0.5 = 443 rows: an even NV12 picture of 444 rows, AIPP crops 443 and pads 5 to 448
-    assert (side.src_image_size_h, side.crop_size_h, side.bottom_padding_size) == (444, 443, 5)
+    # 886 * 0.5 = 443 rows: VPC writes even NV12, so the run's picture has 442 rows (stride 442), AIPP pads 6 to 448
+    assert (side.src_image_size_h, side.crop, side.bottom_padding_size) == (442, False, 6)
     assert "one static aipp_op per input" in capsys.readouterr().out
     # as shipped (pad to 640 rows) the sides would need 197 rows of padding: refused
     dep.write_text(src.replace("../rigs/waymo.yaml", str(ROOT / "configs" / "rigs" / "waymo.yaml")))
-    assert cli_main(["aipp", str(dep), "-o", str(out)]) == 2
+    assert cli_main(["aipp", str(dep), "-o", str(out), "--soc", "Ascend310P3"]) == 2
     assert "at most 32 per side" in capsys.readouterr().err
+    # without a target the detours are unknown: the CLI asks for one rather than guess
+    assert cli_main(["aipp", str(dep), "-o", str(out)]) == 2
+    assert "give --soc" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("soc, cann, stride_w", [("Ascend310P3", "7.0.0", 624), ("Ascend310", "6.0.1", 624),
+                                                 ("Ascend910B3", "8.0.0", 620)])
+def test_cli_config_for_an_odd_camera_is_the_one_the_run_hands_the_model(tmp_path, soc, cann, stride_w):
+    """Issue 26 point 3: KITTI 1242x375 with bevformer-tiny. The documented detours, worked by hand: JPEGD floors
+    the odd height (375 -> 374, jpegd.v1.odd_floor), the 0.5 resize gives 621x187, VPC's NV12 output is even
+    (620x186), its output stride is the width up to 16 (624) and the height up to 2 (186); pad to /32 -> 640x192:
+    right 20, bottom 6 (on Atlas A2 the documented VPC output stride is the width itself: no crop). The stage list alone
+    would say source 624x188, crop 621x187, padding 19/5, which the
+    batch (620x186 pictures) does not match. The written block must equal the run's own plan.device_batch."""
+    import dvpipe as dv
+
+    out = tmp_path / "aipp.cfg"
+    assert cli_main(["aipp", "--profile", "bevformer-tiny", "--size", "1242x375", "--soc", soc, "--cann", cann,
+                     "-o", str(out)]) == 0
+    cfg = AippConfig.from_cfg(out.read_text())
+    assert (cfg.src_image_size_w, cfg.src_image_size_h) == (stride_w, 186)
+    assert (cfg.crop, cfg.crop_size_w, cfg.crop_size_h) == ((True, 620, 186) if stride_w != 620 else (False, 0, 0))
+    assert (cfg.right_padding_size, cfg.bottom_padding_size, cfg.output_hw) == (20, 6, (192, 640))
+    cam = dv.Camera("camera", 1242, 375)
+    pipe = dv.Pipeline(dv.Rig((cam,)), profile_stages("bevformer-tiny", "fast", cam), ("dvpp-sim", "aipp-sim", "cpu"),
+                       fidelity="fast", target=dv.Target(soc, cann))
+    try:
+        assert pipe.plan.device_batch["aipp"] == cfg
+    finally:
+        pipe.close()
+
+
+def test_cli_refuses_a_camera_the_run_keeps_off_the_aipp_route(tmp_path, capsys):
+    # PETR's resize + crop: DVPP does not take them here, so the run normalises on the host; no aipp.cfg
+    assert cli_main(["aipp", "--profile", "petr", "--soc", "Ascend310P3", "-o", str(tmp_path / "x.cfg")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "does not put this camera on the AIPP route" in err

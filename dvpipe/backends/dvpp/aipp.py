@@ -51,7 +51,7 @@ from ...errors import ConfigError
 
 __all__ = ["AippConfig", "COLOUR_STANDARDS", "CSC_MATRICES", "aipp_for", "apply_aipp", "dynamic_aipp_calls",
            "AIPP_SET", "MODEL_ID", "DATASET", "INPUT_FORMATS", "ACL_AIPP_INPUT_FORMAT", "MAX_PADDING",
-           "MAX_PADDED_WIDTH", "AippRoute", "aipp_for_stages", "parse_cfg_blocks"]
+           "MAX_PADDED_WIDTH", "AippRoute", "aipp_for_stages", "parse_cfg_blocks", "recolour"]
 
 #: The source colour standards :func:`aipp_for` knows (ATC guide, "CSC Configuration",
 #: atlasatc_16_0021: JPEG, BT-601NARROW, BT-601WIDE, BT-709NARROW, BT-709WIDE). JPEG is JFIF's
@@ -428,6 +428,19 @@ def aipp_for(mean: Sequence[float], std: Sequence[float], *, channel_order: str,
         crop=crop, load_start_pos_w=0, load_start_pos_h=0, crop_size_w=cw if crop else 0, crop_size_h=ch if crop else 0,
         csc_switch=True, rbuv_swap_switch=False, padding=pad, right_padding_size=right, bottom_padding_size=bottom,
         padding_value=float(padding_value) if pad else 0.0, **kw)
+
+
+def recolour(cfg: AippConfig, colour_standard: str) -> AippConfig:
+    """``cfg`` with the CSC matrix and input biases of ``colour_standard`` (same channel order: row 0 uses V
+    for R, U for B), everything else kept."""
+    if colour_standard not in CSC_MATRICES:
+        raise ConfigError(f"unknown colour standard {colour_standard!r}; known: {', '.join(COLOUR_STANDARDS)}")
+    rows, bias = CSC_MATRICES[colour_standard]
+    if cfg.matrix_r0c2 == 0:  # BGR output: row 0 is B
+        rows = (rows[2], rows[1], rows[0])
+    kw: dict[str, Any] = {f"matrix_r{r}c{c}": rows[r][c] for r in range(3) for c in range(3)}
+    kw.update({f"input_bias_{i}": bias[i] for i in range(3)})
+    return cfg.replace(**kw)
 
 
 # -- numeric model -----------------------------------------------------------------------------
