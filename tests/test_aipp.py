@@ -463,3 +463,51 @@ def test_cli_refuses_a_camera_the_run_keeps_off_the_aipp_route(tmp_path, capsys)
     assert cli_main(["aipp", "--profile", "petr", "--soc", "Ascend310P3", "-o", str(tmp_path / "x.cfg")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "does not put this camera on the AIPP route" in err
+
+
+# -- documented ranges (issue 26 point 8) ----------------------------------------------------------
+@pytest.mark.parametrize("fields, match", [
+    ({"min_chn_0": 300.0}, r"min_chn_0 must be in \[0, 255\]"),       # aclmdlSetAIPPDtcPixelMin: [0, 255]
+    ({"min_chn_1": -0.5}, r"min_chn_1 must be in \[0, 255\]"),
+    ({"src_image_size_w": 4098, "src_image_size_h": 16}, "src_image_size"),  # aclmdlSetAIPPSrcImageSize: [2, 4096]
+    ({"input_format": "RGB888_U8", "src_image_size_w": 1, "src_image_size_h": 16}, "src_image_size"),
+    ({"crop": True, "crop_size_w": 4097, "crop_size_h": 2}, r"\[1, 4096\]"),  # aclmdlSetAIPPCropParams
+    ({"csc_switch": True, "matrix_r0c0": 32677}, "matrix_r0c0"),  # aclmdlSetAIPPCscParams: [-32677, 32676]
+    ({"input_bias_0": 256}, "input_bias_0"),  # uint8_t
+    ({"var_reci_chn_0": 70000.0}, "var_reci_chn_0"),  # [-65504, 65504]
+])
+def test_config_refuses_values_outside_the_documented_ranges(fields, match):
+    base = {"src_image_size_w": 64, "src_image_size_h": 32}
+    with pytest.raises(ConfigError, match=match):
+        AippConfig(**{**base, **fields})
+
+
+def test_documented_range_edges_are_accepted():
+    AippConfig(src_image_size_w=4096, src_image_size_h=4096, min_chn_0=255.0, min_chn_1=0.0, mean_chn_2=255,
+               var_reci_chn_0=-65504.0, csc_switch=True, matrix_r0c0=-32677, matrix_r2c2=32676)
+    AippConfig(input_format="RGB888_U8", src_image_size_w=2, src_image_size_h=1)
+
+
+def test_dynamic_calls_refuse_a_padding_value_no_setter_takes():
+    """set_aipp_padding_params takes the switch, four sizes and the batch index, no value (aclpythondevg_01_0188):
+    a non-zero padding_value cannot reach the device through dynamic AIPP; dropping it would pad with something else."""
+    cfg = aipp_for((123.675, 116.28, 103.53), (58.395, 57.12, 57.375), channel_order="rgb",
+                   colour_standard="jpeg_full", src_size=(32, 64), content_size=(30, 64), out_size=(32, 64),
+                   padding_value=-0.5)
+    with pytest.raises(ConfigError, match="padding_value -0.5 cannot be set through dynamic AIPP"):
+        dynamic_aipp_calls(cfg)
+    assert dynamic_aipp_calls(cfg.replace(padding_value=0.0))  # the value the device's padding is assumed to hold
+
+
+def test_vpc_filter_refusal_no_longer_says_undocumented():
+    """The resize filter is set explicitly (acldvppSetResizeConfigInterpolation 1, aclcppdevg_03_0820): a refusal
+    of another filter names that, not an open question."""
+    import dvpipe as dv
+    from dvpipe.backends.dvpp.support import plan_step
+    from dvpipe.planner import input_spec
+
+    cam = Camera("C", 1600, 900)
+    verdict, program = plan_step([Decode(), Resize(scale=0.5, interpolation="nearest")], input_spec(cam), cam,
+                                 dv.Target("Ascend310P3", "7.0.0"))
+    assert program is None and not verdict.ok
+    assert "aclcppdevg_03_0820" in verdict.reason and "not documented" not in verdict.reason

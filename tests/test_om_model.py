@@ -557,3 +557,59 @@ def test_software_device_refuses_a_dynamic_aipp_input_that_is_not_n_pictures_bac
         _mdl.unload(rt, mid, desc)
     finally:
         rt.unhold()
+
+
+#: (setter, arguments after the parameter set) the pages refuse; batch size 2. Ranges as the pages print them
+#: (CANN 8.0.0 aclcppdevg_03_1414..1424, pyACL aclpythondevg_01_0178..0192), one argument out at a time.
+_BAD_AIPP_CALLS = [
+    ("set_aipp_input_format", (0,)),                                  # aclAippInputFormat 1..4
+    ("set_aipp_input_format", (1, 1)),                                # one argument
+    ("set_aipp_csc_params", (1, 32677, *[0] * 8, *[0] * 6)),          # matrix [-32677, 32676]
+    ("set_aipp_csc_params", (1, *[0] * 9, 0, 0, 0, 256, 0, 0)),       # biases uint8_t
+    ("set_aipp_csc_params", (2, *[0] * 15)),                          # switch 0 / 1
+    ("set_aipp_csc_params", (1, *[0] * 14)),                          # 16 arguments
+    ("set_aipp_rbuv_swap_switch", (2,)),
+    ("set_aipp_src_image_size", (1, 16)),                             # width [2, 4096]
+    ("set_aipp_src_image_size", (64, 4097)),                          # height [1, 4096]
+    ("set_aipp_crop_params", (1, 4096, 0, 8, 8, 0)),                  # start [0, 4095]
+    ("set_aipp_crop_params", (1, 0, 0, 0, 8, 0)),                     # size [1, 4096]
+    ("set_aipp_crop_params", (1, 0, 0, 8, 8, 2)),                     # batch_index [0, batch_size)
+    ("set_aipp_padding_params", (1, 33, 0, 0, 0, 0)),                 # [0, 32]
+    ("set_aipp_padding_params", (1, 0, 0, 0, 0)),                     # 6 arguments
+    ("set_aipp_dtc_pixel_mean", (256, 0, 0, 0, 0)),                   # [0, 255]
+    ("set_aipp_dtc_pixel_mean", (1.5, 0, 0, 0, 0)),                   # int16_t
+    ("set_aipp_dtc_pixel_min", (0.0, 255.5, 0.0, 0.0, 0)),            # [0, 255]
+    ("set_aipp_dtc_pixel_min", (-1.0, 0.0, 0.0, 0.0, 0)),
+    ("set_aipp_pixel_var_reci", (1.0, 1.0, 65505.0, 1.0, 0)),         # [-65504, 65504]
+    ("set_aipp_pixel_var_reci", (1.0, 1.0, 1.0, 1.0, -1)),
+]
+
+
+@pytest.mark.parametrize("api, args", _BAD_AIPP_CALLS, ids=[f"{a}-{i}" for i, (a, _) in enumerate(_BAD_AIPP_CALLS)])
+def test_software_device_refuses_aipp_setter_arguments_outside_their_pages(api, args):
+    rt = _acl.runtime("sim", TARGET).hold()
+    try:
+        aset = rt.call("acl.mdl.create_aipp", 2)
+        with pytest.raises(_acl.InvalidParam, match=api):
+            rt.call(f"acl.mdl.{api}", aset, *args)
+        rt.call("acl.mdl.destroy_aipp", aset)
+    finally:
+        rt.unhold()
+
+
+def test_software_device_accepts_the_documented_range_edges_and_a_switched_off_crop():
+    rt = _acl.runtime("sim", TARGET).hold()
+    try:
+        aset = rt.call("acl.mdl.create_aipp", 2)
+        for api, args in [("set_aipp_input_format", (4,)), ("set_aipp_csc_params", (1, -32677, 32676, *[0] * 7,
+                                                                                    255, 0, 0, 255, 128, 128)),
+                          ("set_aipp_src_image_size", (2, 1)), ("set_aipp_src_image_size", (4096, 4096)),
+                          ("set_aipp_crop_params", (0, 0, 0, 0, 0, 1)),  # switch off: the window is "invalid"
+                          ("set_aipp_crop_params", (1, 4094, 4094, 2, 2, 1)),
+                          ("set_aipp_padding_params", (1, 32, 32, 0, 0, 0)),
+                          ("set_aipp_dtc_pixel_mean", (255, 0, 0, 0, 1)), ("set_aipp_dtc_pixel_min", (255.0, 0.5, 0, 0, 0)),
+                          ("set_aipp_pixel_var_reci", (-65504.0, 65504.0, 1.0, 1.0, 1))]:
+            rt.call(f"acl.mdl.{api}", aset, *args)
+        rt.call("acl.mdl.destroy_aipp", aset)
+    finally:
+        rt.unhold()
