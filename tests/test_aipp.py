@@ -511,3 +511,61 @@ def test_vpc_filter_refusal_no_longer_says_undocumented():
                                  dv.Target("Ascend310P3", "7.0.0"))
     assert program is None and not verdict.ok
     assert "aclcppdevg_03_0820" in verdict.reason and "not documented" not in verdict.reason
+
+
+# -- runtime-fallback frames in the slot's colour standard (issue 26 point 7) ------------------------
+def _blocky_bgr(w: int, h: int, seed: int) -> np.ndarray:
+    """Colours constant over each 2x2 block (so 4:2:0 chroma loses nothing), spanning the gamut."""
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 256, (h // 2, w // 2, 3), dtype=np.uint8)
+    return np.repeat(np.repeat(small, 2, 0), 2, 1)
+
+
+@pytest.mark.parametrize("standard", ["jpeg_full", "bt601_narrow", "bt709_narrow"])
+def test_a_fallback_frame_uploaded_into_a_slot_reaches_aipp_with_its_colours(standard):
+    """A frame the DVPP step's fallback decoded on the CPU is written into the slot as NV12 in the slot's colour
+    standard, so that the model's AIPP (whose CSC is for that standard) gives the frame's colours back. It was
+    written full-range BT.601 whatever the slot's standard: ~16 grey levels of gain/offset for video cameras."""
+    import types
+
+    import dvpipe as dv
+    from dvpipe.backends.dvpp import _acl
+    from dvpipe.backends.dvpp.route import _kernel
+    from dvpipe.device import DeviceBatch
+
+    w, h = 64, 32
+    bgr = _blocky_bgr(w, h, seed=7)
+    rt = _acl.runtime("sim", dv.Target("Ascend310P3", "7.0.0"))
+    batch = DeviceBatch(rt, 1, w, h, (w, h), rt.name, {"colour_standard": standard})
+    try:
+        ctx = types.SimpleNamespace(slot=batch[0], out=None, device_spans=[])
+        _kernel(bgr, (), ctx)
+        nv12 = np.asarray(batch[0].to_host()).reshape(h * 3 // 2, w)
+    finally:
+        batch.close()
+    cfg = aipp_for((0, 0, 0), (1, 1, 1), channel_order="bgr", colour_standard=standard, src_size=(h, w),
+                   content_size=(h, w), out_size=(h, w))
+    got = apply_aipp(cfg, nv12, dtype=np.float32)[0].transpose(1, 2, 0)
+    err = np.abs(got - bgr.astype(np.float32))
+    # 8-bit fixed-point CSC (>> 8 truncates, coefficients rounded to 1/256) and 8-bit YUV rounding: a few levels;
+    # saturated colours clip where the narrow range cannot hold them exactly
+    assert err.max() <= 4 and err.mean() < 1.2, (err.max(), err.mean())
+
+
+def test_video_camera_colour_standard_from_its_rig_keys():
+    """A stream whose VUI signals BT.709 is declared with yuv_matrix: bt709 on its camera; the plan's AIPP then
+    converts with the BT.709 narrow matrix (ATC CSC page, atlasatc_16_0021: r0c2 459) and the slot says so."""
+    import dvpipe as dv
+    from dvpipe.backends.dvpp.route import _colour_standard
+    from dvpipe.planner import plan_pipeline
+
+    assert _colour_standard(Camera("V", 1920, 1080, "h264")) == "bt601_narrow"
+    cam = Camera("V", 1600, 900, "h264", extra={"yuv_matrix": "bt709"})
+    assert _colour_standard(cam) == "bt709_narrow"
+    assert _colour_standard(Camera("J", 1600, 900, "jpeg", extra={"yuv_matrix": "bt709"})) == "jpeg_full"
+    plan = plan_pipeline([cam], profile_stages("bevformer-tiny", "fast", cam), ("dvpp-sim", "aipp-sim", "cpu"),
+                         fidelity="fast", target=dv.Target("Ascend310P3", "7.0.0"))
+    assert plan.device_batch is not None, str(plan)
+    assert plan.device_batch["colour_standard"] == "bt709_narrow"
+    cfg = plan.device_batch["aipp"]
+    assert (cfg.matrix_r0c0, cfg.matrix_r0c2, cfg.input_bias_0) == (298, 459, 16)
