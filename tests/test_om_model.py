@@ -613,3 +613,37 @@ def test_software_device_accepts_the_documented_range_edges_and_a_switched_off_c
         rt.call("acl.mdl.destroy_aipp", aset)
     finally:
         rt.unhold()
+
+
+def test_software_device_refuses_dynamic_parameters_whose_output_is_not_the_model_input():
+    """set_input_aipp restrictions (aclcppdevg_03_0308): the AIPP output (crop, then padding) must have the model
+    input's height and width; and a YUV420SP crop must start on an even pixel (aclcppdevg_03_1420)."""
+    from dvpipe.backends.dvpp import _mdl
+    from dvpipe.backends.dvpp.aipp import aipp_for, dynamic_aipp_calls
+
+    n, w, h = 1, 32, 16
+    key = sim_model(lambda x: x, inputs=[((n, 3, h, w), "float16")], outputs=[((n, 3, h, w), "float16")],
+                    aipp="dynamic", max_src_image_size=4 * w * h * 3)
+    wide = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=(h, w),
+                    content_size=(h, w), out_size=(h, w + 8))
+    odd = [(api, tuple(a if not (api.endswith("crop_params") and i == 2) else 1 for i, a in enumerate(args)))
+           for api, args in dynamic_aipp_calls(aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full",
+                                                        src_size=(h, w + 2), content_size=(h, w), out_size=(h, w)),
+                                               batch_size=n, input_index=1, by_input_index=False)]
+    rt = _acl.runtime("sim", TARGET).hold()
+    try:
+        mid = _mdl.load(rt, path=key)
+        desc, info = _mdl.describe(rt, mid)
+        ptrs = [rt.call("acl.rt.malloc", t.nbytes, 0) for t in info.inputs]
+        ins = _mdl.create_dataset(rt, [(p, t.nbytes) for p, t in zip(ptrs, info.inputs)])
+        for calls, match in ((dynamic_aipp_calls(wide, batch_size=n, input_index=1, by_input_index=False),
+                              "AIPP would write 16x40 .* model input is 16x32"),
+                             (odd, "load_start_pos_w/h must be even")):
+            with pytest.raises(_acl.InvalidParam, match=match):
+                _mdl.run_aipp_calls(rt, calls, model_id=mid, dataset=ins)
+        _mdl.destroy_dataset(rt, ins)
+        for p in ptrs:
+            rt.call("acl.rt.free", p)
+        _mdl.unload(rt, mid, desc)
+    finally:
+        rt.unhold()
