@@ -161,7 +161,9 @@ def check_aipp_route(rig: Any, frame_sets: list, backend: str, target: Any) -> d
     normalises. Checks: every camera on the AIPP route; host -> device bytes = the JPEG bytes and device ->
     host bytes = 0 per frame set (no download until the model's outputs); the AIPP'd batch (the buffer
     downloaded once here, then AIPP's documented arithmetic, ``dvpipe.backends.dvpp.aipp.apply_aipp``) vs
-    the CPU reference within ``TOLERANCES[("aipp", "samples")]``. Not run on a device yet."""
+    the CPU reference within ``TOLERANCES[("aipp", "samples")]``; on the software device also the batch itself
+    through ``OmModel`` with static and with dynamic AIPP, every camera equal to AIPP of the same pictures (on a
+    device :func:`check_model` runs the models). Not run on a device yet."""
     from dvpipe.backends.dvpp.aipp import apply_aipp
 
     aipp = "aipp" if backend == "dvpp" else "aipp-sim"
@@ -200,7 +202,16 @@ def check_aipp_route(rig: Any, frame_sets: list, backend: str, target: Any) -> d
             if m["host_to_device"] != jpeg:
                 rec["errors"].append(f"{m['host_to_device']} bytes host -> device, the JPEG frames are {jpeg}")
             cfg = a.images.meta["aipp"]
-            got = apply_aipp(cfg, a.keep().images).astype(np.float32)
+            through = _through_models(a.images, cfg, backend, target) if backend == "dvpp-sim" else None
+            host = apply_aipp(cfg, a.keep().images)
+            if through is not None:
+                for mode, out in through.items():
+                    bad = [i for i in range(len(host)) if not np.array_equal(out[i], host[i])]
+                    if bad:
+                        rec["errors"].append(f"OmModel with {mode} AIPP on the route's batch: camera(s) {bad} differ "
+                                             "from AIPP of the same pictures")
+                rec["models"] = sorted(through)
+            got = host.astype(np.float32)
             ref = cpu.process(frames).images
             stats.append(error_stats(got, ref))
     except Exception as e:  # noqa: BLE001 - the report says what broke
@@ -212,6 +223,26 @@ def check_aipp_route(rig: Any, frame_sets: list, backend: str, target: Any) -> d
         rec["tolerance"] = TOLERANCES[("aipp", "samples")]
         rec["beyond_tolerance"] = tolerance_violations(rec["error"], TOLERANCES[("aipp", "samples")])
     return rec
+
+
+def _through_models(images: Any, cfg: Any, backend: str, target: Any) -> dict:
+    """The route's own batch (an NV12 DeviceTensor, pictures ``slot_pitch`` apart) through identity models on the
+    software device with static and with dynamic AIPP: ``{mode: output}``, each the model input AIPP wrote."""
+    from dvpipe.latency.timeline import Timeline
+    from dvpipe.models import OmModel, sim_model
+
+    n = images.shape[0]
+    oh, ow = cfg.output_hw
+    shape = [((n, 3, oh, ow), "float16")]
+    per = cfg.src_image_size_w * cfg.src_image_size_h * 3 // 2
+    keys = {"static": (sim_model(lambda x: x, inputs=shape, outputs=shape, aipp=cfg, name="route-static"), {}),
+            "dynamic": (sim_model(lambda x: x, inputs=shape, outputs=shape, aipp="dynamic",
+                                  max_src_image_size=2 * n * per, name="route-dynamic"), {"aipp": cfg})}
+    out = {}
+    for mode, (key, kw) in keys.items():
+        with OmModel(key, backend=backend, target=target, name=f"route-{mode}", **kw) as m:
+            (out[mode],) = m(images, timeline=Timeline())
+    return out
 
 
 #: the model check's camera picture (width, height), its NV12 stride and the model input after AIPP's pad
