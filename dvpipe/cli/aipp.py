@@ -205,8 +205,11 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[str]]]:
         route = _route(name, cam, stages, target)
         from dataclasses import replace
 
-        if standard is not None:
+        if standard is not None and recolour(route.config, standard) != route.config:
             route = replace(route, config=recolour(route.config, standard))
+            notes = [*notes, f"--colour-standard {standard} differs from the run's slot standard "
+                             f"({_run_standard(cam)}): frames a DVPP step hands to its CPU fallback are uploaded in "
+                             "the run's; set yuv_matrix / yuv_range on the camera so that both agree"]
         if notes:
             route = replace(route, notes=tuple(notes) + route.notes)
         key = route.config
@@ -232,6 +235,12 @@ def _order_note(profile: Any, fidelity: Fidelity) -> list[str]:
         return [f"{p.name} normalises before resizing at fidelity reference; on the AIPP route DVPP resizes the "
                 "uint8 picture first (the order of fidelity fast)"]
     return []
+
+
+def _run_standard(cam: Any) -> str:
+    from ..backends.dvpp.route import _colour_standard
+
+    return _colour_standard(cam)
 
 
 def _camera_standard(cam: Any) -> Optional[str]:
