@@ -549,7 +549,7 @@ def test_a_fallback_frame_uploaded_into_a_slot_reaches_aipp_with_its_colours(sta
     err = np.abs(got - bgr.astype(np.float32))
     # 8-bit fixed-point CSC (>> 8 truncates, coefficients rounded to 1/256) and 8-bit YUV rounding: a few levels;
     # saturated colours clip where the narrow range cannot hold them exactly
-    assert err.max() <= 4 and err.mean() < 1.2, (err.max(), err.mean())
+    assert err.max() <= 3 and err.mean() < 1.0, (err.max(), err.mean())  # measured: max 2, mean 0.57-0.64
 
 
 def test_video_camera_colour_standard_from_its_rig_keys():
