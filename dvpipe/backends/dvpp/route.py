@@ -17,14 +17,16 @@ output buffer of the pipeline's ring with ``acl.media.dvpp_malloc`` and freed in
 ``(N, H, W)``, ``strides = (width_stride, height_stride)``, ``meta["aipp"]`` the static
 :class:`~.aipp.AippConfig` that turns it into the profile's ``(N, 3, H', W')`` float16 input
 (``src_image_size`` = the stride, crop = the picture, padding = the profile's Pad),
-``meta["colour_standard"]`` (``jpeg_full`` for JPEGD output, ``bt601_narrow`` for VDEC output).
+``meta["colour_standard"]`` (``jpeg_full`` for JPEGD output; for VDEC output ``bt601_narrow``, or the camera's
+``yuv_matrix`` / ``yuv_range`` keys, e.g. ``bt709_narrow``).
 
 Fidelity: AIPP's 8-bit fixed-point CSC, its 4:2:0 -> 4:4:4 chroma and the fp16 output differ from the
 float reference, so at fidelity ``reference`` the step is *declined* (dvpipe's policy), never rejected.
 
 A frame the DVPP step could not take (its runtime fallback decoded it on the CPU) reaches this kernel
-as host BGR: it is converted to NV12 on the host (BT.601 full range, 2x2 mean chroma) and uploaded into
-its slot, a timed ``h2d`` transfer with its bytes.
+as host BGR: it is converted to NV12 on the host in the slot's colour standard (the one its AIPP converts
+from: JPEG full range, or the video camera's BT.601 / BT.709 narrow range; 2x2 mean chroma) and uploaded
+into its slot, a timed ``h2d`` transfer with its bytes.
 
 Written against the documented pyACL API (``acl.media.dvpp_malloc``, CANN 6.0.1 aclpythondevg_01_0195;
 ``acl.rt.memcpy``, aclpythondevg_01_0109); exercised on the software device only.
@@ -57,9 +59,19 @@ def available(ref: Any, target: Any = None) -> KernelVerdict:
 
 
 def _colour_standard(camera: Any) -> str:
+    """JPEG: ``jpeg_full``. Video: the camera's rig keys ``yuv_matrix`` (``bt601`` / ``bt709``) and ``yuv_range``
+    (``limited`` / ``full``), default ``bt601_narrow``; a stream whose VUI signals BT.709 (most HD H.264 cameras:
+    ``ffprobe -show_streams`` ``color_space=bt709``) needs ``yuv_matrix: bt709`` on its camera."""
     from ...codecs import VIDEO_ENCODINGS
 
-    return "bt601_narrow" if camera.encoding in VIDEO_ENCODINGS else "jpeg_full"
+    if camera.encoding not in VIDEO_ENCODINGS:
+        return "jpeg_full"
+    extra = getattr(camera, "extra", {}) or {}
+    matrix = str(extra.get("yuv_matrix", "bt601")).lower()
+    rng = "full" if str(extra.get("yuv_range", "limited")).lower() == "full" else "narrow"
+    if matrix not in ("bt601", "bt709"):
+        raise ConfigError(f"camera {camera.name}: yuv_matrix {matrix!r} is not bt601 or bt709")
+    return f"{matrix}_{rng}"
 
 
 def _split(stages: tuple) -> tuple[Any, Any]:
@@ -144,23 +156,13 @@ def allocate_output(ref: Any, shape: tuple, dtype: str, plan: Any = None) -> Dev
                        {"aipp": b["aipp"], "colour_standard": b["colour_standard"]})
 
 
-def nv12_from_bgr(bgr: np.ndarray, strides: tuple[int, int]) -> np.ndarray:
-    """Host BGR uint8 -> NV12 at ``strides`` (BT.601 full range as JFIF, chroma the 2x2 mean): the
-    upload of a frame the DVPP step's fallback decoded on the CPU. Returns ``(hs * 3 / 2, ws)`` uint8."""
-    h, w = bgr.shape[:2]
-    ws, hs = strides
-    x = bgr.astype(np.float32)
-    b, g, r = x[..., 0], x[..., 1], x[..., 2]
-    y = 0.299 * r + 0.587 * g + 0.114 * b
-    cb = (b - y) / 1.772 + 128.0
-    cr = (r - y) / 1.402 + 128.0
-    ch, cw = (h + 1) // 2, (w + 1) // 2
-    out = np.zeros((hs * 3 // 2, ws), np.uint8)
-    out[:h, :w] = np.clip(np.rint(y), 0, 255)
-    for k, c in enumerate((cb, cr)):
-        c = np.pad(c, ((0, 2 * ch - h), (0, 2 * cw - w)), mode="edge").reshape(ch, 2, cw, 2).mean(axis=(1, 3))
-        out[hs:hs + ch, k:2 * cw:2] = np.clip(np.rint(c), 0, 255)
-    return out
+def nv12_from_bgr(bgr: np.ndarray, strides: tuple[int, int], colour_standard: str = "jpeg_full") -> np.ndarray:
+    """Host BGR uint8 -> NV12 at ``strides`` in the slot's ``colour_standard`` (the one its AIPP converts from;
+    :func:`.colour.nv12_in_standard`, chroma the 2x2 mean): the upload of a frame the DVPP step's fallback decoded
+    on the CPU. Returns ``(hs * 3 / 2, ws)`` uint8."""
+    from .colour import nv12_in_standard
+
+    return nv12_in_standard(bgr, strides, colour_standard)
 
 
 def _kernel(data: Any, stages: tuple, ctx: KernelContext):
@@ -184,7 +186,7 @@ def _kernel(data: Any, stages: tuple, ctx: KernelContext):
     h, w = slot.shape[1], slot.shape[2]
     if img.shape[:2] != (h, w):
         raise ConfigError(f"the fallback produced {img.shape[:2]}, the batch slot holds {h}x{w}")
-    nv12 = nv12_from_bgr(img, slot.strides)
+    nv12 = nv12_from_bgr(img, slot.strides, str(slot.meta.get("colour_standard", "jpeg_full")))
     t0 = now_ns()
     slot.runtime.upload(slot.ptr, slot.nbytes, nv12.tobytes(), step="aipp slot (fallback)")
     ctx.device_spans.append(DeviceSpan("h2d", t0, now_ns(), None, unit="dvpp",
