@@ -278,3 +278,74 @@ def test_predicted_row_says_when_there_is_no_figure():
     (name, entry), = stats.predicted().items()
     assert entry["run"].count == 0 and "no documented JPEGD figure" in entry["basis"]
     assert "no figure" in stats.report()
+
+
+# ------------------------------------------------------------------------------------------- --live --capacity
+
+class _Ticks:
+    """A thread-safe fake clock: every call is ``tick`` seconds after the previous one."""
+
+    def __init__(self, tick):
+        import threading
+
+        self.tick, self.n, self.lock = tick, 0, threading.Lock()
+
+    def __call__(self):
+        with self.lock:
+            self.n += 1
+            return self.n * self.tick
+
+
+def test_capacity_burst_on_the_software_device_is_labelled_not_hardware(tmp_path):
+    from dvpipe.probe import live
+    from dvpipe.probe.capacity_live import measure_capacity, measured_figures
+    from dvpipe.probe.report import parse_camera
+
+    target = Target("Ascend310P3", "8.0.0", "23.0.3")
+    cams = [parse_camera("A=640x480:jpeg420"), parse_camera("B=640x480:jpeg420")]
+    cache = live.LiveCache(str(tmp_path / "live.json"))
+    entries = measure_capacity(cams, target, cache, backend="dvpp-sim", frames=5, clock=_Ticks(0.01))
+    got = {(e["unit"], e["channels"]): e for e in entries}
+    assert set(got) == {("JPEGD", 1), ("JPEGD", 2), ("JPEGD+VPC", 1), ("JPEGD+VPC", 2)}
+    # n threads each read the clock twice (start, end): the wall is (2n - 1) ticks
+    assert got[("JPEGD", 1)]["seconds"] == pytest.approx(0.01) and got[("JPEGD", 1)]["fps"] == pytest.approx(500)
+    assert got[("JPEGD", 2)]["seconds"] == pytest.approx(0.03) and got[("JPEGD", 2)]["fps"] == pytest.approx(333.333)
+    assert all(e["hardware"] is False and e["backend"] == "dvpp-sim" for e in entries)
+    cache.save()
+    figs = measured_figures(live.LiveCache.load(cache.path), target)
+    assert set(figs) == {"JPEGD"}   # the fused JPEGD+VPC step is shown, not used for a single unit
+    fig = figs["JPEGD"]
+    assert fig.rows == {"640x480": (pytest.approx(500), pytest.approx(333.333))}
+    assert "NOT a hardware measurement" in fig.label()
+    fc = forecast(_cams(2, "JPEGD", 640 * 480, 10.0), target, measured=figs)
+    assert fc.units[0].capacity_fps == pytest.approx(333.333)        # min(2 x 500, 333.333)
+    assert fc.to_dict()["hardware_measurement"] is False
+
+
+def test_live_capacity_needs_a_device(capsys, monkeypatch):
+    from dvpipe.probe import live
+
+    monkeypatch.setattr(live, "available", lambda: live.LiveStatus(False, "pyACL (the `acl` module) is not importable"))
+    rc, out, err = run_cli(capsys, "--camera", "C=1600x900:jpeg420", "--soc", "Ascend310P3", "--cann", "8.0.0",
+                           "--live", "--capacity")
+    assert rc == 3 and out == "" and "--live cannot run here" in err
+
+
+def test_cached_device_measurement_replaces_the_documented_figure(capsys, tmp_path):
+    """A --live --capacity result in the cache (as a device writes it) is used and labelled with date and driver."""
+    cache = {"schema": 1, "targets": {"Ascend310P3|8.0.0|23.0.3": {
+        "soc": "Ascend310P3", "cann": "8.0.0", "driver": "23.0.3", "steps": {}, "capacity": {
+            f"1600x900 jpeg420|JPEGD|{n}ch": {"unit": "JPEGD", "size": "1600x900", "encoding": "jpeg420",
+                                              "pixels": 1440000, "channels": n, "frames": 20 * n, "seconds": 1.0,
+                                              "fps": fps, "date": "2026-12-01T10:00:00Z", "driver": "23.0.3",
+                                              "backend": "dvpp", "hardware": True, "kernel": "dvpp.decode"}
+            for n, fps in ((1, 150.0), (2, 240.0))}}}}
+    path = tmp_path / "live.json"
+    path.write_text(json.dumps(cache))
+    rc, out, err = run_cli(capsys, "--camera", "A=1600x900:jpeg420", "--camera", "B=1600x900:jpeg420", "--soc",
+                           "Ascend310P3", "--cann", "8.0.0", "--driver", "23.0.3", "--cache", str(path), "--capacity",
+                           "--fps", "100", "--no-cpu")
+    assert rc == 0, err
+    assert "measured on this device (2026-12-01T10:00:00Z, driver 23.0.3)" in out
+    # JPEGD at 1600x900 (the measured size, weight 1): min(2 x 150, 240) = 240 fps; 2 x 100 = 200 -> 83.3 %
+    assert re.search(r"JPEGD\s+2\s+1600x900\s+150\s+240\s+240\.0\s+200\.0\s+83\.3%", out), out
