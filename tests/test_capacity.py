@@ -349,3 +349,14 @@ def test_cached_device_measurement_replaces_the_documented_figure(capsys, tmp_pa
     assert "measured on this device (2026-12-01T10:00:00Z, driver 23.0.3)" in out
     # JPEGD at 1600x900 (the measured size, weight 1): min(2 x 150, 240) = 240 fps; 2 x 100 = 200 -> 83.3 %
     assert re.search(r"JPEGD\s+2\s+1600x900\s+150\s+240\s+240\.0\s+200\.0\s+83\.3%", out), out
+
+
+def test_first_frames_of_the_bundled_deployment():
+    """The CPU path is measured on the deployment's own first frame of each camera."""
+    import glob
+
+    frames = capacity.first_frames(str(ROOT / "samples" / "deployment.yaml"))
+    assert len(frames) == 6
+    for cam, data in frames.items():
+        first = sorted(glob.glob(str(ROOT / "samples" / "frames" / cam / "*.jpg")))[0]
+        assert data == Path(first).read_bytes()

@@ -342,7 +342,8 @@ def _capacity(args: argparse.Namespace, cams: list, target: Any, rep: Any, kind:
     if not args.no_cpu:
         from ..probe.capacity_cpu import measure_cpu_path
 
-        fc.cpu = measure_cpu_path(cams, target, profile=profile, stages=stages, fidelity=rep.fidelity)
+        frames = capacity.first_frames(args.config) if kind == "deployment" else {}
+        fc.cpu = measure_cpu_path(cams, target, profile=profile, stages=stages, fidelity=rep.fidelity, frames=frames)
     if args.json:
         _emit(json.dumps(dict(rep.to_dict(), capacity=fc.to_dict()), indent=1))
     else:

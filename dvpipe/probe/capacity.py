@@ -539,10 +539,48 @@ def render(fc: Forecast, *, sources: bool = True) -> str:
 
 # ------------------------------------------------------------------------------------------- frame rate
 
+def _image_folders(path: str) -> tuple[dict, dict[str, list[str]]]:
+    """``(source mapping, camera -> its image files sorted by name)`` of an image-sequence deployment whose
+    ``source.uri`` names each camera's folder (``frames/{camera}``); empty when it has none."""
+    import os
+
+    from ..deploy.sources.images import scan_images
+    from ..types import Rig, read_yaml
+
+    data = read_yaml(path)
+    src = data.get("source") if isinstance(data, dict) else None
+    if not isinstance(src, dict) or src.get("type") != "images" or "{camera}" not in str(src.get("uri") or ""):
+        return (src if isinstance(src, dict) else {}), {}
+    base = os.path.dirname(os.path.abspath(path))
+    try:
+        rig = Rig.from_yaml(os.path.join(base, str(data.get("rig"))))
+    except Exception:  # noqa: BLE001 - no folders, said by the callers
+        return src, {}
+    out = {}
+    for cam in rig.cameras:
+        folder = str(src["uri"]).replace("{camera}", cam.name)
+        try:
+            out[cam.name] = sorted(scan_images(folder if os.path.isabs(folder) else os.path.join(base, folder),
+                                               src.get("pattern")))
+        except Exception:  # noqa: BLE001 - a camera without readable files is simply left out
+            continue
+    return src, out
+
+
+def first_frames(path: str) -> dict[str, bytes]:
+    """Camera -> the bytes of its first image, for an image-sequence deployment (else empty)."""
+    _src, files = _image_folders(path)
+    out = {}
+    for cam, fs in files.items():
+        if fs:
+            with open(fs[0], "rb") as f:
+                out[cam] = f.read()
+    return out
+
+
 def rate_from_deployment(path: str) -> tuple[Optional[float], str]:
     """The cameras' frame rate a deployment states: ``source.fps``, else (an image sequence named by capture
     times) the median interval of the first camera's file names. ``(None, why)`` when it states none."""
-    import os
     import re
     import statistics
     from pathlib import Path
@@ -555,25 +593,16 @@ def rate_from_deployment(path: str) -> tuple[Optional[float], str]:
         return None, "the deployment has no source"
     if src.get("fps"):
         return float(src["fps"]), "source.fps"
-    uri = str(src.get("uri") or "")
-    if src.get("type") != "images" or src.get("timestamps", "filename") != "filename" or "{camera}" not in uri:
+    if src.get("timestamps", "filename") != "filename":
         return None, "the source states no frame rate"
-    from ..deploy.sources.images import _to_ns, scan_images
-    from ..types import Rig
+    from ..deploy.sources.images import _to_ns
 
-    base = os.path.dirname(os.path.abspath(path))
-    rig_path = data.get("rig")
-    try:
-        rig = Rig.from_yaml(os.path.join(base, rig_path)) if isinstance(rig_path, str) else None
-        first = rig.cameras[0].name if rig else None
-    except Exception:  # noqa: BLE001 - no rate, said so
-        first = None
-    if not first:
+    _src, files = _image_folders(path)
+    if not files:
         return None, "the source states no frame rate"
-    folder = uri.replace("{camera}", first)
-    files = scan_images(folder if os.path.isabs(folder) else os.path.join(base, folder), src.get("pattern"))
+    first = next(iter(files))
     times = sorted(_to_ns(re.findall(r"\d+", Path(f).stem)[-1], str(src.get("unit", "auto")))
-                   for f in files if re.findall(r"\d+", Path(f).stem))
+                   for f in files[first] if re.findall(r"\d+", Path(f).stem))
     gaps = [b - a for a, b in zip(times, times[1:]) if b > a]
     if not gaps:
         return None, "the source's file names give no capture interval"
