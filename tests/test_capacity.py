@@ -360,3 +360,15 @@ def test_first_frames_of_the_bundled_deployment():
     for cam, data in frames.items():
         first = sorted(glob.glob(str(ROOT / "samples" / "frames" / cam / "*.jpg")))[0]
         assert data == Path(first).read_bytes()
+
+
+def test_aipp_route_forecast_counts_no_colour_conversion(capsys):
+    """nuscenes-aipp-sim: VPC hands NV12 to the model's AIPP, so per camera JPEGD 1600x900 + one VPC resize:
+    (1.44/128 + 1.44/360) / 2.0736 s = 7.3505 ms; AIPP has no documented throughput: unknown, never guessed."""
+    rc, out, err = run_cli(capsys, str(ROOT / "configs" / "deployments" / "nuscenes-aipp-sim.yaml"), "--capacity",
+                           "--fps", "12", "--no-cpu", "--json")
+    assert rc == 0, err
+    cap = json.loads(out)["capacity"]
+    assert [u["unit"] for u in cap["units"]] == ["JPEGD", "VPC", "AIPP"]
+    assert cap["device_set_ms_known_units"] == pytest.approx(1e3 * (1.44 / 128 + 1.44 / 360) / 2.0736, abs=1e-3)
+    assert cap["device_set_ms"] is None and cap["unknown_units"] == ["AIPP"] and cap["fits"] is None

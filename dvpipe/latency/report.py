@@ -106,15 +106,15 @@ def format_report(stats: StatsView, *, window: bool = False, per_camera: bool = 
         kind, cat = stats.step_kind(name)
         kind_label = kind if cat in (kind, "cpu") else f"{kind}/{cat}"
         rows.append(row(name, "all", kind_label, step_summary(name, None), name))
-        if name in predicted:  # the software DVPP device: what the step would take on the target
-            pr = predicted[name]["run"]
-            rows.append(row(f"{name} [predicted]", "all", "predicted", pr, None) if pr.count else
-                        [f"{name} [predicted]", "all", "predicted", "0", "no figure", "", "", "", "", "", ""])
         if per_camera and len(cams) > 1:
             for cam in cams:
                 s = step_summary(name, cam)
                 if s.count:
                     rows.append(row("", cam, "", s, None))
+        if name in predicted:  # the software DVPP device: what the step would take on the target
+            pr = predicted[name]["run"]
+            rows.append(row(f"{name} [predicted]", "all", "predicted", pr, None) if pr.count else
+                        [f"{name} [predicted]", "all", "predicted", "0", "no figure", "", "", "", "", "", ""])
     for origin in ("capture", "arrival"):
         s = stats.end_to_end(origin, window=window)
         if not s.count:

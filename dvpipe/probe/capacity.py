@@ -400,12 +400,13 @@ def work_items(report: Any, cameras: Sequence[Any], target: Any, *, profile: Opt
                stages: Optional[Sequence[Any]], fidelity: Any, fps: Mapping[str, Optional[float]],
                aipp: bool = False) -> list[WorkItem]:
     """The DVPP work of the cameras as :func:`~dvpipe.probe.report.build_report` planned them (``report``):
-    every step on DVPP is planned again to get its program (the DVPP calls the kernel makes), one item per
-    call (:func:`program_calls`). ``aipp``: the model's AIPP takes the normalisation (the deployment plans a
+    every step on DVPP is planned again to get its program as the kernel opens it (the DVPP calls it makes),
+    one item per call (:func:`program_calls`). ``aipp``: the model's AIPP takes the normalisation (the deployment plans a
     backend ``aipp``) for cameras whose route is ``aipp``: one AIPP item at the batch size."""
+    from ..backends.dvpp import program_for_output
     from ..backends.dvpp.support import accepts_unknown, plan_step
     from ..planner import plan_pipeline
-    from .report import PROBE_BACKENDS, stages_for
+    from .report import PROBE_BACKENDS, ROUTES, stages_for
 
     rows = {c.name: c for c in report.cameras}
     out: list[WorkItem] = []
@@ -413,15 +414,19 @@ def work_items(report: Any, cameras: Sequence[Any], target: Any, *, profile: Opt
         crep = rows.get(cam.name)
         if crep is None or crep.error or not any(s.backend == "dvpp" for s in crep.steps):
             continue
-        plan = plan_pipeline([cam], stages_for(cam, profile, stages, fidelity), list(PROBE_BACKENDS),
+        via_aipp = aipp and crep.route == "aipp"
+        backends = dict(ROUTES)["aipp"] if via_aipp else PROBE_BACKENDS  # the AIPP route: VPC hands on NV12
+        plan = plan_pipeline([cam], stages_for(cam, profile, stages, fidelity), list(backends),
                              fidelity=fidelity, target=target)
         for step in plan.cameras[0].steps:
             if step.backend.family != "dvpp" or step.stages[0].op == "transfer":  # a copy is no DVPP unit
                 continue
-            _v, prog = plan_step(step.stages, step.spec_in, cam, target, fidelity, accepts_unknown())
+            _v, prog = plan_step(step.stages, step.spec_in, cam, target, "fast", accepts_unknown())
+            if prog is not None:  # as the kernel opens it: no colour conversion for an NV12 consumer
+                prog = program_for_output(prog, step.spec_out)
             for unit, px in (program_calls(prog) if prog is not None else []):
                 out.append(WorkItem(cam.name, unit, px, fps.get(cam.name)))
-        if aipp and crep.route == "aipp":
+        if via_aipp:
             last = plan.cameras[0].steps[-1].spec_out
             out.append(WorkItem(cam.name, "AIPP", last.width * last.height, fps.get(cam.name)))
     return out
