@@ -372,3 +372,16 @@ def test_aipp_route_forecast_counts_no_colour_conversion(capsys):
     assert [u["unit"] for u in cap["units"]] == ["JPEGD", "VPC", "AIPP"]
     assert cap["device_set_ms_known_units"] == pytest.approx(1e3 * (1.44 / 128 + 1.44 / 360) / 2.0736, abs=1e-3)
     assert cap["device_set_ms"] is None and cap["unknown_units"] == ["AIPP"] and cap["fits"] is None
+
+
+def test_nothing_on_dvpp_is_no_verdict():
+    fc = forecast([], Target("Ascend910_9391", "8.5.0"), fps={"A": 12.0})
+    assert fc.fits is None and fc.set_ms is None and len(fc.fps) == 1
+    assert "nothing to forecast: no step runs on DVPP" in capacity.render(fc)
+
+
+def test_vpc_channels_on_310p():
+    """hi_mpi VPC: at most 256 channels on the 310P (aclpythondevg_01_0431): 300 cameras are over."""
+    u = forecast(_cams(300, "VPC", P900, 1.0), Target("Ascend310P3", "8.0.0")).units[0]
+    assert [(x["max_channels"], x["used"], x["ok"]) for x in u.limits] == [(256, 300, False)]
+    assert u.utilisation == pytest.approx(300 * 1.0 * (P900 / P1080) / 4320)   # throughput alone would fit

@@ -257,7 +257,9 @@ class Forecast:
 
     @property
     def fits(self) -> Optional[bool]:
-        """True / False, or None when a unit has no figure (or no frame rate was given)."""
+        """True / False, or None when a unit has no figure, no frame rate was given or no step runs on DVPP."""
+        if not self.units:
+            return None
         verdicts = [u.fits for u in self.units]
         if any(v is False for v in verdicts):
             return False
