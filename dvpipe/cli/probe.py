@@ -331,10 +331,13 @@ def _capacity(args: argparse.Namespace, cams: list, target: Any, rep: Any, kind:
 
         measured = measured_figures(cache, target)
     rates = {c.name: rate for c in cams}
+    kept: dict[str, list[str]] = {}
     for c in rep.cameras:
         off = [s for s in c.steps if not s.ok and s.status != "declined"]
         if off:
-            notes.append(f"{c.name}: {off[0].stage} stays on {off[0].backend} ({off[0].status}): not in the forecast")
+            kept.setdefault(f"{off[0].stage} stays on {off[0].backend} ({off[0].status}: {off[0].reason})",
+                            []).append(c.name)
+    notes += [f"{', '.join(names)}: {why}; not in the forecast" for why, names in kept.items()]
     items = capacity.work_items(rep, cams, target, profile=profile, stages=stages, fidelity=rep.fidelity, fps=rates,
                                 aipp=aipp)
     fc = capacity.forecast(items, target, measured=measured, notes=notes,

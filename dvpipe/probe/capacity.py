@@ -508,17 +508,21 @@ def render(fc: Forecast, *, sources: bool = True) -> str:
         else:
             cams = "" if first.max_cameras is None else f", or {first.max_cameras} such cameras at this rate"
             lines.append(f"first to saturate: {first.unit} at {first.max_fps_per_camera:,.1f} fps per camera{cams}")
+    why: dict[str, list[str]] = {}
     for u in fc.units:
         if u.figure is None:
-            lines.append(f"  {u.unit}: unknown -- {u.why_unknown}")
+            why.setdefault(str(u.why_unknown), []).append(u.unit)
+    for text, names in why.items():
+        lines.append(f"  {', '.join(names)}: unknown -- {text}")
     total = fc.set_ms
     if total is not None:
         lines.append(f"predicted device time per frame set: {total:.2f} ms (units one after the other; "
                      + ", ".join(f"{u.unit} {u.set_ms:.2f}" for u in fc.units) + ")")
     else:
-        lines.append(f"predicted device time per frame set: unknown ({', '.join(u.unit for u in fc.units if u.set_ms is None)}"
-                     f" without a figure; the known units add {fc.known_set_ms:.2f} ms)" if fc.units else
-                     "predicted device time per frame set: no step runs on DVPP")
+        missing = ", ".join(u.unit for u in fc.units if u.set_ms is None)
+        known = "" if all(u.set_ms is None for u in fc.units) else f"; the known units add {fc.known_set_ms:.2f} ms"
+        lines.append(f"predicted device time per frame set: unknown ({missing} without a figure{known})" if fc.units
+                     else "predicted device time per frame set: no step runs on DVPP")
     if fc.cpu:
         c = fc.cpu
         lines.append(f"CPU path ({c['how']}): {c['set_ms']:.2f} ms of CPU work per frame set "
