@@ -385,3 +385,15 @@ def test_vpc_channels_on_310p():
     u = forecast(_cams(300, "VPC", P900, 1.0), Target("Ascend310P3", "8.0.0")).units[0]
     assert [(x["max_channels"], x["used"], x["ok"]) for x in u.limits] == [(256, 300, False)]
     assert u.utilisation == pytest.approx(300 * 1.0 * (P900 / P1080) / 4320)   # throughput alone would fit
+
+
+def test_worked_example_in_the_docs_is_current(capsys):
+    """docs/probe.md's 310P table rows are what the command prints (the CPU lines vary and are not compared)."""
+    rc, out, _err = run_cli(capsys, str(ROOT / "samples" / "deployment.yaml"), "--capacity", "--soc", "Ascend310P3",
+                            "--cann", "8.5.0", "--fps", "12", "--no-cpu")
+    assert rc == 0
+    doc = (ROOT / "docs" / "probe.md").read_text(encoding="utf-8")
+    for line in out.splitlines():
+        if line.startswith(("  unit", "  JPEGD", "  VPC", "verdict", "first to saturate", "predicted device time",
+                            "source ")):
+            assert line in doc, f"docs/probe.md is stale: {line!r}"
