@@ -397,3 +397,19 @@ def test_worked_example_in_the_docs_is_current(capsys):
         if line.startswith(("  unit", "  JPEGD", "  VPC", "verdict", "first to saturate", "predicted device time",
                             "source ")):
             assert line in doc, f"docs/probe.md is stale: {line!r}"
+
+
+def test_310_vdec_memory_and_host_copy_note():
+    """Ascend310 VDEC memory (0184): about 56 MB a 1080p channel, 182 MB a 4K one; the raw-image host->device
+    ceiling (0338) is named but does not bound a plan that uploads bitstreams."""
+    items = _cams(3, "VDEC", P1080, 10.0) + [WorkItem("K", "VDEC", 3840 * 2160, 10.0)]
+    fc = forecast(items, Target("Ascend310", "6.0.1"))
+    assert fc.units[0].memory["mb"] == pytest.approx(3 * 56 + 182)
+    assert any("1080p about 1000 fps" in n and "bitstream" in n for n in fc.notes)
+    assert "VDEC memory: about 350 MB for 4 channel(s)" in capacity.render(fc)
+
+
+def test_capacity_keeps_the_require_gate(capsys):
+    rc, _out, err = run_cli(capsys, "--camera", "P=1242x375:png", "--soc", "Ascend310", "--cann", "6.0.1",
+                            "--capacity", "--fps", "10", "--no-cpu", "--require", "dvpp")
+    assert rc == 1 and "--require dvpp" in err

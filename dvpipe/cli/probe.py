@@ -351,6 +351,13 @@ def _capacity(args: argparse.Namespace, cams: list, target: Any, rep: Any, kind:
         _emit(json.dumps(dict(rep.to_dict(), capacity=fc.to_dict()), indent=1))
     else:
         _emit(capacity.render(fc, sources=not args.no_sources))
+    if args.require:
+        failures = rep.require(args.require)
+        if failures:
+            sys.stderr.write(f"dvpipe probe: --require {args.require}: {len(failures)} step(s) do not run on DVPP:\n")
+            for line in failures:
+                sys.stderr.write(f"  {line}\n")
+            return EXIT_REQUIRE
     if rep.errors:
         sys.stderr.write("dvpipe probe: " + "; ".join(f"{cam} could not be planned: {err}" for cam, err in rep.errors)
                          + "\n")

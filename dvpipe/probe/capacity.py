@@ -212,6 +212,7 @@ class UnitForecast:
     step_ms: dict[str, float] = field(default_factory=dict)
     set_ms: Optional[float] = None
     limits: list[dict] = field(default_factory=list)
+    memory: Optional[dict] = None          # documented per-channel memory, summed over the channels
 
     @property
     def channels_ok(self) -> bool:
@@ -235,7 +236,7 @@ class UnitForecast:
                 "headroom": None if self.utilisation is None else _r(1.0 - self.utilisation, 4),
                 "max_fps_per_camera": _r(self.max_fps_per_camera), "max_cameras": self.max_cameras,
                 "step_ms": {k: _r(v, 4) for k, v in self.step_ms.items()}, "set_ms": _r(self.set_ms, 4),
-                "channel_limits": list(self.limits), "fits": self.fits}
+                "channel_limits": list(self.limits), "memory": self.memory, "fits": self.fits}
 
 
 def _r(v: Optional[float], nd: int = 3) -> Optional[float]:
@@ -300,6 +301,17 @@ class Forecast:
                                             for u in self.units)}
 
 
+def transfer_notes(family: str) -> list[str]:
+    """What the documented host -> device ceilings (``capacity.yaml`` ``transfers``) mean for dvpipe's plans."""
+    out = []
+    for d in _data().get("transfers", []):
+        if family in _families(d["families"]):
+            rows = ", ".join(f"{k} about {v['max_total_fps']:g} fps" for k, v in d["rows"].items())
+            out.append(f"host -> device: the docs cap {d['applies_to']} at {rows} ({d['page']}, CANN {d['cann']}); "
+                       "dvpipe's DVPP plans copy the compressed bitstream, not raw images, so it does not bound them")
+    return out
+
+
 def forecast(items: Sequence[WorkItem], target: Any, *, measured: Optional[Mapping[str, Figure]] = None,
              notes: Sequence[str] = (), fps_source: str = "", fps: Optional[Mapping[str, Optional[float]]] = None
              ) -> Forecast:
@@ -318,7 +330,8 @@ def forecast(items: Sequence[WorkItem], target: Any, *, measured: Optional[Mappi
     rates = dict(fps) if fps is not None else {}
     for it in items:
         rates.setdefault(it.camera, it.fps)
-    return Forecast(target.soc, str(target.cann), family, rates, fps_source, units, list(notes))
+    return Forecast(target.soc, str(target.cann), family, rates, fps_source, units,
+                    list(notes) + (transfer_notes(family) if units else []))
 
 
 def _unit(unit: str, items: Sequence[WorkItem], family: str, measured: Optional[Figure],
@@ -331,6 +344,7 @@ def _unit(unit: str, items: Sequence[WorkItem], family: str, measured: Optional[
         uf.limits.append({"id": lim.id, "units": list(lim.units), "max_channels": lim.max_channels, "used": used,
                           "ok": used <= lim.max_channels, "api": lim.api or None, "source": lim.source,
                           "page": lim.page, "cann": lim.cann})
+    uf.memory = _memory(family, unit, items)
     fig = measured or (None if unit == "AIPP" else throughput_figure(family, unit))
     uf.figure = fig
     if fig is None:
@@ -359,6 +373,22 @@ def _unit(unit: str, items: Sequence[WorkItem], family: str, measured: Optional[
         f = max(rates)
         uf.max_cameras = _max_cameras(per, mx, f * (wsum / n), _channel_room(uf.limits, n))
     return uf
+
+
+def _memory(family: str, unit: str, items: Sequence[WorkItem]) -> Optional[dict]:
+    """The documented memory of ``unit``'s channels (``capacity.yaml`` ``memory``): per camera the row nearest
+    in pixel count (not scaled: the page gives it per resolution), summed over the cameras."""
+    for d in _data().get("memory", []):
+        if d["unit"] != unit or family not in _families(d["families"]):
+            continue
+        rows = {k: float(v["mb_per_channel"]) for k, v in d["rows"].items()}
+        per_cam: dict[str, float] = {}
+        for it in items:
+            ref = min(rows, key=lambda r: (abs(math.log(it.pixels / _ref_px(r))), _ref_px(r)))
+            per_cam.setdefault(it.camera, rows[ref])
+        return {"mb": sum(per_cam.values()), "per_camera_mb": per_cam, "source": d["source"], "page": d["page"],
+                "cann": str(d["cann"]), "quote": d.get("quote", "")}
+    return None
 
 
 def _channel_room(limits: Sequence[dict], n: int) -> Optional[int]:
@@ -514,6 +544,10 @@ def render(fc: Forecast, *, sources: bool = True) -> str:
             why.setdefault(str(u.why_unknown), []).append(u.unit)
     for text, names in why.items():
         lines.append(f"  {', '.join(names)}: unknown -- {text}")
+    for u in fc.units:
+        if u.memory:
+            lines.append(f"{u.unit} memory: about {u.memory['mb']:,.0f} MB for {u.channels} channel(s) (documented per "
+                         f"channel: {u.memory['quote']}; {u.memory['page']}, CANN {u.memory['cann']})")
     total = fc.set_ms
     if total is not None:
         lines.append(f"predicted device time per frame set: {total:.2f} ms (units one after the other; "
