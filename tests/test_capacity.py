@@ -16,6 +16,8 @@ import pytest
 
 from dvpipe.cli import main as cli_main
 from dvpipe.probe import capacity
+from dvpipe.probe.capacity_inputs import first_frames
+from dvpipe.probe.capacity_text import render
 from dvpipe.probe.capacity import WorkItem, forecast
 from dvpipe.target import Target
 
@@ -62,7 +64,7 @@ def test_310_jpegd_saturates_by_hand():
     assert vpc.set_ms == pytest.approx(1e3 * 8 / 1440)      # 5.556 > 1000/360 = 2.778
     assert fc.fits is False and fc.first_saturating is jpegd
     assert fc.set_ms == pytest.approx(31.25 + 1e3 * 8 / 1440)
-    text = capacity.render(fc)
+    text = render(fc)
     assert "does NOT fit" in text and "first to saturate: JPEGD at 32.0 fps per camera, or 6 such cameras" in text
 
 
@@ -85,7 +87,7 @@ def test_310_vdec_total_and_channels_by_hand():
     too_many = forecast(_cams(33, "VDEC", P1080, 1.0), t)
     assert too_many.units[0].utilisation == pytest.approx(33 / 480) and not too_many.units[0].channels_ok
     assert too_many.fits is False and too_many.first_saturating is too_many.units[0]
-    assert "VDEC channels (33 used, at most 32" in capacity.render(too_many)
+    assert "VDEC channels (33 used, at most 32" in render(too_many)
 
 
 def test_a2_vdec_saturates_on_channels_without_a_throughput_figure():
@@ -355,7 +357,7 @@ def test_first_frames_of_the_bundled_deployment():
     """The CPU path is measured on the deployment's own first frame of each camera."""
     import glob
 
-    frames = capacity.first_frames(str(ROOT / "samples" / "deployment.yaml"))
+    frames = first_frames(str(ROOT / "samples" / "deployment.yaml"))
     assert len(frames) == 6
     for cam, data in frames.items():
         first = sorted(glob.glob(str(ROOT / "samples" / "frames" / cam / "*.jpg")))[0]
@@ -377,7 +379,7 @@ def test_aipp_route_forecast_counts_no_colour_conversion(capsys):
 def test_nothing_on_dvpp_is_no_verdict():
     fc = forecast([], Target("Ascend910_9391", "8.5.0"), fps={"A": 12.0})
     assert fc.fits is None and fc.set_ms is None and len(fc.fps) == 1
-    assert "nothing to forecast: no step runs on DVPP" in capacity.render(fc)
+    assert "nothing to forecast: no step runs on DVPP" in render(fc)
 
 
 def test_vpc_channels_on_310p():
@@ -406,7 +408,7 @@ def test_310_vdec_memory_and_host_copy_note():
     fc = forecast(items, Target("Ascend310", "6.0.1"))
     assert fc.units[0].memory["mb"] == pytest.approx(3 * 56 + 182)
     assert any("1080p about 1000 fps" in n and "bitstream" in n for n in fc.notes)
-    assert "VDEC memory: about 350 MB for 4 channel(s)" in capacity.render(fc)
+    assert "VDEC memory: about 350 MB for 4 channel(s)" in render(fc)
 
 
 def test_capacity_keeps_the_require_gate(capsys):

@@ -303,6 +303,8 @@ def _capacity(args: argparse.Namespace, cams: list, target: Any, rep: Any, kind:
               stages: Any, fidelity: Optional[str], cache: Any) -> int:
     """``--capacity``: the forecast of the plan ``rep`` (see :mod:`dvpipe.probe.capacity`)."""
     from ..probe import capacity
+    from ..probe.capacity_inputs import first_frames, rate_from_deployment
+    from ..probe.capacity_text import render
     from ..probe.report import build_report
 
     notes = []
@@ -313,7 +315,7 @@ def _capacity(args: argparse.Namespace, cams: list, target: Any, rep: Any, kind:
     if args.fps is not None:
         rate, how = args.fps, "--fps"
     elif kind == "deployment":
-        rate, how = capacity.rate_from_deployment(args.config)
+        rate, how = rate_from_deployment(args.config)
     else:
         rate, how = None, "no --fps given"
     if rate is None:
@@ -345,12 +347,12 @@ def _capacity(args: argparse.Namespace, cams: list, target: Any, rep: Any, kind:
     if not args.no_cpu:
         from ..probe.capacity_cpu import measure_cpu_path
 
-        frames = capacity.first_frames(args.config) if kind == "deployment" else {}
+        frames = first_frames(args.config) if kind == "deployment" else {}
         fc.cpu = measure_cpu_path(cams, target, profile=profile, stages=stages, fidelity=rep.fidelity, frames=frames)
     if args.json:
         _emit(json.dumps(dict(rep.to_dict(), capacity=fc.to_dict()), indent=1))
     else:
-        _emit(capacity.render(fc, sources=not args.no_sources))
+        _emit(render(fc, sources=not args.no_sources))
     if args.require:
         failures = rep.require(args.require)
         if failures:
