@@ -349,7 +349,15 @@ class StepState:
         return f"dvpp:{self.camera}"
 
     def span(self, name: str, enqueue_ns: int, **attrs: Any) -> DeviceSpan:
-        """A device span from ``enqueue_ns`` to now (the stream sync just returned)."""
+        """A device span from ``enqueue_ns`` to now (the stream sync just returned). On the software device a
+        unit span (``jpegd+vpc.resize``, ``vdec``, ``vpc``) also carries ``predicted_device_ns`` (None when no
+        figure) and ``predicted_basis``: what the step would take on the target from documented throughput
+        (:func:`dvpipe.probe.capacity.predicted_step_ns`), never set on a device."""
+        if self.runtime.is_sim and "direction" not in attrs:
+            from ...probe.capacity import predicted_step_ns, program_calls
+
+            attrs["predicted_device_ns"], attrs["predicted_basis"] = predicted_step_ns(
+                self.target, program_calls(self.program, name))
         return DeviceSpan(name, enqueue_ns, now_ns(), None, unit="dvpp", stream=self.stream_name, attrs=attrs)
 
     def run_vpc(self, first: Picture, pics: list, rois: list, slot: Any = None) -> tuple[list, list]:
