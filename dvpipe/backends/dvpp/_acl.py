@@ -228,6 +228,15 @@ API: dict[str, tuple[str, str, str]] = {
                                                  "verified: CANN 8.0.RC3 aclpythondevg_01_0353 (0 default: VDEC outputs "
                                                  "only after several frames; 1 fast: a picture per frame, streams "
                                                  "without B-frames or long-term references only)"),
+    "acl.media.vdec_set_channel_desc_out_pic_width": ("aclvdecSetChannelDescOutPicWidth", "ret",
+                                                      "verified: CANN 6.0.1 aclpythondevg_01_0322, 8.0.0 "
+                                                      "aclpythondevg_01_0359 (maximum output width; unset: 1920 on "
+                                                      "Ascend310/910, 4096 elsewhere, 8.1.RC1 aclpythondevg_01_0350)"),
+    "acl.media.vdec_set_channel_desc_out_pic_height": ("aclvdecSetChannelDescOutPicHeight", "ret",
+                                                       "verified: CANN 6.0.1 aclpythondevg_01_0323, 8.0.0 "
+                                                       "aclpythondevg_01_0360 (maximum output height; unset: 1120 on "
+                                                       "Ascend310/910, 4096 elsewhere, 8.1.RC1 "
+                                                       "aclpythondevg_01_0351)"),
     "acl.media.vdec_create_channel": ("aclvdecCreateChannel", "ret", "verified: samples"),
     "acl.media.vdec_destroy_channel": ("aclvdecDestroyChannel", "ret", "verified: samples"),
     "acl.media.vdec_create_frame_config": ("aclvdecCreateFrameConfig", "value", "verified: samples"),
@@ -815,9 +824,12 @@ class Runtime:
         return True
 
     def vdec_channel(self, channel_id: int, thread_id: int, callback: Callable, entype: int, out_fmt: int,
-                     out_mode: int = 0) -> int:
+                     out_mode: int = 0, out_size: Optional[tuple[int, int]] = None) -> int:
         """A created VDEC channel; ``out_mode`` 0 (default: VDEC holds several frames before its first output)
-        or 1 (fast: one picture per frame sent, for streams without B-frames), CANN aclpythondevg_01_0353."""
+        or 1 (fast: one picture per frame sent, for streams without B-frames), CANN aclpythondevg_01_0353.
+        ``out_size`` ``(width, height)`` in pixels: the channel's maximum output size
+        (``vdec_set_channel_desc_out_pic_width/height``; unset it is 1920x1120 on Ascend310/910, CANN 6.0.1
+        aclpythondevg_01_0322/0323, so a larger stream would not decode there)."""
         d = self.call("acl.media.vdec_create_channel_desc")
         try:
             self.call("acl.media.vdec_set_channel_desc_channel_id", d, int(channel_id))
@@ -826,6 +838,9 @@ class Runtime:
             self.call("acl.media.vdec_set_channel_desc_entype", d, int(entype))
             self.call("acl.media.vdec_set_channel_desc_out_pic_format", d, int(out_fmt))
             self.call("acl.media.vdec_set_channel_desc_out_mode", d, int(out_mode))
+            if out_size is not None:
+                self.call("acl.media.vdec_set_channel_desc_out_pic_width", d, int(out_size[0]))
+                self.call("acl.media.vdec_set_channel_desc_out_pic_height", d, int(out_size[1]))
             self.call("acl.media.vdec_create_channel", d, channel_id=channel_id, entype=entype, out_mode=out_mode)
         except Exception:
             self.acl.media.vdec_destroy_channel_desc(d)

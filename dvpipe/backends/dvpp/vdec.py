@@ -200,8 +200,11 @@ class VdecEngine(_EngineBase):
         self.channel_id = _take_channel_id(runtime) if channel_id is None else int(channel_id)
         try:
             self.thread_id = runtime.start_thread(self._report_loop, [])
+            # the channel's maximum output size is the stream's: unset it is 1920x1120 on Ascend310/910
+            # (CANN 6.0.1 aclpythondevg_01_0322/0323; 8.0.0 aclpythondevg_01_0359/0360), too small for 4K
             self.desc = runtime.vdec_channel(self.channel_id, self.thread_id, self._callback,
-                                             _entype(codec, profile), PIXEL_FORMAT["nv12"], self.out_mode)
+                                             _entype(codec, profile), PIXEL_FORMAT["nv12"], self.out_mode,
+                                             out_size=(self.width, self.height))
         except Exception:
             self._closed = True
             self._stop.set()
