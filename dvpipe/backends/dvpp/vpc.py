@@ -286,9 +286,12 @@ def _teardown(rt: Any, extra: dict, handles: dict) -> None:
     engine = extra.pop("vdec", None)
     extra.pop("decoder", None)
     held = extra.pop("held", None)
+    template = extra.pop("canvas_template", None)
     steps: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
     if held is not None:
         steps.append((release, (rt, pool_for(rt), held)))
+    if template is not None:
+        steps.append((pool_for(rt).release, (template,)))
     if engine is not None:
         steps.append((engine.close, ()))
     for key, fn in (("resize_cfg", rt.destroy_resize_config), ("channel", rt.destroy_channel),
@@ -323,6 +326,7 @@ class StepState:
     #: picture layouts are borrowed as :func:`layout` says, on every thread of the step
     accept_unknown: bool = False
     _fin: Any = field(default=None, repr=False, compare=False)
+    _handles: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def open(cls, device: str, target: Any, program: Program, camera: str,
@@ -332,6 +336,7 @@ class StepState:
         rt = _acl.runtime(device, target).hold()
         s = cls(rt, pool_for(rt), target, program, camera, accept_unknown=accept_unknown)
         handles: dict = {}
+        s._handles = handles
         s._fin = weakref.finalize(s, _teardown, rt, s.extra, handles)
         try:
             s.stream = handles["stream"] = rt.create_stream()
@@ -373,11 +378,42 @@ class StepState:
         if not pics:
             pics.append(first)
         ops = self.program.ops
+        canvas = slot is not None and "canvas" in slot.meta
         for k, op in enumerate(ops):
-            at = (slot.ptr, slot.nbytes) if slot is not None and k == len(ops) - 1 else None
+            at = (slot.ptr, slot.nbytes) if slot is not None and not canvas and k == len(ops) - 1 else None
             pics.append(enqueue(self.runtime, self.pool, self.target, self.channel, self.stream, pics[-1], op,
                                 self.resize_cfg, rois, at=at, accept_unknown=self.accept_unknown))
+        if canvas:
+            self.paste_into_canvas(pics, rois, slot)
         return pics, rois
+
+    def paste_into_canvas(self, pics: list, rois: list, slot: Any) -> None:
+        """The canvas route (:mod:`.route`): the slot is the padded picture. Its border colour comes from a
+        template in DVPP memory (uploaded once per step, then one device-to-device copy a frame, so a slot a
+        dropped camera zeroed gets its border back), and the last picture is pasted into its top-left
+        (acldvppVpcCropResizePasteAsync: the canvas outside the paste box keeps its content)."""
+        rt = self.runtime
+        src = pics[-1]
+        tmpl = self.extra.get("canvas_template")
+        if tmpl is None:
+            from .route import canvas_nv12
+
+            tmpl = self.pool.acquire(int(slot.nbytes), "canvas")
+            self.extra["canvas_template"] = tmpl
+            rt.upload(tmpl.ptr, tmpl.size, canvas_nv12(slot).tobytes(), step="canvas template")
+        t0 = now_ns()
+        rt.device_copy(slot.ptr, slot.nbytes, tmpl.ptr, slot.nbytes, step="canvas border")
+        self.extra.setdefault("canvas_spans", []).append(
+            DeviceSpan("d2d", t0, now_ns(), None, unit="dvpp", stream=self.stream_name,
+                       attrs={"direction": "device_to_device", "bytes": int(slot.nbytes)}))
+        canvas = picture_at(rt, self.target, "vpc", "nv12", int(slot.shape[2]), int(slot.shape[1]), slot.ptr,
+                            slot.nbytes, accept_unknown=self.accept_unknown)
+        pics.append(canvas)
+        if not self.resize_cfg:
+            self.resize_cfg = self._handles["resize_cfg"] = rt.resize_config(RESIZE_INTERPOLATION)
+        w, h = src.width, src.height
+        rois += crop_resize_paste(rt, self.channel, self.stream, src, canvas, (0, 0, w - 1, h - 1),
+                                  (0, 0, w - 1, h - 1), self.resize_cfg)
 
     def hand_on(self, pics: list, slot: Any, spans: list) -> Any:
         """The step's device output after the stream sync (see :mod:`dvpipe.backends.dvpp`): a view of
@@ -386,6 +422,7 @@ class StepState:
         :class:`~dvpipe.device.DeviceTensor`, kept alive until this camera's next frame (or :meth:`close`)
         for the next step to read."""
         last = pics[-1]
+        spans.extend(self.extra.pop("canvas_spans", ()))
         if slot is not None:
             if last.pooled:  # the decoder's own picture (no VPC call): one device-to-device copy into the slot
                 if (last.ws, last.hs) != tuple(slot.strides) or last.nbytes > slot.nbytes:
