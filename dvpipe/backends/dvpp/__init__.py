@@ -179,9 +179,10 @@ def close_states(states: Any) -> None:
 
 def _kernel(data: Any, stages: tuple, ctx: KernelContext):
     st = step_state(ctx, stages)
-    if st.program.source == "jpegd":
-        return jpegd.run(st, data, ctx)
-    return vdec.run(st, data, ctx)
+    with st.runtime.bound():  # dvpipe's context for the frame's calls, the caller's again after them
+        if st.program.source == "jpegd":
+            return jpegd.run(st, data, ctx)
+        return vdec.run(st, data, ctx)
 
 
 for _ops in OPS:
