@@ -298,6 +298,7 @@ class _LoadedModel:
         if spec.dynamic:
             self.input_sizes.append(DYNAMIC_AIPP_BYTES)
         self.n_inputs = n_in + (1 if spec.dynamic else 0)
+        self.context = 0  # the context current when it was loaded (107004 from another)
 
 
 #: set_aipp_* name -> (number of arguments after the aipp set, ATC aipp_op field names they set); the argument
@@ -447,7 +448,8 @@ class MdlNamespace:
             return None, self._sim.fail(C.ACL_ERROR_INVALID_FILE, spec_or_err)
         with self._lock:
             mid = next(self._ids)
-            self._models[mid] = _LoadedModel(spec_or_err)
+            self._models[mid] = m = _LoadedModel(spec_or_err)
+            m.context = self._sim.current_context()  # the model belongs to it (107004 from another; see _Rt)
         return mid, C.ACL_SUCCESS
 
     def load_from_file(self, model_path: str):
@@ -752,6 +754,8 @@ class MdlNamespace:
         m = self._model(model_id)
         if m is None:
             return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"execute: no loaded model {model_id}")
+        if m.context != sim.current_context():
+            return sim.fail(C.ACL_ERROR_RT_MODEL_CONTEXT, f"execute: model {model_id} not in current context")
         ins, outs = sim.objs.get(input_ds, Dataset), sim.objs.get(output_ds, Dataset)
         if ins is None or outs is None:
             return sim.fail(C.ACL_ERROR_INVALID_PARAM, "execute: the input or output dataset was destroyed or never "
@@ -861,11 +865,9 @@ class MdlNamespace:
         err = self._log("execute_async", (model_id, input, output, stream))
         if err:
             return err
-        from . import _Stream
-
-        s = self._sim.objs.get(stream, _Stream)
-        if s is None:
-            return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, "execute_async: unknown stream")
+        s, ret = self._sim.stream(stream, "execute_async")
+        if ret:
+            return ret
         job = self._prepare(model_id, input, output)
         if isinstance(job, int):
             return job
