@@ -24,6 +24,7 @@ from .codecs import DEFAULT_MAX_PIXELS, read_frame_bytes
 from .device import DeviceBatch
 from .errors import ConfigError, FrameError
 from .latency.clock import now_ns, to_monotonic_ns
+from .latency.profiler_ranges import ProfilerRanges, profiler_ranges as make_profiler_ranges
 from .latency.timeline import Timeline
 from .planner import CameraPlan, Plan, PlanStep, plan_pipeline
 from .profiles import Profile, profile_metas, profile_stages
@@ -68,6 +69,10 @@ class Pipeline:
             buffer is allocated (a frame's header must match its camera's declared size).
         live_cache: measurements made on this Ascend device (``dvpipe.probe.live.planning_cache()``)
             that the planner prefers over the documented DVPP verdicts; None (default): documented only.
+        profiler_ranges: also emit every step span as a range to the profiler in use (msproftx via
+            pyACL, NVTX, ``torch.profiler.record_function``): ``True`` for every one found, a list
+            of names (``["msproftx"]``) for exactly those; see :mod:`dvpipe.latency.profiler_ranges`.
+            ``False`` (default): none (``pipe.profiler_ranges`` is None).
 
     Concurrency: ``process`` runs a set's cameras in parallel; calls from several threads are
     serialised (one frame set at a time, in the order the calls take the pipeline's lock), since
@@ -79,7 +84,8 @@ class Pipeline:
                  profile: Optional[str | Profile] = None, target: Any = None, fidelity: Fidelity = "reference",
                  threads: Optional[int] = None, fallback: Fallback = "next", output_buffers: int = 2,
                  timing: Timing = "spans", on_corrupt: OnCorrupt = "drop", max_pixels: int = DEFAULT_MAX_PIXELS,
-                 metas_format: MetasFormat = "per_camera", pose: Any = None, live_cache: Any = None):
+                 metas_format: MetasFormat = "per_camera", pose: Any = None, live_cache: Any = None,
+                 profiler_ranges: Any = False):
         if not isinstance(rig, Rig):
             raise ConfigError(f"rig must be a dvpipe.Rig (Rig.from_yaml(path)), got {type(rig).__name__}")
         if fallback not in ("next", "error"):
@@ -105,6 +111,10 @@ class Pipeline:
         self.fallback = fallback
         self.plan: Plan = plan_pipeline(rig.cameras, stages, backends, fidelity=fidelity, target=target,
                                         live=live_cache)
+        try:  # after planning: a torch backend has imported torch by now
+            self.profiler_ranges: Optional[ProfilerRanges] = make_profiler_ranges(profiler_ranges)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         self._metas = [profile_metas(profile, cp.metas_camera, cp.img_aug, cp.prepad_size, cp.out_size, stages=stages)
                        for cp in self.plan.cameras]
         self._buffers = [self._allocate() for _ in range(output_buffers)]
@@ -272,15 +282,19 @@ class Pipeline:
 
     def _run_steps(self, steps: Sequence[PlanStep], data, cam_index: int, cp: CameraPlan, out, tl: Timeline, tag: str):
         name = cp.camera.name
+        ranges = self.profiler_ranges
         for step in steps:
             prepared = self._prepared.get((cam_index, id(step), tag)) or self._prepare(step, cam_index, cp, tag)
             fn, stages, ctx, writes_batch, step_name, unit, backend, check, kind = prepared
             ctx.out = out if writes_batch else None
             ctx.slot = out
             t0 = now_ns()
+            tokens = None if ranges is None else ranges.push(ranges.message(step_name, name))
             try:
                 data = fn(data, stages, ctx)
             finally:
+                if tokens is not None and ranges is not None:
+                    ranges.pop(tokens)
                 attrs = {"unit": unit, "backend": backend}
                 if ctx.moved is not None:  # a transfer step: its bytes ride on its span
                     attrs["direction"], attrs["bytes"] = ctx.moved

@@ -419,10 +419,153 @@ def test_cli_distinct_cameras_get_one_block_each(tmp_path, capsys):
     front, side = parse_cfg_blocks(out.read_text())
     assert (front.related_input_rank, side.related_input_rank) == (0, 1)
     assert front.output_hw == (640, 960) and not front.padding
-    # 886 * 0.5 = 443 rows: an even NV12 picture of 444 rows, AIPP crops 443 and pads 5 to 448
-    assert (side.src_image_size_h, side.crop_size_h, side.bottom_padding_size) == (444, 443, 5)
+    # 886 * 0.5 = 443 rows: VPC writes even NV12, so the run's picture has 442 rows (stride 442), AIPP pads 6 to 448
+    assert (side.src_image_size_h, side.crop, side.bottom_padding_size) == (442, False, 6)
     assert "one static aipp_op per input" in capsys.readouterr().out
     # as shipped (pad to 640 rows) the sides would need 197 rows of padding: refused
     dep.write_text(src.replace("../rigs/waymo.yaml", str(ROOT / "configs" / "rigs" / "waymo.yaml")))
-    assert cli_main(["aipp", str(dep), "-o", str(out)]) == 2
+    assert cli_main(["aipp", str(dep), "-o", str(out), "--soc", "Ascend310P3"]) == 2
     assert "at most 32 per side" in capsys.readouterr().err
+    # without a target the detours are unknown: the CLI asks for one rather than guess
+    assert cli_main(["aipp", str(dep), "-o", str(out)]) == 2
+    assert "give --soc" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("soc, cann, stride_w", [("Ascend310P3", "7.0.0", 624), ("Ascend310", "6.0.1", 624),
+                                                 ("Ascend910B3", "8.0.0", 620)])
+def test_cli_config_for_an_odd_camera_is_the_one_the_run_hands_the_model(tmp_path, soc, cann, stride_w):
+    """Issue 26 point 3: KITTI 1242x375 with bevformer-tiny. The documented detours, worked by hand: JPEGD floors
+    the odd height (375 -> 374, jpegd.v1.odd_floor), the 0.5 resize gives 621x187, VPC's NV12 output is even
+    (620x186), its output stride is the width up to 16 (624) and the height up to 2 (186); pad to /32 -> 640x192:
+    right 20, bottom 6 (on Atlas A2 the documented VPC output stride is the width itself: no crop). The stage list alone
+    would say source 624x188, crop 621x187, padding 19/5, which the
+    batch (620x186 pictures) does not match. The written block must equal the run's own plan.device_batch."""
+    import dvpipe as dv
+
+    out = tmp_path / "aipp.cfg"
+    assert cli_main(["aipp", "--profile", "bevformer-tiny", "--size", "1242x375", "--soc", soc, "--cann", cann,
+                     "-o", str(out)]) == 0
+    cfg = AippConfig.from_cfg(out.read_text())
+    assert (cfg.src_image_size_w, cfg.src_image_size_h) == (stride_w, 186)
+    assert (cfg.crop, cfg.crop_size_w, cfg.crop_size_h) == ((True, 620, 186) if stride_w != 620 else (False, 0, 0))
+    assert (cfg.right_padding_size, cfg.bottom_padding_size, cfg.output_hw) == (20, 6, (192, 640))
+    cam = dv.Camera("camera", 1242, 375)
+    pipe = dv.Pipeline(dv.Rig((cam,)), profile_stages("bevformer-tiny", "fast", cam), ("dvpp-sim", "aipp-sim", "cpu"),
+                       fidelity="fast", target=dv.Target(soc, cann))
+    try:
+        assert pipe.plan.device_batch["aipp"] == cfg
+    finally:
+        pipe.close()
+
+
+def test_cli_refuses_a_camera_the_run_keeps_off_the_aipp_route(tmp_path, capsys):
+    # PETR's resize + crop: DVPP does not take them here, so the run normalises on the host; no aipp.cfg
+    assert cli_main(["aipp", "--profile", "petr", "--soc", "Ascend310P3", "-o", str(tmp_path / "x.cfg")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "does not put this camera on the AIPP route" in err
+
+
+# -- documented ranges (issue 26 point 8) ----------------------------------------------------------
+@pytest.mark.parametrize("fields, match", [
+    ({"min_chn_0": 300.0}, r"min_chn_0 must be in \[0, 255\]"),       # aclmdlSetAIPPDtcPixelMin: [0, 255]
+    ({"min_chn_1": -0.5}, r"min_chn_1 must be in \[0, 255\]"),
+    ({"src_image_size_w": 4098, "src_image_size_h": 16}, "src_image_size"),  # aclmdlSetAIPPSrcImageSize: [2, 4096]
+    ({"input_format": "RGB888_U8", "src_image_size_w": 1, "src_image_size_h": 16}, "src_image_size"),
+    ({"crop": True, "crop_size_w": 4097, "crop_size_h": 2}, r"\[1, 4096\]"),  # aclmdlSetAIPPCropParams
+    ({"csc_switch": True, "matrix_r0c0": 32677}, "matrix_r0c0"),  # aclmdlSetAIPPCscParams: [-32677, 32676]
+    ({"input_bias_0": 256}, "input_bias_0"),  # uint8_t
+    ({"var_reci_chn_0": 70000.0}, "var_reci_chn_0"),  # [-65504, 65504]
+])
+def test_config_refuses_values_outside_the_documented_ranges(fields, match):
+    base = {"src_image_size_w": 64, "src_image_size_h": 32}
+    with pytest.raises(ConfigError, match=match):
+        AippConfig(**{**base, **fields})
+
+
+def test_documented_range_edges_are_accepted():
+    AippConfig(src_image_size_w=4096, src_image_size_h=4096, min_chn_0=255.0, min_chn_1=0.0, mean_chn_2=255,
+               var_reci_chn_0=-65504.0, csc_switch=True, matrix_r0c0=-32677, matrix_r2c2=32676)
+    AippConfig(input_format="RGB888_U8", src_image_size_w=2, src_image_size_h=1)
+
+
+def test_dynamic_calls_refuse_a_padding_value_no_setter_takes():
+    """set_aipp_padding_params takes the switch, four sizes and the batch index, no value (aclpythondevg_01_0188):
+    a non-zero padding_value cannot reach the device through dynamic AIPP; dropping it would pad with something else."""
+    cfg = aipp_for((123.675, 116.28, 103.53), (58.395, 57.12, 57.375), channel_order="rgb",
+                   colour_standard="jpeg_full", src_size=(32, 64), content_size=(30, 64), out_size=(32, 64),
+                   padding_value=-0.5)
+    with pytest.raises(ConfigError, match="padding_value -0.5 cannot be set through dynamic AIPP"):
+        dynamic_aipp_calls(cfg)
+    assert dynamic_aipp_calls(cfg.replace(padding_value=0.0))  # the value the device's padding is assumed to hold
+
+
+def test_vpc_filter_refusal_no_longer_says_undocumented():
+    """The resize filter is set explicitly (acldvppSetResizeConfigInterpolation 1, aclcppdevg_03_0820): a refusal
+    of another filter names that, not an open question."""
+    import dvpipe as dv
+    from dvpipe.backends.dvpp.support import plan_step
+    from dvpipe.planner import input_spec
+
+    cam = Camera("C", 1600, 900)
+    verdict, program = plan_step([Decode(), Resize(scale=0.5, interpolation="nearest")], input_spec(cam), cam,
+                                 dv.Target("Ascend310P3", "7.0.0"))
+    assert program is None and not verdict.ok
+    assert "aclcppdevg_03_0820" in verdict.reason and "not documented" not in verdict.reason
+
+
+# -- runtime-fallback frames in the slot's colour standard (issue 26 point 7) ------------------------
+def _blocky_bgr(w: int, h: int, seed: int) -> np.ndarray:
+    """Colours constant over each 2x2 block (so 4:2:0 chroma loses nothing), spanning the gamut."""
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 256, (h // 2, w // 2, 3), dtype=np.uint8)
+    return np.repeat(np.repeat(small, 2, 0), 2, 1)
+
+
+@pytest.mark.parametrize("standard", ["jpeg_full", "bt601_narrow", "bt709_narrow"])
+def test_a_fallback_frame_uploaded_into_a_slot_reaches_aipp_with_its_colours(standard):
+    """A frame the DVPP step's fallback decoded on the CPU is written into the slot as NV12 in the slot's colour
+    standard, so that the model's AIPP (whose CSC is for that standard) gives the frame's colours back. It was
+    written full-range BT.601 whatever the slot's standard: ~16 grey levels of gain/offset for video cameras."""
+    import types
+
+    import dvpipe as dv
+    from dvpipe.backends.dvpp import _acl
+    from dvpipe.backends.dvpp.route import _kernel
+    from dvpipe.device import DeviceBatch
+
+    w, h = 64, 32
+    bgr = _blocky_bgr(w, h, seed=7)
+    rt = _acl.runtime("sim", dv.Target("Ascend310P3", "7.0.0"))
+    batch = DeviceBatch(rt, 1, w, h, (w, h), rt.name, {"colour_standard": standard})
+    try:
+        ctx = types.SimpleNamespace(slot=batch[0], out=None, device_spans=[])
+        _kernel(bgr, (), ctx)
+        nv12 = np.asarray(batch[0].to_host()).reshape(h * 3 // 2, w)
+    finally:
+        batch.close()
+    cfg = aipp_for((0, 0, 0), (1, 1, 1), channel_order="bgr", colour_standard=standard, src_size=(h, w),
+                   content_size=(h, w), out_size=(h, w))
+    got = apply_aipp(cfg, nv12, dtype=np.float32)[0].transpose(1, 2, 0)
+    err = np.abs(got - bgr.astype(np.float32))
+    # 8-bit fixed-point CSC (>> 8 truncates, coefficients rounded to 1/256) and 8-bit YUV rounding: a few levels;
+    # saturated colours clip where the narrow range cannot hold them exactly
+    assert err.max() <= 3 and err.mean() < 1.0, (err.max(), err.mean())  # measured: max 2, mean 0.57-0.64
+
+
+def test_video_camera_colour_standard_from_its_rig_keys():
+    """A stream whose VUI signals BT.709 is declared with yuv_matrix: bt709 on its camera; the plan's AIPP then
+    converts with the BT.709 narrow matrix (ATC CSC page, atlasatc_16_0021: r0c2 459) and the slot says so."""
+    import dvpipe as dv
+    from dvpipe.backends.dvpp.route import _colour_standard
+    from dvpipe.planner import plan_pipeline
+
+    assert _colour_standard(Camera("V", 1920, 1080, "h264")) == "bt601_narrow"
+    cam = Camera("V", 1600, 900, "h264", extra={"yuv_matrix": "bt709"})
+    assert _colour_standard(cam) == "bt709_narrow"
+    assert _colour_standard(Camera("J", 1600, 900, "jpeg", extra={"yuv_matrix": "bt709"})) == "jpeg_full"
+    plan = plan_pipeline([cam], profile_stages("bevformer-tiny", "fast", cam), ("dvpp-sim", "aipp-sim", "cpu"),
+                         fidelity="fast", target=dv.Target("Ascend310P3", "7.0.0"))
+    assert plan.device_batch is not None, str(plan)
+    assert plan.device_batch["colour_standard"] == "bt709_narrow"
+    cfg = plan.device_batch["aipp"]
+    assert (cfg.matrix_r0c0, cfg.matrix_r0c2, cfg.input_bias_0) == (298, 459, 16)

@@ -398,3 +398,70 @@ def test_bench_compares_the_routes_with_bytes_and_deviation():
     assert aipp.deviation["max"] < TOLERANCES[("aipp", "samples")]["max_abs"]
     text = format_deviation(runs)
     assert "aipp" in text and "host" in text and "d2h B/set" in text
+
+
+# -- BEVFormer-base / -small: padding AIPP cannot do, pasted by VPC (issue 26) ------------------------------
+def _base_deviation(pipe, rig, frames):
+    """(content error, pad-row error) of the canvas route's batch after the model's AIPP against the reference
+    pipeline (grey levels: bevformer-base normalises with std 1)."""
+    from dvpipe.backends.dvpp.aipp import apply_aipp
+    from dvpipe.device import nv12_batch_to_host
+
+    batch = pipe.process(frames)
+    got = apply_aipp(pipe.plan.device_batch["aipp"], nv12_batch_to_host(batch.images)).astype(np.float64)
+    ref = dv.Pipeline.from_profile("bevformer-base", rig, backends=("reference",)).process(frames).images
+    err = np.abs(got - np.asarray(ref, np.float64))
+    return batch, err[:, :, :900], err[:, :, 900:]
+
+
+@pytest.mark.parametrize("target", [dv.Target("Ascend310P3", "7.0.0"), dv.Target("Ascend310", "6.0.1")])
+def test_bevformer_base_runs_device_resident_with_the_border_pasted_by_vpc(samples, target):
+    """bevformer-base pads 1600x900 to 1600x928. AIPP cannot (padding at most 32 a side and a padded width of
+    at most 1080: acl.mdl.set_aipp_padding_params), so the planner puts the padding on VPC: the DVPP step
+    pastes the decoded picture into the top-left of a 1600x928 slot whose border holds the pad colour
+    (acldvppVpcCropResizePasteAsync, documented on 310 and 310P; make-border is not on 310), and the
+    model's AIPP only normalises. Per frame set: host -> device = the JPEG bytes, device -> host = 0. The
+    batch after AIPP matches the reference pipeline within the published deviation (docs/dvpp.md)."""
+    rig, sets = samples
+    with dv.Pipeline.from_profile("bevformer-base", rig, backends=AIPP, target=target, fidelity="fast") as pipe:
+        plan = pipe.plan
+        assert all(cp.route == "aipp" for cp in plan.cameras)
+        assert "VPC pastes the 1600x900 picture into a 1600x928 canvas" in plan.cameras[0].steps[-1].chosen.reason
+        b = plan.device_batch
+        assert (b["width"], b["height"], b["strides"]) == (1600, 928, (1600, 928))
+        assert b["canvas"]["picture"] == (900, 1600) and not b["aipp"].padding
+        pipe.process(sets[0])
+        batch, content, pad = _base_deviation(pipe, rig, sets[1])
+        assert batch.valid.all() and not batch.fallbacks and not batch.drops
+        moved = batch.timeline.transfer_bytes()
+        assert moved["host_to_device"] == sum(len(v) for v in sets[1].values())
+        assert moved["device_to_host"] == 0
+    # published in docs/dvpp.md (bevformer-base, canvas route): content mean 0.58, p99 2.0; pad rows max 0.72
+    assert content.mean() < 0.7 and np.percentile(content, 99) <= 2.5, (content.mean(), np.percentile(content, 99))
+    assert pad.max() < 0.75, pad.max()
+
+
+def test_canvas_route_fallback_frame_and_dropped_camera_keep_the_border(samples):
+    """A frame the DVPP step refuses (EXIF-rotated) is converted on the host into the canvas with the same
+    border colour; a dropped camera's zeroed slot gets its border back on the next frame (the template copy)."""
+    from PIL import Image
+
+    rig, sets = samples
+    frames = dict(sets[0])
+    img = Image.open(io.BytesIO(frames["CAM_BACK"]))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=95, exif=exif.tobytes())
+    frames["CAM_BACK"] = buf.getvalue()
+    dropped = dict(sets[1])
+    dropped["CAM_FRONT"] = b"\xff\xd8 not a jpeg"
+    with dv.Pipeline.from_profile("bevformer-base", rig, backends=AIPP, target=T310P, fidelity="fast") as pipe:
+        batch = pipe.process(frames)
+        assert len(batch.fallbacks) == 1
+        y, u, v = pipe.plan.device_batch["canvas"]["pad_nv12"]
+        nv = batch.keep().images
+        assert (nv[:, 900:928] == y).all() and (nv[:, 928 + 450:, 0::2] == u).all() and (nv[:, 928 + 450:, 1::2] == v).all()
+        assert not pipe.process(dropped).valid[0]
+        nv = pipe.process(sets[1]).keep().images
+        assert (nv[0, 900:928] == y).all() and (nv[0, 928 + 450:, 1::2] == v).all()

@@ -371,3 +371,114 @@ def test_verify_step_measures_a_documented_unknown_on_the_device(tmp_path):
         rt.acl.strict_unknown = True
     assert e["ok"], e
     assert cache.get(target, live.step_key(cam, stages, spec, kern.name))["ok"]
+
+
+@pytest.fixture
+def a3_device(monkeypatch, tmp_path):
+    """An Atlas A3 "device" (``dvpp``, device ``hw``) whose pyACL is the software device with the refusal of
+    what the docs leave open switched off -- a device on which the verification worked -- and a live cache
+    (``$XDG_CACHE_HOME``) for the measurements."""
+    from dvpipe.backends.dvpp.sim import SimAcl
+    from dvpipe.probe import live
+
+    target = dv.Target("Ascend910_9391", "8.5.0", "24.1.0")
+    acl = SimAcl(target, strict_unknown=False)
+    monkeypatch.setattr(_acl, "_import_acl", lambda: acl)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    live._DEFAULT.clear()
+    yield target, acl
+    _acl.close_all()
+    live._DEFAULT.clear()
+
+
+def test_a3_step_verified_on_the_device_runs_on_dvpp_with_the_layout_it_was_verified_with(a3_device):
+    """Issue 26 point 2. Atlas A3 is not in the JPEGD output-stride table the project read (8.0.0
+    aclpythondevg_01_0321 lists 310/910: A(w,128) and 310P/310B/A2: A(w,64); the 8.2-9.0 A3 pages list A3 for
+    acldvppJpegDecodeAsync -- 8.5.0 aclcppdevg_03_0357 -- with the odd-size floor, but the stride table
+    with an A3 column was not retrieved). A success measured on the device (the live cache) plans the step
+    on DVPP; the step must then run every frame with the layout the verification used (the A2 layout:
+    width stride A(w,64), height stride A(h,16)) instead of refusing it because the thread-local
+    ``accepting_unknown`` flag of the verification is no longer set. Reference: OpenCV's decode + resize."""
+    import cv2
+
+    from dvpipe.backends import load_family, resolve
+    from dvpipe.planner import input_spec
+    from dvpipe.probe import live
+    from dvpipe.stages.registry import KernelContext, KernelQuery, kernels_at
+
+    target, _device = a3_device
+    load_family("dvpp")
+    kern = next(k for k in kernels_at(["decode", "resize"], "dvpp") if len(k.ops) == 2)
+    cam = dv.Camera("C", 1600, 900, "jpeg")
+    stages = (dv.Decode(), dv.Resize(scale=0.5))
+    spec = input_spec(cam)
+    specs = (stages[0].output_spec(spec), stages[1].output_spec(stages[0].output_spec(spec)))
+    query = KernelQuery(stages, spec, specs, cam, resolve("dvpp"), "fast", target)
+    cache = live.planning_cache()
+    entry = live.verify_step(kern, query, cache)  # the first-day verification, on the "device"
+    assert entry["ok"], entry
+    assert live.prefer_empirical(kern, query, kern.check(query), cache, verify=False).ok
+    bgr = synthetic_bgr(1600, 900, seed=3)
+    jpeg = encode_jpeg(bgr)
+    state: dict = {}
+    ctx = KernelContext(cam, spec, specs[-1], resolve("dvpp"), "fast", state=state, target=target)
+    try:
+        out = kern.fn(jpeg, stages, ctx)  # a normal run: no accepting_unknown on this thread
+        assert state["dvpp"].accept_unknown
+    finally:
+        from dvpipe.backends.dvpp import close_state
+
+        close_state(state)
+    ref = cv2.resize(cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR), (800, 450),
+                     interpolation=cv2.INTER_LINEAR)
+    assert out.shape == (450, 800, 3)
+    assert np.abs(out.astype(int) - ref).mean() < 3
+    # the layout the run used is the A2 one (A(1600, 64) x A(900, 16)), as in the verification
+    st = vpc.layout(target, "jpegd", "nv12", 1600, 900, accept_unknown=True)
+    assert (st.width_stride, st.height_stride) == (1600, 912)
+    with pytest.raises(vpc.StepRefused, match="not in the JPEGD output stride table"):
+        vpc.layout(target, "jpegd", "nv12", 1600, 900)  # unverified: refused, as documented
+
+
+def test_a3_step_not_verified_on_the_device_is_refused(a3_device):
+    """Without a measurement the step is not accepted: the kernel refuses the undocumented layout."""
+    from dvpipe.backends import load_family, resolve
+    from dvpipe.planner import input_spec
+    from dvpipe.stages.registry import KernelContext, kernels_at
+
+    target, _acl_obj = a3_device
+    load_family("dvpp")
+    kern = next(k for k in kernels_at(["decode"], "dvpp") if len(k.ops) == 1)
+    cam = dv.Camera("C", 640, 480, "jpeg")
+    spec = input_spec(cam)
+    state: dict = {}
+    ctx = KernelContext(cam, spec, dv.Decode().output_spec(spec), resolve("dvpp"), "fast", state=state,
+                        target=target)
+    with pytest.raises(vpc.StepRefused):
+        kern.fn(encode_jpeg(synthetic_bgr(640, 480, seed=1)), (dv.Decode(),), ctx)
+
+
+def test_a3_sample_deployment_verified_on_the_device_runs_all_cameras_on_dvpp(samples, a3_device):
+    """The seed's case, plan to batch: bevformer-tiny's six nuScenes cameras on an Atlas A3 (CANN 8.5.0).
+    Planning on the device verifies the documented-``unknown`` step once (the live cache), the plan puts
+    decode+resize on DVPP saying so, and every frame of every camera then runs on DVPP -- none falls back
+    (before, each one was refused at the undocumented JPEGD stride). The batch matches the CPU backend's
+    within the documented DVPP tolerance."""
+    from dvpipe.probe import live
+
+    rig, sets = samples
+    target, _device = a3_device
+    with dv.Pipeline.from_profile("bevformer-tiny", rig, backends=("dvpp", "cpu"), target=target,
+                                  fidelity="fast", live_cache=live.planning_cache()) as pipe:
+        for cp in pipe.plan.cameras:
+            first = cp.steps[0]
+            assert first.backend.name == "dvpp" and first.name == "decode+resize"
+            assert "verified on this device" in first.chosen.reason
+        batch = pipe.process(sets[0])
+        assert batch.valid.all() and not batch.drops and not batch.fallbacks, batch.fallbacks
+        spans = [s for s in batch.timeline.spans if s.kind == "device" and s.name.startswith("jpegd")]
+        assert {s.camera for s in spans} == set(rig.names)
+    with dv.Pipeline.from_profile("bevformer-tiny", rig, backends=("cpu",), fidelity="fast") as cpu:
+        ref = cpu.process(sets[0])
+    diff = np.abs(np.asarray(batch.images, np.float64) - np.asarray(ref.images, np.float64))
+    assert diff.max() < 1.0 and diff.mean() < 0.05  # normalised units (std ~57): a few grey levels

@@ -125,7 +125,7 @@ def test_h264_camera_pipeline_decodes_on_vdec_and_resizes_on_vpc():
 
 # ------------------------------------------------------------------------- issue 13: points 1, 6 and 9 (VDEC)
 
-def _raw_channel(rt, out_mode, calls, sent):
+def _raw_channel(rt, out_mode, calls, sent, out_size=None):
     """A VDEC channel through the pyACL-shaped calls alone (no dvpipe engine): callbacks record the user data
     and how many sends had been made when they ran."""
     a = rt.acl
@@ -149,6 +149,9 @@ def _raw_channel(rt, out_mode, calls, sent):
     a.media.vdec_set_channel_desc_entype(d, 3)
     a.media.vdec_set_channel_desc_out_pic_format(d, 1)
     a.media.vdec_set_channel_desc_out_mode(d, out_mode)
+    if out_size is not None:
+        a.media.vdec_set_channel_desc_out_pic_width(d, out_size[0])
+        a.media.vdec_set_channel_desc_out_pic_height(d, out_size[1])
     assert a.media.vdec_create_channel(d) == 0
     return a, d, tid, stop
 
@@ -302,3 +305,52 @@ def test_vdec_input_in_acl_rt_malloc_memory(target, ok):
     assert (ret == 0) is ok
     if ok:
         assert [c[2] for c in calls] == [0]
+
+
+# ------------------------------------------------------------------------- issue 26 point 5: VDEC output size
+
+def test_stream_above_1920x1120_decodes_on_310_because_the_channel_output_size_is_set():
+    """vdec_set_channel_desc_out_pic_width/height (CANN 6.0.1 aclpythondevg_01_0322/0323; 8.0.0
+    aclpythondevg_01_0359/0360): unset, the maximum output is 1920x1120 on Ascend310/910 (4096x4096 on
+    310P/310B/A2/A3, 8.1.RC1 aclpythondevg_01_0350/0351). dvpipe sets it to the stream's size, so a 2048x1152
+    stream decodes on 310; reference: PyAV's decode of the same stream."""
+    data = h264_stream(_frames(2, 2048, 1152), bframes=0)
+    out = list(decode_stream(data, T310))
+    ref = _pyav_decode(data, "h264")
+    assert len(out) == 2 and out[0].image.shape == (1152, 2048, 3)
+    for got, want in zip(out, ref):
+        assert not tolerance_violations(error_stats(got.image, want), TOLERANCES[("vdec", "synthetic")])
+
+
+@pytest.mark.parametrize("target, set_size, ok", [(T310, False, False), (T310, True, True), (T310P, False, True)])
+def test_software_vdec_enforces_the_default_output_size_per_family(target, set_size, ok):
+    """A channel whose output size was not set outputs at most the family's default: a 2048x1152 picture
+    fails on Ascend310 (1920x1120) -- ret code 1 in its callback -- and decodes on Ascend310P3 (4096x4096) or
+    once the size is set."""
+    rt = _acl.runtime("sim", target)
+    data = h264_stream(_frames(1, 2048, 1152), bframes=0)
+    aus = list(access_units(data)[4])
+    calls, sent, bufs = [], [], []
+    a, d, tid, stop = _raw_channel(rt, 1, calls, sent, out_size=(2048, 1152) if set_size else None)
+    sent.append(0)
+    assert _raw_send(rt, a, d, aus[0][0], 2048 * 1152 * 3 // 2, 0, bufs) == 0
+    _raw_close(a, d, tid, stop, bufs)
+    assert [c[0] for c in calls] == [0]
+    assert (calls[0][2] == 0) == ok
+    if not ok:
+        assert "maximum output size 1920x1120" in " ".join(m for _r, m in rt.acl.refusals)
+
+
+def test_knowledge_notes_the_output_size_for_4k_vdec_on_310_and_910():
+    """The verdict for a 3840x2160 stream on 310/910 says that it needs the channel's output size set (the
+    rule cites the 6.0.1 page); 310P (default 4096x4096) gets no such note, nor does 1920x1080 on 310."""
+    from dvpipe.knowledge import check
+
+    for soc in ("Ascend310", "Ascend910"):
+        v = check(soc, "6.0.1", unit="vdec", width=3840, height=2160, fmt="h264")
+        notes = [f for f in v.reasons if f.rule_id == "vdec.v1.out_pic_size_default.310_910"]
+        assert v.ok and notes and "vdec_set_channel_desc_out_pic_width" in notes[0].message
+        assert "aclpythondevg_01_0322" in notes[0].source
+    for soc, (w, h) in (("Ascend310P3", (3840, 2160)), ("Ascend310", (1920, 1080)), ("Ascend310", (1920, 1120))):
+        v = check(soc, "6.0.1", unit="vdec", width=w, height=h, fmt="h264")
+        assert not [f for f in v.reasons if f.rule_id == "vdec.v1.out_pic_size_default.310_910"], (soc, w, h)

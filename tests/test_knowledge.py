@@ -603,7 +603,7 @@ def test_units_ops_and_formats():
 
 def test_make_border_is_unknown_not_guessed():
     v = check("Ascend310P3", "8.0.0", "vpc", "make_border", 1600, 900, "nv12", border=(0, 124, 0, 0))
-    assert v.status == "unknown" and "not researched" in v.unknowns[0].message
+    assert v.status == "unknown" and "no limit on the border sizes was found" in v.unknowns[0].message
     v = check("Ascend310P3", "8.0.0", "vpc", "make_border", 4000, 4000, "nv12", border=(0, 200, 0, 0))
     assert v.status == "rejected"   # the generic output range still applies (4200 > 4096)
 
@@ -623,3 +623,18 @@ def test_api_names_are_read_alike_everywhere():
     assert stride_for(*args, api=" V1 ", side="out") == stride_for(*args, api="acldvpp", side="out")
     with pytest.raises(ValueError, match="unknown API"):
         stride_for(*args, api="v3", side="out")
+
+
+def test_vpc_make_border_is_refused_on_310_and_910_and_open_elsewhere():
+    """acldvppVpcMakeBorderAsync and its border configuration are not supported on Atlas 200/300/500 or Atlas
+    training (CANN 6.0.1 aclcppdevg_03_0866, 8.0.0 aclcppdevg_03_0348); 310P, 200I/500 A2, A2 and A3 document
+    it (9.0.0 aclcppdevg_03_1579) but no border-size limit was found: unknown there, never ok."""
+    from dvpipe.knowledge import check as kcheck
+
+    for soc, cann in (("Ascend310", "6.0.1"), ("Ascend910", "8.0.0")):
+        v = kcheck(soc, cann, unit="vpc", op="make_border", width=1600, height=900, fmt="nv12", border=(0, 28, 0, 0))
+        assert v.status == "rejected" and v.violations[0].rule_id == "vpc.make_border.v1.unsupported.310_910"
+        assert "aclcppdevg_03_0866" in v.violations[0].source
+    for soc, cann in (("Ascend310P3", "7.0.0"), ("Ascend910B3", "8.0.0"), ("Ascend910_9391", "8.5.0")):
+        v = kcheck(soc, cann, unit="vpc", op="make_border", width=1600, height=900, fmt="nv12", border=(0, 28, 0, 0))
+        assert v.status == "unknown" and "documented on this product" in v.unknowns[0].message

@@ -274,7 +274,7 @@ def _diff(a: dict, b: dict, n: int = 3) -> str:
 
 def test_snapshot_covers_the_whole_matrix(before):
     # the fixture is the full (rule, family, CANN) grid, every SoC name, every unit/op, both APIs
-    assert len(before["rules"]) == 102 and len(before["families"]) == 7 and len(before["versions"]) == 15
+    assert len(before["rules"]) == 104 and len(before["families"]) == 7 and len(before["versions"]) == 15
     assert len(before["socs"]) == 28 + len(PATTERN_SOCS)
     assert len(before["verdicts"]) == 7 * len(_requests())
     statuses = {run[1][0] for row in before["verdicts"].values() for run in row["summary"]}

@@ -467,3 +467,183 @@ def test_software_device_refuses_dynamic_aipp_without_parameters():
         _mdl.unload(rt, mid, desc)
     finally:
         rt.unhold()
+
+
+def _pitched_tensor(model: OmModel, nv12: np.ndarray, aipp=None) -> tuple[DeviceTensor, int, int]:
+    """The AIPP route's batch layout: N NV12 pictures in one DVPP allocation, ``slot_pitch`` bytes apart (the
+    picture plus the gap pyACL documents between DVPP segments), not back to back."""
+    from dvpipe.device import slot_pitch
+
+    rt = model.runtime
+    n, h3, w = nv12.shape
+    per = h3 * w
+    pitch = slot_pitch(per)
+    assert pitch > per  # the case under test: the pictures are not adjacent
+    ptr = rt.malloc(n * pitch)
+    for i in range(n):
+        rt.upload(ptr + i * pitch, per, np.ascontiguousarray(nv12[i]).tobytes())
+    meta = {"slot_pitch": pitch, **({} if aipp is None else {"aipp": aipp})}
+    t = DeviceTensor(ptr, n * pitch, (n, h3 * 2 // 3, w), "uint8", "NV12", "dvpp-sim:0", rt, (w, h3 * 2 // 3),
+                     meta=meta)
+    return t, ptr, pitch
+
+
+@pytest.mark.parametrize("mode", ["static", "dynamic"])
+def test_every_camera_of_a_pitched_batch_reaches_the_model(mode):
+    """Issue 26 point 1: AIPP reads the N pictures of its input back to back (ATC "AIPP Verification of the Model
+    Input Size", atlasatc_16_0024: input_size = N x w x h x 1.5); the AIPP route's batch has them slot_pitch bytes
+    apart. Every camera's model input, not only camera 0's, must match the float reference (dynamic AIPP bound the
+    pitched buffer as is: camera 1 read from the middle of camera 0's gap, max error ~4 normalised units)."""
+    from dvpipe.backends.dvpp.aipp import aipp_for
+
+    n, w, h = 3, 32, 16
+    cfg = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=(h, w),
+                   content_size=(h, w), out_size=(h, w))
+    per = w * h * 3 // 2
+    spec = dict(inputs=[((n, 3, h, w), "float16")], outputs=[((n, 3, h, w), "float16")], name=f"pitched-{mode}")
+    key = (sim_model(lambda x: x, aipp=cfg, **spec) if mode == "static"
+           else sim_model(lambda x: x, aipp="dynamic", max_src_image_size=2 * n * per, **spec))
+    nv12 = _pictures(n, w, h, seed=5)
+    tl = Timeline()
+    with _om(key) as m:
+        tensor, ptr, pitch = _pitched_tensor(m, nv12, aipp=cfg)
+        (got,) = m(FrameBatch(images=tensor, metas=[{}] * n, valid=np.ones(n, bool), drops=[],
+                              cameras=("A", "B", "C"), timeline=tl))
+        m.runtime.free(ptr)
+    for k in range(n):
+        ref = _reference_normalised(nv12[k], (h, w), (h, w))
+        err = np.abs(got[k].astype(np.float64) - ref).max()
+        assert err <= 2 / min(STD) + 0.004, (k, err)
+    # the N pictures were packed on the device (N device -> device copies), nothing crossed PCIe but the output
+    assert _transfer_bytes(tl) == {"device_to_device": n * per, "device_to_host": n * 3 * h * w * 2}
+
+
+def test_software_device_refuses_a_dynamic_aipp_input_that_is_not_n_pictures_back_to_back():
+    """The software device's input-size rule for a dynamic AIPP input: the data buffer holds exactly the N
+    pictures set by set_aipp_src_image_size, back to back (N x w x h x 1.5 for YUV420SP_U8, atlasatc_16_0024),
+    and at most max_src_image_size. A pitched buffer bound as is (N x pitch bytes) is refused, not misread."""
+    from dvpipe.backends.dvpp import _mdl
+    from dvpipe.backends.dvpp.aipp import aipp_for, dynamic_aipp_calls
+    from dvpipe.device import slot_pitch
+
+    n, w, h = 2, 32, 16
+    per = w * h * 3 // 2
+    cfg = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=(h, w),
+                   content_size=(h, w), out_size=(h, w))
+    key = sim_model(lambda x: x, inputs=[((n, 3, h, w), "float16")], outputs=[((n, 3, h, w), "float16")],
+                    aipp="dynamic", max_src_image_size=4 * n * per)
+    rt = _acl.runtime("sim", TARGET).hold()
+    try:
+        mid = _mdl.load(rt, path=key)
+        desc, info = _mdl.describe(rt, mid)
+        src = rt.call("acl.rt.malloc", info.inputs[0].nbytes, 0)
+        par = rt.call("acl.rt.malloc", info.inputs[1].nbytes, 0)
+        out = rt.call("acl.rt.malloc", info.outputs[0].nbytes, 0)
+        outs = _mdl.create_dataset(rt, [(out, info.outputs[0].nbytes)])
+        for size, ok in ((n * per, True), (n * slot_pitch(per), False), (n * per - 2, False)):
+            ins = _mdl.create_dataset(rt, [(src, size), (par, info.inputs[1].nbytes)])
+            calls = dynamic_aipp_calls(cfg, batch_size=n, input_index=1, by_input_index=False)
+            aset = _mdl.run_aipp_calls(rt, calls, model_id=mid, dataset=ins)
+            if ok:
+                rt.call("acl.mdl.execute", mid, ins.handle, outs.handle)
+            else:
+                with pytest.raises(_acl.InvalidParam, match=f"holds {size} B, .* {n} pictures back to back"):
+                    rt.call("acl.mdl.execute", mid, ins.handle, outs.handle)
+            rt.call("acl.mdl.destroy_aipp", aset)
+            _mdl.destroy_dataset(rt, ins)
+        _mdl.destroy_dataset(rt, outs)
+        for p in (src, par, out):
+            rt.call("acl.rt.free", p)
+        _mdl.unload(rt, mid, desc)
+    finally:
+        rt.unhold()
+
+
+#: (setter, arguments after the parameter set) the pages refuse; batch size 2. Ranges as the pages print them
+#: (CANN 8.0.0 aclcppdevg_03_1414..1424, pyACL aclpythondevg_01_0178..0192), one argument out at a time.
+_BAD_AIPP_CALLS = [
+    ("set_aipp_input_format", (0,)),                                  # aclAippInputFormat 1..4
+    ("set_aipp_input_format", (1, 1)),                                # one argument
+    ("set_aipp_csc_params", (1, 32677, *[0] * 8, *[0] * 6)),          # matrix [-32677, 32676]
+    ("set_aipp_csc_params", (1, *[0] * 9, 0, 0, 0, 256, 0, 0)),       # biases uint8_t
+    ("set_aipp_csc_params", (2, *[0] * 15)),                          # switch 0 / 1
+    ("set_aipp_csc_params", (1, *[0] * 14)),                          # 16 arguments
+    ("set_aipp_rbuv_swap_switch", (2,)),
+    ("set_aipp_src_image_size", (1, 16)),                             # width [2, 4096]
+    ("set_aipp_src_image_size", (64, 4097)),                          # height [1, 4096]
+    ("set_aipp_crop_params", (1, 4096, 0, 8, 8, 0)),                  # start [0, 4095]
+    ("set_aipp_crop_params", (1, 0, 0, 0, 8, 0)),                     # size [1, 4096]
+    ("set_aipp_crop_params", (1, 0, 0, 8, 8, 2)),                     # batch_index [0, batch_size)
+    ("set_aipp_padding_params", (1, 33, 0, 0, 0, 0)),                 # [0, 32]
+    ("set_aipp_padding_params", (1, 0, 0, 0, 0)),                     # 6 arguments
+    ("set_aipp_dtc_pixel_mean", (256, 0, 0, 0, 0)),                   # [0, 255]
+    ("set_aipp_dtc_pixel_mean", (1.5, 0, 0, 0, 0)),                   # int16_t
+    ("set_aipp_dtc_pixel_min", (0.0, 255.5, 0.0, 0.0, 0)),            # [0, 255]
+    ("set_aipp_dtc_pixel_min", (-1.0, 0.0, 0.0, 0.0, 0)),
+    ("set_aipp_pixel_var_reci", (1.0, 1.0, 65505.0, 1.0, 0)),         # [-65504, 65504]
+    ("set_aipp_pixel_var_reci", (1.0, 1.0, 1.0, 1.0, -1)),
+]
+
+
+@pytest.mark.parametrize("api, args", _BAD_AIPP_CALLS, ids=[f"{a}-{i}" for i, (a, _) in enumerate(_BAD_AIPP_CALLS)])
+def test_software_device_refuses_aipp_setter_arguments_outside_their_pages(api, args):
+    rt = _acl.runtime("sim", TARGET).hold()
+    try:
+        aset = rt.call("acl.mdl.create_aipp", 2)
+        with pytest.raises(_acl.InvalidParam, match=api):
+            rt.call(f"acl.mdl.{api}", aset, *args)
+        rt.call("acl.mdl.destroy_aipp", aset)
+    finally:
+        rt.unhold()
+
+
+def test_software_device_accepts_the_documented_range_edges_and_a_switched_off_crop():
+    rt = _acl.runtime("sim", TARGET).hold()
+    try:
+        aset = rt.call("acl.mdl.create_aipp", 2)
+        for api, args in [("set_aipp_input_format", (4,)), ("set_aipp_csc_params", (1, -32677, 32676, *[0] * 7,
+                                                                                    255, 0, 0, 255, 128, 128)),
+                          ("set_aipp_src_image_size", (2, 1)), ("set_aipp_src_image_size", (4096, 4096)),
+                          ("set_aipp_crop_params", (0, 0, 0, 0, 0, 1)),  # switch off: the window is "invalid"
+                          ("set_aipp_crop_params", (1, 4094, 4094, 2, 2, 1)),
+                          ("set_aipp_padding_params", (1, 32, 32, 0, 0, 0)),
+                          ("set_aipp_dtc_pixel_mean", (255, 0, 0, 0, 1)), ("set_aipp_dtc_pixel_min", (255.0, 0.5, 0, 0, 0)),
+                          ("set_aipp_pixel_var_reci", (-65504.0, 65504.0, 1.0, 1.0, 1))]:
+            rt.call(f"acl.mdl.{api}", aset, *args)
+        rt.call("acl.mdl.destroy_aipp", aset)
+    finally:
+        rt.unhold()
+
+
+def test_software_device_refuses_dynamic_parameters_whose_output_is_not_the_model_input():
+    """set_input_aipp restrictions (aclcppdevg_03_0308): the AIPP output (crop, then padding) must have the model
+    input's height and width; and a YUV420SP crop must start on an even pixel (aclcppdevg_03_1420)."""
+    from dvpipe.backends.dvpp import _mdl
+    from dvpipe.backends.dvpp.aipp import aipp_for, dynamic_aipp_calls
+
+    n, w, h = 1, 32, 16
+    key = sim_model(lambda x: x, inputs=[((n, 3, h, w), "float16")], outputs=[((n, 3, h, w), "float16")],
+                    aipp="dynamic", max_src_image_size=4 * w * h * 3)
+    wide = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=(h, w),
+                    content_size=(h, w), out_size=(h, w + 8))
+    odd = [(api, tuple(a if not (api.endswith("crop_params") and i == 2) else 1 for i, a in enumerate(args)))
+           for api, args in dynamic_aipp_calls(aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full",
+                                                        src_size=(h, w + 2), content_size=(h, w), out_size=(h, w)),
+                                               batch_size=n, input_index=1, by_input_index=False)]
+    rt = _acl.runtime("sim", TARGET).hold()
+    try:
+        mid = _mdl.load(rt, path=key)
+        desc, info = _mdl.describe(rt, mid)
+        ptrs = [rt.call("acl.rt.malloc", t.nbytes, 0) for t in info.inputs]
+        ins = _mdl.create_dataset(rt, [(p, t.nbytes) for p, t in zip(ptrs, info.inputs)])
+        for calls, match in ((dynamic_aipp_calls(wide, batch_size=n, input_index=1, by_input_index=False),
+                              "AIPP would write 16x40 .* model input is 16x32"),
+                             (odd, "load_start_pos_w/h must be even")):
+            with pytest.raises(_acl.InvalidParam, match=match):
+                _mdl.run_aipp_calls(rt, calls, model_id=mid, dataset=ins)
+        _mdl.destroy_dataset(rt, ins)
+        for p in ptrs:
+            rt.call("acl.rt.free", p)
+        _mdl.unload(rt, mid, desc)
+    finally:
+        rt.unhold()

@@ -1,36 +1,44 @@
 #!/usr/bin/env python3
-"""Smoke test of the DVPP backend on an Ascend device: run each kernel on the sample frames, compare with
-the CPU backend, time each step, fill the empirical capability cache, print a report to attach to a bug.
+"""Smoke test of the DVPP backend and the model runner on an Ascend device: run each kernel on the sample frames,
+compare with the CPU backend, run an offline model with static and dynamic AIPP, time each step, fill the empirical
+capability cache, print a report to attach to a bug.
 
-Usage (on the Ascend machine, after ``source <CANN install>/set_env.sh``)::
+Usage (on the Ascend machine, after ``source <CANN install>/set_env.sh``; docs/dvpp.md "First day on a device")::
 
-    python tools/ascend_smoke.py                      # device "dvpp", target detected
-    python tools/ascend_smoke.py --json smoke.json    # also write the report as JSON
-    python tools/ascend_smoke.py --no-cache           # do not touch the empirical cache
+    python tools/ascend_smoke.py --write-aipp-cfg smoke-aipp.cfg      # the model check's static AIPP, for atc
+    python tools/ascend_smoke.py --om-static id_static.om --om-dynamic id_dynamic.om
+    python tools/ascend_smoke.py ... --json smoke.json                 # also write the report as JSON
+    python tools/ascend_smoke.py ... --no-cache                        # do not touch the empirical cache
 
-Without a device (a laptop, CI) the same checks run against the software DVPP device::
+Without a device (a laptop, CI) the same checks run against the software DVPP device, its models being
+numpy functions (CI runs this default mode on every CI target, tests/test_ascend_smoke.py)::
 
     python tools/ascend_smoke.py --sim Ascend310 6.0.1
-    python tools/ascend_smoke.py --sim Ascend310 6.0.1 --inject-fault vdec   # must exit 1
+    python tools/ascend_smoke.py --sim Ascend310 6.0.1 --inject-fault vdec   # must exit 1 (also jpegd, vpc, mdl)
 
-What it runs, per check: the plan (where each step runs and why), the run on the bundled samples
-(``samples/``) and on KITTI-sized synthetic frames (1242x375: the odd-height detour), the error against
-the CPU backend with the bounds of the tolerance table (``dvpipe.backends.dvpp.TOLERANCES``), the time
-per step (host span, p50 over the frames) and the runtime fallbacks; the per-frame VDEC kernel in a
-pipeline on H.264 streams with and without B-frames (frames as a video source emits them, matched by
-the reordering decoder) and on plain access units (one picture per unit); a whole-stream VDEC decode.
+What it runs, in order. First ``dvpipe.probe.live.run_live`` records each DVPP step's outcome in the empirical
+cache (``~/.cache/dvpipe/dvpp-live.json``, saved on a device) that the checks below then plan with, as
+``dvpipe run`` does: a step the documentation leaves ``unknown`` and the device ran is planned on DVPP in the
+same run. Then per check: the plan (where each step runs and why), the run on the bundled samples
+(``samples/``) and on KITTI-sized synthetic frames (1242x375: the odd-height detour; the pure decode is
+declined by dvpipe's policy, JPEGD's documented floor would change the image, which is not a failure), the
+error against the CPU backend with the bounds of the tolerance table (``dvpipe.backends.dvpp.TOLERANCES``),
+the time per step (host span, p50 over the frames) and the runtime fallbacks; the per-frame VDEC kernel in a
+pipeline on H.264 streams with and without B-frames (frames as a video source emits them, matched by the
+reordering decoder) and on plain access units (one picture per unit); a whole-stream VDEC decode.
 The device-resident AIPP route (:func:`check_aipp_route`): JPEGD + VPC writing NV12 into the per-batch
 device buffer, no device -> host bytes before the model, host -> device bytes = the JPEG bytes, and the
-AIPP'd batch against the CPU reference within the tolerance table.
-Then ``dvpipe.probe.live.run_live`` records each DVPP step's outcome in the empirical cache
-(``~/.cache/dvpipe/dvpp-live.json``) that ``dvpipe probe`` shows next to the documented verdicts.
-Finally everything is torn down and checked for leaks (the software device's ledger; on a device the
-buffer pool and the runtimes still held).
+AIPP'd batch against the CPU reference within the tolerance table. The model (:func:`check_model`): an
+offline model loaded and executed through ``OmModel`` with static and with dynamic AIPP on a 6-camera
+pitched NV12 batch (the AIPP route's layout), every camera's model input against a float reference, then
+torn down and the ledger checked. Finally everything is torn down and checked for leaks (the software
+device's ledger; on a device the buffer pool and the runtimes still held).
 
 A check FAILS on: an error; a drop; any runtime fallback (a DVPP step that fell back to the CPU on a
 frame); a step DVPP implements that was planned elsewhere without a documented rejection (a verdict
 with no rule, or on a device an ``unknown`` that the live verification did not settle); a deviation
-beyond the tolerance table; a live-probe step that FAILED; a leak after teardown.
+beyond the tolerance table; a camera's model input beyond its bound, or static and dynamic AIPP
+disagreeing; a live-probe step that FAILED; a leak after teardown.
 
 Exit status: 0 when nothing failed, 1 otherwise, 2 when the device cannot be used (the reason is
 printed). The JSON report (``--json PATH``, default ``dvpp-smoke-report.json``) is written in every case.
@@ -76,7 +84,9 @@ def _planned_elsewhere(first: Any, backend: str, on_device: bool) -> Optional[st
     v = next((v for b, v in first.verdicts if b == backend), None)
     if v is None:
         return f"step {first.name} planned on {first.backend.name}: DVPP was not asked"
-    if v.status not in ("rejected", "unknown") or not v.rule:
+    # "declined": dvpipe's policy on a documented effect (e.g. JPEGD flooring an odd height would change the
+    # batch image), with the rule that documents it
+    if v.status not in ("rejected", "unknown", "declined") or not v.rule:
         return f"step {first.name} planned on {first.backend.name} without a documented rejection ({v.status}: {v.reason})"
     if on_device and v.status == "unknown":
         return (f"step {first.name} planned on {first.backend.name}: the documentation leaves it open ({v.rule}) and "
@@ -94,10 +104,17 @@ def _device_ms(batches: list) -> Optional[float]:
     return round(statistics.median(times), 3) if times else None
 
 
+_LIVE: list = []  # the live cache filled before the checks (the plans below read it, as `dvpipe run` does)
+
+
+def _live() -> Any:
+    return _LIVE[0] if _LIVE else None
+
+
 def check_pipeline(name: str, rig: Any, frame_sets: list, stages: Any, backend: str, target: Any,
                    tolerance: Optional[tuple], profile: Optional[str] = None) -> dict:
     """Run ``stages`` (or ``profile``) on DVPP and on the CPU; compare, time, count fallbacks."""
-    kw = dict(backends=(backend, "cpu"), target=target, fidelity="fast")
+    kw = dict(backends=(backend, "cpu"), target=target, fidelity="fast", live_cache=_live())
     if profile:
         dvpp = dv.Pipeline.from_profile(profile, rig, **kw)
         cpu = dv.Pipeline.from_profile(profile, rig, backends=("cpu",), fidelity="reference")
@@ -109,7 +126,8 @@ def check_pipeline(name: str, rig: Any, frame_sets: list, stages: Any, backend: 
     first = dvpp.plan.cameras[0].steps[0]
     dv_verdict = next((v for b, v in first.verdicts if b == backend), None)
     rec: dict = {"check": name, "plan": str(dvpp.plan), "runs_on": first.backend.name, "step": first.name,
-                 "verdict": None if dv_verdict is None else dv_verdict.to_dict(), "errors": [], "fallbacks": []}
+                 "verdict": None if dv_verdict is None else dv_verdict.to_dict(), "errors": [], "fallbacks": [],
+                 "planned_with_live_cache": _live() is not None}
     why = _planned_elsewhere(first, backend, backend == "dvpp")
     if why:
         rec["errors"].append(why)
@@ -143,14 +161,16 @@ def check_aipp_route(rig: Any, frame_sets: list, backend: str, target: Any) -> d
     normalises. Checks: every camera on the AIPP route; host -> device bytes = the JPEG bytes and device ->
     host bytes = 0 per frame set (no download until the model's outputs); the AIPP'd batch (the buffer
     downloaded once here, then AIPP's documented arithmetic, ``dvpipe.backends.dvpp.aipp.apply_aipp``) vs
-    the CPU reference within ``TOLERANCES[("aipp", "samples")]``. Not run on a device yet."""
+    the CPU reference within ``TOLERANCES[("aipp", "samples")]``; on the software device also the batch itself
+    through ``OmModel`` with static and with dynamic AIPP, every camera equal to AIPP of the same pictures (on a
+    device :func:`check_model` runs the models). Not run on a device yet."""
     from dvpipe.backends.dvpp.aipp import apply_aipp
 
     aipp = "aipp" if backend == "dvpp" else "aipp-sim"
     rec: dict = {"check": "aipp route: decode+resize into the NV12 batch buffer, AIPP normalise+pad (samples)",
                  "errors": [], "fallbacks": []}
     pipe = dv.Pipeline.from_profile("bevformer-tiny", rig, backends=(backend, aipp, "cpu"), target=target,
-                                    fidelity="fast")
+                                    fidelity="fast", live_cache=_live())
     cpu = dv.Pipeline.from_profile("bevformer-tiny", rig, backends=("cpu",), fidelity="reference")
     _OPEN.extend((pipe, cpu))
     routes = {cp.camera.name: cp.route for cp in pipe.plan.cameras}
@@ -182,7 +202,16 @@ def check_aipp_route(rig: Any, frame_sets: list, backend: str, target: Any) -> d
             if m["host_to_device"] != jpeg:
                 rec["errors"].append(f"{m['host_to_device']} bytes host -> device, the JPEG frames are {jpeg}")
             cfg = a.images.meta["aipp"]
-            got = apply_aipp(cfg, a.keep().images).astype(np.float32)
+            through = _through_models(a.images, cfg, backend, target) if backend == "dvpp-sim" else None
+            host = apply_aipp(cfg, a.keep().images)
+            if through is not None:
+                for mode, out in through.items():
+                    bad = [i for i in range(len(host)) if not np.array_equal(out[i], host[i])]
+                    if bad:
+                        rec["errors"].append(f"OmModel with {mode} AIPP on the route's batch: camera(s) {bad} differ "
+                                             "from AIPP of the same pictures")
+                rec["models"] = sorted(through)
+            got = host.astype(np.float32)
             ref = cpu.process(frames).images
             stats.append(error_stats(got, ref))
     except Exception as e:  # noqa: BLE001 - the report says what broke
@@ -193,6 +222,160 @@ def check_aipp_route(rig: Any, frame_sets: list, backend: str, target: Any) -> d
         rec["error"] = {k: max(s[k] for s in stats) for k in stats[0]}
         rec["tolerance"] = TOLERANCES[("aipp", "samples")]
         rec["beyond_tolerance"] = tolerance_violations(rec["error"], TOLERANCES[("aipp", "samples")])
+    return rec
+
+
+def _through_models(images: Any, cfg: Any, backend: str, target: Any) -> dict:
+    """The route's own batch (an NV12 DeviceTensor, pictures ``slot_pitch`` apart) through identity models on the
+    software device with static and with dynamic AIPP: ``{mode: output}``, each the model input AIPP wrote."""
+    from dvpipe.latency.timeline import Timeline
+    from dvpipe.models import OmModel, sim_model
+
+    n = images.shape[0]
+    oh, ow = cfg.output_hw
+    shape = [((n, 3, oh, ow), "float16")]
+    per = cfg.src_image_size_w * cfg.src_image_size_h * 3 // 2
+    keys = {"static": (sim_model(lambda x: x, inputs=shape, outputs=shape, aipp=cfg, name="route-static"), {}),
+            "dynamic": (sim_model(lambda x: x, inputs=shape, outputs=shape, aipp="dynamic",
+                                  max_src_image_size=2 * n * per, name="route-dynamic"), {"aipp": cfg})}
+    out = {}
+    for mode, (key, kw) in keys.items():
+        with OmModel(key, backend=backend, target=target, name=f"route-{mode}", **kw) as m:
+            (out[mode],) = m(images, timeline=Timeline())
+    return out
+
+
+#: the model check's camera picture (width, height), its NV12 stride and the model input after AIPP's pad
+MODEL_PICTURE = (398, 224)
+MODEL_STRIDE = (400, 224)
+MODEL_INPUT_HW = (256, 416)
+MODEL_NORM = ((123.675, 116.28, 103.53), (58.395, 57.12, 57.375))  # RGB, 0..255 units (ImageNet)
+
+
+def model_aipp_config() -> Any:
+    """The static aipp_op of the model check (write it with ``--write-aipp-cfg`` for ``atc --insert_op_conf``):
+    NV12 (JPEG full range) at stride 400x224, crop the 398x224 picture, RGB, ImageNet mean/std, pad to 416x256."""
+    from dvpipe.backends.dvpp.aipp import aipp_for
+
+    (w, h), (ws, hs) = MODEL_PICTURE, MODEL_STRIDE
+    return aipp_for(*MODEL_NORM, channel_order="rgb", colour_standard="jpeg_full", src_size=(hs, ws),
+                    content_size=(h, w), out_size=MODEL_INPUT_HW)
+
+
+def _nv12_jfif(bgr: np.ndarray, ws: int, hs: int) -> np.ndarray:
+    """BGR uint8 -> NV12 at stride ``ws x hs`` (JFIF full-range BT.601, T.871 coefficients, 2x2-mean chroma)."""
+    b, g, r = (bgr[..., i].astype(np.float64) for i in range(3))
+    y = 0.299 * r + 0.587 * g + 0.114 * b
+    cb = 128 - 0.168736 * r - 0.331264 * g + 0.5 * b
+    cr = 128 + 0.5 * r - 0.418688 * g - 0.081312 * b
+    h, w = y.shape
+    out = np.zeros((hs * 3 // 2, ws), np.uint8)
+    out[:h, :w] = np.clip(np.rint(y), 0, 255)
+    for k, c in enumerate((cb, cr)):
+        out[hs:hs + h // 2, k:w:2] = np.clip(np.rint(c.reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3))), 0, 255)
+    return out
+
+
+def _reference_input(nv12: np.ndarray, w: int, h: int, hs: int) -> np.ndarray:
+    """What AIPP should hand the model for one picture: NV12 decoded in float (T.871 inverse, each chroma sample
+    serving its 2x2 block), RGB, (x - mean) / std, zero padding to MODEL_INPUT_HW -> (3, H, W) float64."""
+    y = nv12[:h, :w].astype(np.float64)
+    uv = nv12[hs:hs + h // 2, :w].reshape(h // 2, w // 2, 2).astype(np.float64)
+    u = np.repeat(np.repeat(uv[..., 0], 2, 0), 2, 1) - 128
+    v = np.repeat(np.repeat(uv[..., 1], 2, 0), 2, 1) - 128
+    rgb = np.clip(np.stack([y + 1.402 * v, y - 0.344136 * u - 0.714136 * v, y + 1.772 * u]), 0, 255)
+    mean, std = (np.array(m)[:, None, None] for m in MODEL_NORM)
+    out = np.zeros((3, *MODEL_INPUT_HW))
+    out[:, :h, :w] = (rgb - mean) / std
+    return out
+
+
+def check_model(rig: Any, frame_sets: list, backend: str, target: Any, om: dict) -> dict:
+    """An offline model through ``OmModel`` on an N-camera pitched batch, with static and with dynamic AIPP.
+
+    The batch is the AIPP route's layout (:class:`dvpipe.device.DeviceBatch`: N NV12 pictures in one DVPP
+    allocation, ``slot_pitch`` bytes apart), each camera's sample picture (resized on the host to 398x224,
+    NV12 at stride 400x224) uploaded into its slot. The model returns its input, so its output IS the model
+    input AIPP wrote: every camera's is compared with a float decode of the same NV12 (T.871, ImageNet
+    normalisation, zero padding), bound 2/57.12 + 0.004 per element (AIPP's 8-bit CSC truncation and fp16).
+    Static and dynamic outputs must agree exactly. After ``close()`` nothing the model made may stay alive.
+    On the software device the models are numpy functions (``dvpipe.models.sim_model``); on a device they are
+    identity ``.om`` files converted with ``--write-aipp-cfg``'s aipp.cfg (static) and with ``aipp_mode:
+    dynamic`` (``--om-static``/``--om-dynamic``, docs/dvpp.md "First day on a device")."""
+    import cv2
+
+    from dvpipe.device import DeviceBatch
+    from dvpipe.models import OmModel, sim_model
+
+    rec: dict = {"check": "model: OmModel static + dynamic AIPP on a pitched N-camera NV12 batch", "errors": []}
+    n = len(rig.cameras)
+    (w, h), (ws, hs) = MODEL_PICTURE, MODEL_STRIDE
+    oh, ow = MODEL_INPUT_HW
+    cfg = model_aipp_config()
+    sim = backend == "dvpp-sim"
+    if sim:
+        shape = [((n, 3, oh, ow), "float16")]
+        paths = {"static": sim_model(lambda x: x, inputs=shape, outputs=shape, aipp=cfg, name="smoke-static"),
+                 # max_src_image_size above the batch's bytes, as for a model converted for larger pictures:
+                 # the case where pictures bound at the wrong offsets would be read without an error
+                 "dynamic": sim_model(lambda x: x, inputs=shape, outputs=shape, aipp="dynamic",
+                                      max_src_image_size=2 * n * ws * hs * 3 // 2, name="smoke-dynamic")}
+    else:
+        paths = {k: om.get(k) for k in ("static", "dynamic")}
+        missing = [k for k, v in paths.items() if not v]
+        if missing:
+            rec["errors"].append(f"no {' / '.join(missing)} model: give --om-static / --om-dynamic (identity models "
+                                 "converted as docs/dvpp.md 'First day on a device' says)")
+            return rec
+    pictures = []
+    for c in rig.cameras:
+        bgr = cv2.imdecode(np.frombuffer(frame_sets[0][c.name], np.uint8), cv2.IMREAD_COLOR)
+        pictures.append(_nv12_jfif(cv2.resize(bgr, (w, h), interpolation=cv2.INTER_AREA), ws, hs))
+    refs = [_reference_input(p, w, h, hs) for p in pictures]
+    outs: dict = {}
+    batch = models = None
+    t0 = time.perf_counter()
+    try:
+        rt = _acl.runtime("hw" if not sim else "sim", target)
+        batch = DeviceBatch(rt, n, w, h, (ws, hs), rt.name, {"aipp": cfg, "colour_standard": "jpeg_full"})
+        for i, p in enumerate(pictures):
+            rt.upload(batch[i].ptr, batch[i].nbytes, p.tobytes(), step="smoke model batch")
+        rec["layout"] = {"cameras": n, "picture": f"{w}x{h}", "stride": f"{ws}x{hs}", "slot_bytes": batch.slot_bytes,
+                         "slot_pitch": batch.pitch}
+        for mode in ("static", "dynamic"):
+            kw = {"aipp": cfg} if mode == "dynamic" else {}
+            with OmModel(paths[mode], backend=backend, target=target, name=f"smoke-{mode}", **kw) as m:
+                models = m
+                (outs[mode],) = m(batch.tensor)
+            models = None
+    except Exception as e:  # noqa: BLE001 - the report says what broke
+        rec["errors"].append(f"{type(e).__name__}: {e}")
+    finally:
+        if models is not None:
+            models.close()
+        if batch is not None:
+            batch.close()
+    rec["seconds"] = round(time.perf_counter() - t0, 3)
+    bound = 2 / min(MODEL_NORM[1]) + 0.004
+    worst: dict = {}
+    for mode, got in outs.items():
+        if got.shape != (n, 3, oh, ow):
+            rec["errors"].append(f"{mode}: the model returned {got.shape}, expected {(n, 3, oh, ow)}")
+            continue
+        errs = [float(np.abs(got[i].astype(np.float64) - refs[i]).max()) for i in range(n)]
+        worst[mode] = [round(e, 4) for e in errs]
+        rec["errors"] += [f"{mode} AIPP: camera {i} ({rig.cameras[i].name}) model input differs from the reference "
+                          f"by {e:.3g} (bound {bound:.3g})" for i, e in enumerate(errs) if e > bound]
+    if len(outs) == 2 and not np.array_equal(outs["static"], outs["dynamic"]):
+        rec["errors"].append("static and dynamic AIPP gave different model inputs for the same batch and parameters")
+    rec["max_abs_per_camera"] = worst
+    if sim:
+        from dvpipe.backends.dvpp import sim as simdev
+
+        left = {k: v for k, v in simdev.ledger().items() if v and k in ("models", "model_descs", "datasets",
+                                                                         "data_buffers", "aipp_sets")}
+        if left:
+            rec["errors"].append(f"after OmModel.close(): left alive {left}")
     return rec
 
 
@@ -212,7 +395,8 @@ def check_vdec_kernel(name: str, backend: str, target: Any, bframes: int, packet
 
             frames = [au for au, _pts in access_units(data)[4]]
         rig = dv.Rig((dv.Camera("V", 320, 240, "h264"),))
-        pipe = dv.Pipeline(rig, [dv.Decode()], backends=(backend, "cpu"), target=target, fidelity="fast")
+        pipe = dv.Pipeline(rig, [dv.Decode()], backends=(backend, "cpu"), target=target, fidelity="fast",
+                           live_cache=_live())
         _OPEN.append(pipe)
         first = pipe.plan.cameras[0].steps[0]
         rec.update(runs_on=first.backend.name, step=first.name)
@@ -278,6 +462,7 @@ def fill_cache(rigs: list, target: Any, backend: str, path: Optional[str]) -> di
     except ImportError as e:
         return {"error": f"dvpipe.probe.live is not available ({e})"}
     cache = LiveCache.load(path)
+    _LIVE[:] = [cache]
     results = []
     for rig in rigs:
         try:
@@ -399,13 +584,26 @@ def main(argv: Optional[list] = None) -> int:
     ap.add_argument("--frames", type=int, default=2, help="sample frame sets per check (default 2)")
     ap.add_argument("--json", metavar="PATH", default="dvpp-smoke-report.json",
                     help="write the report as JSON here (default dvpp-smoke-report.json)")
-    ap.add_argument("--inject-fault", choices=("jpegd", "vpc", "vdec"), metavar="UNIT",
-                    help="with --sim: every call of this DVPP unit fails on the software device (the smoke test "
-                         "must then exit 1)")
+    ap.add_argument("--inject-fault", choices=("jpegd", "vpc", "vdec", "mdl"), metavar="UNIT",
+                    help="with --sim: every call of this unit (jpegd, vpc, vdec, or mdl: the model API) fails on the "
+                         "software device (the smoke test must then exit 1)")
+    ap.add_argument("--om-static", metavar="PATH", help="on a device: the identity model converted with the model "
+                                                         "check's static aipp.cfg (--write-aipp-cfg)")
+    ap.add_argument("--om-dynamic", metavar="PATH", help="on a device: the same identity model converted with "
+                                                          "aipp_mode: dynamic")
+    ap.add_argument("--write-aipp-cfg", metavar="PATH", help="write the model check's static aipp.cfg and exit")
     ap.add_argument("--quick", action="store_true", help="skip the bevformer-tiny batch and the KITTI checks")
     ap.add_argument("--cache", metavar="PATH", help="empirical cache file (default ~/.cache/dvpipe/dvpp-live.json)")
     ap.add_argument("--no-cache", action="store_true", help="do not run the live probe / touch the cache")
     args = ap.parse_args(argv)
+    if args.write_aipp_cfg:
+        cfg = model_aipp_config()
+        Path(args.write_aipp_cfg).write_text(cfg.to_cfg())
+        dyn = cfg.replace(aipp_mode="dynamic", max_src_image_size=6 * MODEL_STRIDE[0] * MODEL_STRIDE[1] * 3 // 2)
+        print(f"wrote {args.write_aipp_cfg}: model input (6, 3, {MODEL_INPUT_HW[0]}, {MODEL_INPUT_HW[1]}) float16 after "
+              f"AIPP; for the dynamic model use:\n{dyn.to_cfg()}")
+        return 0
+    _LIVE.clear()
 
     if args.inject_fault and not args.sim:
         print("--inject-fault needs --sim (faults are injected into the software device only)", file=sys.stderr)
@@ -453,6 +651,9 @@ def _run_checks(args: Any, backend: str, target: Any, report: dict) -> None:
     rig = dv.Rig.from_yaml(ROOT / "samples" / "rig.yaml")
     sets = sample_frame_sets(rig, count=args.frames)
     kitti = kitti_rig("jpeg")
+    if not args.no_cache:  # first: the checks' plans read what it measured (an `unknown` settled here runs on DVPP)
+        report["cache"] = fill_cache([rig] if args.quick else [rig, kitti_rig("png"), kitti], target, backend,
+                                     args.cache)
     kitti_sets = [{c.name: encode_jpeg(synthetic_bgr(1242, 375, seed=10 * k + i)) for i, c in enumerate(kitti.cameras)}
                   for k in range(args.frames)]
     quick = [
@@ -475,9 +676,8 @@ def _run_checks(args: Any, backend: str, target: Any, report: dict) -> None:
         report["checks"].append(check_vdec_kernel(label, backend, target, bf, pk))
     report["checks"].append(check_vdec(backend, target))
     report["checks"].append(check_aipp_route(rig, sets, backend, target))
-    if not args.no_cache:
-        report["cache"] = fill_cache([rig] if args.quick else [rig, kitti_rig("png"), kitti], target, backend,
-                                     args.cache)
+    report["checks"].append(check_model(rig, sets, backend, target, {"static": args.om_static,
+                                                                     "dynamic": args.om_dynamic}))
     try:
         report["pool"] = repr(pool_for(_acl.runtime("hw" if backend == "dvpp" else "sim", target)))
     except Exception:  # noqa: BLE001

@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("dvpipe.cli.validate", "check a deployment YAML without running it"),
     "probe": ("dvpipe.cli.probe", "environment report, or which step runs where on a DVPP target and why"),
     "bench": ("dvpipe.cli.bench", "run the same frames through several backend plans, side by side"),
-    "trace": ("dvpipe.cli.trace", "summarise a trace file written by `dvpipe run --trace`"),
+    "trace": ("dvpipe.cli.trace", "summarise a trace of `dvpipe run --trace`; `trace merge`: add profiler exports"),
     "fleet": ("dvpipe.cli.fleet", "a deployment's pipeline over many recordings on Ray (index, run, resume)"),
     "aipp": ("dvpipe.cli.aipp", "write the ATC aipp_op config (static AIPP) for a deployment or profile"),
 }

@@ -7,15 +7,20 @@ Forms::
 
 On the AIPP route DVPP decodes and resizes each camera into NV12, and the model's AIPP (inserted by
 ``atc --insert_op_conf aipp.cfg``) does the trailing crop, the YUV -> RGB/BGR conversion, Normalise and
-Pad on the AI Core (:mod:`dvpipe.backends.dvpp.aipp`). Cameras with the same picture size, source
-colour standard and stage list share one ``aipp_op``; distinct ones get one block each, with
-``related_input_rank`` 0, 1, ... (ATC applies one static ``aipp_op`` per model input). Nothing here
+Pad on the AI Core (:mod:`dvpipe.backends.dvpp.aipp`). The configuration is the one the run hands the
+model: each camera is planned as ``dvpipe run`` plans it (backends ``dvpp``, ``aipp``, ``cpu``, fidelity
+``fast``, the target's documented rules, on the software device) and its ``plan.device_batch["aipp"]`` is
+written, so DVPP's documented detours are in it (JPEGD floors odd sizes, VPC writes even NV12 pictures at
+the target's output stride; e.g. KITTI 1242x375 for bevformer-tiny on Ascend310P3: source 624x186, picture
+620x186, padding right 20 / bottom 6). A camera the run would not put on the AIPP route is an error naming
+the reason. Cameras with the same configuration share one ``aipp_op``; distinct ones get one block each,
+with ``related_input_rank`` 0, 1, ... (ATC applies one static ``aipp_op`` per model input). Nothing here
 has run on Ascend hardware.
 
-Colour standard by source: JPEG -> ``jpeg_full`` (JFIF: full-range BT.601); H.264 / H.265 ->
-``bt601_narrow`` unless ``--colour-standard`` says otherwise (check the stream's colour description,
-e.g. ``ffprobe -show_streams`` ``color_space`` / ``color_range``); raw cameras -> their rig
-``yuv_matrix`` / ``yuv_range``.
+Colour standard: the run's (JPEG -> ``jpeg_full``, JFIF full-range BT.601; H.264 / H.265 -> ``bt601_narrow``,
+or the camera's rig keys ``yuv_matrix`` / ``yuv_range``, e.g. ``bt709`` / ``limited`` for a stream whose VUI
+signals BT.709: check ``ffprobe -show_streams`` ``color_space`` / ``color_range``), unless
+``--colour-standard`` says otherwise.
 
 Exit status: 0 written; 2 bad arguments, or a stage list AIPP cannot express (one line saying why).
 """
@@ -28,7 +33,7 @@ from typing import Any, Optional
 
 from .._typing import Fidelity
 
-_SOURCE_STANDARD = {"jpeg": "jpeg_full", "h264": "bt601_narrow", "h265": "bt601_narrow"}
+_SOURCE_STANDARD = {"jpeg": "jpeg_full", "h264": "bt601_narrow", "h265": "bt601_narrow"}  # the run's defaults
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -42,10 +47,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                 "exit status: 0 written; 2 bad arguments or a stage list AIPP cannot express")
     p.add_argument("deployment", nargs="?", metavar="DEPLOYMENT.yaml", help="a deployment YAML")
     p.add_argument("--profile", help="a model profile (instead of a deployment)")
-    p.add_argument("--soc", help="SoC name as acl.get_soc_name() returns it (e.g. Ascend310P3); sets the DVPP "
-                                 "output stride AIPP reads (required with --profile; a deployment's own target "
-                                 "otherwise, else width to 16 and height to 2)")
-    p.add_argument("--cann", help="CANN version for the stride rules (default: the latest dvpipe's tables know)")
+    p.add_argument("--soc", help="SoC name as acl.get_soc_name() returns it (e.g. Ascend310P3); the target the "
+                                 "camera is planned for (required with --profile, or for a deployment without "
+                                 "a target)")
+    p.add_argument("--cann", help="CANN version of the target (default: the deployment's, else the latest dvpipe's "
+                                  "tables know)")
     p.add_argument("--size", default="1600x900", metavar="WxH", help="camera size with --profile (default 1600x900)")
     p.add_argument("--source", choices=tuple(_SOURCE_STANDARD), default="jpeg",
                    help="what the camera sends, with --profile (default jpeg)")
@@ -112,59 +118,73 @@ def _standard_of(c: Any) -> str:
     return "custom"
 
 
-def _stride_fn(soc: Optional[str], cann: Optional[str]):
-    """The DVPP (VPC) NV12 output stride on ``soc``; None: the default alignment (16 x 2)."""
-    if soc is None:
-        return None
+def _target(soc: str, cann: Optional[str]) -> Any:
     from ..errors import ConfigError
-    from ..knowledge import KnowledgeGap, latest_checked, soc_info, stride_for
+    from ..knowledge import latest_checked, soc_info
+    from ..target import Target
 
     try:
         soc_info(soc)
+        return Target(soc, cann or str(latest_checked()))
     except ValueError as e:
-        raise ConfigError(f"--soc: {e}") from None
-    version = cann or str(latest_checked())
+        raise ConfigError(f"--soc/--cann: {e}") from None
 
-    def stride(w: int, h: int) -> tuple[int, int]:
-        try:
-            s = stride_for(soc, version, "vpc", "nv12", w, h, side="out")
-        except KnowledgeGap:
-            return -(-w // 16) * 16, -(-h // 2) * 2
-        except ValueError as e:
-            raise ConfigError(f"--cann: {e}") from None
-        return s.width_stride, s.height_stride
 
-    return stride
+def _route(name: str, cam: Any, stages: list, target: Any) -> Any:
+    """The camera's AIPP route as the run plans it: the plan's own batch layout (DVPP's documented detours:
+    JPEGD floors odd sizes, VPC writes even NV12, the output stride) and the AippConfig the run hands the
+    model (``plan.device_batch``), planned on the software device of ``target``."""
+    from ..backends.dvpp.aipp import AippRoute
+    from ..errors import ConfigError, PlanError
+    from ..planner import plan_pipeline
+
+    try:
+        plan = plan_pipeline([cam], stages, ("dvpp-sim", "aipp-sim", "cpu"), fidelity="fast", target=target)
+    except (ConfigError, PlanError) as e:
+        raise ConfigError(f"{name}: {e}") from None
+    b = plan.device_batch
+    if b is None:
+        steps = plan.cameras[0].steps
+        last = dict(steps[-1].verdicts).get("aipp-sim")
+        off = next((s for s in steps if s.backend.name != "dvpp-sim" and s.name != "transfer"), steps[-1])
+        dv = dict(off.verdicts).get("dvpp-sim")
+        why = (last.reason if last is not None and "runs elsewhere" not in last.reason
+               else f"step {off.name} runs on {off.backend.name}" + (f" ({dv.reason})" if dv is not None else ""))
+        raise ConfigError(f"{name}: the run on {target.soc} (CANN {target.cann}) does not put this camera on the AIPP "
+                          f"route: {why}")
+    return AippRoute(b["aipp"], (int(b["height"]), int(b["width"])))
 
 
 def _routes(args: argparse.Namespace) -> list[tuple[Any, list[str]]]:
-    from ..backends.dvpp.aipp import aipp_for_stages
+    from ..backends.dvpp.aipp import recolour
     from ..errors import ConfigError
     from ..profiles import PROFILES, profile_stages
     from ..types import Camera, parse_wxh
 
     if bool(args.deployment) == bool(args.profile):
         raise ConfigError("give a DEPLOYMENT.yaml or --profile NAME (one of them)")
-    stride = _stride_fn(args.soc, args.cann)
-    per_camera: list[tuple[str, list, tuple[int, int], str, list[str]]] = []
+    target = _target(args.soc, args.cann) if args.soc else None
+    per_camera: list[tuple[str, Any, list, Optional[str], list[str]]] = []
     if args.profile:
         if args.profile not in PROFILES:
             raise ConfigError(f"unknown profile {args.profile!r}; known: {', '.join(PROFILES)}")
-        if args.soc is None:
-            raise ConfigError("--profile needs --soc (the DVPP output stride AIPP reads depends on it)")
+        if target is None:
+            raise ConfigError("--profile needs --soc (the DVPP output stride and size detours AIPP reads depend on it)")
         h, w = parse_wxh(args.size, "--size")
         cam = Camera("camera", w, h, encoding=args.source)
-        standard = args.colour_standard or _SOURCE_STANDARD[args.source]
         notes = _order_note(args.profile, "reference")
-        per_camera.append(("camera", profile_stages(args.profile, "fast", cam), (h, w), standard, notes))
+        per_camera.append(("camera", cam, profile_stages(args.profile, "fast", cam), args.colour_standard, notes))
     else:
         if not os.path.exists(args.deployment):
             raise ConfigError(f"no such file: {args.deployment}")
         from ..deploy.config import load_deployment
 
         dep = load_deployment(args.deployment)
-        if args.soc is None and dep.target is not None:  # the deployment's own target, unless --soc says otherwise
-            stride = _stride_fn(dep.target.soc, args.cann or str(dep.target.cann))
+        if target is None and dep.target is not None:  # the deployment's own target, unless --soc says otherwise
+            target = _target(dep.target.soc, args.cann or str(dep.target.cann))
+        if target is None:
+            raise ConfigError("the deployment names no target: give --soc (the DVPP output stride and size detours "
+                              "AIPP reads depend on it)")
         p = dep.pipeline
         profile: Any = p.profile  # a name, or a Profile built from the mmdet3d config
         if p.mmdet3d_config is not None:
@@ -173,22 +193,24 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[str]]]:
             profile = profile_from_config(p.mmdet3d_config, skip=p.skip).profile
         for cc in dep.cameras:
             cam = dep.rig[cc.name]
-            standard = args.colour_standard or _camera_standard(cam)
             if profile is not None:
                 stages = profile_stages(profile, "fast", cam)
                 notes = _order_note(profile, p.fidelity)
             else:
                 stages, notes = list(p.stages or ()), []
-            per_camera.append((cc.name, stages, (cam.height, cam.width), standard, notes))
+            standard = args.colour_standard or _camera_standard(cam)
+            per_camera.append((cc.name, cam, stages, standard, notes))
     groups: dict[Any, tuple[Any, list[str]]] = {}
-    for name, stages, size, standard, notes in per_camera:
-        try:
-            route = aipp_for_stages(stages, size, colour_standard=standard, stride=stride)
-        except ConfigError as e:
-            raise ConfigError(f"{name}: {e}") from None
-        if notes:
-            from dataclasses import replace
+    for name, cam, stages, standard, notes in per_camera:
+        route = _route(name, cam, stages, target)
+        from dataclasses import replace
 
+        if standard is not None and recolour(route.config, standard) != route.config:
+            route = replace(route, config=recolour(route.config, standard))
+            notes = [*notes, f"--colour-standard {standard} differs from the run's slot standard "
+                             f"({_run_standard(cam)}): frames a DVPP step hands to its CPU fallback are uploaded in "
+                             "the run's; set yuv_matrix / yuv_range on the camera so that both agree"]
+        if notes:
             route = replace(route, notes=tuple(notes) + route.notes)
         key = route.config
         if key in groups:
@@ -215,16 +237,18 @@ def _order_note(profile: Any, fidelity: Fidelity) -> list[str]:
     return []
 
 
-def _camera_standard(cam: Any) -> str:
-    from ..errors import ConfigError
+def _run_standard(cam: Any) -> str:
+    from ..backends.dvpp.route import _colour_standard
 
-    enc = cam.encoding
-    if enc in _SOURCE_STANDARD:
-        return _SOURCE_STANDARD[enc]
-    if enc in ("nv12", "uyvy", "yuyv"):
-        extra = getattr(cam, "extra", {}) or {}
-        matrix = str(extra.get("yuv_matrix", "bt601"))
-        rng = "full" if str(extra.get("yuv_range", "limited")) == "full" else "narrow"
-        return f"{matrix}_{rng}"
-    raise ConfigError(f"camera {cam.name}: encoding {enc} does not reach AIPP as NV12 (PNG decodes to RGB, raw to "
-                      "BGR); the AIPP route here reads NV12")
+    return _colour_standard(cam)
+
+
+def _camera_standard(cam: Any) -> Optional[str]:
+    """The camera's colour standard from its rig keys ``yuv_matrix`` / ``yuv_range`` (video and raw cameras);
+    None: the run's default (JPEG: jpeg_full; video: bt601_narrow)."""
+    extra = getattr(cam, "extra", {}) or {}
+    if cam.encoding == "jpeg" or not ({"yuv_matrix", "yuv_range"} & set(extra)):
+        return None
+    matrix = str(extra.get("yuv_matrix", "bt601"))
+    rng = "full" if str(extra.get("yuv_range", "limited")) == "full" else "narrow"
+    return f"{matrix}_{rng}"

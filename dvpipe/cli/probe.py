@@ -8,6 +8,7 @@ Forms::
     dvpipe probe --camera CAM2=1242x375:png --camera CAM2J=1242x375:jpeg420 --soc Ascend310 --cann 6.0.1
     dvpipe probe --matrix --soc Ascend310P3 [--cann 7.0.0,8.0.0] [--size 1920x1208 ...]
     dvpipe probe ... --json | --require dvpp | --live
+    dvpipe probe DEPLOYMENT.yaml --capacity [--fps 12] [--soc S --cann V]   # will the DVPP load fit, how long
 
 The target defaults to the detected one (pyACL / npu-smi and the CANN install-info file); without
 one, pass ``--soc`` and ``--cann``. Cameras given with ``--camera`` (or a rig file) are planned with
@@ -20,6 +21,11 @@ source / inferred / unknown); a step only dvpipe's fidelity policy declines read
 
 Exit status: 0; 1 when ``--require dvpp`` finds a step that DVPP implements but does not run here;
 2 for bad arguments or configuration; 3 when ``--live`` cannot run (no pyACL / no device).
+
+``--capacity`` (:mod:`dvpipe.probe.capacity`): per DVPP unit the plan uses, the load at the cameras' frame
+rate (``--fps``, else the deployment's) against the unit's documented throughput and channel limits, the
+first unit to saturate, the predicted device time per step and frame set, and the CPU path's time measured
+here. With ``--live`` it first measures the units on the device (:mod:`dvpipe.probe.capacity_live`).
 """
 from __future__ import annotations
 
@@ -63,6 +69,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--live", action="store_true",
                    help="run each DVPP step on synthetic images on this machine's device (needs pyACL) and cache "
                         "the results next to the documented verdicts")
+    p.add_argument("--capacity", action="store_true",
+                   help="forecast the DVPP load against each unit's documented throughput and channel limits, and the "
+                        "predicted device time per frame set beside the CPU path's measured time (with --live: "
+                        "measure the units on this device first)")
+    p.add_argument("--fps", type=float, metavar="RATE",
+                   help="with --capacity: the cameras' frame rate (default: the deployment's source)")
+    p.add_argument("--no-cpu", action="store_true", help="with --capacity: do not measure the CPU path here")
     p.add_argument("--cache", metavar="PATH", help="the --live cache file (default ~/.cache/dvpipe/dvpp-live.json)")
     p.add_argument("--no-sources", action="store_true", help="leave the source URLs out of the table")
     p.add_argument("--colour", "--color", choices=("auto", "always", "never"), default="auto",
@@ -166,13 +179,17 @@ def main(args: argparse.Namespace) -> int:
 
     if getattr(args, "size", None) and not args.matrix:
         raise ConfigError("--size sets the sizes of --matrix; for one camera use --camera NAME=WxH:ENCODING")
+    if (args.fps is not None or args.no_cpu) and not args.capacity:
+        raise ConfigError("--fps and --no-cpu go with --capacity")
+    if args.fps is not None and not (0 < args.fps <= 10000):
+        raise ConfigError(f"--fps {args.fps:g}: give the cameras' frame rate in frames per second (0 < fps <= 10000)")
     if args.matrix:
         if args.config or args.camera:
             raise ConfigError("--matrix probes a fixed grid of sizes and encodings; give it --soc (and optionally "
                               "--cann), not cameras")
         return _matrix(args)
     if not args.config and not args.camera:
-        if args.live or args.require:
+        if args.live or args.require or args.capacity:
             raise ConfigError("nothing to probe: give DEPLOYMENT.yaml or --camera NAME=WxH:ENCODING")
         if args.soc or args.cann:
             raise ConfigError("--soc/--cann need something to check: DEPLOYMENT.yaml, --camera NAME=WxH:ENCODING "
@@ -223,6 +240,11 @@ def _cameras(args: argparse.Namespace) -> int:
             return EXIT_NO_DEVICE
         cache = live.LiveCache.load(args.cache)
         live.run_live(cams, target, cache, profile=profile, stages=stages, fidelity=fidelity or DEFAULT_FIDELITY)
+        if args.capacity:
+            from ..probe.capacity_live import measure_capacity
+
+            measure_capacity(cams, target, cache, profile=profile, stages=stages,
+                             fidelity=fidelity or DEFAULT_FIDELITY)
         cache.save()
     elif args.cache:
         from ..probe import live
@@ -230,6 +252,8 @@ def _cameras(args: argparse.Namespace) -> int:
         cache = live.LiveCache.load(args.cache)
     rep = build_report(cams, target, profile=profile, stages=stages, fidelity=fidelity or DEFAULT_FIDELITY,
                        empirical=cache)
+    if args.capacity:
+        return _capacity(args, cams, target, rep, kind, profile, stages, fidelity, cache)
     if args.json:
         _emit(json.dumps(rep.to_dict(), indent=1))
     else:
@@ -272,4 +296,72 @@ def _matrix(args: argparse.Namespace) -> int:
         _emit(m.render(colour=_use_colour(args.colour, sys.stdout)))
     if args.require and m.fallback_count(policy=False):
         return EXIT_REQUIRE
+    return EXIT_OK
+
+
+def _capacity(args: argparse.Namespace, cams: list, target: Any, rep: Any, kind: str, profile: Optional[str],
+              stages: Any, fidelity: Optional[str], cache: Any) -> int:
+    """``--capacity``: the forecast of the plan ``rep`` (see :mod:`dvpipe.probe.capacity`)."""
+    from ..probe import capacity
+    from ..probe.capacity_inputs import first_frames, rate_from_deployment
+    from ..probe.capacity_text import render
+    from ..probe.report import build_report
+
+    notes = []
+    if any(s.status == "declined" for c in rep.cameras for s in c.steps) and not args.fidelity:
+        notes.append(f"the plan at fidelity {rep.fidelity} keeps DVPP steps off DVPP by policy (declined); the "
+                     "forecast is for fidelity fast, where they run on DVPP (--fidelity to choose)")
+        rep = build_report(cams, target, profile=profile, stages=stages, fidelity="fast", empirical=cache)
+    if args.fps is not None:
+        rate, how = args.fps, "--fps"
+    elif kind == "deployment":
+        rate, how = rate_from_deployment(args.config)
+    else:
+        rate, how = None, "no --fps given"
+    if rate is None:
+        notes.append(f"no frame rate ({how}): pass --fps to judge the load; the per-unit ceilings and times stand")
+    aipp = False
+    if kind == "deployment":
+        from ..types import read_yaml
+
+        pm = read_yaml(args.config).get("pipeline") or {}
+        bk = pm.get("backends") if isinstance(pm, dict) else None
+        aipp = any(str(b).startswith("aipp") for b in (bk if isinstance(bk, list) else [bk]))
+    measured = {}
+    if cache is not None:
+        from ..probe.capacity_live import measured_figures
+
+        measured = measured_figures(cache, target)
+    rates = {c.name: rate for c in cams}
+    kept: dict[str, list[str]] = {}
+    for c in rep.cameras:
+        off = [s for s in c.steps if not s.ok and s.status != "declined"]
+        if off:
+            kept.setdefault(f"{off[0].stage} stays on {off[0].backend} ({off[0].status}: {off[0].reason})",
+                            []).append(c.name)
+    notes += [f"{', '.join(names)}: {why}; not in the forecast" for why, names in kept.items()]
+    items = capacity.work_items(rep, cams, target, profile=profile, stages=stages, fidelity=rep.fidelity, fps=rates,
+                                aipp=aipp)
+    fc = capacity.forecast(items, target, measured=measured, notes=notes,
+                           fps_source=how if rate is not None else "", fps=rates)
+    if not args.no_cpu:
+        from ..probe.capacity_cpu import measure_cpu_path
+
+        frames = first_frames(args.config) if kind == "deployment" else {}
+        fc.cpu = measure_cpu_path(cams, target, profile=profile, stages=stages, fidelity=rep.fidelity, frames=frames)
+    if args.json:
+        _emit(json.dumps(dict(rep.to_dict(), capacity=fc.to_dict()), indent=1))
+    else:
+        _emit(render(fc, sources=not args.no_sources))
+    if args.require:
+        failures = rep.require(args.require)
+        if failures:
+            sys.stderr.write(f"dvpipe probe: --require {args.require}: {len(failures)} step(s) do not run on DVPP:\n")
+            for line in failures:
+                sys.stderr.write(f"  {line}\n")
+            return EXIT_REQUIRE
+    if rep.errors:
+        sys.stderr.write("dvpipe probe: " + "; ".join(f"{cam} could not be planned: {err}" for cam, err in rep.errors)
+                         + "\n")
+        return EXIT_USAGE
     return EXIT_OK

@@ -38,6 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cann", help="CANN version for --soc (e.g. 7.0.0)")
     p.add_argument("--out", metavar="DIR", help="output folder (default: the deployment's outputs.dir)")
     p.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto trace of every frame set")
+    p.add_argument("--profiler-ranges", action="store_true",
+                   help="also emit every step span as a range to the profiler in use (msproftx on Ascend, "
+                        "NVTX on CUDA, torch.profiler.record_function); latency.profiler_ranges: true in YAML; "
+                        "combine the exports with `dvpipe trace merge`")
     p.add_argument("--json", metavar="PATH", help="write the latency statistics as JSON")
     p.add_argument("--plots", metavar="DIR", help="write latency plots (PNG; needs matplotlib)")
     p.add_argument("--report", metavar="PATH", help="write a one-page HTML report (plots, plan, frame account)")
@@ -112,6 +116,8 @@ def main(args: argparse.Namespace) -> int:
             run_changes.update(frames=None, loop=True)
     if args.realtime:
         run_changes.update(realtime=True)
+    if args.profiler_ranges:
+        dep = replace(dep, latency=replace(dep.latency, profiler_ranges=True))
     if run_changes:
         dep = dep.with_run(**run_changes)
     if args.prometheus is not None:
@@ -155,6 +161,9 @@ def main(args: argparse.Namespace) -> int:
         opening = OpeningLine(len(dep.cameras)) if len(dep.cameras) >= OPENING_LINE_FROM and not quiet else None
         runner = Runner(dep, progress=progress, trace_path=args.trace, json_path=args.json, plots_dir=args.plots,
                         report_path=args.report, write_outputs=not args.no_outputs, opening=opening)
+        if dep.latency.profiler_ranges and getattr(runner.pipe, "profiler_ranges", None) is None:
+            print("warning: profiler ranges asked for, but no profiler API is loaded here (pyACL's acl, NVTX via a "
+                  "CUDA torch or the nvtx package, torch): no ranges are emitted", file=sys.stderr)
         if runner.backend_notes and not quiet:  # why "auto" did not pick the others (first clause of each reason)
             notes = "; ".join(n.split("; ")[0] for n in runner.backend_notes)
             print(f"backends auto: skipped {notes}", file=out)

@@ -117,6 +117,11 @@ class _GroupedPipeline:
         drops.sort(key=lambda d: self._order[d[0]])
         return self._FrameBatch(images, metas, valid, drops, self.rig.names, fallbacks, tl)
 
+    @property
+    def profiler_ranges(self):
+        """The groups' :class:`~dvpipe.latency.profiler_ranges.ProfilerRanges` (one setting for all)."""
+        return self.groups[0][1].profiler_ranges
+
     def close(self) -> None:
         for _b, pipe in self.groups:
             pipe.close()
@@ -154,7 +159,7 @@ def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
                                   target=target,
                   timing="counters" if dep.latency.counters_only else "spans",
                   on_corrupt=dep.decode.on_corrupt, max_pixels=dep.decode.max_pixels,
-                  live_cache=planning_cache() if dvpp else None)
+                  live_cache=planning_cache() if dvpp else None, profiler_ranges=dep.latency.profiler_ranges)
     if len(groups) == 1:
         (backends,) = groups
         return Pipeline(dep.rig, stages, backends, **kwargs), notes

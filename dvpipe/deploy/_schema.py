@@ -148,6 +148,7 @@ class LatencyConfig:
     window: int = 100
     counters_only: bool = False
     warmup_sets: int = 2  # frame sets; see warmup_for()
+    profiler_ranges: bool = False  # each step span also a range in msproftx / NVTX / torch.profiler
 
     def warmup_for(self, frames: Optional[int]) -> int:
         """Warm-up sets of a run of ``frames`` sets (None: unknown length): ``warmup_sets``, but at most

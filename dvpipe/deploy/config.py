@@ -62,6 +62,7 @@ Schema (every key optional unless marked)::
       window: 100
       counters_only: false             # true: count/sum/max per step only (cheapest; no percentiles of steps)
       warmup_sets: 2                   # first frame sets left out of the statistics (counted separately)
+      profiler_ranges: false           # true: each step span also a range in msproftx / NVTX / torch.profiler
     outputs:
       dir: out/{name}
       metrics: true                    # latency.json + summary.json
@@ -699,7 +700,8 @@ def _parse_run(v: Any, V: _V) -> RunConfig:
 
 
 def _parse_latency(v: Any, V: _V) -> LatencyConfig:
-    lm = V.mapping(v, "latency", ("budget_ms", "steps_ms", "window", "counters_only", "warmup_sets")) or {}
+    lm = V.mapping(v, "latency", ("budget_ms", "steps_ms", "window", "counters_only", "warmup_sets",
+                                  "profiler_ranges")) or {}
     steps_ms: dict[str, float] = {}
     if lm.get("steps_ms") is not None:
         steps = lm["steps_ms"]
@@ -716,6 +718,7 @@ def _parse_latency(v: Any, V: _V) -> LatencyConfig:
         window=V.number(lm, "window", "latency", 100, integer=True, minimum=1, maximum=10_000_000),
         counters_only=V.boolean(lm, "counters_only", "latency", False),
         warmup_sets=V.number(lm, "warmup_sets", "latency", 2, integer=True, minimum=0, maximum=_MAX_FRAMES),
+        profiler_ranges=V.boolean(lm, "profiler_ranges", "latency", False),
     )
 
 

@@ -637,6 +637,8 @@ class Runner:
 
     def _call_model(self, tl: Timeline, batch):
         assert self.model is not None  # _complete calls this only with a model
+        ranges = getattr(self.pipe, "profiler_ranges", None)  # latency.profiler_ranges: "dvpipe:model"
+        tokens = None if ranges is None else ranges.push(ranges.message("model"))
         try:
             # a model that records its own spans (OmModel: model, model.execute, its transfers) is not wrapped
             out = (self.model(batch, timeline=tl) if getattr(self.model, "records_timeline", False)
@@ -652,6 +654,9 @@ class Runner:
                 raise RunError(f"the model failed on {self._model_fail_streak} batches in a row; "
                                f"first error: {self.model_error}") from e
             return None
+        finally:
+            if tokens is not None and ranges is not None:
+                ranges.pop(tokens)
 
     # -- outputs: the registered exporters ----------------------------------------------------------
     def _open_exporters(self, run: RunContext) -> dict[str, Exporter]:

@@ -173,6 +173,11 @@ def _sel_in_w_gt(val: Any, req: "Request") -> bool:
     return req.width > val
 
 
+@declare_selector("in_size_gt", "input width > w or height > h pixels ([w, h])")
+def _sel_in_size_gt(val: Any, req: "Request") -> bool:
+    return req.width > val[0] or req.height > val[1]
+
+
 @declare_selector("exif_rotated", "EXIF orientation != 1 (true) or == 1 (false)")
 def _sel_exif_rotated(val: Any, req: "Request") -> bool:
     return (req.orientation != 1) == bool(val)

@@ -39,6 +39,8 @@ class FamilyFacts:
         acldvpp_csc: whether ``acldvppVpcConvertColorAsync`` exists on the family.
         undocumented_layout_as: a SoC whose documented stride a device *measurement* may borrow where the
             family's own is undocumented (None: none).
+        vdec_default_out_size: ``(width, height)`` in pixels of the largest picture an acldvpp VDEC channel
+            outputs when ``vdec_set_channel_desc_out_pic_width/height`` are not set.
         sources: fact name -> the page it was read on (full URL).
     """
 
@@ -47,6 +49,7 @@ class FamilyFacts:
     acldvpp_default_filter: str
     acldvpp_csc: bool
     undocumented_layout_as: Optional[str] = None
+    vdec_default_out_size: tuple[int, int] = (4096, 4096)
     sources: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -137,7 +140,9 @@ def _facts(defaults: Mapping[str, Any], own: Mapping[str, Any], sources: Mapping
     return FamilyFacts(acldvpp_resize_interpolations=tuple(int(x) for x in d["acldvpp_resize_interpolations"]),
                        acldvpp_resize_refused=tuple(int(x) for x in d["acldvpp_resize_refused"]),
                        acldvpp_default_filter=str(d["acldvpp_default_filter"]), acldvpp_csc=bool(d["acldvpp_csc"]),
-                       undocumented_layout_as=d.get("undocumented_layout_as"), sources=dict(sources))
+                       undocumented_layout_as=d.get("undocumented_layout_as"),
+                       vdec_default_out_size=tuple(int(x) for x in d["vdec_default_out_size"]),  # type: ignore[arg-type]
+                       sources=dict(sources))
 
 
 def _family_from(key: str, d: Mapping[str, Any], fname: str, defaults: Mapping[str, Any],

@@ -23,8 +23,12 @@
       "breakdown": {"run": BREAKDOWN, "window": BREAKDOWN},
       "critical_path": {"cameras": {cam: {"count", "share", "mean_wait_ns"}}, "window_cameras": {...},
                         "last": {"index", "camera", "assembly_wait_ns",
-                                 "steps": [{"name", "camera", "category", "start_ns", "end_ns", "duration_ns"}]}}
+                                 "steps": [{"name", "camera", "category", "start_ns", "end_ns", "duration_ns"}]}},
+      "predicted": {"jpegd+vpc.resize": {"run": SUMMARY, "basis": "predicted from documented throughput ..."}}
     }
+
+  ``predicted``: only on the software DVPP device (``dvpp-sim``), the device time each DVPP step would take on
+  the target SoC, from documented throughput (``dvpipe probe --capacity``); empty on every other backend.
 
   where SUMMARY is ``{"count", "sum_ns", "mean_ns", "min_ns", "max_ns", "p50_ns", "p90_ns", "p99_ns",
   "approximate"}`` (percentiles null for counters-only series) and BREAKDOWN is
@@ -97,6 +101,7 @@ def format_report(stats: StatsView, *, window: bool = False, per_camera: bool = 
         return [label, cam, kind, str(s.count), _ms(s.p50_ns), _ms(s.p90_ns), _ms(s.p99_ns), _ms(s.max_ns),
                 _ms(s.mean_ns), b, o]
 
+    predicted = stats.predicted() if hasattr(stats, "predicted") else {}
     for name in stats.step_names:
         kind, cat = stats.step_kind(name)
         kind_label = kind if cat in (kind, "cpu") else f"{kind}/{cat}"
@@ -106,6 +111,10 @@ def format_report(stats: StatsView, *, window: bool = False, per_camera: bool = 
                 s = step_summary(name, cam)
                 if s.count:
                     rows.append(row("", cam, "", s, None))
+        if name in predicted:  # the software DVPP device: what the step would take on the target
+            pr = predicted[name]["run"]
+            rows.append(row(f"{name} [predicted]", "all", "predicted", pr, None) if pr.count else
+                        [f"{name} [predicted]", "all", "predicted", "0", "no figure", "", "", "", "", "", ""])
     for origin in ("capture", "arrival"):
         s = stats.end_to_end(origin, window=window)
         if not s.count:
@@ -126,6 +135,12 @@ def format_report(stats: StatsView, *, window: bool = False, per_camera: bool = 
     else:
         lines.append("(no spans recorded)")
 
+    if predicted:
+        lines.append("[predicted] rows: device time on the target SoC predicted from documented DVPP throughput (one "
+                     "channel; dvpipe probe --capacity), not measured; the rows above them are the software device's "
+                     "CPU emulation")
+        for name, p in predicted.items():
+            lines.append(f"  {name}: {p['basis']}")
     unseen = [k for k in budgets if k not in stats.step_names and k not in ("end_to_end", "end_to_end_capture",
                                                                                 "end_to_end_arrival")]
     for key in unseen:
@@ -203,6 +218,8 @@ def to_json(stats: StatsView, *, per_camera: bool = True) -> dict[str, Any]:
         "budgets": budgets,
         "breakdown": {"run": stats.breakdown(), "window": stats.breakdown(window=True)},
         "transfers": stats.transfers() if hasattr(stats, "transfers") else None,
+        "predicted": ({k: {"run": v["run"].to_dict(), "basis": v["basis"]} for k, v in stats.predicted().items()}
+                      if hasattr(stats, "predicted") else {}),
         "critical_path": {"cameras": stats.critical_cameras(), "window_cameras": stats.critical_cameras(window=True),
                           "last": last_json},
     }

@@ -272,6 +272,9 @@ class LatencyStats:
         self._transfer_sets = 0
         self._transfer_sum: dict[str | None, dict[str, int]] = {}  # camera (None: the batch's own) -> direction -> bytes
         self._transfer_steps: dict[str, int] = {}  # transfer step name -> bytes over the run
+        # software DVPP device: step name -> predicted device time (ns) and its basis, or why there is none
+        self._predicted: dict[str, _Series] = {}
+        self._predicted_basis: dict[str, str] = {}
 
     @classmethod
     def from_timelines(cls, timelines: Iterable[Timeline], **kwargs: Any) -> "LatencyStats":
@@ -296,6 +299,7 @@ class LatencyStats:
                 return record
             self._ingest(record, tl)
             self._add_transfers(tl)
+            self._add_predicted(tl)
         for listener in self.listeners:
             listener(record)
         return record
@@ -637,6 +641,25 @@ class LatencyStats:
                 if sp.kind == "transfer" and sp.attrs.get("bytes"):
                     key = f"{sp.name} ({transfer_direction(sp.name, sp.attrs).replace('_', ' ')})"
                     self._transfer_steps[key] = self._transfer_steps.get(key, 0) + int(sp.attrs["bytes"])
+
+    def _add_predicted(self, tl: Timeline) -> None:
+        if tl.counters_only:
+            return
+        for sp in tl.spans:
+            if "predicted_device_ns" in sp.attrs:
+                series = self._predicted.setdefault(sp.name, _Series(self.max_samples))
+                if sp.attrs["predicted_device_ns"] is not None:
+                    series.add(int(sp.attrs["predicted_device_ns"]))
+                self._predicted_basis.setdefault(sp.name, str(sp.attrs.get("predicted_basis") or ""))
+
+    def predicted(self) -> dict[str, dict[str, Any]]:
+        """Predicted device times of the software DVPP device's steps (spans carrying ``predicted_device_ns``,
+        set by :func:`dvpipe.probe.capacity.predicted_step_ns`): step name -> ``{"run": Summary, "basis": str}``;
+        ``run.count`` is 0 when the documented figures give no prediction (``basis`` says why). Empty on any
+        other backend: these are predictions from documented throughput, never measurements."""
+        with self._lock:
+            return {k: {"run": v.summary(), "basis": self._predicted_basis.get(k, "")}
+                    for k, v in self._predicted.items()}
 
     def transfers(self) -> dict[str, Any]:
         """Bytes moved between memory domains, mean per frame set (warm-up excluded), from every ``transfer``

@@ -218,8 +218,12 @@ class OmModel:
                                   "model the pipeline's backend and target")
         per = v.strides[0] * v.strides[1] * 3 // 2 if v.layout == "NV12" and v.strides else 0
         pitch = int(v.meta.get("slot_pitch", per)) if per else 0
-        if per and pitch != per and t.aipp != "dynamic" and v.shape[0] * per == t.nbytes:
-            return self._gather(t, v, per, pitch, tl)
+        if per and pitch != per:
+            # AIPP (static and dynamic) reads the N pictures back to back (ATC atlasatc_16_0024: input_size =
+            # N x w x h x 1.5); a dynamic input takes them in a buffer of up to max_src_image_size bytes
+            need = int(v.shape[0]) * per
+            if need == t.nbytes or (t.aipp == "dynamic" and need <= t.nbytes):
+                return self._gather(t, v, per, pitch, tl)
         # dynamic AIPP: the input takes up to max_src_image_size bytes (the source size is set at run time)
         if (int(v.nbytes) > t.nbytes) if t.aipp == "dynamic" else int(v.nbytes) != t.nbytes:
             what = (f"a {v.layout} DeviceTensor {tuple(v.shape)} {v.dtype}"
@@ -230,9 +234,11 @@ class OmModel:
     def _gather(self, t: Any, v: DeviceTensor, per: int, pitch: int, tl: Any) -> tuple[int, int]:
         """Pack the batch's N pictures, ``pitch`` bytes apart in their DVPP allocation (each DVPP segment is
         128-byte aligned with a 32-byte-plus gap, :func:`dvpipe.device.slot_pitch`), densely into the model's
-        input buffer: N device -> device copies, timed as one ``model_gather`` transfer. The model's batch
-        input is N pictures back to back (``get_input_size_by_index`` = N x picture bytes), so this copy is
-        needed whenever the picture size is not itself a multiple of the segment layout. Not run on a device."""
+        input buffer: N device -> device copies, timed as one ``model_gather`` transfer. AIPP reads its input's
+        N pictures back to back, static and dynamic alike (static: ``get_input_size_by_index`` = N x picture
+        bytes; dynamic: the first N x picture bytes of up to ``max_src_image_size``), so this copy is needed
+        whenever the picture size is not itself a multiple of the segment layout. Returns ``(buffer, N x
+        picture bytes)``. Not run on a device."""
         dst = self._staging.get(t.index)
         if dst is None:
             dst = self.runtime.call("acl.rt.malloc", t.nbytes, 0, alloc_bytes=t.nbytes)
@@ -246,7 +252,7 @@ class OmModel:
             tl.record("model_gather", g0, now_ns(), "transfer", bytes=n * per, direction="device_to_device",
                       input=t.name or t.index)
         self.stats["device_to_device_bytes"] = self.stats.get("device_to_device_bytes", 0) + n * per
-        return dst, int(t.nbytes)
+        return dst, n * per
 
     def _host_input(self, t: Any, v: Any, tl: Any) -> tuple[int, int]:
         arr = np.asarray(v)
@@ -286,10 +292,16 @@ class OmModel:
         if cfg is None:
             raise ModelInputError(f"the model {self.name} has a dynamic AIPP input: pass OmModel(aipp=...) or a "
                                   "DeviceTensor whose meta['aipp'] carries the AippConfig")
-        if cfg == self._aipp_applied:
-            return  # the parameters stay in the dynamic-AIPP input buffer
         target = next(t for t in self.info.inputs if t.aipp == "dynamic")
         batch = int(target.dims[0]) if target.dims else 1
+        per = cfg.src_image_size_w * cfg.src_image_size_h * {"YUV420SP_U8": 3, "RGB888_U8": 6}[cfg.input_format] // 2
+        bound = self._bound.get(target.index, (0, 0))[1]
+        if bound != batch * per:  # AIPP reads exactly N pictures back to back (ATC atlasatc_16_0024)
+            raise ModelInputError(f"the model {self.name}'s dynamic AIPP reads {batch} {cfg.input_format} pictures of "
+                                  f"{cfg.src_image_size_w}x{cfg.src_image_size_h} back to back ({batch * per} B); "
+                                  f"the batch gives {bound} B")
+        if cfg == self._aipp_applied:
+            return  # the parameters stay in the dynamic-AIPP input buffer
         calls = dynamic_aipp_calls(cfg, batch_size=batch, input_index=target.aipp_index, by_input_index=False)
         if self._aipp_set is not None:
             old, self._aipp_set, self._aipp_applied = self._aipp_set, None, None

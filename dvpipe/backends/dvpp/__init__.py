@@ -88,12 +88,14 @@ def step_state(ctx: KernelContext, stages: tuple) -> StepState:
         st = None
     if st is None:
         target = _target(ctx, stages)
-        verdict, prog = plan_step(stages, ctx.spec_in, ctx.camera, target, "fast", accepts_unknown()
-                                  or _verified_here(ctx, stages, target))
+        accept = accepts_unknown() or _verified_here(ctx, stages, target)
+        verdict, prog = plan_step(stages, ctx.spec_in, ctx.camera, target, "fast", accept)
         if prog is None:
             raise StepRefused(verdict.reason)
         prog = program_for_output(prog, ctx.spec_out)
-        st = StepState.open(ctx.backend.device, target, prog, ctx.camera.name)
+        # a step verified on this device runs with the layouts it was verified with, on every frame and
+        # thread (not only under the verification's thread-local accepting_unknown)
+        st = StepState.open(ctx.backend.device, target, prog, ctx.camera.name, accept_unknown=accept)
         st.extra["codec"] = ctx.spec_in.encoding
         ctx.state["dvpp"] = st
     return st
@@ -138,12 +140,13 @@ def device_output(step: Any, camera: Any, target: Any, nv12: bool) -> tuple[Any,
 
 def picture_layout(prog: Program, target: Any) -> tuple[str, str, tuple[int, int], tuple[int, int], int]:
     """``(unit, fmt, (height, width), (width_stride, height_stride), nbytes)`` of the picture a program's last
-    call writes (the documented stride for the target; nbytes with the padding)."""
+    call writes (the documented stride for the target; nbytes with the padding). ``prog`` is a planned
+    step's program: a layout the docs leave open is the one the step runs with (see :func:`.vpc.layout`)."""
     last = prog.ops[-1] if prog.ops else None
     unit = "vpc" if last is not None else prog.source
     fmt = last.out_fmt if last is not None else "nv12"
     h, w = last.out_size if last is not None else prog.decode_size
-    st = vpc.layout(target, unit, fmt, w, h)
+    st = vpc.layout(target, unit, fmt, w, h, accept_unknown=True)
     ws, hs = int(st.width_stride), int(st.height_stride)
     return unit, fmt, (h, w), (ws, hs), ws * hs * 3 // 2 if fmt == "nv12" else ws * hs
 
@@ -176,9 +179,10 @@ def close_states(states: Any) -> None:
 
 def _kernel(data: Any, stages: tuple, ctx: KernelContext):
     st = step_state(ctx, stages)
-    if st.program.source == "jpegd":
-        return jpegd.run(st, data, ctx)
-    return vdec.run(st, data, ctx)
+    with st.runtime.bound():  # dvpipe's context for the frame's calls, the caller's again after them
+        if st.program.source == "jpegd":
+            return jpegd.run(st, data, ctx)
+        return vdec.run(st, data, ctx)
 
 
 for _ops in OPS:

@@ -18,6 +18,7 @@ Ascend sample code / the C prototype (``inferred``). The software device impleme
 from __future__ import annotations
 
 import atexit
+import contextlib
 import threading
 import weakref
 from dataclasses import dataclass
@@ -121,15 +122,23 @@ def check(ret: Any, api: str, detail: str = "", **context: Any) -> None:
 #: pyACL function -> (C function, returns, how the Python signature is known). ``returns``: ``ret``,
 #: ``(value, ret)``-style tuples, or ``value`` (creators and getters, no return code).
 API: dict[str, tuple[str, str, str]] = {
-    "acl.init": ("aclInit", "ret", "verified: pyACL ref (acl.init(config_path))"),
+    "acl.init": ("aclInit", "ret", "verified: CANN 5.0.4 aclpythondevg_01_0004 (acl.init(config_path); once per "
+                                   "process: a second call returns 100002 ACL_ERROR_REPEAT_INITIALIZE)"),
     "acl.finalize": ("aclFinalize", "ret", "verified: pyACL ref"),
     "acl.get_soc_name": ("aclrtGetSocName", "value", "verified: CANN 6.0.1 aclpythondevg_01_0008"),
     "acl.get_recent_err_msg": ("aclGetRecentErrMsg", "value", "inferred: C API aclGetRecentErrMsg"),
     "acl.rt.set_device": ("aclrtSetDevice", "ret", "inferred: Ascend samples"),
-    "acl.rt.reset_device": ("aclrtResetDevice", "ret", "inferred: Ascend samples"),
-    "acl.rt.create_context": ("aclrtCreateContext", "(context, ret)", "inferred: Ascend samples"),
+    "acl.rt.reset_device": ("aclrtResetDevice", "ret", "inferred: Ascend samples; reference-counted with "
+                                                       "set_device (CANN 8.0.0 aclcppdevg_03_0040)"),
+    "acl.rt.create_context": ("aclrtCreateContext", "(context, ret)", "inferred: Ascend samples; the new context "
+                                                                     "becomes the creating thread's current one "
+                                                                     "(CANN 8.0.0 aclcppdevg_03_0061)"),
     "acl.rt.destroy_context": ("aclrtDestroyContext", "ret", "inferred: Ascend samples"),
-    "acl.rt.set_context": ("aclrtSetCurrentContext", "ret", "inferred: Ascend samples (acllite dvpp_vdec.py)"),
+    "acl.rt.set_context": ("aclrtSetCurrentContext", "ret", "verified: CANN 6.0.1 aclpythondevg_01_0067, 7.0.0 "
+                                                           "aclpythondevg_01_0072 (context); one current context "
+                                                           "per thread, the last one set"),
+    "acl.rt.get_context": ("aclrtGetCurrentContext", "(context, ret)", "verified: CANN 6.0.1 aclpythondevg_01_0068, "
+                                                                      "8.0.0 aclpythondevg_01_0075"),
     "acl.rt.get_run_mode": ("aclrtGetRunMode", "(mode, ret)", "inferred: Ascend samples"),
     "acl.rt.create_stream": ("aclrtCreateStream", "(stream, ret)", "inferred: Ascend samples"),
     "acl.rt.destroy_stream": ("aclrtDestroyStream", "ret", "inferred: Ascend samples"),
@@ -219,6 +228,15 @@ API: dict[str, tuple[str, str, str]] = {
                                                  "verified: CANN 8.0.RC3 aclpythondevg_01_0353 (0 default: VDEC outputs "
                                                  "only after several frames; 1 fast: a picture per frame, streams "
                                                  "without B-frames or long-term references only)"),
+    "acl.media.vdec_set_channel_desc_out_pic_width": ("aclvdecSetChannelDescOutPicWidth", "ret",
+                                                      "verified: CANN 6.0.1 aclpythondevg_01_0322, 8.0.0 "
+                                                      "aclpythondevg_01_0359 (maximum output width; unset: 1920 on "
+                                                      "Ascend310/910, 4096 elsewhere, 8.1.RC1 aclpythondevg_01_0350)"),
+    "acl.media.vdec_set_channel_desc_out_pic_height": ("aclvdecSetChannelDescOutPicHeight", "ret",
+                                                       "verified: CANN 6.0.1 aclpythondevg_01_0323, 8.0.0 "
+                                                       "aclpythondevg_01_0360 (maximum output height; unset: 1120 on "
+                                                       "Ascend310/910, 4096 elsewhere, 8.1.RC1 "
+                                                       "aclpythondevg_01_0351)"),
     "acl.media.vdec_create_channel": ("aclvdecCreateChannel", "ret", "verified: samples"),
     "acl.media.vdec_destroy_channel": ("aclvdecDestroyChannel", "ret", "verified: samples"),
     "acl.media.vdec_create_frame_config": ("aclvdecCreateFrameConfig", "value", "verified: samples"),
@@ -427,8 +445,18 @@ class Runtime:
     """One opened device (real pyACL or the software device) and every call the kernels make.
 
     The kernels call only these methods; each goes through :meth:`call` and :func:`check`.
-    Thread safety: each calling thread is bound to the runtime's context on first use
-    (``acl.rt.set_context``); streams and channels are per camera step, so cameras run in parallel.
+
+    Contexts: a thread has one current context (aclrtSetCurrentContext, CANN 8.0.0 aclcppdevg_03_0061), and
+    streams and models belong to the context they were made in (107003 / 107004 from another). The
+    runtime's context is made current only for the duration of each call, or of a :meth:`bound` block, and the
+    thread's previous context is restored after it: a torch_npu thread that calls into dvpipe keeps torch's
+    context. Only threads dvpipe starts itself (the VDEC callback thread) are bound for good (:meth:`bind`).
+    Streams and channels are per camera step, so cameras run in parallel.
+
+    ACL ownership: ``acl.init`` runs once per process (CANN 5.0.4 aclpythondevg_01_0004); when it returns
+    100002 someone else (torch_npu) initialised ACL and owns it: :meth:`close` then releases only what this
+    runtime made (its context, and its reference on the device: set/reset_device are reference-counted,
+    CANN 8.0.0 aclcppdevg_03_0040) and never calls ``acl.finalize``.
     """
 
     def __init__(self, acl: Any, device: str, device_id: int = 0, target: Any = None):
@@ -443,6 +471,8 @@ class Runtime:
         self._lock = threading.Lock()
         self._holders = 0
         self._stagings: list[int] = []  # pinned host buffers of every thread (freed at close)
+        #: False when ``acl.init`` returned 100002: another user of this process owns ACL (never finalised here)
+        self.owns_acl = True
 
     @property
     def is_sim(self) -> bool:
@@ -467,8 +497,8 @@ class Runtime:
         0 on failure, CANN 8.0.0 aclpythondevg_01_0244) or None raises here, under the creator's own name,
         instead of the handle failing later in another call.
         """
-        self.bind()
-        out = self._fn(api)(*args)
+        with self.bound():
+            out = self._fn(api)(*args)
         kind = API.get(api, ("", "ret", ""))[1]
         if kind == "value":
             if (out is None or (isinstance(out, int) and out == 0)) and (
@@ -502,12 +532,20 @@ class Runtime:
         ret = self.acl.init()
         if ret not in (0, _codes.ACL_ERROR_REPEAT_INITIALIZE):
             check(ret, api="acl.init")
-        check(self.acl.rt.set_device(self.device_id), api="acl.rt.set_device", device_id=self.device_id)
-        ctx, ret = self.acl.rt.create_context(self.device_id)
-        check(ret, api="acl.rt.create_context", device_id=self.device_id)
-        self.context = ctx
-        mode, ret = self.acl.rt.get_run_mode()
-        check(ret, api="acl.rt.get_run_mode")
+        self.owns_acl = ret == 0
+        # set_device and create_context change the calling thread's current context: keep the one another
+        # owner of ACL (torch_npu) had set on this thread, and restore it afterwards
+        prev = None if self.owns_acl else self._current_context()
+        try:
+            check(self.acl.rt.set_device(self.device_id), api="acl.rt.set_device", device_id=self.device_id)
+            ctx, ret = self.acl.rt.create_context(self.device_id)
+            check(ret, api="acl.rt.create_context", device_id=self.device_id)
+            self.context = ctx
+            mode, ret = self.acl.rt.get_run_mode()
+            check(ret, api="acl.rt.get_run_mode")
+        finally:
+            if prev:
+                self.acl.rt.set_context(prev)
         self.run_mode = mode
         self._opened = True
 
@@ -556,22 +594,67 @@ class Runtime:
 
     def close(self) -> None:
         """Free the pool and staging buffers, destroy the context, reset the device, finalize, in that order
-        (pyACL resource release order: memory, context, device, ``acl.finalize``). Errors are ignored:
-        teardown is best effort and goes on."""
+        (pyACL resource release order: memory, context, device, ``acl.finalize``). ``acl.finalize`` only when
+        this runtime initialised ACL (:attr:`owns_acl`); the device reset balances this runtime's own
+        ``set_device`` (reference-counted). The calling thread's current context is kept. Errors are
+        ignored: teardown is best effort and goes on."""
         if not self._opened:
             return
         self.trim()
         self._opened = False
-        for fn, args in ((self.acl.rt.destroy_context, (self.context,)),
-                         (self.acl.rt.reset_device, (self.device_id,)), (self.acl.finalize, ())):
+        prev = self._current_context()
+        steps: list = [(self.acl.rt.destroy_context, (self.context,)), (self.acl.rt.reset_device, (self.device_id,))]
+        if self.owns_acl:
+            steps.append((self.acl.finalize, ()))
+        for fn, args in steps:
             try:
                 fn(*args)
             except Exception:  # noqa: BLE001
                 pass
+        if prev and prev != self.context and not self.owns_acl:
+            try:
+                self.acl.rt.set_context(prev)
+            except Exception:  # noqa: BLE001
+                pass
         self.context = None
 
+    def _current_context(self) -> Any:
+        """The calling thread's current context (``acl.rt.get_context``), or None when it has none."""
+        fn = getattr(self.acl.rt, "get_context", None)
+        if fn is None:
+            return None
+        try:
+            ctx, ret = fn()
+        except Exception:  # noqa: BLE001 - no context is an answer, not a failure
+            return None
+        return ctx if not ret and ctx else None
+
+    @contextlib.contextmanager
+    def bound(self):
+        """``with rt.bound(): ...``: the runtime's context is current on this thread for the block, and the
+        thread's previous context is current again after it (nested blocks and calls switch nothing)."""
+        depth = getattr(self._tls, "depth", 0)
+        if depth or self.context is None or getattr(self._tls, "bound", False):
+            self._tls.depth = depth + 1
+            try:
+                yield
+            finally:
+                self._tls.depth = depth
+            return
+        prev = self._current_context()
+        if prev != self.context:
+            check(self.acl.rt.set_context(self.context), api="acl.rt.set_context")
+        self._tls.depth = 1
+        try:
+            yield
+        finally:
+            self._tls.depth = 0
+            if prev and prev != self.context:
+                check(self.acl.rt.set_context(prev), api="acl.rt.set_context", restoring="the previous context")
+
     def bind(self) -> None:
-        """Make the runtime's context current on the calling thread (once per thread)."""
+        """Make the runtime's context current on the calling thread for good: only for threads dvpipe starts
+        itself (the VDEC callback thread); every other thread gets it per call (:meth:`bound`)."""
         if getattr(self._tls, "bound", False) or self.context is None:
             return
         check(self.acl.rt.set_context(self.context), api="acl.rt.set_context")
@@ -741,9 +824,12 @@ class Runtime:
         return True
 
     def vdec_channel(self, channel_id: int, thread_id: int, callback: Callable, entype: int, out_fmt: int,
-                     out_mode: int = 0) -> int:
+                     out_mode: int = 0, out_size: Optional[tuple[int, int]] = None) -> int:
         """A created VDEC channel; ``out_mode`` 0 (default: VDEC holds several frames before its first output)
-        or 1 (fast: one picture per frame sent, for streams without B-frames), CANN aclpythondevg_01_0353."""
+        or 1 (fast: one picture per frame sent, for streams without B-frames), CANN aclpythondevg_01_0353.
+        ``out_size`` ``(width, height)`` in pixels: the channel's maximum output size
+        (``vdec_set_channel_desc_out_pic_width/height``; unset it is 1920x1120 on Ascend310/910, CANN 6.0.1
+        aclpythondevg_01_0322/0323, so a larger stream would not decode there)."""
         d = self.call("acl.media.vdec_create_channel_desc")
         try:
             self.call("acl.media.vdec_set_channel_desc_channel_id", d, int(channel_id))
@@ -752,6 +838,9 @@ class Runtime:
             self.call("acl.media.vdec_set_channel_desc_entype", d, int(entype))
             self.call("acl.media.vdec_set_channel_desc_out_pic_format", d, int(out_fmt))
             self.call("acl.media.vdec_set_channel_desc_out_mode", d, int(out_mode))
+            if out_size is not None:
+                self.call("acl.media.vdec_set_channel_desc_out_pic_width", d, int(out_size[0]))
+                self.call("acl.media.vdec_set_channel_desc_out_pic_height", d, int(out_size[1]))
             self.call("acl.media.vdec_create_channel", d, channel_id=channel_id, entype=entype, out_mode=out_mode)
         except Exception:
             self.acl.media.vdec_destroy_channel_desc(d)

@@ -29,6 +29,11 @@ ACL_ERROR_MEMORY_ADDRESS_UNALIGNED = 200003
 ACL_ERROR_RESOURCE_NOT_MATCH = 200004
 ACL_ERROR_INVALID_RESOURCE_HANDLE = 200005
 ACL_ERROR_FEATURE_UNSUPPORTED = 200006
+#: runtime codes (rt_error_codes.h, e.g. CANN 8.5.0; the aclError table): 107002 "current context null",
+#: 107003 "stream not in current context", 107004 "model not in current context"
+ACL_ERROR_RT_CONTEXT_NULL = 107002
+ACL_ERROR_RT_STREAM_CONTEXT = 107003
+ACL_ERROR_RT_MODEL_CONTEXT = 107004
 ACL_ERROR_STORAGE_OVER_LIMIT = 300000
 ACL_ERROR_INTERNAL_ERROR = 500000
 ACL_ERROR_FAILURE = 500001
@@ -65,6 +70,12 @@ CODES: tuple[tuple[str, int, type, str], ...] = (
      "invalid resource handle (freed or never created)"),
     ("ACL_ERROR_FEATURE_UNSUPPORTED", ACL_ERROR_FEATURE_UNSUPPORTED, NotImplementedError,
      "the feature is not supported here"),
+    ("ACL_ERROR_RT_CONTEXT_NULL", ACL_ERROR_RT_CONTEXT_NULL, RuntimeError,
+     "the calling thread has no current context"),
+    ("ACL_ERROR_RT_STREAM_CONTEXT", ACL_ERROR_RT_STREAM_CONTEXT, RuntimeError,
+     "stream not in current context (the stream belongs to another context than the thread's current one)"),
+    ("ACL_ERROR_RT_MODEL_CONTEXT", ACL_ERROR_RT_MODEL_CONTEXT, RuntimeError,
+     "model not in current context (the model was loaded in another context than the thread's current one)"),
     ("ACL_ERROR_STORAGE_OVER_LIMIT", ACL_ERROR_STORAGE_OVER_LIMIT, MemoryError, "storage over limit"),
     ("ACL_ERROR_INTERNAL_ERROR", ACL_ERROR_INTERNAL_ERROR, RuntimeError, "internal error"),
     ("ACL_ERROR_FAILURE", ACL_ERROR_FAILURE, RuntimeError, "failure"),

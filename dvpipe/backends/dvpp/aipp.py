@@ -24,9 +24,10 @@ General Restrictions, atlasatc_16_0025, CANN 8.0.0: "channel swap (rbuv_swap_swi
    "to RGB" ones with rows 0 and 2 exchanged.
 4. **DTC** (normalisation): ``pixel_out = (pixel_in - mean_chn_i - min_chn_i) * var_reci_chn_i``
    (ATC guide, "Normalization Configuration", atlasatc_16_0022, CANN 8.0.0); ``mean_chn_i`` is an
-   integer in 0..255, ``min_chn_i`` and ``var_reci_chn_i`` are floats in [-65504, 65504] (pyACL
-   ``set_aipp_dtc_pixel_mean``, aclpythondevg_01_0180, CANN 8.5.0; CANN Kit "AIPP参数"). That range
-   is fp16's, so this model stores ``min_chn`` and ``var_reci_chn`` as fp16 (*assumption*),
+   integer in 0..255 (``aclmdlSetAIPPDtcPixelMean``, CANN 8.0.0 aclcppdevg_03_1422), ``min_chn_i`` a float
+   in [0, 255] (``aclmdlSetAIPPDtcPixelMin``, aclcppdevg_03_1423) and ``var_reci_chn_i`` a float in
+   [-65504, 65504] (``aclmdlSetAIPPPixelVarReci``, aclcppdevg_03_1424). That last range is fp16's, so
+   this model stores ``min_chn`` and ``var_reci_chn`` as fp16 (*assumption*),
    computes in float32 and rounds the result to fp16 once (the model input is fp16).
 5. **padding**: ``left/right/top/bottom_padding_size`` (each 0..32) filled with ``padding_value``
    after normalisation, i.e. in output units; the padded width must be <= 1080 (pyACL
@@ -51,7 +52,8 @@ from ...errors import ConfigError
 
 __all__ = ["AippConfig", "COLOUR_STANDARDS", "CSC_MATRICES", "aipp_for", "apply_aipp", "dynamic_aipp_calls",
            "AIPP_SET", "MODEL_ID", "DATASET", "INPUT_FORMATS", "ACL_AIPP_INPUT_FORMAT", "MAX_PADDING",
-           "MAX_PADDED_WIDTH", "AippRoute", "aipp_for_stages", "parse_cfg_blocks"]
+           "MAX_PADDED_WIDTH", "AippRoute", "aipp_for_stages", "parse_cfg_blocks", "recolour", "SRC_W_RANGE",
+           "SRC_H_RANGE", "CSC_MATRIX_RANGE"]
 
 #: The source colour standards :func:`aipp_for` knows (ATC guide, "CSC Configuration",
 #: atlasatc_16_0021: JPEG, BT-601NARROW, BT-601WIDE, BT-709NARROW, BT-709WIDE). JPEG is JFIF's
@@ -78,6 +80,13 @@ CSC_MATRICES: dict[str, tuple[tuple[tuple[int, int, int], ...], tuple[int, int, 
 INPUT_FORMATS = ("YUV420SP_U8", "RGB888_U8")
 #: pyACL ``aclAippInputFormat`` values (aclpythondevg_01_0935, CANN 8.0.0).
 ACL_AIPP_INPUT_FORMAT = {"YUV420SP_U8": 1, "XRGB8888_U8": 2, "RGB888_U8": 3, "YUV400_U8": 4}
+#: ``src_image_size`` width / height ranges (``aclmdlSetAIPPSrcImageSize``, CANN 6.0.1 aclcppdevg_03_0707,
+#: CANN 8.0.0 aclcppdevg_03_1418: "[2, 4096]" / "[1, 4096]"; 0 in a static block: the model input's size).
+SRC_W_RANGE = (2, 4096)
+SRC_H_RANGE = (1, 4096)
+#: CSC matrix coefficient range as printed (``aclmdlSetAIPPCscParams``, CANN 8.0.RC1 aclcppdevg_03_1317:
+#: "[-32677, 32676]", narrower than int16; the printed range is the one enforced).
+CSC_MATRIX_RANGE = (-32677, 32676)
 #: Largest padding on one side (pyACL ``set_aipp_padding_params``: "Value range: [0, 32]").
 MAX_PADDING = 32
 #: Largest width after padding (pyACL ``set_aipp_padding_params`` Restrictions: "<= 1080").
@@ -168,14 +177,20 @@ class AippConfig:
             raise ConfigError(f"input_format {self.input_format!r} is not modelled; supported: "
                               f"{', '.join(INPUT_FORMATS)}")
         w, h = self.src_image_size_w, self.src_image_size_h
-        if w < 0 or h < 0:
-            raise ConfigError(f"src_image_size must be >= 0, got {w}x{h}")
+        if (w or h) and not (SRC_W_RANGE[0] <= w <= SRC_W_RANGE[1] and SRC_H_RANGE[0] <= h <= SRC_H_RANGE[1]):
+            raise ConfigError(f"src_image_size must be 0 (the model's input size) or width in {list(SRC_W_RANGE)}, height "
+                              f"in {list(SRC_H_RANGE)}, got {w}x{h} (aclmdlSetAIPPSrcImageSize, CANN 8.0.0 "
+                              "aclcppdevg_03_1418)")
         yuv = self.input_format == "YUV420SP_U8"
         if yuv and (w % 2 or h % 2):
             raise ConfigError(f"YUV420SP_U8 needs an even src_image_size, got {w}x{h}")
         if self.crop:
-            if self.crop_size_w <= 0 or self.crop_size_h <= 0:
-                raise ConfigError(f"crop: true needs crop_size_w/h >= 1, got {self.crop_size_w}x{self.crop_size_h}")
+            if not (1 <= self.crop_size_w <= 4096 and 1 <= self.crop_size_h <= 4096):
+                raise ConfigError(f"crop: true needs crop_size_w/h in [1, 4096], got {self.crop_size_w}x"
+                                  f"{self.crop_size_h} (aclmdlSetAIPPCropParams, CANN 8.0.0 aclcppdevg_03_1420)")
+            if not (0 <= self.load_start_pos_w <= 4095 and 0 <= self.load_start_pos_h <= 4095):
+                raise ConfigError(f"load_start_pos_w/h must be in [0, 4095], got ({self.load_start_pos_w}, "
+                                  f"{self.load_start_pos_h}) (aclmdlSetAIPPCropParams, aclcppdevg_03_1420)")
             if yuv and (self.load_start_pos_w % 2 or self.load_start_pos_h % 2):
                 raise ConfigError("YUV420SP_U8: load_start_pos_w/h must be even (ATC, Cropping and Padding "
                                   f"Configuration), got ({self.load_start_pos_w}, {self.load_start_pos_h})")
@@ -190,14 +205,30 @@ class AippConfig:
             if w and self.output_hw[1] > MAX_PADDED_WIDTH:
                 raise ConfigError(f"the padded width {self.output_hw[1]} exceeds AIPP's {MAX_PADDED_WIDTH} "
                                   "(acl.mdl.set_aipp_padding_params restrictions)")
+        for r in range(3):
+            for c in range(3):
+                m = getattr(self, f"matrix_r{r}c{c}")
+                if not CSC_MATRIX_RANGE[0] <= m <= CSC_MATRIX_RANGE[1]:
+                    raise ConfigError(f"matrix_r{r}c{c} must be in {list(CSC_MATRIX_RANGE)}, got {m} "
+                                      "(aclmdlSetAIPPCscParams, CANN 8.0.RC1 aclcppdevg_03_1317)")
+        for i in range(3):
+            for name in (f"input_bias_{i}", f"output_bias_{i}"):
+                if not 0 <= getattr(self, name) <= 255:
+                    raise ConfigError(f"{name} must be in [0, 255] (uint8_t, aclmdlSetAIPPCscParams), got "
+                                      f"{getattr(self, name)}")
         for i in range(4):
             m = getattr(self, f"mean_chn_{i}")
             if not 0 <= m <= 255:
-                raise ConfigError(f"mean_chn_{i} must be an integer in 0..255, got {m}")
-            for name in (f"min_chn_{i}", f"var_reci_chn_{i}"):
-                v = getattr(self, name)
-                if not (math.isfinite(v) and abs(v) <= 65504):
-                    raise ConfigError(f"{name} must be finite and within fp16's +-65504, got {v}")
+                raise ConfigError(f"mean_chn_{i} must be an integer in 0..255, got {m} (aclmdlSetAIPPDtcPixelMean, "
+                                  "CANN 8.0.0 aclcppdevg_03_1422)")
+            v = getattr(self, f"min_chn_{i}")
+            if not (math.isfinite(v) and 0 <= v <= 255):
+                raise ConfigError(f"min_chn_{i} must be in [0, 255], got {v} (aclmdlSetAIPPDtcPixelMin, CANN 8.0.0 "
+                                  "aclcppdevg_03_1423)")
+            v = getattr(self, f"var_reci_chn_{i}")
+            if not (math.isfinite(v) and abs(v) <= 65504):
+                raise ConfigError(f"var_reci_chn_{i} must be in [-65504, 65504], got {v} (aclmdlSetAIPPPixelVarReci, "
+                                  "CANN 8.0.0 aclcppdevg_03_1424)")
 
     # -- geometry -----------------------------------------------------------------------------
     @property
@@ -430,6 +461,19 @@ def aipp_for(mean: Sequence[float], std: Sequence[float], *, channel_order: str,
         padding_value=float(padding_value) if pad else 0.0, **kw)
 
 
+def recolour(cfg: AippConfig, colour_standard: str) -> AippConfig:
+    """``cfg`` with the CSC matrix and input biases of ``colour_standard`` (same channel order: row 0 uses V
+    for R, U for B), everything else kept."""
+    if colour_standard not in CSC_MATRICES:
+        raise ConfigError(f"unknown colour standard {colour_standard!r}; known: {', '.join(COLOUR_STANDARDS)}")
+    rows, bias = CSC_MATRICES[colour_standard]
+    if cfg.matrix_r0c2 == 0:  # BGR output: row 0 is B
+        rows = (rows[2], rows[1], rows[0])
+    kw: dict[str, Any] = {f"matrix_r{r}c{c}": rows[r][c] for r in range(3) for c in range(3)}
+    kw.update({f"input_bias_{i}": bias[i] for i in range(3)})
+    return cfg.replace(**kw)
+
+
 # -- numeric model -----------------------------------------------------------------------------
 def apply_aipp(cfg: AippConfig, images: np.ndarray, *, dtype: Any = np.float16) -> np.ndarray:
     """Run ``cfg``'s documented arithmetic on a batch (the software device's AIPP).
@@ -534,13 +578,25 @@ def dynamic_aipp_calls(cfg: AippConfig, *, batch_size: int = 1, input_index: int
     ``set_aipp_padding_params(..., switch, top, bottom, left, right, batch_index)``,
     ``set_aipp_dtc_pixel_mean/min(..., chn0, chn1, chn2, chn3, batch_index)``,
     ``set_aipp_pixel_var_reci(..., chn0, chn1, chn2, chn3, batch_index)``, ``destroy_aipp(...)``.
-    Not run on hardware. ``padding_value`` has no dynamic setter in these pages, so a dynamic
-    configuration cannot choose the padded area's value.
+    Not run on hardware.
+
+    Raises:
+        ConfigError: a parameter no dynamic call can set: ``padding_value`` other than 0 (the pages give
+            ``set_aipp_padding_params`` the switch, four sizes and the batch index, no value: pyACL
+            aclpythondevg_01_0188, CANN 8.0.0), or no ``src_image_size`` (required in the dynamic scenario,
+            aclcppdevg_03_1418).
     """
     if cfg.aipp_mode != "static":
         raise ConfigError("dynamic_aipp_calls takes the static parameters to set (an AippConfig with aipp_mode static)")
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+    if cfg.padding and cfg.padding_value != 0:
+        raise ConfigError(f"padding_value {cfg.padding_value:g} cannot be set through dynamic AIPP (no setter takes it: "
+                          "acl.mdl.set_aipp_padding_params sets the sizes only); pad with 0, or convert the model with "
+                          "static AIPP")
+    if not (cfg.src_image_size_w and cfg.src_image_size_h):
+        raise ConfigError("dynamic AIPP needs src_image_size_w/h (aclmdlSetAIPPSrcImageSize is required in the dynamic "
+                          "scenario)")
     s = AIPP_SET
     calls: list[tuple[str, tuple]] = [
         ("acl.mdl.create_aipp", (batch_size,)),

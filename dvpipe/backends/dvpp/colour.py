@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 
 __all__ = ["SENTINEL", "nv12_planes", "packed_view", "nv12_to_bgr", "bgr_to_nv12_planes", "write_nv12",
-           "write_packed", "fill_padding_nv12", "fill_padding_packed"]
+           "write_packed", "fill_padding_nv12", "fill_padding_packed", "STANDARDS", "nv12_in_standard"]
 
 #: Byte value the software device writes into every padding byte of a picture it outputs (the
 #: region between ``width`` and the width stride, and between ``height`` and the height stride),
@@ -105,6 +105,41 @@ def bgr_to_nv12_planes(bgr: np.ndarray, colour_range: str = "full") -> tuple[np.
     u = i420[h:h + h // 4].reshape(h // 2, w // 2)
     v = i420[h + h // 4:].reshape(h // 2, w // 2)
     return np.ascontiguousarray(y), np.stack([u, v], axis=-1)
+
+
+#: colour standard (the AIPP CSC names, :data:`dvpipe.backends.dvpp.aipp.COLOUR_STANDARDS`) -> (Kr, Kb, full range)
+#: (ITU-R BT.601 / BT.709 luma coefficients; JPEG is JFIF's full-range BT.601, ITU-T T.871)
+STANDARDS: dict[str, tuple[float, float, bool]] = {
+    "jpeg_full": (0.299, 0.114, True), "bt601_full": (0.299, 0.114, True), "bt601_narrow": (0.299, 0.114, False),
+    "bt709_full": (0.2126, 0.0722, True), "bt709_narrow": (0.2126, 0.0722, False)}
+
+
+def nv12_in_standard(bgr: np.ndarray, strides: tuple[int, int], standard: str) -> np.ndarray:
+    """Host ``H x W x 3`` uint8 BGR -> NV12 at ``strides = (width_stride, height_stride)`` in ``standard``
+    (:data:`STANDARDS`): ``Y' = Kr R + (1 - Kr - Kb) G + Kb B``, ``Cb = (B - Y') / (2 (1 - Kb))``, ``Cr = (R - Y')
+    / (2 (1 - Kr))``; full range: ``Y = Y'``, ``C = 128 + C'``; narrow: ``Y = 16 + 219/255 Y'``, ``C = 128 + 224/255
+    C'``; chroma is the 2x2 mean (an odd last row / column repeated), rounded to nearest. Returns ``(hs * 3 / 2,
+    ws)`` uint8 with zero padding. The encoding a slot's colour standard asks for, so that AIPP's CSC for that
+    standard gives the picture's colours back."""
+    if standard not in STANDARDS:
+        raise ValueError(f"colour standard must be one of {', '.join(STANDARDS)}, got {standard!r}")
+    kr, kb, full = STANDARDS[standard]
+    h, w = bgr.shape[:2]
+    ws, hs = strides
+    x = bgr.astype(np.float64)
+    b, g, r = x[..., 0], x[..., 1], x[..., 2]
+    y = kr * r + (1.0 - kr - kb) * g + kb * b
+    cb = (b - y) / (2.0 * (1.0 - kb))
+    cr = (r - y) / (2.0 * (1.0 - kr))
+    ys, cs = (1.0, 1.0) if full else (219.0 / 255.0, 224.0 / 255.0)
+    y0 = 0.0 if full else 16.0
+    ch, cw = (h + 1) // 2, (w + 1) // 2
+    out = np.zeros((hs * 3 // 2, ws), np.uint8)
+    out[:h, :w] = np.clip(np.rint(y0 + ys * y), 0, 255)
+    for k, c in enumerate((cb, cr)):
+        c = np.pad(c, ((0, 2 * ch - h), (0, 2 * cw - w)), mode="edge").reshape(ch, 2, cw, 2).mean(axis=(1, 3))
+        out[hs:hs + ch, k:2 * cw:2] = np.clip(np.rint(128.0 + cs * c), 0, 255)
+    return out
 
 
 def fill_padding_nv12(buf: np.ndarray, width: int, height: int, ws: int, hs: int, value: int = SENTINEL) -> None:

@@ -85,7 +85,8 @@ def decode_to_device(s: StepState, data: bytes, expect: Optional[tuple[int, int]
                           "sensor order")
     ow, oh = w // 2 * 2, h // 2 * 2
     predicted = rt.jpeg_predict_size(data, PIXEL_FORMAT["nv12"], width=w, height=h)
-    out = vpc.new_picture(rt, pool, target, "jpegd", "nv12", ow, oh, "out", min_bytes=predicted)
+    out = vpc.new_picture(rt, pool, target, "jpegd", "nv12", ow, oh, "out", min_bytes=predicted,
+                          accept_unknown=s.accept_unknown)
     inbuf = pool.acquire_stream(len(data), "jpeg")
     try:
         t0 = now_ns()

@@ -17,14 +17,16 @@ output buffer of the pipeline's ring with ``acl.media.dvpp_malloc`` and freed in
 ``(N, H, W)``, ``strides = (width_stride, height_stride)``, ``meta["aipp"]`` the static
 :class:`~.aipp.AippConfig` that turns it into the profile's ``(N, 3, H', W')`` float16 input
 (``src_image_size`` = the stride, crop = the picture, padding = the profile's Pad),
-``meta["colour_standard"]`` (``jpeg_full`` for JPEGD output, ``bt601_narrow`` for VDEC output).
+``meta["colour_standard"]`` (``jpeg_full`` for JPEGD output; for VDEC output ``bt601_narrow``, or the camera's
+``yuv_matrix`` / ``yuv_range`` keys, e.g. ``bt709_narrow``).
 
 Fidelity: AIPP's 8-bit fixed-point CSC, its 4:2:0 -> 4:4:4 chroma and the fp16 output differ from the
 float reference, so at fidelity ``reference`` the step is *declined* (dvpipe's policy), never rejected.
 
 A frame the DVPP step could not take (its runtime fallback decoded it on the CPU) reaches this kernel
-as host BGR: it is converted to NV12 on the host (BT.601 full range, 2x2 mean chroma) and uploaded into
-its slot, a timed ``h2d`` transfer with its bytes.
+as host BGR: it is converted to NV12 on the host in the slot's colour standard (the one its AIPP converts
+from: JPEG full range, or the video camera's BT.601 / BT.709 narrow range; 2x2 mean chroma) and uploaded
+into its slot, a timed ``h2d`` transfer with its bytes.
 
 Written against the documented pyACL API (``acl.media.dvpp_malloc``, CANN 6.0.1 aclpythondevg_01_0195;
 ``acl.rt.memcpy``, aclpythondevg_01_0109); exercised on the software device only.
@@ -43,7 +45,7 @@ from ...stages.registry import KernelContext, KernelQuery, KernelVerdict, regist
 from ...types import PixelFormat
 from . import _acl
 
-__all__ = ["available", "allocate_output", "batch_layout", "nv12_from_bgr", "OPS"]
+__all__ = ["available", "allocate_output", "batch_layout", "nv12_from_bgr", "canvas_nv12", "pad_nv12", "OPS"]
 
 #: the runs of ops the AIPP step covers
 OPS = (("normalise", "batch"), ("normalise", "pad", "batch"))
@@ -57,9 +59,19 @@ def available(ref: Any, target: Any = None) -> KernelVerdict:
 
 
 def _colour_standard(camera: Any) -> str:
+    """JPEG: ``jpeg_full``. Video: the camera's rig keys ``yuv_matrix`` (``bt601`` / ``bt709``) and ``yuv_range``
+    (``limited`` / ``full``), default ``bt601_narrow``; a stream whose VUI signals BT.709 (most HD H.264 cameras:
+    ``ffprobe -show_streams`` ``color_space=bt709``) needs ``yuv_matrix: bt709`` on its camera."""
     from ...codecs import VIDEO_ENCODINGS
 
-    return "bt601_narrow" if camera.encoding in VIDEO_ENCODINGS else "jpeg_full"
+    if camera.encoding not in VIDEO_ENCODINGS:
+        return "jpeg_full"
+    extra = getattr(camera, "extra", {}) or {}
+    matrix = str(extra.get("yuv_matrix", "bt601")).lower()
+    rng = "full" if str(extra.get("yuv_range", "limited")).lower() == "full" else "narrow"
+    if matrix not in ("bt601", "bt709"):
+        raise ConfigError(f"camera {camera.name}: yuv_matrix {matrix!r} is not bt601 or bt709")
+    return f"{matrix}_{rng}"
 
 
 def _split(stages: tuple) -> tuple[Any, Any]:
@@ -78,6 +90,51 @@ def _config(stages: tuple, camera: Any, src_size: tuple[int, int], content_size:
                     out_size=out_size, padding_value=float(pad.value) if pad is not None else 0.0)
 
 
+def _canvas_config(stages: tuple, camera: Any, canvas: tuple[int, int], strides: tuple[int, int]):
+    """The AIPP of the canvas route: no crop, no padding; the ``canvas`` ``(height, width)`` picture at
+    ``strides`` (width_stride, height_stride) is normalised as it is."""
+    return _config(stages, camera, (strides[1], strides[0]), canvas, canvas)
+
+
+def pad_nv12(stages: tuple, camera: Any) -> tuple[int, int, int]:
+    """``(Y, U, V)`` of the canvas border: the uniform NV12 colour whose AIPP output (this step's colour
+    conversion and normalisation, the fixed-point arithmetic of :func:`.aipp.apply_aipp`) is closest to the
+    Pad stage's value (the reference pads the normalised image with it, 0 for mmdet3d): the best of the
+    integer triples around the analytic inverse, by the largest error over the three channels."""
+    from .aipp import apply_aipp
+
+    norm, pad = _split(stages)
+    target = float(pad.value) if pad is not None else 0.0
+    cfg = _config(stages, camera, (2, 2), (2, 2), (2, 2))
+    rgb = np.asarray(norm.mean, np.float64)[::1 if norm.to_rgb else -1] + target * np.asarray(norm.std, np.float64)
+    r, g, b = rgb
+    y0 = 0.299 * r + 0.587 * g + 0.114 * b
+    u0, v0 = 128 + (b - y0) / 1.772, 128 + (r - y0) / 1.402
+    best: tuple[float, tuple[int, int, int]] = (float("inf"), (0, 0, 0))
+    for dy in range(-4, 5):
+        for du in range(-4, 5):
+            for dv in range(-4, 5):
+                y, u, v = (int(np.clip(round(a) + d, 0, 255)) for a, d in ((y0, dy), (u0, du), (v0, dv)))
+                pic = np.array([[y, y], [y, y], [u, v]], np.uint8)
+                err = float(np.abs(apply_aipp(cfg, pic, dtype=np.float32) - target).max())
+                if err < best[0]:
+                    best = (err, (y, u, v))
+    return best[1]
+
+
+def _canvas_why(q: KernelQuery, h: int, w: int, ph: int, pw: int) -> str:
+    """Empty when VPC can paste the ``w x h`` picture into a ``pw x ph`` canvas on ``q.target`` (the knowledge
+    base's acldvppVpcCropResizePasteAsync rules), else why not."""
+    from ...knowledge import check as kcheck
+
+    target = getattr(q, "target", None)
+    if target is None:
+        return "no target to check the VPC paste against"
+    v = kcheck(target.soc, target.cann, unit="vpc", op="crop_resize_paste", width=w, height=h, fmt="nv12",
+               out_width=pw, out_height=ph, crop=(0, 0, w - 1, h - 1), paste=(0, 0, w - 1, h - 1))
+    return "" if v.ok else (v.reasons[0].message if v.reasons else v.status)
+
+
 def _supports(q: KernelQuery) -> KernelVerdict:
     spec = q.spec_in
     if q.fidelity == "reference":  # dvpipe's policy first: it holds whatever the step before does
@@ -92,14 +149,25 @@ def _supports(q: KernelQuery) -> KernelVerdict:
         return KernelVerdict.no(f"AIPP takes the decoded picture, got {spec.pixel_format.value}")
     h, w = spec.size
     ph, pw = q.spec_out.size
+    canvas = ""
     try:
         cfg = _config(q.stages, q.camera, (h + (h & 1), w + (w & 1)), spec.size, q.spec_out.size)
     except ConfigError as e:
-        return KernelVerdict.no(f"AIPP cannot express this step: {e}", rule="aipp.limits",
-                                source="ATC tool guide atlasatc_16_0023 / pyACL aclpythondevg_01_0188 (CANN 8.0.0)")
+        # AIPP's padding is limited (32 a side, padded width <= 1080): the canvas route pads on VPC instead
+        why = _canvas_why(q, h, w, ph, pw) if (ph, pw) != (h, w) else "no padding to move"
+        try:
+            cfg = _canvas_config(q.stages, q.camera, (ph, pw), (pw + (pw & 1), ph + (ph & 1)))
+        except ConfigError as e2:
+            why = why or str(e2)
+        if why:
+            return KernelVerdict.no(f"AIPP cannot express this step: {e}; nor can VPC pad it ({why})",
+                                    rule="aipp.limits", source="ATC tool guide atlasatc_16_0023 / pyACL "
+                                                               "aclpythondevg_01_0188 (CANN 8.0.0)")
+        canvas = (f"; AIPP cannot pad it ({e}): VPC pastes the {w}x{h} picture into a {pw}x{ph} canvas whose "
+                  "border holds the pad colour (acldvppVpcCropResizePasteAsync), and AIPP only normalises")
     norm, _pad = _split(q.stages)
     what = (f"the model's AIPP: NV12 ({_colour_standard(q.camera)}) -> {'RGB' if norm.to_rgb else 'BGR'}, "
-            f"normalise, pad to {pw}x{ph}, fp16; the batch is the NV12 device buffer")
+            f"normalise, pad to {pw}x{ph}, fp16; the batch is the NV12 device buffer{canvas}")
     note = "" if norm.dtype == "float16" else f" (the stage list asks for {norm.dtype}; AIPP writes fp16)"
     del cfg  # built only to learn whether AIPP can express the step (the plan's buffer layout builds the real one)
     return KernelVerdict.yes(what + note)
@@ -125,13 +193,28 @@ def batch_layout(plan: Any) -> dict:
         if picture_layout(p2, plan.target)[1:4] != (fmt, (h, w), (ws, hs)):
             raise ConfigError(f"cameras {cp.camera.name} and {other.camera.name} would write different DVPP "
                               "pictures into one AIPP batch buffer")
-    cfg = _config(last.stages, cp.camera, (hs, ws), (h, w), last.spec_out.size)
+    canvas = None
+    try:
+        cfg = _config(last.stages, cp.camera, (hs, ws), (h, w), last.spec_out.size)
+    except ConfigError:
+        # the canvas route (see _supports): the slot is the padded picture, VPC pastes into its top-left
+        from . import vpc
+
+        ph, pw = last.spec_out.size
+        st = vpc.layout(plan.target, "vpc", "nv12", pw, ph, accept_unknown=True)
+        canvas = {"picture": (h, w), "pad_nv12": pad_nv12(last.stages, cp.camera)}
+        unit, (h, w), (ws, hs) = "vpc", (ph, pw), (int(st.width_stride), int(st.height_stride))
+        nbytes = ws * hs * 3 // 2
+        cfg = _canvas_config(last.stages, cp.camera, (ph, pw), (ws, hs))
     from ...device import slot_pitch
 
-    return {"n": len(plan.cameras), "width": w, "height": h, "strides": (ws, hs), "slot_bytes": nbytes,
-            "pitch": slot_pitch(nbytes),
-            "writer": unit, "placement": last.backend.placement, "device": last.backend.device,
-            "colour_standard": _colour_standard(cp.camera), "aipp": cfg, "out_size": last.spec_out.size}
+    out = {"n": len(plan.cameras), "width": w, "height": h, "strides": (ws, hs), "slot_bytes": nbytes,
+           "pitch": slot_pitch(nbytes),
+           "writer": unit, "placement": last.backend.placement, "device": last.backend.device,
+           "colour_standard": _colour_standard(cp.camera), "aipp": cfg, "out_size": last.spec_out.size}
+    if canvas is not None:
+        out["canvas"] = canvas
+    return out
 
 
 def allocate_output(ref: Any, shape: tuple, dtype: str, plan: Any = None) -> DeviceBatch:
@@ -140,27 +223,31 @@ def allocate_output(ref: Any, shape: tuple, dtype: str, plan: Any = None) -> Dev
         raise ConfigError("the AIPP route's batch buffer is laid out from the plan; pass plan=")
     b = plan.device_batch
     rt = _acl.runtime(ref.device, plan.target)
-    return DeviceBatch(rt, b["n"], b["width"], b["height"], b["strides"], rt.name,
-                       {"aipp": b["aipp"], "colour_standard": b["colour_standard"]})
+    meta = {"aipp": b["aipp"], "colour_standard": b["colour_standard"]}
+    if "canvas" in b:
+        meta["canvas"] = b["canvas"]
+    return DeviceBatch(rt, b["n"], b["width"], b["height"], b["strides"], rt.name, meta)
 
 
-def nv12_from_bgr(bgr: np.ndarray, strides: tuple[int, int]) -> np.ndarray:
-    """Host BGR uint8 -> NV12 at ``strides`` (BT.601 full range as JFIF, chroma the 2x2 mean): the
-    upload of a frame the DVPP step's fallback decoded on the CPU. Returns ``(hs * 3 / 2, ws)`` uint8."""
-    h, w = bgr.shape[:2]
-    ws, hs = strides
-    x = bgr.astype(np.float32)
-    b, g, r = x[..., 0], x[..., 1], x[..., 2]
-    y = 0.299 * r + 0.587 * g + 0.114 * b
-    cb = (b - y) / 1.772 + 128.0
-    cr = (r - y) / 1.402 + 128.0
-    ch, cw = (h + 1) // 2, (w + 1) // 2
-    out = np.zeros((hs * 3 // 2, ws), np.uint8)
-    out[:h, :w] = np.clip(np.rint(y), 0, 255)
-    for k, c in enumerate((cb, cr)):
-        c = np.pad(c, ((0, 2 * ch - h), (0, 2 * cw - w)), mode="edge").reshape(ch, 2, cw, 2).mean(axis=(1, 3))
-        out[hs:hs + ch, k:2 * cw:2] = np.clip(np.rint(c), 0, 255)
+def canvas_nv12(slot: DeviceTensor) -> np.ndarray:
+    """The canvas route's empty slot: ``(hs * 3 / 2, ws)`` uint8 NV12 filled with the border colour."""
+    assert slot.strides is not None  # batch slots carry their strides
+    ws, hs = slot.strides
+    y, u, v = slot.meta["canvas"]["pad_nv12"]
+    out = np.empty((hs * 3 // 2, ws), np.uint8)
+    out[:hs] = y
+    out[hs:, 0::2] = u
+    out[hs:, 1::2] = v
     return out
+
+
+def nv12_from_bgr(bgr: np.ndarray, strides: tuple[int, int], colour_standard: str = "jpeg_full") -> np.ndarray:
+    """Host BGR uint8 -> NV12 at ``strides`` in the slot's ``colour_standard`` (the one its AIPP converts from;
+    :func:`.colour.nv12_in_standard`, chroma the 2x2 mean): the upload of a frame the DVPP step's fallback decoded
+    on the CPU. Returns ``(hs * 3 / 2, ws)`` uint8."""
+    from .colour import nv12_in_standard
+
+    return nv12_in_standard(bgr, strides, colour_standard)
 
 
 def _kernel(data: Any, stages: tuple, ctx: KernelContext):
@@ -181,10 +268,16 @@ def _kernel(data: Any, stages: tuple, ctx: KernelContext):
         return slot
     # host BGR from the DVPP step's runtime fallback: NV12 on the host, one upload into the slot
     img = np.asarray(data)
-    h, w = slot.shape[1], slot.shape[2]
+    h, w = slot.meta["canvas"]["picture"] if "canvas" in slot.meta else (slot.shape[1], slot.shape[2])
     if img.shape[:2] != (h, w):
         raise ConfigError(f"the fallback produced {img.shape[:2]}, the batch slot holds {h}x{w}")
-    nv12 = nv12_from_bgr(img, slot.strides)
+    nv12 = nv12_from_bgr(img, slot.strides, str(slot.meta.get("colour_standard", "jpeg_full")))
+    if "canvas" in slot.meta:  # the border rows/columns hold the pad colour, as VPC's paste leaves them
+        canvas = canvas_nv12(slot)
+        ws, hs = slot.strides
+        canvas[:h, :w] = nv12[:h, :w]
+        canvas[hs:hs + (h + 1) // 2, :w + (w & 1)] = nv12[hs:hs + (h + 1) // 2, :w + (w & 1)]
+        nv12 = canvas
     t0 = now_ns()
     slot.runtime.upload(slot.ptr, slot.nbytes, nv12.tobytes(), step="aipp slot (fallback)")
     ctx.device_spans.append(DeviceSpan("h2d", t0, now_ns(), None, unit="dvpp",

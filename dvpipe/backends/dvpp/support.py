@@ -308,9 +308,10 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
         return _refusal(kv), None
     for st in stages[1:]:
         if st.op == "resize" and st.interpolation != "linear":
-            return KernelVerdict.no(f"VPC resize on {target.soc} (CANN {target.cann}): only the hardware default "
-                                    f"(bilinear) is offloaded; the acldvppResizeConfig interpolation options are not "
-                                    f"documented (open question 3), so {st.interpolation!r} runs on the next backend",
+            return KernelVerdict.no(f"VPC resize on {target.soc} (CANN {target.cann}): dvpipe sets the resize filter "
+                                    f"explicitly to bilinear (acldvppSetResizeConfigInterpolation 1, computed like "
+                                    f"OpenCV: CANN 6.0.1 aclcppdevg_03_0820) and offloads only that; "
+                                    f"{st.interpolation!r} runs on the next backend",
                                     rule="vpc.v1.interpolation_open"), None
 
     p = _Plan([DvppDecode(target=target)], [], [], [])

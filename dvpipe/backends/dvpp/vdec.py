@@ -178,7 +178,7 @@ class VdecEngine(_EngineBase):
 
     def __init__(self, runtime: Any, pool: BufferPool, target: Any, codec: str, width: int, height: int,
                  out_mode: int = OUT_MODE_DEFAULT, profile: Optional[str] = None, timeout_s: float = 5.0,
-                 channel_id: Optional[int] = None):
+                 channel_id: Optional[int] = None, accept_unknown: bool = False):
         if codec not in VIDEO_ENCODINGS:
             raise ValueError(f"VDEC decodes h264 or h265, not {codec!r}")
         self.rt, self.pool, self.target = runtime, pool, target
@@ -186,7 +186,7 @@ class VdecEngine(_EngineBase):
         self.out_mode = int(out_mode)
         self.timeout_s = timeout_s
         self.max_in_flight = 0 if self.out_mode == OUT_MODE_FAST else MAX_IN_FLIGHT
-        st = vpc.layout(target, "vdec", "nv12", self.width // 2 * 2, self.height // 2 * 2, "out")
+        st = vpc.layout(target, "vdec", "nv12", self.width // 2 * 2, self.height // 2 * 2, "out", accept_unknown)
         self.out_bytes = int(st.buffer_bytes)
         self._results: "queue.Queue[tuple]" = queue.Queue()
         self._sent: dict[int, _Sent] = {}
@@ -200,8 +200,11 @@ class VdecEngine(_EngineBase):
         self.channel_id = _take_channel_id(runtime) if channel_id is None else int(channel_id)
         try:
             self.thread_id = runtime.start_thread(self._report_loop, [])
+            # the channel's maximum output size is the stream's: unset it is 1920x1120 on Ascend310/910
+            # (CANN 6.0.1 aclpythondevg_01_0322/0323; 8.0.0 aclpythondevg_01_0359/0360), too small for 4K
             self.desc = runtime.vdec_channel(self.channel_id, self.thread_id, self._callback,
-                                             _entype(codec, profile), PIXEL_FORMAT["nv12"], self.out_mode)
+                                             _entype(codec, profile), PIXEL_FORMAT["nv12"], self.out_mode,
+                                             out_size=(self.width, self.height))
         except Exception:
             self._closed = True
             self._stop.set()
@@ -498,7 +501,8 @@ def _decoder(s: StepState, out_mode: int):
         if old is not None:
             old.close()
         h, w = s.program.in_size
-        eng = s.extra["vdec"] = VdecEngine(s.runtime, s.pool, s.target, codec, w, h, out_mode)
+        eng = s.extra["vdec"] = VdecEngine(s.runtime, s.pool, s.target, codec, w, h, out_mode,
+                                           accept_unknown=s.accept_unknown)
         return eng
 
     dec = s.extra.get("decoder")

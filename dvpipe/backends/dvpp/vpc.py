@@ -60,8 +60,15 @@ class Picture:
         return self.ws * self.hs * 3 // 2 if self.fmt in ("nv12", "nv21") else self.ws * self.hs
 
 
-def layout(target: Any, unit: str, fmt: str, width: int, height: int, side: str = "out"):
-    """The documented stride for a picture (:class:`dvpipe.knowledge.Stride`); StepRefused when undocumented."""
+def layout(target: Any, unit: str, fmt: str, width: int, height: int, side: str = "out",
+           accept_unknown: bool = False):
+    """The documented stride for a picture (:class:`dvpipe.knowledge.Stride`); StepRefused when undocumented.
+
+    ``accept_unknown``: the step runs what the docs leave open because a measurement on this device
+    verified it (the live cache; :attr:`StepState.accept_unknown`), or is being verified now
+    (:class:`~.support.accepting_unknown`). An undocumented layout is then the one of the SoC that
+    ``families.yaml`` names (``undocumented_layout_as``: Atlas A3 -> Ascend910B3), the same layout the
+    verification ran with, so what was measured is what runs."""
     from ...knowledge import KnowledgeGap, facts, stride_for
 
     try:
@@ -69,20 +76,21 @@ def layout(target: Any, unit: str, fmt: str, width: int, height: int, side: str 
     except KnowledgeGap as e:
         from .support import accepts_unknown
 
-        borrow = facts(target.soc).undocumented_layout_as if accepts_unknown() else None
+        borrow = facts(target.soc).undocumented_layout_as if (accept_unknown or accepts_unknown()) else None
         if borrow:
-            # verifying an undocumented layout on the device: the layout of the SoC families.yaml names
-            # (A3 -> Ascend910B3, the family A3 shares every other documented DVPP row with); the
-            # measurement, not this guess, decides
+            # an undocumented layout on the device: the layout of the SoC families.yaml names (A3 ->
+            # Ascend910B3, the family A3 shares every other documented DVPP row with); the measurement,
+            # not this guess, decides
             return stride_for(borrow, target.cann, unit, fmt, width, height, api="acldvpp", side=side)
         raise StepRefused(f"{unit.upper()} {fmt} {width}x{height} on {target.soc} (CANN {target.cann}): {e.reason}") \
             from None
 
 
 def new_picture(rt: Any, pool: BufferPool, target: Any, unit: str, fmt: str, width: int, height: int,
-                side: str = "out", min_bytes: int = 0) -> Picture:
-    """A pooled buffer and a descriptor for a ``width x height`` picture written by ``unit``."""
-    st = layout(target, unit, fmt, width, height, side)
+                side: str = "out", min_bytes: int = 0, accept_unknown: bool = False) -> Picture:
+    """A pooled buffer and a descriptor for a ``width x height`` picture written by ``unit``
+    (``accept_unknown``: see :func:`layout`)."""
+    st = layout(target, unit, fmt, width, height, side, accept_unknown)
     size = max(int(st.buffer_bytes), int(min_bytes))
     buf = pool.acquire(size, fmt)
     try:
@@ -104,11 +112,12 @@ def release(rt: Any, pool: BufferPool, pic: Optional[Picture]) -> None:
             pool.release(pic.buf)
 
 
-def picture_at(rt: Any, target: Any, unit: str, fmt: str, width: int, height: int, ptr: int, nbytes: int) -> Picture:
+def picture_at(rt: Any, target: Any, unit: str, fmt: str, width: int, height: int, ptr: int, nbytes: int,
+               accept_unknown: bool = False) -> Picture:
     """A descriptor for a ``width x height`` picture written by ``unit`` at ``ptr`` (memory the caller owns,
     e.g. slot i of a per-batch device buffer): nothing is allocated; :func:`release` destroys only the
     descriptor. StepRefused when the documented layout needs more than ``nbytes``."""
-    st = layout(target, unit, fmt, width, height, "out")
+    st = layout(target, unit, fmt, width, height, "out", accept_unknown)
     if int(st.buffer_bytes) > int(nbytes):
         raise StepRefused(f"{unit.upper()} {fmt} {width}x{height} needs {int(st.buffer_bytes)} bytes at stride "
                           f"{st.width_stride}x{st.height_stride}; the batch slot holds {nbytes}")
@@ -123,7 +132,7 @@ def _ctx(src: Picture, op: str, out: tuple[int, int], fmt: str) -> dict:
 
 
 def enqueue(rt: Any, pool: BufferPool, target: Any, channel: int, stream: int, src: Picture, op: VpcOp,
-            cfg: int, rois: list, at: Optional[tuple[int, int]] = None) -> Picture:
+            cfg: int, rois: list, at: Optional[tuple[int, int]] = None, accept_unknown: bool = False) -> Picture:
     """Queue one VPC call reading ``src``; returns the output picture (valid after the stream sync).
 
     ROI configurations created here are appended to ``rois`` for the caller to destroy after the sync.
@@ -131,9 +140,9 @@ def enqueue(rt: Any, pool: BufferPool, target: Any, channel: int, stream: int, s
     """
     oh, ow = op.out_size
     if at is not None:
-        dst = picture_at(rt, target, "vpc", op.out_fmt, ow, oh, *at)
+        dst = picture_at(rt, target, "vpc", op.out_fmt, ow, oh, *at, accept_unknown=accept_unknown)
     else:
-        dst = new_picture(rt, pool, target, "vpc", op.out_fmt, ow, oh, "out")
+        dst = new_picture(rt, pool, target, "vpc", op.out_fmt, ow, oh, "out", accept_unknown=accept_unknown)
     try:
         ctx = _ctx(src, op.kind, op.out_size, op.out_fmt)
         if op.kind == "resize":
@@ -277,9 +286,12 @@ def _teardown(rt: Any, extra: dict, handles: dict) -> None:
     engine = extra.pop("vdec", None)
     extra.pop("decoder", None)
     held = extra.pop("held", None)
+    template = extra.pop("canvas_template", None)
     steps: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
     if held is not None:
         steps.append((release, (rt, pool_for(rt), held)))
+    if template is not None:
+        steps.append((pool_for(rt).release, (template,)))
     if engine is not None:
         steps.append((engine.close, ()))
     for key, fn in (("resize_cfg", rt.destroy_resize_config), ("channel", rt.destroy_channel),
@@ -310,15 +322,21 @@ class StepState:
     frames: int = 0
     extra: dict = field(default_factory=dict)
     closed: bool = False
+    #: the step runs what the docs leave open (verified on this device, or being verified): undocumented
+    #: picture layouts are borrowed as :func:`layout` says, on every thread of the step
+    accept_unknown: bool = False
     _fin: Any = field(default=None, repr=False, compare=False)
+    _handles: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def open(cls, device: str, target: Any, program: Program, camera: str) -> "StepState":
+    def open(cls, device: str, target: Any, program: Program, camera: str,
+             accept_unknown: bool = False) -> "StepState":
         """Open the step's stream, DVPP channel and resize configuration (bilinear, set explicitly); the
         runtime is held until :meth:`close`. Whatever was created is released again when a call fails."""
         rt = _acl.runtime(device, target).hold()
-        s = cls(rt, pool_for(rt), target, program, camera)
+        s = cls(rt, pool_for(rt), target, program, camera, accept_unknown=accept_unknown)
         handles: dict = {}
+        s._handles = handles
         s._fin = weakref.finalize(s, _teardown, rt, s.extra, handles)
         try:
             s.stream = handles["stream"] = rt.create_stream()
@@ -349,7 +367,15 @@ class StepState:
         return f"dvpp:{self.camera}"
 
     def span(self, name: str, enqueue_ns: int, **attrs: Any) -> DeviceSpan:
-        """A device span from ``enqueue_ns`` to now (the stream sync just returned)."""
+        """A device span from ``enqueue_ns`` to now (the stream sync just returned). On the software device a
+        unit span (``jpegd+vpc.resize``, ``vdec``, ``vpc``) also carries ``predicted_device_ns`` (None when no
+        figure) and ``predicted_basis``: what the step would take on the target from documented throughput
+        (:func:`dvpipe.probe.capacity.predicted_step_ns`), never set on a device."""
+        if self.runtime.is_sim and "direction" not in attrs:
+            from ...probe.capacity import predicted_step_ns, program_calls
+
+            attrs["predicted_device_ns"], attrs["predicted_basis"] = predicted_step_ns(
+                self.target, program_calls(self.program, name))
         return DeviceSpan(name, enqueue_ns, now_ns(), None, unit="dvpp", stream=self.stream_name, attrs=attrs)
 
     def run_vpc(self, first: Picture, pics: list, rois: list, slot: Any = None) -> tuple[list, list]:
@@ -360,11 +386,42 @@ class StepState:
         if not pics:
             pics.append(first)
         ops = self.program.ops
+        canvas = slot is not None and "canvas" in slot.meta
         for k, op in enumerate(ops):
-            at = (slot.ptr, slot.nbytes) if slot is not None and k == len(ops) - 1 else None
+            at = (slot.ptr, slot.nbytes) if slot is not None and not canvas and k == len(ops) - 1 else None
             pics.append(enqueue(self.runtime, self.pool, self.target, self.channel, self.stream, pics[-1], op,
-                                self.resize_cfg, rois, at=at))
+                                self.resize_cfg, rois, at=at, accept_unknown=self.accept_unknown))
+        if canvas:
+            self.paste_into_canvas(pics, rois, slot)
         return pics, rois
+
+    def paste_into_canvas(self, pics: list, rois: list, slot: Any) -> None:
+        """The canvas route (:mod:`.route`): the slot is the padded picture. Its border colour comes from a
+        template in DVPP memory (uploaded once per step, then one device-to-device copy a frame, so a slot a
+        dropped camera zeroed gets its border back), and the last picture is pasted into its top-left
+        (acldvppVpcCropResizePasteAsync: the canvas outside the paste box keeps its content)."""
+        rt = self.runtime
+        src = pics[-1]
+        tmpl = self.extra.get("canvas_template")
+        if tmpl is None:
+            from .route import canvas_nv12
+
+            tmpl = self.pool.acquire(int(slot.nbytes), "canvas")
+            self.extra["canvas_template"] = tmpl
+            rt.upload(tmpl.ptr, tmpl.size, canvas_nv12(slot).tobytes(), step="canvas template")
+        t0 = now_ns()
+        rt.device_copy(slot.ptr, slot.nbytes, tmpl.ptr, slot.nbytes, step="canvas border")
+        self.extra.setdefault("canvas_spans", []).append(
+            DeviceSpan("d2d", t0, now_ns(), None, unit="dvpp", stream=self.stream_name,
+                       attrs={"direction": "device_to_device", "bytes": int(slot.nbytes)}))
+        canvas = picture_at(rt, self.target, "vpc", "nv12", int(slot.shape[2]), int(slot.shape[1]), slot.ptr,
+                            slot.nbytes, accept_unknown=self.accept_unknown)
+        pics.append(canvas)
+        if not self.resize_cfg:
+            self.resize_cfg = self._handles["resize_cfg"] = rt.resize_config(RESIZE_INTERPOLATION)
+        w, h = src.width, src.height
+        rois += crop_resize_paste(rt, self.channel, self.stream, src, canvas, (0, 0, w - 1, h - 1),
+                                  (0, 0, w - 1, h - 1), self.resize_cfg)
 
     def hand_on(self, pics: list, slot: Any, spans: list) -> Any:
         """The step's device output after the stream sync (see :mod:`dvpipe.backends.dvpp`): a view of
@@ -373,6 +430,7 @@ class StepState:
         :class:`~dvpipe.device.DeviceTensor`, kept alive until this camera's next frame (or :meth:`close`)
         for the next step to read."""
         last = pics[-1]
+        spans.extend(self.extra.pop("canvas_spans", ()))
         if slot is not None:
             if last.pooled:  # the decoder's own picture (no VPC call): one device-to-device copy into the slot
                 if (last.ws, last.hs) != tuple(slot.strides) or last.nbytes > slot.nbytes:

@@ -58,7 +58,10 @@ from ._mdl import DataBufferCalls, MdlNamespace
 from ._memory import Memory
 from ._vdec import VdecMedia
 
-__all__ = ["SimAcl", "ledger", "inject_fault", "clear_faults", "faults", "UNITS"]
+__all__ = ["SimAcl", "ledger", "inject_fault", "clear_faults", "faults", "UNITS", "MEMCPY_KINDS"]
+
+#: ``acl.rt.memcpy`` kind -> (source, destination) memory it copies between (CANN 8.0.0 aclpythondevg_01_0120)
+MEMCPY_KINDS = {0: ("host", "host"), 1: ("host", "device"), 2: ("device", "host"), 3: ("device", "device")}
 
 #: the DVPP units a fault can be injected into
 UNITS = ("jpegd", "vpc", "vdec", "mdl")
@@ -143,34 +146,58 @@ class _Obj:
 
 
 class _Stream:
-    def __init__(self) -> None:
+    def __init__(self, context: Optional[int] = None) -> None:
         self.queue: list[Callable[[], int]] = []
         self.lock = threading.Lock()
+        #: the context current on the creating thread: the stream belongs to it (107003 from any other)
+        self.context = context
 
 
 class _Context:
-    def __init__(self, device_id: int) -> None:
+    def __init__(self, device_id: int, default: bool = False) -> None:
         self.device_id = device_id
+        #: the device's default context (aclrtSetDevice creates it; aclrtDestroyContext may not destroy it)
+        self.default = default
 
 
 class _Rt:
-    """``acl.rt``: device, context, stream, memory copies, callback reports."""
+    """``acl.rt``: device, context, stream, memory copies, callback reports.
+
+    Contexts (CANN 8.0.0 aclcppdevg_03_0061 aclrtSetCurrentContext; pyACL set_context/get_context 8.0.0
+    aclpythondevg_01_0074/0075): a thread has one current context; ``create_context`` makes the new context
+    current on the creating thread; ``set_device`` makes the device's default context current (a thread that
+    did neither has none: ``get_context`` returns 107002 ACL_ERROR_RT_CONTEXT_NULL, the stricter reading);
+    the default context cannot be destroyed. Streams belong to the context current when they were created;
+    using one while another context is current returns 107003 ACL_ERROR_RT_STREAM_CONTEXT (rt_error_codes.h:
+    "stream not in current context"). ``set_device``/``reset_device`` count references (8.0.0
+    aclcppdevg_03_0040): the device and its default context go when the count reaches 0.
+    """
 
     def __init__(self, sim: "SimAcl"):
         self._sim = sim
 
     def set_device(self, device_id: int) -> int:
-        if not self._sim._initialised:
+        sim = self._sim
+        if not sim._initialised:
             return C.ACL_ERROR_UNINITIALIZE
         if device_id != 0:
-            return self._sim.fail(C.ACL_ERROR_INVALID_DEVICE, f"the software device has device 0 only, not {device_id}")
-        self._sim.devices_set += 1
+            return sim.fail(C.ACL_ERROR_INVALID_DEVICE, f"the software device has device 0 only, not {device_id}")
+        with sim.lock:
+            sim.devices_set += 1
+            if not sim.default_context:
+                sim.default_context = sim.objs.add(_Context(device_id, default=True))
+        sim.tls.context = sim.default_context
         return C.ACL_SUCCESS
 
     def reset_device(self, device_id: int) -> int:
-        if device_id != 0 or self._sim.devices_set == 0:
+        sim = self._sim
+        if device_id != 0 or sim.devices_set == 0:
             return C.ACL_ERROR_INVALID_DEVICE
-        self._sim.devices_set -= 1
+        with sim.lock:
+            sim.devices_set -= 1
+            if sim.devices_set == 0 and sim.default_context:
+                sim.objs.pop(sim.default_context, _Context)
+                sim.default_context = 0
         return C.ACL_SUCCESS
 
     def create_context(self, device_id: int):
@@ -178,16 +205,34 @@ class _Rt:
             return None, C.ACL_ERROR_UNINITIALIZE
         if device_id != 0:
             return None, C.ACL_ERROR_INVALID_DEVICE
-        return self._sim.objs.add(_Context(device_id)), C.ACL_SUCCESS
+        ctx = self._sim.objs.add(_Context(device_id))
+        self._sim.tls.context = ctx  # the new context is the creating thread's current context
+        return ctx, C.ACL_SUCCESS
 
     def destroy_context(self, context: int) -> int:
-        return C.ACL_SUCCESS if self._sim.objs.pop(context, _Context) else C.ACL_ERROR_INVALID_PARAM
+        c = self._sim.objs.get(context, _Context)
+        if c is None:
+            return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, "destroy_context: unknown context")
+        if c.default:
+            return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, "destroy_context: the default context cannot be "
+                                                             "destroyed (reset the device)")
+        self._sim.objs.pop(context, _Context)
+        if getattr(self._sim.tls, "context", None) == context:
+            self._sim.tls.context = None
+        return C.ACL_SUCCESS
 
     def set_context(self, context: int) -> int:
         if self._sim.objs.get(context, _Context) is None:
-            return C.ACL_ERROR_INVALID_PARAM
+            return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, "set_context: unknown or destroyed context")
         self._sim.tls.context = context
         return C.ACL_SUCCESS
+
+    def get_context(self):
+        """``context, ret = acl.rt.get_context()``: the calling thread's current context."""
+        ctx = self._sim.current_context()
+        if not ctx:
+            return 0, self._sim.fail(C.ACL_ERROR_RT_CONTEXT_NULL, "get_context: no current context on this thread")
+        return ctx, C.ACL_SUCCESS
 
     def get_run_mode(self):
         # the software device behaves as a host-side application with a PCIe device (ACL_HOST = 1)
@@ -196,18 +241,23 @@ class _Rt:
     def create_stream(self):
         if not self._sim._initialised:
             return None, C.ACL_ERROR_UNINITIALIZE
-        return self._sim.objs.add(_Stream()), C.ACL_SUCCESS
+        ctx = self._sim.current_context()
+        if not ctx:
+            return None, self._sim.fail(C.ACL_ERROR_RT_CONTEXT_NULL, "create_stream: no current context on this "
+                                                                     "thread")
+        return self._sim.objs.add(_Stream(ctx)), C.ACL_SUCCESS
 
     def destroy_stream(self, stream: int) -> int:
-        s = self._sim.objs.pop(stream, _Stream)
-        if s is None:
-            return C.ACL_ERROR_INVALID_PARAM
+        _s, ret = self._sim.stream(stream, "destroy_stream")
+        if ret:
+            return ret
+        self._sim.objs.pop(stream, _Stream)
         return C.ACL_SUCCESS
 
     def synchronize_stream(self, stream: int) -> int:
-        s = self._sim.objs.get(stream, _Stream)
-        if s is None:
-            return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, "synchronize_stream: unknown stream")
+        s, ret = self._sim.stream(stream, "synchronize_stream")
+        if ret:
+            return ret
         with s.lock:
             work, s.queue = s.queue, []
         ret = C.ACL_SUCCESS
@@ -218,10 +268,17 @@ class _Rt:
         return ret
 
     def memcpy(self, dst: int, dest_max: int, src: int, count: int, kind: int) -> int:
+        """``acl.rt.memcpy`` (CANN 8.0.0 aclpythondevg_01_0120): kinds 0 host->host, 1 host->device,
+        2 device->host, 3 device->device. The page calls ``kind`` reserved and says the runtime judges from
+        the two addresses whether the copy can be made, else it returns an error; the software device takes
+        the stricter reading: the kind must name where both pointers live (host: ``malloc_host`` memory and
+        ``bytes_to_ptr`` bytes; device: ``dvpp_malloc`` and ``rt.malloc`` memory), else
+        ``ACL_ERROR_INVALID_PARAM``. Kinds outside 0..3 (the C enum's later ACL_MEMCPY_DEFAULT ...) are not
+        on the pyACL page and are refused."""
         if count > dest_max:
             return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"memcpy: count {count} exceeds dest_max {dest_max}")
-        if kind not in (0, 1, 2, 3, 4):
-            return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"memcpy: unknown kind {kind}")
+        if kind not in MEMCPY_KINDS:
+            return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"memcpy: unknown kind {kind} (pyACL lists 0..3)")
         _s, sv = self._sim.memory.resolve(src, count)
         _d, dv = self._sim.memory.resolve(dst, count)
         if sv is None or dv is None:
@@ -230,6 +287,13 @@ class _Rt:
                                                              "inside one allocation")
         if _d == "borrowed":
             return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, "memcpy: destination is read-only bytes")
+        want = MEMCPY_KINDS[kind]
+        where = {"host": "host", "borrowed": "host", "device": "device", "rt": "device"}
+        got = (where[str(_s)], where[str(_d)])
+        if got != want:
+            return self._sim.fail(C.ACL_ERROR_INVALID_PARAM,
+                                  f"memcpy: kind {kind} copies {want[0]} -> {want[1]}, but the source is {got[0]} "
+                                  f"memory and the destination {got[1]} memory")
         dv[...] = sv
         return C.ACL_SUCCESS
 
@@ -415,6 +479,8 @@ class SimAcl(DataBufferCalls):
         self.mdl = MdlNamespace(self)
         self._initialised = False
         self.devices_set = 0
+        self.default_context = 0
+        self.lock = threading.Lock()
         self.refusals: list[tuple[int, str]] = []
         _INSTANCES.add(self)
 
@@ -435,7 +501,8 @@ class SimAcl(DataBufferCalls):
         chans = o.of(ChannelDesc)
         vchans = o.of(VdecChannelDesc)
         out = self.empty_ledger()
-        out.update(initialised=int(self._initialised), devices=self.devices_set, contexts=len(o.of(_Context)),
+        out.update(initialised=int(self._initialised), devices=self.devices_set,
+                   contexts=sum(1 for c in o.of(_Context) if not c.default),
                    streams=len(o.of(_Stream)), dvpp_channels=sum(c.created for c in chans),
                    vdec_channels=sum(c.created for c in vchans), channel_descs=len(chans),
                    vdec_channel_descs=len(vchans), pic_descs=len(o.of(PicDesc)), stream_descs=len(o.of(StreamDesc)),
@@ -450,8 +517,28 @@ class SimAcl(DataBufferCalls):
         """Whether a fault is injected into ``unit`` (see :func:`inject_fault`)."""
         return unit in _FAULTS
 
+    # -- contexts and streams ----------------------------------------------------------------------
+    def current_context(self) -> int:
+        """The calling thread's current context handle (0 when it has none or it was destroyed)."""
+        ctx = getattr(self.tls, "context", None)
+        return ctx if ctx and self.objs.get(ctx, _Context) is not None else 0
+
+    def stream(self, stream: Any, api: str) -> tuple[Any, int]:
+        """``(stream object, 0)``, or ``(None, code)``: ``ACL_ERROR_INVALID_PARAM`` for an unknown stream,
+        ``ACL_ERROR_RT_STREAM_CONTEXT`` (107003) when the stream's context is not the thread's current one."""
+        s = self.objs.get(stream, _Stream)
+        if s is None:
+            return None, self.fail(C.ACL_ERROR_INVALID_PARAM, f"{api}: unknown stream")
+        if s.context != self.current_context():
+            return None, self.fail(C.ACL_ERROR_RT_STREAM_CONTEXT,
+                                   f"{api}: stream not in current context (created in context {s.context:#x}, the "
+                                   f"thread's current context is {self.current_context():#x})")
+        return s, C.ACL_SUCCESS
+
     # -- acl.* -------------------------------------------------------------------------------------
     def init(self, config_path: Optional[str] = None) -> int:
+        """``acl.init``: once per process (CANN 5.0.4 aclpythondevg_01_0004 "一个进程内只能调用一次"); a second
+        call returns ``ACL_ERROR_REPEAT_INITIALIZE`` (100002) and leaves the first caller the owner."""
         if self._initialised:
             return C.ACL_ERROR_REPEAT_INITIALIZE
         self._initialised = True

@@ -167,10 +167,9 @@ class DvppMedia:
         sim = self._sim
         if not sim._initialised:
             return C.ACL_ERROR_UNINITIALIZE
-        from . import _Stream
-
-        if sim.objs.get(stream, _Stream) is None:
-            return sim.fail(C.ACL_ERROR_INVALID_PARAM, "unknown stream")
+        _s, ret = sim.stream(stream, "DVPP call")  # unknown stream, or one of another context (107003)
+        if ret:
+            return ret
         ch = sim.objs.get(channel_desc, ChannelDesc)
         if ch is None or not ch.created:
             return sim.fail(C.ACL_ERROR_INVALID_PARAM, "the channel description does not belong to a created channel")

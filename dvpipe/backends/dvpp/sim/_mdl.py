@@ -22,6 +22,13 @@ What the software device enforces, as the real runtime does or as its documentat
   3/2`` bytes), the function receives the AIPP output (``apply_aipp``: ``(N, 3, H, W)``, cast to the
   declared input dtype); with dynamic AIPP the parameters are those ``set_input_aipp`` wrote into the
   dynamic-AIPP input buffer; executing without them set returns ``ACL_ERROR_INVALID_PARAM``;
+* every ``set_aipp_*`` call is checked against its page: the argument count and each argument's documented
+  range (:data:`AIPP_RANGES`; ``batch_index`` in ``[0, batch_size)``), ``ACL_ERROR_INVALID_PARAM`` otherwise;
+  the even-size / even-crop-start rules of YUV420SP_U8, crop inside the source, the padded width <= 1080 and
+  the output size equal to the model input are checked when ``set_input_aipp`` binds the set;
+* a dynamic AIPP input's data buffer holds exactly the N pictures set by ``set_aipp_src_image_size``, back to
+  back (ATC atlasatc_16_0024: N x w x h x 1.5 for YUV420SP_U8) and at most ``max_src_image_size`` bytes: a
+  buffer with gaps between the pictures (the AIPP route's slot pitch) is refused, not misread;
 * fault injection: with the ``mdl`` unit faulted, every call fails with ``ACL_ERROR_RT_FAILURE`` and the
   creators return 0.
 
@@ -291,6 +298,7 @@ class _LoadedModel:
         if spec.dynamic:
             self.input_sizes.append(DYNAMIC_AIPP_BYTES)
         self.n_inputs = n_in + (1 if spec.dynamic else 0)
+        self.context = 0  # the context current when it was loaded (107004 from another)
 
 
 #: set_aipp_* name -> (number of arguments after the aipp set, ATC aipp_op field names they set); the argument
@@ -315,6 +323,60 @@ AIPP_SETTERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "set_aipp_pixel_var_reci": (5, ("var_reci_chn_0", "var_reci_chn_1", "var_reci_chn_2", "var_reci_chn_3",
                                     "batch_index")),
 }
+
+
+_SW = (0, 1)
+_U8 = (0, 255)
+_FP16 = (-65504.0, 65504.0)
+_CSC = (-32677, 32676)
+_PAD = (0, 32)
+_BATCH = None  # [0, batch_size): batch_size as create_aipp set it
+#: every set_aipp_* argument's documented range (after the parameter set), in the pages' order. Pages: CANN 8.0.0
+#: "aclmdlAIPP" (aclcppdevg_03_1412 input format, 03_1414 CSC, 03_1418 source size, 03_1420 crop, 03_1421
+#: padding, 03_1422 mean, 03_1423 min, 03_1424 var_reci; pyACL aclpythondevg_01_0178..0192). Switches are 0 or 1;
+#: input_format one of the aclAippInputFormat values (aclpythondevg_01_0935); the CSC coefficients as printed
+#: (CANN 8.0.RC1 aclcppdevg_03_1317: [-32677, 32676]), the biases uint8_t; the scf (resize) call is accepted
+#: with its switch off only (resizing is "not supported currently", aclcppdevg_03_0308). Where a page gives no
+#: range the C type's is used.
+AIPP_RANGES: dict[str, tuple[Any, ...]] = {
+    "set_aipp_input_format": ((1, 4),),
+    "set_aipp_csc_params": (_SW, *[_CSC] * 9, *[_U8] * 6),
+    "set_aipp_rbuv_swap_switch": (_SW,),
+    "set_aipp_ax_swap_switch": (_SW,),
+    "set_aipp_src_image_size": ((2, 4096), (1, 4096)),
+    "set_aipp_scf_params": ((0, 0), (0, 4096), (0, 4096), (0, 4096), (0, 4096), _BATCH),
+    "set_aipp_crop_params": (_SW, (0, 4095), (0, 4095), (1, 4096), (1, 4096), _BATCH),
+    "set_aipp_padding_params": (_SW, _PAD, _PAD, _PAD, _PAD, _BATCH),
+    "set_aipp_dtc_pixel_mean": (_U8, _U8, _U8, _U8, _BATCH),
+    "set_aipp_dtc_pixel_min": (*[(0.0, 255.0)] * 4, _BATCH),  # float, [0, 255]
+    "set_aipp_pixel_var_reci": (_FP16, _FP16, _FP16, _FP16, _BATCH),
+}
+#: arguments whose value only matters when the call's switch (argument 0) is on: the pages call them "invalid"
+#: then, so a switched-off crop may carry zeros
+_SWITCHED = {"set_aipp_crop_params", "set_aipp_padding_params"}
+
+
+def check_aipp_args(api: str, args: tuple, batch: int) -> Optional[str]:
+    """Why ``api(aipp_set, *args)`` is refused (argument count or a documented range), or None."""
+    n, names = AIPP_SETTERS[api]
+    if len(args) != n:
+        return f"expected {n} arguments after the parameter set, got {len(args)}"
+    ranges = AIPP_RANGES[api]
+    off = api in _SWITCHED and not args[0]
+    for k, (name, value, rng) in enumerate(zip(names, args, ranges)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            return f"{name} must be a number, got {value!r}"
+        if rng is None:
+            lo, hi = 0, batch - 1
+        elif off and k not in (0, n - 1):
+            continue
+        else:
+            lo, hi = rng
+        if isinstance(lo, int) and float(value) != int(value):
+            return f"{name} must be an integer, got {value!r}"
+        if not (np.isfinite(float(value)) and lo <= value <= hi):
+            return f"{name} {value!r} is outside the documented range [{lo}, {hi}]"
+    return None
 
 
 def aipp_fields(calls: Sequence[tuple[str, tuple]]) -> dict:
@@ -386,7 +448,8 @@ class MdlNamespace:
             return None, self._sim.fail(C.ACL_ERROR_INVALID_FILE, spec_or_err)
         with self._lock:
             mid = next(self._ids)
-            self._models[mid] = _LoadedModel(spec_or_err)
+            self._models[mid] = m = _LoadedModel(spec_or_err)
+            m.context = self._sim.current_context()  # the model belongs to it (107004 from another; see _Rt)
         return mid, C.ACL_SUCCESS
 
     def load_from_file(self, model_path: str):
@@ -597,8 +660,6 @@ class MdlNamespace:
         return C.ACL_SUCCESS if self._sim.objs.pop(aipp_parms_set, AippSet) else C.ACL_ERROR_INVALID_PARAM
 
     def _setter(self, api: str) -> Callable[..., int]:
-        n, _names = AIPP_SETTERS[api]
-
         def setter(aipp_parms_set: int, *args: Any) -> int:
             err = self._log(api, (aipp_parms_set, *args))
             if err:
@@ -606,9 +667,9 @@ class MdlNamespace:
             s = self._sim.objs.get(aipp_parms_set, AippSet)
             if s is None:
                 return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"{api}: unknown aipp parameter set")
-            if len(args) != n:
-                return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"{api}: expected {n} arguments after the "
-                                                                 f"parameter set, got {len(args)}")
+            why = check_aipp_args(api, tuple(args), s.batch)
+            if why:
+                return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"{api}: {why}")
             s.calls.append((api, tuple(args)))
             return C.ACL_SUCCESS
 
@@ -659,6 +720,19 @@ class MdlNamespace:
             fields = aipp_fields(s.calls)
         except ValueError as e:
             return sim.fail(C.ACL_ERROR_FEATURE_UNSUPPORTED, f"{api}: {e}")
+        if "src_image_size_w" not in fields:
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"{api}: set_aipp_src_image_size was not called (required in "
+                                                       "the dynamic AIPP scenario, aclcppdevg_03_1418)")
+        from ..aipp import AippConfig
+
+        try:  # the cross-argument rules: even YUV420SP sizes and crop starts, crop inside, padding, width <= 1080
+            cfg = AippConfig(**fields)
+        except (TypeError, ValueError) as e:
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"{api}: {e}")
+        dims = m.spec.inputs[0].dims
+        if tuple(cfg.output_hw) != tuple(dims[2:]):  # set_input_aipp restrictions (aclcppdevg_03_0308)
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"{api}: AIPP would write {cfg.output_hw[0]}x{cfg.output_hw[1]} "
+                                                       f"(HxW), the model input is {dims[2]}x{dims[3]}")
         raw = json.dumps(fields).encode()
         buf = sim.objs.get(ds.buffers[index], DataBuffer)
         view = self._device_view(buf, len(raw) + 1) if buf is not None else None
@@ -680,6 +754,8 @@ class MdlNamespace:
         m = self._model(model_id)
         if m is None:
             return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"execute: no loaded model {model_id}")
+        if m.context != sim.current_context():
+            return sim.fail(C.ACL_ERROR_RT_MODEL_CONTEXT, f"execute: model {model_id} not in current context")
         ins, outs = sim.objs.get(input_ds, Dataset), sim.objs.get(output_ds, Dataset)
         if ins is None or outs is None:
             return sim.fail(C.ACL_ERROR_INVALID_PARAM, "execute: the input or output dataset was destroyed or never "
@@ -732,9 +808,14 @@ class MdlNamespace:
                 need = spec.inputs[0].dims[0] * _picture_bytes(cfg)
             except (TypeError, ValueError) as e:
                 return sim.fail(C.ACL_ERROR_FEATURE_UNSUPPORTED, f"execute: dynamic AIPP parameters: {e}")
-            if len(in_views[0]) < need:
+            if len(in_views[0]) != need:
+                # ATC "AIPP Verification of the Model Input Size" (CANN 8.0.0 atlasatc_16_0024): N x w x h x 1.5
+                # for YUV420SP_U8, the N pictures back to back; the dynamic page only bounds it by
+                # max_src_image_size, so the software device takes the stricter reading: exactly N pictures
                 return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"execute: input 0 holds {len(in_views[0])} B, the "
-                                                           f"dynamic AIPP source size needs {need} B")
+                                                           f"dynamic AIPP source size {cfg.src_image_size_w}x"
+                                                           f"{cfg.src_image_size_h} needs {need} B: "
+                                                           f"{spec.inputs[0].dims[0]} pictures back to back")
         def run() -> int:  # reads the inputs when the stream runs the task, as the device does
             return self._run(m, cfg, [v.copy() for v in in_views[:len(spec.inputs)]], out_views)
 
@@ -784,11 +865,9 @@ class MdlNamespace:
         err = self._log("execute_async", (model_id, input, output, stream))
         if err:
             return err
-        from . import _Stream
-
-        s = self._sim.objs.get(stream, _Stream)
-        if s is None:
-            return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, "execute_async: unknown stream")
+        s, ret = self._sim.stream(stream, "execute_async")
+        if ret:
+            return ret
         job = self._prepare(model_id, input, output)
         if isinstance(job, int):
             return job

@@ -24,6 +24,11 @@ Model (what the software device does; the docs describe the calls, not every pai
   came out of it); the end-of-stream send returns once those callbacks have run (documented).
 * Timing (an assumption of the software device, stricter than a device): an ordinary send also returns
   only once the callbacks of the pictures it released have run, so that CI is deterministic.
+* **Maximum output size** (``vdec_set_channel_desc_out_pic_width/height``, CANN 6.0.1
+  aclpythondevg_01_0322/0323, 8.1.RC1 aclpythondevg_01_0350/0351): a picture larger than the channel's
+  maximum fails (ret code 1, ``ACL_ERROR_INVALID_PARAM`` as the reason); unset, the maximum is the family's
+  default, 1920x1120 on Ascend310/910 and 4096x4096 elsewhere. How a device fails is not documented; the
+  per-picture failure is the software device's choice.
 * Output: NV12/NV21 with the strides of the knowledge base's VDEC rule (the descriptor's width,
   height and strides are written by the device), padding bytes set to the sentinel.
 """
@@ -73,6 +78,9 @@ class VdecChannelDesc:
     entype: int = 2
     out_format: int = 1
     out_mode: int = 0
+    #: vdec_set_channel_desc_out_pic_width/height (0: not set, the family's default applies)
+    out_pic_width: int = 0
+    out_pic_height: int = 0
     created: bool = False
     decoder: Any = None
     codec: str = "h264"
@@ -146,6 +154,16 @@ class VdecMedia:
     def vdec_set_channel_desc_entype(self, desc, entype): return self._cset(desc, "entype", int(entype))
     def vdec_set_channel_desc_out_pic_format(self, desc, fmt): return self._cset(desc, "out_format", int(fmt))
     def vdec_set_channel_desc_out_mode(self, desc, mode): return self._cset(desc, "out_mode", int(mode))
+
+    def vdec_set_channel_desc_out_pic_width(self, desc, width):
+        if int(width) <= 0:
+            return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"out_pic_width {width}: must be positive")
+        return self._cset(desc, "out_pic_width", int(width))
+
+    def vdec_set_channel_desc_out_pic_height(self, desc, height):
+        if int(height) <= 0:
+            return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"out_pic_height {height}: must be positive")
+        return self._cset(desc, "out_pic_height", int(height))
 
     def vdec_get_channel_desc_out_mode(self, desc):
         ch = self._sim.objs.get(desc, VdecChannelDesc)
@@ -328,6 +346,14 @@ class VdecMedia:
         if ch.refused:
             sim.fail(C.ACL_ERROR_INVALID_PARAM, ch.refused)
             return False
+        mw, mh = self._max_out(ch, t)
+        if w > mw or h > mh:
+            sim.fail(C.ACL_ERROR_INVALID_PARAM,
+                     f"VDEC picture {w}x{h} is larger than the channel's maximum output size {mw}x{mh} "
+                     + ("(set with vdec_set_channel_desc_out_pic_width/height)" if ch.out_pic_width or ch.out_pic_height
+                        else "(the default when vdec_set_channel_desc_out_pic_width/height are not set; "
+                             "aclpythondevg_01_0322/0323)"))
+            return False
         fmt = PIXEL_FORMAT_NAME.get(ch.out_format, "nv12")
         st, _wa, _ha, gap = _stride(t.soc, str(t.cann), "vdec", fmt, w // 2 * 2, h // 2 * 2, "out")
         if st is None:
@@ -350,6 +376,15 @@ class VdecMedia:
         write_nv12(buf, np.ascontiguousarray(y), np.ascontiguousarray(uv), st.width_stride, st.height_stride)
         pic.width, pic.height, pic.width_stride, pic.height_stride = ow, oh, st.width_stride, st.height_stride
         return True
+
+    @staticmethod
+    def _max_out(ch: VdecChannelDesc, t: Any) -> tuple[int, int]:
+        """The channel's maximum output ``(width, height)``: what was set, else the family's documented default
+        (families.yaml ``vdec_default_out_size``: 1920x1120 on Ascend310/910, 4096x4096 elsewhere)."""
+        from ....knowledge import facts
+
+        dw, dh = facts(t.soc).vdec_default_out_size
+        return ch.out_pic_width or dw, ch.out_pic_height or dh
 
     def _post(self, ch: VdecChannelDesc, sdh: int, pdh: int, user_data: Any) -> None:
         cb = ch.callback
