@@ -186,6 +186,7 @@ class Streams:
         self.sets = len(self.packets[0]) - FILE_LOOKAHEAD  # frame sets before the look-ahead's tail
         assert self.sets >= sets
         paths = []
+        tmp.mkdir(parents=True, exist_ok=True)
         for k, a in enumerate(aus):
             p = tmp / f"cam{k}_{w}x{h}.h264"
             p.write_bytes(b"".join(d for d, _, _ in a))
@@ -295,6 +296,105 @@ class Dvpipe(Method):
     def close(self):
         self.pipe.close()
         super().close()
+
+
+class PyAVParallel(PyAV):
+    """The camera-parallel floor: each camera decodes a whole round's pictures (``SETS_PER_RUN`` frame
+    sets) in one job, with no barrier between frame sets -- what decoding whole files in parallel costs;
+    ``mode``: ``yuv`` or ``bgr24`` as :class:`PyAV`."""
+
+    def __init__(self, s, threads, mode):
+        super().__init__(s, threads, mode)
+        self.name = {"yuv": "floor: decode, camera-parallel", "bgr24": "PyAV + bgr24, camera-parallel"}[mode]
+
+    def run(self):
+        self.pool.run(self.whole, self.s.n)
+        for _ in range(SETS_PER_RUN):
+            self.step()
+        return self.last
+
+    def whole(self, i):
+        k = self.k
+        for j in range(SETS_PER_RUN):
+            self._one(i, k + j)
+
+    def _one(self, i, idx):
+        if self.dec[i] is None:
+            self.dec[i] = self._new()
+        pics = []
+        for data in self.s.units(i, idx):
+            pics += self.dec[i].decode(av.Packet(data))
+        if self.mode == "bgr24":
+            pics = [p.reformat(format="bgr24", threads=1).to_ndarray() for p in pics]
+        self.pics[i] = pics
+
+
+class RunnerMethod(Method):
+    """``dvpipe run``'s engine: a :class:`dvpipe.deploy.Runner` over the same streams muxed into Matroska files
+    (``type: video`` sources, one per camera), pipeline ``bevformer-tiny`` at ``fidelity``, no model, no files
+    written; each round takes ``SETS_PER_RUN`` frame sets from :meth:`~dvpipe.deploy.Runner.batches` (reading,
+    synchronising, preprocessing, accounting and statistics: everything ``dvpipe run`` times)."""
+
+    def __init__(self, s, threads, fidelity):
+        super().__init__(s, threads)
+        self.name = f"Runner {fidelity}"
+        self.fidelity = fidelity
+        self.runner = make_runner(s, threads, fidelity)
+        self.it = self.runner.batches()
+
+    def run(self):
+        for _ in range(SETS_PER_RUN):
+            next(self.it)
+            self.step()
+        return None
+
+    def close(self):
+        self.it.close()
+        self.runner.close()
+        super().close()
+
+
+def runner_files(s: Streams) -> list[Path]:
+    """One Matroska file per camera (copies of a recording get their own file: a deployment refuses two
+    cameras reading one file)."""
+    import shutil
+
+    out = []
+    for i in range(s.n):
+        src = s.mkv(i)
+        p = src.with_name(f"runner_cam{i}.mkv")
+        if not p.exists():
+            shutil.copyfile(src, p)
+        out.append(p)
+    return out
+
+
+def make_runner(s: Streams, threads: int, fidelity: str, frames=None):
+    from dvpipe.deploy import Runner, load_deployment
+
+    rig = _rig(s)
+    files = runner_files(s)
+    dep = load_deployment({
+        "name": "bench-runner", "rig": rig,
+        "pipeline": {"profile": "bevformer-tiny", "fidelity": fidelity, "backends": ["cpu"], "threads": threads},
+        "source": {"type": "video", "uri": str(files[0])},
+        "cameras": [{"name": c["name"], "source": {"type": "video", "uri": str(files[k])}}
+                    for k, c in enumerate(rig["cameras"])],
+        "sync": {"tolerance_ms": 20}, "run": {"frames": frames} if frames else {},
+        "latency": {"warmup_sets": 0}, "outputs": {"metrics": False}})
+    return Runner(dep, write_outputs=False)
+
+
+def dvpipe_run_timing(s: Streams, threads: int, fidelity: str, sets: int) -> dict:
+    """``dvpipe run``'s own figures for ``sets`` frame sets: ``RunResult.elapsed_s`` per set (the clock starts
+    once the sources are open), the first set's latency (startup) and the steady mean."""
+    r = make_runner(s, threads, fidelity, frames=sets)
+    t0 = time.perf_counter()
+    res = r.run()
+    wall = time.perf_counter() - t0
+    startup = getattr(r, "startup", {}) or {}
+    return {"sets": res.sets, "elapsed_s": res.elapsed_s, "ms_per_set": res.elapsed_s * 1e3 / max(1, res.sets),
+            "wall_s_with_open": wall, "startup": startup}
 
 
 class OpenCV(Method):
@@ -413,8 +513,10 @@ def skip_reason(e: BaseException) -> str:
 
 
 def peers(s: Streams, threads: int, only=None) -> tuple[list[Method], dict]:
-    ms: list[Method] = [PyAV(s, threads, "yuv"), PyAV(s, threads, "write"), PyAV(s, threads, "bgr24"),
-                        Dvpipe(s, threads, "fast"), Dvpipe(s, threads, "reference"), OpenCV(s, threads)]
+    ms: list[Method] = [PyAV(s, threads, "yuv"), PyAVParallel(s, threads, "yuv"), PyAV(s, threads, "write"),
+                        PyAV(s, threads, "bgr24"), PyAVParallel(s, threads, "bgr24"),
+                        Dvpipe(s, threads, "fast"), Dvpipe(s, threads, "reference"),
+                        RunnerMethod(s, threads, "fast"), RunnerMethod(s, threads, "reference"), OpenCV(s, threads)]
     from dvpipe.video import FFmpegEngine
 
     ms.append(PyAV(s, threads, "yuv", err_detect=FFmpegEngine.ERR_DETECT))
@@ -435,7 +537,7 @@ def peers(s: Streams, threads: int, only=None) -> tuple[list[Method], dict]:
         except Exception as e:  # noqa: BLE001 - an optional peer that does not load here is a skip with its reason
             skips[name] = skip_reason(e)
     if only:
-        keep = [m for m in ms if m.name.startswith(("floor", "PyAV + bgr24", "dvpipe"))
+        keep = [m for m in ms if m.name.startswith(("floor", "PyAV + bgr24", "dvpipe", "Runner"))
                 or any(m.name.startswith(o) for o in only)]
         for m in ms:
             if m not in keep:
@@ -523,13 +625,15 @@ def _torchcodec_check(s: Streams, pictures) -> object:
                           - p.to_ndarray(format="rgb24").astype(int)).max()) for k, p in enumerate(pictures))
 
 
-def run_block(label, s: Streams, threads, rounds, log, only=None):
+def run_block(label, s: Streams, threads, rounds, log, only=None, run_timing=("fast",)):
     ms, skips = peers(s, threads, only)
     times = bench(ms, rounds)
     for m in ms:
         m.close()
     floor = np.array(times["floor: decode (PyAV -> YUV)"])
+    par = np.array(times["floor: decode, camera-parallel"])
     bgr = np.array(times["PyAV + bgr24"])
+    bgr_par = np.array(times["PyAV + bgr24, camera-parallel"])
     fast = np.array(times["dvpipe fast"])
     rows = {}
     for name, t in times.items():
@@ -537,19 +641,30 @@ def run_block(label, s: Streams, threads, rounds, log, only=None):
         rows[name] = {"median_ms": float(np.median(t)), "p90_ms": float(np.percentile(t, 90)),
                       "p10_ms": float(np.percentile(t, 10)),
                       "to_decode": float(np.median(t / floor)), "to_bgr": float(np.median(t / bgr)),
+                      "to_parallel": float(np.median(t / par)), "to_bgr_parallel": float(np.median(t / bgr_par)),
                       "vs_dvpipe_fast": float(np.median(t / fast)),
                       "to_decode_p10": float(np.percentile(t, 10) / np.percentile(floor, 10)),
                       "to_bgr_p10": float(np.percentile(t, 10) / np.percentile(bgr, 10))}
     log(f"\n## {label}, {threads} thread{'s' if threads > 1 else ''} ({s.n} x {s.w}x{s.h} H.264, B-frames, "
         f"{s.bytes_per_set / 1024:.0f} KiB per frame set; {rounds} rounds)")
-    log(f"{'method':40s} {'median':>7s} {'p90':>7s} {'p10':>7s} {'/decode':>7s} {'(p10)':>6s} {'/bgr':>6s} "
-        f"{'(p10)':>6s} {'vs fast':>8s}")
+    log(f"{'method':40s} {'median':>7s} {'p90':>7s} {'p10':>7s} {'/decode':>7s} {'(p10)':>6s} {'/par':>6s} "
+        f"{'/bgr':>6s} {'(p10)':>6s} {'/bgrpar':>7s} {'vs fast':>8s}")
     for name, r in rows.items():
         log(f"{name:40s} {r['median_ms']:7.2f} {r['p90_ms']:7.2f} {r['p10_ms']:7.2f} {r['to_decode']:7.2f} "
-            f"{r['to_decode_p10']:6.2f} {r['to_bgr']:6.2f} {r['to_bgr_p10']:6.2f} {r['vs_dvpipe_fast']:7.2f}x")
+            f"{r['to_decode_p10']:6.2f} {r['to_parallel']:6.2f} {r['to_bgr']:6.2f} {r['to_bgr_p10']:6.2f} "
+            f"{r['to_bgr_parallel']:7.2f} {r['vs_dvpipe_fast']:7.2f}x")
     for name, why in skips.items():
         log(f"{name:40s} skipped: {why}")
-    return {"rows": rows, "skips": skips}
+    runs = {}
+    for fid in run_timing:  # `dvpipe run`'s own clock, a whole run after the interleaved rounds
+        t = dvpipe_run_timing(s, threads, fid, min(s.sets - 1, 8 * SETS_PER_RUN))
+        runs[fid] = t
+        st = t["startup"]
+        log(f"dvpipe run ({fid}): {t['sets']} sets in {t['elapsed_s']:.2f} s = {t['ms_per_set']:.2f} ms per set "
+            f"({t['ms_per_set'] / rows['floor: decode, camera-parallel']['median_ms']:.2f}x the camera-parallel floor's "
+            f"median; opening the sources took {st.get('open_ms', float('nan')):.0f} ms, before the clock); "
+            f"first set {st.get('first_set_ms', float('nan')):.0f} ms after the start")
+    return {"rows": rows, "skips": skips, "dvpipe_run": runs}
 
 
 def main(argv=None):
@@ -559,7 +674,7 @@ def main(argv=None):
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--frames", type=int, default=48, help="frames per camera in the recording (default 48, 4 s; "
                     "looped as often as the rounds need)")
-    ap.add_argument("--scaling", action="store_true", help="also 12 cameras and 6 x 3840x2160")
+    ap.add_argument("--scaling", action="store_true", help="also 12 and 24 cameras and 6 x 3840x2160")
     ap.add_argument("--only", default="", help="peer rows to keep (prefixes, comma-separated); floors and dvpipe always run")
     ap.add_argument("--quick", action="store_true", help="8 rounds")
     ap.add_argument("--json", default=None)
@@ -590,12 +705,15 @@ def main(argv=None):
         log(f"encoded {s.n} x {a.frames} frames in {time.perf_counter() - t0:.1f} s")
         out["checks"] = checks(s, log)
         for t in threads:
-            out["blocks"][f"6x1600x900/{t}"] = run_block("bevformer-tiny, 6 x 1600x900", s, t, rounds, log, only)
+            out["blocks"][f"6x1600x900/{t}"] = run_block("bevformer-tiny, 6 x 1600x900", s, t, rounds, log, only,
+                                                         run_timing=("fast", "reference"))
         if a.scaling:
             srounds = max(8, rounds // 2)
-            s12 = Streams(bases, 1600, 900, a.frames, Path(tmp), (srounds + 3) * SETS_PER_RUN, copies=2)
-            s4k = Streams(bases, 3840, 2160, a.frames // 2, Path(tmp), (srounds + 3) * SETS_PER_RUN)
-            for lab, st in (("12 x 1600x900", s12), ("6 x 3840x2160", s4k)):
+            sets = (srounds + 3) * SETS_PER_RUN + 8
+            s12 = Streams(bases, 1600, 900, a.frames, Path(tmp, "x12"), sets, copies=2)
+            s24 = Streams(bases, 1600, 900, a.frames, Path(tmp, "x24"), sets, copies=4)
+            s4k = Streams(bases, 3840, 2160, a.frames // 2, Path(tmp, "4k"), sets)
+            for lab, st in (("12 x 1600x900", s12), ("24 x 1600x900", s24), ("6 x 3840x2160", s4k)):
                 for t in threads:
                     out["blocks"][f"{lab}/{t}"] = run_block(f"bevformer-tiny, {lab}", st, t, srounds, log,
                                                             only=["floor", "PyAV", "dvpipe"])
@@ -606,6 +724,11 @@ def main(argv=None):
         log(f"{key}: dvpipe fast {f['median_ms']:.1f} ms = {f['to_decode']:.2f}x the YUV decode floor (target <= 1.15; "
             f"p10 {f['to_decode_p10']:.2f}x); dvpipe reference {ref['median_ms']:.1f} ms = {ref['to_bgr']:.2f}x "
             f"decode + bgr24 (target <= 1.15; p10 {ref['to_bgr_p10']:.2f}x)")
+        rf, rr = r["Runner fast"], r["Runner reference"]
+        log(f"{key}: Runner fast {rf['median_ms']:.1f} ms = {rf['to_parallel']:.2f}x the camera-parallel YUV floor "
+            f"(target <= 1.25; 4K <= 1.15), {rf['to_decode']:.2f}x the set-by-set floor; Runner reference "
+            f"{rr['median_ms']:.1f} ms = {rr['to_bgr_parallel']:.2f}x the camera-parallel decode + bgr24 floor "
+            f"(target <= 1.15), {rr['to_bgr']:.2f}x set-by-set")
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps(out, indent=1))
