@@ -52,7 +52,7 @@ from ._progress import ProgressLine, format_eta
 from .config import VIDEO_ENCODINGS, Deployment
 from .exporters import EXPORTERS, BatchResult, Exporter, RunContext
 from .sources import ReplayClock, Source, SourceError, StreamLost, open_source
-from .sources.base import StreamStalled
+from .sources.base import Item, SourceWrapper, StreamStalled
 from .sources._probe import ORIENTATION_NOTE
 from .sources.images import FileTooLarge
 from .summary import Accounting, classify_drop, format_summary, plan_routes, transfers_summary
@@ -145,6 +145,7 @@ class Runner:
         self.cameras = [c.name for c in dep.cameras]
         check_memory(dep)  # before the pipeline allocates its output buffers
         self.pipe, self.backend_notes = build_pipeline(dep)
+        touch_output_buffers(self.pipe)
         if getattr(self.pipe.plan, "device_batch", None) and dep.sync.on_late == "reuse":
             getattr(self.pipe, "close", lambda: None)()
             raise ConfigError("sync.on_late: reuse keeps host copies of each camera's image, but on the AIPP route "
@@ -204,6 +205,10 @@ class Runner:
         self._exporter_ns: dict[str, list[int]] = {}  # exporter -> [observe calls, ns summed, ns max]
         self._exporter_errors: dict[str, str] = {}  # exporter -> why it stopped (its observe raised)
         self.started_ns: Optional[int] = None
+        #: the run's start-up, apart from its steady state (ms): ``open_ms`` (recordings opened before the clock
+        #: starts), ``first_set_ms`` (clock start -> the first frame set's output) and ``first_set_latency_ms``
+        #: (that set's own latency: it pays for decoders' and kernels' first calls); in ``summary.json``
+        self.startup: dict[str, float] = {}
         self.stopped_by = "end of input"
         self.interrupted = False
         self._stop_request: Optional[str] = None
@@ -222,10 +227,17 @@ class Runner:
         self.close()
 
     def start(self) -> None:
-        """Open the sources (each in its reader thread)."""
+        """Open the sources and start reading.
+
+        Recordings (sources that are not live) are opened here, :data:`OPEN_CONCURRENCY` at once,
+        before the run's clock starts (``open_ms`` in :attr:`startup`): opening renders, probes and
+        seeks, none of which is a frame set's work. Those that only read bytes (not paced by
+        ``run.realtime``, no injected faults, no decoding in the source: see :func:`shares_reader`) are
+        then read by one thread for all of them; every other source has its own reader thread, which
+        opens it (a live stream connects when its reader can take its frames at once).
+        """
         if self.started_ns is not None:
             return
-        self.started_ns = self.clock()
         clock = ReplayClock(self.dep.run.speed) if self.dep.run.realtime else None
         start_wall = wall_ns()
         for cc in self.dep.cameras:
@@ -233,11 +245,51 @@ class Runner:
                               start_ns=start_wall, limit=self.dep.run.frames)
             src.set_stop(self.stop_event)
             self._sources[cc.name] = src
-            t = threading.Thread(target=self._reader, args=(cc.name, src), name=f"dvpipe-src-{cc.name}", daemon=True)
+        t0 = self.clock()
+        recordings = [cam for cam, src in self._sources.items() if not src.live]
+        opened: dict[str, Optional[str]] = {}
+        if recordings:
+            with ThreadPoolExecutor(min(OPEN_CONCURRENCY, len(recordings)), thread_name_prefix="dvpipe-open") as ex:
+                opened = dict(zip(recordings, ex.map(self._open_first, recordings)))
+        self.started_ns = self.clock()
+        self.startup["open_ms"] = (self.started_ns - t0) / 1e6
+        self.acc.started_ns = self.started_ns  # the origin of outage times in the summary
+        shared = []
+        for cam, src in self._sources.items():
+            if cam in opened:
+                err = opened[cam]
+                if err is not None:
+                    if err != "stopped":
+                        self._fail(cam, f"source did not open: {err}")
+                    continue
+                self._streaming(cam, src)
+                if shares_reader(src):
+                    shared.append(cam)
+                    continue
+            t = threading.Thread(target=self._reader, args=(cam, src, cam in opened), name=f"dvpipe-src-{cam}",
+                                 daemon=True)
             self._threads.append(t)
+        if shared:
+            self._threads.append(threading.Thread(target=self._shared_reader, args=(shared,), name="dvpipe-src-files",
+                                                  daemon=True))
         for t in self._threads:
             t.start()
         self._go.set()
+
+    def _open_first(self, cam: str) -> Optional[str]:
+        """The first open of ``cam``'s source; None on success, else the reason. Counts :attr:`sources_opened`."""
+        err = self._open(cam, self._sources[cam], again=False)
+        with self._open_lock:
+            self.sources_opened += 1
+            if self.opening is not None:
+                self.opening(self)
+        return err
+
+    def _streaming(self, cam: str, src: Source) -> None:
+        h = self.acc.health[cam]
+        h.state, h.detail = "streaming", ""
+        h.streaming_since_ns = self.clock()
+        h.nominal_fps = src.nominal_fps()
 
     def close(self) -> None:
         """Stop the readers, account for what is still queued, release the pipeline. Idempotent."""
@@ -315,86 +367,136 @@ class Runner:
         h.note(f"{state}: {reason}")
         self.sync.end(cam, f"{state}: {reason}" if state == "failed" else "ended: end of input")
 
-    def _reader(self, cam: str, src: Source) -> None:
+    def _reader(self, cam: str, src: Source, opened: bool = False) -> None:
         h = self.acc.health[cam]
         try:
-            self._read_loop(cam, src, h)
+            self._read_loop(cam, src, h, opened)
         finally:
             h.finish(self.clock())  # an outage still open when the reader stops lasts until then
 
-    def _read_loop(self, cam: str, src: Source, h) -> None:
-        """Open, read and push until the input ends, the run stops or the source fails.
-
-        A read timeout on an open connection (:class:`StreamStalled`) is a stall: the reader reads on,
-        and reconnects only when the camera has been without frames for ``src.stall_reconnect_s``.
-        """
-        if self.acc.started_ns is None:
-            self.acc.started_ns = self.started_ns  # the origin of outage times in the summary
+    def _read_loop(self, cam: str, src: Source, h, opened: bool) -> None:
+        """Open (unless ``opened``), read and push until the input ends, the run stops or the source fails."""
         self._go.wait()
-        err = self._open(cam, src, again=False)
-        with self._open_lock:
-            self.sources_opened += 1
-            if self.opening is not None:
-                self.opening(self)
-        if err is not None:
-            if err != "stopped":
-                self._fail(cam, f"source did not open: {err}")
-            return
-        h.state, h.detail = "streaming", ""
-        h.streaming_since_ns = self.clock()
-        h.nominal_fps = src.nominal_fps()
-        last_seq: Optional[int] = None
-        gap_next = False
+        if not opened:
+            err = self._open_first(cam)
+            if err is not None:
+                if err != "stopped":
+                    self._fail(cam, f"source did not open: {err}")
+                return
+            self._streaming(cam, src)
+        st = _ReadState(cam, src, h)
         while not self.stop_event.is_set():
-            try:
-                item = src.read()
-            except StreamStalled as e:
-                without_ns = h.read_timed_out(self.clock(), e.reason)
-                limit = src.stall_reconnect_s
-                if src.backoff is None or limit is None or without_ns < limit * 1e9:
-                    continue
-                if not self._reconnect(cam, src, h, f"no frame for {without_ns / 1e9:.1f} s on an open connection "
-                                                     f"(more than stall_reconnect_s {limit:g} s)"):
-                    return
-                gap_next = True
-                continue
-            except FileTooLarge as e:  # not read: a counted drop of this frame, the camera reads on
-                self.acc.enter(cam)
-                self.acc.drop(cam, e.category, e.reason)
-                continue
-            except StreamLost as e:
-                if src.backoff is None:
-                    h.disconnected(self.clock(), e.reason)
-                    self._fail(cam, f"stream lost: {e.reason}")
-                    return
-                if not self._reconnect(cam, src, h, e.reason):
-                    return
-                gap_next = True
-                continue
-            except SourceError as e:
-                self._fail(cam, e.reason)
+            item = self._read_item(st)
+            if item is _END:
                 return
-            except Exception as e:  # noqa: BLE001 - a broken source must not take the others down
-                self._fail(cam, f"{type(e).__name__}: {e}")
-                return
-            if item is None:
-                if not self.stop_event.is_set():
-                    self._fail(cam, "end of input", state="ended")
-                return
-            t = self.clock()
-            item.arrival_ns = t
-            seq = item.frame.seq
-            item.discontinuity = item.discontinuity or gap_next or (last_seq is not None and seq != last_seq + 1)
-            gap_next = False
-            last_seq = seq
-            h.arrived(t, item.media_ns)
-            h.pushing_frame(True, t)
+            if item is _AGAIN:
+                continue
+            assert isinstance(item, Item)
+            h.pushing_frame(True, item.arrival_ns)
             try:
                 pushed = self.sync.push(item, self.stop_event, on_enter=self.acc.enter)
             finally:
                 h.pushing_frame(False, self.clock())
             if not pushed and self.sync.closed:
                 return
+
+    def _shared_reader(self, cams: list[str]) -> None:
+        """One thread reading every recording in ``cams`` (opened already): each camera with room in its
+        buffer gets its next frame in turn; a camera whose buffer is full holds the frame it read (as a
+        reader blocked in ``push`` would: back-pressure, counted in ``blocked_ns``) while the others read on.
+        When every camera is full the thread sleeps until the runner takes a frame set."""
+        self._go.wait()
+        states = [_ReadState(cam, self._sources[cam], self.acc.health[cam]) for cam in cams]
+        active = list(states)
+        try:
+            while active and not self.stop_event.is_set():
+                progressed = False
+                for st in list(active):
+                    if st.held is None:
+                        item = self._read_item(st)
+                        if item is _END:
+                            active.remove(st)
+                            continue
+                        progressed = True
+                        if item is _AGAIN:
+                            continue
+                        assert isinstance(item, Item)
+                        st.held, st.held_since = item, None
+                    entered = self.sync.offer(st.held, on_enter=self.acc.enter)
+                    if entered is False:  # closed: the run is stopping
+                        return
+                    if entered is None:  # full: back-pressure from the pipeline
+                        if st.held_since is None:
+                            st.held_since = self.clock()
+                            st.health.pushing_frame(True, st.held_since)
+                        continue
+                    if st.held_since is not None:
+                        t = self.clock()
+                        st.health.pushing_frame(False, t)
+                        self.sync.blocked_ns[st.cam] += t - st.held_since
+                    st.held = None
+                    progressed = True
+                if not progressed:
+                    self.sync.wait_for_room([st.cam for st in active], 0.05)
+        finally:
+            for st in states:
+                if st.held is not None:  # read before the stop: it enters and is dropped as "shutdown"
+                    self.sync.push(st.held, self.stop_event, on_enter=self.acc.enter)
+                    st.health.pushing_frame(False, self.clock())
+                st.health.finish(self.clock())
+
+    def _read_item(self, st: "_ReadState") -> "Item | object":
+        """The camera's next frame, stamped on arrival; :data:`_AGAIN` (read again: a stall, a skipped
+        file, a reconnect) or :data:`_END` (the input ended, the run stopped or the source failed).
+
+        A read timeout on an open connection (:class:`StreamStalled`) is a stall: the reader reads on,
+        and reconnects only when the camera has been without frames for ``src.stall_reconnect_s``.
+        """
+        cam, src, h = st.cam, st.src, st.health
+        try:
+            item = src.read()
+        except StreamStalled as e:
+            without_ns = h.read_timed_out(self.clock(), e.reason)
+            limit = src.stall_reconnect_s
+            if src.backoff is None or limit is None or without_ns < limit * 1e9:
+                return _AGAIN
+            if not self._reconnect(cam, src, h, f"no frame for {without_ns / 1e9:.1f} s on an open connection "
+                                                 f"(more than stall_reconnect_s {limit:g} s)"):
+                return _END
+            st.gap_next = True
+            return _AGAIN
+        except FileTooLarge as e:  # not read: a counted drop of this frame, the camera reads on
+            self.acc.enter(cam)
+            self.acc.drop(cam, e.category, e.reason)
+            return _AGAIN
+        except StreamLost as e:
+            if src.backoff is None:
+                h.disconnected(self.clock(), e.reason)
+                self._fail(cam, f"stream lost: {e.reason}")
+                return _END
+            if not self._reconnect(cam, src, h, e.reason):
+                return _END
+            st.gap_next = True
+            return _AGAIN
+        except SourceError as e:
+            self._fail(cam, e.reason)
+            return _END
+        except Exception as e:  # noqa: BLE001 - a broken source must not take the others down
+            self._fail(cam, f"{type(e).__name__}: {e}")
+            return _END
+        if item is None:
+            if not self.stop_event.is_set():
+                self._fail(cam, "end of input", state="ended")
+            return _END
+        t = self.clock()
+        item.arrival_ns = t
+        seq = item.frame.seq
+        item.discontinuity = (item.discontinuity or st.gap_next
+                              or (st.last_seq is not None and seq != st.last_seq + 1))
+        st.gap_next = False
+        st.last_seq = seq
+        h.arrived(t, item.media_ns)
+        return item
 
     def _reconnect(self, cam: str, src: Source, h, reason: str) -> bool:
         """The connection is lost (``reason``): reconnect with the source's back-off. False: give up."""
@@ -516,7 +618,7 @@ class Runner:
         return the result. Idempotent: a second call returns the same outputs without rewriting them."""
         self.close()
         now = self.clock()
-        elapsed = (now - (self.started_ns or now)) / 1e9
+        elapsed = (now - (now if self.started_ns is None else self.started_ns)) / 1e9
         result = RunResult(self.dep, self.acc, self.stats, self.pipe.plan, self.backend_notes, self.sets_done,
                            elapsed, self.interrupted, self.stopped_by, dict(self.outputs), self.model_error)
         if not self.exporters_closed:
@@ -570,6 +672,11 @@ class Runner:
         if self.model is not None:
             output = self._call_model(tl, batch)
         tl.finish(self.clock())
+        if self.sets_done == 0 and self.started_ns is not None:
+            self.startup["first_set_ms"] = (self.clock() - self.started_ns) / 1e6
+            arrival = tl.end_to_end_ns("arrival")  # from the set's first frame's arrival
+            if arrival is not None:
+                self.startup["first_set_latency_ms"] = arrival / 1e6
         warm_before = self.stats.warmup_batches
         record = self.stats.add(tl)
         if self.exporters:
@@ -738,10 +845,55 @@ class Runner:
                   "routes": plan_routes(self.pipe.plan),
                   # what each exporter's observe cost the completion thread (not part of any set's latency)
                   "exporters": {name: {"observe_calls": c[0], "observe_ns_sum": c[1], "observe_ns_max": c[2]}
-                                for name, c in ((n, self._exporter_ns.get(n, [0, 0, 0])) for n in self.exporters)}})
+                                for name, c in ((n, self._exporter_ns.get(n, [0, 0, 0])) for n in self.exporters)},
+                  "startup": dict(self.startup)})
         if self.model_error:
             d["model_error"] = self.model_error
         return d
+
+
+def touch_output_buffers(pipe) -> None:
+    """Write every page of the pipeline's host output buffers once, now (at build time): a fresh
+    ``np.zeros`` buffer is mapped lazily, and otherwise the first frame sets pay the page faults inside
+    the kernels (at 6 x 3840x2160 -> (6, 3, 480, 800) float32: ~27 MB a buffer). Device buffers
+    (torch CUDA, the AIPP route) are left alone."""
+    for buf in getattr(pipe, "_buffers", ()):
+        if isinstance(buf, np.ndarray) and buf.flags.writeable:
+            buf.fill(0)
+
+
+_AGAIN = object()  # _read_item: nothing delivered this time, read again
+_END = object()  # _read_item: this camera's reading is over
+
+
+class _ReadState:
+    """What a reader keeps per camera between reads."""
+
+    __slots__ = ("cam", "src", "health", "last_seq", "gap_next", "held", "held_since")
+
+    def __init__(self, cam: str, src: Source, health):
+        self.cam, self.src, self.health = cam, src, health
+        self.last_seq: Optional[int] = None
+        self.gap_next = False  # the next frame follows a reconnect: a discontinuity
+        self.held: Optional[Item] = None  # read, waiting for room in the camera's buffer (the shared reader)
+        self.held_since: Optional[int] = None
+
+
+def shares_reader(src: Source) -> bool:
+    """Whether a recording is read by the runner's one thread for all recordings: it is not live, not paced
+    (``run.realtime``), has no injected faults (they sleep) and hands over bytes (a ``raw`` camera's source
+    decodes in its reader: each keeps its own thread)."""
+    from .sources.wrappers import Faulty, Paced
+
+    if src.live or src.camera.encoding == "raw":
+        return False
+    s: Any = src
+    while True:
+        if isinstance(s, (Faulty, Paced)):
+            return False
+        if not isinstance(s, SourceWrapper):
+            return True
+        s = s.inner
 
 
 def check_memory(dep: Deployment) -> None:

@@ -148,6 +148,24 @@ class Synchroniser:
             self._cond.notify_all()
         return True
 
+    def offer(self, item: Item, on_enter: Optional[Callable[[str], None]] = None) -> Optional[bool]:
+        """:meth:`push` that never blocks, for a reader serving several cameras: None when the camera's
+        buffer is full (the frame did not enter, nothing was counted: offer it again later), True when it
+        entered, False when the synchroniser is closed. With ``latest_only`` it is :meth:`push`."""
+        cam = item.frame.camera
+        with self._cond:
+            if self.closed:
+                return False
+            if len(self.pending[cam]) >= self.capacity and not self.latest_only:
+                return None
+        return self.push(item, on_enter=on_enter)  # only this reader pushes for ``cam``: there is room
+
+    def wait_for_room(self, cameras: Sequence[str], timeout_s: float) -> None:
+        """Block until one of ``cameras`` has room in its buffer, the synchroniser closes, or ``timeout_s``."""
+        with self._cond:
+            if not self.closed and all(len(self.pending[c]) >= self.capacity for c in cameras):
+                self._cond.wait(timeout_s)
+
     def close(self) -> None:
         """Accept no more frames (the run is stopping); blocked readers give up."""
         with self._cond:

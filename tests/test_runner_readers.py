@@ -1,0 +1,115 @@
+"""The runner's readers: one thread for all recordings, sources opened before the clock starts,
+output buffers touched at build time (issue: the runner at the pipeline's speed)."""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from dvpipe.deploy import Runner, load_deployment
+from dvpipe.deploy.testing import synthetic_deployment
+
+
+def _reader_threads() -> list[str]:
+    return sorted(t.name for t in threading.enumerate() if t.name.startswith("dvpipe-src"))
+
+
+def test_recordings_are_read_by_one_thread_whatever_the_number_of_cameras():
+    dep = load_deployment(synthetic_deployment(12, frames=6, width=32, height=32,
+                                               faults={"CAM3": {"corrupt": [2]}}))
+    seen: list[list[str]] = []
+    with Runner(dep, write_outputs=False) as r:
+        for rb in r.batches():
+            seen.append(_reader_threads())
+        res = r.finish()
+    # eleven plain recordings share one reader; the camera with injected faults (which may sleep) has its own
+    assert seen[0] == ["dvpipe-src-CAM3", "dvpipe-src-files"]
+    assert res.sets == 6
+    assert all(res.accounting.emitted[c] == 6 for c in dep.rig.names if c != "CAM3")
+    assert res.accounting.emitted["CAM3"] == 5 and sum(res.accounting.dropped["CAM3"].values()) == 1
+
+
+def test_one_reader_keeps_order_and_back_pressure_per_camera():
+    """queue_size 1 and a slow consumer: each camera's buffer is full most of the time. Every frame is
+    emitted once, in capture order per camera, in the set of its own index (the recordings are in step),
+    and the waits are back-pressure (blocked time), never stalls."""
+    dep = load_deployment(synthetic_deployment(3, frames=12, width=32, height=32, run={"queue_size": 1}))
+    got: dict[str, list[int]] = {c: [] for c in dep.rig.names}
+    with Runner(dep, write_outputs=False) as r:
+        for rb in r.batches():
+            for cam, it in rb.frame_set.members.items():
+                got[cam].append(it.frame.seq)
+            time.sleep(0.01)  # the pipeline is the slow part: readers wait on full buffers
+        res = r.finish()
+    assert got == {c: list(range(12)) for c in dep.rig.names}
+    for cam in dep.rig.names:
+        h = res.accounting.health[cam]
+        assert h.blocked_ns > 0, cam
+        assert h.stalls == 0 and h.outages == 0, (cam, h.stalls, h.outages)
+
+
+def test_a_stop_while_the_reader_holds_frames_accounts_for_them():
+    dep = load_deployment(synthetic_deployment(4, frames=30, width=32, height=32, run={"queue_size": 1}))
+    r = Runner(dep, write_outputs=False, progress=lambda run: run.request_stop("test") if run.sets_done == 3 else None)
+    res = r.run()  # finish() raises when the accounting does not add up
+    assert res.stopped_by == "test" and res.sets >= 3
+    acc = res.accounting
+    for cam in dep.rig.names:
+        assert acc.emitted[cam] >= 3
+        assert acc.entered[cam] == acc.emitted[cam] + sum(acc.dropped[cam].values())
+
+
+def test_recordings_open_before_the_clock_starts_in_parallel(monkeypatch):
+    """Each open advances the injected clock by one second: the run's elapsed time and its first frame set
+    do not include them; ``startup.open_ms`` reports them."""
+    from dvpipe.deploy.sources.synthetic import SyntheticSource
+
+    now = {"ns": 1_000_000_000}
+    lock = threading.Lock()
+
+    def clock() -> int:
+        with lock:
+            return now["ns"]
+
+    original = SyntheticSource._open
+
+    def slow_open(self):
+        with lock:
+            now["ns"] += 1_000_000_000
+        original(self)
+
+    monkeypatch.setattr(SyntheticSource, "_open", slow_open)
+    r = Runner(load_deployment(synthetic_deployment(4, frames=3, width=32, height=32)), write_outputs=False,
+               clock=clock)
+    res = r.run()
+    assert res.sets == 3
+    assert res.elapsed_s == 0.0  # the clock moved only while the sources opened
+    startup = r.summary_dict()["startup"]
+    assert startup["open_ms"] == 4000.0
+    assert startup["first_set_ms"] == 0.0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the resident set size from /proc")
+def test_output_buffers_are_resident_once_the_runner_is_built():
+    """The kernel's own count of resident pages: writing the output ring after the build adds (almost) none."""
+    import resource
+
+    page = resource.getpagesize()
+
+    def rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * page
+
+    dep = load_deployment(synthetic_deployment(2, frames=2, width=1024, height=768))
+    with Runner(dep, write_outputs=False) as r:
+        buffers = [b for b in r.pipe._buffers if isinstance(b, np.ndarray)]
+        size = sum(b.nbytes for b in buffers)
+        assert size >= 2 * 2 * 3 * 768 * 1024 * 4  # two buffers of (2, 3, 768, 1024) float32
+        before = rss()
+        for b in buffers:
+            b.fill(1.0)
+        grew = rss() - before
+    assert grew < 0.1 * size, f"writing the output buffers faulted in {grew} of {size} bytes"
