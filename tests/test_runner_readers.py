@@ -6,11 +6,12 @@ import sys
 import threading
 import time
 
+import av
 import numpy as np
 import pytest
 
 from dvpipe.deploy import Runner, load_deployment
-from dvpipe.deploy.testing import synthetic_deployment
+from dvpipe.deploy.testing import synthetic_deployment, tiny_rig
 
 
 def _reader_threads() -> list[str]:
@@ -113,3 +114,60 @@ def test_output_buffers_are_resident_once_the_runner_is_built():
             b.fill(1.0)
         grew = rss() - before
     assert grew < 0.1 * size, f"writing the output buffers faulted in {grew} of {size} bytes"
+
+
+def _h264_file(path, n: int, gop: int):
+    """``n`` pictures of H.264 (no B-frames, an IDR every ``gop``) muxed into Matroska with keyframe flags;
+    returns the access units (Annex B) in order."""
+    from dvpipe.deploy.testing import encode_access_units
+
+    aus = encode_access_units(n, 64, 48, gop=gop)
+    with av.open(str(path), "w") as out:
+        st = out.add_stream("h264", rate=10)
+        st.width, st.height = 64, 48
+        from fractions import Fraction
+
+        st.time_base = Fraction(1, 10)
+        for k, au in enumerate(aus):
+            pkt = av.Packet(au)
+            pkt.pts = pkt.dts = k
+            pkt.time_base, pkt.stream = st.time_base, st
+            pkt.is_keyframe = k % gop == 0
+            out.mux(pkt)
+    return aus
+
+
+def _file_keyframes(path, monkeypatch) -> tuple[list[bool], int]:
+    """The keyframe verdict of each frame a ``type: video`` source reads, and how many access units it scanned."""
+    import dvpipe.deploy.sources.video as video_sources
+    from dvpipe.deploy.sources import open_source
+
+    scans = [0]
+    original = video_sources.nal_types
+
+    def counting(au, codec):
+        scans[0] += 1
+        return original(au, codec)
+
+    monkeypatch.setattr(video_sources, "nal_types", counting)
+    dep = load_deployment({"name": "t", "rig": tiny_rig(1, 64, 48, "h264"), "pipeline": {"stages": ["decode"]},
+                           "source": {"type": "video", "uri": str(path)}, "outputs": {"metrics": False}})
+    src = open_source(dep.rig["CAM0"], dep.cameras[0].source)
+    src.open()
+    keys = []
+    while (item := src.read()) is not None:
+        keys.append(bool(item.keyframe))
+    src.close()
+    return keys, scans[0]
+
+
+def test_keyframes_of_a_file_come_from_its_index_without_scanning_every_picture(tmp_path, monkeypatch):
+    from dvpipe.video import is_keyframe
+
+    aus = _h264_file(tmp_path / "flags.mkv", 12, gop=4)
+    want = [is_keyframe(au, "h264") for au in aus]  # the NAL units' own answer
+    assert want == [k % 4 == 0 for k in range(12)]
+    keys, scans = _file_keyframes(tmp_path / "flags.mkv", monkeypatch)
+    assert keys == want
+    assert scans == 3  # only the pictures the index flags
+

@@ -63,6 +63,11 @@ class AvStream(Source):
     """Common demux loop: open a container, pick the video stream, yield its packets as frames."""
 
     format: Optional[str] = None
+    #: the container's keyframe flags come from its index (MP4 sync samples, Matroska key blocks): once a
+    #: flagged packet has proved to be a keyframe by its NAL units, an unflagged packet is taken as not one
+    #: without scanning it (the scan reads every byte of the picture). A file that flags nothing, or flags
+    #: what is no keyframe, is scanned throughout.
+    index_flags_keys = False
 
     def _container_options(self) -> dict:
         return {}
@@ -129,6 +134,7 @@ class AvStream(Source):
             elif extradata:
                 self._extradata_annexb = extradata
         self._demux = self._container.demux(stream)
+        self._keys_flagged = False  # see index_flags_keys: set once a flagged packet is a keyframe by its NAL units
         self._pending: list = []
         self._eof = False
         self._no_pts = 0
@@ -209,8 +215,12 @@ class AvStream(Source):
         show = not getattr(pkt, "is_discard", False)
         if self._mode == "access_units" or (self._mode == "decode" and self._codec is not None):
             assert self._codec is not None  # access units: the camera's encoding is the stream's codec
+            if self._keys_flagged and not pkt.is_keyframe:  # the file's index flags its keyframes: no scan
+                return AccessUnit(data, pts, False, show)
             types = nal_types(data, self._codec)  # one scan for both questions
-            key = is_keyframe(data, self._codec, types) or bool(pkt.is_keyframe and self._order.by == "pts")
+            found = is_keyframe(data, self._codec, types)
+            key = found or bool(pkt.is_keyframe and self._order.by == "pts")
+            self._keys_flagged = self._keys_flagged or (found and bool(pkt.is_keyframe) and self.index_flags_keys)
             if key and self._extradata_annexb and _PARAM_SETS[self._codec].isdisjoint(types):
                 data = self._extradata_annexb + data
             return AccessUnit(data, pts, key, show)
@@ -313,6 +323,7 @@ class VideoFile(AvStream):
 
     Options = VideoOptions
     uri_help = "a video file (required)"
+    index_flags_keys = True
 
     @classmethod
     def validate(cls, options: VideoOptions, ctx: SourceContext) -> VideoOptions:
