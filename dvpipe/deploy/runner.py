@@ -2,9 +2,17 @@
 
 Threads::
 
-    reader thread per camera:  source.read() -> arrival stamp -> Synchroniser.push (bounded buffer)
-    runner (calling) thread:   Synchroniser.poll -> Pipeline.process (the pipeline decodes the
-                               cameras of a set in parallel threads) -> model -> outputs -> stats
+    one reader for all recordings:  each camera with room in its buffer: source.read() -> arrival
+                                    stamp -> Synchroniser.offer (a full camera holds its frame)
+    a reader per other source:      live streams, paced replays, sources with injected faults or
+                                    decoding in the source: source.read() -> Synchroniser.push
+    runner (calling) thread:        Synchroniser.poll -> Pipeline.process (the pipeline decodes the
+                                    cameras of a set in parallel threads) -> model -> outputs -> stats
+
+* **Start-up apart from the steady state.** Recordings are opened (8 at a time) before the run's
+  clock starts; the output buffers are written once when the runner is built (a fresh buffer's
+  pages would otherwise fault in inside the first sets' kernels); ``summary.json["startup"]``
+  reports the opening time, the first set's output time and that set's latency.
 
 * **Bounded queues.** Each camera buffers ``run.queue_size`` frames. Live sources (RTSP, V4L2,
   real-time synthetic, paced replay) use the latest-frame policy: a full buffer drops its oldest
