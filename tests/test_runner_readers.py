@@ -171,3 +171,24 @@ def test_keyframes_of_a_file_come_from_its_index_without_scanning_every_picture(
     assert keys == want
     assert scans == 3  # only the pictures the index flags
 
+
+
+def test_ctrl_c_while_the_recordings_open_opens_no_more(monkeypatch):
+    import dvpipe.deploy.runner as runner_mod
+    from dvpipe.deploy.sources.synthetic import SyntheticSource
+
+    monkeypatch.setattr(runner_mod, "OPEN_CONCURRENCY", 2)
+    calls: list[str] = []
+    original = SyntheticSource._open
+
+    def open_or_interrupt(self):
+        calls.append(self.camera.name)
+        if self.camera.name == "CAM0":
+            raise KeyboardInterrupt
+        time.sleep(0.05)
+        original(self)
+
+    monkeypatch.setattr(SyntheticSource, "_open", open_or_interrupt)
+    res = Runner(load_deployment(synthetic_deployment(12, frames=2, width=16, height=16)), write_outputs=False).run()
+    assert res.interrupted and res.stopped_by == "Ctrl-C" and res.sets == 0
+    assert len(calls) <= 3, calls  # the two opening when it came (and at most one the other worker took)

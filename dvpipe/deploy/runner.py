@@ -142,6 +142,10 @@ class Runner:
     opened here, observed after every completed frame set and closed by :meth:`finish`.
     """
 
+    #: recordings that only hand over bytes share one reader thread (:func:`shares_reader`); False gives
+    #: each its own (``tools/bench/video.py`` compares the two)
+    share_reader = True
+
     def __init__(self, deployment: Deployment, *, model: Optional[Callable] = None,
                  progress: Optional[Callable[["Runner"], None]] = None, trace_path: Optional[str] = None,
                  json_path: Optional[str] = None, plots_dir: Optional[str] = None, write_outputs: bool = True,
@@ -257,8 +261,14 @@ class Runner:
         recordings = [cam for cam, src in self._sources.items() if not src.live]
         opened: dict[str, Optional[str]] = {}
         if recordings:
-            with ThreadPoolExecutor(min(OPEN_CONCURRENCY, len(recordings)), thread_name_prefix="dvpipe-open") as ex:
+            ex = ThreadPoolExecutor(min(OPEN_CONCURRENCY, len(recordings)), thread_name_prefix="dvpipe-open")
+            try:
                 opened = dict(zip(recordings, ex.map(self._open_first, recordings)))
+            except BaseException:  # Ctrl-C while opening: open no more (those opening finish)
+                self.stop_event.set()
+                raise
+            finally:
+                ex.shutdown(wait=True, cancel_futures=True)
         self.started_ns = self.clock()
         self.startup["open_ms"] = (self.started_ns - t0) / 1e6
         self.acc.started_ns = self.started_ns  # the origin of outage times in the summary
@@ -271,7 +281,7 @@ class Runner:
                         self._fail(cam, f"source did not open: {err}")
                     continue
                 self._streaming(cam, src)
-                if shares_reader(src):
+                if self.share_reader and shares_reader(src):
                     shared.append(cam)
                     continue
             t = threading.Thread(target=self._reader, args=(cam, src, cam in opened), name=f"dvpipe-src-{cam}",

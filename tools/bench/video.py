@@ -4,7 +4,8 @@
 One command::
 
     .venv/bin/python tools/bench/video.py                    # 6 x 1600x900 H.264 (B-frames), 1 and 2 threads
-    .venv/bin/python tools/bench/video.py --scaling          # + 12 cameras and 6 x 3840x2160
+    .venv/bin/python tools/bench/video.py --scaling          # + 12 and 24 cameras and 6 x 3840x2160
+    .venv/bin/python tools/bench/video.py --runner-ab        # + the Runner with a reader thread per camera
     .venv/bin/python tools/bench/video.py --quick            # 8 rounds, a smoke run
     .venv/bin/python tools/bench/video.py --json out/video.json
 
@@ -22,6 +23,10 @@ rotated every round; ms per frame set of N cameras):
 * ``floor: decode (PyAV -> YUV)`` -- FFmpeg's H.264 decoder through PyAV (``CodecContext``, slice
   threads as dvpipe's engine), pictures left in the decoder's 4:2:0 planes: the least work any
   method does. ``/decode`` in the tables is relative to it.
+* ``floor: decode, camera-parallel`` -- the same decoding, but each camera decodes the round's 24
+  pictures in one job of the pool, with no barrier between frame sets (whole files decoded in
+  parallel): the floor of anything that keeps the cameras independent. ``/par`` is relative to it;
+  ``PyAV + bgr24, camera-parallel`` (``/bgrpar``) is the same with bgr24.
 * ``floor: decode+write`` -- the same plus writing every byte of the output tensor once.
 * ``PyAV -> YUV, dvpipe's err_detect`` -- the decode floor with the error detection dvpipe's engine
   turns on (``FFmpegEngine.ERR_DETECT``), to separate what integrity checking costs.
@@ -34,6 +39,13 @@ rotated every round; ms per frame set of N cameras):
   fidelity=..., threads=T).process(frame set)`` -> (N, 3, 480, 800) float32: at ``fast`` the
   decoder's YUV planes go straight into the compiled kernel (``fused_decode_*``); at
   ``reference`` FFmpeg's bgr24 picture goes into the fused 2x2 kernel.
+* ``Runner fast`` / ``Runner reference`` -- what ``dvpipe run`` times: a :class:`dvpipe.deploy.Runner` on the
+  same access units muxed into one Matroska file per camera (``type: video`` sources), the same
+  pipeline, no model, no files: reading, synchronising, preprocessing, accounting and statistics.
+  Each round takes 24 frame sets from ``Runner.batches()``; between its rounds its readers wait on
+  full buffers. After the rounds, ``dvpipe run (fast)`` is a whole run of the same deployment timed
+  by the run's own clock (``RunResult.elapsed_s`` per set, the sources opened before it starts), with
+  the start-up reported apart (``summary.json["startup"]``).
 * ``OpenCV VideoCapture`` -- ``cv2.VideoCapture`` on the same elementary stream, ``read()`` (BGR).
 * ``torchcodec CPU`` -- ``torchcodec.decoders.VideoDecoder(device="cpu")`` (one FFmpeg thread per
   camera, its default), frames in order as RGB CHW uint8 tensors; it reads a container, so it gets
@@ -86,6 +98,7 @@ GOP = 24  # pictures per IDR period of the bench's streams
 #: (the floor's cheap rounds against dvpipe's dear ones), which read as ~3 ms of "overhead" at the
 #: 10th percentile. Times are reported per frame set.
 SETS_PER_RUN = GOP
+RUNNER_AB = False  # --runner-ab: also the Runner with a reader thread per camera (the design before one reader)
 MEAN = np.array([123.675, 116.28, 103.53])
 STD = np.array([58.395, 57.12, 57.375])
 CAMS = ("CAM_FRONT", "CAM_FRONT_RIGHT", "CAM_FRONT_LEFT", "CAM_BACK", "CAM_BACK_LEFT", "CAM_BACK_RIGHT")
@@ -335,11 +348,12 @@ class RunnerMethod(Method):
     written; each round takes ``SETS_PER_RUN`` frame sets from :meth:`~dvpipe.deploy.Runner.batches` (reading,
     synchronising, preprocessing, accounting and statistics: everything ``dvpipe run`` times)."""
 
-    def __init__(self, s, threads, fidelity):
+    def __init__(self, s, threads, fidelity, share_reader=True):
         super().__init__(s, threads)
-        self.name = f"Runner {fidelity}"
+        self.name = f"Runner {fidelity}" + ("" if share_reader else ", a reader per camera")
         self.fidelity = fidelity
         self.runner = make_runner(s, threads, fidelity)
+        self.runner.share_reader = share_reader  # before batches() starts it
         self.it = self.runner.batches()
 
     def run(self):
@@ -536,6 +550,8 @@ def peers(s: Streams, threads: int, only=None) -> tuple[list[Method], dict]:
             ms.append(make())
         except Exception as e:  # noqa: BLE001 - an optional peer that does not load here is a skip with its reason
             skips[name] = skip_reason(e)
+    if RUNNER_AB:
+        ms.append(RunnerMethod(s, threads, "fast", share_reader=False))
     if only:
         keep = [m for m in ms if m.name.startswith(("floor", "PyAV + bgr24", "dvpipe", "Runner"))
                 or any(m.name.startswith(o) for o in only)]
@@ -677,9 +693,13 @@ def main(argv=None):
     ap.add_argument("--scaling", action="store_true", help="also 12 and 24 cameras and 6 x 3840x2160")
     ap.add_argument("--only", default="", help="peer rows to keep (prefixes, comma-separated); floors and dvpipe always run")
     ap.add_argument("--quick", action="store_true", help="8 rounds")
+    ap.add_argument("--runner-ab", action="store_true", help="also the Runner with a reader thread per camera")
+    ap.add_argument("--no-4k", action="store_true", help="--scaling without the 6 x 3840x2160 block")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     rounds = 8 if a.quick else a.rounds
+    global RUNNER_AB
+    RUNNER_AB = a.runner_ab
     threads = [int(t) for t in a.threads.split(",")]
     only = [o.strip() for o in a.only.split(",") if o.strip()] or None
     lines = []
@@ -712,8 +732,10 @@ def main(argv=None):
             sets = (srounds + 3) * SETS_PER_RUN + 8
             s12 = Streams(bases, 1600, 900, a.frames, Path(tmp, "x12"), sets, copies=2)
             s24 = Streams(bases, 1600, 900, a.frames, Path(tmp, "x24"), sets, copies=4)
-            s4k = Streams(bases, 3840, 2160, a.frames // 2, Path(tmp, "4k"), sets)
-            for lab, st in (("12 x 1600x900", s12), ("24 x 1600x900", s24), ("6 x 3840x2160", s4k)):
+            blocks = [("12 x 1600x900", s12), ("24 x 1600x900", s24)]
+            if not a.no_4k:
+                blocks.append(("6 x 3840x2160", Streams(bases, 3840, 2160, a.frames // 2, Path(tmp, "4k"), sets)))
+            for lab, st in blocks:
                 for t in threads:
                     out["blocks"][f"{lab}/{t}"] = run_block(f"bevformer-tiny, {lab}", st, t, srounds, log,
                                                             only=["floor", "PyAV", "dvpipe"])
