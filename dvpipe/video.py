@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, cast
 
 import numpy as np
 
+from .bitstream import StreamHeaders
 from .codecs import VIDEO_ENCODINGS
 from .errors import CorruptFrameError, FrameError
 
@@ -185,6 +186,14 @@ def is_keyframe(au: bytes, codec: str, types: Optional[list[int]] = None) -> boo
     if codec == "h264":
         return 5 in types or (6 in types and 1 in types and _h264_recovery_point(au))
     return any(16 <= t <= 23 for t in types)
+
+
+def _random_access_words(codec: str, idr_only: bool = False) -> str:
+    """What a decoder waiting to (re)start waits for, in words."""
+    if idr_only:
+        return "an IDR picture"
+    return "an IDR or a recovery-point SEI" if codec == "h264" else \
+        "an IRAP picture (IDR, CRA or BLA)" if codec == "h265" else "a keyframe"
 
 
 def _is_idr(au: bytes, codec: str) -> bool:
@@ -388,6 +397,11 @@ class ReorderingDecoder:
         self._out_index = 0  # presentation index of the next output picture (by index)
         self._need_key = True
         self._resume_pts: Optional[int] = None
+        # the non-IDR keyframe decoding last (re)started at: (its key, "a recovery point" / "a CRA"...)
+        self._restart: Optional[tuple[Optional[int], str]] = None
+        # dvpipe's own reading of the headers (dvpipe.bitstream): damage the decoder does not report
+        self._headers: Optional[StreamHeaders] = StreamHeaders(codec) if codec in _FFMPEG_NAME else None
+        self._header_damage: dict[int, str] = {}  # tag -> structural damage of its unit
         self._units_seen = 0  # units fed or skipped since the stream started (by index: the next index)
         self._drained = False
         self._by = "unit"
@@ -431,9 +445,15 @@ class ReorderingDecoder:
     def _feed(self, unit) -> None:
         if unit == GAP:
             self._break(self._next_tag - 1)
+            if self._headers is not None:
+                self._headers.lost()
             return
         if unit == RESET:
             self._drain()
+            self._restart = None
+            self._header_damage.clear()
+            if self._headers is not None:
+                self._headers = StreamHeaders(self.codec)
             self._damaged.clear()
             self._tags.clear()
             self._held.clear()
@@ -443,22 +463,28 @@ class ReorderingDecoder:
             self._units_seen = 0
             return
         if not unit.data:  # a unit the container could not deliver (a damaged packet)
+            if self._headers is not None:
+                self._headers.lost()
             self._skip(unit, f"corrupt {self.codec} access unit (the demuxer could not read it)")
             self._break(self._next_tag - 1)
             return
         by_index = self._by == "index"
+        structural = self._headers.read(unit.data).damage if self._headers is not None else None
         if self._need_key:
             # by index, pictures are counted: only an IDR guarantees that every picture decoded from
             # it on is output (after a CRA the decoder discards the leading pictures, shifting the count)
             idr = _is_idr(unit.data, self.codec) if self.codec in _FFMPEG_NAME else unit.keyframe
-            if not (unit.keyframe or idr) or (by_index and not idr):
-                self._skip(unit, f"{self.codec}: {KEYFRAME_WAIT} (the stream started mid-GOP, or frames "
-                                 "before this one were lost or corrupt)")
+            if not (unit.keyframe or idr) or (by_index and not idr) or structural:
+                self._skip(unit, f"{self.codec}: {KEYFRAME_WAIT}: {_random_access_words(self.codec, by_index)} "
+                                 "(the stream started between random-access points, or pictures before this one "
+                                 "were lost or corrupt)")
                 return
             if by_index and self._engine is not None:
                 self._drain()  # pictures still in the decoder take their indices before the count restarts
             self._need_key = False
             self._resume_pts = None if idr else unit.pts_ns
+            self._restart = None if idr else (unit.pts_ns, "a recovery point" if self.codec == "h264" else
+                                              "a CRA" if 21 in nal_types(unit.data, self.codec) else "an IRAP picture")
             if by_index:
                 self._out_index = self._units_seen
             if self._damaged and self._damaged[-1][1] is None:
@@ -469,6 +495,8 @@ class ReorderingDecoder:
         if unit is self._want_unit:
             self._want_tag = tag
         self._tags[tag] = _Tagged(unit.pts_ns, unit.show, self._resume_pts)
+        if structural:
+            self._header_damage[tag] = structural
         if self._engine is None:
             self._new_engine()
         assert self._engine is not None  # _new_engine made one
@@ -483,6 +511,8 @@ class ReorderingDecoder:
                 self._want_skipped = reason
             self._break(tag)
             return
+        if structural:  # what is decoded after it may reference it
+            self._break(tag)
         for t, pic, damage in released:
             self._output(t, pic, damage)
 
@@ -497,6 +527,8 @@ class ReorderingDecoder:
         info = self._tags.pop(tag, None) if tag is not None else None
         while len(self._tags) > _MAX_HELD_PICTURES:  # units whose picture the decoder never output
             del self._tags[min(self._tags)]
+        while len(self._header_damage) > _MAX_HELD_PICTURES:
+            del self._header_damage[min(self._header_damage)]
         if self._by == "index":
             key = self._out_index
             self._out_index += 1
@@ -507,9 +539,11 @@ class ReorderingDecoder:
                 return  # a hidden picture (edit list) or one we cannot place
             key = info.key
         if info is not None and info.leading_after is not None and key < info.leading_after:
-            damage = damage or (f"{self.codec}: {KEYFRAME_WAIT} (a leading picture of the keyframe the "
-                                "decoder restarted at: it references pictures that were lost)")
+            damage = damage or self._leading_reason()
+        if tag is not None and damage is None and tag in self._header_damage:
+            damage = f"dvpipe's header check: {self._header_damage[tag]}"
         if tag is not None:
+            self._header_damage.pop(tag, None)
             damage = damage or self._damage_of(tag)
             if damage and KEYFRAME_WAIT not in damage:
                 self._break(tag)  # what is decoded after it may reference it
@@ -584,8 +618,7 @@ class ReorderingDecoder:
                     raise FrameError(f"{self.codec}: the decoder returns pictures out of decode order (the "
                                      "stream has B-frames): feed it through a dvpipe video source, which "
                                      "reorders, or encode without B-frames")
-                raise FrameError(f"{self.codec}: {KEYFRAME_WAIT} (the decoder produced no picture for this "
-                                 "frame: its data was lost or corrupt)")
+                raise FrameError(self._no_picture_reason(want))
             if self._pending:
                 self._feed(self._pending.popleft())
                 continue
@@ -593,8 +626,8 @@ class ReorderingDecoder:
                 self._drain()
                 continue
             if packet.end or self._need_key:
-                raise FrameError(f"{self.codec}: {KEYFRAME_WAIT} (no picture for this frame: its data was lost "
-                                 "or corrupt)")
+                raise FrameError(f"{self.codec}: {KEYFRAME_WAIT}: {_random_access_words(self.codec)} (no "
+                                 "picture for this frame: its data was lost or corrupt)")
             if packet.lookahead is not None:
                 packet.lookahead.units = min(FILE_LOOKAHEAD, packet.lookahead.units + 1)
             if packet.by == "unit":
@@ -602,6 +635,22 @@ class ReorderingDecoder:
                                  "B-frames delays pictures: feed it through a dvpipe video source, which reorders)")
             raise FrameError(f"{self.codec}: the decoder needs more access units than the source read ahead "
                              "(look-ahead raised for the next frames)")
+
+    def _leading_reason(self) -> str:
+        what = self._restart[1] if self._restart is not None else "a random-access point"
+        return (f"{self.codec}: {KEYFRAME_WAIT}: a leading picture of {what} decoding (re)started at (it "
+                "references pictures before it, which were lost or precede the stream's start)")
+
+    def _no_picture_reason(self, want: int) -> str:
+        """Why the decoder output no picture for ``want`` (a key of the current stream)."""
+        if self._restart is not None and self._restart[0] is not None:
+            if want < self._restart[0]:
+                return self._leading_reason()
+            if self.codec == "h264":
+                return (f"{self.codec}: {KEYFRAME_WAIT}: decoding restarted at a recovery point and the decoder "
+                        "outputs pictures only once the recovery is complete (an intra refresh not yet done)")
+        return (f"{self.codec}: {KEYFRAME_WAIT}: {_random_access_words(self.codec)} (the decoder produced no "
+                "picture for this frame: its data was lost or corrupt)")
 
     def _forget_below(self, key: int) -> None:
         for k in [k for k in self._lost if k <= key]:

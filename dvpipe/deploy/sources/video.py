@@ -10,7 +10,8 @@ Capture times:
 
 * video file: ``start_ns + pts``; ``start_ns`` defaults to the container's ``creation_time``
   (0 when absent). Cameras recorded together keep their relative timing through their pts.
-* elementary stream (no timestamps in the format): ``start_ns + k / fps``.
+* elementary stream (no timestamps in the format): ``start_ns + k / fps``, ``k`` the picture's place in
+  presentation order, from the picture order count in its slice headers (:mod:`dvpipe.bitstream`).
 * RTSP / V4L2 (live): the wall clock at arrival of the first frame plus the stream's pts
   progression, re-anchored when it drifts more than 100 ms from the arrival clock (sender clock
   drift, pts jumps after a reconnect).
@@ -28,6 +29,7 @@ from ...codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ...types import short_repr as _show
 from ...latency import now_ns, to_monotonic_ns, wall_ns
 from ...types import PixelFormat
+from ...bitstream import StreamHeaders
 from ...errors import FrameError
 from ...video import (ELEMENTARY_LOOKAHEAD, FILE_LOOKAHEAD, RESET, AccessUnit, FFmpegEngine, Lookahead,
                             PresentationOrder, ReorderingDecoder, VideoPacket, bgr24, is_keyframe, nal_types)
@@ -386,15 +388,44 @@ class ElementaryStream(AvStream):
     def format(self) -> str:  # type: ignore[override]
         return "h264" if self.options.get("codec") == "h264" else "hevc"
 
+    def _open(self) -> None:
+        super()._open()
+        self._headers = StreamHeaders(self.options.get("codec") or self.camera.encoding)
+        self._sequence_base = 0  # order key of POC 0 in the current coded video sequence
+        self._max_key = -1
+        self._presented = 0  # frames emitted since the stream (re)opened
+
     def _order_by(self) -> str:
-        return "index"  # Annex B carries no timestamps: frames are the decoder's pictures, counted
+        # Annex B carries no timestamps: a picture's place in presentation order is its picture order
+        # count (slice headers), restarting at every IDR; the order key is that place. Frames are then
+        # matched to the decoder's pictures by it, as a container's pts (open GOPs restart decoding
+        # at a recovery point or a CRA; a picture the decoder does not output is a counted drop).
+        return "pts"
+
+    def _pts_ns(self, pkt) -> Optional[int]:
+        return None
+
+    def _unit(self, pkt) -> AccessUnit:
+        unit = super()._unit(pkt)
+        if not unit.data:
+            return unit
+        pic = self._headers.read(unit.data)
+        if pic.poc is None:  # headers unreadable: a frame after the ones known (the decoder judges it)
+            key = self._max_key + 1
+        else:
+            if pic.new_sequence:
+                self._sequence_base = self._max_key + 1 + (1 << 32)  # above every key so far, even leading POCs < 0
+            key = self._sequence_base + pic.poc
+        self._max_key = max(self._max_key, key)
+        return AccessUnit(unit.data, key, unit.keyframe, unit.show and not pic.second_field)
 
     def _lookahead(self):
         n = self.options.get("lookahead")
         return ELEMENTARY_LOOKAHEAD if n is None else int(n)
 
     def _capture_epoch_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:
-        index = packet.want if packet.want is not None else self.seq
+        index = self._presented
+        self._presented += 1
         return int(self.options.get("start_ns") or 0) + int(round(index * 1e9 / self.options.get("fps", 30.0)))
 
 
