@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, cast
 
 import numpy as np
 
-from .bitstream import StreamHeaders
+from .bitstream import StreamHeaders, picture_hash_mismatch
 from .codecs import VIDEO_ENCODINGS
 from .errors import CorruptFrameError, FrameError
 
@@ -70,12 +70,15 @@ class AccessUnit:
         pts_ns: presentation time in ns from the start of its stream, or None (no timestamps).
         keyframe: a decoder can (re)start here (H.264 IDR or recovery point; H.265 IRAP).
         show: False for pictures decoded only as references and never presented (edit lists).
+        damage: what the source knows is wrong with the unit (the demuxer flagged its packet
+            corrupt), or None: its picture is a ``corrupt`` drop and the reference chain breaks there.
     """
 
     data: bytes
     pts_ns: Optional[int] = None
     keyframe: bool = False
     show: bool = True
+    damage: Optional[str] = None
 
 
 #: In a packet's unit list: units before this one were lost (the chain is broken here).
@@ -373,6 +376,7 @@ class _Tagged:
     key: Optional[int]  # pts (by pts) or None (assigned at output, by index / unit)
     show: bool
     leading_after: Optional[int]  # resume point: a picture presented before this pts is damaged
+    hashed: bool = False  # in a stream whose every picture carries a hash: damage shows in each picture's own
 
 
 class ReorderingDecoder:
@@ -402,6 +406,7 @@ class ReorderingDecoder:
         # dvpipe's own reading of the headers (dvpipe.bitstream): damage the decoder does not report
         self._headers: Optional[StreamHeaders] = StreamHeaders(codec) if codec in _FFMPEG_NAME else None
         self._header_damage: dict[int, str] = {}  # tag -> structural damage of its unit
+        self._hashes: dict[int, tuple] = {}  # tag -> (H.265 decoded picture hash, coded size) of its unit
         self._units_seen = 0  # units fed or skipped since the stream started (by index: the next index)
         self._drained = False
         self._by = "unit"
@@ -452,6 +457,7 @@ class ReorderingDecoder:
             self._drain()
             self._restart = None
             self._header_damage.clear()
+            self._hashes.clear()
             if self._headers is not None:
                 self._headers = StreamHeaders(self.codec)
             self._damaged.clear()
@@ -469,7 +475,8 @@ class ReorderingDecoder:
             self._break(self._next_tag - 1)
             return
         by_index = self._by == "index"
-        structural = self._headers.read(unit.data).damage if self._headers is not None else None
+        headers = self._headers.read(unit.data) if self._headers is not None else None
+        structural = unit.damage or (headers.damage if headers is not None else None)
         if self._need_key:
             # by index, pictures are counted: only an IDR guarantees that every picture decoded from
             # it on is output (after a CRA the decoder discards the leading pictures, shifting the count)
@@ -494,9 +501,14 @@ class ReorderingDecoder:
         self._units_seen += 1
         if unit is self._want_unit:
             self._want_tag = tag
-        self._tags[tag] = _Tagged(unit.pts_ns, unit.show, self._resume_pts)
+        hashed = headers is not None and headers.hashed_stream and headers.poc is not None
+        self._tags[tag] = _Tagged(unit.pts_ns, unit.show, self._resume_pts, hashed)
+        if headers is not None and headers.picture_hash is not None:
+            self._hashes[tag] = (headers.picture_hash, headers.coded_size)
         if structural:
             self._header_damage[tag] = structural
+            if unit.pts_ns is not None and unit.show:  # its frame's verdict, should no picture come
+                self._lost[unit.pts_ns] = f"corrupt {self.codec} access unit (dvpipe's header check: {structural})"
         if self._engine is None:
             self._new_engine()
         assert self._engine is not None  # _new_engine made one
@@ -511,8 +523,8 @@ class ReorderingDecoder:
                 self._want_skipped = reason
             self._break(tag)
             return
-        if structural:  # what is decoded after it may reference it
-            self._break(tag)
+        if structural and not hashed:
+            self._break(tag)  # what is decoded after it may reference it (unless each picture has its own hash)
         for t, pic, damage in released:
             self._output(t, pic, damage)
 
@@ -529,6 +541,8 @@ class ReorderingDecoder:
             del self._tags[min(self._tags)]
         while len(self._header_damage) > _MAX_HELD_PICTURES:
             del self._header_damage[min(self._header_damage)]
+        while len(self._hashes) > _MAX_HELD_PICTURES:
+            del self._hashes[min(self._hashes)]
         if self._by == "index":
             key = self._out_index
             self._out_index += 1
@@ -542,11 +556,15 @@ class ReorderingDecoder:
             damage = damage or self._leading_reason()
         if tag is not None and damage is None and tag in self._header_damage:
             damage = f"dvpipe's header check: {self._header_damage[tag]}"
+        expected = self._hashes.pop(tag, None) if tag is not None else None
+        if expected is not None and damage is None:
+            damage = picture_hash_mismatch(pic, *expected)
         if tag is not None:
             self._header_damage.pop(tag, None)
             damage = damage or self._damage_of(tag)
-            if damage and KEYFRAME_WAIT not in damage:
-                self._break(tag)  # what is decoded after it may reference it
+            if damage and KEYFRAME_WAIT not in damage and not (info is not None and info.hashed):
+                # what is decoded after it may reference it (pictures with their own hash are judged by it)
+                self._break(tag)
         self._held[key] = (pic, damage, tag)
         lowest = min(self._tags) if self._tags else self._next_tag  # the oldest unit still in the decoder
         while self._damaged and self._damaged[0][1] is not None and self._damaged[0][1] <= lowest:

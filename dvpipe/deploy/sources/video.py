@@ -11,7 +11,8 @@ Capture times:
 * video file: ``start_ns + pts``; ``start_ns`` defaults to the container's ``creation_time``
   (0 when absent). Cameras recorded together keep their relative timing through their pts.
 * elementary stream (no timestamps in the format): ``start_ns + k / fps``, ``k`` the picture's place in
-  presentation order, from the picture order count in its slice headers (:mod:`dvpipe.bitstream`).
+  presentation order, from the picture order count in its slice headers (:mod:`dvpipe.bitstream`;
+  a picture missing from the stream leaves its place empty).
 * RTSP / V4L2 (live): the wall clock at arrival of the first frame plus the stream's pts
   progression, re-anchored when it drifts more than 100 ms from the arrival clock (sender clock
   drift, pts jumps after a reconnect).
@@ -44,6 +45,8 @@ __all__ = ["VideoFile", "ElementaryStream", "RtspSource", "V4l2Source", "AvStrea
 _CODEC_ENCODING = {"h264": "h264", "hevc": "h265"}
 _PARAM_SETS = {"h264": frozenset((7, 8)), "h265": frozenset((32, 33, 34))}  # SPS/PPS (+ VPS) NAL types
 _LIVE_REANCHOR_NS = 100_000_000
+_DEMUXER_CORRUPT = ("the demuxer flagged the packet corrupt (part of it was lost: an MPEG-TS continuity "
+                    "counter error, or a damaged container)")
 _MAX_DEMUX_ERRORS = 100  # consecutive demux errors in a recording before it counts as unreadable
 
 
@@ -125,6 +128,7 @@ class AvStream(Source):
             elif extradata:
                 self._extradata_annexb = extradata
         self._demux = self._container.demux(stream)
+        self._corrupt_before = False  # the last packet carried the demuxer's corrupt flag
         self._pending: list = []
         self._eof = False
         self._no_pts = 0
@@ -159,8 +163,12 @@ class AvStream(Source):
         if self._bsf is None:
             return [pkt]
         pts_ns = self._pts_ns(pkt)  # before the filter takes the packet
+        corrupt = pkt.is_corrupt
         try:
-            return [p for p in self._bsf.filter(pkt) if p.size]
+            out = [p for p in self._bsf.filter(pkt) if p.size]
+            for p in out:
+                p.is_corrupt = p.is_corrupt or corrupt
+            return out
         except _av().error.FFmpegError:
             # a damaged length prefix: the packet cannot be delivered; its frame is a corrupt drop
             return [_Damaged(pts_ns)]
@@ -203,13 +211,18 @@ class AvStream(Source):
         data = bytes(pkt)
         pts = self._pts_ns(pkt)
         show = not getattr(pkt, "is_discard", False)
+        # the flag can come one access unit early (FFmpeg's parser, joining MPEG-TS payloads into access
+        # units, gives the flag of the packet it is reading to the unit it completes): the flagged unit
+        # and the next are both damaged
+        damage = _DEMUXER_CORRUPT if pkt.is_corrupt or self._corrupt_before else None
+        self._corrupt_before = bool(pkt.is_corrupt)
         if self._mode == "access_units" or (self._mode == "decode" and self._codec is not None):
             assert self._codec is not None  # access units: the camera's encoding is the stream's codec
             types = nal_types(data, self._codec)  # one scan for both questions
             key = is_keyframe(data, self._codec, types) or bool(pkt.is_keyframe and self._order.by == "pts")
             if key and self._extradata_annexb and _PARAM_SETS[self._codec].isdisjoint(types):
                 data = self._extradata_annexb + data
-            return AccessUnit(data, pts, key, show)
+            return AccessUnit(data, pts, key, show, damage)
         return AccessUnit(data, pts, bool(pkt.is_keyframe), show)
 
     def _pts_ns(self, pkt) -> Optional[int]:
@@ -393,7 +406,9 @@ class ElementaryStream(AvStream):
         self._headers = StreamHeaders(self.options.get("codec") or self.camera.encoding)
         self._sequence_base = 0  # order key of POC 0 in the current coded video sequence
         self._max_key = -1
-        self._presented = 0  # frames emitted since the stream (re)opened
+        self._place = -1  # place in presentation order of the last frame emitted since the stream (re)opened
+        self._last_key: Optional[int] = None
+        self._poc_step: Optional[int] = None  # picture order count between consecutive pictures (x264: 2, x265: 1)
 
     def _order_by(self) -> str:
         # Annex B carries no timestamps: a picture's place in presentation order is its picture order
@@ -417,16 +432,24 @@ class ElementaryStream(AvStream):
                 self._sequence_base = self._max_key + 1 + (1 << 32)  # above every key so far, even leading POCs < 0
             key = self._sequence_base + pic.poc
         self._max_key = max(self._max_key, key)
-        return AccessUnit(unit.data, key, unit.keyframe, unit.show and not pic.second_field)
+        return AccessUnit(unit.data, key, unit.keyframe, unit.show and not pic.second_field, unit.damage)
 
     def _lookahead(self):
         n = self.options.get("lookahead")
         return ELEMENTARY_LOOKAHEAD if n is None else int(n)
 
     def _capture_epoch_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:
-        index = self._presented
-        self._presented += 1
-        return int(self.options.get("start_ns") or 0) + int(round(index * 1e9 / self.options.get("fps", 30.0)))
+        """``start_ns + k / fps``, ``k`` the picture's place: the place of the frame before it plus its
+        picture order count step(s) (a picture missing from the stream leaves its place empty)."""
+        key, last = packet.want, self._last_key
+        step = 1
+        if key is not None and last is not None and 0 < key - last < (1 << 31):  # same coded video sequence
+            delta = key - last
+            self._poc_step = delta if self._poc_step is None else min(self._poc_step, delta)
+            step = max(1, round(delta / self._poc_step))
+        self._last_key = key
+        self._place += step
+        return int(self.options.get("start_ns") or 0) + int(round(self._place * 1e9 / self.options.get("fps", 30.0)))
 
 
 class _LiveStream(AvStream):
