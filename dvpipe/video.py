@@ -16,7 +16,10 @@ of a dvpipe camera is one *presented* picture, so:
   sources that decode themselves (``encoding: raw``); a device decoder plugs in as another
   :class:`Engine`.
 
-Integrity: a decode error, or a picture the decoder flags as corrupt, breaks the reference chain:
+Integrity: a decode error, a picture the decoder flags as corrupt, or damage dvpipe finds itself
+(:mod:`dvpipe.bitstream`: unreadable headers, a missing reference picture, a slice cut short, an H.265
+picture that does not match its decoded picture hash; the source's :attr:`AccessUnit.damage`) breaks
+the reference chain (not for streams whose every picture carries a hash: each is judged by its own):
 the decoder is drained (pictures already complete stay valid), access units are skipped until the
 next keyframe (their frames are drops ``waiting for a keyframe``), and pictures presented before
 that keyframe but decoded after it (open-GOP leading pictures, which reference the lost pictures)
