@@ -110,6 +110,9 @@ class VideoPacket:
         end: no access unit follows in this stream: drain the decoder when the picture is not out.
         lookahead: the source's look-ahead, raised by the decoder when it needed more units.
         keyframe: the wanted picture is a keyframe's (for reports; decoding does not need it).
+        arrival: ``(wall clock ns since the epoch, monotonic ns)`` at which the access unit of the
+            wanted picture was read by the source, when the source noted it (live sources: the time
+            the frame waited in the look-ahead after its own data arrived is latency).
     """
 
     units: list = field(default_factory=list)
@@ -118,6 +121,7 @@ class VideoPacket:
     end: bool = False
     lookahead: Optional[Lookahead] = None
     keyframe: bool = False
+    arrival: Optional[tuple[int, int]] = None
 
     @property
     def nbytes(self) -> int:
@@ -148,7 +152,8 @@ def merge_packets(held: Sequence[VideoPacket], current: VideoPacket, *, gap: boo
     if gap:
         units.append(GAP)
     units.extend(current.units)
-    return VideoPacket(units, current.want, current.by, current.end, current.lookahead, current.keyframe)
+    return VideoPacket(units, current.want, current.by, current.end, current.lookahead, current.keyframe,
+                       current.arrival)
 
 
 # -- bitstream facts -----------------------------------------------------------------------------
@@ -239,6 +244,7 @@ class PresentationOrder:
         self._max_pts: Optional[int] = None
         self._ended = False
         self._keyframes: dict[int, bool] = {}  # decode index -> keyframe, for pictures not yet emitted
+        self._arrivals: dict[int, tuple[int, int]] = {}  # decode index -> arrival, for pictures not yet emitted
 
     @property
     def lookahead(self) -> int:
@@ -258,12 +264,15 @@ class PresentationOrder:
         """Put :data:`GAP` or :data:`RESET` into the unit stream at this point."""
         self._units.append(marker)
 
-    def push(self, unit: AccessUnit) -> None:
+    def push(self, unit: AccessUnit, arrival: Optional[tuple[int, int]] = None) -> None:
+        """Add the next unit in decode order; ``arrival``: ``(wall ns, monotonic ns)`` when it was read."""
         self._units.append(unit)
         d = self._read
         self._read += 1
         if unit.keyframe:
             self._keyframes[d] = True
+        if arrival is not None and unit.show:
+            self._arrivals[d] = arrival
         if self.by == "index":
             heapq.heappush(self._heap, (d, d))
         elif unit.show and unit.pts_ns is not None:
@@ -294,9 +303,12 @@ class PresentationOrder:
         self._emitted += 1
         units, self._units = self._units, []
         key = self._keyframes.pop(d, False)
+        arrival = self._arrivals.pop(d, None)
         for k in [k for k in self._keyframes if k < d - 2 * ELEMENTARY_LOOKAHEAD]:
             del self._keyframes[k]  # hidden pictures' entries
-        return VideoPacket(units, want, self.by, self._ended, self._lookahead if self._live else None, key)
+        for k in [k for k in self._arrivals if k < d - 2 * ELEMENTARY_LOOKAHEAD]:
+            del self._arrivals[k]
+        return VideoPacket(units, want, self.by, self._ended, self._lookahead if self._live else None, key, arrival)
 
 
 def presentation_packets(units: Iterable[AccessUnit], by: str, lookahead: int) -> list[VideoPacket]:
