@@ -143,7 +143,8 @@ def test_a_picture_hash_sei_catches_damage_inside_slice_data(folder, kind):
     rng = random.Random(4)
     victim = 9
     bad = bytearray(units[victim])
-    slice_at = next(i for i in range(len(bad) - 3) if bad[i:i + 3] == b"\x00\x00\x01" and (bad[i + 3] >> 1) & 0x3F <= 21)
+    slice_at = next(i for i in range(len(bad) - 3)
+                    if bad[i:i + 3] == b"\x00\x00\x01" and (bad[i + 3] >> 1) & 0x3F <= 21)
     end = bad.find(b"\x00\x00\x01", slice_at + 3)
     if kind == "bitflip":  # inside the slice data: the hash SEI after it stays intact
         for _ in range(3):
@@ -164,7 +165,8 @@ def test_a_picture_hash_sei_catches_damage_inside_slice_data(folder, kind):
     assert "decoded-picture hash" in words, words
     # each picture is judged by its own hash, so the chain is not cut: the pictures decoded before the
     # victim, and those from the next IRAP on (none references the victim), are all emitted
-    next_irap = next(i for i in range(victim + 1, len(units)) if any(16 <= t <= 21 for t in nal_types(units[i], "h265")))
+    next_irap = next(i for i in range(victim + 1, len(units))
+                     if any(16 <= t <= 21 for t in nal_types(units[i], "h265")))
     needed = {place[u] for u in range(victim)} | {place[u] for u in range(next_irap, len(units))}
     assert needed <= set(emitted), (f"lost intact pictures {sorted(needed - set(emitted))}; victim at "
                                     f"{place[victim]}, damaged {sorted(wrong)}: {acc.examples}")
@@ -192,3 +194,20 @@ def test_clean_streams_have_no_header_damage_and_poc_order_is_ffmpegs_output_ord
         assert all(p.picture_hash is not None for p in pics) == (name == "hashed")
         by_poc = sorted(range(len(units)), key=lambda i: (sum(p.new_sequence for p in pics[:i + 1]), pics[i].poc))
         assert by_poc == list(ffmpeg_pictures(units)), name
+
+
+def test_the_damage_trial_tool_measures_through_dvpipes_decoder(tmp_path):
+    """tools/video_damage_trial.py (the docs' table): with picture hashes every damaged picture is
+    dropped; a removed picture is always found; bit flips in plain H.265 slice data stay invisible
+    (the table says so: if this changes, the table must)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("video_damage_trial", tvs.ROOT / "tools" / "video_damage_trial.py")
+    trial_tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(trial_tool)
+    hashed = trial_tool.trial("h265-md5", "bitflip", 3, 1, tmp_path)
+    assert hashed["damaged"] > 0 and hashed["detected"] == hashed["damaged"] and hashed["undetected"] == 0, hashed
+    dropped = trial_tool.trial("h265", "drop", 3, 1, tmp_path)
+    assert dropped["undetected"] == 0, dropped
+    plain = trial_tool.trial("h265", "bitflip", 2, 1, tmp_path)
+    assert plain["damaged"] > 0 and plain["detected"] == 0, plain
