@@ -317,8 +317,6 @@ class _H264:
             if frame_num not in (prev, (prev + 1) % max_frame_num):
                 pic.damage = (f"a reference picture is missing (frame_num {frame_num} after {prev}: "
                               f"{(frame_num - prev - 1) % max_frame_num} lost)")
-        if not idr and not self.started and not recovery:
-            pic.damage = None  # the stream starts mid-GOP: nothing to compare with
         self.started = self.started or idr or recovery
         # picture order count (8.2.1)
         if sps.poc_type == 0:
