@@ -183,8 +183,9 @@ def test_info_file_source_gives_each_samples_calibration_and_can_bus(tmp_path):
         assert np.allclose(meta["can_bus"], can, **tol("can_bus").allclose)
         assert meta["scene_token"] == info["scene_token"] and meta["sample_idx"] == info["token"]
         assert meta["prev_bev_exists"] == (k == 1)
-        assert meta["filename"][0].endswith(f"CAM_FRONT/{k}.jpg")
-        ref_img, _ = bevformer_reference([open(meta["filename"][i], "rb").read() for i in range(2)],
+        # the stored path, as get_data_info passes data_path on (mmdet3d 0.17 opens it as it is)
+        assert meta["filename"] == [info["cams"][c]["data_path"] for c in rig.names]
+        ref_img, _ = bevformer_reference([(tmp_path / meta["filename"][i]).read_bytes() for i in range(2)],
                                          [c.lidar2img for c in rig], "bevformer-tiny")
         assert np.abs(batch.images - ref_img).max() <= tol("float_path").atol
 
@@ -204,3 +205,113 @@ def test_info_pickle_with_code_is_refused_and_not_run(tmp_path, monkeypatch):
         load_info_pickle(tmp_path / "evil.pkl")
     assert not (tmp_path / "PWNED").exists()
     assert load_info_pickle(_write_infos(tmp_path / "ok", n=1)[0])["metadata"] == {"version": "v1.0-mini"}
+
+
+# -- what the published checkpoints were fed: can_bus[3:7], keys, stored paths ----------------------------
+@pytest.mark.parametrize("profile", ["bevformer-tiny", "bevformer-small", "bevformer-base"])
+def test_bevformer_profiles_reproduce_the_published_can_bus_rotation_and_offer_the_corrected_one(setup, profile):
+    rig, poses, path = setup
+    frames = next(_frame_sets(rig, poses))
+    published = dv.Pipeline.from_profile(profile, rig, metas_format="mmdet3d", pose=path)
+    corrected = dv.Pipeline.from_profile(profile, rig).set_metas_format("mmdet3d", pose=path,
+                                                                        can_bus_rotation="quaternion")
+    (meta,) = published.process(frames).metas
+    (fixed,) = corrected.process(frames).metas
+    w = poses[0]["rotation"][0]
+    assert np.array_equal(meta["can_bus"][3:7], [w] * 4)  # BEVFormer@66b65f3 get_data_info, PR #285
+    assert np.allclose(meta["can_bus"], can_bus(poses[0]["translation"], poses[0]["rotation"], published=True),
+                       **tol("can_bus").allclose)
+    assert np.allclose(fixed["can_bus"], can_bus(poses[0]["translation"], poses[0]["rotation"], published=False),
+                       **tol("can_bus").allclose)
+    assert np.allclose(fixed["can_bus"][3:7], poses[0]["rotation"]) and "can_bus_rotation" not in meta
+    # a pickled pipeline keeps the choice
+    import pickle
+
+    (again,) = pickle.loads(pickle.dumps(corrected)).process(frames).metas
+    assert np.array_equal(again["can_bus"], fixed["can_bus"])
+
+
+def test_can_bus_rotation_from_the_config_the_hook_and_bad_values(setup):
+    from dvpipe.mmdet3d import Mmdet3dHook, Mmdet3dMetas
+
+    rig, poses, path = setup
+    frames = next(_frame_sets(rig, poses))
+    w = poses[0]["rotation"][0]
+    pipe = dv.Pipeline.from_mmdet3d_config(CONFIGS / "bevformer/bevformer_tiny.py", rig, metas_format="mmdet3d",
+                                           pose=path)
+    assert np.array_equal(pipe.process(frames).metas[0]["can_bus"][3:7], [w] * 4)
+    seen = []
+    hook = Mmdet3dHook(lambda img, img_metas: seen.append(img_metas[0][0]), poses=str(path),
+                       can_bus_rotation="quaternion")
+    hook(dv.Pipeline.from_profile("bevformer-tiny", rig).process(frames))
+    assert np.allclose(seen[0]["can_bus"][3:7], poses[0]["rotation"])
+    with pytest.raises(dv.ConfigError, match="can_bus_rotation must be one of published, quaternion, got 'wxyz'"):
+        Mmdet3dMetas(can_bus_rotation="wxyz")
+
+
+def test_petr_metas_carry_the_loaders_scale_factor(rig_1600_petr):
+    rig = rig_1600_petr
+    frames = {c.name: encode_jpeg(textured_bgr(c.width, c.height, seed=i)) for i, c in enumerate(rig)}
+    for pipe in (dv.Pipeline.from_profile("petr", rig, metas_format="mmdet3d"),
+                 dv.Pipeline.from_mmdet3d_config(CONFIGS / "petr/petr_vovnet_gridmask_p4_800x320.py", rig,
+                                                 metas_format="mmdet3d")):
+        (meta,) = pipe.process(frames).metas
+        # mmdet3d 0.17 LoadMultiViewImageFromFiles sets scale_factor = 1.0 and Collect3D passes it on
+        assert meta["scale_factor"] == 1.0
+        assert meta["ori_shape"] == (900, 1600, 3, 2)
+
+
+@pytest.fixture
+def rig_1600_petr():
+    return dv.Rig.from_dict(rig_dict([(1600, 900)] * 2))
+
+
+def _write_converter_output(repo, n=3):
+    """An info file as the converters write it: in <repo>/data/nuscenes/, paths './data/nuscenes/...'
+    relative to <repo>, the folder the converter ran in."""
+    import pickle
+
+    nus = repo / "data" / "nuscenes"
+    nus.mkdir(parents=True)
+    path, infos = _write_infos(nus, n)
+    for k, info in enumerate(infos):
+        for cam in info["cams"].values():
+            cam["data_path"] = "./data/nuscenes/" + cam["data_path"]
+        info["lidar_path"] = f"./data/nuscenes/samples/LIDAR_TOP/{k}.pcd.bin"
+        info["prev"] = "" if k == 0 else f"tok{k - 1}"
+        info["next"] = "" if k == n - 1 else f"tok{k + 1}"
+    path.write_bytes(pickle.dumps({"infos": infos[::-1], "metadata": {"version": "v1.0-mini"}}))
+    return path, infos
+
+
+def test_converter_output_loads_with_the_default_data_root_and_metas_keep_its_keys(tmp_path, monkeypatch):
+    from dvpipe.mmdet3d import InfoFile
+
+    repo = tmp_path / "BEVFormer"
+    path, infos = _write_converter_output(repo)
+    monkeypatch.chdir(tmp_path)  # not the repository: the default must not depend on the working directory
+    src = InfoFile(path)
+    assert src.data_root == str(repo)
+    assert InfoFile(path, data_root=repo).data_root == str(repo)
+    rig = src.rig()
+    pipe = dv.Pipeline.from_mmdet3d_config(CONFIGS / "bevformer/bevformer_tiny.py", rig, metas_format="mmdet3d",
+                                           pose=src)
+    for k, frames in enumerate(src.frame_sets()):
+        (meta,) = pipe.process(frames).metas
+        info = infos[k]
+        # CustomNuScenesDataset.get_data_info + CustomCollect3D (BEVFormer@66b65f3), MultiScaleFlipAug3D(flip=False)
+        assert meta["filename"] == [info["cams"][c]["data_path"] for c in rig.names]
+        assert meta["pts_filename"] == info["lidar_path"]
+        assert meta["prev_idx"] == info["prev"] and meta["next_idx"] == info["next"]
+        assert meta["pcd_horizontal_flip"] is False and meta["pcd_vertical_flip"] is False
+        assert meta["flip"] is False and meta["pcd_scale_factor"] == 1.0 and meta["scale_factor"] == 1.0
+
+
+def test_an_info_file_whose_images_are_nowhere_keeps_its_folder_as_data_root(tmp_path):
+    from dvpipe.mmdet3d import InfoFile
+
+    path, _ = _write_converter_output(tmp_path / "repo")
+    import shutil
+
+    shutil.rmtree(tmp_path / "repo" / "data" / "nuscenes" / "samples")
+    assert InfoFile(path).data_root == str(path.parent)
