@@ -249,23 +249,6 @@ def test_can_bus_rotation_from_the_config_the_hook_and_bad_values(setup):
         Mmdet3dMetas(can_bus_rotation="wxyz")
 
 
-def test_petr_metas_carry_the_loaders_scale_factor(rig_1600_petr):
-    rig = rig_1600_petr
-    frames = {c.name: encode_jpeg(textured_bgr(c.width, c.height, seed=i)) for i, c in enumerate(rig)}
-    for pipe in (dv.Pipeline.from_profile("petr", rig, metas_format="mmdet3d"),
-                 dv.Pipeline.from_mmdet3d_config(CONFIGS / "petr/petr_vovnet_gridmask_p4_800x320.py", rig,
-                                                 metas_format="mmdet3d")):
-        (meta,) = pipe.process(frames).metas
-        # mmdet3d 0.17 LoadMultiViewImageFromFiles sets scale_factor = 1.0 and Collect3D passes it on
-        assert meta["scale_factor"] == 1.0
-        assert meta["ori_shape"] == (900, 1600, 3, 2)
-
-
-@pytest.fixture
-def rig_1600_petr():
-    return dv.Rig.from_dict(rig_dict([(1600, 900)] * 2))
-
-
 def _write_converter_output(repo, n=3):
     """An info file as the converters write it: in <repo>/data/nuscenes/, paths './data/nuscenes/...'
     relative to <repo>, the folder the converter ran in."""

@@ -262,7 +262,9 @@ def _petr_shape_keys_reference(encoded: list[bytes], conf: dict, size_divisor: i
 
     * mmdet3d v0.17 ``mmdet3d/datasets/pipelines/loading.py`` ``LoadMultiViewImageFromFiles`` (PETR's
       README pins mmdet3d 0.17.1; read at open-mmlab/mmdetection3d@d617be9): ``img = np.stack([imread(name)
-      for name in filename], axis=-1)``; ``img_shape = ori_shape = pad_shape = img.shape``.
+      for name in filename], axis=-1)``; ``img_shape = ori_shape = pad_shape = img.shape``,
+      ``scale_factor = 1.0`` (mmdet3d 0.17's ``Collect3D`` passes it on: the harness of
+      tools/published_ref finds it in PETR's metas).
     * megvii-research/PETR@f7525f9 ``projects/mmdet3d_plugin/datasets/pipelines/transform_3d.py``:
       ``ResizeCropFlipImage`` and ``NormalizeMultiviewImage`` set no shape key; ``PadMultiViewImage``
       sets ``img_shape = [img.shape for img in results['img']]`` (before padding) and
@@ -274,7 +276,7 @@ def _petr_shape_keys_reference(encoded: list[bytes], conf: dict, size_divisor: i
     imgs = [cv2.imdecode(np.frombuffer(d, np.uint8), cv2.IMREAD_UNCHANGED) for d in encoded]
     stacked = np.stack(imgs, axis=-1).astype(np.float32)  # to_float32=True
     results = {"img": [stacked[..., i] for i in range(stacked.shape[-1])], "img_shape": stacked.shape,
-               "ori_shape": stacked.shape, "pad_shape": stacked.shape}
+               "ori_shape": stacked.shape, "pad_shape": stacked.shape, "scale_factor": 1.0}
     H, W = conf["H"], conf["W"]
     fH, fW = conf["final_dim"]
     resize = max(fH / H, fW / W)
@@ -298,6 +300,7 @@ def test_petr_mmdet3d_metas_have_the_stacked_ori_shape_of_the_published_loader(r
     ref = _petr_shape_keys_reference([frames[c.name] for c in rig_1600], _petr_conf(cfg))
     assert ref["ori_shape"] == (900, 1600, 3, 2)
     assert meta["ori_shape"] == ref["ori_shape"] and isinstance(meta["ori_shape"], tuple)
+    assert meta["scale_factor"] == ref["scale_factor"]
     assert [tuple(s) for s in meta["img_shape"]] == ref["img_shape"]
     assert [tuple(s) for s in meta["pad_shape"]] == ref["pad_shape"]
 
