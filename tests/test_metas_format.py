@@ -298,3 +298,28 @@ def test_an_info_file_whose_images_are_nowhere_keeps_its_folder_as_data_root(tmp
 
     shutil.rmtree(tmp_path / "repo" / "data" / "nuscenes" / "samples")
     assert InfoFile(path).data_root == str(path.parent)
+
+
+def test_the_published_harness_comparison_finds_each_kind_of_difference():
+    # tools/published_ref/run.py (make test-published) decides "equal" key by key; it must not pass a difference
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("published_ref_run", Path(__file__).parents[1] / "tools" /
+                                                  "published_ref" / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    same = {"can_bus": np.arange(18.0), "ori_shape": [(450, 800, 3)] * 2, "filename": ["./a.jpg"], "flip": False,
+            "box_mode_3d": {"enum": "Box3DMode.LIDAR", "value": 0}, "img_norm_cfg": {"mean": np.ones(3)}}
+    published = {"samples": [{"img": np.zeros((2, 3, 4, 4), np.float32), "metas": same, "inputs": {}}]}
+    ours = dict(same, box_mode_3d=0, extra=1)
+    row = run.compare("m", published, [(np.zeros((2, 3, 4, 4)), ours)], "x")
+    assert row["differ"] == {} and row["missing"] == [] and row["extra"] == ["extra"] and len(row["equal"]) == 6
+    for key, value in [("can_bus", np.arange(18.0) + np.eye(18)[3] * 1e-6), ("ori_shape", (450, 800, 3, 2)),
+                       ("ori_shape", [[450, 800, 3]] * 2), ("filename", ["/abs/a.jpg"]), ("flip", True),
+                       ("img_norm_cfg", {"mean": np.ones(3), "std": np.ones(3)})]:
+        row = run.compare("m", published, [(np.zeros((2, 3, 4, 4)), dict(ours, **{key: value}))], "x")
+        assert list(row["differ"]) == [key], (key, row["differ"])
+    row = run.compare("m", published, [(np.zeros((2, 3, 4, 4)), {k: v for k, v in ours.items() if k != "flip"})], "x")
+    assert row["missing"] == ["flip"]
+    row = run.compare("m", published, [(np.full((2, 3, 4, 4), 0.5), ours)], "x")
+    assert row["img_max"] == 0.5
