@@ -17,7 +17,12 @@ Usage (``make test-published``)::
    ``build/published-ref/table.md``). Exit status 1 when a key the published pipeline gives is
    missing or differs beyond the stated tolerance.
 
-Nothing is fetched at run time beyond the venv's packages. Not part of the test suite.
+5. mmdet3d 1.x's layout (``--no-v1`` skips it): a second venv (``build_venv_v1.sh``: mmdet3d 1.4.0,
+   mmengine, mmdet 3.2.0, mmcv-lite 2.1.0) converts the same file with mmdet3d 1.4's own
+   ``update_infos_to_v2.py`` and loads it with its ``NuScenesDataset`` (``published_v1.py``); dvpipe
+   reads the converted file; one more row.
+
+Nothing is fetched at run time beyond the venvs' packages. Not part of the test suite.
 """
 from __future__ import annotations
 
@@ -92,6 +97,67 @@ def run_published(venv: Path, model: str, info: Path, out: Path) -> dict:
         return pickle.load(f)
 
 
+#: mmdet3d 1.x's layout against dvpipe's, for the v1 row: differences of form, with their reason
+KNOWN_V1 = {
+    "ori_shape": "1.x's loader gives one (H, W) for all views; dvpipe a per-camera (H, W, 3) list",
+    "img_shape": "1.x's loader gives one (H, W) for all views; dvpipe a per-camera (H, W, 3) list",
+    "pad_shape": "1.x's loader gives one (H, W) for all views; dvpipe a per-camera (H, W, 3) list",
+    "sample_idx": "1.x numbers the samples (0, 1, ...); dvpipe gives the sample's token",
+    "img_norm_cfg": "1.x's loader stamps a zero-mean unit-std img_norm_cfg; this dvpipe pipeline does not normalise",
+    "scale_factor": "1.x's loader stamps 1.0; dvpipe's metas without a profile have none",
+    "box_type_3d": "dvpipe gives mmdet3d's class where mmdet3d imports, else the string 'LiDAR'",
+}
+#: the 1.x keys the v1 row compares under dvpipe's name (1.x name -> dvpipe name)
+V1_NAMES = {"img_path": "filename"}
+#: 1.x keys dvpipe does not give, with their reason
+V1_ABSENT = {"ori_cam2img": "1.x's copy of cam2img before augmentation (none here)",
+             "ego2global": "dvpipe gives ego2global_translation / _rotation",
+             "num_views": "1.x's loader's count", "num_ref_frames": "1.x's loader's count (-1: none)"}
+
+
+def run_v1(venv_v1: Path, info: Path, out: Path) -> tuple[dict, list]:
+    """mmdet3d 1.4's converter and dataset (``published_v1.py``), then dvpipe on the converted file with
+    mmdet3d 1.x's ``data_root`` (``data/nuscenes/``, relative to the repository root, the working directory)."""
+    import dvpipe as dv
+    from dvpipe.mmdet3d import InfoFile
+    from dvpipe.stages import Decode
+
+    repo = info.parents[2]
+    subprocess.run([str(venv_v1 / "bin" / "python"), str(HERE / "published_v1.py"), "--v0",
+                    str(info.relative_to(repo)), "--out", str(out)], cwd=repo, check=True,
+                   env={**os.environ, "PYTHONWARNINGS": "ignore"}, stdout=subprocess.DEVNULL)
+    with open(out, "rb") as f:
+        published = pickle.load(f)
+    here = os.getcwd()
+    os.chdir(repo)
+    try:
+        src = InfoFile(Path(published["v1_file"]).relative_to(repo), data_root="data/nuscenes/")
+        pipe = dv.Pipeline(src.rig(), [Decode()], metas_format="mmdet3d", pose=src)
+        ours = []
+        for frames in src.frame_sets():
+            batch = pipe.process(frames)
+            ours.append((np.array(batch.img[0]), batch.metas[0]))
+        pipe.close()
+    finally:
+        os.chdir(here)
+    for smp in published["samples"]:  # 1.x's names and forms, as its multi-view models read them
+        m = smp["metas"]
+        for old, new in V1_NAMES.items():
+            m[new] = m.pop(old)
+        for key in V1_ABSENT:
+            m.pop(key, None)
+        pads = []
+        for k in m["cam2img"]:
+            pad = np.eye(4)
+            pad[:3, :3] = np.asarray(k, dtype=np.float64)
+            pads.append(pad)
+        m["cam2img"] = pads
+        m["lidar2cam"] = [np.asarray(x, dtype=np.float64) for x in m["lidar2cam"]]
+        # mmdet3d 1.4's dataset sets no per-camera lidar2img; its multi-view models form cam2img @ lidar2cam
+        m["lidar2img"] = [k @ x for k, x in zip(m["cam2img"], m["lidar2cam"])]
+    return published, ours
+
+
 def run_dvpipe(model: str, info_path: Path, use_profile: bool) -> list[tuple[np.ndarray, dict]]:
     import dvpipe as dv
     from dvpipe.mmdet3d import InfoFile
@@ -126,6 +192,13 @@ def _norm(v):
     return v
 
 
+def _short(v) -> str:
+    """A value in a few characters: a list by its length and first item."""
+    if isinstance(v, list) and v:
+        return f"[{v[0]!r}, ...] ({len(v)})"
+    return f"{v!r:.40}"
+
+
 def compare_value(ref, got) -> tuple[bool, str]:
     """(equal, detail): arrays to 1e-9 (max abs shown), everything else exactly (types: tuple vs list)."""
     ref, got = _norm(ref), _norm(got)
@@ -142,7 +215,7 @@ def compare_value(ref, got) -> tuple[bool, str]:
         return d <= 1e-9, (f"max {d:.2g}" if d else "")
     if isinstance(ref, (list, tuple)) and isinstance(got, (list, tuple)):
         if type(ref) is not type(got) and not (isinstance(ref, tuple) and isinstance(got, tuple)):
-            return False, f"{type(ref).__name__} vs {type(got).__name__}: {ref!r:.80} vs {got!r:.80}"
+            return False, f"{type(ref).__name__} vs {type(got).__name__}: {_short(ref)} vs {_short(got)}"
         if len(ref) != len(got):
             return False, f"length {len(ref)} vs {len(got)}"
         parts = [compare_value(r, g) for r, g in zip(ref, got)]
@@ -198,13 +271,19 @@ def table(rows: list[dict], versions: dict) -> str:
     lines = ["| model | dvpipe side | samples | image max abs | keys equal | keys differing | missing in dvpipe | "
              "dvpipe only |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        differ = "; ".join(f"`{k}` ({v}{', known' if k in KNOWN else ''})" for k, v in r["differ"].items()) or "none"
+        v1 = r["model"].startswith("mmdet3d 1")
+        differ = "; ".join(f"`{k}` ({v}{', known' if k in KNOWN and not v1 else ''})"
+                           for k, v in r["differ"].items()) or "none"
         lines.append(f"| {r['model']} | {r['dvpipe']} | {r['samples']} | {r['img_max']:.2g} | {len(r['equal'])}: "
                      f"{', '.join(r['equal'])} | {differ} | {', '.join(r['missing']) or 'none'} | "
                      f"{', '.join(r['extra']) or 'none'} |")
     lines.append("")
-    known = sorted({k for r in rows for k in r["differ"] if k in KNOWN})
-    lines += [f"Known: `{k}`: {KNOWN[k]}." for k in known] + [""]
+    known = sorted({k for r in rows if not r["model"].startswith("mmdet3d 1") for k in r["differ"] if k in KNOWN})
+    lines += [f"Known: `{k}`: {KNOWN[k]}." for k in known]
+    known_v1 = sorted({k for r in rows if r["model"].startswith("mmdet3d 1") for k in [*r["differ"], *r["missing"]]
+                       if k in KNOWN_V1})
+    lines += [f"Known (v1 row): `{k}`: {KNOWN_V1[k]}." for k in known_v1]
+    lines += [f"Not compared (v1 row): `{k}`: {why}." for k, why in V1_ABSENT.items()] + [""]
     lines.append("Published side: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     return "\n".join(lines)
 
@@ -215,6 +294,7 @@ def main(argv=None) -> int:
     ap.add_argument("--venv", default=None, help="the harness venv (default BUILD/venv, built when absent)")
     ap.add_argument("--python", default="python3.11", help="the interpreter the venv is built with")
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--no-v1", action="store_true", help="skip mmdet3d 1.x's converter and dataset (second venv)")
     a = ap.parse_args(argv)
     build = Path(a.build).resolve()
     venv = Path(a.venv).resolve() if a.venv else build / "venv"
@@ -229,6 +309,16 @@ def main(argv=None) -> int:
             row = compare(model, published, run_dvpipe(model, info, use_profile), label)
             bad |= bool(set(row["differ"]) - set(KNOWN) or row["missing"])
             rows.append(row)
+    if not a.no_v1:
+        venv_v1 = build / "venv-v1"
+        if not (venv_v1 / ".published-ref-ok").exists():
+            subprocess.run(["sh", str(HERE / "build_venv_v1.sh"), str(venv_v1), a.python], check=True)
+        published, ours = run_v1(venv_v1, info, build / "mmdet3d-1.x.pkl")
+        row = compare("mmdet3d 1.4 v1 infos", published, ours, "Pipeline([Decode()]), data_root data/nuscenes/")
+        row["differ"] = {k: v + (", known" if k in KNOWN_V1 else "") for k, v in row["differ"].items()}
+        bad |= bool(set(row["differ"]) - set(KNOWN_V1) or set(row["missing"]) - set(KNOWN_V1))
+        rows.append(row)
+        versions = {**versions, **{f"v1 {k}": v for k, v in published["versions"].items()}}
     text = table(rows, versions)
     print(text)
     (build / "table.md").write_text(text + "\n")
