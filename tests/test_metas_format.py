@@ -323,3 +323,26 @@ def test_the_published_harness_comparison_finds_each_kind_of_difference():
     assert row["missing"] == ["flip"]
     row = run.compare("m", published, [(np.full((2, 3, 4, 4), 0.5), ours)], "x")
     assert row["img_max"] == 0.5
+
+
+def test_a_rig_in_another_order_than_the_info_file_is_refused_naming_both(tmp_path):
+    # BEVFormer's / PETR's get_data_info iterate info['cams'].items(): the file's order is the model's order
+    from dataclasses import replace
+
+    from dvpipe.mmdet3d import InfoFile
+
+    path, infos = _write_infos(tmp_path)
+    src = InfoFile(path)
+    rig = src.rig()
+    reversed_rig = replace(rig, cameras=rig.cameras[::-1])
+    pipe = dv.Pipeline.from_profile("bevformer-tiny", reversed_rig, metas_format="mmdet3d", pose=src)
+    frames = next(iter(src.frame_sets()))
+    with pytest.raises(dv.ConfigError) as e:
+        pipe.process(frames)
+    assert str(e.value).startswith("the info file feeds the cameras as CAM_FRONT, CAM_BACK; the batch has them as "
+                                   "CAM_BACK, CAM_FRONT") and "\n" not in str(e.value)
+    # a subset in the file's order is fine (the missing camera is masked)
+    single = replace(rig, cameras=rig.cameras[1:])
+    (meta,) = dv.Pipeline.from_profile("bevformer-tiny", single, metas_format="mmdet3d", pose=src).process(
+        {"CAM_BACK": frames["CAM_BACK"]}).metas
+    assert meta["filename"] == [infos[0]["cams"]["CAM_BACK"]["data_path"]]

@@ -300,15 +300,18 @@ class InfoFile:
 def pose_record(s: Mapping, cameras: Mapping[str, str]) -> dict:
     """The pose record of a normalised sample ``s`` for :class:`~dvpipe.mmdet3d.Mmdet3dMetas`:
     ego pose, ``can_bus``, scene, token, ``prev`` / ``next`` / ``lidar_path`` and, per camera
-    ``{name in the batch: the file's camera key}``, its calibration and stored file name."""
+    ``{name in the batch: the file's camera key}``, its calibration and stored file name;
+    ``camera_order``: those batch names in the file's order (the order mmdet3d's datasets feed them)."""
     cams = {}
     for name, key in cameras.items():
         c = s["cameras"].get(key)
         if c is not None:
             cams[name] = {"intrinsics": c["intrinsics"], "lidar2cam": c["lidar2cam"], "filename": c["filename"]}
+    names = {key: name for name, key in cameras.items()}
     return {"translation": s["translation"], "rotation": s["rotation"], "can_bus": s["can_bus"],
             "scene_token": s["scene_token"], "token": s["token"], "prev": s["prev"], "next": s["next"],
-            "lidar_path": s["lidar_path"], "cameras": cams}
+            "lidar_path": s["lidar_path"], "cameras": cams,
+            "camera_order": [names[key] for key in s["cameras"] if key in names]}
 
 
 def _first_image(items: Any, v1: bool) -> Optional[str]:

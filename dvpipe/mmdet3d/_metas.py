@@ -14,6 +14,9 @@
   are replaced by their change since the previous sample of the same scene (0 on a scene's
   first sample), as ``BEVFormer.forward_test`` does before ``simple_test``; use ``absolute``
   (the default) when the detector's own ``forward_test`` runs, since it takes the deltas itself.
+* camera order: with an info file as the pose source, the batch's cameras must be in the file's
+  order (``info['cams']``, what mmdet3d's, BEVFormer's and PETR's datasets feed), else
+  :class:`~dvpipe.ConfigError` naming both orders; BEVDet's batches follow ``data_config['cams']``.
 * ``scene_token`` and ``prev_bev_exists``: from the pose source, or a new token whenever the
   capture time jumps by more than ``scene_gap_s`` (a stream gap resets the temporal state).
 * ``timestamp`` (seconds, sample), ``img_timestamp`` (seconds, per camera), ``filename`` (an
@@ -192,6 +195,9 @@ class Mmdet3dMetas:
             # views on a last axis and sets ori_shape = that array's shape, (H, W, 3, N), and no later PETR
             # transform changes it (BEVFormer's PadMultiViewImage rewrites it per camera)
             meta["ori_shape"] = (*tuple(shapes[0]), len(per_cam))
+        order = record.get("camera_order")
+        if order and not any("post_rot" in m for m in per_cam):
+            _check_order(order, cameras)
         calib = record.get("cameras")
         if calib:  # this sample's own calibration (an info file's), through the plan's image transform
             _recalibrate(meta, per_cam, cameras, calib)
@@ -223,6 +229,18 @@ class Mmdet3dMetas:
             box_type_3d=_box_type_3d(),
         )
         return meta
+
+
+def _check_order(order: Sequence[str], cameras: Sequence[str]) -> None:
+    """Refuse a batch whose cameras are not in the info file's order: mmdet3d's datasets (BEVFormer's,
+    PETR's, mmdet3d's own) feed ``info['cams']`` in the file's order, and BEVFormer's learnt camera
+    embeddings are per position. (BEVDet reads its config's ``data_config['cams']`` order instead,
+    which :func:`~dvpipe.mmdet3d.order_rig` / :func:`~dvpipe.mmdet3d.check_rig` see to.)"""
+    want = [c for c in order if c in cameras]
+    if want != list(cameras):
+        raise ConfigError(f"the info file feeds the cameras as {', '.join(want)}; the batch has them as "
+                          f"{', '.join(cameras)} (list the rig's cameras in the file's order, as mmdet3d's datasets "
+                          "feed them)")
 
 
 def _recalibrate(meta: dict, per_cam: Sequence[Mapping], cameras: Sequence[str], calib: Mapping) -> None:

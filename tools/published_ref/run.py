@@ -273,7 +273,7 @@ def table(rows: list[dict], versions: dict) -> str:
     for r in rows:
         v1 = r["model"].startswith("mmdet3d 1")
         differ = "; ".join(f"`{k}` ({v}{', known' if k in KNOWN and not v1 else ''})"
-                           for k, v in r["differ"].items()) or "none"
+                           for k, v in sorted(r["differ"].items())) or "none"
         lines.append(f"| {r['model']} | {r['dvpipe']} | {r['samples']} | {r['img_max']:.2g} | {len(r['equal'])}: "
                      f"{', '.join(r['equal'])} | {differ} | {', '.join(r['missing']) or 'none'} | "
                      f"{', '.join(r['extra']) or 'none'} |")
