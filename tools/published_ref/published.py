@@ -45,6 +45,15 @@ def plain(v):
     return {"repr": repr(v)}
 
 
+def dvpipe_box_types() -> dict:
+    """dvpipe's ``box_type_3d`` / ``box_mode_3d`` as it resolves them where mmdet3d imports (this venv);
+    the project's own venv has no mmdet3d, so there dvpipe gives the string ``"LiDAR"``."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from dvpipe.mmdet3d._metas import _box_mode_3d, _box_type_3d
+
+    return {"box_type_3d": plain(_box_type_3d()), "box_mode_3d": plain(_box_mode_3d())}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -87,7 +96,8 @@ def main(argv=None):
                 "numpy": np.__version__, "torch": torch.__version__, "pillow": PIL.__version__,
                 "opencv": __import__("cv2").__version__, "python": sys.version.split()[0]}
     with open(a.out, "wb") as f:
-        pickle.dump({"model": a.model, "config": a.config, "samples": samples, "versions": versions}, f, protocol=4)
+        pickle.dump({"model": a.model, "config": a.config, "samples": samples, "versions": versions,
+                     "dvpipe_here": dvpipe_box_types()}, f, protocol=4)
     print(f"{a.model}: {len(samples)} samples -> {a.out}")
 
 

@@ -25,7 +25,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _stubs  # noqa: E402,F401
 
-from published import plain  # noqa: E402
+from published import dvpipe_box_types, plain  # noqa: E402
 
 CAMERAS = ["CAM_FRONT", "CAM_FRONT_RIGHT", "CAM_FRONT_LEFT", "CAM_BACK", "CAM_BACK_LEFT", "CAM_BACK_RIGHT"]
 
@@ -88,7 +88,7 @@ def main(argv=None):
                 "mmdet": mmdet.__version__, "numpy": np.__version__}
     with open(a.out, "wb") as f:
         pickle.dump({"model": "mmdet3d-1.x", "v1_file": os.path.abspath(v1), "samples": samples,
-                     "versions": versions}, f, protocol=4)
+                     "versions": versions, "dvpipe_here": dvpipe_box_types()}, f, protocol=4)
     print(f"mmdet3d 1.x: {len(samples)} samples from {v1} -> {a.out}")
 
 
