@@ -164,6 +164,9 @@ class Mmdet3dMetas:
         seq = next((m.get("seq") for m in per_cam if m.get("seq") is not None), None)
         record: Mapping[str, Any] = (self.pose(t_ns, seq) if self.pose is not None
                                      else {"translation": (0, 0, 0), "rotation": (1, 0, 0, 0)})
+        order = record.get("camera_order")
+        if order and not any("post_rot" in m for m in per_cam):
+            _check_order(order, cameras)
         rotation = self.can_bus_rotation or next(
             (m["can_bus_rotation"] for m in per_cam if m.get("can_bus_rotation")), "quaternion")
         can_abs = can_bus_from_pose(record, rotation)
@@ -195,9 +198,6 @@ class Mmdet3dMetas:
             # views on a last axis and sets ori_shape = that array's shape, (H, W, 3, N), and no later PETR
             # transform changes it (BEVFormer's PadMultiViewImage rewrites it per camera)
             meta["ori_shape"] = (*tuple(shapes[0]), len(per_cam))
-        order = record.get("camera_order")
-        if order and not any("post_rot" in m for m in per_cam):
-            _check_order(order, cameras)
         calib = record.get("cameras")
         if calib:  # this sample's own calibration (an info file's), through the plan's image transform
             _recalibrate(meta, per_cam, cameras, calib)
