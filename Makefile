@@ -67,3 +67,13 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(LOWEST_VENV) out .pytest_cache
+
+# The reference harness (not part of `make test`): dvpipe's images and img_metas against the published
+# BEVFormer / PETR / BEVDet test pipelines running on mmdet3d 0.17.1, mmcv 1.4.0, mmdet 2.14.0 from PyPI
+# in their own Python 3.11 venv (build/published-ref/venv, built by tools/published_ref/build_venv.sh on
+# first use: a few minutes of pip), and mmdet3d 1.4's v1 info converter and dataset in a second one (venv-v1),
+# on the bundled sample; prints one table (docs/mmdet3d.md). 2 cores, 2026-12-04: 64 s wall with the
+# venvs there.
+.PHONY: test-published
+test-published: $(STAMP)
+	PYTHONPATH=$(CURDIR) $(PY) tools/published_ref/run.py
