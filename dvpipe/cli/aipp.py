@@ -20,10 +20,10 @@ the reason. Cameras with the same configuration share one ``aipp_op``; distinct 
 with ``related_input_rank`` 0, 1, ... (ATC applies one static ``aipp_op`` per model input). Nothing here
 has run on Ascend hardware.
 
-Colour standard: the run's (JPEG -> ``jpeg_full``, JFIF full-range BT.601; H.264 / H.265 -> ``bt601_narrow``,
-or the camera's rig keys ``yuv_matrix`` / ``yuv_range``, e.g. ``bt709`` / ``limited`` for a stream whose VUI
-signals BT.709: check ``ffprobe -show_streams`` ``color_space`` / ``color_range``), unless
-``--colour-standard`` says otherwise.
+Colour standard: the run's (JPEG -> ``jpeg_full``, JFIF full-range BT.601; H.264 / H.265 -> the camera's rig
+keys ``yuv_matrix`` / ``yuv_range``, else what a video file source signals in its VUI (read from the header,
+as the run does), else ``bt601_narrow``; with ``--profile`` no stream is read), unless ``--colour-standard``
+says otherwise.
 
 Exit status: 0 written; 2 bad arguments, or a stage list AIPP cannot express (one line saying why).
 """
@@ -216,7 +216,9 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[tuple[str, Any]]]]
             raise ConfigError(f"no such file: {args.deployment}")
         from ..deploy.config import load_deployment
 
-        dep = load_deployment(args.deployment)
+        from ..deploy.sources._probe import with_stream_colour
+
+        dep = with_stream_colour(load_deployment(args.deployment))  # as the run plans it
         if target is None and dep.target is not None:  # the deployment's own target, unless --soc says otherwise
             target = _target(dep.target.soc, args.cann or str(dep.target.cann))
         if target is None:

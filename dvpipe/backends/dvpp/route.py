@@ -17,8 +17,9 @@ output buffer of the pipeline's ring with ``acl.media.dvpp_malloc`` and freed in
 ``(N, H, W)``, ``strides = (width_stride, height_stride)``, ``meta["aipp"]`` the static
 :class:`~.aipp.AippConfig` that turns it into the profile's ``(N, 3, H', W')`` float16 input
 (``src_image_size`` = the stride, crop = the picture, padding = the profile's Pad),
-``meta["colour_standard"]`` (``jpeg_full`` for JPEGD output; for VDEC output ``bt601_narrow``, or the camera's
-``yuv_matrix`` / ``yuv_range`` keys, e.g. ``bt709_narrow``).
+``meta["colour_standard"]`` (``jpeg_full`` for JPEGD output; for VDEC output the camera's ``yuv_matrix`` /
+``yuv_range`` keys, e.g. ``bt709_narrow``, which a video file source fills in from the stream's VUI, else
+``bt601_narrow``).
 
 Fidelity: AIPP's 8-bit fixed-point CSC, its 4:2:0 -> 4:4:4 chroma and the fp16 output differ from the
 float reference, so at fidelity ``reference`` the step is *declined* (dvpipe's policy), never rejected.
@@ -60,8 +61,9 @@ def available(ref: Any, target: Any = None) -> KernelVerdict:
 
 def _colour_standard(camera: Any) -> str:
     """JPEG: ``jpeg_full``. Video: the camera's rig keys ``yuv_matrix`` (``bt601`` / ``bt709``) and ``yuv_range``
-    (``limited`` / ``full``), default ``bt601_narrow``; a stream whose VUI signals BT.709 (most HD H.264 cameras:
-    ``ffprobe -show_streams`` ``color_space=bt709``) needs ``yuv_matrix: bt709`` on its camera."""
+    (``limited`` / ``full``), default ``bt601_narrow``. A deployment's video file source fills in the keys a rig
+    leaves out from the stream's VUI before planning (:func:`dvpipe.deploy.sources._probe.with_stream_colour`;
+    most HD H.264 cameras signal BT.709); a live stream or a camera built in Python needs them set."""
     from ...codecs import VIDEO_ENCODINGS
 
     if camera.encoding not in VIDEO_ENCODINGS:
