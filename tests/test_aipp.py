@@ -430,6 +430,19 @@ def test_cli_distinct_cameras_get_one_block_each(tmp_path, capsys):
     assert (block.src_image_size_w, block.src_image_size_h, block.crop, block.padding) == (960, 640, False, False)
     assert "SIDE_LEFT, SIDE_RIGHT: input NV12 960x640 (canvas slot: VPC pastes the 960x442 DVPP picture" in printed
     assert "FRONT, FRONT_LEFT, FRONT_RIGHT: input NV12 960x640 (DVPP picture 960x640)" in printed
+    # the run puts the five cameras in one batch on the canvas route and hands the model this very block
+    import dvpipe as dv
+    from dvpipe.deploy import load_deployment
+    from dvpipe.knowledge import latest_checked
+
+    d = load_deployment(dep)
+    pipe = dv.Pipeline(d.rig, list(d.pipeline.stages), ("dvpp-sim", "aipp-sim", "cpu"), fidelity="fast",
+                       target=dv.Target("Ascend310P3", str(latest_checked())))
+    try:
+        assert pipe.plan.device_batch["aipp"] == block
+        assert pipe.plan.device_batch["canvas"]["pictures"]["SIDE_LEFT"] == (442, 960)
+    finally:
+        pipe.close()
     # without a target the detours are unknown: the CLI asks for one rather than guess
     assert cli_main(["aipp", str(dep), "-o", str(out)]) == 2
     assert "give --soc" in capsys.readouterr().err

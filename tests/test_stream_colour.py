@@ -168,3 +168,15 @@ def test_the_host_route_converts_vdec_output_with_the_streams_matrix(streams, na
     for k, (g, r) in enumerate(zip(got, _ffmpeg_bgr(streams / name))):
         stats = error_stats(g.transpose(1, 2, 0), r)
         assert not tolerance_violations(stats, TOLERANCES[("vdec", "synthetic")]), (k, stats)
+
+
+def test_one_aipp_batch_refuses_cameras_in_different_colour_standards():
+    """One AIPP converts the whole batch: a BT.709 camera beside a BT.601 one cannot share it (before, the first
+    camera's matrix was applied to both, silently)."""
+    from dvpipe.errors import ConfigError
+
+    rig = dv.Rig((dv.Camera("A", W, H, "h264", extra={"yuv_matrix": "bt709"}), dv.Camera("B", W, H, "h264")))
+    stages = [dv.Decode(), dv.Normalise(mean=(0, 0, 0), std=(1, 1, 1), to_rgb=False)]
+    with pytest.raises(ConfigError, match="different colour standards .*A bt709_narrow, B bt601_narrow"):
+        dv.Pipeline(rig, stages, backends=("dvpp-sim", "aipp-sim", "cpu"), target=dv.Target("Ascend310P3", "7.0.0"),
+                    fidelity="fast")
