@@ -275,8 +275,9 @@ _RANGE = {1: "limited", 2: "full"}  # MPEG (studio swing), JPEG (full swing)
 
 
 def stream_colour(uri: str, fmt: Optional[str] = None, stream: int = 0) -> dict[str, str]:
-    """The Y'CbCr standard a video file's video stream ``stream`` (counted among its video streams) signals (its VUI, as FFmpeg reads it from the
-    header: ``codec_context.colorspace`` / ``color_range``), as the rig keys ``yuv_matrix`` (``bt601`` /
+    """The Y'CbCr standard a video file's video stream ``stream`` (counted among its video streams, the
+    source's ``stream:`` option) signals (its VUI, as FFmpeg reads it from the header:
+    ``codec_context.colorspace`` / ``color_range``), as the rig keys ``yuv_matrix`` (``bt601`` /
     ``bt709``) and ``yuv_range`` (``limited`` / ``full``); a key the stream leaves unspecified (or signals as
     something else, e.g. BT.2020) is absent. Read-only; ``{}`` when the file cannot be read (the run reports
     that when it opens the source)."""
