@@ -131,7 +131,9 @@ def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
     """The deployment's pipeline (planned) and notes on how ``auto`` backends were resolved."""
     from ..pipeline import Pipeline
     from ..profiles import profile_stages
+    from .sources._probe import with_stream_colour
 
+    dep = with_stream_colour(dep)  # a video file's signalled colour standard, for a plan made before it opens
     p = dep.pipeline
     profile: Optional[str | Profile] = p.profile
     if p.mmdet3d_config is not None:
