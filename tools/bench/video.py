@@ -563,16 +563,41 @@ def peers(s: Streams, threads: int, only=None) -> tuple[list[Method], dict]:
 
 
 # -- the harness -----------------------------------------------------------------------------------
+def _cpu_busy_s() -> float:
+    """Seconds of CPU time every process on the machine has used (``/proc/stat``: all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_s() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
 def bench(methods, rounds, warmup=3):
+    """Interleaved rounds; also, per round, the share of the machine's cores other processes used
+    (``OTHERS`` of the round, from ``/proc/stat`` minus this process's own CPU time)."""
     times = {m.name: [] for m in methods}
+    others: list[float] = []
+    ncpu = os.cpu_count() or 1
     for r in range(warmup + rounds):
         k = r % len(methods)
+        busy0, own0, w0 = _cpu_busy_s(), _own_cpu_s(), time.perf_counter()
         for m in methods[k:] + methods[:k]:
             t0 = time.perf_counter()
             m.run()
             if r >= warmup:
                 times[m.name].append((time.perf_counter() - t0) * 1e3 / SETS_PER_RUN)
+        if r >= warmup:
+            wall = time.perf_counter() - w0
+            others.append(max(0.0, (_cpu_busy_s() - busy0) - (_own_cpu_s() - own0)) / (ncpu * wall))
+    times[OTHERS] = others
     return times
+
+
+OTHERS = "_others"  # bench(): per round, the share of the cores other processes used
+QUIET = 0.10  # rounds in which other processes used at most this share of the cores are "quiet"
 
 
 def checks(s: Streams, log) -> dict:
@@ -646,6 +671,33 @@ def run_block(label, s: Streams, threads, rounds, log, only=None, run_timing=("f
     times = bench(ms, rounds)
     for m in ms:
         m.close()
+    others = np.array(times.pop(OTHERS))
+    quiet = others <= QUIET
+    rows_quiet = _rows({n: list(np.array(t)[quiet]) for n, t in times.items()}) if quiet.sum() >= 3 else None
+    rows = _rows(times)
+    log(f"\n## {label}, {threads} thread{'s' if threads > 1 else ''} ({s.n} x {s.w}x{s.h} H.264, B-frames, "
+        f"{s.bytes_per_set / 1024:.0f} KiB per frame set; {rounds} rounds; other processes used "
+        f"{np.median(others) * 100:.0f}% of the cores (median of rounds, {others.min() * 100:.0f}-"
+        f"{others.max() * 100:.0f}%); {int(quiet.sum())} rounds at <= {QUIET * 100:.0f}%)")
+    _table(rows, log)
+    if rows_quiet is not None:
+        log(f"-- the {int(quiet.sum())} quiet rounds only:")
+        _table(rows_quiet, log)
+    for name, why in skips.items():
+        log(f"{name:40s} skipped: {why}")
+    runs = {}
+    for fid in run_timing:  # `dvpipe run`'s own clock, a whole run after the interleaved rounds
+        t = dvpipe_run_timing(s, threads, fid, min(s.sets - 1, 8 * SETS_PER_RUN))
+        runs[fid] = t
+        st = t["startup"]
+        log(f"dvpipe run ({fid}): {t['sets']} sets in {t['elapsed_s']:.2f} s = {t['ms_per_set']:.2f} ms per set "
+            f"({t['ms_per_set'] / rows['floor: decode, camera-parallel']['median_ms']:.2f}x the camera-parallel floor's "
+            f"median; opening the sources took {st.get('open_ms', float('nan')):.0f} ms, before the clock); "
+            f"first set {st.get('first_set_ms', float('nan')):.0f} ms after the start")
+    return {"rows": rows, "rows_quiet": rows_quiet, "others": others.tolist(), "skips": skips, "dvpipe_run": runs}
+
+
+def _rows(times) -> dict:
     floor = np.array(times["floor: decode (PyAV -> YUV)"])
     par = np.array(times["floor: decode, camera-parallel"])
     bgr = np.array(times["PyAV + bgr24"])
@@ -661,26 +713,16 @@ def run_block(label, s: Streams, threads, rounds, log, only=None, run_timing=("f
                       "vs_dvpipe_fast": float(np.median(t / fast)),
                       "to_decode_p10": float(np.percentile(t, 10) / np.percentile(floor, 10)),
                       "to_bgr_p10": float(np.percentile(t, 10) / np.percentile(bgr, 10))}
-    log(f"\n## {label}, {threads} thread{'s' if threads > 1 else ''} ({s.n} x {s.w}x{s.h} H.264, B-frames, "
-        f"{s.bytes_per_set / 1024:.0f} KiB per frame set; {rounds} rounds)")
+    return rows
+
+
+def _table(rows, log) -> None:
     log(f"{'method':40s} {'median':>7s} {'p90':>7s} {'p10':>7s} {'/decode':>7s} {'(p10)':>6s} {'/par':>6s} "
         f"{'/bgr':>6s} {'(p10)':>6s} {'/bgrpar':>7s} {'vs fast':>8s}")
     for name, r in rows.items():
         log(f"{name:40s} {r['median_ms']:7.2f} {r['p90_ms']:7.2f} {r['p10_ms']:7.2f} {r['to_decode']:7.2f} "
             f"{r['to_decode_p10']:6.2f} {r['to_parallel']:6.2f} {r['to_bgr']:6.2f} {r['to_bgr_p10']:6.2f} "
             f"{r['to_bgr_parallel']:7.2f} {r['vs_dvpipe_fast']:7.2f}x")
-    for name, why in skips.items():
-        log(f"{name:40s} skipped: {why}")
-    runs = {}
-    for fid in run_timing:  # `dvpipe run`'s own clock, a whole run after the interleaved rounds
-        t = dvpipe_run_timing(s, threads, fid, min(s.sets - 1, 8 * SETS_PER_RUN))
-        runs[fid] = t
-        st = t["startup"]
-        log(f"dvpipe run ({fid}): {t['sets']} sets in {t['elapsed_s']:.2f} s = {t['ms_per_set']:.2f} ms per set "
-            f"({t['ms_per_set'] / rows['floor: decode, camera-parallel']['median_ms']:.2f}x the camera-parallel floor's "
-            f"median; opening the sources took {st.get('open_ms', float('nan')):.0f} ms, before the clock); "
-            f"first set {st.get('first_set_ms', float('nan')):.0f} ms after the start")
-    return {"rows": rows, "skips": skips, "dvpipe_run": runs}
 
 
 def main(argv=None):
@@ -716,7 +758,8 @@ def main(argv=None):
         bases = [synthetic_scene(1600, 900, seed=k) for k in range(6)]
         src = "synthetic camera-like scenes (no --data)"
     log(f"# dvpipe video bench: PyAV {av.__version__}, FFmpeg {av.library_versions.get('libavcodec')}, "
-        f"OpenCV {cv2.__version__}, {os.cpu_count()} CPUs; streams from {src}")
+        f"OpenCV {cv2.__version__}, {os.cpu_count()} CPUs; streams from {src}; load average at the start "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     out = {"source": src, "blocks": {}}
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -739,9 +782,11 @@ def main(argv=None):
                 for t in threads:
                     out["blocks"][f"{lab}/{t}"] = run_block(f"bevformer-tiny, {lab}", st, t, srounds, log,
                                                             only=["floor", "PyAV", "dvpipe"])
-    log("\n## targets (ratios from this run: medians of per-round ratios)")
+    log("\n## targets (ratios from this run: medians of per-round ratios; of the quiet rounds where there were "
+        "at least 3)")
     for key, b in out["blocks"].items():
-        r = b["rows"]
+        r = b["rows_quiet"] or b["rows"]
+        log(f"{key}: {'quiet rounds' if b['rows_quiet'] else 'all rounds (fewer than 3 quiet ones)'}")
         f, ref = r["dvpipe fast"], r["dvpipe reference"]
         log(f"{key}: dvpipe fast {f['median_ms']:.1f} ms = {f['to_decode']:.2f}x the YUV decode floor (target <= 1.15; "
             f"p10 {f['to_decode_p10']:.2f}x); dvpipe reference {ref['median_ms']:.1f} ms = {ref['to_bgr']:.2f}x "
