@@ -98,6 +98,7 @@ GOP = 24  # pictures per IDR period of the bench's streams
 #: (the floor's cheap rounds against dvpipe's dear ones), which read as ~3 ms of "overhead" at the
 #: 10th percentile. Times are reported per frame set.
 SETS_PER_RUN = GOP
+ROWS: list[str] = []  # --rows: keep only the rows whose names start with these (memory: 4K decoders are large)
 RUNNER_AB = False  # --runner-ab: also the Runner with a reader thread per camera (the design before one reader)
 MEAN = np.array([123.675, 116.28, 103.53])
 STD = np.array([58.395, 57.12, 57.375])
@@ -552,6 +553,12 @@ def peers(s: Streams, threads: int, only=None) -> tuple[list[Method], dict]:
             skips[name] = skip_reason(e)
     if RUNNER_AB:
         ms.append(RunnerMethod(s, threads, "fast", share_reader=False))
+    if ROWS:  # --rows: only these (prefixes); the rest are closed before they run
+        keep = [m for m in ms if m.name.startswith(tuple(ROWS))]
+        for m in ms:
+            if m not in keep:
+                m.close()
+        return keep, skips
     if only:
         keep = [m for m in ms if m.name.startswith(("floor", "PyAV + bgr24", "dvpipe", "Runner"))
                 or any(m.name.startswith(o) for o in only)]
@@ -699,10 +706,10 @@ def run_block(label, s: Streams, threads, rounds, log, only=None, run_timing=("f
 
 def _rows(times) -> dict:
     floor = np.array(times["floor: decode (PyAV -> YUV)"])
-    par = np.array(times["floor: decode, camera-parallel"])
-    bgr = np.array(times["PyAV + bgr24"])
-    bgr_par = np.array(times["PyAV + bgr24, camera-parallel"])
-    fast = np.array(times["dvpipe fast"])
+    par = np.array(times.get("floor: decode, camera-parallel", floor))
+    bgr = np.array(times.get("PyAV + bgr24", np.full(len(floor), np.nan)))
+    bgr_par = np.array(times.get("PyAV + bgr24, camera-parallel", bgr))
+    fast = np.array(times.get("dvpipe fast", floor))
     rows = {}
     for name, t in times.items():
         t = np.array(t)
@@ -737,11 +744,19 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="8 rounds")
     ap.add_argument("--runner-ab", action="store_true", help="also the Runner with a reader thread per camera")
     ap.add_argument("--no-4k", action="store_true", help="--scaling without the 6 x 3840x2160 block")
+    ap.add_argument("--blocks", default="6", help="frame sets to run: 6, 12, 24, 4k (comma-separated; --scaling: all)")
+    ap.add_argument("--rows", default="", help="keep only these rows (name prefixes, comma-separated; the "
+                    "set-by-set YUV floor always runs): a 4K block with every row needs ~18 GB")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     rounds = 8 if a.quick else a.rounds
     global RUNNER_AB
     RUNNER_AB = a.runner_ab
+    if a.rows:
+        ROWS[:] = ["floor: decode (PyAV -> YUV)"] + [r.strip() for r in a.rows.split(",") if r.strip()]
+    blocks_wanted = {"6", "12", "24", "4k"} if a.scaling else {b.strip() for b in a.blocks.split(",")}
+    if a.no_4k:
+        blocks_wanted.discard("4k")
     threads = [int(t) for t in a.threads.split(",")]
     only = [o.strip() for o in a.only.split(",") if o.strip()] or None
     lines = []
@@ -767,35 +782,47 @@ def main(argv=None):
         s = Streams(bases, 1600, 900, a.frames, Path(tmp), sets)
         log(f"encoded {s.n} x {a.frames} frames in {time.perf_counter() - t0:.1f} s")
         out["checks"] = checks(s, log)
-        for t in threads:
-            out["blocks"][f"6x1600x900/{t}"] = run_block("bevformer-tiny, 6 x 1600x900", s, t, rounds, log, only,
-                                                         run_timing=("fast", "reference"))
-        if a.scaling:
+        if "6" in blocks_wanted:
+            for t in threads:
+                out["blocks"][f"6x1600x900/{t}"] = run_block("bevformer-tiny, 6 x 1600x900", s, t, rounds, log, only,
+                                                             run_timing=("fast", "reference"))
+        if blocks_wanted - {"6"}:
             srounds = max(8, rounds // 2)
             sets = (srounds + 3) * SETS_PER_RUN + 8
-            s12 = Streams(bases, 1600, 900, a.frames, Path(tmp, "x12"), sets, copies=2)
-            s24 = Streams(bases, 1600, 900, a.frames, Path(tmp, "x24"), sets, copies=4)
-            blocks = [("12 x 1600x900", s12), ("24 x 1600x900", s24)]
-            if not a.no_4k:
-                blocks.append(("6 x 3840x2160", Streams(bases, 3840, 2160, a.frames // 2, Path(tmp, "4k"), sets)))
-            for lab, st in blocks:
+            blocks = []  # made one at a time: each block's streams and decoders are freed before the next
+            if "12" in blocks_wanted:
+                blocks.append(("12 x 1600x900", lambda: Streams(bases, 1600, 900, a.frames, Path(tmp, "x12"), sets,
+                                                                copies=2)))
+            if "24" in blocks_wanted:
+                blocks.append(("24 x 1600x900", lambda: Streams(bases, 1600, 900, a.frames, Path(tmp, "x24"), sets,
+                                                                copies=4)))
+            if "4k" in blocks_wanted:
+                blocks.append(("6 x 3840x2160", lambda: Streams(bases, 3840, 2160, a.frames // 2, Path(tmp, "4k"),
+                                                                sets)))
+            for lab, make in blocks:
+                st = make()
                 for t in threads:
                     out["blocks"][f"{lab}/{t}"] = run_block(f"bevformer-tiny, {lab}", st, t, srounds, log,
                                                             only=["floor", "PyAV", "dvpipe"])
+                del st
     log("\n## targets (ratios from this run: medians of per-round ratios; of the quiet rounds where there were "
         "at least 3)")
     for key, b in out["blocks"].items():
         r = b["rows_quiet"] or b["rows"]
         log(f"{key}: {'quiet rounds' if b['rows_quiet'] else 'all rounds (fewer than 3 quiet ones)'}")
-        f, ref = r["dvpipe fast"], r["dvpipe reference"]
-        log(f"{key}: dvpipe fast {f['median_ms']:.1f} ms = {f['to_decode']:.2f}x the YUV decode floor (target <= 1.15; "
-            f"p10 {f['to_decode_p10']:.2f}x); dvpipe reference {ref['median_ms']:.1f} ms = {ref['to_bgr']:.2f}x "
-            f"decode + bgr24 (target <= 1.15; p10 {ref['to_bgr_p10']:.2f}x)")
-        rf, rr = r["Runner fast"], r["Runner reference"]
-        log(f"{key}: Runner fast {rf['median_ms']:.1f} ms = {rf['to_parallel']:.2f}x the camera-parallel YUV floor "
-            f"(target <= 1.25; 4K <= 1.15), {rf['to_decode']:.2f}x the set-by-set floor; Runner reference "
-            f"{rr['median_ms']:.1f} ms = {rr['to_bgr_parallel']:.2f}x the camera-parallel decode + bgr24 floor "
-            f"(target <= 1.15), {rr['to_bgr']:.2f}x set-by-set")
+        if "dvpipe fast" in r and "dvpipe reference" in r:
+            f, ref = r["dvpipe fast"], r["dvpipe reference"]
+            log(f"{key}: dvpipe fast {f['median_ms']:.1f} ms = {f['to_decode']:.2f}x the YUV decode floor (target <= 1.15; "
+                f"p10 {f['to_decode_p10']:.2f}x); dvpipe reference {ref['median_ms']:.1f} ms = {ref['to_bgr']:.2f}x "
+                f"decode + bgr24 (target <= 1.15; p10 {ref['to_bgr_p10']:.2f}x)")
+        if "Runner fast" in r:
+            rf = r["Runner fast"]
+            log(f"{key}: Runner fast {rf['median_ms']:.1f} ms = {rf['to_parallel']:.2f}x the camera-parallel YUV floor "
+                f"(target <= 1.25; 4K <= 1.15), {rf['to_decode']:.2f}x the set-by-set floor")
+        if "Runner reference" in r:
+            rr = r["Runner reference"]
+            log(f"{key}: Runner reference {rr['median_ms']:.1f} ms = {rr['to_bgr_parallel']:.2f}x the camera-parallel "
+                f"decode + bgr24 floor (target <= 1.15), {rr['to_bgr']:.2f}x set-by-set")
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps(out, indent=1))
