@@ -192,3 +192,22 @@ def test_ctrl_c_while_the_recordings_open_opens_no_more(monkeypatch):
     res = Runner(load_deployment(synthetic_deployment(12, frames=2, width=16, height=16)), write_outputs=False).run()
     assert res.interrupted and res.stopped_by == "Ctrl-C" and res.sets == 0
     assert len(calls) <= 3, calls  # the two opening when it came (and at most one the other worker took)
+
+
+def test_offer_never_blocks_and_counts_only_what_entered():
+    from dvpipe import Frame
+    from dvpipe.deploy.config import SyncConfig
+    from dvpipe.deploy.sources.base import Item
+    from dvpipe.deploy.sync import Synchroniser
+
+    def it(cam: str, seq: int) -> Item:
+        return Item(Frame(cam, seq, seq * 100_000_000, b"x"))
+
+    s = Synchroniser(["A", "B"], SyncConfig(), live=False, capacity=1)
+    counted: list[str] = []
+    assert s.offer(it("A", 0), on_enter=counted.append) is True
+    assert s.offer(it("A", 1), on_enter=counted.append) is None  # full: not entered, not counted
+    s.wait_for_room(["A"], 0.05)  # A stays full: returns at the timeout
+    assert counted == ["A"] and len(s.pending["A"]) == 1
+    s.close()
+    assert s.offer(it("B", 0), on_enter=counted.append) is False and counted == ["A"]
