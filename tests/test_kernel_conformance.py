@@ -212,9 +212,6 @@ def test_torch_nearest_resize_of_uint8_matches_the_reference():
     assert not outcome.refused and outcome.problem == "", outcome.problem
 
 
-@pytest.mark.xfail(strict=True, reason="Pad(value=-1.5) on a uint8 image is planned; the reference batch wraps it to "
-                                       "255, the CPU backend saturates it to 0 and torch raises at run time; "
-                                       "Pad.output_spec should refuse a value uint8 cannot hold (issue 17 report)")
 def test_pad_with_a_value_uint8_cannot_hold_is_refused_at_plan_time():
     with pytest.raises(dv.ConfigError):
         dv.Pipeline(kc.rig_for((97, 61)), [dv.Decode(), dv.Pad(size_divisor=32, value=-1.5)], backends=("reference",))
