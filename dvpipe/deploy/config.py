@@ -724,25 +724,16 @@ def _parse_latency(v: Any, V: _V) -> LatencyConfig:
 
 def _parse_outputs(v: Any, name: str, V: _V) -> OutputsConfig:
     """``outputs:``: the folder and ``metrics``, then each registered exporter's key, read from its
-    ``Options`` by the generic option validator (:mod:`dvpipe.deploy.exporters`). A built-in's options
-    become :class:`OutputsConfig` fields; a user exporter's are kept in ``OutputsConfig.exporters``."""
-    from .exporters import EXPORTERS, output_keys, parse_exporter_options
+    ``Options`` by the generic option validator (:mod:`dvpipe.deploy.exporters`), the built-ins' as
+    any user exporter's: ``OutputsConfig.exporters[name]``."""
+    from .exporters import output_keys, parse_exporter_options
 
     om = V.mapping(v, "outputs", output_keys()) or {}
     out_dir_v = V.string(om, "dir", "outputs", "out/{name}")
     out_dir = os.path.abspath(os.path.expanduser(out_dir_v.replace("{name}", name or "deployment")))
-    fields: dict[str, Any] = {}
-    user: dict[str, Any] = {}
-    for exporter, options in parse_exporter_options(om, V).items():
-        own = EXPORTERS[exporter].outputs_fields(options, out_dir)
-        if own is None:
-            user[exporter] = options
-        else:
-            fields.update(own)
+    on, presets = parse_exporter_options(om, V)
     return OutputsConfig(dir=out_dir, metrics=V.boolean(om, "metrics", "outputs", True),
-                         trace_max_events=V.number(om, "trace_max_events", "outputs", None, integer=True, minimum=1,
-                                                   maximum=100_000_000, allow_none=True),
-                         exporters=MappingProxyType(user), **fields)
+                         exporters=MappingProxyType(on), presets=MappingProxyType(presets))
 
 
 def _parse_target(v: Any, V: _V) -> Optional[Target]:
