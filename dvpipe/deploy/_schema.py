@@ -104,6 +104,9 @@ class PipelineConfig:
     stages: Optional[tuple[Any, ...]] = None
     mmdet3d_config: Optional[str] = None  # a model's mmdet3d config (.py), read without executing it
     skip: tuple[str, ...] = ()  # its transforms to ignore (dvpipe.mmdet3d.map_test_pipeline)
+    #: the config as read at load (a dvpipe.mmdet3d.MappedConfig): the runner's pipeline is built from it,
+    #: not from the file read again
+    mapped: Any = field(default=None, compare=False, repr=False)
     fidelity: Fidelity = "reference"
     backends: tuple[str, ...] = ("auto",)
     threads: Optional[int] = None

@@ -547,11 +547,12 @@ def _parse_pipeline(top: Mapping, V: _V) -> PipelineConfig:
     if [profile is not None, "stages" in pm, "mmdet3d_config" in pm].count(True) != 1:
         V.err("pipeline", "needs exactly one of 'profile' (bevformer-tiny, ...), 'stages' (a list) or "
               "'mmdet3d_config' (a model's .py config)")
+    mapped = None
     if mm is not None:
         from ..mmdet3d import profile_from_config
 
         try:
-            profile_from_config(mm, skip=skip)
+            mapped = profile_from_config(mm, skip=skip)  # read once: kept for the pipeline
         except ConfigError as e:
             V.err("pipeline.mmdet3d_config", str(e))
     if profile is not None:
@@ -561,7 +562,7 @@ def _parse_pipeline(top: Mapping, V: _V) -> PipelineConfig:
             V.err("pipeline.profile", f"unknown profile {_show(profile)}; known: {', '.join(PROFILES)}")
     backends = _parse_backends(pm["backends"], "pipeline.backends", V) if "backends" in pm else ("auto",)
     return PipelineConfig(
-        profile=profile, stages=stages, mmdet3d_config=mm, skip=skip,
+        profile=profile, stages=stages, mmdet3d_config=mm, skip=skip, mapped=mapped,
         fidelity=V.choice(pm, "fidelity", "pipeline", ("reference", "fast"), "reference"),
         backends=backends or ("cpu",),
         threads=V.number(pm, "threads", "pipeline", None, integer=True, minimum=1, allow_none=True, maximum=1024),
@@ -756,12 +757,12 @@ def _check_across(rig: Optional[Rig], rig_path: Optional[str], pipeline: Pipelin
     """Checks across sections: one size for a profile, each source type's checks across its cameras,
     recordings read next to live cameras."""
     if rig is not None and (pipeline.profile is not None or pipeline.mmdet3d_config is not None):
-        sizes = {(c.width, c.height) for c in rig.cameras}
-        if len(sizes) > 1:
-            V.err("pipeline.profile" if pipeline.profile is not None else "pipeline.mmdet3d_config",
-                  f"profile {pipeline.profile or 'of the mmdet3d config'} needs every camera at one size; the rig mixes "
-                  + ", ".join(f"{c.name} {c.width}x{c.height}" for c in rig.cameras)
-                  + " (use a stage list with resize/pad to one size)")
+        from ..pipeline import check_one_size  # the rule Pipeline.from_profile applies, said at load
+
+        try:
+            check_one_size(rig.cameras, f"profile {pipeline.profile or 'of the mmdet3d config'}")
+        except ConfigError as e:
+            V.err("pipeline.profile" if pipeline.profile is not None else "pipeline.mmdet3d_config", str(e))
     if rig is not None and not V.errors:
         _check_types(rig, rig_path, cameras, sync, V)
     infos = [c.name for c in cameras if c.source.type == "infos"]
