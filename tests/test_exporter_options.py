@@ -217,3 +217,50 @@ def test_out_moves_the_outputs_relative_paths_and_keeps_absolute_ones(tmp_path):
     assert cli_main(["run", str(path), "--out", str(tmp_path / "other"), "-q"]) == 0
     assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["latency.json", "summary.json", "t.json"]
     assert (tmp_path / "abs" / "r.html").is_file() and not (tmp_path / "out").exists()
+
+
+PLUGIN = '''
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from dvpipe.deploy.exporters import CliFlag, Exporter, option, register_exporter
+
+
+@register_exporter("plugin_count")
+class PluginCount(Exporter):
+    """The number of frame sets as text."""
+
+    @dataclass
+    class Options:
+        path: str = option("count.txt", "the file (relative to outputs.dir)")
+
+    flag = CliFlag("--plugin-count", "PATH", "write the number of frame sets to PATH")
+
+    @staticmethod
+    def from_flag(value):
+        return {"path": os.path.abspath(value)}
+
+    def open(self, run):
+        self.path, self.n = run.output_path(self.options["path"]), 0
+
+    def observe(self, result):
+        self.n += 1
+
+    def close(self, result):
+        Path(self.path).write_text(str(self.n))
+        return {"plugin_count": self.path}
+'''
+
+
+def test_the_flag_of_an_exporter_from_the_deployments_plugins_file(tmp_path):
+    (tmp_path / "count_plugin.py").write_text(PLUGIN, encoding="utf-8")
+    d = synthetic_deployment(1, frames=4, outputs={"dir": str(tmp_path / "out"), "metrics": False})
+    d["plugins"] = ["count_plugin.py"]
+    path = tmp_path / "dep.yaml"
+    path.write_text(yaml.safe_dump(d), encoding="utf-8")
+    try:
+        assert cli_main(["run", str(path), "--plugin-count", str(tmp_path / "n.txt"), "-q"]) == 0
+    finally:
+        EXPORTERS.pop("plugin_count", None)
+    assert (tmp_path / "n.txt").read_text() == "4"

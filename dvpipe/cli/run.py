@@ -42,14 +42,59 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also emit every step span as a range to the profiler in use (msproftx on Ascend, "
                         "NVTX on CUDA, torch.profiler.record_function); latency.profiler_ranges: true in YAML; "
                         "combine the exports with `dvpipe trace merge`")
-    from ..deploy.exporters import EXPORTERS
-
-    for cls in EXPORTERS.values():  # each exporter's own flag (--json, --trace, --plots, --report, --prometheus)
-        if cls.flag is not None:
-            p.add_argument(cls.flag.name, metavar=cls.flag.metavar, dest=cls.flag.dest, help=cls.flag.help)
+    _add_exporter_flags(p, set())  # each exporter's own flag (--json, --trace, --plots, --report, --prometheus)
     p.add_argument("--no-outputs", action="store_true", help="write no files")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="print only the result line (warnings and errors still go to stderr)")
+    p.parse_known_args = _with_plugin_flags(p)  # type: ignore[method-assign]
+
+
+def _add_exporter_flags(p: argparse.ArgumentParser, done: set) -> None:
+    """Add the flag of every registered exporter not in ``done`` (names; updated)."""
+    from ..deploy.exporters import EXPORTERS
+
+    for name, cls in EXPORTERS.items():
+        if name not in done:
+            done.add(name)
+            if cls.flag is not None:
+                p.add_argument(cls.flag.name, metavar=cls.flag.metavar, dest=cls.flag.dest, help=cls.flag.help)
+
+
+def _with_plugin_flags(p: argparse.ArgumentParser):
+    """``p.parse_known_args`` that, when the command line has flags the parser does not know, first
+    imports the deployment's ``plugins:`` (the exporters they register bring their flags) and parses
+    again; a flag of a plugin exporter is then given after the deployment's path."""
+    from ..deploy.exporters import EXPORTERS
+
+    parse = p.parse_known_args
+    done = set(EXPORTERS)
+
+    def parse_with_plugins(args=None, namespace=None):
+        ns, extras = parse(args, namespace)
+        if extras and getattr(ns, "deployment", None) and _import_plugins_of(ns.deployment):
+            _add_exporter_flags(p, done)
+            ns, extras = parse(args, namespace)
+        return ns, extras
+
+    return parse_with_plugins
+
+
+def _import_plugins_of(path: str) -> bool:
+    """Import the modules the deployment at ``path`` lists under ``plugins:``; False when there are
+    none or the file cannot be read (``load_deployment`` reports its problems later)."""
+    from ..deploy._validate import _V
+    from ..deploy.config import _import_plugins
+    from ..types import read_yaml
+
+    try:
+        data = read_yaml(path, "deployment file")
+    except (ConfigError, OSError):
+        return False
+    plugins = data.get("plugins") if isinstance(data, dict) else None
+    if not plugins:
+        return False
+    _import_plugins(plugins, _V(Path(path).resolve().parent))
+    return True
 
 
 def parse_host_port(text: str, flag: str = "--prometheus") -> tuple[str, int]:
