@@ -264,3 +264,21 @@ def test_the_flag_of_an_exporter_from_the_deployments_plugins_file(tmp_path):
     finally:
         EXPORTERS.pop("plugin_count", None)
     assert (tmp_path / "n.txt").read_text() == "4"
+
+
+def test_the_docs_table_of_exporters_is_the_registrys():
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "deployments.md").read_text(encoding="utf-8")
+    m = re.search(r"<!-- exporter-table:start[^>]*-->\n(.*?)<!-- exporter-table:end -->", text, re.S)
+    assert m, "docs/deployments.md lost its exporter-table markers"
+    saved = dict(EXPORTERS)
+    EXPORTERS.clear()
+    EXPORTERS.update({k: v for k, v in saved.items() if v.__module__.startswith("dvpipe.")})
+    try:
+        want = markdown_reference()
+    finally:
+        EXPORTERS.clear()
+        EXPORTERS.update(saved)
+    assert m.group(1) == want, "regenerate the table: python -c 'from dvpipe.deploy.exporters import " \
+                               "markdown_reference as m; print(m(), end=\"\")'"

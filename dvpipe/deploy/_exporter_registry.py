@@ -450,7 +450,8 @@ def output_keys() -> tuple[str, ...]:
 def markdown_reference() -> str:
     """The registered exporters and their ``outputs:`` keys as two Markdown tables (for
     docs/deployments.md; generated, like the source tables, so that they cannot drift)."""
-    def md(text: str) -> str:
+    def md(text: str) -> str:  # reST roles and double backticks as Markdown code
+        text = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text).replace("``", "`")
         return text.replace("|", "\\|")
 
     rows = ["| exporter | enabled by | what |", "|---|---|---|"]
