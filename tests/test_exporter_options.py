@@ -146,6 +146,18 @@ def test_a_flag_taken_by_another_exporter_is_refused():
         CliFlag("-x", "PATH", "x")
 
 
+def test_an_exporter_with_a_hook_that_is_no_longer_called_is_refused_at_registration():
+    class Old(Exporter):
+        @classmethod
+        def enabled(cls, outputs, overrides):
+            return {}
+
+    with pytest.raises(TypeError, match=r"Old.enabled\(\) is no longer called; say when the exporter runs unnamed "
+                                        r"with implied\(outputs\)"):
+        register_exporter("old_for_test")(Old)
+    assert "old_for_test" not in EXPORTERS
+
+
 # -- the runner takes options per exporter ---------------------------------------------------------------
 def _dep(tmp_path: Path, **outputs):
     return load_deployment(synthetic_deployment(1, frames=4, outputs=dict({"dir": str(tmp_path), "metrics": False},

@@ -281,6 +281,10 @@ def register_exporter(name: str) -> Callable[[_E], _E]:
         if not (isinstance(opts, type) and is_dataclass(opts)):
             raise TypeError(f"exporter {name!r}: {cls.__name__}.Options must be a @dataclass")
         specs = _specs(opts, caller_globals, f"exporter {name!r}")
+        for hook in ("enabled", "outputs_fields"):  # hooks of earlier dvpipe versions: refused, not ignored
+            if hasattr(cls, hook):
+                raise TypeError(f"exporter {name!r}: {cls.__name__}.{hook}() is no longer called; say when the "
+                                "exporter runs unnamed with implied(outputs), and take options from self.options")
         for old, new in cls.legacy_keys.items():
             if new not in {s.name for s in specs}:
                 raise TypeError(f"exporter {name!r}: legacy key {old!r} names {new!r}, which is not an option")

@@ -66,10 +66,12 @@ Schema (every key optional unless marked)::
     outputs:
       dir: out/{name}
       metrics: true                    # latency.json + summary.json
-      trace: false | true | PATH       # Chrome/Perfetto trace
+      # then one key per exporter (dvpipe.deploy.exporters), its options or a short form:
+      trace: false | true | PATH | {path: PATH, max_events: N}  # Chrome/Perfetto trace
       plots: false | true | DIR
       dumps: false | {every: N, max: M}
       prometheus: PORT | {port: PORT, addr: 127.0.0.1}  # /metrics (dvpipe[prometheus]); addr 0.0.0.0 exposes it
+      report: false | true | PATH      # the one-page HTML report
     decode:
       on_corrupt: drop | flag          # a frame the decoder reports damaged: a `corrupt` drop, or kept and flagged
       max_pixels: 64000000             # largest decoded frame (width x height, pixels); a larger camera is an error
