@@ -137,7 +137,7 @@ class Pipeline:
         self._latency: Optional[LatencyStats] = None
         self._generations = [0] * output_buffers  # writes per output buffer (a stale FrameBatch.images raises)
         self._metas_builder: Optional[Mmdet3dMetas] = None  # metas_format="mmdet3d" (set_metas_format)
-        self._metas_format: Optional[tuple[str, Any, str, float]] = None
+        self._metas_format: Optional[tuple[str, Any, str, float, Optional[str]]] = None
         if metas_format != "per_camera" or pose is not None:
             self.set_metas_format(metas_format, pose=pose)
 
@@ -209,12 +209,13 @@ class Pipeline:
             ConfigError: a construct the reader does not evaluate, a transform it cannot map (named),
                 or cameras whose size differs from the size the config's transform assumes.
         """
-        from .mmdet3d import MappedConfig, check_rig, profile_from_config
+        from .mmdet3d import MappedConfig, check_rig, order_rig, profile_from_config
 
         metas_format = kwargs.pop("metas_format", None)
         pose = kwargs.pop("pose", None)
         mapped = (config if isinstance(config, MappedConfig)
                   else profile_from_config(config, skip=skip, allow_code=allow_code))
+        rig = order_rig(mapped, rig)  # BEVDet's data_config['cams'] order
         check_rig(mapped, rig.cameras)
         pipe = cls.from_profile(mapped.profile, rig, backends, target=target, fidelity=fidelity, **kwargs)
         if metas_format is not None:
@@ -222,7 +223,7 @@ class Pipeline:
         return pipe
 
     def set_metas_format(self, metas_format: MetasFormat = "per_camera", *, pose: Any = None, can_bus: str = "absolute",
-                         scene_gap_s: float = 1.0) -> "Pipeline":
+                         scene_gap_s: float = 1.0, can_bus_rotation: Optional[str] = None) -> "Pipeline":
         """Choose what ``batch.metas`` holds from the next ``process`` call on.
 
         Args:
@@ -234,6 +235,8 @@ class Pipeline:
                 nuScenes-style ``ego_pose.json`` path); None: identity pose.
             can_bus: ``absolute`` (for ``forward_test``) or ``delta`` (for ``simple_test``).
             scene_gap_s: capture-time jump that starts a new scene when the pose gives no scene_token.
+            can_bus_rotation: ``published`` (``can_bus[3:7] = [w, w, w, w]``, as BEVFormer's checkpoints were
+                trained) or ``quaternion``; None: the profile's (see :class:`~dvpipe.mmdet3d.Mmdet3dMetas`).
 
         Returns:
             this pipeline.
@@ -245,9 +248,9 @@ class Pipeline:
             from .mmdet3d import JsonPoses, Mmdet3dMetas
 
             source = JsonPoses(pose) if isinstance(pose, (str, os.PathLike)) else pose
-            builder = Mmdet3dMetas(source, can_bus=can_bus, scene_gap_s=scene_gap_s)
+            builder = Mmdet3dMetas(source, can_bus=can_bus, scene_gap_s=scene_gap_s, can_bus_rotation=can_bus_rotation)
         self._metas_builder = builder
-        self._metas_format = (metas_format, pose, can_bus, scene_gap_s)
+        self._metas_format = (metas_format, pose, can_bus, scene_gap_s, can_bus_rotation)
         return self
 
     # -- execution ---------------------------------------------------------------------------------
@@ -518,6 +521,6 @@ def check_one_size(cameras: Sequence[Any], what: str) -> Any:
 def _rebuild_pipeline(cls, args, kwargs, metas_format=None):
     pipe = cls(*args, **kwargs)
     if metas_format is not None:
-        fmt, pose, can_bus, gap = metas_format
-        pipe.set_metas_format(fmt, pose=pose, can_bus=can_bus, scene_gap_s=gap)
+        fmt, pose, can_bus, gap, rotation = metas_format
+        pipe.set_metas_format(fmt, pose=pose, can_bus=can_bus, scene_gap_s=gap, can_bus_rotation=rotation)
     return pipe

@@ -11,13 +11,15 @@ Meta contracts differ per model family:
 
 * ``bevformer``: ``lidar2img`` pre-multiplied by ``diag(s, s, 1, 1)`` (the nominal scale, as
   ``RandomScaleImageMultiViewImage`` does), ``img_shape = pad_shape =`` padded ``(H, W, 3)``,
-  ``ori_shape =`` pre-pad, ``scale_factor = 1.0`` (left stale, as the reference leaves it). Without a
-  scale (``bevformer-base``) nothing rewrites the loader's ``ori_shape``: ``input_shape`` (see ``petr``).
+  ``ori_shape =`` pre-pad ``(H, W, 3)`` (BEVFormer's ``PadMultiViewImage`` rewrites it per camera,
+  with or without a scale), ``scale_factor = 1.0`` (left stale, as the reference leaves it);
+  ``can_bus_rotation = "published"`` (see :data:`CAN_BUS_ROTATIONS`).
 * ``petr``: ``img_shape =`` pre-pad, ``pad_shape =`` padded; ``intrinsics`` (4x4) updated by the
   resize and crop, ``lidar2img = intrinsics @ lidar2cam``; ``input_shape`` = the decoded image
   ``(H, W, 3)``, which ``metas_format="mmdet3d"`` stacks into PETR's ``ori_shape`` ``(H, W, 3, N)``
   (mmdet3d 0.17's ``LoadMultiViewImageFromFiles`` sets ``ori_shape = img.shape`` of the images
-  stacked on a last axis, and no later PETR transform changes it).
+  stacked on a last axis, and no later PETR transform changes it); ``scale_factor = 1.0`` (the
+  loader's, which mmdet3d's ``Collect3D`` passes on).
 * ``bevdet``: camera matrices untouched; the augmentation is returned separately as
   ``post_rot`` (3x3) and ``post_tran`` (3,).
 """
@@ -34,7 +36,15 @@ from .errors import ConfigError
 from .stages import Crop, Decode, Normalise, Pad, Resize, Stage
 from .types import Camera
 
-__all__ = ["Profile", "PROFILES", "profile_stages", "profile_metas", "generic_metas", "img_norm_cfg"]
+__all__ = ["Profile", "PROFILES", "CAN_BUS_ROTATIONS", "profile_stages", "profile_metas", "generic_metas",
+           "img_norm_cfg"]
+
+#: What ``can_bus[3:7]`` holds. ``published``: ``[w, w, w, w]``, what BEVFormer's
+#: ``CustomNuScenesDataset.get_data_info`` writes (it assigns a pyquaternion ``Quaternion`` to the slice and
+#: numpy converts it to the one number ``float(q)`` = w; upstream bug, fundamentalvision/BEVFormer PR #285)
+#: and what every released BEVFormer checkpoint was trained and evaluated with. ``quaternion``: the
+#: rotation ``[w, x, y, z]`` the code meant to write.
+CAN_BUS_ROTATIONS = ("published", "quaternion")
 
 _CAFFE_BGR: dict[str, Any] = dict(mean=(103.530, 116.280, 123.675), std=(1.0, 1.0, 1.0), to_rgb=False)
 _IMAGENET_RGB: dict[str, Any] = dict(mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), to_rgb=True)
@@ -57,6 +67,8 @@ class Profile:
         size_divisor: pad bottom/right to a multiple of this (None: no pad).
         normalise_first: the reference normalises before resizing (mmdet3d BEVFormer order).
         metas: meta contract (``bevformer``, ``petr``, ``bevdet``).
+        can_bus_rotation: what ``can_bus[3:7]`` holds in ``metas_format="mmdet3d"``
+            (:data:`CAN_BUS_ROTATIONS`; None: ``quaternion``). The BEVFormer profiles say ``published``.
     """
 
     name: str
@@ -73,6 +85,12 @@ class Profile:
     fit_width: Optional[int] = None
     scale_offset: float = 0.0
     interpolation: str = "linear"
+    can_bus_rotation: Optional[str] = None
+
+    def __post_init__(self):
+        if self.can_bus_rotation not in (None, *CAN_BUS_ROTATIONS):
+            raise ConfigError(f"profile {self.name}: can_bus_rotation must be one of {', '.join(CAN_BUS_ROTATIONS)}, "
+                              f"got {self.can_bus_rotation!r}")
 
     def scale_for(self, camera: Optional[Camera]) -> Optional[float]:
         """The resize factor for ``camera`` (None: no resize)."""
@@ -85,11 +103,11 @@ class Profile:
 
 PROFILES: dict[str, Profile] = {
     p.name: p for p in [
-        Profile("bevformer-base", **_CAFFE_BGR, scale=None,
+        Profile("bevformer-base", **_CAFFE_BGR, scale=None, can_bus_rotation="published",
                 source="fundamentalvision/BEVFormer@66b65f3 projects/configs/bevformer/bevformer_base.py L16-17, L179-195"),
-        Profile("bevformer-small", **_CAFFE_BGR, scale=0.8,
+        Profile("bevformer-small", **_CAFFE_BGR, scale=0.8, can_bus_rotation="published",
                 source="fundamentalvision/BEVFormer@66b65f3 projects/configs/bevformer/bevformer_small.py L23-24, L188-205"),
-        Profile("bevformer-tiny", **_IMAGENET_RGB, scale=0.5,
+        Profile("bevformer-tiny", **_IMAGENET_RGB, scale=0.5, can_bus_rotation="published",
                 source="fundamentalvision/BEVFormer@66b65f3 projects/configs/bevformer/bevformer_tiny.py L26-27, L190-207"),
         # PETR test (ResizeCropFlipImage, training=False): resize = max(fH/H, fW/W) = 0.5 with Pillow's
         # default filter on uint8 -> 800x450, crop (0, 130, 800, 450), then normalise, pad /32.
@@ -221,13 +239,12 @@ def _profile_metas(name: "str | Profile | None", camera: Camera, img_aug: np.nda
     metas["img_norm_cfg"] = {"mean": np.array(p.mean, dtype=np.float32), "std": np.array(p.std, dtype=np.float32),
                              "to_rgb": p.to_rgb}
     if p.metas == "bevformer":
-        metas["scale_factor"] = 1.0  # the reference never updates it after RandomScaleImageMultiViewImage
-        if p.scale_for(camera) is None:  # no RandomScaleImageMultiViewImage to rewrite the loader's ori_shape
-            metas["input_shape"] = (camera.height, camera.width, 3)
+        metas["scale_factor"] = 1.0  # the loader's; the reference never updates it after RandomScaleImageMultiViewImage
         if p.size_divisor:
             metas["pad_size_divisor"] = p.size_divisor
     elif p.metas == "petr":
         metas["img_shape"] = metas["ori_shape"]
+        metas["scale_factor"] = 1.0  # the loader's; Collect3D passes it on
         metas["intrinsics"] = metas["cam2img"]
         # the decoded image, (H, W, 3): metas_format="mmdet3d" stacks it into PETR's ori_shape (H, W, 3, N)
         metas["input_shape"] = (camera.height, camera.width, 3)
@@ -237,4 +254,6 @@ def _profile_metas(name: "str | Profile | None", camera: Camera, img_aug: np.nda
         metas["cam2img"] = geometry.cam2img(camera.intrinsics, np.eye(3))
         metas["lidar2img"] = camera.lidar2img
         metas["intrinsics"] = np.array(camera.intrinsics)
+    if p.can_bus_rotation is not None:
+        metas["can_bus_rotation"] = p.can_bus_rotation  # read by dvpipe.mmdet3d.Mmdet3dMetas, not passed on
     return metas

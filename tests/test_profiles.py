@@ -223,3 +223,17 @@ def test_a_model_profile_from_a_deployment_plugin(tmp_path, monkeypatch):
     m = batch.metas[0]
     assert tuple(m["img_shape"]) == (32, 48, 3) and tuple(m["pad_shape"]) == (32, 64, 3)  # the petr contract
     np.testing.assert_allclose(m["lidar2img"], m["intrinsics"] @ m["lidar2cam"], rtol=1e-6)
+
+
+def test_profile_can_bus_rotation_is_checked_and_the_bevformer_profiles_reproduce_the_published_one():
+    from dataclasses import replace
+
+    from dvpipe.profiles import PROFILES, Profile
+
+    names = ("bevformer-base", "bevformer-small", "bevformer-tiny", "petr", "bevdet")
+    assert {n: PROFILES[n].can_bus_rotation for n in names} == {
+        "bevformer-base": "published", "bevformer-small": "published", "bevformer-tiny": "published",
+        "petr": None, "bevdet": None}
+    assert replace(PROFILES["bevformer-tiny"], can_bus_rotation="quaternion").can_bus_rotation == "quaternion"
+    with pytest.raises(dv.ConfigError, match="profile x: can_bus_rotation must be one of published, quaternion"):
+        Profile("x", mean=(0, 0, 0), std=(1, 1, 1), to_rgb=False, can_bus_rotation="wxyz")

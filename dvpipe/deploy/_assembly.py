@@ -133,11 +133,14 @@ def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
     Built by the constructors a Python user calls: :meth:`Pipeline.from_mmdet3d_config` (with the
     config as read at load, ``pipeline.mapped``), :meth:`Pipeline.from_profile`, or ``Pipeline(rig,
     stages)``. Cameras with their own ``backends`` get one pipeline per preference
-    (:class:`_GroupedPipeline`)."""
+    (:class:`_GroupedPipeline`), each from the profile (an mmdet3d config's: its camera order is
+    checked on the whole rig first)."""
     from ..backends import resolve
     from ..pipeline import Pipeline
     from ..probe.live import planning_cache  # measurements on this device beat the docs (handed to the planner)
+    from .sources._probe import with_stream_colour
 
+    dep = with_stream_colour(dep)  # a video file's signalled colour standard, for a plan made before it opens
     p = dep.pipeline
     notes: list[str] = []
     groups: dict[tuple[str, ...], list[str]] = {}
@@ -153,12 +156,20 @@ def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
                                   live_cache=planning_cache() if dvpp else None,
                                   profiler_ranges=dep.latency.profiler_ranges)
 
+    mapped = None
+    if p.mmdet3d_config is not None:
+        from ..mmdet3d import check_rig, profile_from_config
+
+        mapped = p.mapped if p.mapped is not None else profile_from_config(p.mmdet3d_config, skip=p.skip)
+        check_rig(mapped, dep.rig.cameras)  # the rig in the config's order: the runner's batch order is the rig's
+
+    profile = mapped.profile if mapped is not None else p.profile
+
     def build(rig: Rig, backends: tuple[str, ...]) -> Pipeline:
-        if p.mmdet3d_config is not None:
-            return Pipeline.from_mmdet3d_config(p.mapped if p.mapped is not None else p.mmdet3d_config, rig, backends,
-                                                skip=p.skip, **kwargs)
-        if p.profile is not None:
-            return Pipeline.from_profile(p.profile, rig, backends, **kwargs)
+        if mapped is not None and rig is dep.rig:
+            return Pipeline.from_mmdet3d_config(mapped, rig, backends, **kwargs)
+        if profile is not None:  # (for a group of the rig's cameras: the mmdet3d config's profile)
+            return Pipeline.from_profile(profile, rig, backends, **kwargs)
         return Pipeline(rig, list(p.stages or ()), backends, **kwargs)
 
     if len(groups) == 1:

@@ -537,6 +537,8 @@ class Runner:
             tl.set_frame(cam, capture_mono_ns=it.capture_mono_ns, arrival_ns=it.arrival_ns)
             if it.read_span_ns is not None:
                 tl.record("read", it.read_span_ns[0], it.read_span_ns[1], "io", camera=cam)
+            if it.reorder_span_ns is not None:  # a live B-frame stream's look-ahead: its data had arrived
+                tl.record("reorder", it.reorder_span_ns[0], it.reorder_span_ns[1], "wait", camera=cam)
             tl.record("queue_wait", it.arrival_ns, max(formed, it.arrival_ns), "wait", camera=cam)
         try:
             batch = self.pipe.process(frames, timeline=tl)  # the steps' spans go straight into the set's timeline

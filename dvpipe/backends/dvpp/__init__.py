@@ -95,7 +95,10 @@ def step_state(ctx: KernelContext, stages: tuple) -> StepState:
         prog = program_for_output(prog, ctx.spec_out)
         # a step verified on this device runs with the layouts it was verified with, on every frame and
         # thread (not only under the verification's thread-local accepting_unknown)
-        st = StepState.open(ctx.backend.device, target, prog, ctx.camera.name, accept_unknown=accept)
+        from .route import _colour_standard
+
+        st = StepState.open(ctx.backend.device, target, prog, ctx.camera.name, accept_unknown=accept,
+                            colour_standard=_colour_standard(ctx.camera))
         st.extra["codec"] = ctx.spec_in.encoding
         ctx.state["dvpp"] = st
     return st

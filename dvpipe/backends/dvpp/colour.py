@@ -9,7 +9,8 @@ Layouts (what DVPP reads and writes, see constraints.md §1.4, §2.2, §3.3):
 
 Colour: JPEG holds full-range (JFIF) BT.601 YCbCr, so JPEGD output is converted with the full-range
 matrix (OpenCV ``COLOR_YCrCb2BGR``); H.264/H.265 streams normally carry limited range ("studio swing",
-``video_full_range_flag = 0``), converted with OpenCV's ``COLOR_YUV2BGR_NV12`` matrix. Chroma is
+``video_full_range_flag = 0``), converted with OpenCV's ``COLOR_YUV2BGR_NV12`` matrix (BT.601), or, for a
+camera whose stream signals BT.709 (rig key ``yuv_matrix: bt709``), the BT.709 matrix in float. Chroma is
 upsampled bilinearly with the sample at the centre of its 2x2 block (``INTER_LINEAR`` 2x), which is
 libjpeg-turbo's default "fancy" upsampling, so a JPEGD + host conversion reproduces a libjpeg-turbo
 decode up to the 4:2:0 round trip (see docs/dvpp.md for the measured bounds).
@@ -20,7 +21,7 @@ import cv2
 import numpy as np
 
 __all__ = ["SENTINEL", "nv12_planes", "packed_view", "nv12_to_bgr", "bgr_to_nv12_planes", "write_nv12",
-           "write_packed", "fill_padding_nv12", "fill_padding_packed", "STANDARDS", "nv12_in_standard"]
+           "write_packed", "fill_padding_nv12", "fill_padding_packed", "STANDARDS", "nv12_in_standard", "split_standard"]
 
 #: Byte value the software device writes into every padding byte of a picture it outputs (the
 #: region between ``width`` and the width stride, and between ``height`` and the height stride),
@@ -49,18 +50,25 @@ def packed_view(buf: np.ndarray, width: int, height: int, ws: int, hs: int, chan
 
 
 def nv12_to_bgr(y: np.ndarray, uv: np.ndarray, colour_range: str = "full", out: np.ndarray | None = None,
-                scratch: dict | None = None) -> np.ndarray:
+                scratch: dict | None = None, matrix: str = "bt601") -> np.ndarray:
     """NV12 planes (views are fine) -> ``H x W x 3`` uint8 BGR.
 
     Args:
         y: ``H x W`` luma.
         uv: ``H/2 x W/2 x 2`` interleaved Cb, Cr.
-        colour_range: ``full`` (JPEG / JFIF) or ``limited`` (BT.601 studio swing, video).
+        colour_range: ``full`` (JPEG / JFIF) or ``limited`` (studio swing, video).
         out: optional destination.
         scratch: optional dict for reused intermediate buffers.
+        matrix: ``bt601`` (JPEG, and video whose VUI says BT.601 or nothing) or ``bt709`` (the textbook
+            inverse of :func:`nv12_in_standard`'s formulas in float, each chroma sample replicated over its 2x2
+            block as OpenCV's ``COLOR_YUV2BGR_NV12`` does, rounded).
     """
     h, w = y.shape
     s = scratch if scratch is not None else {}
+    if matrix == "bt709":
+        return _nv12_to_bgr_float(y, uv, f"bt709_{'full' if colour_range == 'full' else 'narrow'}", out)
+    if matrix != "bt601":
+        raise ValueError(f"matrix must be 'bt601' or 'bt709', got {matrix!r}")
     if colour_range == "limited":
         yc = np.ascontiguousarray(y)
         uvc = np.ascontiguousarray(uv)
@@ -140,6 +148,33 @@ def nv12_in_standard(bgr: np.ndarray, strides: tuple[int, int], standard: str) -
         c = np.pad(c, ((0, 2 * ch - h), (0, 2 * cw - w)), mode="edge").reshape(ch, 2, cw, 2).mean(axis=(1, 3))
         out[hs:hs + ch, k:2 * cw:2] = np.clip(np.rint(128.0 + cs * c), 0, 255)
     return out
+
+
+def split_standard(standard: str) -> tuple[str, str]:
+    """``(matrix, colour_range)`` of a colour standard (:data:`STANDARDS`) for :func:`nv12_to_bgr`:
+    ``jpeg_full`` -> ``("bt601", "full")``, ``bt709_narrow`` -> ``("bt709", "limited")``."""
+    if standard not in STANDARDS:
+        raise ValueError(f"colour standard must be one of {', '.join(STANDARDS)}, got {standard!r}")
+    return ("bt709" if standard.startswith("bt709") else "bt601"), ("full" if STANDARDS[standard][2] else "limited")
+
+
+def _nv12_to_bgr_float(y: np.ndarray, uv: np.ndarray, standard: str, out: np.ndarray | None) -> np.ndarray:
+    """The inverse of :func:`nv12_in_standard`'s formulas in float64 (each chroma sample replicated over its 2x2
+    block), rounded and clipped: ``H x W x 3`` uint8 BGR."""
+    kr, kb, full = STANDARDS[standard]
+    h, w = y.shape
+    up = np.repeat(np.repeat(uv, 2, axis=0), 2, axis=1)[:h, :w].astype(np.float64) - 128.0
+    yy = y.astype(np.float64)
+    if not full:
+        yy, up = (yy - 16.0) * (255.0 / 219.0), up * (255.0 / 224.0)
+    r = yy + 2.0 * (1.0 - kr) * up[..., 1]
+    b = yy + 2.0 * (1.0 - kb) * up[..., 0]
+    g = (yy - kr * r - kb * b) / (1.0 - kr - kb)
+    res = np.clip(np.rint(np.stack([b, g, r], axis=-1)), 0, 255).astype(np.uint8)
+    if out is not None:
+        out[...] = res
+        return out
+    return res
 
 
 def fill_padding_nv12(buf: np.ndarray, width: int, height: int, ws: int, hs: int, value: int = SENTINEL) -> None:
