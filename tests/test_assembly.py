@@ -87,3 +87,33 @@ def test_the_one_size_rule_says_the_same_at_load_and_in_the_python_api():
                 "(use a stage list with resize/pad to one size)")
     assert str(in_python.value) == expected
     assert at_load.value.errors == [("pipeline.profile", expected)]
+
+
+def test_cameras_with_their_own_backends_under_an_mmdet3d_config_give_the_one_group_batch(tmp_path):
+    """Two backend preferences (two pipelines of the config's profile, rows copied into one batch):
+    the same images as one pipeline for the whole rig."""
+    rig = rig_dict([(641, 359)] * 2)
+    frames = {}
+    for k, cam in enumerate(rig["cameras"]):
+        folder = tmp_path / cam["name"]
+        folder.mkdir()
+        frames[cam["name"]] = encode_jpeg(textured_bgr(641, 359, seed=k))
+        (folder / "1000000000.jpg").write_bytes(frames[cam["name"]])
+
+    def batch(second_camera_backends):
+        cams = [{"name": c["name"], "source": {"type": "images", "uri": str(tmp_path / c["name"])}}
+                for c in rig["cameras"]]
+        if second_camera_backends:
+            cams[1]["backends"] = second_camera_backends
+        dep = load_deployment({"name": "mm", "rig": rig, "cameras": cams, "outputs": {"metrics": False},
+                               "pipeline": {"mmdet3d_config": str(CONFIGS / "bevformer" / "bevformer_tiny.py"),
+                                            "backends": ["cpu"]}})
+        r = Runner(dep, write_outputs=False)
+        (rb,) = list(r.batches())
+        r.finish()
+        return type(r.pipe).__name__, np.array(rb.batch.images, copy=True), rb.batch.valid.copy()
+
+    kind1, one, valid1 = batch(None)
+    kind2, grouped, valid2 = batch(["cpu", "reference"])
+    assert (kind1, kind2) == ("Pipeline", "_GroupedPipeline")
+    assert valid1.all() and valid2.all() and np.array_equal(one, grouped)
