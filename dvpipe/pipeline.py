@@ -30,7 +30,7 @@ from .planner import CameraPlan, Plan, PlanStep, plan_pipeline
 from .profiles import Profile, profile_metas, profile_stages
 from .stages.base import Stage
 from .stages.registry import KernelContext
-from .types import Frame, FrameBatch, PixelFormat, Rig
+from .types import Frame, FrameBatch, PixelFormat, Rig, check_one_size
 from .video import VideoPacket
 
 
@@ -502,20 +502,6 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"Pipeline({len(self.rig)} cameras, backends={self.plan.backends}, profile={self.profile})"
-
-
-def check_one_size(cameras: Sequence[Any], what: str) -> Any:
-    """The one-size rule of a model profile: every camera at one size (its stages, metas and the
-    model assume one image size). Returns the first camera (profiles place crops by its size);
-    raises :class:`~dvpipe.ConfigError` naming the sizes otherwise. Used by :meth:`Pipeline.from_profile`
-    (and so :meth:`Pipeline.from_mmdet3d_config`) and by the deployment validator, which reports the
-    same message at ``pipeline.profile``."""
-    sizes = {(c.height, c.width) for c in cameras}
-    if len(sizes) > 1:
-        raise ConfigError(f"{what} needs every camera at one size; the rig mixes "
-                          + ", ".join(f"{c.name} {c.width}x{c.height}" for c in cameras)
-                          + " (use a stage list with resize/pad to one size)")
-    return cameras[0] if cameras else None
 
 
 def _rebuild_pipeline(cls, args, kwargs, metas_format=None):

@@ -128,7 +128,7 @@ from typing import Any, Mapping, Optional, Sequence
 from ..codecs import DEFAULT_MAX_PIXELS, VIDEO_ENCODINGS
 from ..errors import ConfigError
 from ..target import Target
-from ..types import Rig, short_repr as _show
+from ..types import Rig, check_one_size, short_repr as _show
 from ._budget import camera_problem
 from ._outputs import output_problems
 from ._schema import (ON_CORRUPT, ON_LATE, CameraConfig, DecodeConfig, Deployment, Faults, LatencyConfig,
@@ -759,9 +759,7 @@ def _check_across(rig: Optional[Rig], rig_path: Optional[str], pipeline: Pipelin
     """Checks across sections: one size for a profile, each source type's checks across its cameras,
     recordings read next to live cameras."""
     if rig is not None and (pipeline.profile is not None or pipeline.mmdet3d_config is not None):
-        from ..pipeline import check_one_size  # the rule Pipeline.from_profile applies, said at load
-
-        try:
+        try:  # the rule Pipeline.from_profile applies, said at load
             check_one_size(rig.cameras, f"profile {pipeline.profile or 'of the mmdet3d config'}")
         except ConfigError as e:
             V.err("pipeline.profile" if pipeline.profile is not None else "pipeline.mmdet3d_config", str(e))
