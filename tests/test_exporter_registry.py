@@ -155,15 +155,16 @@ def test_the_built_ins_keys_are_their_options_checked_by_the_same_validator(outp
     assert problem in str(e.value)
 
 
-def test_the_built_ins_short_forms_become_outputs_fields(tmp_path):
+def test_the_built_ins_short_forms_become_their_options_like_any_exporters(tmp_path):
     o = load_deployment(synthetic_deployment(1, outputs={"dir": str(tmp_path), "trace": True, "plots": "p",
                                                          "dumps": True, "prometheus": 9108})).outputs
-    assert (o.trace, o.plots) == (str(tmp_path / "trace.json"), str(tmp_path / "p"))
-    assert (o.dumps_every, o.dumps_max, o.prometheus_port, o.prometheus_addr) == (1, 10, 9108, "127.0.0.1")
+    assert {k: dict(v) for k, v in o.exporters.items()} == {
+        "trace": {"path": "trace.json", "max_events": 50_000}, "plots": {"path": "p"},
+        "dumps": {"every": 1, "max": 10}, "prometheus": {"port": 9108, "addr": "127.0.0.1"}}
     o = load_deployment(synthetic_deployment(1, outputs={"dir": str(tmp_path), "trace": {"path": "/x/t.json"},
                                                          "prometheus": {"port": 9, "addr": "0.0.0.0"}})).outputs
-    assert (o.trace, o.plots, o.dumps_every, o.prometheus_addr) == ("/x/t.json", None, 0, "0.0.0.0")
-    assert dict(o.exporters) == {}  # the built-ins' options live in the fields the CLI flags override
+    assert dict(o.exporters["trace"])["path"] == "/x/t.json" and dict(o.exporters["prometheus"])["addr"] == "0.0.0.0"
+    assert set(o.exporters) == {"trace", "prometheus"}
 
 
 def test_a_failing_exporter_is_reported_and_the_others_still_write(tmp_path):

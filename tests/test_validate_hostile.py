@@ -85,7 +85,7 @@ def test_source_numbers_are_bounded():
 def test_prometheus_port_is_1_to_65535(port, ok):
     d = synthetic_deployment(1, outputs={"metrics": False, "prometheus": port})
     if ok:
-        assert load_deployment(d).outputs.prometheus_port == port
+        assert load_deployment(d).outputs.exporters["prometheus"]["port"] == port
     else:
         assert "outputs.prometheus.port" in errors_of(d)
 
