@@ -187,25 +187,44 @@ def test_pipeline_with_profile_and_custom_stages_stamps_what_the_stages_do(norm)
 
 # -- a model profile from a file outside the package ---------------------------------------------------
 PROFILE_PLUGIN = '''
-import dvpipe
-from dvpipe.profiles import Profile
+import numpy as np
 
-# a PETR-like model at 0.5 scale, ImageNet normalisation in RGB, no crop, padded to /32
-dvpipe.PROFILES["toy-net"] = Profile("toy-net", mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375),
-                                     to_rgb=True, scale=0.5, normalise_first=False, metas="petr",
-                                     source="example/toy-net@0000000 configs/toy_net.py")
+import dvpipe
+from dvpipe.profiles import Profile, register_metas_contract
+
+
+def toy_metas(profile, camera, img_aug, metas):
+    """A metas contract of its own: the resize factor and the camera's unscaled intrinsics."""
+    metas["resize_factor"] = float(img_aug[0, 0])
+    metas["raw_intrinsics"] = np.array(camera.intrinsics)
+
+
+register_metas_contract("toy", toy_metas)
+# a model at 0.5 scale, ImageNet normalisation in RGB, no crop, padded to /32
+dvpipe.register_profile(Profile("toy-net", mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375),
+                                to_rgb=True, scale=0.5, normalise_first=False, metas="toy",
+                                source="example/toy-net@0000000 configs/toy_net.py"))
 '''
 
 
-def test_a_model_profile_from_a_deployment_plugin(tmp_path, monkeypatch):
-    """``dvpipe.PROFILES`` is the profile table: a plugin file adds an entry (with one of the metas
-    contracts of :mod:`dvpipe.profiles`), and ``pipeline: {profile: NAME}`` then validates and runs."""
+@pytest.fixture
+def profile_tables():
+    """The profile and metas-contract tables as they were, restored after the test."""
+    from dvpipe import profiles
+
+    before = dict(profiles._PROFILES), dict(profiles._METAS_CONTRACTS)
+    yield profiles
+    for table, old in zip((profiles._PROFILES, profiles._METAS_CONTRACTS), before):
+        table.clear()
+        table.update(old)
+
+
+def test_a_model_profile_and_metas_contract_from_a_deployment_plugin(tmp_path, profile_tables):
+    """A plugin file registers a metas contract and a profile naming it (``register_metas_contract``,
+    ``dvpipe.register_profile``); ``pipeline: {profile: NAME}`` then validates and runs."""
     from dvpipe.deploy import DeploymentError, Runner, load_deployment
     from dvpipe.deploy.testing import synthetic_deployment
 
-    table = dict(dv.PROFILES)  # the plugin writes into this copy; the real table is left as it was
-    monkeypatch.setattr(dv, "PROFILES", table)
-    monkeypatch.setattr(dv.profiles, "PROFILES", table)
     (tmp_path / "toy_profile.py").write_text(PROFILE_PLUGIN, encoding="utf-8")
     dep = synthetic_deployment(2, frames=2)
     dep["pipeline"] = {"profile": "toy-net", "backends": ["cpu"]}
@@ -221,8 +240,36 @@ def test_a_model_profile_from_a_deployment_plugin(tmp_path, monkeypatch):
     batch = batches[0].batch
     assert batch.images.shape == (2, 3, 32, 64)  # 96x64 at 0.5 = 48x32, padded to /32
     m = batch.metas[0]
-    assert tuple(m["img_shape"]) == (32, 48, 3) and tuple(m["pad_shape"]) == (32, 64, 3)  # the petr contract
-    np.testing.assert_allclose(m["lidar2img"], m["intrinsics"] @ m["lidar2cam"], rtol=1e-6)
+    cam = runner.pipe.rig.cameras[0]
+    assert m["resize_factor"] == 0.5  # the contract's own key: the profile's scale
+    np.testing.assert_array_equal(m["raw_intrinsics"], cam.intrinsics)
+    # the generic metas, untouched: ori_shape pre-pad, img_shape = pad_shape padded
+    assert (m["ori_shape"], m["img_shape"], m["pad_shape"]) == ((32, 48, 3), (32, 64, 3), (32, 64, 3))
+    assert "input_shape" not in m and "post_rot" not in m  # no built-in contract ran
+
+
+def test_register_profile_refuses_a_taken_name_unless_replace(profile_tables):
+    from dataclasses import replace
+
+    from dvpipe.profiles import PROFILES, register_metas_contract, register_profile
+
+    petr = PROFILES["petr"]
+    register_profile(petr)  # the same profile again (a module re-imported): accepted
+    other = replace(petr, scale=0.25, source="example/other@1111111 cfg.py")
+    with pytest.raises(dv.ConfigError) as e:
+        register_profile(other)
+    msg = str(e.value)
+    assert "\n" not in msg and "'petr' is already registered (megvii-research/PETR@f7525f9" in msg
+    assert "replace=True" in msg
+    assert PROFILES["petr"] is petr
+    register_profile(other, replace=True)
+    assert PROFILES["petr"] is other
+    with pytest.raises(TypeError):
+        PROFILES["x"] = petr  # type: ignore[index]  # the table is read-only: register_profile adds
+    with pytest.raises(dv.ConfigError, match="unknown metas contract 'nope'; known: bevformer, petr, bevdet"):
+        register_profile(replace(petr, name="x", metas="nope"))
+    with pytest.raises(dv.ConfigError, match="metas contract 'petr' is already registered .*replace=True"):
+        register_metas_contract("petr", lambda p, c, a, m: None)
 
 
 def test_profile_can_bus_rotation_is_checked_and_the_bevformer_profiles_reproduce_the_published_one():
