@@ -483,7 +483,7 @@ def test_cli_writes_the_canvas_route_config_for_bevformer_base(tmp_path, capsys,
     published deviation (docs/dvpp.md, canvas route: content mean 0.58, p99 2.0; pad rows max 0.72); fed a canvas
     built here from OpenCV's decode with the textbook JFIF encoder, likewise."""
     import dvpipe as dv
-    from dvpipe.backends.dvpp.testing import sample_frame_sets
+    from dvpipe.testing.dvpp import sample_frame_sets
     from dvpipe.device import nv12_batch_to_host
 
     out = tmp_path / "aipp.cfg"

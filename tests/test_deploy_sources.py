@@ -18,7 +18,7 @@ from dvpipe.deploy.sources.images import ImageSequence
 from dvpipe.deploy.sources.synthetic import SyntheticSource
 from dvpipe.deploy.sources.video import ElementaryStream, V4l2Source, VideoFile
 from dvpipe.deploy.sources.wrappers import corrupt_data
-from dvpipe.deploy.testing import encode_access_units
+from dvpipe.testing.deployments import encode_access_units
 from dvpipe.video import AccessUnit, is_keyframe
 from dvpipe.types import PixelFormat
 

@@ -23,7 +23,7 @@ import pytest
 
 import dvpipe as dv
 from dvpipe.backends.dvpp import _acl, sim
-from dvpipe.backends.dvpp.testing import sample_frame_sets
+from dvpipe.testing.dvpp import sample_frame_sets
 from dvpipe.device import DeviceTensor
 from dvpipe.latency import Timeline
 
@@ -478,7 +478,7 @@ def test_cameras_of_several_sizes_padded_to_one_share_the_aipp_batch_on_the_canv
     from PIL import Image
 
     from dvpipe.backends.dvpp.aipp import apply_aipp
-    from dvpipe.backends.dvpp.testing import encode_jpeg, synthetic_bgr
+    from dvpipe.testing.dvpp import encode_jpeg, synthetic_bgr
     from dvpipe.device import nv12_batch_to_host
 
     sizes = {"FRONT": (1280, 1920), "SIDE": (886, 1920)}

@@ -9,7 +9,7 @@ import pytest
 
 import dvpipe as dv
 from dvpipe.backends.dvpp import _acl, pool_for, vpc
-from dvpipe.backends.dvpp.testing import (CI_TARGETS, encode_jpeg, error_stats, kitti_rig, naive_nv12_planes,
+from dvpipe.testing.dvpp import (CI_TARGETS, encode_jpeg, error_stats, kitti_rig, naive_nv12_planes,
                                           sample_frame_sets, sentinel_count, synthetic_bgr)
 from tolerances import tol
 

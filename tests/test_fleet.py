@@ -20,8 +20,8 @@ import yaml
 
 from conftest import plain_meta
 from dvpipe.deploy import Runner
-from dvpipe.deploy.testing import test_pattern as pattern
-from dvpipe.deploy.testing import tiny_rig
+from dvpipe.testing.deployments import test_pattern as pattern
+from dvpipe.testing.deployments import tiny_rig
 from dvpipe.errors import ConfigError
 from dvpipe.fleet import FrameSetProcessor, build_index, load_fleet_deployment, read, read_manifest, write_index
 

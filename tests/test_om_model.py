@@ -413,7 +413,7 @@ def test_end_to_end_aipp_route_into_the_model(samples_dir):
     """The whole device path on the software device: JPEG -> JPEGD + VPC into the per-batch NV12 buffer (AIPP
     route) -> OmModel over that buffer (static AIPP from the batch's meta) -> outputs. The only bytes that
     cross PCIe are the JPEGs going in and the model's outputs coming back."""
-    from dvpipe.backends.dvpp.testing import sample_frame_sets
+    from dvpipe.testing.dvpp import sample_frame_sets
 
     rig = dvpipe.Rig.from_yaml(samples_dir / "rig.yaml")
     frames = sample_frame_sets(rig, samples_dir, count=1)[0]

@@ -223,7 +223,7 @@ def test_a_model_profile_and_metas_contract_from_a_deployment_plugin(tmp_path, p
     """A plugin file registers a metas contract and a profile naming it (``register_metas_contract``,
     ``dvpipe.register_profile``); ``pipeline: {profile: NAME}`` then validates and runs."""
     from dvpipe.deploy import DeploymentError, Runner, load_deployment
-    from dvpipe.deploy.testing import synthetic_deployment
+    from dvpipe.testing.deployments import synthetic_deployment
 
     (tmp_path / "toy_profile.py").write_text(PROFILE_PLUGIN, encoding="utf-8")
     dep = synthetic_deployment(2, frames=2)

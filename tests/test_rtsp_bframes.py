@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from dvpipe.deploy import Runner, load_deployment
-from dvpipe.deploy.testing import tiny_rig
+from dvpipe.testing.deployments import tiny_rig
 from test_video_structures import media
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -24,7 +24,7 @@ from dvpipe.backends import _raw_yuv
 from dvpipe.deploy import Runner, load_deployment
 from dvpipe.deploy.sources import open_source
 from dvpipe.deploy.sources.synthetic import _boxes, encode_raw_yuv, render_background, render_frame
-from dvpipe.deploy.testing import synthetic_deployment
+from dvpipe.testing.deployments import synthetic_deployment
 from dvpipe.stages.image import Decode
 
 ENCODINGS = ("uyvy", "yuyv", "nv12")

@@ -23,7 +23,7 @@ from dvpipe import Decode, Pipeline, Rig
 from dvpipe.deploy import Runner, load_deployment
 from dvpipe.deploy.config import SourceConfig
 from dvpipe.deploy.sources import open_source
-from dvpipe.deploy.testing import tiny_rig
+from dvpipe.testing.deployments import tiny_rig
 
 ROOT = Path(__file__).resolve().parent.parent
 START_NS = 1_700_000_000_123_456_789  # a start time with every digit in use

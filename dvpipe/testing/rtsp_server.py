@@ -15,7 +15,7 @@ server).
 
 Command line (serves each file at ``rtsp://127.0.0.1:PORT/<file stem>``)::
 
-    python -m dvpipe.deploy.rtsp_server samples/video/*.mp4 --port 8554
+    python -m dvpipe.testing.rtsp_server samples/video/*.mp4 --port 8554
 """
 from __future__ import annotations
 
@@ -57,8 +57,8 @@ def split_nal_units(au: bytes) -> list[bytes]:
 def read_access_units(path: str) -> tuple[str, list[bytes], float]:
     """``(codec, access units, fps)`` of a video file or elementary stream, as Annex B bytes."""
     from ..types import Camera
-    from .config import SourceConfig
-    from .sources.video import ElementaryStream, VideoFile
+    from ..deploy.config import SourceConfig
+    from ..deploy.sources.video import ElementaryStream, VideoFile
 
     ext = os.path.splitext(path)[1].lower()
     es = {".h264": "h264", ".264": "h264", ".h265": "h265", ".265": "h265", ".hevc": "h265"}.get(ext)
@@ -427,7 +427,7 @@ class LoopbackRtspServer:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dvpipe.deploy.rtsp_server", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m dvpipe.testing.rtsp_server", description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+", help="MP4/MKV (H.264/H.265) or .h264/.h265 files; each served at /<file stem>")
     ap.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=8554)
