@@ -30,6 +30,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
+from ..errors import ConfigError
 
 __all__ = ["RtspStream", "LoopbackRtspServer", "split_nal_units", "read_access_units"]
 
@@ -71,7 +72,7 @@ def read_access_units(path: str) -> tuple[str, list[bytes], float]:
         with av.open(path) as c:
             codec = {"h264": "h264", "hevc": "h265"}.get(c.streams.video[0].codec_context.name)
         if codec is None:
-            raise ValueError(f"{path}: not H.264/H.265 video")
+            raise ConfigError(f"{path}: not H.264/H.265 video")
     cam = Camera("serve", 16, 16, codec)
     src: ElementaryStream | VideoFile
     if es:
@@ -152,7 +153,7 @@ class LoopbackRtspServer:
 
     def __init__(self, streams: dict[str, RtspStream], host: str = "127.0.0.1", port: int = 0):
         if not _is_loopback(host):
-            raise ValueError(f"the test RTSP server binds to loopback addresses only, not {host!r}")
+            raise ConfigError(f"the test RTSP server binds to loopback addresses only, not {host!r}")
         self.streams = dict(streams)
         self.host = host
         self._sock = self._listen(port)
