@@ -10,6 +10,8 @@ from _bevformer_ref import bevformer_reference
 from _petr_ref import petr_reference
 from conftest import encode_jpeg, rig_dict, textured_bgr
 
+from tolerances import tol
+
 PROFILES = ["bevformer-base", "bevformer-small", "bevformer-tiny"]
 
 
@@ -20,7 +22,7 @@ def _check_against_reference(rig: dv.Rig, encoded: dict, profile: str, backends=
     assert batch.valid.all(), batch.drops
     assert batch.images.shape == ref_img.shape
     assert batch.images.dtype == np.float32
-    assert np.abs(batch.images - ref_img).max() <= 1e-4
+    assert np.abs(batch.images - ref_img).max() <= tol("float_path").atol
     for m, r in zip(batch.metas, ref_metas):
         assert np.abs(m["lidar2img"] - r["lidar2img"]).max() <= 1e-4 * max(1.0, np.abs(r["lidar2img"]).max())
         assert tuple(m["img_shape"]) == tuple(r["img_shape"])
@@ -75,7 +77,7 @@ def test_petr_metas_unpadded_img_shape_and_updated_intrinsics():
     assert m["img_shape"] == (320, 800, 3) and m["pad_shape"] == (320, 800, 3)
     K = rig[0].intrinsics
     expected = np.array([[0.5 * K[0, 0], 0, 0.5 * K[0, 2]], [0, 0.5 * K[1, 1], 0.5 * K[1, 2] - 130], [0, 0, 1]])
-    assert np.allclose(m["intrinsics"][:3, :3], expected, atol=1e-9)
+    assert np.allclose(m["intrinsics"][:3, :3], expected, atol=tol("geometry").atol)
     assert np.allclose(m["lidar2img"], m["intrinsics"] @ rig[0].lidar2cam)
 
 
@@ -106,9 +108,9 @@ def test_petr_profile_matches_repository_transform():
     ref_img, ref_metas = petr_reference([frames[c.name] for c in rig], [c.intrinsics for c in rig],
                                         [c.lidar2cam for c in rig], _PETR_CONF, p.mean, p.std, p.to_rgb)
     assert batch.images.shape == ref_img.shape == (2, 3, 320, 800)
-    assert np.abs(batch.images - ref_img).max() <= 1e-4
+    assert np.abs(batch.images - ref_img).max() <= tol("float_path").atol
     for m, r in zip(batch.metas, ref_metas):
-        assert np.allclose(m["lidar2img"], r["lidar2img"], rtol=1e-6, atol=1e-5)
+        assert np.allclose(m["lidar2img"], r["lidar2img"], **tol("reference_lidar2img").allclose)
         assert tuple(m["img_shape"]) == tuple(r["img_shape"])
 
 
@@ -120,9 +122,9 @@ def test_bevdet_profile_matches_repository_transform(size):
     batch = dv.Pipeline.from_profile("bevdet", rig).process(frames)
     imgs, rots, trans = bevdet_reference([frames["CAM0"]], _BEVDET_CONF)
     assert batch.images.shape == imgs.shape
-    assert np.abs(batch.images - imgs).max() <= 1e-5
-    assert np.allclose(batch.metas[0]["post_rot"], rots[0], atol=1e-6)
-    assert np.allclose(batch.metas[0]["post_tran"], trans[0], atol=1e-4)
+    assert np.abs(batch.images - imgs).max() <= tol("bevdet_reference").atol
+    assert np.allclose(batch.metas[0]["post_rot"], rots[0], atol=tol("bevdet_post_rot").atol)
+    assert np.allclose(batch.metas[0]["post_tran"], trans[0], atol=tol("bevdet_post_tran").atol)
 
 
 def test_profiles_cite_file_and_commit():
@@ -182,7 +184,7 @@ def test_pipeline_with_profile_and_custom_stages_stamps_what_the_stages_do(norm)
     x = imnormalize(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR).astype(np.float32), cfg["mean"],
                     cfg["std"], cfg["to_rgb"])
     x = cv2.resize(x, (32, 24), interpolation=cv2.INTER_LINEAR).transpose(2, 0, 1)
-    assert np.abs(np.asarray(batch.images)[0] - x).max() <= 1e-4
+    assert np.abs(np.asarray(batch.images)[0] - x).max() <= tol("float_path").atol
 
 
 # -- a model profile from a file outside the package ---------------------------------------------------
