@@ -3,7 +3,7 @@
 Public API only; importing dvpipe never imports torch, torch_npu or acl.
 """
 from ._version import __version__
-from .errors import (BackendUnavailable, ConfigError, CorruptFrameError, DvpipeError, FrameError,
+from .errors import (BackendUnavailable, ClosedError, ConfigError, CorruptFrameError, DvpipeError, FrameError,
                      MissingDependencyError, PlanError, StaleBatchError)
 from .pipeline import Pipeline
 from .planner import Plan
@@ -19,7 +19,7 @@ __all__ = [
     "KernelVerdict", "KernelQuery", "KernelContext", "register_kernel", "register_stage", "registered_stages",
     "PROFILES", "profile_stages", "register_profile",
     "DvpipeError", "ConfigError", "FrameError", "CorruptFrameError", "StaleBatchError", "PlanError",
-    "BackendUnavailable", "MissingDependencyError",
+    "BackendUnavailable", "MissingDependencyError", "ClosedError",
     "load_deployment", "Runner", "register_source", "register_exporter", "probe", "latency",
 ]
 

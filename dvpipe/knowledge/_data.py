@@ -53,7 +53,7 @@ def clear_caches() -> None:
 def load_yaml(name: str, directory: Union[str, Path, None] = None) -> dict:
     """Parse ``<directory>/<name>`` (default: the shipped ``data/``) once (cached).
 
-    Raises ``ValueError`` if the top level is not a mapping.
+    Raises ``ConfigError`` (a ``ValueError``) if the top level is not a mapping.
     """
     import yaml  # deferred: keeps `import dvpipe.knowledge` cheap
 
@@ -104,7 +104,7 @@ def add_data_dir(path: Union[str, "os.PathLike[str]"]) -> Path:
     """Layer the YAML files in ``path`` over the shipped knowledge base (see the module docstring).
 
     Caches are cleared; the next query reads and validates the combined data, so a bad file fails there
-    with a one-line ``ValueError`` naming it. Callers that keep their own caches of verdicts (the DVPP
+    with a one-line ``ConfigError`` naming it. Callers that keep their own caches of verdicts (the DVPP
     backend's) register them with :func:`register_cache`. Returns the resolved path.
     """
     p = Path(path).expanduser().resolve()

@@ -239,7 +239,7 @@ def groups() -> Mapping[str, tuple[str, ...]]:
 
 
 def group(name: str) -> tuple[str, ...]:
-    """The family keys of one group. Raises ``ValueError`` for an unknown name."""
+    """The family keys of one group. Raises ``ConfigError`` (a ``ValueError``) for an unknown name."""
     g = _load().groups
     if name not in g:
         raise ConfigError(f"unknown family group {name!r}; groups: {', '.join(g)}")
@@ -312,7 +312,7 @@ def families() -> tuple[Family, ...]:
 
 
 def family(key: str) -> Family:
-    """The family with this key (a ``families.yaml`` key such as ``ascend310p``). Raises ``ValueError`` for
+    """The family with this key (a ``families.yaml`` key such as ``ascend310p``). Raises ``ConfigError`` for
     anything else, listing the known keys."""
     fams = _load().families
     try:
@@ -335,7 +335,7 @@ def soc_info(name: str) -> SocInfo:
     """Match a SoC name (full string, case-sensitive) to its family.
 
     Raises:
-        ValueError: unknown name; the message lists the known names and, where it applies, the alias or
+        ConfigError: unknown name; the message lists the known names and, where it applies, the alias or
             family key that was probably meant.
     """
     t = _load()
@@ -374,7 +374,7 @@ def aliases() -> tuple[Alias, ...]:
 def lookup_alias(name: str) -> Alias:
     """Resolve a friendly name (``"910C"``, ``"A2"``, ``"310P"``...) to the SoC string it suggests.
 
-    Case-insensitive. Raises ``ValueError`` for names that are not in the table, including the deliberately
+    Case-insensitive. Raises ``ConfigError`` for names that are not in the table, including the deliberately
     refused ambiguous ones (``"910B"``), with the reason.
     """
     t = _load()

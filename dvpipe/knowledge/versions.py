@@ -56,7 +56,7 @@ class CannVersion:
         """Parse ``"8.0.RC1"`` etc.; a :class:`CannVersion` is returned unchanged.
 
         Raises:
-            ValueError: the text is not a CANN version; the message lists the accepted forms.
+            ConfigError: the text is not a CANN version; the message lists the accepted forms.
         """
         if isinstance(value, CannVersion):
             return value

@@ -24,7 +24,7 @@ _API_ALIASES = {"acldvpp": "acldvpp", "v1": "acldvpp", "himpi": "himpi", "hi_mpi
 
 
 def _norm_api(api: Any) -> str:
-    """``acldvpp`` or ``himpi`` from any accepted spelling; ValueError otherwise."""
+    """``acldvpp`` or ``himpi`` from any accepted spelling; ConfigError otherwise."""
     a = _API_ALIASES.get(str(api).strip().lower())
     if a is None:
         raise ConfigError(f"unknown API {api!r}; use 'acldvpp' (v1) or 'himpi' (v2)")

@@ -195,7 +195,7 @@ def resolve_function(ref: object, base_dir: str) -> Callable[..., Any]:
 
 
 def load_spec(mapping: Any, base_dir: str = ".", name: str = "model") -> SimModelSpec:
-    """Validate a parsed descriptor (see docs/models.md); ``ValueError`` naming the key otherwise."""
+    """Validate a parsed descriptor (see docs/models.md); ``ConfigError`` (a ``ValueError``) naming the key otherwise."""
     if not isinstance(mapping, dict) or "dvpipe_sim_model" not in mapping:
         raise ConfigError("not a software-device model descriptor (a real .om cannot run on the software device; "
                           "write a descriptor with 'dvpipe_sim_model: 1', see docs/models.md)")
