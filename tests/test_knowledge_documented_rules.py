@@ -129,3 +129,27 @@ def test_a_documented_stride_rule_gives_its_alignment(soc, unit, fmt, size, api,
     s = kb.stride_for(soc, "8.0.0", unit, fmt, w, h, side="out", **kw)
     assert tuple(s)[:2] == stride and s.rule_id == rule_id  # (width stride in bytes, height stride in rows)
     assert page in s.source
+
+
+def test_rule_confidence_follows_the_cann_version_of_the_page_read():
+    """docs/knowledge.md "How sure a verdict is": a rule read at the target's CANN version, or on earlier pages
+    within the versions checked, is ``documented``; before its first page, or newer than ``latest_checked()``,
+    it is ``extrapolated`` with ``since`` the version read. vpc.v1.range.310_910 was read on the CANN 6.0.1
+    page aclcppdevg_03_0168 (directory code 601)."""
+    rid, page = "vpc.v1.range.310_910", "canncommercial/601/inferapplicationdev/aclcppdevg/aclcppdevg_03_0168"
+    at = {v: kb.rule_confidence(rid, "ascend310", v) for v in ("5.0.2", "6.0.1", "7.0.0", "99.0.0")}
+    assert (at["6.0.1"].level, at["7.0.0"].level) == ("documented", "documented")
+    assert at["5.0.2"].level == "extrapolated" and str(at["5.0.2"].since) == "6.0.1"
+    latest = str(kb.latest_checked())
+    assert at["99.0.0"].level == "extrapolated" and str(at["99.0.0"].since) == latest
+    assert all(page in p[1] for c in at.values() for p in c.pages)
+
+
+def test_documented_versions_are_the_versions_of_the_pages_a_family_was_read_from():
+    """``documented_versions(family)`` lists the CANN versions of the pages some rule of the family cites
+    (docs/knowledge.md): for Atlas 200/300/500 (ascend310) the 6.0.1 VPC page above and the 5.0.4 JPEGD
+    input-address page (aclcppdevg_03_0168 under directory code 5046); no version that no page has."""
+    versions = [str(v) for v in kb.documented_versions("ascend310")]
+    assert {"5.0.4", "6.0.1"} <= set(versions)
+    assert versions == sorted(versions, key=kb.CannVersion.parse)
+    assert "7.0.RC2" not in versions and "5.0.2" not in versions
