@@ -55,6 +55,15 @@ CASES = [
     ("vdec.v2.out_formats.310p", "aclcppdevg_03_0280", "Ascend310P3", "8.0.0",
      dict(unit="vdec", width=1920, height=1080, fmt="h264", out_fmt="rgb888_planar", api=H), "rejected", "violation",
      ["rgb888_planar"]),
+    # §3.3 aclpythondevg_01_0478 (8.0.0): hi_mpi VDEC on 310B/A2 outputs NV12/NV21 and packed or planar RGB/BGR
+    ("vdec.v2.out_formats.310b_a2", "aclpythondevg_01_0478", "Ascend910B3", "8.0.0",
+     dict(unit="vdec", width=1920, height=1080, fmt="h264", out_fmt="yuv444sp", api=H), "rejected", "violation",
+     ["yuv444sp", "rgb888_planar, bgr888_planar"]),
+    # §4 aclcppdevg_03_0198 (6.0.1): PNGD outputs RGB888, or RGBA8888 only for an RGBA/AGRAY PNG: a PNG of
+    # unstated colour type asked for RGBA8888 is open
+    ("pngd.colour_type_unspecified", "aclcppdevg_03_0198", "Ascend310P3", "8.0.0",
+     dict(unit="pngd", width=640, height=480, fmt="png", out_fmt="rgba8888"), "unknown", "unknown",
+     ["rgba8888", "colour type"]),
     # §3.4 aclpythondevg_01_0345 (8.0.0): aclvdec channel ids [0, 255] on 310P/310B/A2/A3
     ("vdec.v1.channels.256", "aclpythondevg_01_0345", "Ascend310P3", "8.0.0",
      dict(unit="vdec", width=1920, height=1080, fmt="h264", channels=300), "rejected", "violation",
