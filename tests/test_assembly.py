@@ -12,7 +12,7 @@ import pytest
 import dvpipe as dv
 from dvpipe.deploy import Runner, load_deployment
 from dvpipe.deploy.config import DeploymentError
-from dvpipe.deploy.testing import synthetic_deployment, tiny_rig
+from dvpipe.testing.deployments import synthetic_deployment, tiny_rig
 from dvpipe.pipeline import Pipeline
 from conftest import encode_jpeg, rig_dict, textured_bgr
 

@@ -10,7 +10,7 @@ import tracemalloc
 
 from dvpipe.deploy import Runner, load_deployment
 from dvpipe.pipeline import Pipeline
-from dvpipe.deploy.testing import synthetic_deployment
+from dvpipe.testing.deployments import synthetic_deployment
 from dvpipe.latency import Timeline, TraceWriter
 from dvpipe.latency.trace import load_trace, summarise_trace, timelines_from_trace, validate_trace
 

@@ -21,7 +21,7 @@ from dvpipe.cli import main as cli_main
 from dvpipe.deploy import Runner, load_deployment
 from dvpipe.deploy.config import DeploymentError
 from dvpipe.deploy.exporters import EXPORTERS, CliFlag, Exporter, markdown_reference, option, register_exporter
-from dvpipe.deploy.testing import synthetic_deployment
+from dvpipe.testing.deployments import synthetic_deployment
 from dvpipe.errors import ConfigError
 
 

@@ -30,6 +30,8 @@ import test_video_structures as tvs
 from dvpipe.bitstream import StreamHeaders
 from dvpipe.video import nal_types
 
+from tolerances import tol
+
 
 def encode_es(folder: Path, name: str, params: str, n: int = 36, size=(72, 128)) -> Path:
     h, w = size
@@ -70,7 +72,7 @@ def check_es_run(path: Path, clean: list[np.ndarray], h: int, w: int, label: str
     emitted = {}
     for t, img in got:
         k = round((t - START_NS) * ES_FPS / 1e9)
-        assert abs(START_NS + round(k * 1e9 / ES_FPS) - t) <= 1, f"{label}: capture {t} is no frame's place"
+        assert abs(START_NS + round(k * 1e9 / ES_FPS) - t) <= tol("integer_ns").atol, f"{label}: capture {t} is no frame's place"
         emitted[k] = img
         assert np.array_equal(img, clean[k].astype(np.float32)), (
             f"{label}: frame {k} emitted valid but differs from the clean picture (max "

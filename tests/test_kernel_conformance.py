@@ -238,7 +238,7 @@ def test_a_bound_reports_each_way_of_breaking_it():
     assert "rounding allowance" in b.violation(np.r_[np.zeros(980), np.full(20, 0.4)], want)  # 2% > 1%
     assert "mean |err|" in Bound(1.0, "test bound", mean_abs=0.05).violation(np.full(10, 0.1), np.zeros(10))
     assert "p99" in Bound(1.0, "test bound", p99_abs=0.05).violation(np.full(10, 0.1), np.zeros(10))
-    assert "max |err|" in Bound(1e-3, "test bound", rtol=1e-3).violation(np.array([2.1e-3]), np.array([1.0]))
-    assert Bound(1e-3, "test bound", rtol=1e-3).violation(np.array([1.9e-3]), np.array([1.0])) == ""
+    assert "max |err|" in Bound(1e-3, "test bound", rtol=1e-3).violation(np.array([2.1e-3]), np.array([1.0]))  # not a tolerance: a Bound under test
+    assert Bound(1e-3, "test bound", rtol=1e-3).violation(np.array([1.9e-3]), np.array([1.0])) == ""  # not a tolerance: a Bound under test
     with pytest.raises(KeyError, match="no single tolerance"):
         tolerances.tol("no_such_comparison")

@@ -97,8 +97,8 @@ def test_sample_dict_matches_bevformer_dataset_and_forward_test(setup):
             assert np.allclose(got, want["lidar2img"], **tol("geometry").allclose)
         assert [tuple(s) for s in meta["img_shape"]] == [tuple(r["img_shape"]) for r in ref_metas]
         assert meta["img_timestamp"] == pytest.approx([poses[k]["timestamp"] / 1e6 + 0.003 * i for i in range(3)],
-                                                      abs=1e-6)
-        assert meta["timestamp"] == pytest.approx(poses[k]["timestamp"] / 1e6, abs=1e-6)
+                                                      abs=tol("timestamp_s").atol)
+        assert meta["timestamp"] == pytest.approx(poses[k]["timestamp"] / 1e6, abs=tol("timestamp_s").atol)
         assert meta["box_type_3d"] in ("LiDAR",) or meta["box_type_3d"].__name__ == "LiDARInstance3DBoxes"
 
 

@@ -14,6 +14,8 @@ from _bevformer_ref import bevformer_reference
 from _petr_ref import petr_reference
 from conftest import encode_jpeg, rig_dict, textured_bgr
 
+from tolerances import tol
+
 CONFIGS = Path(__file__).parent / "data" / "mmdet3d_configs"
 
 
@@ -36,9 +38,9 @@ def test_bevformer_configs_match_reference(config, profile, size):
     batch = pipe.process(frames)
     ref_img, ref_metas = bevformer_reference([frames[c.name] for c in rig], [c.lidar2img for c in rig], profile)
     assert batch.valid.all() and batch.images.shape == ref_img.shape
-    assert np.abs(batch.images - ref_img).max() <= 1e-4
+    assert np.abs(batch.images - ref_img).max() <= tol("float_path").atol
     for m, r in zip(batch.metas, ref_metas):
-        assert np.allclose(m["lidar2img"], r["lidar2img"], rtol=1e-9, atol=1e-9)
+        assert np.allclose(m["lidar2img"], r["lidar2img"], **tol("geometry_relative").allclose)
         assert tuple(m["img_shape"]) == tuple(r["img_shape"]) and tuple(m["pad_shape"]) == tuple(r["pad_shape"])
         assert tuple(m["ori_shape"]) == tuple(r["ori_shape"]) and m["scale_factor"] == 1.0
 
@@ -58,10 +60,10 @@ def test_petr_family_configs_match_reference(rig_1600, config):
                                         [c.lidar2cam for c in rig_1600], _petr_conf(cfg), norm["mean"], norm["std"],
                                         norm["to_rgb"])
     assert batch.valid.all() and batch.images.shape == ref_img.shape
-    assert np.abs(batch.images - ref_img).max() <= 1e-4
+    assert np.abs(batch.images - ref_img).max() <= tol("float_path").atol
     for m, r in zip(batch.metas, ref_metas):
-        assert np.allclose(m["intrinsics"], r["intrinsics"], rtol=1e-6, atol=1e-6)
-        assert np.allclose(m["lidar2img"], r["lidar2img"], rtol=1e-6, atol=1e-5)
+        assert np.allclose(m["intrinsics"], r["intrinsics"], **tol("reference_intrinsics").allclose)
+        assert np.allclose(m["lidar2img"], r["lidar2img"], **tol("reference_lidar2img").allclose)
         assert tuple(m["img_shape"]) == tuple(r["img_shape"]) and tuple(m["pad_shape"]) == tuple(r["pad_shape"])
 
 
@@ -75,7 +77,7 @@ def test_petr_reference_backend_is_bit_exact_pillow(rig_1600):
     norm = cfg["img_norm_cfg"]
     ref_img, _ = petr_reference([frames["CAM0"]], [rig[0].intrinsics], [rig[0].lidar2cam], _petr_conf(cfg),
                                 norm["mean"], norm["std"], norm["to_rgb"])
-    assert np.abs(batch.images - ref_img).max() <= 1e-4
+    assert np.abs(batch.images - ref_img).max() <= tol("float_path").atol
 
 
 def test_petrv2_sweeps_refused_by_name_then_skipped_on_request(rig_1600):
@@ -89,7 +91,7 @@ def test_petrv2_sweeps_refused_by_name_then_skipped_on_request(rig_1600):
     ref_img, _ = petr_reference([frames[c.name] for c in rig_1600], [c.intrinsics for c in rig_1600],
                                 [c.lidar2cam for c in rig_1600], _petr_conf(cfg), norm["mean"], norm["std"],
                                 norm["to_rgb"])
-    assert np.abs(pipe.process(frames).images - ref_img).max() <= 1e-4
+    assert np.abs(pipe.process(frames).images - ref_img).max() <= tol("float_path").atol
 
 
 def test_petr_config_refuses_cameras_of_another_size():
@@ -121,9 +123,9 @@ def test_bevdet_config_matches_reference_in_the_configs_camera_order(size):
     assert list(batch.cameras) == data_config["cams"]
     imgs, rots, trans = bevdet_reference([frames[c] for c in data_config["cams"]], data_config)
     assert batch.valid.all() and batch.images.shape == imgs.shape
-    assert np.abs(batch.images - imgs).max() <= 1e-5
+    assert np.abs(batch.images - imgs).max() <= tol("bevdet_reference").atol
     for m, rot, tran, name in zip(batch.metas, rots, trans, data_config["cams"]):
-        assert np.allclose(m["post_rot"], rot, atol=1e-6) and np.allclose(m["post_tran"], tran, atol=1e-4)
+        assert np.allclose(m["post_rot"], rot, atol=tol("bevdet_post_rot").atol) and np.allclose(m["post_tran"], tran, atol=tol("bevdet_post_tran").atol)
         assert np.allclose(m["lidar2img"], rig[name].lidar2img)  # BEVDet keeps the camera matrices untouched
         assert np.array_equal(m["intrinsics"], rig[name].intrinsics)
 
@@ -250,7 +252,7 @@ def test_a_deployment_names_the_mmdet3d_config_and_runs_it(tmp_path):
     r.finish()
     ref_img, _ = bevformer_reference([frames[c["name"]] for c in rig["cameras"]],
                                      [np.asarray(c.lidar2img) for c in dep.rig.cameras], "bevformer-tiny")
-    assert rb.batch.valid.all() and np.abs(np.asarray(rb.batch.images) - ref_img).max() <= 1e-4
+    assert rb.batch.valid.all() and np.abs(np.asarray(rb.batch.images) - ref_img).max() <= tol("float_path").atol
     with pytest.raises(ValueError, match="pipeline"):
         load_deployment({"name": "mm", "rig": rig, "pipeline": {"mmdet3d_config": str(CONFIGS / "bevformer" / "bevformer_tiny.py"),
                                                                "profile": "bevformer-tiny"}})

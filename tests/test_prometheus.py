@@ -9,7 +9,7 @@ import pytest
 
 from dvpipe.cli.run import parse_host_port
 from dvpipe.deploy import Runner, load_deployment
-from dvpipe.deploy.testing import synthetic_deployment
+from dvpipe.testing.deployments import synthetic_deployment
 from dvpipe.errors import ConfigError
 
 pc = pytest.importorskip("prometheus_client")

@@ -19,7 +19,7 @@ import pytest
 
 import dvpipe as dv
 from dvpipe.backends.dvpp import TOLERANCES
-from dvpipe.backends.dvpp.testing import error_stats, synthetic_bgr, tolerance_violations
+from dvpipe.testing.dvpp import error_stats, synthetic_bgr, tolerance_violations
 
 av = pytest.importorskip("av")
 W, H = 320, 240
@@ -82,7 +82,7 @@ def _deployment(uri, backends, extra=None):
 
 def _packets(path) -> list:
     """The frames a video source emits for ``path`` (presentation order)."""
-    from dvpipe.backends.dvpp.testing import video_packets
+    from dvpipe.testing.dvpp import video_packets
 
     with av.open(str(path)) as c:  # MP4 -> Annex B, as the video source demuxes it
         s = c.streams.video[0]

@@ -370,7 +370,7 @@ def _value(key: str, text: str, lineno: int) -> Any:
     try:
         if key in _BOOL_FIELDS:
             if text.lower() not in ("true", "false"):
-                raise ValueError
+                raise ValueError  # builtin on purpose: caught just below
             return text.lower() == "true"
         if key in _STR_FIELDS:
             return text

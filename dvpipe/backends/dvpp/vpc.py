@@ -26,6 +26,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ...errors import ConfigError
 from ...latency.clock import DeviceSpan, now_ns
 from . import _acl
 from ._enums import PIXEL_FORMAT
@@ -155,7 +156,7 @@ def enqueue(rt: Any, pool: BufferPool, target: Any, channel: int, stream: int, s
         elif op.kind == "csc":
             rt.vpc_convert_color(channel, src.desc, dst.desc, stream, **ctx)
         else:
-            raise ValueError(f"unknown VPC op {op.kind!r}")
+            raise ConfigError(f"unknown VPC op {op.kind!r}")
     except Exception:
         release(rt, pool, dst)
         raise
