@@ -97,7 +97,7 @@ TABLE: dict[tuple[str, str, str], Bound] = {
     ("kernel_uint8_resize", "reference", "torch"): Bound(
         0.0, "torch resizes uint8 in float32 and rounds as OpenCV's 8-bit resize does; a value within float32 "
              "rounding of a .5 tie rounds apart by 1 grey level: measured on up to 1.07% of the values (a "
-             "243x134 -> 121x67 crop of a sample photo; 0.5% at camera sizes, tests/test_torch_backend.py)",
+             "243x134 -> 121x67 crop of a sample photo; 0.5% at camera sizes, tests/backends/test_torch.py)",
         levels=1.0, frac=1.5e-2),
     ("kernel_uint8_resize", "fast", "torch"): Bound(
         0.0, "at fidelity fast torch keeps the resized uint8 image in float (no rounding before Normalise): "
@@ -106,7 +106,7 @@ TABLE: dict[tuple[str, str, str], Bound] = {
     ("kernel_dct_decode", "fast", "cpu"): Bound(
         0.0, "fidelity fast's DCT-domain 1/2 decode is not the bilinear resize of the full decode: the mean "
              "of dct_decode_mean (0.02 after std 57.12 = 1.14 grey levels; docs/performance.md), max 0.47 "
-             "(27 levels) measured on samples/ (tests/test_cpu_backend.py)", levels=27.0, frac=1.0,
+             "(27 levels) measured on samples/ (tests/backends/test_cpu.py)", levels=27.0, frac=1.0,
         mean_abs=0.02 * 57.12),
     ("kernel_aipp", "fast", "aipp"): Bound(
         0.0, "AIPP on DVPP's NV12: the JPEGD 4:2:0 chroma bound (dvpipe.backends.dvpp.TOLERANCES jpegd/samples, "

@@ -11,7 +11,7 @@ Usage (on the Ascend machine, after ``source <CANN install>/set_env.sh``; docs/d
     python tools/ascend_smoke.py ... --no-cache                        # do not touch the empirical cache
 
 Without a device (a laptop, CI) the same checks run against the software DVPP device, its models being
-numpy functions (CI runs this default mode on every CI target, tests/test_ascend_smoke.py)::
+numpy functions (CI runs this default mode on every CI target, tests/backends/dvpp/test_ascend_smoke.py)::
 
     python tools/ascend_smoke.py --sim Ascend310 6.0.1
     python tools/ascend_smoke.py --sim Ascend310 6.0.1 --inject-fault vdec   # must exit 1 (also jpegd, vpc, mdl)

@@ -121,7 +121,7 @@ class Program:
         return "; ".join(parts)
 
 
-#: The tolerance table (docs/dvpp.md; asserted by tests/test_dvpp_fidelity.py): the DVPP path on the
+#: The tolerance table (docs/dvpp.md; asserted by tests/backends/dvpp/test_fidelity.py): the DVPP path on the
 #: software device against the CPU backend running the same stages, per step and content. Keys
 #: ``(step, content)``; bounds on ``|dvpp - cpu|``: uint8 grey levels for decoded/resized pictures,
 #: normalised units ((x - mean) / std, std 57-58) for the batch. ``samples`` = the bundled 1600x900 scene;
