@@ -152,6 +152,14 @@ class LiveCache:
         """The planner's hook (``plan_pipeline(..., live=cache)``): :func:`prefer_empirical` on this cache."""
         return prefer_empirical(kernel, query, documented, cache=self)
 
+    def verified(self, kernel: Any, query: Any) -> bool:
+        """The planner's other hook: whether this cache holds a success of the step on the query's target,
+        measured on the device (never for the software device, which follows the documentation). The planner
+        records it as :attr:`dvpipe.planner.PlanStep.verified`; the DVPP kernel reads it from its context."""
+        if getattr(query.backend, "device", "") != "hw" or getattr(query, "target", None) is None:
+            return False
+        return measured_ok(query.camera, query.stages, query.spec_in, kernel.name, query.target, cache=self)
+
 
 # ------------------------------------------------------------------------------------------- running
 
