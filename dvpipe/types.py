@@ -23,6 +23,7 @@ from typing import Any, Iterator, Mapping, Sequence, cast
 
 import numpy as np
 
+from .device import nv12_batch_to_host
 from .errors import ConfigError, DvpipeError, StaleBatchError  # noqa: F401 - StaleBatchError re-exported
 
 __all__ = ["PixelFormat", "Camera", "Distortion", "Rig", "Frame", "FrameBatch", "StaleBatchError", "ENCODINGS",
@@ -579,8 +580,6 @@ class FrameBatch:
         """
         images = self.images
         if hasattr(images, "to_host") and getattr(images, "layout", "") == "NV12":  # a DeviceTensor batch (AIPP)
-            from .device import nv12_batch_to_host
-
             images = np.array(nv12_batch_to_host(images), copy=True)
         else:
             images = images.clone() if hasattr(images, "clone") else np.array(images, copy=True)

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..latency import Timeline
-from ..target import Target
+from ..probe.environment import detect_target
 from ..types import Rig
 from ._schema import Deployment
 from .config import import_entry
@@ -150,7 +150,7 @@ def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
         b, n = resolve_backends(cc.backends or p.backends)
         notes += [x for x in n if x not in notes]
         groups.setdefault(b, []).append(cc.name)
-    target = dep.target if dep.target is not None else Target.detect()
+    target = dep.target if dep.target is not None else detect_target()
     from ..backends import resolve
     from ..probe.live import planning_cache  # measurements on this device beat the docs (handed to the planner)
 

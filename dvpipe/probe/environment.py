@@ -24,7 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["Item", "EnvironmentReport", "detect", "find_cann_version", "detect_soc"]
+from ..errors import ConfigError
+from ..target import Target
+
+__all__ = ["Item", "EnvironmentReport", "detect", "detect_target", "find_cann_version", "detect_soc"]
 
 
 @dataclass
@@ -147,6 +150,19 @@ def detect_soc() -> tuple[Optional[str], str]:
     else:
         reasons.append("npu-smi not on PATH")
     return None, "; ".join(reasons)
+
+
+def detect_target() -> Optional[Target]:
+    """The local deployment target (SoC from :func:`detect_soc`, CANN from :func:`find_cann_version`), or None
+    when no Ascend SoC or CANN install is found (never raises)."""
+    soc, _how = detect_soc()
+    cann, _where = find_cann_version()
+    if not soc or not cann:
+        return None
+    try:
+        return Target(soc, cann)
+    except ConfigError:
+        return None
 
 
 def _version_of(module: str) -> tuple[bool, str]:

@@ -44,6 +44,7 @@ from typing import Any, Optional, Sequence
 
 from .._typing import Fidelity
 from ..codecs import VIDEO_ENCODINGS
+from .keys import camera_encoding, step_key, target_key
 
 __all__ = ["LiveStatus", "LiveCache", "available", "detect_driver", "step_key", "target_key", "synthetic_frame",
            "run_live", "prefer_empirical", "default_cache_path", "verify_step", "measured_ok", "verified_words"]
@@ -86,19 +87,6 @@ def default_cache_path() -> str:
     """``$XDG_CACHE_HOME/dvpipe/dvpp-live.json`` (``~/.cache/dvpipe/dvpp-live.json``)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "dvpipe", "dvpp-live.json")
-
-
-def target_key(soc: str, cann: str, driver: Optional[str]) -> str:
-    return f"{soc}|{cann}|{driver or '?'}"
-
-
-def step_key(camera: Any, stages: Sequence[Any], spec_in: Any, kernel: str) -> str:
-    """The cache key of one step: camera size and encoding, the kernel, the stages it was *asked* to run (before
-    a detour replaced them; what the planner's ``KernelQuery`` holds) and the input spec."""
-    from .report import camera_encoding
-
-    desc = "; ".join(s.describe() for s in stages)
-    return f"{camera.width}x{camera.height} {camera_encoding(camera)}|{kernel}|{desc}|{spec_in}"
 
 
 @dataclass
@@ -167,8 +155,6 @@ def synthetic_frame(camera: Any) -> Any:
     """One frame of ``camera``'s size and probe encoding: JPEG (with its subsampling / progressive), PNG,
     an H.264/H.265 access unit, or an NV12 array. Textured, so decoders do real work."""
     import numpy as np
-
-    from .report import camera_encoding
 
     w, h = camera.width, camera.height
     y, x = np.mgrid[0:h, 0:w]
@@ -241,7 +227,7 @@ def run_live(cameras: Sequence[Any], target: Any, cache: LiveCache, *, profile: 
     from ..codecs import read_frame_bytes
     from ..planner import plan_pipeline
     from ..stages.registry import KernelContext
-    from .report import camera_encoding, stages_for
+    from .report import stages_for
 
     results = []
     for cam in cameras:

@@ -40,6 +40,7 @@ from ..codecs import RAW_YUV_ENCODINGS
 from ..errors import ConfigError, DvpipeError
 from ..knowledge.socs import latest_checked
 from ..types import Camera, Rig, parse_wxh
+from .keys import camera_encoding, step_key
 
 __all__ = [
     "ENCODINGS", "DEFAULT_PROFILE", "DEFAULT_FIDELITY", "PROBE_BACKENDS", "StepRow", "CameraReport",
@@ -104,14 +105,6 @@ def probe_camera(name: str, width: int, height: int, encoding: str) -> Camera:
         raise ConfigError(f"camera {name}: width and height must be positive pixels, got {width}x{height}")
     cam_enc, extra = ENCODINGS[encoding]
     return Camera(name, width, height, cam_enc, extra=dict(extra))
-
-
-def camera_encoding(cam: Camera) -> str:
-    """The probe encoding of a camera (``jpeg420`` when its bitstream is known, else its encoding)."""
-    extra = cam.extra or {}
-    if cam.encoding == "raw" and extra.get("pixel_format"):
-        return str(extra["pixel_format"])
-    return str(extra.get("bitstream") or cam.encoding)
 
 
 # ------------------------------------------------------------------------------------------- rows
@@ -577,8 +570,6 @@ def _program_checks(stages: Sequence[Any], spec_in: Any, cam: Camera, target: An
 
 
 def _live_key(cam: Camera, asked: Sequence[Any], step: Any) -> str:
-    from .live import step_key
-
     return step_key(cam, asked, step.spec_in, step.kernel.name)
 
 

@@ -34,6 +34,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from ...device import DeviceTensor
 from ...stages.registry import KernelContext, KernelVerdict, register_kernel
 from . import _acl, jpegd, vdec, vpc
 from .placement import device_output, picture_layout, program_for_output
@@ -67,17 +70,13 @@ def available(ref: Any, target: Any = None) -> KernelVerdict:
         return KernelVerdict("unavailable", f"cannot open the Ascend device: {e}")
     if target is not None and soc and soc != target.soc:
         return KernelVerdict("unavailable", f"the device reports SoC {soc}, the target is {target.soc}; plan for the "
-                                            "device (target=dvpipe.Target.detect()) or use dvpp-sim")
+                                            "device (target=dvpipe.probe.detect_target()) or use dvpp-sim")
     return KernelVerdict.yes(f"Ascend device {soc}")
 
 
 def _target(ctx: KernelContext, stages: tuple) -> Any:
-    target = getattr(ctx, "target", None) or getattr(stages[0], "target", None)
-    if target is None and ctx.backend.device == "hw":
-        from ...target import Target
-
-        target = Target.detect()
-    return target
+    """The plan's target (a step planned without one was refused by :func:`.support.plan_step`)."""
+    return getattr(ctx, "target", None) or getattr(stages[0], "target", None)
 
 
 def step_state(ctx: KernelContext, stages: tuple) -> StepState:
@@ -136,10 +135,6 @@ def _download(data: Any, stages: tuple, ctx: KernelContext):
     """The host route's transfer step: a picture :class:`~dvpipe.device.DeviceTensor` -> ``H x W x 3`` uint8
     BGR on the host (download from its strides, BT.601 conversion of NV12, host crop). Host pixels (a
     frame the DVPP step's runtime fallback produced on the CPU) pass through: nothing to move."""
-    import numpy as np
-
-    from ...device import DeviceTensor
-
     if not isinstance(data, DeviceTensor):
         return np.asarray(data)
     scratch = ctx.state.setdefault("download", {})

@@ -44,6 +44,7 @@ from ...latency.clock import DeviceSpan, now_ns
 from ...stages.registry import KernelContext, KernelQuery, KernelVerdict, register_kernel
 from ...types import PixelFormat
 from . import _acl
+from .canvas import canvas_nv12
 
 __all__ = ["available", "allocate_output", "batch_layout", "nv12_from_bgr", "canvas_nv12", "pad_nv12", "OPS"]
 
@@ -227,18 +228,6 @@ def allocate_output(ref: Any, shape: tuple, dtype: str, plan: Any = None) -> Dev
     if "canvas" in b:
         meta["canvas"] = b["canvas"]
     return DeviceBatch(rt, b["n"], b["width"], b["height"], b["strides"], rt.name, meta)
-
-
-def canvas_nv12(slot: DeviceTensor) -> np.ndarray:
-    """The canvas route's empty slot: ``(hs * 3 / 2, ws)`` uint8 NV12 filled with the border colour."""
-    assert slot.strides is not None  # batch slots carry their strides
-    ws, hs = slot.strides
-    y, u, v = slot.meta["canvas"]["pad_nv12"]
-    out = np.empty((hs * 3 // 2, ws), np.uint8)
-    out[:hs] = y
-    out[hs:, 0::2] = u
-    out[hs:, 1::2] = v
-    return out
 
 
 def nv12_from_bgr(bgr: np.ndarray, strides: tuple[int, int], colour_standard: str = "jpeg_full") -> np.ndarray:
