@@ -224,8 +224,10 @@ def _jsonable(d: Optional[dict]) -> Optional[dict]:
 def input_spec(camera: Camera) -> FrameSpec:
     """What a camera's frames look like when they enter the plan."""
     if camera.encoding == "raw":
-        return FrameSpec(camera.width, camera.height, PixelFormat.BGR, "uint8", "bgr")
-    return FrameSpec(camera.width, camera.height, PixelFormat.ENCODED, "uint8", "", encoding=camera.encoding)
+        return FrameSpec(width=camera.width, height=camera.height, pixel_format=PixelFormat.BGR, dtype="uint8",
+                         channel_order="bgr")
+    return FrameSpec(width=camera.width, height=camera.height, pixel_format=PixelFormat.ENCODED, dtype="uint8",
+                     channel_order="", encoding=camera.encoding)
 
 
 def _specs_after(stages: Sequence[Stage], spec: FrameSpec, cam: Camera, offset: int) -> list[FrameSpec]:
@@ -267,7 +269,7 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
                 measured = family(ref.family).measured and target is not None and live is not None
                 if measured:
                     v = live.prefer(kern, query, v)  # a measurement on this device beats the docs
-                    verified = v.ok and _verified(live, kern, query)
+                kernel_verified = measured and v.ok and _verified(live, kern, query)
                 if v.ok and v.replace is not None:
                     # a detour: the kernel runs other stages than those asked about; re-derive the specs
                     detoured = list(stages[:i]) + list(v.replace) + list(stages[i + n:])
@@ -289,7 +291,7 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
                         assert v.replace is not None  # checked above (mypy loses it across the try)
                         kern = dataclasses.replace(kern, ops=tuple(st.op for st in v.replace))
                 if v.ok:
-                    chosen = (kern, ref, p)
+                    chosen, verified = (kern, ref, p), kernel_verified
                     verdicts.append((ref.name, v))
                     break
                 # keep the verdict of the shortest run: it is the one that explains the fallback

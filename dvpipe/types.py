@@ -197,12 +197,15 @@ FRAME_KEYS = ("image", "capture_time_ns")
 
 @dataclass(frozen=True, eq=False)
 class Camera:
-    """One camera of a rig.
+    """One camera of a rig: ``Camera("CAM_FRONT", width=1600, height=900, encoding="jpeg")``.
+
+    ``width`` and ``height`` are keyword-only: sizes in dvpipe's Python API are ``(height, width)``, so a
+    positional ``(width, height)`` pair would read backwards (a positional call raises ``TypeError``).
 
     Attributes:
         name: unique name (``CAM_FRONT``).
-        width: image width in pixels.
-        height: image height in pixels.
+        width: image width in pixels (keyword-only).
+        height: image height in pixels (keyword-only).
         encoding: one of :data:`ENCODINGS`; what the camera's frames arrive as.
         intrinsics: 3x3 K (pixels).
         lidar2cam: 4x4 rigid transform, ``p_cam = lidar2cam @ [x, y, z, 1]`` (metres).
@@ -216,8 +219,8 @@ class Camera:
     """
 
     name: str
-    width: int
-    height: int
+    width: int = field(kw_only=True)
+    height: int = field(kw_only=True)
     encoding: str = "jpeg"
     intrinsics: np.ndarray = field(default_factory=lambda: np.eye(3))
     lidar2cam: np.ndarray = field(default_factory=lambda: np.eye(4))

@@ -81,7 +81,7 @@ def boxgpu(monkeypatch):
 
 
 def _rig():
-    return dv.Rig([dv.Camera("A", 320, 240, "jpeg"), dv.Camera("B", 320, 240, "jpeg")])
+    return dv.Rig([dv.Camera(name, width=320, height=240, encoding="jpeg") for name in "AB"])
 
 
 def test_a_family_registered_from_outside_is_planned_with_its_placement_and_transfers(boxgpu):

@@ -303,7 +303,7 @@ def test_310p_bgr_output_comes_from_the_documented_colour_conversion_not_from_re
     from dvpipe.backends.dvpp.support import plan_step
     from dvpipe.planner import input_spec
 
-    cam = dv.Camera("C", 1600, 900, "jpeg")
+    cam = dv.Camera("C", width=1600, height=900, encoding="jpeg")
     stages = (dv.Decode(), dv.Resize(scale=0.5))
     verdict, prog = plan_step(stages, input_spec(cam), cam, TARGETS["Ascend310P3"], "fast")
     assert verdict.ok
@@ -326,7 +326,7 @@ def test_a3_measured_on_the_device_turns_a_documented_unknown_into_ok(tmp_path):
 
     load_family("dvpp")
     kern = next(k for k in kernels_at(["decode", "resize"], "dvpp") if len(k.ops) == 2)
-    cam = dv.Camera("C", 1600, 900, "jpeg")
+    cam = dv.Camera("C", width=1600, height=900, encoding="jpeg")
     stages = (dv.Decode(), dv.Resize(scale=0.5))
     spec = input_spec(cam)
     specs = (stages[0].output_spec(spec), stages[1].output_spec(stages[0].output_spec(spec)))
@@ -357,7 +357,7 @@ def test_verify_step_measures_a_documented_unknown_on_the_device(tmp_path):
 
     load_family("dvpp")
     kern = next(k for k in kernels_at(["decode"], "dvpp") if len(k.ops) == 1)
-    cam = dv.Camera("C", 640, 480, "jpeg")
+    cam = dv.Camera("C", width=640, height=480, encoding="jpeg")
     stages = (dv.Decode(),)
     spec = input_spec(cam)
     target = dv.Target("Ascend910_9391", "8.5.0")
@@ -411,7 +411,7 @@ def test_a3_step_verified_on_the_device_runs_on_dvpp_with_the_layout_it_was_veri
     target, _device = a3_device
     load_family("dvpp")
     kern = next(k for k in kernels_at(["decode", "resize"], "dvpp") if len(k.ops) == 2)
-    cam = dv.Camera("C", 1600, 900, "jpeg")
+    cam = dv.Camera("C", width=1600, height=900, encoding="jpeg")
     stages = (dv.Decode(), dv.Resize(scale=0.5))
     spec = input_spec(cam)
     specs = (stages[0].output_spec(spec), stages[1].output_spec(stages[0].output_spec(spec)))
@@ -457,7 +457,7 @@ def test_a3_step_not_verified_on_the_device_is_refused(a3_device):
     target, _acl_obj = a3_device
     load_family("dvpp")
     kern = next(k for k in kernels_at(["decode"], "dvpp") if len(k.ops) == 1)
-    cam = dv.Camera("C", 640, 480, "jpeg")
+    cam = dv.Camera("C", width=640, height=480, encoding="jpeg")
     spec = input_spec(cam)
     state: dict = {}
     ctx = KernelContext(cam, spec, dv.Decode().output_spec(spec), resolve("dvpp"), "fast", state=state,
@@ -479,7 +479,7 @@ def test_a3_kernel_reads_no_live_cache_file_the_plan_step_carries_the_fact(a3_de
     target, _device = a3_device
     load_family("dvpp")
     kern = next(k for k in kernels_at(["decode"], "dvpp") if len(k.ops) == 1)
-    cam = dv.Camera("C", 640, 480, "jpeg")
+    cam = dv.Camera("C", width=640, height=480, encoding="jpeg")
     spec = input_spec(cam)
     stages = (dv.Decode(),)
     query = KernelQuery(stages, spec, (stages[0].output_spec(spec),), cam, resolve("dvpp"), "fast", target)

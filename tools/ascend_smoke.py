@@ -395,7 +395,7 @@ def check_vdec_kernel(name: str, backend: str, target: Any, bframes: int, packet
             from dvpipe.backends.dvpp.vdec import access_units
 
             frames = [au for au, _pts in access_units(data)[4]]
-        rig = dv.Rig((dv.Camera("V", 320, 240, "h264"),))
+        rig = dv.Rig((dv.Camera("V", width=320, height=240, encoding="h264"),))
         pipe = dv.Pipeline(rig, [dv.Decode()], backends=(backend, "cpu"), target=target, fidelity="fast",
                            live_cache=_live())
         _OPEN.append(pipe)

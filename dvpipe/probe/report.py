@@ -104,7 +104,7 @@ def probe_camera(name: str, width: int, height: int, encoding: str) -> Camera:
     if width <= 0 or height <= 0:
         raise ConfigError(f"camera {name}: width and height must be positive pixels, got {width}x{height}")
     cam_enc, extra = ENCODINGS[encoding]
-    return Camera(name, width, height, cam_enc, extra=dict(extra))
+    return Camera(name, width=width, height=height, encoding=cam_enc, extra=dict(extra))
 
 
 # ------------------------------------------------------------------------------------------- rows
