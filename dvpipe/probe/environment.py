@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import ConfigError
+from ..knowledge import find_soc_name  # the SoC names and patterns of families.yaml, one regex
 from ..target import Target
 
 __all__ = ["Item", "EnvironmentReport", "detect", "detect_target", "find_cann_version", "detect_soc"]
@@ -141,8 +142,6 @@ def detect_soc() -> tuple[Optional[str], str]:
         reasons.append(f"pyACL call failed: {type(e).__name__}: {e}")
     if shutil.which("npu-smi"):
         out = _run(["npu-smi", "info"]) or ""
-        from ..knowledge import find_soc_name  # the SoC names and patterns of families.yaml, one regex
-
         name = find_soc_name(out)
         if name:
             return name, "npu-smi info"

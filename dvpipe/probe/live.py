@@ -43,8 +43,14 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from .._typing import Fidelity
-from ..codecs import VIDEO_ENCODINGS
+from ..backends import resolve
+from ..codecs import VIDEO_ENCODINGS, read_frame_bytes
+from ..errors import ConfigError
+from ..planner import plan_pipeline
+from ..stages.registry import KernelContext, KernelVerdict
+from .environment import detect_soc, read_version_file
 from .keys import camera_encoding, step_key, target_key
+from .report import _replay_dvpp, stages_for
 
 __all__ = ["LiveStatus", "LiveCache", "available", "detect_driver", "step_key", "target_key", "synthetic_frame",
            "run_live", "prefer_empirical", "default_cache_path", "verify_step", "measured_ok", "verified_words"]
@@ -67,8 +73,6 @@ def available() -> LiveStatus:
     if why:
         return LiveStatus(False, f"--live runs steps on the device and needs pyACL: {why}. The documented verdicts "
                                  "need no device: drop --live")
-    from .environment import detect_soc
-
     soc, how = detect_soc()
     if not soc:
         return LiveStatus(False, f"pyACL imports but no Ascend SoC answers ({how})")
@@ -77,8 +81,6 @@ def available() -> LiveStatus:
 
 def detect_driver(paths: Sequence[str] = _DRIVER_INFO) -> tuple[Optional[str], str]:
     """``(driver version, where)`` from the driver's ``version.info`` (``Version=23.0.3``), else ``(None, why)``."""
-    from .environment import read_version_file
-
     found = read_version_file(paths, r"\s*(?:Version|version)\s*=\s*(\S+)")
     return found or (None, f"no driver version file ({', '.join(paths)})")
 
@@ -99,8 +101,6 @@ class LiveCache:
     @classmethod
     def load(cls, path: Optional[str] = None) -> "LiveCache":
         """Read ``path`` (default :func:`default_cache_path`); a missing file is an empty cache."""
-        from ..errors import ConfigError
-
         path = path or default_cache_path()
         try:
             with open(path, "r", encoding="utf-8") as f:
@@ -223,20 +223,12 @@ def run_live(cameras: Sequence[Any], target: Any, cache: LiveCache, *, profile: 
     """
     import numpy as np
 
-    from ..backends import resolve
-    from ..codecs import read_frame_bytes
-    from ..planner import plan_pipeline
-    from ..stages.registry import KernelContext
-    from .report import stages_for
-
     results = []
     for cam in cameras:
         # planned on the documented verdicts (no live cache): every step the docs put on DVPP is measured again
         plan = plan_pipeline([cam], stages_for(cam, profile, stages, fidelity), (backend, "cpu"), fidelity=fidelity,
                              target=target)
         cp = plan.cameras[0]
-        from .report import _replay_dvpp
-
         _declined, asked = _replay_dvpp(cam, stages_for(cam, profile, stages, fidelity), cp.steps, (backend, "cpu"),
                                         fidelity, target)
         data: Any = synthetic_frame(cam)
@@ -339,10 +331,7 @@ def verify_step(kernel: Any, query: Any, cache: LiveCache, backend: Optional[str
     device; default: the query's backend) or ``dvpp-sim`` (tests, with the software device's refusal of
     unknowns switched off by the caller).
     """
-    from ..backends import resolve
     from ..backends.dvpp.support import accepting_unknown
-    from ..codecs import read_frame_bytes
-    from ..stages.registry import KernelContext
 
     name = backend or query.backend.name
     cam, target = query.camera, query.target
@@ -408,8 +397,6 @@ def prefer_empirical(kernel: Any, query: Any, documented: Any, cache: Optional[L
     if e is None:
         return documented
     assert cache is not None  # a measurement comes from a cache
-    from ..stages.registry import KernelVerdict
-
     when = f"measured {e.get('measured', '?')}, driver {e.get('driver') or '?'}"
     if not e["ok"] and documented.ok:
         return KernelVerdict("rejected", f"fails on this device ({when}): {e.get('error')}; the documented rules allow it",

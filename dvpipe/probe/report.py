@@ -35,10 +35,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from .. import planner  # planner.plan_pipeline looked up per call (tests stand in for it)
 from .._typing import Fidelity
+from ..backends import load_family, resolve
 from ..codecs import RAW_YUV_ENCODINGS
 from ..errors import ConfigError, DvpipeError
+from ..knowledge import Confidence, combine_confidence, confidence_of, rule_confidence
 from ..knowledge.socs import latest_checked
+from ..planner import input_spec
+from ..profiles import profile_stages
+from ..stages.base import output_spec_of
+from ..stages.image import Batch
+from ..stages.registry import KernelQuery, kernels_at, registered_ops
 from ..types import Camera, Rig, parse_wxh
 from .keys import camera_encoding, step_key
 
@@ -234,8 +242,6 @@ def stages_for(cam: Camera, profile: Optional[str], stages: Optional[Sequence[An
     """The stage list planned for ``cam``: explicit ``stages``, else ``profile``'s (default bevformer-tiny)."""
     if stages is not None:
         return list(stages)
-    from ..profiles import profile_stages
-
     return profile_stages(profile or DEFAULT_PROFILE, fidelity, cam)
 
 
@@ -257,8 +263,6 @@ def build_report(cameras: Iterable[Camera] | Rig, target: Any, *, profile: Optio
     Each camera is planned on its own (the probe does not need one batch size for all cameras); a
     camera that cannot be planned at all carries the planner's error instead of steps.
     """
-    from ..planner import plan_pipeline
-
     cams = list(cameras.cameras if isinstance(cameras, Rig) else cameras)
     reports = []
     for cam in cams:
@@ -269,7 +273,7 @@ def build_report(cameras: Iterable[Camera] | Rig, target: Any, *, profile: Optio
                              "BGR frames of this size")
         try:
             cam_stages = stages_for(cam, profile, stages, fidelity)
-            plan = plan_pipeline([cam], cam_stages, list(backends), fidelity=fidelity, target=target,
+            plan = planner.plan_pipeline([cam], cam_stages, list(backends), fidelity=fidelity, target=target,
                                  live=empirical)  # the measurements shown are the ones planned with
         except DvpipeError as e:
             rep.error = str(e)
@@ -309,15 +313,13 @@ ROUTES = (("aipp", ("dvpp-sim", "aipp-sim", "cpu")), ("torch_npu", ("dvpp-sim", 
 def route_verdicts(cam: Camera, stages: Sequence[Any], target: Any, fidelity: Fidelity) -> list[tuple[str, bool, str]]:
     """For each route (AIPP, torch_npu, host): whether it takes ``cam`` on ``target`` and why (the verdicts
     of the steps that decide it). Planned on the software DVPP device; on a device the same rules apply."""
-    from ..planner import plan_pipeline
-
     out = []
     for route, backends in ROUTES:
         if route == "torch_npu":
             out.append(_torch_npu_route(cam, stages, target, fidelity))
             continue
         try:
-            plan = plan_pipeline([cam], list(stages), list(backends), fidelity=fidelity, target=target)
+            plan = planner.plan_pipeline([cam], list(stages), list(backends), fidelity=fidelity, target=target)
         except DvpipeError as e:
             out.append((route, False, f"not planned: {e}"))
             continue
@@ -345,10 +347,8 @@ def route_verdicts(cam: Camera, stages: Sequence[Any], target: Any, fidelity: Fi
 def _torch_npu_route(cam: Camera, stages: Sequence[Any], target: Any, fidelity: Fidelity) -> tuple[str, bool, str]:
     """The torch_npu route as it would plan on the target's device with torch_npu installed (whether torch_npu
     imports on this machine says nothing about the target): planned with torch:npu standing in as available."""
-    from ..planner import plan_pipeline
-
     try:
-        plan = plan_pipeline([cam], list(stages), ["dvpp-sim", "torch:npu", "cpu"], fidelity=fidelity, target=target,
+        plan = planner.plan_pipeline([cam], list(stages), ["dvpp-sim", "torch:npu", "cpu"], fidelity=fidelity, target=target,
                              assume_available=("torch:npu",))
     except DvpipeError as e:
         return ("torch_npu", False, f"not planned: {e}")
@@ -388,14 +388,10 @@ def _unit_from_rule(rule: Optional[str]) -> Optional[str]:
 
 
 def _dvpp_loaded() -> bool:
-    from ..backends import load_family
-
     return load_family("dvpp") is None
 
 
 def _dvpp_ops() -> list[str]:
-    from ..stages.registry import registered_ops
-
     return [op for op, fams in registered_ops().items() if "dvpp" in fams and op != "transfer"]
 
 
@@ -412,12 +408,6 @@ def _replay_dvpp(cam: Camera, stages: Sequence[Any], steps: Sequence[Any], backe
     with the decode, so the reason a later resize is not on DVPP is the verdict of the DVPP run that would
     have included it. This asks the DVPP kernels again, exactly as the planner did (same ``supports``).
     """
-    from ..backends import resolve
-    from ..planner import input_spec
-    from ..stages.base import output_spec_of
-    from ..stages.image import Batch
-    from ..stages.registry import KernelQuery, kernels_at
-
     dvpp = next((resolve(b) for b in backends if resolve(b).family == "dvpp"), None)
     if dvpp is None or not _dvpp_loaded():
         return {}, {}
@@ -462,8 +452,6 @@ def _replay_dvpp(cam: Camera, stages: Sequence[Any], steps: Sequence[Any], backe
 
 def _row(step: Any, cam: Camera, declined: Optional[tuple], empirical: Any, target: Any,
          asked: Optional[tuple] = None) -> StepRow:
-    from ..backends import resolve
-
     ops = [s.op for s in step.stages]
     verdicts = [{"backend": _shown(b), **v.to_dict()} for b, v in step.verdicts]
     runs_on = _shown(step.backend.name)
@@ -504,9 +492,6 @@ def _confidence(step: Any, cam: Camera, target: Any, asked: Optional[tuple]) -> 
     (or would run, when only dvpipe's policy declined it), the weakest of the knowledge verdicts behind
     the program it runs at fidelity ``fast``: the decoder call, each VPC call, the colour conversion.
     """
-    from ..backends import resolve
-    from ..knowledge import Confidence, combine_confidence, rule_confidence
-
     dv = next((v for b, v in step.verdicts if resolve(b).family == "dvpp"), None)
     if dv is None:
         return None
@@ -517,7 +502,6 @@ def _confidence(step: Any, cam: Camera, target: Any, asked: Optional[tuple]) -> 
         return Confidence("unknown", cann, None, pages)
     if dv.status == "rejected" and cam.encoding in RAW_YUV_ENCODINGS:  # dvpipe has no raw upload: the VPC verdict
         from ..backends.dvpp.support import kcheck
-        from ..knowledge import confidence_of
 
         return confidence_of(kcheck(target, "vpc", "csc", cam.width, cam.height, cam.encoding, out_fmt="bgr888"))
     if dv.status in ("rejected", "unavailable"):
@@ -527,8 +511,6 @@ def _confidence(step: Any, cam: Camera, target: Any, asked: Optional[tuple]) -> 
     kvs = _program_checks(asked if asked is not None else step.stages, step.spec_in, cam, target)
     if not kvs:
         return combine_confidence([rule_confidence(r, fam, cann) for r in ids], cann) if ids else None
-    from ..knowledge import confidence_of
-
     return combine_confidence([confidence_of(kv) for kv in kvs], cann)
 
 
@@ -574,8 +556,6 @@ def _live_key(cam: Camera, asked: Sequence[Any], step: Any) -> str:
 
 
 def _dvpp_has_kernel(ops: Sequence[str]) -> bool:
-    from ..stages.registry import kernels_at
-
     if not _dvpp_loaded():
         # the DVPP family cannot even be imported: judge by the ops DVPP units implement
         return ops[0] in ("decode", "resize", "crop")
