@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-__all__ = ["camera_encoding", "target_key", "step_key"]
+__all__ = ["camera_encoding", "target_key", "step_key", "DECODER_BY_ENCODING"]
+
+#: the DVPP unit that takes a camera's frames first, by camera encoding (raw YUV goes straight to VPC)
+DECODER_BY_ENCODING = {"jpeg": "JPEGD", "png": "PNGD", "h264": "VDEC", "h265": "VDEC", "uyvy": "VPC",
+                       "yuyv": "VPC", "nv12": "VPC"}
 
 
 def camera_encoding(cam: Any) -> str:

@@ -50,7 +50,7 @@ from ..planner import plan_pipeline
 from ..stages.registry import KernelContext, KernelVerdict
 from .environment import detect_soc, read_version_file
 from .keys import camera_encoding, step_key, target_key
-from .report import _replay_dvpp, stages_for
+from .report import replay_dvpp, stages_for
 
 __all__ = ["LiveStatus", "LiveCache", "available", "detect_driver", "step_key", "target_key", "synthetic_frame",
            "run_live", "prefer_empirical", "default_cache_path", "verify_step", "measured_ok", "verified_words"]
@@ -229,7 +229,7 @@ def run_live(cameras: Sequence[Any], target: Any, cache: LiveCache, *, profile: 
         plan = plan_pipeline([cam], stages_for(cam, profile, stages, fidelity), (backend, "cpu"), fidelity=fidelity,
                              target=target)
         cp = plan.cameras[0]
-        _declined, asked = _replay_dvpp(cam, stages_for(cam, profile, stages, fidelity), cp.steps, (backend, "cpu"),
+        _declined, asked = replay_dvpp(cam, stages_for(cam, profile, stages, fidelity), cp.steps, (backend, "cpu"),
                                         fidelity, target)
         data: Any = synthetic_frame(cam)
         if isinstance(data, (bytes, bytearray)):

@@ -48,11 +48,11 @@ from ..stages.base import output_spec_of
 from ..stages.image import Batch
 from ..stages.registry import KernelQuery, kernels_at, registered_ops
 from ..types import Camera, Rig, parse_wxh
-from .keys import camera_encoding, step_key
+from .keys import DECODER_BY_ENCODING, camera_encoding, step_key
 
 __all__ = [
     "ENCODINGS", "DEFAULT_PROFILE", "DEFAULT_FIDELITY", "PROBE_BACKENDS", "StepRow", "CameraReport",
-    "ProbeReport", "parse_camera", "probe_camera", "camera_encoding", "build_report", "stages_for",
+    "ProbeReport", "parse_camera", "probe_camera", "camera_encoding", "build_report", "stages_for", "replay_dvpp",
 ]
 
 #: probe encoding -> (Camera.encoding, extra keys on the Camera). ``jpeg`` alone means "subsampling
@@ -85,8 +85,6 @@ PROBE_BACKENDS = ("dvpp-sim", "cpu")
 
 _UNIT_BY_OP = {"resize": "VPC", "crop": "VPC", "crop_resize": "VPC", "pad": "VPC", "csc": "VPC",
                "convert": "VPC", "make_border": "VPC"}
-_DECODER_BY_ENCODING = {"jpeg": "JPEGD", "png": "PNGD", "h264": "VDEC", "h265": "VDEC", "uyvy": "VPC",
-                        "yuyv": "VPC", "nv12": "VPC"}
 _CAMERA_RE = re.compile(r"^(?P<name>[^=\s]+)=(?P<size>\d+[xX]\d+)(?::(?P<enc>[A-Za-z0-9_-]+))?$")
 
 
@@ -279,7 +277,7 @@ def build_report(cameras: Iterable[Camera] | Rig, target: Any, *, profile: Optio
             rep.error = str(e)
         else:
             steps = plan.cameras[0].steps
-            declined, asked = _replay_dvpp(cam, cam_stages, steps, backends, fidelity, target)
+            declined, asked = replay_dvpp(cam, cam_stages, steps, backends, fidelity, target)
             rep.steps = [_row(step, cam, declined.get(k), empirical, target, asked.get(k))
                          for k, step in enumerate(steps)]
             for k, (step, row) in enumerate(zip(steps, rep.steps)):
@@ -374,7 +372,7 @@ def _shown(name: str) -> str:
 def _dvpp_unit(ops: Sequence[str], cam: Camera) -> str:
     units = []
     for op in ops:
-        u = _DECODER_BY_ENCODING.get(cam.encoding) if op == "decode" else _UNIT_BY_OP.get(op)
+        u = DECODER_BY_ENCODING.get(cam.encoding) if op == "decode" else _UNIT_BY_OP.get(op)
         if u and u not in units:
             units.append(u)
     return "+".join(units) or "DVPP"
@@ -395,7 +393,7 @@ def _dvpp_ops() -> list[str]:
     return [op for op, fams in registered_ops().items() if "dvpp" in fams and op != "transfer"]
 
 
-def _replay_dvpp(cam: Camera, stages: Sequence[Any], steps: Sequence[Any], backends: Sequence[str], fidelity: Fidelity,
+def replay_dvpp(cam: Camera, stages: Sequence[Any], steps: Sequence[Any], backends: Sequence[str], fidelity: Fidelity,
                  target: Any) -> tuple[dict, dict]:
     """``(declined, asked)`` for a camera's planned steps.
 
