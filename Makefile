@@ -19,7 +19,12 @@ LOWEST_TESTS = tests/test_cpu_backend.py tests/test_geometry.py tests/test_pipel
                tests/test_raw_yuv.py tests/test_synthetic_raw_yuv.py tests/test_deploy_config.py tests/test_samples.py \
                tests/test_deploy_video.py tests/test_video_structures.py tests/test_video_yuv_path.py
 
-.PHONY: run test typecheck test-lowest test-slow bench clean
+#   make test-deps   - the Debian packages some tests use (GStreamer's RTSP server for tests/test_rtsp_bframes.py),
+#                      installed with apt-get when run as root; without them those tests skip, saying so
+TEST_APT = gstreamer1.0-rtsp gir1.2-gst-rtsp-server-1.0 gir1.2-gstreamer-1.0 gstreamer1.0-plugins-base \
+           gstreamer1.0-plugins-good python3-gi
+
+.PHONY: run test typecheck test-lowest test-slow test-deps bench clean
 
 $(STAMP): pyproject.toml setup.py dvpipe/backends/_native.c
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +36,7 @@ $(STAMP): pyproject.toml setup.py dvpipe/backends/_native.c
 run: $(STAMP)
 	$(VENV)/bin/dvpipe run
 
-test: $(STAMP)
+test: $(STAMP) test-deps
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory typecheck
 	$(MAKE) --no-print-directory test-lowest
@@ -40,6 +45,14 @@ test: $(STAMP)
 # modules). 2 cores, 2026-12-01: ~30 s from cold (.mypy_cache absent), a few s warm
 typecheck: $(STAMP)
 	$(PY) -m mypy dvpipe
+
+test-deps:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(TEST_APT) >/dev/null 2>&1 || \
+	  { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	    --no-install-recommends $(TEST_APT) >/dev/null 2>&1; } || \
+	  echo "test-deps: apt-get could not install $(TEST_APT); the tests that need them skip"; \
+	else echo "test-deps: not root or no apt-get: the tests that need $(TEST_APT) skip unless installed"; fi
 
 test-lowest:
 	$(PYTHON) -m venv $(LOWEST_VENV)
@@ -54,3 +67,13 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(LOWEST_VENV) out .pytest_cache
+
+# The reference harness (not part of `make test`): dvpipe's images and img_metas against the published
+# BEVFormer / PETR / BEVDet test pipelines running on mmdet3d 0.17.1, mmcv 1.4.0, mmdet 2.14.0 from PyPI
+# in their own Python 3.11 venv (build/published-ref/venv, built by tools/published_ref/build_venv.sh on
+# first use: a few minutes of pip), and mmdet3d 1.4's v1 info converter and dataset in a second one (venv-v1),
+# on the bundled sample; prints one table (docs/mmdet3d.md). 2 cores, 2026-12-04: 64 s wall with the
+# venvs there.
+.PHONY: test-published
+test-published: $(STAMP)
+	PYTHONPATH=$(CURDIR) $(PY) tools/published_ref/run.py

@@ -495,6 +495,20 @@ class Rig:
             raise ConfigError(f"{path}: {e}") from None
 
 
+def check_one_size(cameras: Sequence[Any], what: str) -> Any:
+    """The one-size rule of a model profile: every camera at one size (its stages, metas and the
+    model assume one image size). Returns the first camera (profiles place crops by its size);
+    raises :class:`~dvpipe.ConfigError` naming the sizes otherwise. Used by
+    :meth:`dvpipe.Pipeline.from_profile` (and so ``from_mmdet3d_config``) and by the deployment
+    validator, which reports the same message at ``pipeline.profile``."""
+    sizes = {(c.height, c.width) for c in cameras}
+    if len(sizes) > 1:
+        raise ConfigError(f"{what} needs every camera at one size; the rig mixes "
+                          + ", ".join(f"{c.name} {c.width}x{c.height}" for c in cameras)
+                          + " (use a stage list with resize/pad to one size)")
+    return cameras[0] if cameras else None
+
+
 @dataclass
 class Frame:
     """One camera's image on its way through a plan.

@@ -16,7 +16,10 @@ of a dvpipe camera is one *presented* picture, so:
   sources that decode themselves (``encoding: raw``); a device decoder plugs in as another
   :class:`Engine`.
 
-Integrity: a decode error, or a picture the decoder flags as corrupt, breaks the reference chain:
+Integrity: a decode error, a picture the decoder flags as corrupt, or damage dvpipe finds itself
+(:mod:`dvpipe.bitstream`: unreadable headers, a missing reference picture, a slice cut short, an H.265
+picture that does not match its decoded picture hash; the source's :attr:`AccessUnit.damage`) breaks
+the reference chain (not for streams whose every picture carries a hash: each is judged by its own):
 the decoder is drained (pictures already complete stay valid), access units are skipped until the
 next keyframe (their frames are drops ``waiting for a keyframe``), and pictures presented before
 that keyframe but decoded after it (open-GOP leading pictures, which reference the lost pictures)
@@ -38,8 +41,9 @@ from typing import Any, Callable, Iterable, Optional, Sequence, cast
 
 import numpy as np
 
+from .bitstream import StreamHeaders, picture_hash_mismatch
 from .codecs import VIDEO_ENCODINGS
-from .errors import CorruptFrameError, FrameError
+from .errors import ConfigError, CorruptFrameError, FrameError
 
 __all__ = ["VIDEO_ENCODINGS", "AccessUnit", "VideoPacket", "PresentationOrder", "ReorderingDecoder",
            "decode_video", "decode_picture", "bgr24", "picture_bgr", "picture_yuv420", "yuv_matrix", "merge_packets",
@@ -69,12 +73,15 @@ class AccessUnit:
         pts_ns: presentation time in ns from the start of its stream, or None (no timestamps).
         keyframe: a decoder can (re)start here (H.264 IDR or recovery point; H.265 IRAP).
         show: False for pictures decoded only as references and never presented (edit lists).
+        damage: what the source knows is wrong with the unit (the demuxer flagged its packet
+            corrupt), or None: its picture is a ``corrupt`` drop and the reference chain breaks there.
     """
 
     data: bytes
     pts_ns: Optional[int] = None
     keyframe: bool = False
     show: bool = True
+    damage: Optional[str] = None
 
 
 #: In a packet's unit list: units before this one were lost (the chain is broken here).
@@ -103,6 +110,9 @@ class VideoPacket:
         end: no access unit follows in this stream: drain the decoder when the picture is not out.
         lookahead: the source's look-ahead, raised by the decoder when it needed more units.
         keyframe: the wanted picture is a keyframe's (for reports; decoding does not need it).
+        arrival: ``(wall clock ns since the epoch, monotonic ns)`` at which the access unit of the
+            wanted picture was read by the source, when the source noted it (live sources: the time
+            the frame waited in the look-ahead after its own data arrived is latency).
     """
 
     units: list = field(default_factory=list)
@@ -111,6 +121,7 @@ class VideoPacket:
     end: bool = False
     lookahead: Optional[Lookahead] = None
     keyframe: bool = False
+    arrival: Optional[tuple[int, int]] = None
 
     @property
     def nbytes(self) -> int:
@@ -141,7 +152,8 @@ def merge_packets(held: Sequence[VideoPacket], current: VideoPacket, *, gap: boo
     if gap:
         units.append(GAP)
     units.extend(current.units)
-    return VideoPacket(units, current.want, current.by, current.end, current.lookahead, current.keyframe)
+    return VideoPacket(units, current.want, current.by, current.end, current.lookahead, current.keyframe,
+                       current.arrival)
 
 
 # -- bitstream facts -----------------------------------------------------------------------------
@@ -187,6 +199,14 @@ def is_keyframe(au: bytes, codec: str, types: Optional[list[int]] = None) -> boo
     return any(16 <= t <= 23 for t in types)
 
 
+def _random_access_words(codec: str, idr_only: bool = False) -> str:
+    """What a decoder waiting to (re)start waits for, in words."""
+    if idr_only:
+        return "an IDR picture"
+    return "an IDR or a recovery-point SEI" if codec == "h264" else \
+        "an IRAP picture (IDR, CRA or BLA)" if codec == "h265" else "a keyframe"
+
+
 def _is_idr(au: bytes, codec: str) -> bool:
     """A keyframe that no presented picture after it depends on anything before (IDR)."""
     types = nal_types(au, codec)
@@ -212,7 +232,7 @@ class PresentationOrder:
 
     def __init__(self, by: str, lookahead: int | Lookahead):
         if by not in ("pts", "index"):
-            raise ValueError(f"by must be 'pts' or 'index', got {by!r}")
+            raise ConfigError(f"by must be 'pts' or 'index', got {by!r}")
         self.by = by
         self._lookahead = lookahead if isinstance(lookahead, Lookahead) else Lookahead(int(lookahead))
         self._live = isinstance(lookahead, Lookahead)
@@ -224,6 +244,7 @@ class PresentationOrder:
         self._max_pts: Optional[int] = None
         self._ended = False
         self._keyframes: dict[int, bool] = {}  # decode index -> keyframe, for pictures not yet emitted
+        self._arrivals: dict[int, tuple[int, int]] = {}  # decode index -> arrival, for pictures not yet emitted
 
     @property
     def lookahead(self) -> int:
@@ -243,12 +264,15 @@ class PresentationOrder:
         """Put :data:`GAP` or :data:`RESET` into the unit stream at this point."""
         self._units.append(marker)
 
-    def push(self, unit: AccessUnit) -> None:
+    def push(self, unit: AccessUnit, arrival: Optional[tuple[int, int]] = None) -> None:
+        """Add the next unit in decode order; ``arrival``: ``(wall ns, monotonic ns)`` when it was read."""
         self._units.append(unit)
         d = self._read
         self._read += 1
         if unit.keyframe:
             self._keyframes[d] = True
+        if arrival is not None and unit.show:
+            self._arrivals[d] = arrival
         if self.by == "index":
             heapq.heappush(self._heap, (d, d))
         elif unit.show and unit.pts_ns is not None:
@@ -279,9 +303,12 @@ class PresentationOrder:
         self._emitted += 1
         units, self._units = self._units, []
         key = self._keyframes.pop(d, False)
+        arrival = self._arrivals.pop(d, None)
         for k in [k for k in self._keyframes if k < d - 2 * ELEMENTARY_LOOKAHEAD]:
             del self._keyframes[k]  # hidden pictures' entries
-        return VideoPacket(units, want, self.by, self._ended, self._lookahead if self._live else None, key)
+        for k in [k for k in self._arrivals if k < d - 2 * ELEMENTARY_LOOKAHEAD]:
+            del self._arrivals[k]
+        return VideoPacket(units, want, self.by, self._ended, self._lookahead if self._live else None, key, arrival)
 
 
 def presentation_packets(units: Iterable[AccessUnit], by: str, lookahead: int) -> list[VideoPacket]:
@@ -364,6 +391,7 @@ class _Tagged:
     key: Optional[int]  # pts (by pts) or None (assigned at output, by index / unit)
     show: bool
     leading_after: Optional[int]  # resume point: a picture presented before this pts is damaged
+    hashed: bool = False  # in a stream whose every picture carries a hash: damage shows in each picture's own
 
 
 class ReorderingDecoder:
@@ -388,6 +416,12 @@ class ReorderingDecoder:
         self._out_index = 0  # presentation index of the next output picture (by index)
         self._need_key = True
         self._resume_pts: Optional[int] = None
+        # the non-IDR keyframe decoding last (re)started at: (its key, "a recovery point" / "a CRA"...)
+        self._restart: Optional[tuple[Optional[int], str]] = None
+        # dvpipe's own reading of the headers (dvpipe.bitstream): damage the decoder does not report
+        self._headers: Optional[StreamHeaders] = StreamHeaders(codec) if codec in _FFMPEG_NAME else None
+        self._header_damage: dict[int, str] = {}  # tag -> structural damage of its unit
+        self._hashes: dict[int, tuple] = {}  # tag -> (H.265 decoded picture hash, coded size) of its unit
         self._units_seen = 0  # units fed or skipped since the stream started (by index: the next index)
         self._drained = False
         self._by = "unit"
@@ -431,9 +465,16 @@ class ReorderingDecoder:
     def _feed(self, unit) -> None:
         if unit == GAP:
             self._break(self._next_tag - 1)
+            if self._headers is not None:
+                self._headers.lost()
             return
         if unit == RESET:
             self._drain()
+            self._restart = None
+            self._header_damage.clear()
+            self._hashes.clear()
+            if self._headers is not None:
+                self._headers = StreamHeaders(self.codec)
             self._damaged.clear()
             self._tags.clear()
             self._held.clear()
@@ -443,22 +484,29 @@ class ReorderingDecoder:
             self._units_seen = 0
             return
         if not unit.data:  # a unit the container could not deliver (a damaged packet)
+            if self._headers is not None:
+                self._headers.lost()
             self._skip(unit, f"corrupt {self.codec} access unit (the demuxer could not read it)")
             self._break(self._next_tag - 1)
             return
         by_index = self._by == "index"
+        headers = self._headers.read(unit.data) if self._headers is not None else None
+        structural = unit.damage or (headers.damage if headers is not None else None)
         if self._need_key:
             # by index, pictures are counted: only an IDR guarantees that every picture decoded from
             # it on is output (after a CRA the decoder discards the leading pictures, shifting the count)
             idr = _is_idr(unit.data, self.codec) if self.codec in _FFMPEG_NAME else unit.keyframe
-            if not (unit.keyframe or idr) or (by_index and not idr):
-                self._skip(unit, f"{self.codec}: {KEYFRAME_WAIT} (the stream started mid-GOP, or frames "
-                                 "before this one were lost or corrupt)")
+            if not (unit.keyframe or idr) or (by_index and not idr) or structural:
+                self._skip(unit, f"{self.codec}: {KEYFRAME_WAIT}: {_random_access_words(self.codec, by_index)} "
+                                 "(the stream started between random-access points, or pictures before this one "
+                                 "were lost or corrupt)")
                 return
             if by_index and self._engine is not None:
                 self._drain()  # pictures still in the decoder take their indices before the count restarts
             self._need_key = False
             self._resume_pts = None if idr else unit.pts_ns
+            self._restart = None if idr else (unit.pts_ns, "a recovery point" if self.codec == "h264" else
+                                              "a CRA" if 21 in nal_types(unit.data, self.codec) else "an IRAP picture")
             if by_index:
                 self._out_index = self._units_seen
             if self._damaged and self._damaged[-1][1] is None:
@@ -468,7 +516,14 @@ class ReorderingDecoder:
         self._units_seen += 1
         if unit is self._want_unit:
             self._want_tag = tag
-        self._tags[tag] = _Tagged(unit.pts_ns, unit.show, self._resume_pts)
+        hashed = headers is not None and headers.hashed_stream and headers.poc is not None
+        self._tags[tag] = _Tagged(unit.pts_ns, unit.show, self._resume_pts, hashed)
+        if headers is not None and headers.picture_hash is not None:
+            self._hashes[tag] = (headers.picture_hash, headers.coded_size)
+        if structural:
+            self._header_damage[tag] = structural
+            if unit.pts_ns is not None and unit.show:  # its frame's verdict, should no picture come
+                self._lost[unit.pts_ns] = f"corrupt {self.codec} access unit (dvpipe's header check: {structural})"
         if self._engine is None:
             self._new_engine()
         assert self._engine is not None  # _new_engine made one
@@ -483,6 +538,8 @@ class ReorderingDecoder:
                 self._want_skipped = reason
             self._break(tag)
             return
+        if structural and not hashed:
+            self._break(tag)  # what is decoded after it may reference it (unless each picture has its own hash)
         for t, pic, damage in released:
             self._output(t, pic, damage)
 
@@ -497,6 +554,10 @@ class ReorderingDecoder:
         info = self._tags.pop(tag, None) if tag is not None else None
         while len(self._tags) > _MAX_HELD_PICTURES:  # units whose picture the decoder never output
             del self._tags[min(self._tags)]
+        while len(self._header_damage) > _MAX_HELD_PICTURES:
+            del self._header_damage[min(self._header_damage)]
+        while len(self._hashes) > _MAX_HELD_PICTURES:
+            del self._hashes[min(self._hashes)]
         if self._by == "index":
             key = self._out_index
             self._out_index += 1
@@ -507,12 +568,18 @@ class ReorderingDecoder:
                 return  # a hidden picture (edit list) or one we cannot place
             key = info.key
         if info is not None and info.leading_after is not None and key < info.leading_after:
-            damage = damage or (f"{self.codec}: {KEYFRAME_WAIT} (a leading picture of the keyframe the "
-                                "decoder restarted at: it references pictures that were lost)")
+            damage = damage or self._leading_reason()
+        if tag is not None and damage is None and tag in self._header_damage:
+            damage = f"dvpipe's header check: {self._header_damage[tag]}"
+        expected = self._hashes.pop(tag, None) if tag is not None else None
+        if expected is not None and damage is None:
+            damage = picture_hash_mismatch(pic, *expected)
         if tag is not None:
+            self._header_damage.pop(tag, None)
             damage = damage or self._damage_of(tag)
-            if damage and KEYFRAME_WAIT not in damage:
-                self._break(tag)  # what is decoded after it may reference it
+            if damage and KEYFRAME_WAIT not in damage and not (info is not None and info.hashed):
+                # what is decoded after it may reference it (pictures with their own hash are judged by it)
+                self._break(tag)
         self._held[key] = (pic, damage, tag)
         lowest = min(self._tags) if self._tags else self._next_tag  # the oldest unit still in the decoder
         while self._damaged and self._damaged[0][1] is not None and self._damaged[0][1] <= lowest:
@@ -584,8 +651,7 @@ class ReorderingDecoder:
                     raise FrameError(f"{self.codec}: the decoder returns pictures out of decode order (the "
                                      "stream has B-frames): feed it through a dvpipe video source, which "
                                      "reorders, or encode without B-frames")
-                raise FrameError(f"{self.codec}: {KEYFRAME_WAIT} (the decoder produced no picture for this "
-                                 "frame: its data was lost or corrupt)")
+                raise FrameError(self._no_picture_reason(want))
             if self._pending:
                 self._feed(self._pending.popleft())
                 continue
@@ -593,8 +659,8 @@ class ReorderingDecoder:
                 self._drain()
                 continue
             if packet.end or self._need_key:
-                raise FrameError(f"{self.codec}: {KEYFRAME_WAIT} (no picture for this frame: its data was lost "
-                                 "or corrupt)")
+                raise FrameError(f"{self.codec}: {KEYFRAME_WAIT}: {_random_access_words(self.codec)} (no "
+                                 "picture for this frame: its data was lost or corrupt)")
             if packet.lookahead is not None:
                 packet.lookahead.units = min(FILE_LOOKAHEAD, packet.lookahead.units + 1)
             if packet.by == "unit":
@@ -602,6 +668,22 @@ class ReorderingDecoder:
                                  "B-frames delays pictures: feed it through a dvpipe video source, which reorders)")
             raise FrameError(f"{self.codec}: the decoder needs more access units than the source read ahead "
                              "(look-ahead raised for the next frames)")
+
+    def _leading_reason(self) -> str:
+        what = self._restart[1] if self._restart is not None else "a random-access point"
+        return (f"{self.codec}: {KEYFRAME_WAIT}: a leading picture of {what} decoding (re)started at (it "
+                "references pictures before it, which were lost or precede the stream's start)")
+
+    def _no_picture_reason(self, want: int) -> str:
+        """Why the decoder output no picture for ``want`` (a key of the current stream)."""
+        if self._restart is not None and self._restart[0] is not None:
+            if want < self._restart[0]:
+                return self._leading_reason()
+            if self.codec == "h264":
+                return (f"{self.codec}: {KEYFRAME_WAIT}: decoding restarted at a recovery point and the decoder "
+                        "outputs pictures only once the recovery is complete (an intra refresh not yet done)")
+        return (f"{self.codec}: {KEYFRAME_WAIT}: {_random_access_words(self.codec)} (the decoder produced no "
+                "picture for this frame: its data was lost or corrupt)")
 
     def _forget_below(self, key: int) -> None:
         for k in [k for k in self._lost if k <= key]:

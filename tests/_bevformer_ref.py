@@ -66,11 +66,29 @@ def quaternion_rotation(q) -> np.ndarray:
                      [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
 
 
-def can_bus(translation, rotation, raw=None) -> np.ndarray:
+class PyQuaternionLike:
+    """What numpy sees of a pyquaternion ``Quaternion``: no ``__array__``, no ``__len__``/``__iter__``, a
+    ``__getitem__`` and a ``__float__`` that returns the scalar part (pyquaternion 0.9.9 ``quaternion.py``)."""
+
+    def __init__(self, q):
+        self.q = np.asarray(q, dtype=float)
+
+    def __float__(self):
+        return float(self.q[0])
+
+    def __getitem__(self, index):
+        return self.q[int(index)]
+
+
+def can_bus(translation, rotation, raw=None, published: bool = True) -> np.ndarray:
     """get_data_info: ``can_bus[:3]`` = ego translation, ``[3:7]`` = rotation, ``[-2]`` = yaw in rad, ``[-1]``
-    = yaw in degrees in [0, 360) (nuScenes ``quaternion_yaw``); the other entries from ``raw`` (18 zeros)."""
+    = yaw in degrees in [0, 360) (nuScenes ``quaternion_yaw``); the other entries from ``raw`` (18 zeros).
+
+    ``published``: ``[3:7]`` is assigned a Quaternion, as BEVFormer@66b65f3 does, and numpy stores
+    ``float(q)`` = w in all four (the upstream bug, BEVFormer PR #285); else the quaternion ``w, x, y, z``."""
     can = np.zeros(18) if raw is None else np.array(raw, dtype=np.float64)
-    can[:3], can[3:7] = translation, rotation
+    can[:3] = translation
+    can[3:7] = PyQuaternionLike(rotation) if published else rotation
     v = quaternion_rotation(rotation) @ np.array([1.0, 0.0, 0.0])
     angle = math.atan2(v[1], v[0]) / np.pi * 180
     if angle < 0:

@@ -2,7 +2,7 @@
 (and on an Atlas A3 target whose CANN documents DVPP), and it fails when a unit fails (``--inject-fault``), so
 that on a device it cannot pass on a silent fallback.
 
-The CI targets are dvpipe.backends.dvpp.testing.CI_TARGETS (docs/dvpp.md, "Plans on the four CI targets"). CI
+The CI targets are dvpipe.testing.dvpp.CI_TARGETS (docs/dvpp.md, "Plans on the four CI targets"). CI
 runs this file (``make test``), so CI runs the smoke test's default mode. Nothing here runs on Ascend hardware.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dvpipe.backends.dvpp.testing import CI_TARGETS
+from dvpipe.testing.dvpp import CI_TARGETS
 
 ROOT = Path(__file__).resolve().parent.parent
 pytest.importorskip("av")
@@ -86,7 +86,7 @@ def test_model_check_sees_a_camera_read_from_the_wrong_place(monkeypatch):
     """The model check compares every camera, not only camera 0: feed camera 1 camera 0's picture through a model
     that swaps them back, and the check must name camera 1."""
     import dvpipe as dv
-    from dvpipe.backends.dvpp.testing import sample_frame_sets
+    from dvpipe.testing.dvpp import sample_frame_sets
     from dvpipe.models import sim_model as real_sim_model
 
     def swapped(fn, **kw):

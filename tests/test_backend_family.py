@@ -15,7 +15,7 @@ import pytest
 import dvpipe as dv
 from dvpipe import backends
 from dvpipe.backends import BackendFamily, BackendRef, register_family
-from dvpipe.backends.dvpp.testing import encode_jpeg, synthetic_bgr
+from dvpipe.testing.dvpp import encode_jpeg, synthetic_bgr
 from dvpipe.errors import PlanError
 from dvpipe.planner import plan_pipeline
 from dvpipe.stages import registry

@@ -6,7 +6,7 @@ import re
 import yaml
 
 from dvpipe.cli import main as cli_main
-from dvpipe.deploy.testing import synthetic_deployment
+from dvpipe.testing.deployments import synthetic_deployment
 from tolerances import tol
 
 

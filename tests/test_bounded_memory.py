@@ -10,7 +10,7 @@ import tracemalloc
 
 from dvpipe.deploy import Runner, load_deployment
 from dvpipe.pipeline import Pipeline
-from dvpipe.deploy.testing import synthetic_deployment
+from dvpipe.testing.deployments import synthetic_deployment
 from dvpipe.latency import Timeline, TraceWriter
 from dvpipe.latency.trace import load_trace, summarise_trace, timelines_from_trace, validate_trace
 
@@ -66,7 +66,7 @@ def test_long_run_with_trace_retains_a_bounded_amount(tmp_path):
 
     tracemalloc.start()
     try:
-        result = Runner(dep, progress=probe, trace_max_events=400).run()
+        result = Runner(dep, progress=probe, outputs={"trace": {"max_events": 400}}).run()
     finally:
         tracemalloc.stop()
     assert result.sets == sets and result.accounting.check() == []

@@ -21,6 +21,8 @@ from dvpipe.probe.capacity_text import render
 from dvpipe.probe.capacity import WorkItem, forecast
 from dvpipe.target import Target
 
+from tolerances import tol
+
 ROOT = Path(__file__).resolve().parent.parent
 P1080 = 1920 * 1080
 P900 = 1600 * 900
@@ -43,7 +45,7 @@ def test_310p_six_nuscenes_cameras_jpegd_by_hand():
     assert u.utilisation == pytest.approx(50.0 / 768.0)
     assert u.max_fps_per_camera == pytest.approx(184.32)   # 768 / (6 x 0.694444)
     assert u.step_ms["C0"] == pytest.approx(1e3 * w / 128)  # 5.425 ms on one channel
-    assert u.set_ms == pytest.approx(5.425347, rel=1e-5)    # max(5.425, 1000 x 4.1667 / 768 = 5.425)
+    assert u.set_ms == pytest.approx(5.425347, rel=tol("hand_rounded_figure").rtol)    # max(5.425, 1000 x 4.1667 / 768 = 5.425)
     assert u.max_cameras == 245                     # floor(2048 / (12 x 0.694444)) = floor(245.76); 256 channels
     assert [lim["max_channels"] for lim in u.limits] == [256] and u.limits[0]["used"] == 6
     assert fc.fits is True and fc.first_saturating is u
@@ -189,10 +191,10 @@ def test_cli_forecasts_the_bundled_deployment(capsys):
     cap = json.loads(out)["capacity"]
     units = {u["unit"]: u for u in cap["units"]}
     assert set(units) == {"JPEGD", "VPC"}
-    assert units["JPEGD"]["max_fps_per_camera"] == pytest.approx(184.32, abs=1e-3)
+    assert units["JPEGD"]["max_fps_per_camera"] == pytest.approx(184.32, abs=tol("json_rounded_ms").atol)
     # VPC calls per camera on 310P: resize 1600x900 -> 800x450 (max 1.44 Mpx), then the colour conversion at
     # 800x450 (0.36 Mpx): (1.44 + 0.36) / 2.0736 reference frames; 360 fps a channel
-    assert units["VPC"]["step_ms"]["CAM_FRONT"] == pytest.approx(1e3 * (1.44 + 0.36) / 2.0736 / 360, rel=1e-3)
+    assert units["VPC"]["step_ms"]["CAM_FRONT"] == pytest.approx(1e3 * (1.44 + 0.36) / 2.0736 / 360, rel=tol("json_rounded_relative").rtol)
     assert cap["fits"] is True and cap["first_saturating"]["unit"] == "JPEGD"
     assert any("fidelity fast" in n for n in cap["notes"])   # the sample's reference fidelity declines DVPP
     for u in cap["units"]:
@@ -262,7 +264,7 @@ def test_software_device_records_the_predicted_device_time():
     # JPEGD 1600x900 at 128 fps/channel (1080p), VPC resize (max 1.44 Mpx) and colour conversion (0.36 Mpx)
     # at 360 fps/channel: (1.44/128 + 1.44/360 + 0.36/360) / 2.0736 s
     expected_ns = 1e9 * (1.44 / 128 + 1.44 / 360 + 0.36 / 360) / 2.0736
-    assert entry["run"].count == 2 and entry["run"].p50_ns == pytest.approx(expected_ns, abs=1)
+    assert entry["run"].count == 2 and entry["run"].p50_ns == pytest.approx(expected_ns, abs=tol("integer_ns").atol)
     assert "documented throughput on Ascend310P3" in entry["basis"] and "aclcppdevg_03_0279" in entry["basis"]
     text = stats.report()
     assert f"{name} [predicted]" in text and "not measured" in text
@@ -372,7 +374,7 @@ def test_aipp_route_forecast_counts_no_colour_conversion(capsys):
     assert rc == 0, err
     cap = json.loads(out)["capacity"]
     assert [u["unit"] for u in cap["units"]] == ["JPEGD", "VPC", "AIPP"]
-    assert cap["device_set_ms_known_units"] == pytest.approx(1e3 * (1.44 / 128 + 1.44 / 360) / 2.0736, abs=1e-3)
+    assert cap["device_set_ms_known_units"] == pytest.approx(1e3 * (1.44 / 128 + 1.44 / 360) / 2.0736, abs=tol("json_rounded_ms").atol)
     assert cap["device_set_ms"] is None and cap["unknown_units"] == ["AIPP"] and cap["fits"] is None
 
 

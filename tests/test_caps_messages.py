@@ -19,7 +19,7 @@ import yaml
 
 from dvpipe.cli.validate import check
 from dvpipe.deploy import DeploymentError, Runner, load_deployment
-from dvpipe.deploy.testing import synthetic_deployment, test_pattern, tiny_rig
+from dvpipe.testing.deployments import synthetic_deployment, test_pattern, tiny_rig
 
 #: a 16x16 colour JPEG with 12-bit samples (SOF1, extended sequential), written by libjpeg-turbo 3
 #: through imagecodecs 2026.3.6: jpeg8_encode(uint16 image, level=95, bitspersample=12)
@@ -302,7 +302,7 @@ def test_an_empty_h264_file_fails_validate(tmp_path):
 
 
 def test_an_h264_file_of_another_size_than_the_camera_fails_validate(tmp_path):
-    from dvpipe.deploy.testing import encode_access_units
+    from dvpipe.testing.deployments import encode_access_units
 
     es = tmp_path / "cam.h264"
     es.write_bytes(b"".join(encode_access_units(4, 96, 64, codec="h264")))  # libx264: 96x64 pictures

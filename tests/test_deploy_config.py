@@ -12,7 +12,7 @@ import yaml
 from dvpipe import ConfigError
 from dvpipe.cli import main as cli_main
 from dvpipe.deploy import DeploymentError, load_deployment
-from dvpipe.deploy.testing import synthetic_deployment, tiny_rig
+from dvpipe.testing.deployments import synthetic_deployment, tiny_rig
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(glob.glob(str(ROOT / "configs" / "deployments" / "*.yaml")))

@@ -1,4 +1,4 @@
-"""RTSP sources against a loopback RTSP server started by the test (dvpipe.deploy.rtsp_server:
+"""RTSP sources against a loopback RTSP server started by the test (dvpipe.testing.rtsp_server:
 RTP over the RTSP TCP connection, H.264/H.265): streaming, reconnect with back-off after the
 server drops the connection, a stalled stream, and a server that is not there. Loopback only."""
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 from dvpipe import Camera
 from dvpipe.deploy import Runner, load_deployment
 from dvpipe.deploy.config import SourceConfig
-from dvpipe.deploy.rtsp_server import LoopbackRtspServer, RtspStream, split_nal_units
+from dvpipe.testing.rtsp_server import LoopbackRtspServer, RtspStream, split_nal_units
 from dvpipe.deploy.sources import SourceError
 from dvpipe.deploy.sources.video import RtspSource
-from dvpipe.deploy.testing import encode_access_units, tiny_rig
+from dvpipe.testing.deployments import encode_access_units, tiny_rig
 
 W, H = 96, 64
 

@@ -19,7 +19,7 @@ import yaml
 
 from dvpipe.cli import main as cli_main
 from dvpipe.deploy import Runner, load_deployment
-from dvpipe.deploy.testing import synthetic_deployment
+from dvpipe.testing.deployments import synthetic_deployment
 from dvpipe.latency import now_ns
 from tolerances import tol
 
@@ -441,7 +441,7 @@ def test_a_one_frame_recording_loops_at_a_finite_rate(tmp_path):
     """A recording of one frame per camera, looped to reach --frames, ends (it used to spin forever)."""
     import cv2
 
-    from dvpipe.deploy.testing import tiny_rig
+    from dvpipe.testing.deployments import tiny_rig
 
     rig = tiny_rig(2)
     for cam in rig["cameras"]:

@@ -10,7 +10,7 @@ import pytest
 
 from dvpipe import Decode, FrameError, Pipeline, Rig
 from dvpipe.deploy import Runner, load_deployment
-from dvpipe.deploy.testing import encode_access_units, synthetic_deployment, tiny_rig
+from dvpipe.testing.deployments import encode_access_units, synthetic_deployment, tiny_rig
 from dvpipe.video import (GAP, AccessUnit, VideoPacket, decode_video, is_keyframe, merge_packets, nal_types)
 from dvpipe.stages.base import FrameSpec
 from dvpipe.types import PixelFormat

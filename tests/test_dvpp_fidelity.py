@@ -8,7 +8,7 @@ import pytest
 
 import dvpipe as dv
 from dvpipe.backends.dvpp import TOLERANCES
-from dvpipe.backends.dvpp.testing import (CI_TARGETS, encode_jpeg, error_stats, kitti_rig, sample_frame_sets,
+from dvpipe.testing.dvpp import (CI_TARGETS, encode_jpeg, error_stats, kitti_rig, sample_frame_sets,
                                           synthetic_bgr, tolerance_violations)
 
 TARGETS = {soc: dv.Target(soc, cann) for soc, cann in CI_TARGETS}

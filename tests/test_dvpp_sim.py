@@ -13,7 +13,7 @@ from dvpipe.backends.dvpp import _acl
 from dvpipe.backends.dvpp._enums import PIXEL_FORMAT
 from dvpipe.backends.dvpp.colour import SENTINEL, nv12_planes, nv12_to_bgr
 from dvpipe.backends.dvpp.sim import SimAcl
-from dvpipe.backends.dvpp.testing import encode_jpeg, error_stats, synthetic_bgr
+from dvpipe.testing.dvpp import encode_jpeg, error_stats, synthetic_bgr
 from tolerances import tol
 
 T310 = dv.Target("Ascend310", "6.0.1")

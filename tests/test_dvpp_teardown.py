@@ -18,7 +18,7 @@ import pytest
 
 import dvpipe as dv
 from dvpipe.backends.dvpp import _acl, close_states, pool_for, sim
-from dvpipe.backends.dvpp.testing import encode_jpeg, h264_stream, synthetic_bgr, video_packets
+from dvpipe.testing.dvpp import encode_jpeg, h264_stream, synthetic_bgr, video_packets
 from dvpipe.backends.dvpp.vdec import VdecEngine
 
 av = pytest.importorskip("av")

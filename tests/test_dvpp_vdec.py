@@ -11,7 +11,7 @@ import pytest
 import dvpipe as dv
 from dvpipe.backends.dvpp import TOLERANCES, _acl, pool_for
 from dvpipe.backends.dvpp.support import StepRefused
-from dvpipe.backends.dvpp.testing import error_stats, h264_stream, synthetic_bgr, tolerance_violations
+from dvpipe.testing.dvpp import error_stats, h264_stream, synthetic_bgr, tolerance_violations
 from dvpipe.backends.dvpp.vdec import VdecEngine, access_units, decode_stream
 
 av = pytest.importorskip("av")
@@ -214,7 +214,7 @@ def test_out_mode_0_holds_several_frames_before_the_first_output_and_mode_1_does
 def test_video_source_frames_decode_on_vdec_in_display_order(bframes):
     """A video source's frames (presentation order, ``by`` index, look-ahead) decode on VDEC through the one
     reordering decoder: every frame valid, no fallback, each one FFmpeg's picture of that place."""
-    from dvpipe.backends.dvpp.testing import pyav_display_order, video_packets
+    from dvpipe.testing.dvpp import pyav_display_order, video_packets
 
     data = h264_stream(_frames(12), bframes=bframes, gop=6)
     ref = pyav_display_order(data)

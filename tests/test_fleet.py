@@ -20,10 +20,12 @@ import yaml
 
 from conftest import plain_meta
 from dvpipe.deploy import Runner
-from dvpipe.deploy.testing import test_pattern as pattern
-from dvpipe.deploy.testing import tiny_rig
+from dvpipe.testing.deployments import test_pattern as pattern
+from dvpipe.testing.deployments import tiny_rig
 from dvpipe.errors import ConfigError
 from dvpipe.fleet import FrameSetProcessor, build_index, load_fleet_deployment, read, read_manifest, write_index
+
+from tolerances import tol
 
 cv2 = pytest.importorskip("cv2")
 pytest.importorskip("pyarrow")  # dvpipe[ray] brings it; Ray itself is needed only from ray_cluster on
@@ -69,7 +71,7 @@ def _image_drive(root, k: int, sets: int, *, fast_cam2: bool = False, corrupt=No
         want = T0 + k * 10**10 + j * 100_000_000
         members, why = {}, {}
         for cam, fl in files.items():
-            hit = [(seq, t, p) for seq, (t, p) in enumerate(fl) if abs(t - want) <= 40_000_000]
+            hit = [(seq, t, p) for seq, (t, p) in enumerate(fl) if abs(t - want) <= tol("frame_match_window").atol]
             if hit:
                 members[cam] = hit[0]
             else:

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import yaml
 
-from dvpipe.deploy.testing import test_pattern as pattern
-from dvpipe.deploy.testing import tiny_rig
+from dvpipe.testing.deployments import test_pattern as pattern
+from dvpipe.testing.deployments import tiny_rig
 from dvpipe.fleet import build_index, decode_metas, load_fleet_deployment, read, read_manifest, write_index
 
 cv2 = pytest.importorskip("cv2")

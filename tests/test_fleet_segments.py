@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from conftest import plain_meta
-from dvpipe.deploy.testing import tiny_rig
+from dvpipe.testing.deployments import tiny_rig
 from dvpipe.fleet import FrameSetProcessor, build_index, load_fleet_deployment, plan_shards, read_index, write_index
 from dvpipe.fleet._run import video_segments
 

@@ -184,7 +184,7 @@ def test_the_planner_does_not_import_the_probe_even_lazily():
 
 def test_the_planner_takes_the_live_cache_it_is_given_and_reads_none_itself():
     import dvpipe as dv
-    from dvpipe.backends.dvpp.testing import kitti_rig
+    from dvpipe.testing.dvpp import kitti_rig
     from dvpipe.planner import plan_pipeline
     from dvpipe.stages.registry import KernelVerdict
 

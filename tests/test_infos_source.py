@@ -23,6 +23,8 @@ from conftest import NUSCENES, ROOT, SAMPLES
 from dvpipe.cli import main as cli_main
 from dvpipe.deploy import DeploymentError, Runner, load_deployment
 
+from tolerances import tol
+
 SCENE = yaml.safe_load((SAMPLES / "scene.yaml").read_text())
 ORDER = SCENE["camera_order"]
 
@@ -76,7 +78,7 @@ def test_each_sample_is_one_frame_set_at_the_files_capture_times(tmp_path, layou
     rig = dv.Rig.from_yaml(SAMPLES / "rig.yaml")
     files = [SAMPLES / SCENE["timestamps"][0]["frames"][c]["image"] for c in rig.names]
     ref, _ = bevformer_reference([f.read_bytes() for f in files], [c.lidar2img for c in rig], "bevformer-tiny")
-    assert np.abs(np.asarray(batch.images) - ref).max() <= 1e-4
+    assert np.abs(np.asarray(batch.images) - ref).max() <= tol("float_path").atol
 
 
 def test_tolerance_between_spread_and_gap_groups_exactly_and_below_the_spread_splits(tmp_path):
@@ -87,7 +89,7 @@ def test_tolerance_between_spread_and_gap_groups_exactly_and_below_the_spread_sp
     spread, gap = _spread_gap_ms()
     assert 30 < spread < 45 and gap > 400  # the sample scene: cameras within ~39 ms, sets 500 ms apart
     info_spread, info_gap = open_info_file(path, SAMPLES / "frames").camera_spread_ns(ORDER)
-    assert info_spread == pytest.approx(spread * 1e6, abs=1e3) and info_gap == pytest.approx(gap * 1e6, abs=1e3)
+    assert info_spread == pytest.approx(spread * 1e6, abs=tol("camera_spread_ns").atol) and info_gap == pytest.approx(gap * 1e6, abs=tol("camera_spread_ns").atol)
     assert sync_problem(info_spread, info_gap, math.ceil(spread)) is None
     assert "would split samples (set it to at least 40)" in sync_problem(info_spread, info_gap, spread - 1)
     assert "reaches the next sample" in sync_problem(info_spread, info_gap, gap + 1)
@@ -161,11 +163,11 @@ def test_dataloader_with_two_workers_gets_each_samples_pose_and_calibration_from
         meta = got[k]
         assert meta["sample_idx"] == info["token"] and meta["scene_token"] == info["scene_token"]
         assert meta["prev_bev_exists"] == (k > 0)
-        assert np.allclose(meta["can_bus"], _ref_can_bus(info), atol=1e-9)
+        assert np.allclose(meta["can_bus"], _ref_can_bus(info), atol=tol("can_bus").atol)
         for cam, l2i, t, name in zip(ORDER, meta["lidar2img"], meta["img_timestamp"], meta["filename"]):
-            assert np.allclose(l2i, info_lidar2img(info["cams"][cam], 0.5), rtol=1e-9, atol=1e-9)
-            assert t == pytest.approx(info["cams"][cam]["timestamp"] / 1e6, abs=1e-6)
-            assert name == str(SAMPLES / "frames" / info["cams"][cam]["data_path"])
+            assert np.allclose(l2i, info_lidar2img(info["cams"][cam], 0.5), **tol("geometry_relative").allclose)
+            assert t == pytest.approx(info["cams"][cam]["timestamp"] / 1e6, abs=tol("timestamp_s").atol)
+            assert name == info["cams"][cam]["data_path"]  # as stored: get_data_info passes data_path on
 
 
 # -- validation and the CLI --------------------------------------------------------------------
@@ -220,8 +222,8 @@ def _same_up_to_float_rounding(a, b, path="") -> list[str]:
     """Where two JSON-like trees differ; floats compared to 1e-12 (matrix products round differently
     on different CPUs: numpy's SIMD paths sum in different orders, seen as last-digit differences)."""
     if isinstance(a, float) or isinstance(b, float):
-        ok = isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-12,
-                                                                                          abs_tol=1e-12)
+        ok = isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=tol("json_float_rounding").rtol,
+                                                                                          abs_tol=tol("json_float_rounding").atol)
         return [] if ok else [f"{path}: {a!r} != {b!r}"]
     if type(a) is not type(b):
         return [f"{path}: {type(a).__name__} != {type(b).__name__}"]
@@ -305,7 +307,7 @@ def test_temporal_keys_follow_the_stream_not_a_workers_share_of_it(tmp_path):
     assert sorted(got) == [0, 1, 2, 3]
     for k, info in enumerate(data["infos"]):
         assert got[k]["sample_idx"] == info["token"] and got[k]["prev_bev_exists"] == (k > 0)
-        assert np.allclose(got[k]["can_bus"], _ref_can_bus(info), atol=1e-9)
+        assert np.allclose(got[k]["can_bus"], _ref_can_bus(info), atol=tol("can_bus").atol)
 
 
 def test_dvpipe_run_hands_a_detector_mmdet3d_inputs_from_the_info_file(tmp_path):
@@ -324,9 +326,9 @@ def test_dvpipe_run_hands_a_detector_mmdet3d_inputs_from_the_info_file(tmp_path)
     for k, ((batch, (img, meta)), info) in enumerate(zip(outs, data["infos"])):
         assert isinstance(img, torch.Tensor) and tuple(img.shape) == (1, 6, 3, 480, 800)
         assert meta["sample_idx"] == info["token"] and meta["prev_bev_exists"] == (k > 0)
-        assert np.allclose(meta["can_bus"], _ref_can_bus(info), atol=1e-9)
+        assert np.allclose(meta["can_bus"], _ref_can_bus(info), atol=tol("can_bus").atol)
         for cam, l2i in zip(ORDER, meta["lidar2img"]):
-            assert np.allclose(l2i, info_lidar2img(info["cams"][cam], 0.5), rtol=1e-9, atol=1e-9)
+            assert np.allclose(l2i, info_lidar2img(info["cams"][cam], 0.5), **tol("geometry_relative").allclose)
 
 
 def test_v1_bare_file_names_are_found_under_samples_camera_as_mmdet3d_joins_them(tmp_path):

@@ -1,7 +1,7 @@
 """Live outages (issue 12.9): stalled vs disconnected vs back-pressure, outage durations and the
 ``lost_in_outage`` estimate. The bookkeeping (CameraHealth) is driven with injected times and
 checked against hand-computed figures; the runner is checked against the loopback RTSP server
-(dvpipe.deploy.rtsp_server, 127.0.0.1 only): a sender pause on an open connection, and a server
+(dvpipe.testing.rtsp_server, 127.0.0.1 only): a sender pause on an open connection, and a server
 that goes away and comes back on the same port. No wall-clock upper bounds are asserted.
 
 The RTSP tests keep real time: the runner's clock could be injected, but the read timeouts are the socket's
@@ -19,9 +19,9 @@ import time
 import pytest
 
 from dvpipe.deploy import Runner, load_deployment
-from dvpipe.deploy.rtsp_server import LoopbackRtspServer, RtspStream
+from dvpipe.testing.rtsp_server import LoopbackRtspServer, RtspStream
 from dvpipe.deploy.summary import Accounting, CameraHealth, format_summary
-from dvpipe.deploy.testing import encode_access_units, tiny_rig
+from dvpipe.testing.deployments import encode_access_units, tiny_rig
 
 MS = 1_000_000
 P = 40 * MS  # 25 fps

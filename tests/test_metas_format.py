@@ -97,8 +97,8 @@ def test_sample_dict_matches_bevformer_dataset_and_forward_test(setup):
             assert np.allclose(got, want["lidar2img"], **tol("geometry").allclose)
         assert [tuple(s) for s in meta["img_shape"]] == [tuple(r["img_shape"]) for r in ref_metas]
         assert meta["img_timestamp"] == pytest.approx([poses[k]["timestamp"] / 1e6 + 0.003 * i for i in range(3)],
-                                                      abs=1e-6)
-        assert meta["timestamp"] == pytest.approx(poses[k]["timestamp"] / 1e6, abs=1e-6)
+                                                      abs=tol("timestamp_s").atol)
+        assert meta["timestamp"] == pytest.approx(poses[k]["timestamp"] / 1e6, abs=tol("timestamp_s").atol)
         assert meta["box_type_3d"] in ("LiDAR",) or meta["box_type_3d"].__name__ == "LiDARInstance3DBoxes"
 
 
@@ -183,8 +183,9 @@ def test_info_file_source_gives_each_samples_calibration_and_can_bus(tmp_path):
         assert np.allclose(meta["can_bus"], can, **tol("can_bus").allclose)
         assert meta["scene_token"] == info["scene_token"] and meta["sample_idx"] == info["token"]
         assert meta["prev_bev_exists"] == (k == 1)
-        assert meta["filename"][0].endswith(f"CAM_FRONT/{k}.jpg")
-        ref_img, _ = bevformer_reference([open(meta["filename"][i], "rb").read() for i in range(2)],
+        # the stored path, as get_data_info passes data_path on (mmdet3d 0.17 opens it as it is)
+        assert meta["filename"] == [info["cams"][c]["data_path"] for c in rig.names]
+        ref_img, _ = bevformer_reference([(tmp_path / meta["filename"][i]).read_bytes() for i in range(2)],
                                          [c.lidar2img for c in rig], "bevformer-tiny")
         assert np.abs(batch.images - ref_img).max() <= tol("float_path").atol
 
@@ -204,3 +205,144 @@ def test_info_pickle_with_code_is_refused_and_not_run(tmp_path, monkeypatch):
         load_info_pickle(tmp_path / "evil.pkl")
     assert not (tmp_path / "PWNED").exists()
     assert load_info_pickle(_write_infos(tmp_path / "ok", n=1)[0])["metadata"] == {"version": "v1.0-mini"}
+
+
+# -- what the published checkpoints were fed: can_bus[3:7], keys, stored paths ----------------------------
+@pytest.mark.parametrize("profile", ["bevformer-tiny", "bevformer-small", "bevformer-base"])
+def test_bevformer_profiles_reproduce_the_published_can_bus_rotation_and_offer_the_corrected_one(setup, profile):
+    rig, poses, path = setup
+    frames = next(_frame_sets(rig, poses))
+    published = dv.Pipeline.from_profile(profile, rig, metas_format="mmdet3d", pose=path)
+    corrected = dv.Pipeline.from_profile(profile, rig).set_metas_format("mmdet3d", pose=path,
+                                                                        can_bus_rotation="quaternion")
+    (meta,) = published.process(frames).metas
+    (fixed,) = corrected.process(frames).metas
+    w = poses[0]["rotation"][0]
+    assert np.array_equal(meta["can_bus"][3:7], [w] * 4)  # BEVFormer@66b65f3 get_data_info, PR #285
+    assert np.allclose(meta["can_bus"], can_bus(poses[0]["translation"], poses[0]["rotation"], published=True),
+                       **tol("can_bus").allclose)
+    assert np.allclose(fixed["can_bus"], can_bus(poses[0]["translation"], poses[0]["rotation"], published=False),
+                       **tol("can_bus").allclose)
+    assert np.allclose(fixed["can_bus"][3:7], poses[0]["rotation"]) and "can_bus_rotation" not in meta
+    # a pickled pipeline keeps the choice
+    import pickle
+
+    (again,) = pickle.loads(pickle.dumps(corrected)).process(frames).metas
+    assert np.array_equal(again["can_bus"], fixed["can_bus"])
+
+
+def test_can_bus_rotation_from_the_config_the_hook_and_bad_values(setup):
+    from dvpipe.mmdet3d import Mmdet3dHook, Mmdet3dMetas
+
+    rig, poses, path = setup
+    frames = next(_frame_sets(rig, poses))
+    w = poses[0]["rotation"][0]
+    pipe = dv.Pipeline.from_mmdet3d_config(CONFIGS / "bevformer/bevformer_tiny.py", rig, metas_format="mmdet3d",
+                                           pose=path)
+    assert np.array_equal(pipe.process(frames).metas[0]["can_bus"][3:7], [w] * 4)
+    seen = []
+    hook = Mmdet3dHook(lambda img, img_metas: seen.append(img_metas[0][0]), poses=str(path),
+                       can_bus_rotation="quaternion")
+    hook(dv.Pipeline.from_profile("bevformer-tiny", rig).process(frames))
+    assert np.allclose(seen[0]["can_bus"][3:7], poses[0]["rotation"])
+    with pytest.raises(dv.ConfigError, match="can_bus_rotation must be one of published, quaternion, got 'wxyz'"):
+        Mmdet3dMetas(can_bus_rotation="wxyz")
+
+
+def _write_converter_output(repo, n=3):
+    """An info file as the converters write it: in <repo>/data/nuscenes/, paths './data/nuscenes/...'
+    relative to <repo>, the folder the converter ran in."""
+    import pickle
+
+    nus = repo / "data" / "nuscenes"
+    nus.mkdir(parents=True)
+    path, infos = _write_infos(nus, n)
+    for k, info in enumerate(infos):
+        for cam in info["cams"].values():
+            cam["data_path"] = "./data/nuscenes/" + cam["data_path"]
+        info["lidar_path"] = f"./data/nuscenes/samples/LIDAR_TOP/{k}.pcd.bin"
+        info["prev"] = "" if k == 0 else f"tok{k - 1}"
+        info["next"] = "" if k == n - 1 else f"tok{k + 1}"
+    path.write_bytes(pickle.dumps({"infos": infos[::-1], "metadata": {"version": "v1.0-mini"}}))
+    return path, infos
+
+
+def test_converter_output_loads_with_the_default_data_root_and_metas_keep_its_keys(tmp_path, monkeypatch):
+    from dvpipe.mmdet3d import InfoFile
+
+    repo = tmp_path / "BEVFormer"
+    path, infos = _write_converter_output(repo)
+    monkeypatch.chdir(tmp_path)  # not the repository: the default must not depend on the working directory
+    src = InfoFile(path)
+    assert src.data_root == str(repo)
+    assert InfoFile(path, data_root=repo).data_root == str(repo)
+    rig = src.rig()
+    pipe = dv.Pipeline.from_mmdet3d_config(CONFIGS / "bevformer/bevformer_tiny.py", rig, metas_format="mmdet3d",
+                                           pose=src)
+    for k, frames in enumerate(src.frame_sets()):
+        (meta,) = pipe.process(frames).metas
+        info = infos[k]
+        # CustomNuScenesDataset.get_data_info + CustomCollect3D (BEVFormer@66b65f3), MultiScaleFlipAug3D(flip=False)
+        assert meta["filename"] == [info["cams"][c]["data_path"] for c in rig.names]
+        assert meta["pts_filename"] == info["lidar_path"]
+        assert meta["prev_idx"] == info["prev"] and meta["next_idx"] == info["next"]
+        assert meta["pcd_horizontal_flip"] is False and meta["pcd_vertical_flip"] is False
+        assert meta["flip"] is False and meta["pcd_scale_factor"] == 1.0 and meta["scale_factor"] == 1.0
+
+
+def test_an_info_file_whose_images_are_nowhere_keeps_its_folder_as_data_root(tmp_path):
+    from dvpipe.mmdet3d import InfoFile
+
+    path, _ = _write_converter_output(tmp_path / "repo")
+    import shutil
+
+    shutil.rmtree(tmp_path / "repo" / "data" / "nuscenes" / "samples")
+    assert InfoFile(path).data_root == str(path.parent)
+
+
+def test_the_published_harness_comparison_finds_each_kind_of_difference():
+    # tools/published_ref/run.py (make test-published) decides "equal" key by key; it must not pass a difference
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("published_ref_run", Path(__file__).parents[1] / "tools" /
+                                                  "published_ref" / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    same = {"can_bus": np.arange(18.0), "ori_shape": [(450, 800, 3)] * 2, "filename": ["./a.jpg"], "flip": False,
+            "box_mode_3d": {"enum": "Box3DMode.LIDAR", "value": 0}, "img_norm_cfg": {"mean": np.ones(3)}}
+    published = {"samples": [{"img": np.zeros((2, 3, 4, 4), np.float32), "metas": same, "inputs": {}}]}
+    ours = dict(same, box_mode_3d=0, extra=1)
+    row = run.compare("m", published, [(np.zeros((2, 3, 4, 4)), ours)], "x")
+    assert row["differ"] == {} and row["missing"] == [] and row["extra"] == ["extra"] and len(row["equal"]) == 6
+    for key, value in [("can_bus", np.arange(18.0) + np.eye(18)[3] * 1e-6), ("ori_shape", (450, 800, 3, 2)),
+                       ("ori_shape", [[450, 800, 3]] * 2), ("filename", ["/abs/a.jpg"]), ("flip", True),
+                       ("img_norm_cfg", {"mean": np.ones(3), "std": np.ones(3)})]:
+        row = run.compare("m", published, [(np.zeros((2, 3, 4, 4)), dict(ours, **{key: value}))], "x")
+        assert list(row["differ"]) == [key], (key, row["differ"])
+    row = run.compare("m", published, [(np.zeros((2, 3, 4, 4)), {k: v for k, v in ours.items() if k != "flip"})], "x")
+    assert row["missing"] == ["flip"]
+    row = run.compare("m", published, [(np.full((2, 3, 4, 4), 0.5), ours)], "x")
+    assert row["img_max"] == 0.5
+
+
+def test_a_rig_in_another_order_than_the_info_file_is_refused_naming_both(tmp_path):
+    # BEVFormer's / PETR's get_data_info iterate info['cams'].items(): the file's order is the model's order
+    from dataclasses import replace
+
+    from dvpipe.mmdet3d import InfoFile
+
+    path, infos = _write_infos(tmp_path)
+    src = InfoFile(path)
+    rig = src.rig()
+    reversed_rig = replace(rig, cameras=rig.cameras[::-1])
+    pipe = dv.Pipeline.from_profile("bevformer-tiny", reversed_rig, metas_format="mmdet3d", pose=src)
+    frames = next(iter(src.frame_sets()))
+    with pytest.raises(dv.ConfigError) as e:
+        pipe.process(frames)
+    assert str(e.value).startswith("the info file feeds the cameras as CAM_FRONT, CAM_BACK; the batch has them as "
+                                   "CAM_BACK, CAM_FRONT") and "\n" not in str(e.value)
+    # a subset in the file's order is fine (the missing camera is masked)
+    single = replace(rig, cameras=rig.cameras[1:])
+    (meta,) = dv.Pipeline.from_profile("bevformer-tiny", single, metas_format="mmdet3d", pose=src).process(
+        {"CAM_BACK": frames["CAM_BACK"]}).metas
+    assert meta["filename"] == [infos[0]["cams"]["CAM_BACK"]["data_path"]]

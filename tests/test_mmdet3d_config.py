@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 
 import dvpipe as dv
-from dvpipe.mmdet3d import find_test_pipeline, load_config, map_test_pipeline
+from dvpipe.mmdet3d import check_rig, find_test_pipeline, load_config, map_test_pipeline, profile_from_config
 from _bevdet_ref import bevdet_reference
 from _bevformer_ref import bevformer_reference
 from _petr_ref import petr_reference
 from conftest import encode_jpeg, rig_dict, textured_bgr
+
+from tolerances import tol
 
 CONFIGS = Path(__file__).parent / "data" / "mmdet3d_configs"
 
@@ -36,9 +38,9 @@ def test_bevformer_configs_match_reference(config, profile, size):
     batch = pipe.process(frames)
     ref_img, ref_metas = bevformer_reference([frames[c.name] for c in rig], [c.lidar2img for c in rig], profile)
     assert batch.valid.all() and batch.images.shape == ref_img.shape
-    assert np.abs(batch.images - ref_img).max() <= 1e-4
+    assert np.abs(batch.images - ref_img).max() <= tol("float_path").atol
     for m, r in zip(batch.metas, ref_metas):
-        assert np.allclose(m["lidar2img"], r["lidar2img"], rtol=1e-9, atol=1e-9)
+        assert np.allclose(m["lidar2img"], r["lidar2img"], **tol("geometry_relative").allclose)
         assert tuple(m["img_shape"]) == tuple(r["img_shape"]) and tuple(m["pad_shape"]) == tuple(r["pad_shape"])
         assert tuple(m["ori_shape"]) == tuple(r["ori_shape"]) and m["scale_factor"] == 1.0
 
@@ -58,10 +60,10 @@ def test_petr_family_configs_match_reference(rig_1600, config):
                                         [c.lidar2cam for c in rig_1600], _petr_conf(cfg), norm["mean"], norm["std"],
                                         norm["to_rgb"])
     assert batch.valid.all() and batch.images.shape == ref_img.shape
-    assert np.abs(batch.images - ref_img).max() <= 1e-4
+    assert np.abs(batch.images - ref_img).max() <= tol("float_path").atol
     for m, r in zip(batch.metas, ref_metas):
-        assert np.allclose(m["intrinsics"], r["intrinsics"], rtol=1e-6, atol=1e-6)
-        assert np.allclose(m["lidar2img"], r["lidar2img"], rtol=1e-6, atol=1e-5)
+        assert np.allclose(m["intrinsics"], r["intrinsics"], **tol("reference_intrinsics").allclose)
+        assert np.allclose(m["lidar2img"], r["lidar2img"], **tol("reference_lidar2img").allclose)
         assert tuple(m["img_shape"]) == tuple(r["img_shape"]) and tuple(m["pad_shape"]) == tuple(r["pad_shape"])
 
 
@@ -75,7 +77,7 @@ def test_petr_reference_backend_is_bit_exact_pillow(rig_1600):
     norm = cfg["img_norm_cfg"]
     ref_img, _ = petr_reference([frames["CAM0"]], [rig[0].intrinsics], [rig[0].lidar2cam], _petr_conf(cfg),
                                 norm["mean"], norm["std"], norm["to_rgb"])
-    assert np.abs(batch.images - ref_img).max() <= 1e-4
+    assert np.abs(batch.images - ref_img).max() <= tol("float_path").atol
 
 
 def test_petrv2_sweeps_refused_by_name_then_skipped_on_request(rig_1600):
@@ -89,7 +91,7 @@ def test_petrv2_sweeps_refused_by_name_then_skipped_on_request(rig_1600):
     ref_img, _ = petr_reference([frames[c.name] for c in rig_1600], [c.intrinsics for c in rig_1600],
                                 [c.lidar2cam for c in rig_1600], _petr_conf(cfg), norm["mean"], norm["std"],
                                 norm["to_rgb"])
-    assert np.abs(pipe.process(frames).images - ref_img).max() <= 1e-4
+    assert np.abs(pipe.process(frames).images - ref_img).max() <= tol("float_path").atol
 
 
 def test_petr_config_refuses_cameras_of_another_size():
@@ -98,18 +100,49 @@ def test_petr_config_refuses_cameras_of_another_size():
         dv.Pipeline.from_mmdet3d_config(CONFIGS / "petr/petr_vovnet_gridmask_p4_800x320.py", rig)
 
 
+#: the nuScenes converter's camera order (the info files' ``cams``), not BEVDet's data_config['cams']
+NUSCENES_ORDER = ["CAM_FRONT", "CAM_FRONT_RIGHT", "CAM_FRONT_LEFT", "CAM_BACK", "CAM_BACK_LEFT", "CAM_BACK_RIGHT"]
+
+
+def _named_rig(size, names):
+    d = rig_dict([size] * len(names))
+    for cam, name in zip(d["cameras"], names):
+        cam["name"] = name
+    return dv.Rig.from_dict(d)
+
+
 @pytest.mark.parametrize("size", [(1600, 900), (1920, 1080)])
-def test_bevdet_config_matches_reference(size):
+def test_bevdet_config_matches_reference_in_the_configs_camera_order(size):
     config = CONFIGS / "bevdet/bevdet-r50.py"
-    rig = dv.Rig.from_dict(rig_dict([size] * 2))
+    data_config = load_config(config)["data_config"]
+    rig = _named_rig(size, NUSCENES_ORDER)  # listed in another order than data_config['cams']
     frames = _frames(rig, seed=11)
-    batch = dv.Pipeline.from_mmdet3d_config(config, rig).process(frames)
-    imgs, rots, trans = bevdet_reference([frames[c.name] for c in rig], load_config(config)["data_config"])
+    pipe = dv.Pipeline.from_mmdet3d_config(config, rig)
+    batch = pipe.process(frames)
+    # LoadMultiViewImageFromFiles_BEVDet reads results['img_info'][cam] for cam in data_config['cams']
+    assert list(batch.cameras) == data_config["cams"]
+    imgs, rots, trans = bevdet_reference([frames[c] for c in data_config["cams"]], data_config)
     assert batch.valid.all() and batch.images.shape == imgs.shape
-    assert np.abs(batch.images - imgs).max() <= 1e-5
-    for m, rot, tran, cam in zip(batch.metas, rots, trans, rig):
-        assert np.allclose(m["post_rot"], rot, atol=1e-6) and np.allclose(m["post_tran"], tran, atol=1e-4)
-        assert np.allclose(m["lidar2img"], cam.lidar2img)  # BEVDet keeps the camera matrices untouched
+    assert np.abs(batch.images - imgs).max() <= tol("bevdet_reference").atol
+    for m, rot, tran, name in zip(batch.metas, rots, trans, data_config["cams"]):
+        assert np.allclose(m["post_rot"], rot, atol=tol("bevdet_post_rot").atol) and np.allclose(m["post_tran"], tran, atol=tol("bevdet_post_tran").atol)
+        assert np.allclose(m["lidar2img"], rig[name].lidar2img)  # BEVDet keeps the camera matrices untouched
+        assert np.array_equal(m["intrinsics"], rig[name].intrinsics)
+
+
+def test_bevdet_config_refuses_a_rig_without_its_camera_names_naming_both_orders():
+    config = CONFIGS / "bevdet/bevdet-r50.py"
+    rig = _named_rig((1600, 900), [f"CAM{k}" for k in range(6)])
+    with pytest.raises(dv.ConfigError) as e:
+        dv.Pipeline.from_mmdet3d_config(config, rig)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert "CAM_FRONT_LEFT, CAM_FRONT, CAM_FRONT_RIGHT, CAM_BACK_LEFT, CAM_BACK, CAM_BACK_RIGHT" in msg
+    assert "CAM0, CAM1, CAM2, CAM3, CAM4, CAM5" in msg
+    # a deployment's rig is not reordered: check_rig refuses another order, naming both
+    mapped = profile_from_config(config)
+    with pytest.raises(dv.ConfigError, match="the rig lists CAM_FRONT, CAM_FRONT_RIGHT, CAM_FRONT_LEFT"):
+        check_rig(mapped, _named_rig((1600, 900), NUSCENES_ORDER).cameras)
 
 
 # -- the reader never executes a config --------------------------------------------------------
@@ -219,7 +252,7 @@ def test_a_deployment_names_the_mmdet3d_config_and_runs_it(tmp_path):
     r.finish()
     ref_img, _ = bevformer_reference([frames[c["name"]] for c in rig["cameras"]],
                                      [np.asarray(c.lidar2img) for c in dep.rig.cameras], "bevformer-tiny")
-    assert rb.batch.valid.all() and np.abs(np.asarray(rb.batch.images) - ref_img).max() <= 1e-4
+    assert rb.batch.valid.all() and np.abs(np.asarray(rb.batch.images) - ref_img).max() <= tol("float_path").atol
     with pytest.raises(ValueError, match="pipeline"):
         load_deployment({"name": "mm", "rig": rig, "pipeline": {"mmdet3d_config": str(CONFIGS / "bevformer" / "bevformer_tiny.py"),
                                                                "profile": "bevformer-tiny"}})
@@ -231,7 +264,9 @@ def _petr_shape_keys_reference(encoded: list[bytes], conf: dict, size_divisor: i
 
     * mmdet3d v0.17 ``mmdet3d/datasets/pipelines/loading.py`` ``LoadMultiViewImageFromFiles`` (PETR's
       README pins mmdet3d 0.17.1; read at open-mmlab/mmdetection3d@d617be9): ``img = np.stack([imread(name)
-      for name in filename], axis=-1)``; ``img_shape = ori_shape = pad_shape = img.shape``.
+      for name in filename], axis=-1)``; ``img_shape = ori_shape = pad_shape = img.shape``,
+      ``scale_factor = 1.0`` (mmdet3d 0.17's ``Collect3D`` passes it on: the harness of
+      tools/published_ref finds it in PETR's metas).
     * megvii-research/PETR@f7525f9 ``projects/mmdet3d_plugin/datasets/pipelines/transform_3d.py``:
       ``ResizeCropFlipImage`` and ``NormalizeMultiviewImage`` set no shape key; ``PadMultiViewImage``
       sets ``img_shape = [img.shape for img in results['img']]`` (before padding) and
@@ -243,7 +278,7 @@ def _petr_shape_keys_reference(encoded: list[bytes], conf: dict, size_divisor: i
     imgs = [cv2.imdecode(np.frombuffer(d, np.uint8), cv2.IMREAD_UNCHANGED) for d in encoded]
     stacked = np.stack(imgs, axis=-1).astype(np.float32)  # to_float32=True
     results = {"img": [stacked[..., i] for i in range(stacked.shape[-1])], "img_shape": stacked.shape,
-               "ori_shape": stacked.shape, "pad_shape": stacked.shape}
+               "ori_shape": stacked.shape, "pad_shape": stacked.shape, "scale_factor": 1.0}
     H, W = conf["H"], conf["W"]
     fH, fW = conf["final_dim"]
     resize = max(fH / H, fW / W)
@@ -267,24 +302,23 @@ def test_petr_mmdet3d_metas_have_the_stacked_ori_shape_of_the_published_loader(r
     ref = _petr_shape_keys_reference([frames[c.name] for c in rig_1600], _petr_conf(cfg))
     assert ref["ori_shape"] == (900, 1600, 3, 2)
     assert meta["ori_shape"] == ref["ori_shape"] and isinstance(meta["ori_shape"], tuple)
+    assert meta["scale_factor"] == ref["scale_factor"]
     assert [tuple(s) for s in meta["img_shape"]] == ref["img_shape"]
     assert [tuple(s) for s in meta["pad_shape"]] == ref["pad_shape"]
 
 
-def test_bevformer_mmdet3d_metas_keep_per_camera_ori_shape(rig_1600):
-    # BEVFormer's RandomScaleImageMultiViewImage rewrites ori_shape per camera (a list), unlike PETR
-    pipe = dv.Pipeline.from_profile("bevformer-tiny", rig_1600, metas_format="mmdet3d")
-    (meta,) = pipe.process(_frames(rig_1600)).metas
-    assert [tuple(s) for s in meta["ori_shape"]] == [(450, 800, 3)] * 2
-
-
-def test_bevformer_base_mmdet3d_metas_have_the_loaders_stacked_ori_shape(rig_1600):
-    # bevformer_base.py's test pipeline has no RandomScaleImageMultiViewImage: the loader's ori_shape stays
-    import cv2
-
+@pytest.mark.parametrize("profile, config", [("bevformer-tiny", "bevformer_tiny.py"),
+                                             ("bevformer-small", "bevformer_small.py"),
+                                             ("bevformer-base", "bevformer_base.py")])
+def test_bevformer_mmdet3d_metas_have_padmultiviewimages_per_camera_ori_shape(rig_1600, profile, config):
+    # BEVFormer's PadMultiViewImage sets ori_shape = [img.shape for img in results['img']] before padding,
+    # whether or not RandomScaleImageMultiViewImage ran (bevformer-base has none): a per-camera list of
+    # the pre-pad shapes, never the loader's stacked (H, W, 3, N)
     frames = _frames(rig_1600, seed=2)
-    pipe = dv.Pipeline.from_mmdet3d_config(CONFIGS / "bevformer/bevformer_base.py", rig_1600, metas_format="mmdet3d")
-    (meta,) = pipe.process(frames).metas
-    stacked = np.stack([cv2.imdecode(np.frombuffer(frames[c.name], np.uint8), cv2.IMREAD_UNCHANGED) for c in rig_1600],
-                       axis=-1)
-    assert meta["ori_shape"] == stacked.shape == (900, 1600, 3, 2)
+    _img, ref = bevformer_reference([frames[c.name] for c in rig_1600], [c.lidar2img for c in rig_1600], profile)
+    for pipe in (dv.Pipeline.from_profile(profile, rig_1600, metas_format="mmdet3d"),
+                 dv.Pipeline.from_mmdet3d_config(CONFIGS / "bevformer" / config, rig_1600, metas_format="mmdet3d")):
+        (meta,) = pipe.process(frames).metas
+        assert isinstance(meta["ori_shape"], list)
+        assert [tuple(s) for s in meta["ori_shape"]] == [m["ori_shape"] for m in ref]
+        assert [tuple(s) for s in meta["img_shape"]] == [m["img_shape"] for m in ref]

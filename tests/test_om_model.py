@@ -20,6 +20,8 @@ from dvpipe.latency.timeline import Timeline
 from dvpipe.models import ModelInputError, OmModel, from_config, parse_config, sim_model
 from dvpipe.types import FrameBatch
 
+from tolerances import tol
+
 TARGET = dvpipe.Target("Ascend310P3", "8.0.0")
 MEAN = (123.675, 116.28, 103.53)  # mmdet3d img_norm_cfg, RGB order
 STD = (58.395, 57.12, 57.375)
@@ -192,7 +194,7 @@ def test_host_batch_is_uploaded_once_and_counted():
     with _om(key) as m:
         (got,) = m(batch)
     # a float32 host batch is cast to the model's fp16 input (same elements), then uploaded once
-    np.testing.assert_allclose(got, images.astype(np.float16).astype(np.float32).mean(axis=(2, 3)), rtol=1e-6)
+    np.testing.assert_allclose(got, images.astype(np.float16).astype(np.float32).mean(axis=(2, 3)), rtol=tol("fp16_input_mean").rtol)
     assert _transfer_bytes(tl) == {"host_to_device": n * 3 * h * w * 2, "device_to_host": n * 3 * 4}
 
 
@@ -413,7 +415,7 @@ def test_end_to_end_aipp_route_into_the_model(samples_dir):
     """The whole device path on the software device: JPEG -> JPEGD + VPC into the per-batch NV12 buffer (AIPP
     route) -> OmModel over that buffer (static AIPP from the batch's meta) -> outputs. The only bytes that
     cross PCIe are the JPEGs going in and the model's outputs coming back."""
-    from dvpipe.backends.dvpp.testing import sample_frame_sets
+    from dvpipe.testing.dvpp import sample_frame_sets
 
     rig = dvpipe.Rig.from_yaml(samples_dir / "rig.yaml")
     frames = sample_frame_sets(rig, samples_dir, count=1)[0]

@@ -161,7 +161,7 @@ def test_torch_profiler_gets_record_function_ranges_only_while_it_records():
 
 def test_the_runner_emits_the_model_range(fakes):
     from dvpipe.deploy import Runner, load_deployment
-    from dvpipe.deploy.testing import synthetic_deployment
+    from dvpipe.testing.deployments import synthetic_deployment
 
     prof, nvtx = fakes
     prof.start(1)
@@ -180,7 +180,7 @@ def test_the_runner_emits_the_model_range(fakes):
 
 def test_profiler_ranges_must_be_a_boolean_in_yaml():
     from dvpipe.deploy import load_deployment
-    from dvpipe.deploy.testing import synthetic_deployment
+    from dvpipe.testing.deployments import synthetic_deployment
 
     with pytest.raises(ConfigError, match="latency.profiler_ranges"):
         load_deployment(synthetic_deployment(2, frames=3, latency={"profiler_ranges": "yes please"}))
@@ -212,7 +212,7 @@ def test_dvpipe_run_profiler_ranges_flag(fakes, tmp_path, capsys):
     import yaml
 
     from dvpipe.cli import main as cli_main
-    from dvpipe.deploy.testing import synthetic_deployment
+    from dvpipe.testing.deployments import synthetic_deployment
 
     prof, _nvtx = fakes
     prof.start(1)
@@ -230,7 +230,7 @@ def test_dvpipe_run_says_when_no_profiler_api_is_there(tmp_path, capsys, monkeyp
     import yaml
 
     from dvpipe.cli import main as cli_main
-    from dvpipe.deploy.testing import synthetic_deployment
+    from dvpipe.testing.deployments import synthetic_deployment
 
     monkeypatch.setitem(sys.modules, "acl", None)   # no pyACL
     monkeypatch.setitem(sys.modules, "nvtx", None)  # no nvtx package

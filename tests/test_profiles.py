@@ -10,6 +10,8 @@ from _bevformer_ref import bevformer_reference
 from _petr_ref import petr_reference
 from conftest import encode_jpeg, rig_dict, textured_bgr
 
+from tolerances import tol
+
 PROFILES = ["bevformer-base", "bevformer-small", "bevformer-tiny"]
 
 
@@ -20,7 +22,7 @@ def _check_against_reference(rig: dv.Rig, encoded: dict, profile: str, backends=
     assert batch.valid.all(), batch.drops
     assert batch.images.shape == ref_img.shape
     assert batch.images.dtype == np.float32
-    assert np.abs(batch.images - ref_img).max() <= 1e-4
+    assert np.abs(batch.images - ref_img).max() <= tol("float_path").atol
     for m, r in zip(batch.metas, ref_metas):
         assert np.abs(m["lidar2img"] - r["lidar2img"]).max() <= 1e-4 * max(1.0, np.abs(r["lidar2img"]).max())
         assert tuple(m["img_shape"]) == tuple(r["img_shape"])
@@ -75,7 +77,7 @@ def test_petr_metas_unpadded_img_shape_and_updated_intrinsics():
     assert m["img_shape"] == (320, 800, 3) and m["pad_shape"] == (320, 800, 3)
     K = rig[0].intrinsics
     expected = np.array([[0.5 * K[0, 0], 0, 0.5 * K[0, 2]], [0, 0.5 * K[1, 1], 0.5 * K[1, 2] - 130], [0, 0, 1]])
-    assert np.allclose(m["intrinsics"][:3, :3], expected, atol=1e-9)
+    assert np.allclose(m["intrinsics"][:3, :3], expected, atol=tol("geometry").atol)
     assert np.allclose(m["lidar2img"], m["intrinsics"] @ rig[0].lidar2cam)
 
 
@@ -106,9 +108,9 @@ def test_petr_profile_matches_repository_transform():
     ref_img, ref_metas = petr_reference([frames[c.name] for c in rig], [c.intrinsics for c in rig],
                                         [c.lidar2cam for c in rig], _PETR_CONF, p.mean, p.std, p.to_rgb)
     assert batch.images.shape == ref_img.shape == (2, 3, 320, 800)
-    assert np.abs(batch.images - ref_img).max() <= 1e-4
+    assert np.abs(batch.images - ref_img).max() <= tol("float_path").atol
     for m, r in zip(batch.metas, ref_metas):
-        assert np.allclose(m["lidar2img"], r["lidar2img"], rtol=1e-6, atol=1e-5)
+        assert np.allclose(m["lidar2img"], r["lidar2img"], **tol("reference_lidar2img").allclose)
         assert tuple(m["img_shape"]) == tuple(r["img_shape"])
 
 
@@ -120,9 +122,9 @@ def test_bevdet_profile_matches_repository_transform(size):
     batch = dv.Pipeline.from_profile("bevdet", rig).process(frames)
     imgs, rots, trans = bevdet_reference([frames["CAM0"]], _BEVDET_CONF)
     assert batch.images.shape == imgs.shape
-    assert np.abs(batch.images - imgs).max() <= 1e-5
-    assert np.allclose(batch.metas[0]["post_rot"], rots[0], atol=1e-6)
-    assert np.allclose(batch.metas[0]["post_tran"], trans[0], atol=1e-4)
+    assert np.abs(batch.images - imgs).max() <= tol("bevdet_reference").atol
+    assert np.allclose(batch.metas[0]["post_rot"], rots[0], atol=tol("bevdet_post_rot").atol)
+    assert np.allclose(batch.metas[0]["post_tran"], trans[0], atol=tol("bevdet_post_tran").atol)
 
 
 def test_profiles_cite_file_and_commit():
@@ -182,30 +184,49 @@ def test_pipeline_with_profile_and_custom_stages_stamps_what_the_stages_do(norm)
     x = imnormalize(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR).astype(np.float32), cfg["mean"],
                     cfg["std"], cfg["to_rgb"])
     x = cv2.resize(x, (32, 24), interpolation=cv2.INTER_LINEAR).transpose(2, 0, 1)
-    assert np.abs(np.asarray(batch.images)[0] - x).max() <= 1e-4
+    assert np.abs(np.asarray(batch.images)[0] - x).max() <= tol("float_path").atol
 
 
 # -- a model profile from a file outside the package ---------------------------------------------------
 PROFILE_PLUGIN = '''
-import dvpipe
-from dvpipe.profiles import Profile
+import numpy as np
 
-# a PETR-like model at 0.5 scale, ImageNet normalisation in RGB, no crop, padded to /32
-dvpipe.PROFILES["toy-net"] = Profile("toy-net", mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375),
-                                     to_rgb=True, scale=0.5, normalise_first=False, metas="petr",
-                                     source="example/toy-net@0000000 configs/toy_net.py")
+import dvpipe
+from dvpipe.profiles import Profile, register_metas_contract
+
+
+def toy_metas(profile, camera, img_aug, metas):
+    """A metas contract of its own: the resize factor and the camera's unscaled intrinsics."""
+    metas["resize_factor"] = float(img_aug[0, 0])
+    metas["raw_intrinsics"] = np.array(camera.intrinsics)
+
+
+register_metas_contract("toy", toy_metas)
+# a model at 0.5 scale, ImageNet normalisation in RGB, no crop, padded to /32
+dvpipe.register_profile(Profile("toy-net", mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375),
+                                to_rgb=True, scale=0.5, normalise_first=False, metas="toy",
+                                source="example/toy-net@0000000 configs/toy_net.py"))
 '''
 
 
-def test_a_model_profile_from_a_deployment_plugin(tmp_path, monkeypatch):
-    """``dvpipe.PROFILES`` is the profile table: a plugin file adds an entry (with one of the metas
-    contracts of :mod:`dvpipe.profiles`), and ``pipeline: {profile: NAME}`` then validates and runs."""
-    from dvpipe.deploy import DeploymentError, Runner, load_deployment
-    from dvpipe.deploy.testing import synthetic_deployment
+@pytest.fixture
+def profile_tables():
+    """The profile and metas-contract tables as they were, restored after the test."""
+    from dvpipe import profiles
 
-    table = dict(dv.PROFILES)  # the plugin writes into this copy; the real table is left as it was
-    monkeypatch.setattr(dv, "PROFILES", table)
-    monkeypatch.setattr(dv.profiles, "PROFILES", table)
+    before = dict(profiles._PROFILES), dict(profiles._METAS_CONTRACTS)
+    yield profiles
+    for table, old in zip((profiles._PROFILES, profiles._METAS_CONTRACTS), before):
+        table.clear()
+        table.update(old)
+
+
+def test_a_model_profile_and_metas_contract_from_a_deployment_plugin(tmp_path, profile_tables):
+    """A plugin file registers a metas contract and a profile naming it (``register_metas_contract``,
+    ``dvpipe.register_profile``); ``pipeline: {profile: NAME}`` then validates and runs."""
+    from dvpipe.deploy import DeploymentError, Runner, load_deployment
+    from dvpipe.testing.deployments import synthetic_deployment
+
     (tmp_path / "toy_profile.py").write_text(PROFILE_PLUGIN, encoding="utf-8")
     dep = synthetic_deployment(2, frames=2)
     dep["pipeline"] = {"profile": "toy-net", "backends": ["cpu"]}
@@ -221,5 +242,47 @@ def test_a_model_profile_from_a_deployment_plugin(tmp_path, monkeypatch):
     batch = batches[0].batch
     assert batch.images.shape == (2, 3, 32, 64)  # 96x64 at 0.5 = 48x32, padded to /32
     m = batch.metas[0]
-    assert tuple(m["img_shape"]) == (32, 48, 3) and tuple(m["pad_shape"]) == (32, 64, 3)  # the petr contract
-    np.testing.assert_allclose(m["lidar2img"], m["intrinsics"] @ m["lidar2cam"], rtol=1e-6)
+    cam = runner.pipe.rig.cameras[0]
+    assert m["resize_factor"] == 0.5  # the contract's own key: the profile's scale
+    np.testing.assert_array_equal(m["raw_intrinsics"], cam.intrinsics)
+    # the generic metas, untouched: ori_shape pre-pad, img_shape = pad_shape padded
+    assert (m["ori_shape"], m["img_shape"], m["pad_shape"]) == ((32, 48, 3), (32, 64, 3), (32, 64, 3))
+    assert "input_shape" not in m and "post_rot" not in m  # no built-in contract ran
+
+
+def test_register_profile_refuses_a_taken_name_unless_replace(profile_tables):
+    from dataclasses import replace
+
+    from dvpipe.profiles import PROFILES, register_metas_contract, register_profile
+
+    petr = PROFILES["petr"]
+    register_profile(petr)  # the same profile again (a module re-imported): accepted
+    other = replace(petr, scale=0.25, source="example/other@1111111 cfg.py")
+    with pytest.raises(dv.ConfigError) as e:
+        register_profile(other)
+    msg = str(e.value)
+    assert "\n" not in msg and "'petr' is already registered (megvii-research/PETR@f7525f9" in msg
+    assert "replace=True" in msg
+    assert PROFILES["petr"] is petr
+    register_profile(other, replace=True)
+    assert PROFILES["petr"] is other
+    with pytest.raises(TypeError):
+        PROFILES["x"] = petr  # type: ignore[index]  # the table is read-only: register_profile adds
+    with pytest.raises(dv.ConfigError, match="unknown metas contract 'nope'; known: bevformer, petr, bevdet"):
+        register_profile(replace(petr, name="x", metas="nope"))
+    with pytest.raises(dv.ConfigError, match="metas contract 'petr' is already registered .*replace=True"):
+        register_metas_contract("petr", lambda p, c, a, m: None)
+
+
+def test_profile_can_bus_rotation_is_checked_and_the_bevformer_profiles_reproduce_the_published_one():
+    from dataclasses import replace
+
+    from dvpipe.profiles import PROFILES, Profile
+
+    names = ("bevformer-base", "bevformer-small", "bevformer-tiny", "petr", "bevdet")
+    assert {n: PROFILES[n].can_bus_rotation for n in names} == {
+        "bevformer-base": "published", "bevformer-small": "published", "bevformer-tiny": "published",
+        "petr": None, "bevdet": None}
+    assert replace(PROFILES["bevformer-tiny"], can_bus_rotation="quaternion").can_bus_rotation == "quaternion"
+    with pytest.raises(dv.ConfigError, match="profile x: can_bus_rotation must be one of published, quaternion"):
+        Profile("x", mean=(0, 0, 0), std=(1, 1, 1), to_rgb=False, can_bus_rotation="wxyz")

@@ -9,7 +9,7 @@ import pytest
 
 from dvpipe.cli.run import parse_host_port
 from dvpipe.deploy import Runner, load_deployment
-from dvpipe.deploy.testing import synthetic_deployment
+from dvpipe.testing.deployments import synthetic_deployment
 from dvpipe.errors import ConfigError
 
 pc = pytest.importorskip("prometheus_client")
@@ -38,7 +38,7 @@ def test_host_port_parsing():
 
 def test_the_deployment_default_binds_loopback_only():
     dep = load_deployment(synthetic_deployment(1, outputs={"metrics": False, "prometheus": 9108}))
-    assert (dep.outputs.prometheus_port, dep.outputs.prometheus_addr) == (9108, "127.0.0.1")
+    assert dict(dep.outputs.exporters["prometheus"]) == {"port": 9108, "addr": "127.0.0.1"}
 
 
 def test_metrics_per_camera_over_http_on_loopback():

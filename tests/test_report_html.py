@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from dvpipe.cli import main as cli_main
-from dvpipe.deploy.testing import synthetic_deployment
+from dvpipe.testing.deployments import synthetic_deployment
 from dvpipe.latency import LatencyStats, Timeline
 from dvpipe.latency.plots import step_percentiles
 

@@ -19,7 +19,7 @@ from dvpipe.deploy import Runner, load_deployment
 from dvpipe.deploy import runner as runner_mod
 from dvpipe.deploy._builtin_exporters import DumpsExporter
 from dvpipe.deploy.summary import Accounting
-from dvpipe.deploy.testing import synthetic_deployment
+from dvpipe.testing.deployments import synthetic_deployment
 from dvpipe.latency import LatencyStats, Timeline
 from dvpipe.latency.stats import critical_path
 

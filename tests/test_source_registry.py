@@ -18,7 +18,7 @@ from dvpipe.deploy import DeploymentError, Runner, load_deployment
 from dvpipe.deploy.config import SourceConfig
 from dvpipe.deploy.sources import SOURCES, Source, option, register_source
 from dvpipe.deploy.sources.registry import markdown_reference, option_specs
-from dvpipe.deploy.testing import tiny_rig
+from dvpipe.testing.deployments import tiny_rig
 from dvpipe.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

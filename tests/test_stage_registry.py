@@ -15,7 +15,7 @@ import yaml
 import dvpipe as dv
 from dvpipe.deploy import DeploymentError, load_deployment
 from dvpipe.deploy.config import _stage_table
-from dvpipe.deploy.testing import tiny_rig
+from dvpipe.testing.deployments import tiny_rig
 from dvpipe.errors import ConfigError
 from dvpipe.stages import fused_runs, kernels_by_backend, registered_stages
 from dvpipe.stages.registry import all_kernels

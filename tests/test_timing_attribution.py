@@ -17,7 +17,7 @@ from typing import ClassVar
 import dvpipe as dv
 from conftest import encode_jpeg, rig_dict, textured_bgr
 from dvpipe.deploy import Runner, load_deployment
-from dvpipe.deploy.testing import synthetic_deployment
+from dvpipe.testing.deployments import synthetic_deployment
 from dvpipe.latency import validate_trace
 from dvpipe.latency.trace import load_trace
 

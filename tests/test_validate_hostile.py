@@ -18,7 +18,7 @@ from dvpipe import ConfigError
 from dvpipe.cli import main as cli_main
 from dvpipe.cli.validate import check
 from dvpipe.deploy import DeploymentError, load_deployment
-from dvpipe.deploy.testing import synthetic_deployment, tiny_rig
+from dvpipe.testing.deployments import synthetic_deployment, tiny_rig
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_MP4 = ROOT / "samples" / "video" / "CAM_FRONT.mp4"  # H.264 (tools/make_video_sample.py)
@@ -85,7 +85,7 @@ def test_source_numbers_are_bounded():
 def test_prometheus_port_is_1_to_65535(port, ok):
     d = synthetic_deployment(1, outputs={"metrics": False, "prometheus": port})
     if ok:
-        assert load_deployment(d).outputs.prometheus_port == port
+        assert load_deployment(d).outputs.exporters["prometheus"]["port"] == port
     else:
         assert "outputs.prometheus.port" in errors_of(d)
 
@@ -250,7 +250,7 @@ def test_validate_probes_a_video_files_codec_as_run_opens_it(tmp_path, encoding)
 
 
 def test_validate_probes_elementary_streams_and_image_folders(tmp_path, capsys):
-    from dvpipe.deploy.testing import encode_access_units
+    from dvpipe.testing.deployments import encode_access_units
 
     (tmp_path / "cam.h265").write_bytes(b"".join(encode_access_units(3, codec="h264")))  # misnamed
     (tmp_path / "cam.h264").write_bytes(b"".join(encode_access_units(3, codec="h264")))

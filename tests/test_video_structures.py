@@ -23,7 +23,9 @@ from dvpipe import Decode, Pipeline, Rig
 from dvpipe.deploy import Runner, load_deployment
 from dvpipe.deploy.config import SourceConfig
 from dvpipe.deploy.sources import open_source
-from dvpipe.deploy.testing import tiny_rig
+from dvpipe.testing.deployments import tiny_rig
+
+from tolerances import tol
 
 ROOT = Path(__file__).resolve().parent.parent
 START_NS = 1_700_000_000_123_456_789  # a start time with every digit in use
@@ -129,7 +131,7 @@ def check_against_reference(got, ref, label: str) -> None:
     ref_times = np.array([t for t, _, _ in ref], dtype=np.int64)
     for t, img in got:
         j = int(np.argmin(np.abs(ref_times - t)))
-        assert abs(int(ref_times[j]) - t) <= 1000, \
+        assert abs(int(ref_times[j]) - t) <= tol("pts_us").atol, \
             f"{label}: emitted capture {(t - START_NS) / 1e6:.3f} ms matches no frame pts of the file"
         want = ref[j][1].astype(np.float32)
         diff = np.abs(img - want)
@@ -321,5 +323,5 @@ def test_flag_policy_keeps_the_picture_ffmpeg_flagged_and_counts_it(media_dir):
             flagged.append(m["capture_epoch_ns"])
             assert "corrupt" in m["corrupt_reason"]
     acc = r.finish().accounting
-    assert abs(flagged[0] - victim) < 1000 and len(flagged) == 1, (flagged, victim)
+    assert abs(flagged[0] - victim) < tol("pts_us").atol and len(flagged) == 1, (flagged, victim)
     assert acc.flagged["CAM0"] == 1 and "corrupt" not in drops(acc)

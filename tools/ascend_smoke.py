@@ -62,7 +62,7 @@ import numpy as np  # noqa: E402
 
 import dvpipe as dv  # noqa: E402
 from dvpipe.backends.dvpp import TOLERANCES, StepRefused, _acl, pool_for  # noqa: E402
-from dvpipe.backends.dvpp.testing import (encode_jpeg, error_stats, h264_stream, kitti_rig,  # noqa: E402
+from dvpipe.testing.dvpp import (encode_jpeg, error_stats, h264_stream, kitti_rig,  # noqa: E402
                                           pyav_display_order, sample_frame_sets, synthetic_bgr, tolerance_violations,
                                           video_packets)
 from dvpipe.probe import detect_target  # noqa: E402

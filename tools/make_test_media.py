@@ -35,7 +35,20 @@ h264_corrupt_slice same, but only the second half of that packet (slice data) is
 h264_annexb        Annex-B H.264 elementary stream (.h264) with B-frames
 h265_annexb        Annex-B H.265 elementary stream (.h265), libx265 defaults (B-frames)
 h264_no_bframes    the control: H.264 MP4 without B-frames (decode order = presentation order)
+h264_open_gop_es   Annex-B H.264, ``open-gop=1``, keyint 12, ``bframes=3``, starting at the second
+                   GOP's I-frame (a recovery-point SEI, not an IDR): its leading B-frames reference
+                   the GOP that was cut off; the stream has no IDR at all
+h264_refresh_es    Annex-B H.264, ``intra-refresh=1``, keyint 12, no B-frames, starting at the
+                   second refresh period (recovery-point SEIs on P-frames; no IDR, no I-frame)
+h265_cra_es        Annex-B H.265, libx265 defaults but keyint 12 (open GOP: one IDR, then CRAs with
+                   RASL leading pictures), starting at the second CRA
+h264_halfcut_es    Annex-B H.264 as ``h264_open_gop_es`` but from the start (an IDR), with the second
+                   half of one P-frame's access unit (GOP 2) removed from the file
 =================  =========================================================================
+
+The elementary streams cut from a longer encode (``*_es``) write their pictures' indices in the
+encode: ``source_indices(path)`` lists, per access unit in decode order, the ``frame_image`` index
+it was encoded from (``-1`` for the unit cut in half).
 
 The corrupt files also write their clean twin (``NAME.clean.mp4``, the same packets before the
 damage): ``clean_path(path)``; a frame whose decode differs between the two is a damaged frame.
@@ -52,7 +65,8 @@ from typing import Callable, Optional
 import av
 import numpy as np
 
-__all__ = ["MEDIA", "make", "make_all", "frame_image", "reference_decode", "reference_frames",
+__all__ = ["MEDIA", "make", "make_all", "frame_image", "reference_decode", "reference_frames", "source_indices",
+           "annexb_units",
            "clean_path", "corrupt_info", "mov_edit_lists", "packet_info", "FPS"]
 
 FPS = 30
@@ -233,6 +247,84 @@ def make_h264_no_bframes(folder: Path, n: int = 36) -> Path:
                    options=_x264("keyint=12:scenecut=0:bframes=0"))
 
 
+def annexb_units(path: Path, fmt: str) -> list[bytes]:
+    """The access units of an Annex-B file as FFmpeg's raw demuxer splits them (decode order)."""
+    with av.open(str(path), format=fmt) as c:
+        return [bytes(p) for p in c.demux(video=0) if p.size]
+
+
+def _source_order(units: list[bytes], fmt: str) -> list[int]:
+    """Per unit in decode order, the encoder's input index: FFmpeg's decode of the whole stream outputs
+    picture k of the input as its k-th frame (no picture dropped), tagged with its unit's index."""
+    dec = av.CodecContext.create(fmt, "r")
+    out = []
+    for i, u in enumerate(units + [None]):
+        pkt = None
+        if u is not None:
+            pkt = av.Packet(u)
+            pkt.pts = i
+        out += [f.pts for f in dec.decode(pkt)]
+    assert sorted(out) == list(range(len(units))), "the reference encode lost pictures"
+    index = [0] * len(units)
+    for k, unit_index in enumerate(out):
+        index[unit_index] = k
+    return index
+
+
+def _cut_es(folder: Path, name: str, fmt: str, full: Path, start_key: int, halfcut: Optional[int] = None) -> Path:
+    """Write ``name`` from ``full``'s units, starting at its ``start_key``-th random-access unit;
+    ``halfcut``: the decode index of a unit whose second half is removed."""
+    units = annexb_units(full, fmt)
+    order = _source_order(units, fmt)
+    with av.open(str(full), format=fmt) as c:
+        keys = [i for i, p in enumerate(p for p in c.demux(video=0) if p.size) if p.is_keyframe]
+    start = keys[start_key]
+    body, index = units[start:], order[start:]
+    if halfcut is not None:
+        body = list(body)
+        body[halfcut] = body[halfcut][:len(body[halfcut]) // 2]
+        index = list(index)
+        index[halfcut] = -1
+    dst = Path(folder) / f"{name}.{'h264' if fmt == 'h264' else 'h265'}"
+    dst.write_bytes(b"".join(body))
+    dst.with_suffix(".index").write_text(" ".join(map(str, index)) + "\n")
+    if halfcut is None:
+        full.unlink()
+    else:
+        full.replace(clean_path(dst))  # the undamaged twin
+    return dst
+
+
+def source_indices(path: Path) -> list[int]:
+    """Per access unit of a cut elementary stream (decode order): the ``frame_image`` index it was
+    encoded from; -1 for a unit cut in half."""
+    return [int(x) for x in Path(path).with_suffix(".index").read_text().split()]
+
+
+def make_h264_open_gop_es(folder: Path, n: int = 48) -> Path:
+    full = _encode(Path(folder) / "h264_open_gop_es.full.h264", codec="libx264", fmt="h264", n=n, max_b_frames=3,
+                   options=_x264("open-gop=1:keyint=12:min-keyint=12:scenecut=0:bframes=3:b-adapt=0"))
+    return _cut_es(folder, "h264_open_gop_es", "h264", full, 1)
+
+
+def make_h264_refresh_es(folder: Path, n: int = 48) -> Path:
+    full = _encode(Path(folder) / "h264_refresh_es.full.h264", codec="libx264", fmt="h264", n=n, max_b_frames=0,
+                   options=_x264("intra-refresh=1:keyint=12:min-keyint=12:scenecut=0:bframes=0"))
+    return _cut_es(folder, "h264_refresh_es", "h264", full, 1)
+
+
+def make_h265_cra_es(folder: Path, n: int = 48) -> Path:
+    full = _encode(Path(folder) / "h265_cra_es.full.h265", codec="libx265", fmt="hevc", n=n,
+                   options={"x265-params": "log-level=error:keyint=12"})
+    return _cut_es(folder, "h265_cra_es", "hevc", full, 2)
+
+
+def make_h264_halfcut_es(folder: Path, n: int = 48) -> Path:
+    full = _encode(Path(folder) / "h264_halfcut_es.full.h264", codec="libx264", fmt="h264", n=n, max_b_frames=3,
+                   options=_x264("open-gop=1:keyint=12:min-keyint=12:scenecut=0:bframes=3:b-adapt=0"))
+    return _cut_es(folder, "h264_halfcut_es", "h264", full, 0, halfcut=13)
+
+
 #: name -> maker(folder) -> path
 MEDIA: dict[str, Callable[[Path], Path]] = {
     "h264_bframes": make_h264_bframes,
@@ -245,6 +337,10 @@ MEDIA: dict[str, Callable[[Path], Path]] = {
     "h264_annexb": make_h264_annexb,
     "h265_annexb": make_h265_annexb,
     "h264_no_bframes": make_h264_no_bframes,
+    "h264_open_gop_es": make_h264_open_gop_es,
+    "h264_refresh_es": make_h264_refresh_es,
+    "h265_cra_es": make_h265_cra_es,
+    "h264_halfcut_es": make_h264_halfcut_es,
 }
 
 

@@ -12,15 +12,18 @@ model: each camera is planned as ``dvpipe run`` plans it (backends ``dvpp``, ``a
 ``fast``, the target's documented rules, on the software device) and its ``plan.device_batch["aipp"]`` is
 written, so DVPP's documented detours are in it (JPEGD floors odd sizes, VPC writes even NV12 pictures at
 the target's output stride; e.g. KITTI 1242x375 for bevformer-tiny on Ascend310P3: source 624x186, picture
-620x186, padding right 20 / bottom 6). A camera the run would not put on the AIPP route is an error naming
+620x186, padding right 20 / bottom 6). Where the profile pads beyond AIPP's documented limits (32 a side,
+padded width <= 1080: bevformer-base / -small, 1600x900 -> 1600x928) the run takes the canvas route (VPC
+pastes the picture into the top-left of a padded slot whose border holds the pad colour) and the config
+written is that route's: no crop, no padding, source = the whole slot at its strides. A camera the run would not put on the AIPP route is an error naming
 the reason. Cameras with the same configuration share one ``aipp_op``; distinct ones get one block each,
 with ``related_input_rank`` 0, 1, ... (ATC applies one static ``aipp_op`` per model input). Nothing here
 has run on Ascend hardware.
 
-Colour standard: the run's (JPEG -> ``jpeg_full``, JFIF full-range BT.601; H.264 / H.265 -> ``bt601_narrow``,
-or the camera's rig keys ``yuv_matrix`` / ``yuv_range``, e.g. ``bt709`` / ``limited`` for a stream whose VUI
-signals BT.709: check ``ffprobe -show_streams`` ``color_space`` / ``color_range``), unless
-``--colour-standard`` says otherwise.
+Colour standard: the run's (JPEG -> ``jpeg_full``, JFIF full-range BT.601; H.264 / H.265 -> the camera's rig
+keys ``yuv_matrix`` / ``yuv_range``, else what a video file source signals in its VUI (read from the header,
+as the run does), else ``bt601_narrow``; with ``--profile`` no stream is read), unless ``--colour-standard``
+says otherwise.
 
 Exit status: 0 written; 2 bad arguments, or a stage list AIPP cannot express (one line saying why).
 """
@@ -68,7 +71,8 @@ def main(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"dvpipe aipp: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
-    text = "".join(_header(args)) + "\n".join(r.config.to_cfg() for r, _ in groups)
+    text = "".join(_header(args)) + "\n".join(
+        "".join(_block_comment(names, r) for names, r in _kinds(members)) + cfg.to_cfg() for cfg, members in groups)
     if args.output == "-":
         sys.stdout.write(text)
         out = sys.stderr
@@ -82,21 +86,23 @@ def main(args: argparse.Namespace) -> int:
         out = sys.stdout
         print(f"wrote {args.output}: {len(groups)} aipp_op block{'s' if len(groups) > 1 else ''} (static, not run "
               "on hardware)", file=out)
-    for route, cams in groups:
-        c = route.config
+    for c, members in groups:
         order = "RGB" if c.matrix_r0c2 != 0 else "BGR"  # row 0 uses V (Cr) for R, U (Cb) for B
-        print(f"  related_input_rank {c.related_input_rank}: {', '.join(cams)}", file=out)
-        print(f"    {route.describe()}", file=out)
+        print(f"  related_input_rank {c.related_input_rank}: {', '.join(n for n, _ in members)}", file=out)
+        kinds = _kinds(members)
+        for names, route in kinds:  # cameras sharing the block may reach it differently (the canvas route)
+            who = f"{', '.join(names)}: " if len(kinds) > 1 else ""
+            print(f"    {who}{route.describe()}", file=out)
+            for n in route.notes:
+                print(f"    note: {n}", file=out)
         print(f"    channels {order}, colour standard {_standard_of(c)}, mean_chn "
               f"{[c.mean_chn_0, c.mean_chn_1, c.mean_chn_2]} + min_chn {[c.min_chn_0, c.min_chn_1, c.min_chn_2]}, "
               f"var_reci {[round(c.var_reci_chn_0, 6), round(c.var_reci_chn_1, 6), round(c.var_reci_chn_2, 6)]}",
               file=out)
-        for n in route.notes:
-            print(f"    note: {n}", file=out)
     if len(groups) > 1:
         print("  note: several blocks: the model needs one image input per block (one static aipp_op per input); "
               "a single-input model needs identical cameras or dynamic AIPP", file=out)
-    oh, ow = groups[0][0].config.output_hw
+    oh, ow = groups[0][0].output_hw
     print(f"  next: atc ... --insert_op_conf={args.output if args.output != '-' else 'aipp.cfg'} (the model input "
           f"becomes uint8 NV12; its original shape stays N,3,{oh},{ow})", file=out)
     return 0
@@ -106,6 +112,25 @@ def _header(args: argparse.Namespace) -> list[str]:
     src = args.deployment or f"--profile {args.profile} --soc {args.soc}"
     return [f"# written by dvpipe aipp ({src}); static AIPP for atc --insert_op_conf.\n",
             "# Nothing in it has run on Ascend hardware.\n"]
+
+
+def _kinds(members: list[tuple[str, Any]]) -> list[tuple[list[str], Any]]:
+    """The cameras of one block grouped by how they reach it (description and notes), in order."""
+    kinds: dict[tuple, tuple[list[str], Any]] = {}
+    for name, route in members:
+        kinds.setdefault((route.describe(), route.notes), ([], route))[0].append(name)
+    return list(kinds.values())
+
+
+def _block_comment(names: list[str], route: Any) -> str:
+    """A comment above a block for cameras on the canvas route: what the slot AIPP reads holds (ATC ignores
+    ``#`` lines)."""
+    if route.canvas_pad_nv12 is None:
+        return ""
+    h, w = route.dvpp_size
+    return (f"# canvas route ({', '.join(names)}): the source is the whole {route.config.src_image_size_w}x"
+            f"{route.config.src_image_size_h} slot; VPC pastes the {w}x{h} picture into its top-left and the border "
+            f"holds NV12 {tuple(route.canvas_pad_nv12)}\n")
 
 
 def _standard_of(c: Any) -> str:
@@ -152,10 +177,22 @@ def _route(name: str, cam: Any, stages: list, target: Any) -> Any:
                else f"step {off.name} runs on {off.backend.name}" + (f" ({dv.reason})" if dv is not None else ""))
         raise ConfigError(f"{name}: the run on {target.soc} (CANN {target.cann}) does not put this camera on the AIPP "
                           f"route: {why}")
+    canvas = b.get("canvas")
+    if canvas is not None:  # the canvas route: AIPP reads the padded slot VPC pasted the picture into
+        ph, pw = (int(v) for v in canvas["picture"])
+        y, u, v = (int(c) for c in canvas["pad_nv12"])
+        note = (f"the padding to {b['width']}x{b['height']} is beyond AIPP's documented limits (32 a side, padded width "
+                f"<= 1080; acl.mdl.set_aipp_padding_params): the run pastes each {pw}x{ph} picture into the top-left "
+                "of a canvas slot with VPC (acldvppVpcCropResizePasteAsync), so this config only converts and "
+                "normalises the whole slot at its strides")
+        return AippRoute(b["aipp"], (ph, pw), (note,), canvas_pad_nv12=(y, u, v))
     return AippRoute(b["aipp"], (int(b["height"]), int(b["width"])))
 
 
-def _routes(args: argparse.Namespace) -> list[tuple[Any, list[str]]]:
+def _routes(args: argparse.Namespace) -> list[tuple[Any, list[tuple[str, Any]]]]:
+    """One ``(AippConfig, [(camera, AippRoute), ...])`` per ``aipp_op`` block, ``related_input_rank`` 0, 1, ..."""
+    from dataclasses import replace
+
     from ..backends.dvpp.aipp import recolour
     from ..errors import ConfigError
     from ..profiles import PROFILES, profile_stages
@@ -179,7 +216,9 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[str]]]:
             raise ConfigError(f"no such file: {args.deployment}")
         from ..deploy.config import load_deployment
 
-        dep = load_deployment(args.deployment)
+        from ..deploy.sources._probe import with_stream_colour
+
+        dep = with_stream_colour(load_deployment(args.deployment))  # as the run plans it
         if target is None and dep.target is not None:  # the deployment's own target, unless --soc says otherwise
             target = _target(dep.target.soc, args.cann or str(dep.target.cann))
         if target is None:
@@ -200,11 +239,9 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[str]]]:
                 stages, notes = list(p.stages or ()), []
             standard = args.colour_standard or _camera_standard(cam)
             per_camera.append((cc.name, cam, stages, standard, notes))
-    groups: dict[Any, tuple[Any, list[str]]] = {}
+    groups: dict[Any, list[tuple[str, Any]]] = {}
     for name, cam, stages, standard, notes in per_camera:
         route = _route(name, cam, stages, target)
-        from dataclasses import replace
-
         if standard is not None and recolour(route.config, standard) != route.config:
             route = replace(route, config=recolour(route.config, standard))
             notes = [*notes, f"--colour-standard {standard} differs from the run's slot standard "
@@ -212,19 +249,9 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[str]]]:
                              "the run's; set yuv_matrix / yuv_range on the camera so that both agree"]
         if notes:
             route = replace(route, notes=tuple(notes) + route.notes)
-        key = route.config
-        if key in groups:
-            groups[key][1].append(name)
-        else:
-            groups[key] = (route, [name])
-    out = []
-    for rank, (route, cams) in enumerate(groups.values()):
-        if rank:
-            from dataclasses import replace
-
-            route = replace(route, config=route.config.replace(related_input_rank=rank))
-        out.append((route, cams))
-    return out
+        groups.setdefault(route.config, []).append((name, route))
+    return [(cfg.replace(related_input_rank=rank) if rank else cfg, members)
+            for rank, (cfg, members) in enumerate(groups.items())]
 
 
 def _order_note(profile: Any, fidelity: Fidelity) -> list[str]:

@@ -104,6 +104,9 @@ class PipelineConfig:
     stages: Optional[tuple[Any, ...]] = None
     mmdet3d_config: Optional[str] = None  # a model's mmdet3d config (.py), read without executing it
     skip: tuple[str, ...] = ()  # its transforms to ignore (dvpipe.mmdet3d.map_test_pipeline)
+    #: the config as read at load (a dvpipe.mmdet3d.MappedConfig): the runner's pipeline is built from it,
+    #: not from the file read again
+    mapped: Any = field(default=None, compare=False, repr=False)
     fidelity: Fidelity = "reference"
     backends: tuple[str, ...] = ("auto",)
     threads: Optional[int] = None
@@ -164,19 +167,22 @@ class LatencyConfig:
 
 @dataclass(frozen=True)
 class OutputsConfig:
-    """What is written where. Paths are absolute after loading; None means "not written"."""
+    """What is written where: ``outputs: {dir, metrics, <exporter>: options}``.
+
+    Attributes:
+        dir: the output folder (absolute after loading; None: none).
+        metrics: write ``summary.json`` and ``latency.json`` into ``dir``.
+        exporters: the options of each registered exporter (:mod:`dvpipe.deploy.exporters`) that
+            ``outputs:`` names, by name, as its ``Options`` keys (relative paths are relative to
+            ``dir``): ``exporters["trace"] == {"path": "trace.json", "max_events": 50000}``.
+        presets: options that older keys set for an exporter the deployment leaves off
+            (``trace_max_events`` without ``trace``), used when a flag or the runner turns it on.
+    """
 
     dir: Optional[str] = None
     metrics: bool = True
-    trace: Optional[str] = None
-    plots: Optional[str] = None
-    dumps_every: int = 0
-    dumps_max: int = 0
-    prometheus_port: Optional[int] = None
-    prometheus_addr: str = "127.0.0.1"  # loopback: only this machine scrapes unless the user exposes it
-    trace_max_events: Optional[int] = None  # the trace's ring (default dvpipe.latency.trace.DEFAULT_MAX_EVENTS)
-    #: options of each registered user exporter that ``outputs:`` names (dvpipe.deploy.exporters), by name
     exporters: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
+    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)
@@ -251,6 +257,8 @@ class Deployment:
         return replace(self, run=replace(self.run, **changes))
 
     def with_outputs(self, **changes) -> "Deployment":
+        """A copy with ``outputs`` fields changed (``dir=``, ``metrics=``). An exporter's options are
+        given to the run instead: ``Runner(dep, outputs={"trace": {"path": "t.json"}})``."""
         from dataclasses import replace
 
         return replace(self, outputs=replace(self.outputs, **changes))

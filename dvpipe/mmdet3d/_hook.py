@@ -13,7 +13,8 @@ none. In a deployment::
 
     model:
       entry: dvpipe.mmdet3d:Mmdet3dHook
-      init: {model: my_detector.py:forward, infos: nuscenes_infos_temporal_val.pkl, data_root: /data/nuscenes}
+      init: {model: my_detector.py:forward, infos: /work/BEVFormer/data/nuscenes/nuscenes_infos_temporal_val.pkl,
+             data_root: /work/BEVFormer, can_bus_rotation: published}
 
 The hook keeps the previous sample for the temporal keys, so one hook serves one stream, called in
 order (the runner calls its model one frame set at a time, in order).
@@ -37,14 +38,17 @@ class Mmdet3dHook:
             source; rig camera names must be the file's camera keys. ``data_root`` as for
             :class:`~dvpipe.mmdet3d.InfoFile`.
         poses: a nuScenes-style ``ego_pose.json`` instead (or any ``(timestamp_ns, seq) -> record``).
-        can_bus, scene_gap_s: as :class:`~dvpipe.mmdet3d.Mmdet3dMetas`.
+        can_bus, scene_gap_s, can_bus_rotation: as :class:`~dvpipe.mmdet3d.Mmdet3dMetas` (``can_bus_rotation``:
+            ``published`` = ``[w, w, w, w]`` as BEVFormer's checkpoints were trained, ``quaternion`` the
+            corrected value; None: the profile's).
 
     ``img`` is ``batch.img``: a ``torch.Tensor`` view when torch imports (``torch.from_numpy``, no
     copy), else the numpy view. Both are views of the pipeline's buffer, valid during the call.
     """
 
     def __init__(self, model: "str | Callable", *, infos: Optional[str] = None, data_root: Optional[str] = None,
-                 poses: Any = None, can_bus: str = "absolute", scene_gap_s: float = 1.0):
+                 poses: Any = None, can_bus: str = "absolute", scene_gap_s: float = 1.0,
+                 can_bus_rotation: Optional[str] = None):
         from ._infos import open_info_file
         from ._metas import JsonPoses, Mmdet3dMetas
 
@@ -59,7 +63,7 @@ class Mmdet3dHook:
         pose = open_info_file(infos, data_root) if infos is not None else (
             JsonPoses(poses) if isinstance(poses, str) else poses)
         self.model = model
-        self.metas = Mmdet3dMetas(pose, can_bus=can_bus, scene_gap_s=scene_gap_s)
+        self.metas = Mmdet3dMetas(pose, can_bus=can_bus, scene_gap_s=scene_gap_s, can_bus_rotation=can_bus_rotation)
 
     def __call__(self, batch: Any) -> Any:
         img, meta = self.metas(batch)

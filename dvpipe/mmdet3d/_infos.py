@@ -19,6 +19,15 @@ Layouts read:
 
 Samples are ordered by timestamp, as mmdet3d's ``NuScenesDataset`` orders them.
 
+Image paths: the converters (mmdet3d's ``tools/create_data.py``, BEVFormer's
+``tools/create_data.py``) store each path as the nuScenes devkit gives it, relative to the folder the
+converter ran in, the repository root: ``./data/nuscenes/samples/CAM_FRONT/....jpg``, next to an info
+file written to ``./data/nuscenes/``. The published pipelines open that path as it is, from that
+folder (``tools/test.py`` runs there), and pass it on unchanged as ``filename``. ``data_root`` is the
+folder the stored paths are relative to; without it, the first of the info file's folder, its parent
+folders and the working directory under which the first sample's first image exists (the repository
+root, for a converter's output), else the info file's folder.
+
 A ``.json`` file with the same structure (arrays as nested lists; what ``mmengine.dump`` writes for a
 ``.json`` name) is read with :mod:`json`, which runs no code. :func:`open_info_file` caches one
 :class:`InfoFile` per file (path, size and modification time) and process, so the cameras of a
@@ -149,19 +158,20 @@ class InfoFile:
 
     Args:
         path: the ``.pkl``.
-        data_root: folder that relative image paths are resolved against (default: the file's folder).
+        data_root: folder that relative image paths are resolved against (default: see the module
+            docstring: the folder under which the first image exists, e.g. the converter's repository root).
         cameras: camera names in batch order (default: the first sample's order).
 
     Each sample: ``token``, ``timestamp_ns``, ``scene_token`` (or None), ``can_bus`` (or None),
-    ``translation``, ``rotation`` (ego to global), ``cameras``: name -> ``path``,
-    ``intrinsics`` (3x3), ``lidar2cam`` (4x4), ``timestamp_ns``.
+    ``translation``, ``rotation`` (ego to global), ``prev`` / ``next`` / ``lidar_path`` (or None),
+    ``cameras``: name -> ``path`` (resolved), ``filename`` (as stored), ``intrinsics`` (3x3),
+    ``lidar2cam`` (4x4), ``timestamp_ns``. :attr:`data_root` is the folder used.
     """
 
     def __init__(self, path: "str | Path", *, data_root: "str | Path | None" = None,
                  cameras: Optional[Sequence[str]] = None):
         self.path = str(path)
         raw = load_info_data(path)
-        root = Path(data_root) if data_root is not None else Path(path).resolve().parent
         if isinstance(raw, Mapping) and "infos" in raw:
             items, v1 = raw["infos"], False
         elif isinstance(raw, Mapping) and "data_list" in raw:
@@ -170,6 +180,8 @@ class InfoFile:
             items, v1 = raw, False
         else:
             raise ConfigError(f"{path}: expected {{'infos': [...]}} (mmdet3d v0.x) or {{'data_list': [...]}} (v1.x)")
+        root = Path(data_root) if data_root is not None else _find_root(Path(path), items, v1)
+        self.data_root = str(root)
         try:
             samples = [self._sample(s, v1, root) for s in items]
         except (KeyError, TypeError, ValueError) as e:
@@ -201,7 +213,8 @@ class InfoFile:
                     # mmdet3d 1.x stores the bare file name and joins the dataset's data_prefix for the
                     # camera, 'samples/<CAMERA>' in its nuScenes configs
                     rel = f"samples/{name}/{rel}"
-                cams[name] = {"path": str(root / rel), "intrinsics": np.asarray(c["cam2img"], float)[:3, :3],
+                cams[name] = {"path": str(root / rel), "filename": str(root / rel),
+                              "intrinsics": np.asarray(c["cam2img"], float)[:3, :3],
                               "lidar2cam": np.asarray(c["lidar2cam"], dtype=np.float64),
                               "timestamp_ns": _seconds_ns(c.get("timestamp", s["timestamp"]))}
             e2g = np.asarray(s["ego2global"], dtype=np.float64)
@@ -209,14 +222,16 @@ class InfoFile:
             t_ns = _seconds_ns(s["timestamp"])
         else:
             for name, c in s["cams"].items():
-                cams[name] = {"path": str(root / c["data_path"]),
+                cams[name] = {"path": str(root / c["data_path"]), "filename": str(c["data_path"]),
                               "intrinsics": np.asarray(c["cam_intrinsic"], dtype=np.float64),
                               "lidar2cam": _lidar2cam_v0(c), "timestamp_ns": int(c.get("timestamp", s["timestamp"])) * 1000}
             translation, rotation = list(s["ego2global_translation"]), list(s["ego2global_rotation"])
             t_ns = int(s["timestamp"]) * 1000
         return {"token": s.get("token", s.get("sample_idx")), "timestamp_ns": t_ns, "scene_token": s.get("scene_token"),
                 "can_bus": None if s.get("can_bus") is None else np.asarray(s["can_bus"], dtype=np.float64),
-                "translation": translation, "rotation": rotation, "cameras": cams}
+                "translation": translation, "rotation": rotation, "cameras": cams,
+                "prev": s.get("prev"), "next": s.get("next"),
+                "lidar_path": None if s.get("lidar_path") is None else str(s["lidar_path"])}
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -279,10 +294,51 @@ class InfoFile:
         """Pose source for :class:`~dvpipe.mmdet3d.Mmdet3dMetas`: the sample of :meth:`sample_index`
         (ego pose, ``can_bus``, scene, token and each camera's calibration and file name)."""
         s = self.samples[self.sample_index(timestamp_ns, seq)]
-        return {"translation": s["translation"], "rotation": s["rotation"], "can_bus": s["can_bus"],
-                "scene_token": s["scene_token"], "token": s["token"],
-                "cameras": {cam: {"intrinsics": s["cameras"][cam]["intrinsics"], "lidar2cam": s["cameras"][cam]["lidar2cam"],
-                                  "filename": s["cameras"][cam]["path"]} for cam in self.cameras}}
+        return pose_record(s, {cam: cam for cam in self.cameras})
+
+
+def pose_record(s: Mapping, cameras: Mapping[str, str]) -> dict:
+    """The pose record of a normalised sample ``s`` for :class:`~dvpipe.mmdet3d.Mmdet3dMetas`:
+    ego pose, ``can_bus``, scene, token, ``prev`` / ``next`` / ``lidar_path`` and, per camera
+    ``{name in the batch: the file's camera key}``, its calibration and stored file name;
+    ``camera_order``: those batch names in the file's order (the order mmdet3d's datasets feed them)."""
+    cams = {}
+    for name, key in cameras.items():
+        c = s["cameras"].get(key)
+        if c is not None:
+            cams[name] = {"intrinsics": c["intrinsics"], "lidar2cam": c["lidar2cam"], "filename": c["filename"]}
+    names = {key: name for name, key in cameras.items()}
+    return {"translation": s["translation"], "rotation": s["rotation"], "can_bus": s["can_bus"],
+            "scene_token": s["scene_token"], "token": s["token"], "prev": s["prev"], "next": s["next"],
+            "lidar_path": s["lidar_path"], "cameras": cams,
+            "camera_order": [names[key] for key in s["cameras"] if key in names]}
+
+
+def _first_image(items: Any, v1: bool) -> Optional[str]:
+    """The stored relative path of the first sample's first image, or None (absolute, or none)."""
+    try:
+        first = items[0]
+        if v1:
+            name, c = next(iter(first["images"].items()))
+            rel = str(c["img_path"])
+            rel = rel if ("/" in rel or os.sep in rel) else f"samples/{name}/{rel}"
+        else:
+            rel = str(next(iter(first["cams"].values()))["data_path"])
+    except (KeyError, TypeError, IndexError, StopIteration, AttributeError):
+        return None
+    return None if os.path.isabs(rel) else rel
+
+
+def _find_root(path: Path, items: Any, v1: bool) -> Path:
+    """The default ``data_root``: the info file's folder, a parent of it, or the working directory,
+    the first under which the first sample's first image exists; else the info file's folder."""
+    folder = path.resolve().parent
+    rel = _first_image(items, v1)
+    if rel is not None:
+        for root in (folder, *folder.parents, Path.cwd()):
+            if (root / rel).is_file():
+                return root
+    return folder
 
 
 def _image_size(path: str) -> tuple[int, int]:

@@ -4,18 +4,27 @@
 ``forward_test(img_metas=[[meta]], img=[img])`` reads, including BEVFormer's temporal keys:
 
 * ``can_bus`` (18 floats) as BEVFormer's ``CustomNuScenesDataset.get_data_info`` builds it:
-  ``[0:3]`` ego-to-global translation (m), ``[3:7]`` ego-to-global rotation quaternion
-  ``(w, x, y, z)``, ``[7:10]`` acceleration, ``[10:13]`` rotation rate, ``[13:16]`` velocity (from
+  ``[0:3]`` ego-to-global translation (m), ``[3:7]`` the ego-to-global rotation: ``[w, w, w, w]``
+  with ``can_bus_rotation="published"`` (what the published code writes and every released BEVFormer
+  checkpoint was trained with: it assigns a pyquaternion ``Quaternion`` to the slice and numpy stores
+  ``float(q)``, the scalar part w, four times; fundamentalvision/BEVFormer PR #285), the quaternion
+  ``(w, x, y, z)`` with ``quaternion``; ``[7:10]`` acceleration, ``[10:13]`` rotation rate, ``[13:16]`` velocity (from
   the CAN bus when the pose source has them, else 0), ``[16]`` yaw in radians in ``[0, 2*pi)``,
   ``[17]`` the same yaw in degrees. With ``can_bus="delta"`` the translation and the degree yaw
   are replaced by their change since the previous sample of the same scene (0 on a scene's
   first sample), as ``BEVFormer.forward_test`` does before ``simple_test``; use ``absolute``
   (the default) when the detector's own ``forward_test`` runs, since it takes the deltas itself.
+* camera order: with an info file as the pose source, the batch's cameras must be in the file's
+  order (``info['cams']``, what mmdet3d's, BEVFormer's and PETR's datasets feed), else
+  :class:`~dvpipe.ConfigError` naming both orders; BEVDet's batches follow ``data_config['cams']``.
 * ``scene_token`` and ``prev_bev_exists``: from the pose source, or a new token whenever the
   capture time jumps by more than ``scene_gap_s`` (a stream gap resets the temporal state).
-* ``timestamp`` (seconds, sample), ``img_timestamp`` (seconds, per camera), ``filename``,
-  ``sample_idx``, ``box_type_3d`` (mmdet3d's ``LiDARInstance3DBoxes`` when mmdet3d is installed,
-  else the string ``"LiDAR"``), ``box_mode_3d``, ``flip``, ``pcd_scale_factor``.
+* ``timestamp`` (seconds, sample), ``img_timestamp`` (seconds, per camera), ``filename`` (an
+  info file's stored path, as the dataset passes it on), ``sample_idx``, ``prev_idx`` / ``next_idx`` /
+  ``pts_filename`` (when the pose source has them: an info file's ``prev``, ``next``, ``lidar_path``),
+  ``box_type_3d`` (mmdet3d's ``LiDARInstance3DBoxes`` when mmdet3d is installed,
+  else the string ``"LiDAR"``), ``box_mode_3d``, ``flip``, ``pcd_horizontal_flip``,
+  ``pcd_vertical_flip`` (False: ``MultiScaleFlipAug3D(flip=False)``), ``pcd_scale_factor``.
 
 Every array is a fresh writeable copy (DataLoader collation copies without warnings).
 """
@@ -31,6 +40,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from ..errors import ConfigError
+from ..profiles import CAN_BUS_ROTATIONS
 
 __all__ = ["Mmdet3dMetas", "JsonPoses", "can_bus_from_pose", "yaw_from_quaternion"]
 
@@ -47,13 +57,17 @@ def yaw_from_quaternion(q: "Sequence[float] | np.ndarray") -> float:
     return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 
-def can_bus_from_pose(pose: Mapping[str, Any]) -> np.ndarray:
+def can_bus_from_pose(pose: Mapping[str, Any], rotation: str = "quaternion") -> np.ndarray:
     """The absolute 18-value ``can_bus`` of one sample from a pose record (see the module docstring).
 
     Args:
         pose: ``translation`` (3, m), ``rotation`` (``w, x, y, z``), optional ``accel``,
             ``rotation_rate``, ``vel`` (3 each), or a full ``can_bus`` (18) to start from.
+        rotation: ``quaternion`` (``[3:7] = w, x, y, z``) or ``published`` (``[3:7] = w, w, w, w``,
+            BEVFormer's ``get_data_info``; :data:`dvpipe.profiles.CAN_BUS_ROTATIONS`).
     """
+    if rotation not in CAN_BUS_ROTATIONS:
+        raise ConfigError(f"can_bus_rotation must be one of {', '.join(CAN_BUS_ROTATIONS)}, got {rotation!r}")
     can = np.zeros(18, dtype=np.float64)
     if pose.get("can_bus") is not None:
         can[:] = np.asarray(pose["can_bus"], dtype=np.float64).reshape(18)
@@ -61,8 +75,9 @@ def can_bus_from_pose(pose: Mapping[str, Any]) -> np.ndarray:
         if pose.get(key) is not None:
             can[sl] = np.asarray(pose[key], dtype=np.float64).reshape(3)
     can[:3] = np.asarray(pose["translation"], dtype=np.float64).reshape(3)
-    can[3:7] = np.asarray(pose["rotation"], dtype=np.float64).reshape(4)
-    angle = yaw_from_quaternion(can[3:7]) / np.pi * 180
+    q = np.asarray(pose["rotation"], dtype=np.float64).reshape(4)
+    can[3:7] = q if rotation == "quaternion" else q[0]
+    angle = yaw_from_quaternion(q) / np.pi * 180
     if angle < 0:
         angle += 360
     can[-2] = angle / 180 * np.pi
@@ -114,15 +129,21 @@ class Mmdet3dMetas:
             as :func:`can_bus_from_pose` takes it, plus optional ``scene_token`` / ``token``), or None
             (identity pose, zero can_bus motion).
         can_bus: ``absolute`` (what ``forward_test`` reads) or ``delta`` (what ``simple_test`` reads).
+        can_bus_rotation: what ``can_bus[3:7]`` holds, ``published`` (``[w, w, w, w]``) or ``quaternion``
+            (:data:`dvpipe.profiles.CAN_BUS_ROTATIONS`); None: the profile's (the per-camera metas'
+            ``can_bus_rotation``: ``published`` for the BEVFormer profiles), else ``quaternion``.
         scene_gap_s: a capture-time jump above this starts a new scene when the pose source gives no
             ``scene_token``.
         extra: constant keys added to every sample (``img_norm_cfg`` is added from the batch).
     """
 
     def __init__(self, pose: Optional[Callable] = None, *, can_bus: str = "absolute", scene_gap_s: float = 1.0,
-                 extra: Optional[Mapping[str, Any]] = None):
+                 extra: Optional[Mapping[str, Any]] = None, can_bus_rotation: Optional[str] = None):
         if can_bus not in ("absolute", "delta"):
             raise ConfigError(f"can_bus must be 'absolute' or 'delta', got {can_bus!r}")
+        if can_bus_rotation not in (None, *CAN_BUS_ROTATIONS):
+            raise ConfigError(f"can_bus_rotation must be one of {', '.join(CAN_BUS_ROTATIONS)}, got {can_bus_rotation!r}")
+        self.can_bus_rotation = can_bus_rotation
         self.pose = pose
         self.can_bus = can_bus
         self.scene_gap_s = float(scene_gap_s)
@@ -143,7 +164,12 @@ class Mmdet3dMetas:
         seq = next((m.get("seq") for m in per_cam if m.get("seq") is not None), None)
         record: Mapping[str, Any] = (self.pose(t_ns, seq) if self.pose is not None
                                      else {"translation": (0, 0, 0), "rotation": (1, 0, 0, 0)})
-        can_abs = can_bus_from_pose(record)
+        order = record.get("camera_order")
+        if order and not any("post_rot" in m for m in per_cam):
+            _check_order(order, cameras)
+        rotation = self.can_bus_rotation or next(
+            (m["can_bus_rotation"] for m in per_cam if m.get("can_bus_rotation")), "quaternion")
+        can_abs = can_bus_from_pose(record, rotation)
         scene = record.get("scene_token")
         if scene is None:
             gap = (self._prev is not None and t_ns is not None and self._prev[1] is not None
@@ -168,9 +194,9 @@ class Mmdet3dMetas:
                 meta[key] = [_copy(m[key]) for m in per_cam]
         shapes: list[Any] = [m.get("input_shape") for m in per_cam]
         if per_cam and all(sh is not None for sh in shapes) and len(set(map(tuple, shapes))) == 1:
-            # PETR / PETRv2 and bevformer-base (profiles set input_shape): mmdet3d's LoadMultiViewImageFromFiles
-            # stacks the views on a last axis and sets ori_shape = that array's shape, (H, W, 3, N), and no
-            # later transform of theirs changes it (RandomScaleImageMultiViewImage would)
+            # PETR / PETRv2 (the profile sets input_shape): mmdet3d's LoadMultiViewImageFromFiles stacks the
+            # views on a last axis and sets ori_shape = that array's shape, (H, W, 3, N), and no later PETR
+            # transform changes it (BEVFormer's PadMultiViewImage rewrites it per camera)
             meta["ori_shape"] = (*tuple(shapes[0]), len(per_cam))
         calib = record.get("cameras")
         if calib:  # this sample's own calibration (an info file's), through the plan's image transform
@@ -180,6 +206,9 @@ class Mmdet3dMetas:
             meta["img_norm_cfg"] = _copy(first["img_norm_cfg"])
         if "scale_factor" in first:
             meta["scale_factor"] = first["scale_factor"]
+        for key, rkey in (("prev_idx", "prev"), ("next_idx", "next"), ("pts_filename", "lidar_path")):
+            if record.get(rkey) is not None:
+                meta[key] = record[rkey]
         meta.update(
             filename=[(calib or {}).get(c, {}).get("filename", m.get("filename", c)) for c, m in zip(cameras, per_cam)],
             cameras=list(cameras),
@@ -191,13 +220,27 @@ class Mmdet3dMetas:
             timestamp=None if t_ns is None else t_ns / 1e9,
             img_timestamp=[None if t is None else t / 1e9 for t in stamps],
             ego2global_translation=np.array(can_abs[:3]),
-            ego2global_rotation=np.array(can_abs[3:7]),
+            ego2global_rotation=np.asarray(record["rotation"], dtype=np.float64).reshape(4).copy(),
             flip=False,
+            pcd_horizontal_flip=False,
+            pcd_vertical_flip=False,
             pcd_scale_factor=1.0,
             box_mode_3d=_box_mode_3d(),
             box_type_3d=_box_type_3d(),
         )
         return meta
+
+
+def _check_order(order: Sequence[str], cameras: Sequence[str]) -> None:
+    """Refuse a batch whose cameras are not in the info file's order: mmdet3d's datasets (BEVFormer's,
+    PETR's, mmdet3d's own) feed ``info['cams']`` in the file's order, and BEVFormer's learnt camera
+    embeddings are per position. (BEVDet reads its config's ``data_config['cams']`` order instead,
+    which :func:`~dvpipe.mmdet3d.order_rig` / :func:`~dvpipe.mmdet3d.check_rig` see to.)"""
+    want = [c for c in order if c in cameras]
+    if want != list(cameras):
+        raise ConfigError(f"the info file feeds the cameras as {', '.join(want)}; the batch has them as "
+                          f"{', '.join(cameras)} (list the rig's cameras in the file's order, as mmdet3d's datasets "
+                          "feed them)")
 
 
 def _recalibrate(meta: dict, per_cam: Sequence[Mapping], cameras: Sequence[str], calib: Mapping) -> None:

@@ -18,6 +18,12 @@ Each transform below is mapped from its published test-time behaviour (``trainin
 formatting / collect / point loading   nothing (they do not touch the images)
 =====================================  ==========================================================
 
+Camera order: BEVDet's loader reads the cameras in ``data_config['cams']`` order, whatever the
+info file's order; :attr:`MappedConfig.cameras` keeps that list, :func:`order_rig` reorders a rig by
+name to it and :func:`check_rig` refuses a rig in another order (one line naming both orders).
+BEVFormer's and PETR's datasets take the info file's ``cams`` order (the converter's: FRONT,
+FRONT_RIGHT, FRONT_LEFT, BACK, BACK_LEFT, BACK_RIGHT), which their configs do not state.
+
 Anything else, or a mapped transform with options that change its meaning (``training=True``, a
 flip, several scales), is refused with a one-line :class:`~dvpipe.ConfigError` naming it.
 """
@@ -31,7 +37,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..profiles import Profile
 
-__all__ = ["MappedConfig", "map_test_pipeline", "find_test_pipeline", "profile_from_config", "check_rig"]
+__all__ = ["MappedConfig", "map_test_pipeline", "find_test_pipeline", "profile_from_config", "check_rig", "order_rig"]
 
 #: Transforms that leave the images and the camera matrices alone.
 _NO_IMAGE_EFFECT = frozenset({
@@ -52,12 +58,15 @@ class MappedConfig:
         camera_size: ``(height, width)`` in pixels the pipeline assumes (PETR's ``data_aug_conf`` H, W), or None.
         transforms: the transform names read, in order (after flattening ``MultiScaleFlipAug3D``).
         skipped: the transforms ignored on the caller's request.
+        cameras: the camera names in the order the model reads them, where the config states it
+            (BEVDet's ``data_config['cams']``), else None.
     """
 
     profile: Profile
     camera_size: Optional[tuple[int, int]] = None
     transforms: tuple[str, ...] = ()
     skipped: tuple[str, ...] = field(default_factory=tuple)
+    cameras: Optional[tuple[str, ...]] = None
 
 
 def _type(t: Any, where: str) -> str:
@@ -137,6 +146,7 @@ def map_test_pipeline(pipeline: Sequence, name: str = "mmdet3d", skip: Iterable[
     divisor = None
     metas = None
     camera_size = None
+    cameras: Optional[tuple[str, ...]] = None
     for t in flat:
         tname = _type(t, "test_pipeline")
         names.append(tname)
@@ -164,6 +174,13 @@ def map_test_pipeline(pipeline: Sequence, name: str = "mmdet3d", skip: Iterable[
             if crop_h != 0.0:
                 raise ConfigError(f"LoadMultiViewImageFromFiles_BEVDet: crop_h with a non-zero mean ({crop_h}) "
                                   "is not mapped")
+            cams = dc.get("cams")
+            if cams is not None:
+                if not isinstance(cams, (list, tuple)) or not all(isinstance(c, str) for c in cams) \
+                        or len(set(cams)) != len(cams):
+                    raise ConfigError("LoadMultiViewImageFromFiles_BEVDet.data_config['cams'] must list distinct "
+                                      "camera names")
+                cameras = tuple(cams)
             fit = (fW, float(dc.get("resize_test", 0.0)))
             crop, interpolation, norm, metas = (fH, fW), "pil_bicubic", dict(_BEVDET_NORM), "bevdet"
             seq += ["load", "resize", "crop", "norm"]
@@ -203,8 +220,8 @@ def map_test_pipeline(pipeline: Sequence, name: str = "mmdet3d", skip: Iterable[
                       crop_width=crop[1] if crop else None, size_divisor=divisor, normalise_first=normalise_first,
                       metas=metas or "bevformer", source=f"mmdet3d config ({' -> '.join(names)})",
                       fit_width=fit[0] if fit else None, scale_offset=fit[1] if fit else 0.0,
-                      interpolation=interpolation)
-    return MappedConfig(profile, camera_size, tuple(names), tuple(skipped))
+                      interpolation=interpolation, can_bus_rotation="published" if metas in (None, "bevformer") else None)
+    return MappedConfig(profile, camera_size, tuple(names), tuple(skipped), cameras)
 
 
 def _check_order(seq: list[str]) -> None:
@@ -231,8 +248,36 @@ def profile_from_config(config, *, skip: Iterable[str] = (), allow_code: bool = 
     return map_test_pipeline(find_test_pipeline(cfg), name=name, skip=skip)
 
 
+def _order_problem(mapped: MappedConfig, names: Sequence[str]) -> Optional[str]:
+    if mapped.cameras is None or tuple(names) == mapped.cameras:
+        return None
+    same = sorted(names) == sorted(mapped.cameras)
+    return (f"the config's data_config['cams'] reads the cameras as {', '.join(mapped.cameras)}; the rig lists "
+            f"{', '.join(names)}" + (" (list the rig's cameras in the config's order)" if same else
+                                     " (name the rig's cameras as the config does)"))
+
+
+def order_rig(mapped: MappedConfig, rig):
+    """``rig`` with its cameras in the config's order (:attr:`MappedConfig.cameras`), reordered by name.
+
+    Raises:
+        ConfigError: the rig's camera names are not the config's (one line naming both lists).
+    """
+    from dataclasses import replace
+
+    if mapped.cameras is None or rig.names == mapped.cameras:
+        return rig
+    if sorted(rig.names) != sorted(mapped.cameras):
+        raise ConfigError(str(_order_problem(mapped, rig.names)))
+    return replace(rig, cameras=tuple(rig[name] for name in mapped.cameras))
+
+
 def check_rig(mapped: MappedConfig, cameras) -> None:
-    """Raise :class:`ConfigError` when a camera's size differs from the size the config assumes."""
+    """Raise :class:`ConfigError` when a camera's size differs from the size the config assumes, or
+    the cameras are not in the order the config states (:func:`order_rig` reorders a rig)."""
+    problem = _order_problem(mapped, [c.name for c in cameras])
+    if problem:
+        raise ConfigError(problem)
     if mapped.camera_size is None:
         return
     wrong = [c for c in cameras if (c.height, c.width) != mapped.camera_size]

@@ -39,6 +39,7 @@ import numpy as np
 from ...device import DeviceTensor
 from ...stages.registry import KernelContext, KernelVerdict, register_kernel
 from . import _acl, jpegd, vdec, vpc
+from .colour import camera_colour_standard
 from .placement import device_output, picture_layout, program_for_output
 from .pool import BufferPool, pool_for
 from .support import TOLERANCES, DvppDecode, Program, StepRefused, accepts_unknown, plan_step, supports
@@ -94,7 +95,8 @@ def step_state(ctx: KernelContext, stages: tuple) -> StepState:
         prog = program_for_output(prog, ctx.spec_out)
         # a step verified on this device runs with the layouts it was verified with, on every frame and
         # thread (not only under the verification's thread-local accepting_unknown)
-        st = StepState.open(ctx.backend.device, target, prog, ctx.camera.name, accept_unknown=accept)
+        st = StepState.open(ctx.backend.device, target, prog, ctx.camera.name, accept_unknown=accept,
+                            colour_standard=camera_colour_standard(ctx.camera))
         st.extra["codec"] = ctx.spec_in.encoding
         ctx.state["dvpp"] = st
     return st

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ...errors import BackendUnavailable, DvpipeError
+from ...errors import BackendUnavailable, ConfigError, DvpipeError
 from . import _codes
 from ._enums import MEMCPY, RUN_MODE
 
@@ -359,7 +359,7 @@ def runtime(device: str, target: Any = None, device_id: int = 0) -> "Runtime":
     elif device == "hw":
         key = _Key("hw", device_id, "", "")
     else:
-        raise ValueError(f"DVPP device is 'hw' or 'sim', got {device!r}")
+        raise ConfigError(f"DVPP device is 'hw' or 'sim', got {device!r}")
     with _RUNTIMES_LOCK:
         rt = _RUNTIMES.get(key)
         if rt is None:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, fields, replace
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -370,7 +370,7 @@ def _value(key: str, text: str, lineno: int) -> Any:
     try:
         if key in _BOOL_FIELDS:
             if text.lower() not in ("true", "false"):
-                raise ValueError
+                raise ValueError  # builtin on purpose: caught just below
             return text.lower() == "true"
         if key in _STR_FIELDS:
             return text
@@ -635,11 +635,15 @@ class AippRoute:
         config: the static :class:`AippConfig`.
         dvpp_size: ``(height, width)`` in pixels of the picture DVPP writes (after its resizes and crops).
         notes: what differs from the stage list as written (re-ordering, dtype, resize filter).
+        canvas_pad_nv12: the canvas route only (padding AIPP cannot do): VPC pastes the ``dvpp_size`` picture
+            into the top-left of a slot of the model input's size whose border holds this ``(Y, U, V)``
+            colour, and the config has no crop and no padding; None on the plain AIPP route.
     """
 
     config: AippConfig
     dvpp_size: tuple[int, int]
     notes: tuple[str, ...] = ()
+    canvas_pad_nv12: Optional[tuple[int, int, int]] = None
 
     def describe(self) -> str:
         c = self.config
@@ -647,8 +651,14 @@ class AippRoute:
         crop = (f"{c.crop_size_w}x{c.crop_size_h}+{c.load_start_pos_w}+{c.load_start_pos_h}" if c.crop else "none")
         pad = (f"right {c.right_padding_size}, bottom {c.bottom_padding_size} (value {c.padding_value:g})"
                if c.padding else "none")
-        return (f"input NV12 {c.src_image_size_w}x{c.src_image_size_h} (DVPP picture {self.dvpp_size[1]}x"
-                f"{self.dvpp_size[0]}), crop {crop}, padding {pad}, output 3x{oh}x{ow} fp16")
+        dh, dw = self.dvpp_size
+        if self.canvas_pad_nv12 is not None:
+            source = (f"canvas slot: VPC pastes the {dw}x{dh} DVPP picture into its top-left, border NV12 "
+                      f"{tuple(self.canvas_pad_nv12)}")
+        else:
+            source = f"DVPP picture {dw}x{dh}"
+        return (f"input NV12 {c.src_image_size_w}x{c.src_image_size_h} ({source}), crop {crop}, padding {pad}, "
+                f"output 3x{oh}x{ow} fp16")
 
 
 def _default_stride(height: int, width: int) -> tuple[int, int]:

@@ -17,8 +17,9 @@ output buffer of the pipeline's ring with ``acl.media.dvpp_malloc`` and freed in
 ``(N, H, W)``, ``strides = (width_stride, height_stride)``, ``meta["aipp"]`` the static
 :class:`~.aipp.AippConfig` that turns it into the profile's ``(N, 3, H', W')`` float16 input
 (``src_image_size`` = the stride, crop = the picture, padding = the profile's Pad),
-``meta["colour_standard"]`` (``jpeg_full`` for JPEGD output; for VDEC output ``bt601_narrow``, or the camera's
-``yuv_matrix`` / ``yuv_range`` keys, e.g. ``bt709_narrow``).
+``meta["colour_standard"]`` (``jpeg_full`` for JPEGD output; for VDEC output the camera's ``yuv_matrix`` /
+``yuv_range`` keys, e.g. ``bt709_narrow``, which a video file source fills in from the stream's VUI, else
+``bt601_narrow``).
 
 Fidelity: AIPP's 8-bit fixed-point CSC, its 4:2:0 -> 4:4:4 chroma and the fp16 output differ from the
 float reference, so at fidelity ``reference`` the step is *declined* (dvpipe's policy), never rejected.
@@ -44,6 +45,7 @@ from ...latency.clock import DeviceSpan, now_ns
 from ...stages.registry import KernelContext, KernelQuery, KernelVerdict, register_kernel
 from ...types import PixelFormat
 from . import _acl
+from .colour import camera_colour_standard as _colour_standard
 from .canvas import canvas_nv12
 
 __all__ = ["available", "allocate_output", "batch_layout", "nv12_from_bgr", "canvas_nv12", "pad_nv12", "OPS"]
@@ -57,22 +59,6 @@ def available(ref: Any, target: Any = None) -> KernelVerdict:
     from . import available as dvpp_available
 
     return dvpp_available(type(ref)(ref.name.replace("aipp", "dvpp"), "dvpp", ref.device), target)
-
-
-def _colour_standard(camera: Any) -> str:
-    """JPEG: ``jpeg_full``. Video: the camera's rig keys ``yuv_matrix`` (``bt601`` / ``bt709``) and ``yuv_range``
-    (``limited`` / ``full``), default ``bt601_narrow``; a stream whose VUI signals BT.709 (most HD H.264 cameras:
-    ``ffprobe -show_streams`` ``color_space=bt709``) needs ``yuv_matrix: bt709`` on its camera."""
-    from ...codecs import VIDEO_ENCODINGS
-
-    if camera.encoding not in VIDEO_ENCODINGS:
-        return "jpeg_full"
-    extra = getattr(camera, "extra", {}) or {}
-    matrix = str(extra.get("yuv_matrix", "bt601")).lower()
-    rng = "full" if str(extra.get("yuv_range", "limited")).lower() == "full" else "narrow"
-    if matrix not in ("bt601", "bt709"):
-        raise ConfigError(f"camera {camera.name}: yuv_matrix {matrix!r} is not bt601 or bt709")
-    return f"{matrix}_{rng}"
 
 
 def _split(stages: tuple) -> tuple[Any, Any]:
@@ -123,12 +109,11 @@ def pad_nv12(stages: tuple, camera: Any) -> tuple[int, int, int]:
     return best[1]
 
 
-def _canvas_why(q: KernelQuery, h: int, w: int, ph: int, pw: int) -> str:
-    """Empty when VPC can paste the ``w x h`` picture into a ``pw x ph`` canvas on ``q.target`` (the knowledge
+def _canvas_why(target: Any, h: int, w: int, ph: int, pw: int) -> str:
+    """Empty when VPC can paste the ``w x h`` picture into a ``pw x ph`` canvas on ``target`` (the knowledge
     base's acldvppVpcCropResizePasteAsync rules), else why not."""
     from ...knowledge import check as kcheck
 
-    target = getattr(q, "target", None)
     if target is None:
         return "no target to check the VPC paste against"
     v = kcheck(target.soc, target.cann, unit="vpc", op="crop_resize_paste", width=w, height=h, fmt="nv12",
@@ -155,7 +140,7 @@ def _supports(q: KernelQuery) -> KernelVerdict:
         cfg = _config(q.stages, q.camera, (h + (h & 1), w + (w & 1)), spec.size, q.spec_out.size)
     except ConfigError as e:
         # AIPP's padding is limited (32 a side, padded width <= 1080): the canvas route pads on VPC instead
-        why = _canvas_why(q, h, w, ph, pw) if (ph, pw) != (h, w) else "no padding to move"
+        why = _canvas_why(getattr(q, "target", None), h, w, ph, pw) if (ph, pw) != (h, w) else "no padding to move"
         try:
             cfg = _canvas_config(q.stages, q.camera, (ph, pw), (pw + (pw & 1), ph + (ph & 1)))
         except ConfigError as e2:
@@ -182,28 +167,40 @@ def batch_layout(plan: Any) -> dict:
     from . import device_output, picture_layout
 
     cp = plan.cameras[0]
-    dv = next(s for s in cp.steps if s.backend.family == "dvpp")
     last = cp.steps[-1]
-    _spec, prog, _why = device_output(dv, cp.camera, plan.target, True)
-    assert prog is not None  # the AIPP route was planned with a VPC program on every camera
-    unit, fmt, (h, w), (ws, hs), nbytes = picture_layout(prog, plan.target)
-    for other in plan.cameras[1:]:
-        d2 = next(s for s in other.steps if s.backend.family == "dvpp")
-        _s2, p2, _w2 = device_output(d2, other.camera, plan.target, True)
-        assert p2 is not None  # as above
-        if picture_layout(p2, plan.target)[1:4] != (fmt, (h, w), (ws, hs)):
-            raise ConfigError(f"cameras {cp.camera.name} and {other.camera.name} would write different DVPP "
-                              "pictures into one AIPP batch buffer")
+    layouts = {}
+    for c in plan.cameras:
+        dv = next(s for s in c.steps if s.backend.family == "dvpp")
+        _spec, prog, _why = device_output(dv, c.camera, plan.target, True)
+        assert prog is not None  # the AIPP route was planned with a VPC program on every camera
+        layouts[c.camera.name] = picture_layout(prog, plan.target)
+    standards = {c.camera.name: _colour_standard(c.camera) for c in plan.cameras}
+    if len(set(standards.values())) > 1:
+        listing = ", ".join(f"{k} {v}" for k, v in standards.items())
+        raise ConfigError(f"the cameras' pictures are in different colour standards ({listing}); one AIPP converts "
+                          "the whole batch: give the cameras the same yuv_matrix / yuv_range, or plan them apart")
+    unit, fmt, (h, w), (ws, hs), nbytes = layouts[cp.camera.name]
+    alike = all(lay[1:4] == (fmt, (h, w), (ws, hs)) for lay in layouts.values())
     canvas = None
     try:
+        if not alike:
+            raise ConfigError("the cameras' DVPP pictures differ")
         cfg = _config(last.stages, cp.camera, (hs, ws), (h, w), last.spec_out.size)
     except ConfigError:
-        # the canvas route (see _supports): the slot is the padded picture, VPC pastes into its top-left
+        # the canvas route (see _supports): the slot is the padded picture, VPC pastes into its top-left. Also
+        # where the cameras' pictures differ (a rig of several sizes padded to one): each camera pastes its own
         from . import vpc
 
         ph, pw = last.spec_out.size
+        for name, lay in layouts.items():
+            why = "" if lay[1] == "nv12" else f"its DVPP picture is {lay[1]}, not NV12"
+            why = why or _canvas_why(plan.target, lay[2][0], lay[2][1], ph, pw)
+            if why:
+                raise ConfigError(f"camera {name}: the AIPP batch buffer cannot hold its {lay[2][1]}x{lay[2][0]} "
+                                  f"picture ({why})")
         st = vpc.layout(plan.target, "vpc", "nv12", pw, ph, accept_unknown=True)
-        canvas = {"picture": (h, w), "pad_nv12": pad_nv12(last.stages, cp.camera)}
+        canvas = {"picture": (h, w), "pictures": {name: lay[2] for name, lay in layouts.items()},
+                  "pad_nv12": pad_nv12(last.stages, cp.camera)}
         unit, (h, w), (ws, hs) = "vpc", (ph, pw), (int(st.width_stride), int(st.height_stride))
         nbytes = ws * hs * 3 // 2
         cfg = _canvas_config(last.stages, cp.camera, (ph, pw), (ws, hs))
@@ -257,7 +254,11 @@ def _kernel(data: Any, stages: tuple, ctx: KernelContext):
         return slot
     # host BGR from the DVPP step's runtime fallback: NV12 on the host, one upload into the slot
     img = np.asarray(data)
-    h, w = slot.meta["canvas"]["picture"] if "canvas" in slot.meta else (slot.shape[1], slot.shape[2])
+    if "canvas" in slot.meta:  # this camera's picture (cameras of several sizes paste their own)
+        c = slot.meta["canvas"]
+        h, w = c.get("pictures", {}).get(getattr(ctx.camera, "name", None), c["picture"])
+    else:
+        h, w = slot.shape[1], slot.shape[2]
     if img.shape[:2] != (h, w):
         raise ConfigError(f"the fallback produced {img.shape[:2]}, the batch slot holds {h}x{w}")
     nv12 = nv12_from_bgr(img, slot.strides, str(slot.meta.get("colour_standard", "jpeg_full")))

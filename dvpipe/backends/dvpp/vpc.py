@@ -26,10 +26,11 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ...errors import ConfigError
 from ...latency.clock import DeviceSpan, now_ns
 from . import _acl
 from ._enums import PIXEL_FORMAT
-from .colour import nv12_planes, nv12_to_bgr, packed_view
+from .colour import nv12_planes, nv12_to_bgr, packed_view, split_standard
 from .pool import BufferPool, DeviceBuffer, pool_for
 from .support import Program, StepRefused, VpcOp
 
@@ -155,7 +156,7 @@ def enqueue(rt: Any, pool: BufferPool, target: Any, channel: int, stream: int, s
         elif op.kind == "csc":
             rt.vpc_convert_color(channel, src.desc, dst.desc, stream, **ctx)
         else:
-            raise ValueError(f"unknown VPC op {op.kind!r}")
+            raise ConfigError(f"unknown VPC op {op.kind!r}")
     except Exception:
         release(rt, pool, dst)
         raise
@@ -175,22 +176,33 @@ def crop_resize_paste(rt: Any, channel: int, stream: int, src: Picture, canvas: 
     return [c, p]
 
 
-def device_tensor(rt: Any, pic: Picture, program: Program, **meta: Any):
+def picture_standard(program: Program, colour_standard: str = "") -> str:
+    """The colour standard of the pictures ``program`` writes: JPEGD output is ``jpeg_full``; VDEC output is
+    the stream's own Y'CbCr (VDEC does not convert it), ``colour_standard`` -- the camera's
+    (:func:`.route._colour_standard`: rig keys or the stream's VUI) -- else ``bt601_narrow``."""
+    if program.source != "vdec":
+        return "jpeg_full"
+    return colour_standard or "bt601_narrow"
+
+
+def device_tensor(rt: Any, pic: Picture, program: Program, colour_standard: str = "", **meta: Any):
     """``pic`` as a :class:`dvpipe.device.DeviceTensor` (a view: the picture stays where it is).
 
     NV12 -> layout ``NV12``, shape ``(1, H, W)``; BGR888/RGB888 -> ``NHWC`` ``(1, H, W, 3)`` with the row
-    stride in bytes. ``meta`` carries what a host download needs: ``fmt``, ``colour_range`` (of the NV12
-    -> BGR conversion: ``full`` for JPEG, ``limited`` for video), ``host_crop`` (``(l, t, w, h)`` or None),
-    and ``release`` (call it once the picture was read: the buffer goes back to the pool).
+    stride in bytes. ``meta`` carries what a host download needs: ``fmt``, ``colour_standard``
+    (:func:`picture_standard`; ``colour_standard`` is the camera's) and from it ``colour_range`` /
+    ``colour_matrix`` of the NV12 -> BGR conversion, ``host_crop`` (``(l, t, w, h)`` or None), and
+    ``release`` (call it once the picture was read: the buffer goes back to the pool).
     """
     from ...device import DeviceTensor
 
     nv12 = pic.fmt in ("nv12", "nv21")
     shape = (1, pic.height, pic.width) if nv12 else (1, pic.height, pic.width, 3)
     colour = "" if nv12 else ("rgb" if pic.fmt == "rgb888" else "bgr")
-    full = {"fmt": pic.fmt, "colour_range": program.host_csc or ("limited" if program.source == "vdec" else "full"),
-            "host_crop": program.host_crop,
-            "colour_standard": "bt601_narrow" if program.source == "vdec" else "jpeg_full", **meta}
+    standard = picture_standard(program, colour_standard)
+    matrix, rng = split_standard(standard)
+    full = {"fmt": pic.fmt, "colour_range": rng, "colour_matrix": matrix, "host_crop": program.host_crop,
+            "colour_standard": standard, **meta}
     return DeviceTensor(pic.buf.ptr, pic.nbytes, shape, "uint8", "NV12" if nv12 else "NHWC", rt.name, rt,
                         (pic.ws, pic.hs), colour, full)
 
@@ -206,7 +218,8 @@ def tensor_to_host(t: Any, scratch: Optional[dict] = None, out: Optional[np.ndar
         y, uv = nv12_planes(raw, w, h, ws, hs)
         if fmt == "nv21":
             uv = uv[..., ::-1]
-        img = nv12_to_bgr(y, uv, t.meta.get("colour_range") or "full", out=out, scratch=scratch)
+        img = nv12_to_bgr(y, uv, t.meta.get("colour_range") or "full", out=out, scratch=scratch,
+                          matrix=t.meta.get("colour_matrix") or "bt601")
     else:
         img = packed_view(raw, w, h, ws, hs, 3)
         if fmt == "rgb888":
@@ -224,18 +237,19 @@ def tensor_to_host(t: Any, scratch: Optional[dict] = None, out: Optional[np.ndar
 
 
 def to_host(rt: Any, pic: Picture, colour_range: Optional[str] = "full", scratch: Optional[dict] = None,
-            out: Optional[np.ndarray] = None) -> np.ndarray:
+            out: Optional[np.ndarray] = None, matrix: str = "bt601") -> np.ndarray:
     """Download ``pic`` and return its valid region as ``H x W x 3`` uint8 BGR on the host.
 
-    NV12 is cropped from its strides plane by plane and converted with ``colour_range``; BGR888/RGB888
-    rows are cropped from the width stride. The result is ``out`` (if given) or a new array.
+    NV12 is cropped from its strides plane by plane and converted with ``colour_range`` and ``matrix``
+    (``bt601`` / ``bt709``); BGR888/RGB888 rows are cropped from the width stride. The result is ``out``
+    (if given) or a new array.
     """
     raw = rt.download(pic.buf.ptr, pic.nbytes, picture=f"{pic.width}x{pic.height} {pic.fmt}")
     if pic.fmt in ("nv12", "nv21"):
         y, uv = nv12_planes(raw, pic.width, pic.height, pic.ws, pic.hs)
         if pic.fmt == "nv21":
             uv = uv[..., ::-1]
-        return nv12_to_bgr(y, uv, colour_range or "full", out=out, scratch=scratch)
+        return nv12_to_bgr(y, uv, colour_range or "full", out=out, scratch=scratch, matrix=matrix)
     img = packed_view(raw, pic.width, pic.height, pic.ws, pic.hs, 3)
     if pic.fmt == "rgb888":
         img = img[..., ::-1]
@@ -325,16 +339,20 @@ class StepState:
     #: the step runs what the docs leave open (verified on this device, or being verified): undocumented
     #: picture layouts are borrowed as :func:`layout` says, on every thread of the step
     accept_unknown: bool = False
+    #: the camera's colour standard (:func:`.route._colour_standard`), for VDEC pictures; "" = BT.601 narrow
+    colour_standard: str = ""
     _fin: Any = field(default=None, repr=False, compare=False)
     _handles: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def open(cls, device: str, target: Any, program: Program, camera: str,
-             accept_unknown: bool = False) -> "StepState":
+             accept_unknown: bool = False, colour_standard: str = "") -> "StepState":
         """Open the step's stream, DVPP channel and resize configuration (bilinear, set explicitly); the
-        runtime is held until :meth:`close`. Whatever was created is released again when a call fails."""
+        runtime is held until :meth:`close`. Whatever was created is released again when a call fails.
+        ``colour_standard``: the camera's (what its VDEC pictures hold)."""
         rt = _acl.runtime(device, target).hold()
-        s = cls(rt, pool_for(rt), target, program, camera, accept_unknown=accept_unknown)
+        s = cls(rt, pool_for(rt), target, program, camera, accept_unknown=accept_unknown,
+                colour_standard=colour_standard)
         handles: dict = {}
         s._handles = handles
         s._fin = weakref.finalize(s, _teardown, rt, s.extra, handles)
@@ -440,11 +458,12 @@ class StepState:
                 self.runtime.device_copy(slot.ptr, slot.nbytes, last.buf.ptr, last.nbytes, step="to batch slot")
                 spans.append(DeviceSpan("d2d", t0, now_ns(), None, unit="dvpp", stream=self.stream_name,
                                         attrs={"direction": "device_to_device", "bytes": last.nbytes}))
-            return dataclasses.replace(slot, meta={**slot.meta, **device_tensor(self.runtime, last, self.program).meta})
+            return dataclasses.replace(slot, meta={**slot.meta, **device_tensor(self.runtime, last, self.program,
+                                                                                self.colour_standard).meta})
         self.release_held()
         pics.remove(last)
         self.extra["held"] = last
-        return device_tensor(self.runtime, last, self.program, release=self.release_held)
+        return device_tensor(self.runtime, last, self.program, self.colour_standard, release=self.release_held)
 
     def release_held(self) -> None:
         """Return the picture handed on last (its reader is done with it: ``meta["release"]`` of the
@@ -460,7 +479,8 @@ class StepState:
         buf = self.scratch.get("out")
         if buf is None or buf.shape != (h, w, 3):
             buf = self.scratch["out"] = np.empty((h, w, 3), np.uint8)
-        img = to_host(self.runtime, last, p.host_csc, self.scratch, out=buf)
+        matrix, rng = split_standard(picture_standard(p, self.colour_standard))
+        img = to_host(self.runtime, last, p.host_csc and rng, self.scratch, out=buf, matrix=matrix)
         if p.host_crop is not None:
             l, t, cw, ch = p.host_crop
             img = img[t:t + ch, l:l + cw]

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
-__all__ = ["probe_video", "probe_elementary", "sniff_file", "check_image_header"]
+__all__ = ["probe_video", "probe_elementary", "sniff_file", "check_image_header", "stream_colour", "with_stream_colour"]
 
 #: FFmpeg codec name -> camera encoding, for the rules of sources/video.py ``AvStream._open``
 _FFMPEG_ENCODING = {"h264": "h264", "hevc": "h265", "mjpeg": "jpeg"}
@@ -232,3 +232,58 @@ def exif_orientation(jpeg: bytes) -> Optional[int]:
 #: appended to a size mismatch: what dvpipe does not apply (calibration is of the stored pixels)
 ORIENTATION_NOTE = ("; sizes are the stored pixels: EXIF orientation and a video's display rotation are not applied "
                     "(the calibration is of the sensor's pixels)")
+
+
+#: FFmpeg colour codes (AVColorSpace, AVColorRange) -> the rig keys ``yuv_matrix`` / ``yuv_range``; anything else
+#: (unspecified, BT.2020, ...) is not taken: the run's default (BT.601, limited range) stays
+_MATRIX = {1: "bt709", 5: "bt601", 6: "bt601"}  # BT.709; BT.470BG and SMPTE 170M are BT.601
+_RANGE = {1: "limited", 2: "full"}  # MPEG (studio swing), JPEG (full swing)
+
+
+def stream_colour(uri: str, fmt: Optional[str] = None, stream: int = 0) -> dict[str, str]:
+    """The Y'CbCr standard a video file's video stream ``stream`` (counted among its video streams, the
+    source's ``stream:`` option) signals (its VUI, as FFmpeg reads it from the header:
+    ``codec_context.colorspace`` / ``color_range``), as the rig keys ``yuv_matrix`` (``bt601`` /
+    ``bt709``) and ``yuv_range`` (``limited`` / ``full``); a key the stream leaves unspecified (or signals as
+    something else, e.g. BT.2020) is absent. Read-only; ``{}`` when the file cannot be read (the run reports
+    that when it opens the source)."""
+    import av
+
+    try:
+        with av.open(uri, format=fmt) as container:
+            if len(container.streams.video) <= stream:
+                return {}
+            cc = container.streams.video[stream].codec_context
+            found = {"yuv_matrix": _MATRIX.get(int(cc.colorspace or 0)),
+                     "yuv_range": _RANGE.get(int(cc.color_range or 0))}
+    except (av.error.FFmpegError, OSError, ValueError):
+        return {}
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def with_stream_colour(dep: Any) -> Any:
+    """``dep`` with each H.264 / H.265 camera that sets neither ``yuv_matrix`` nor ``yuv_range`` in the rig
+    given the colour standard its file source (``video``, ``elementary``) signals (:func:`stream_colour`), so
+    that a plan made before the stream is opened converts with the stream's own matrix (the AIPP route's CSC,
+    the NV12 of a fallback frame, the host conversion of VDEC output). Live sources (``rtsp``, ``v4l2``) are
+    not opened here: set the keys on the camera. The rig keys always win."""
+    import dataclasses
+
+    from ...codecs import VIDEO_ENCODINGS
+
+    cams = {c.name: c for c in dep.rig.cameras}
+    changed = False
+    for cc in dep.cameras:
+        cam = cams.get(cc.name)
+        extra = dict(getattr(cam, "extra", None) or {})
+        if (cam is None or cam.encoding not in VIDEO_ENCODINGS or {"yuv_matrix", "yuv_range"} & set(extra)
+                or cc.source.type not in ("video", "elementary") or not cc.source.uri):
+            continue
+        fmt = None if cc.source.type == "video" else ("h264" if cam.encoding == "h264" else "hevc")
+        found = stream_colour(cc.source.uri, fmt, int(cc.source.options.get("stream") or 0))
+        if found:
+            cams[cc.name] = dataclasses.replace(cam, extra={**extra, **found})
+            changed = True
+    if not changed:
+        return dep
+    return dataclasses.replace(dep, rig=dataclasses.replace(dep.rig, cameras=tuple(cams[c.name] for c in dep.rig.cameras)))

@@ -58,6 +58,8 @@ class Item:
             a reconnect): a video decoder must wait for a keyframe.
         media_ns: the frame's time on the stream's own clock (pts, ns), continuous within one
             connection of a live source; None when unknown. Used to count frames lost in an outage.
+        reorder_span_ns: ``(arrival of the frame's own data, emission)`` (monotonic) when a live video
+            source held the frame in its reordering look-ahead (B-frames): latency of its own.
     """
 
     frame: Frame
@@ -67,6 +69,7 @@ class Item:
     read_span_ns: Optional[tuple[int, int]] = None
     discontinuity: bool = False
     media_ns: Optional[int] = None
+    reorder_span_ns: Optional[tuple[int, int]] = None
 
 
 @dataclass(frozen=True)
@@ -192,11 +195,12 @@ class Source:
     # -- helpers for subclasses ------------------------------------------------------------------
     def _item(self, data: Any, capture_epoch_ns: int, *, keyframe: Optional[bool] = None,
               pixel_format: PixelFormat = PixelFormat.ENCODED, capture_mono_ns: Optional[int] = None,
-              read_span_ns: Optional[tuple[int, int]] = None) -> Item:
+              read_span_ns: Optional[tuple[int, int]] = None,
+              reorder_span_ns: Optional[tuple[int, int]] = None) -> Item:
         frame = Frame(self.camera.name, self.seq, int(capture_epoch_ns) + self.offset_ns, data, pixel_format)
         self.seq += 1
         mono = None if capture_mono_ns is None else capture_mono_ns + self.offset_ns
-        return Item(frame, keyframe, mono, 0, read_span_ns)
+        return Item(frame, keyframe, mono, 0, read_span_ns, reorder_span_ns=reorder_span_ns)
 
     def _open(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -4,13 +4,16 @@ file's samples, not from file names.
 One source per camera, all reading one file (``source: {type: infos, uri: ...}`` as the
 deployment's default source)::
 
-    source: {type: infos, uri: nuscenes_infos_temporal_val.pkl, data_root: /data/nuscenes}
+    # a converter's output: the info file in <repository>/data/nuscenes/, its paths "./data/nuscenes/samples/..."
+    source: {type: infos, uri: /work/BEVFormer/data/nuscenes/nuscenes_infos_temporal_val.pkl, data_root: /work/BEVFormer}
     cameras:
       - {name: FRONT, source: {type: infos, uri: ..., camera: CAM_FRONT}}   # a rig name of its own
 
 * Camera ``camera`` (default: the rig camera's name) delivers, in the file's time order, the image
-  of every sample that has it (``data_path`` / ``img_path``, relative to ``data_root``, default the
-  info file's folder), captured at that image's own ``timestamp`` (v0.x: microseconds, v1.x:
+  of every sample that has it (``data_path`` / ``img_path``, relative to ``data_root``: the folder the
+  converter ran in, which the stored paths are relative to; default the first of the info file's
+  folder, its parents and the working directory under which the first image exists, see
+  :mod:`dvpipe.mmdet3d`), captured at that image's own ``timestamp`` (v0.x: microseconds, v1.x:
   seconds; epoch ns here). The cameras of one sample fire within the file's *spread* (nuScenes:
   about 45 ms); ``sync.tolerance_ms`` between the spread and the gap to the next sample groups
   exactly the file's samples (:func:`sync_problem` says whether a tolerance does).
@@ -99,8 +102,10 @@ def sync_problem(spread_ns: int, gap_ns: Optional[int], tolerance_ms: float) -> 
 class InfoOptions:
     """The keys of ``type: infos``."""
 
-    data_root: Optional[str] = option(None, "the folder the file's image paths are relative to (default: the "
-                                            "info file's folder)", path="dir")
+    data_root: Optional[str] = option(None, "the folder the file's image paths are relative to: for a converter's "
+                                            "output, the folder it ran in (its paths start ./data/nuscenes/); default: "
+                                            "the info file's folder or a parent of it, or the working directory, "
+                                            "where the first image is", path="dir")
     camera: Optional[str] = option(None, "the file's camera key (default: the rig camera's name)", camera=True)
 
 
@@ -137,7 +142,8 @@ class InfoSource(StampedFiles):
                             + ("" if named else "; name the file's camera with camera:"))
                 elif not os.path.isfile(first["path"]):
                     ctx.err("data_root", f"the info file's first {key} image is not there: {_show(first['path'], 300)} "
-                                         "(set data_root to the folder its paths are relative to)")
+                                         "(set data_root to the folder its paths are relative to: for a converter's "
+                                         "output, the folder the converter ran in)")
                 elif ctx.probe and ctx.encoding in ("jpeg", "png"):
                     sniff_file(first["path"], ctx)
         return replace(options, camera=key)
@@ -192,16 +198,10 @@ class InfoPoses:
 
     def __call__(self, timestamp_ns: Optional[int], seq: Optional[int] = None) -> dict:
         from ...mmdet3d import open_info_file
+        from ...mmdet3d._infos import pose_record
 
         info = open_info_file(self.uri, self.data_root)
-        smp = info.samples[info.sample_index(timestamp_ns, seq)]
-        cams = {}
-        for rig_name, key in self.cameras.items():
-            c = smp["cameras"].get(key)
-            if c is not None:
-                cams[rig_name] = {"intrinsics": c["intrinsics"], "lidar2cam": c["lidar2cam"], "filename": c["path"]}
-        return {"translation": smp["translation"], "rotation": smp["rotation"], "can_bus": smp["can_bus"],
-                "scene_token": smp["scene_token"], "token": smp["token"], "cameras": cams}
+        return pose_record(info.samples[info.sample_index(timestamp_ns, seq)], self.cameras)
 
 
 def deployment_poses(dep: Any) -> Optional[InfoPoses]:

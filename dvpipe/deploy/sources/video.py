@@ -10,16 +10,24 @@ Capture times:
 
 * video file: ``start_ns + pts``; ``start_ns`` defaults to the container's ``creation_time``
   (0 when absent). Cameras recorded together keep their relative timing through their pts.
-* elementary stream (no timestamps in the format): ``start_ns + k / fps``.
-* RTSP / V4L2 (live): the wall clock at arrival of the first frame plus the stream's pts
-  progression, re-anchored when it drifts more than 100 ms from the arrival clock (sender clock
-  drift, pts jumps after a reconnect).
+* elementary stream (no timestamps in the format): ``start_ns + k / fps``, ``k`` the picture's place in
+  presentation order, from the picture order count in its slice headers (:mod:`dvpipe.bitstream`;
+  a picture missing from the stream leaves its place empty).
+* RTSP / V4L2 (live): the sender's clock where the stream says it and it agrees with the arrival
+  clock (RTSP: RTCP sender reports, NTP time per RFC 3550, as FFmpeg's ``start_time_realtime``, from
+  the first report on); else the picture's pts (RTP timestamp) plus the clock offset learnt from the
+  arrival of every access unit (``min(arrival - pts)``: no picture is captured after its own data
+  arrived), moved when the units keep arriving more than 100 ms later than it says (sender clock
+  drift, pts jumps). With B-frames a picture waits in the reordering look-ahead after its data
+  arrived: its capture time is still its own, and the wait is the ``reorder`` step of the latency
+  table.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import os
 import re
+from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -28,6 +36,7 @@ from ...codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ...types import short_repr as _show
 from ...latency import now_ns, to_monotonic_ns, wall_ns
 from ...types import PixelFormat
+from ...bitstream import StreamHeaders
 from ...errors import FrameError
 from ...video import (ELEMENTARY_LOOKAHEAD, FILE_LOOKAHEAD, RESET, AccessUnit, FFmpegEngine, Lookahead,
                             PresentationOrder, ReorderingDecoder, VideoPacket, bgr24, is_keyframe, nal_types)
@@ -42,6 +51,11 @@ __all__ = ["VideoFile", "ElementaryStream", "RtspSource", "V4l2Source", "AvStrea
 _CODEC_ENCODING = {"h264": "h264", "hevc": "h265"}
 _PARAM_SETS = {"h264": frozenset((7, 8)), "h265": frozenset((32, 33, 34))}  # SPS/PPS (+ VPS) NAL types
 _LIVE_REANCHOR_NS = 100_000_000
+_MAX_SENDER_LAG_NS = 2_000_000_000  # a stream's data arriving later than this after the sender says it was taken
+_MAX_SENDER_AHEAD_NS = 1_000_000_000  # ... or earlier than this: the sender's clock is not this machine's
+_LIVE_LAG_WINDOW = 16  # units: the offset moves up when all of the last this many arrived later than it says
+_DEMUXER_CORRUPT = ("the demuxer flagged the packet corrupt (part of it was lost: an MPEG-TS continuity "
+                    "counter error, or a damaged container)")
 _MAX_DEMUX_ERRORS = 100  # consecutive demux errors in a recording before it counts as unreadable
 
 
@@ -129,6 +143,7 @@ class AvStream(Source):
             elif extradata:
                 self._extradata_annexb = extradata
         self._demux = self._container.demux(stream)
+        self._corrupt_before = False  # the last packet carried the demuxer's corrupt flag
         self._pending: list = []
         self._eof = False
         self._no_pts = 0
@@ -163,8 +178,12 @@ class AvStream(Source):
         if self._bsf is None:
             return [pkt]
         pts_ns = self._pts_ns(pkt)  # before the filter takes the packet
+        corrupt = pkt.is_corrupt
         try:
-            return [p for p in self._bsf.filter(pkt) if p.size]
+            out = [p for p in self._bsf.filter(pkt) if p.size]
+            for p in out:
+                p.is_corrupt = p.is_corrupt or corrupt
+            return out
         except _av().error.FFmpegError:
             # a damaged length prefix: the packet cannot be delivered; its frame is a corrupt drop
             return [_Damaged(pts_ns)]
@@ -207,13 +226,18 @@ class AvStream(Source):
         data = bytes(pkt)
         pts = self._pts_ns(pkt)
         show = not getattr(pkt, "is_discard", False)
+        # the flag can come one access unit early (FFmpeg's parser, joining MPEG-TS payloads into access
+        # units, gives the flag of the packet it is reading to the unit it completes): the flagged unit
+        # and the next are both damaged
+        damage = _DEMUXER_CORRUPT if pkt.is_corrupt or self._corrupt_before else None
+        self._corrupt_before = bool(pkt.is_corrupt)
         if self._mode == "access_units" or (self._mode == "decode" and self._codec is not None):
             assert self._codec is not None  # access units: the camera's encoding is the stream's codec
             types = nal_types(data, self._codec)  # one scan for both questions
             key = is_keyframe(data, self._codec, types) or bool(pkt.is_keyframe and self._order.by == "pts")
             if key and self._extradata_annexb and _PARAM_SETS[self._codec].isdisjoint(types):
                 data = self._extradata_annexb + data
-            return AccessUnit(data, pts, key, show)
+            return AccessUnit(data, pts, key, show, damage)
         return AccessUnit(data, pts, bool(pkt.is_keyframe), show)
 
     def _pts_ns(self, pkt) -> Optional[int]:
@@ -246,24 +270,41 @@ class AvStream(Source):
                 self._order.finish()
                 continue
             unit = self._unit(pkt)
+            arrival = (wall_ns(), now_ns()) if self.live else None
+            if arrival is not None:
+                self._arrived(unit, arrival[0])
             if self._order.by == "pts" and unit.pts_ns is None and unit.data:
                 # no timestamp (an RTSP stream's first packet): just after the last one, or before all
                 self._no_pts += 1
                 pts = self._order.last_pts_ns + 1 if self._order.has_pts else self._no_pts - 1_000_000_000
-                unit = AccessUnit(unit.data, pts, unit.keyframe, unit.show)
-            self._order.push(unit)
+                unit = AccessUnit(unit.data, pts, unit.keyframe, unit.show, unit.damage)
+            self._order.push(unit, arrival)
+
+    def _arrived(self, unit: AccessUnit, arrival_wall_ns: int) -> None:
+        """A live source read ``unit`` at ``arrival_wall_ns`` (wall clock)."""
 
     def _emit(self, packet: VideoPacket, t0: int) -> Item:
-        capture = self._capture_epoch_ns(packet, wall_ns())
+        capture = self._capture_epoch_ns(packet, packet.arrival[0] if packet.arrival else wall_ns())
         mono = self._capture_mono(capture)
-        if self._mode == "decode":  # raw: decode here, with the same reordering as the decode step
-            try:
-                data: Any = bgr24(self._raw_decoder.picture(packet))
-                fmt = PixelFormat.BGR
-            except FrameError as e:
-                data, fmt = e, PixelFormat.BGR  # the frame is counted and dropped with this reason
-            return self._item(data, capture, pixel_format=fmt, capture_mono_ns=mono, read_span_ns=(t0, now_ns()))
-        return self._item(packet, capture, keyframe=packet.keyframe, capture_mono_ns=mono, read_span_ns=(t0, now_ns()))
+        end = now_ns()
+        read_span, reorder = (t0, end), None
+        if packet.arrival is not None:  # live: from its own data's arrival on, the frame waited in the look-ahead
+            own = min(packet.arrival[1], end)
+            read_span, reorder = (t0, max(t0, own)), (own, end)
+        if self._mode == "decode":
+            return self._emit_raw(packet, capture, mono, read_span, reorder)
+        return self._item(packet, capture, keyframe=packet.keyframe, capture_mono_ns=mono, read_span_ns=read_span,
+                          reorder_span_ns=reorder)
+
+    def _emit_raw(self, packet: VideoPacket, capture: int, mono: Optional[int], read_span: tuple[int, int],
+                  reorder: Optional[tuple[int, int]]) -> Item:
+        """``raw`` cameras: decode here, with the same reordering as the decode step."""
+        try:
+            data: Any = bgr24(self._raw_decoder.picture(packet))
+        except FrameError as e:
+            data = e  # the frame is counted and dropped with this reason
+        return self._item(data, capture, pixel_format=PixelFormat.BGR, capture_mono_ns=mono, read_span_ns=read_span,
+                          reorder_span_ns=reorder)
 
     def _read_packet(self) -> Optional[Item]:
         """MJPEG: one packet per frame, in order (intra-only: decode order is presentation order)."""
@@ -394,16 +435,55 @@ class ElementaryStream(AvStream):
     def format(self) -> str:  # type: ignore[override]
         return "h264" if self.options.get("codec") == "h264" else "hevc"
 
+    def _open(self) -> None:
+        super()._open()
+        self._headers = StreamHeaders(self.options.get("codec") or self.camera.encoding)
+        self._sequence_base = 0  # order key of POC 0 in the current coded video sequence
+        self._max_key = -1
+        self._place = -1  # place in presentation order of the last frame emitted since the stream (re)opened
+        self._last_key: Optional[int] = None
+        self._poc_step: Optional[int] = None  # picture order count between consecutive pictures (x264: 2, x265: 1)
+
     def _order_by(self) -> str:
-        return "index"  # Annex B carries no timestamps: frames are the decoder's pictures, counted
+        # Annex B carries no timestamps: a picture's place in presentation order is its picture order
+        # count (slice headers), restarting at every IDR; the order key is that place. Frames are then
+        # matched to the decoder's pictures by it, as a container's pts (open GOPs restart decoding
+        # at a recovery point or a CRA; a picture the decoder does not output is a counted drop).
+        return "pts"
+
+    def _pts_ns(self, pkt) -> Optional[int]:
+        return None
+
+    def _unit(self, pkt) -> AccessUnit:
+        unit = super()._unit(pkt)
+        if not unit.data:
+            return unit
+        pic = self._headers.read(unit.data)
+        if pic.poc is None:  # headers unreadable: a frame after the ones known (the decoder judges it)
+            key = self._max_key + 1
+        else:
+            if pic.new_sequence:
+                self._sequence_base = self._max_key + 1 + (1 << 32)  # above every key so far, even leading POCs < 0
+            key = self._sequence_base + pic.poc
+        self._max_key = max(self._max_key, key)
+        return AccessUnit(unit.data, key, unit.keyframe, unit.show and not pic.second_field, unit.damage)
 
     def _lookahead(self):
         n = self.options.get("lookahead")
         return ELEMENTARY_LOOKAHEAD if n is None else int(n)
 
     def _capture_epoch_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:
-        index = packet.want if packet.want is not None else self.seq
-        return int(self.options.get("start_ns") or 0) + int(round(index * 1e9 / self.options.get("fps", 30.0)))
+        """``start_ns + k / fps``, ``k`` the picture's place: the place of the frame before it plus its
+        picture order count step(s) (a picture missing from the stream leaves its place empty)."""
+        key, last = packet.want, self._last_key
+        step = 1
+        if key is not None and last is not None and 0 < key - last < (1 << 31):  # same coded video sequence
+            delta = key - last
+            self._poc_step = delta if self._poc_step is None else min(self._poc_step, delta)
+            step = max(1, round(delta / self._poc_step))
+        self._last_key = key
+        self._place += step
+        return int(self.options.get("start_ns") or 0) + int(round(self._place * 1e9 / self.options.get("fps", 30.0)))
 
 
 class _LiveStream(AvStream):
@@ -450,7 +530,8 @@ class _LiveStream(AvStream):
 
     def _open(self) -> None:
         super()._open()
-        self._anchor: Optional[tuple[int, int]] = None  # (pts_ns, wall_ns)
+        self._offset: Optional[int] = None  # capture = pts + offset (wall clock ns)
+        self._recent_lags: deque = deque(maxlen=_LIVE_LAG_WINDOW)
         self._media_ns = None
         timeout = self._timeout()
         self._demux = self._TimeoutGuard(self._container, self._stream, self._url(), timeout and timeout[1])
@@ -473,17 +554,40 @@ class _LiveStream(AvStream):
         n = self.options.get("lookahead")
         return Lookahead(0 if n is None else int(n))
 
+    def _arrived(self, unit: AccessUnit, arrival_wall_ns: int) -> None:
+        """The clock offset from the units' arrival: ``offset = min(arrival - pts)`` over the units
+        read (no picture is captured after its data arrived; the earliest unit relative to its pts
+        had the least delay), moved up when every unit of the last :data:`_LIVE_LAG_WINDOW` came
+        more than 100 ms later than it says (sender clock drift, a pts jump)."""
+        if unit.pts_ns is None or not unit.show or not unit.data:
+            return
+        lag = arrival_wall_ns - unit.pts_ns
+        self._recent_lags.append(lag)
+        if self._offset is None or lag < self._offset:
+            self._offset = lag
+        elif len(self._recent_lags) == _LIVE_LAG_WINDOW and min(self._recent_lags) - self._offset > _LIVE_REANCHOR_NS:
+            self._offset = min(self._recent_lags)
+
     def _capture_epoch_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:
+        """Each picture's own time from the stream, in presentation order: the sender's clock where it
+        says it (RTSP: the RTCP sender report's NTP time of pts 0, FFmpeg's ``start_time_realtime``)
+        and agrees with the arrival of the stream's data (its least delay within
+        -:data:`_MAX_SENDER_AHEAD_NS` .. :data:`_MAX_SENDER_LAG_NS`: else the sender's clock is not
+        this machine's); otherwise
+        ``pts + offset`` (:meth:`_arrived`); the arrival time where there is no pts."""
         self._media_ns = packet.want if packet.by == "pts" else None
         if packet.by != "pts" or packet.want is None:
             return arrival_wall_ns
-        pts_ns = packet.want
-        if self._anchor is not None:
-            capture = self._anchor[1] + (pts_ns - self._anchor[0])
-            if abs(capture - arrival_wall_ns) <= _LIVE_REANCHOR_NS and capture <= arrival_wall_ns:
-                return capture
-        self._anchor = (pts_ns, arrival_wall_ns)
-        return arrival_wall_ns
+        realtime_us = getattr(self._container, "start_time_realtime", None) if self._container is not None else None
+        if realtime_us is not None and self._offset is not None:
+            # trusted when the stream's data arrives as it says: its least delay (self._offset, the
+            # arrival clock's origin of pts 0) within [-1 s, +2 s] of the sender's origin
+            sender_origin = int(realtime_us) * 1000
+            if -_MAX_SENDER_AHEAD_NS <= self._offset - sender_origin <= _MAX_SENDER_LAG_NS:
+                return sender_origin + packet.want
+        if self._offset is None:
+            return arrival_wall_ns
+        return min(packet.want + self._offset, arrival_wall_ns)
 
     def _capture_mono(self, capture_epoch_ns: int) -> Optional[int]:
         return to_monotonic_ns(capture_epoch_ns)
@@ -520,7 +624,7 @@ class RtspOptions:
 @register_source("rtsp")
 class RtspSource(_LiveStream):
     """RTSP camera or server (PyAV/FFmpeg client), read timeouts, reconnect with back-off; capture time:
-    the arrival clock, advanced by the stream's pts."""
+    each picture's pts on the sender's clock (RTCP), else on the arrival clock."""
 
     Options = RtspOptions
     uri_help = "rtsp://host[:port]/path (required)"

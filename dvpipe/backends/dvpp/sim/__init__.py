@@ -52,6 +52,7 @@ import threading
 import weakref
 from typing import Any, Callable, Iterator, Optional
 
+from ....errors import ConfigError
 from .. import _codes as C
 from ._dvpp import DvppMedia
 from ._mdl import DataBufferCalls, MdlNamespace
@@ -74,7 +75,7 @@ def inject_fault(unit: str) -> None:
     """Make every call of ``unit`` (``jpegd``, ``vpc``, ``vdec`` or ``mdl``) fail on every software device
     (``ACL_ERROR_RT_FAILURE``; that unit's creators return 0) until :func:`clear_faults`."""
     if unit not in UNITS:
-        raise ValueError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
+        raise ConfigError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
     _FAULTS.add(unit)
 
 
@@ -328,13 +329,13 @@ class _Util:
 
     def bytes_to_ptr(self, data: bytes) -> int:
         if not isinstance(data, bytes):
-            raise ValueError("needs an byte as argument")  # pyACL's own message (bytes_convert.cpp)
+            raise ValueError("needs an byte as argument")  # builtin on purpose: pyACL's own exception (bytes_convert.cpp)
         return self._sim.memory.borrowed.register(data)
 
     def ptr_to_bytes(self, ptr: int, size: int) -> bytes:
         _space, view = self._sim.memory.resolve(ptr, size)
         if view is None:
-            raise ValueError(f"ptr_to_bytes: {size} bytes at {ptr:#x} are not mapped")
+            raise ValueError(f"ptr_to_bytes: {size} bytes at {ptr:#x} are not mapped")  # builtin on purpose: as pyACL
         return view.tobytes()
 
     def start_thread(self, fn: Callable, args: Any):

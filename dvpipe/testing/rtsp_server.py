@@ -15,7 +15,7 @@ server).
 
 Command line (serves each file at ``rtsp://127.0.0.1:PORT/<file stem>``)::
 
-    python -m dvpipe.deploy.rtsp_server samples/video/*.mp4 --port 8554
+    python -m dvpipe.testing.rtsp_server samples/video/*.mp4 --port 8554
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
+from ..errors import ConfigError
 
 __all__ = ["RtspStream", "LoopbackRtspServer", "split_nal_units", "read_access_units"]
 
@@ -57,8 +58,8 @@ def split_nal_units(au: bytes) -> list[bytes]:
 def read_access_units(path: str) -> tuple[str, list[bytes], float]:
     """``(codec, access units, fps)`` of a video file or elementary stream, as Annex B bytes."""
     from ..types import Camera
-    from .config import SourceConfig
-    from .sources.video import ElementaryStream, VideoFile
+    from ..deploy.config import SourceConfig
+    from ..deploy.sources.video import ElementaryStream, VideoFile
 
     ext = os.path.splitext(path)[1].lower()
     es = {".h264": "h264", ".264": "h264", ".h265": "h265", ".265": "h265", ".hevc": "h265"}.get(ext)
@@ -71,7 +72,7 @@ def read_access_units(path: str) -> tuple[str, list[bytes], float]:
         with av.open(path) as c:
             codec = {"h264": "h264", "hevc": "h265"}.get(c.streams.video[0].codec_context.name)
         if codec is None:
-            raise ValueError(f"{path}: not H.264/H.265 video")
+            raise ConfigError(f"{path}: not H.264/H.265 video")
     cam = Camera("serve", width=16, height=16, encoding=codec)
     src: ElementaryStream | VideoFile
     if es:
@@ -152,7 +153,7 @@ class LoopbackRtspServer:
 
     def __init__(self, streams: dict[str, RtspStream], host: str = "127.0.0.1", port: int = 0):
         if not _is_loopback(host):
-            raise ValueError(f"the test RTSP server binds to loopback addresses only, not {host!r}")
+            raise ConfigError(f"the test RTSP server binds to loopback addresses only, not {host!r}")
         self.streams = dict(streams)
         self.host = host
         self._sock = self._listen(port)
@@ -427,7 +428,7 @@ class LoopbackRtspServer:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dvpipe.deploy.rtsp_server", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m dvpipe.testing.rtsp_server", description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+", help="MP4/MKV (H.264/H.265) or .h264/.h265 files; each served at /<file stem>")
     ap.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=8554)

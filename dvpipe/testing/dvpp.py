@@ -1,6 +1,6 @@
 """Helpers shared by the DVPP tests and ``tools/ascend_smoke.py``: targets, frames, error statistics.
 
-Nothing here is used by the backend itself.
+Test scaffolding (:mod:`dvpipe.testing`): nothing here is used by the backend itself.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ __all__ = ["CI_TARGETS", "error_stats", "tolerance_violations", "sample_frame_se
 #: the targets CI runs the backend against on the software device: (SoC, CANN)
 CI_TARGETS = (("Ascend310", "6.0.1"), ("Ascend310P3", "7.0.0"), ("Ascend910B3", "8.0.0"), ("Ascend910_9391", "8.1.RC1"))
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def error_stats(a: np.ndarray, b: np.ndarray) -> dict:
@@ -44,7 +44,7 @@ def sample_frame_sets(rig, root: Optional[Path] = None, count: int = 2) -> list[
 
 def kitti_rig(encoding: str = "png"):
     """The KITTI rig (configs/rigs/kitti.yaml, 1242x375) with every camera's encoding set to ``encoding``."""
-    from ...types import Rig
+    from ..types import Rig
 
     rig = Rig.from_yaml(ROOT / "configs" / "rigs" / "kitti.yaml")
     return Rig(tuple(dataclasses.replace(c, encoding=encoding) for c in rig.cameras), name=f"kitti-{encoding}")
@@ -106,7 +106,7 @@ def naive_nv12_planes(buf: np.ndarray, width: int, height: int, ws: int, hs: int
 
 def sentinel_count(a: np.ndarray) -> int:
     """How many bytes of ``a`` hold the software device's padding sentinel."""
-    from .colour import SENTINEL
+    from ..backends.dvpp.colour import SENTINEL
 
     return int(np.count_nonzero(np.asarray(a) == SENTINEL))
 
@@ -114,8 +114,8 @@ def sentinel_count(a: np.ndarray) -> int:
 def video_packets(data: bytes, codec: str = "h264") -> list:
     """The frames a dvpipe video source emits for an Annex-B elementary stream: :class:`dvpipe.video.VideoPacket`
     objects in presentation order (matched by presentation index, with the source's look-ahead)."""
-    from ...video import ELEMENTARY_LOOKAHEAD, AccessUnit, is_keyframe, presentation_packets
-    from .vdec import access_units
+    from ..video import ELEMENTARY_LOOKAHEAD, AccessUnit, is_keyframe, presentation_packets
+    from ..backends.dvpp.vdec import access_units
 
     _c, _p, _w, _h, aus = access_units(data, codec)
     return presentation_packets((AccessUnit(au, None, is_keyframe(au, codec)) for au, _pts in aus), "index",

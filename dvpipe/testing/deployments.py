@@ -2,7 +2,7 @@
 
 Used by dvpipe's own tests and the soak tool; handy for testing your deployment's policies::
 
-    from dvpipe.deploy.testing import synthetic_deployment
+    from dvpipe.testing.deployments import synthetic_deployment
     dep = load_deployment(synthetic_deployment(cameras=3, faults={"CAM1": {"corrupt": [2]}}))
 """
 from __future__ import annotations

@@ -1,0 +1,53 @@
+"""GStreamer's RTSP server (gst-rtsp-server, Debian's gstreamer1.0-rtsp and gir1.2-gst-rtsp-server-1.0)
+serving MP4 files on 127.0.0.1, run by the system Python (python3-gi) as a subprocess of the tests.
+
+    /usr/bin/python3 tests/_gst_rtsp_server.py PORT NAME=FILE.mp4 [NAME=FILE.mp4 ...]
+
+Each file is served at ``rtsp://127.0.0.1:PORT/NAME``: demuxed (qtdemux) and payloaded as RTP
+(rtph264pay / rtph265pay for ``*.h265.mp4``) with the file's timestamps, in real time. Prints
+``ready`` once listening, and for each session, 0.3 s after it starts playing, ``start NAME NS``:
+the wall clock (ns since the epoch) at which the file's pts 0 was due (now - the position it plays).
+"""
+import sys
+import time
+
+import gi
+
+gi.require_version("Gst", "1.0")
+gi.require_version("GstRtspServer", "1.0")
+from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
+
+Gst.init(None)
+
+
+def on_state(media, state, name):
+    if state == Gst.State.PLAYING:
+        GLib.timeout_add(300, report, media, name)
+
+
+def report(media, name):
+    """The session's position (the pts being sent now, the file being paced in real time) against
+    the wall clock: when its pts 0 was due."""
+    ok, position = media.get_element().query_position(Gst.Format.TIME)
+    if ok and position >= 0:
+        print(f"start {name} {time.time_ns() - position}", flush=True)
+    return False
+
+
+port, mounts = sys.argv[1], sys.argv[2:]
+server = GstRtspServer.RTSPServer()
+server.set_address("127.0.0.1")
+server.set_service(port)
+points = server.get_mount_points()
+for mount in mounts:
+    name, path = mount.split("=", 1)
+    factory = GstRtspServer.RTSPMediaFactory()
+    pay = "rtph265pay" if path.endswith(".h265.mp4") else "rtph264pay"
+    factory.set_launch(f"( filesrc location={path} ! qtdemux name=d d.video_0 ! queue ! {pay} name=pay0 pt=96 "
+                       "config-interval=-1 )")
+    factory.connect("media-configure", lambda f, media, name=name: media.connect("new-state", on_state, name))
+    points.add_factory("/" + name, factory)
+if server.attach(None) == 0:
+    sys.exit(f"cannot listen on 127.0.0.1:{port}")
+print("ready", flush=True)
+GLib.MainLoop().run()
