@@ -270,7 +270,7 @@ class Pipeline:
         state = self._states.setdefault(key, {})
         ctx = KernelContext(cp.camera, step.spec_in, step.spec_out, step.backend, self.plan.fidelity,
                             state=state, target=self.plan.target, on_corrupt=self.on_corrupt,
-                            corruption=self._corrupt[cam_index])
+                            corruption=self._corrupt[cam_index], verified=step.verified)
         spec = step.spec_out
         check = None
         if spec.pixel_format in (PixelFormat.BGR, PixelFormat.FLOAT_HWC) and spec.placement == "host":

@@ -65,6 +65,7 @@ from dvpipe.backends.dvpp import TOLERANCES, StepRefused, _acl, pool_for  # noqa
 from dvpipe.testing.dvpp import (encode_jpeg, error_stats, h264_stream, kitti_rig,  # noqa: E402
                                           pyav_display_order, sample_frame_sets, synthetic_bgr, tolerance_violations,
                                           video_packets)
+from dvpipe.probe import detect_target  # noqa: E402
 
 _OPEN: list = []  # every pipeline the checks made (closed and checked for leaks at the end)
 
@@ -394,7 +395,7 @@ def check_vdec_kernel(name: str, backend: str, target: Any, bframes: int, packet
             from dvpipe.backends.dvpp.vdec import access_units
 
             frames = [au for au, _pts in access_units(data)[4]]
-        rig = dv.Rig((dv.Camera("V", 320, 240, "h264"),))
+        rig = dv.Rig((dv.Camera("V", width=320, height=240, encoding="h264"),))
         pipe = dv.Pipeline(rig, [dv.Decode()], backends=(backend, "cpu"), target=target, fidelity="fast",
                            live_cache=_live())
         _OPEN.append(pipe)
@@ -617,7 +618,7 @@ def main(argv: Optional[list] = None) -> int:
             sim.inject_fault(args.inject_fault)
     else:
         why = _acl.why_unavailable("hw")
-        target = dv.Target.detect()
+        target = detect_target()
         if why or target is None:
             print(f"no Ascend device here: {why or 'no SoC/CANN detected'}\n"
                   "run with --sim SOC CANN to exercise the software DVPP device", file=sys.stderr)

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..latency import Timeline
-from ..target import Target
+from ..probe.environment import detect_target
 from ..types import Rig
 from ._schema import Deployment
 from .config import import_entry
@@ -150,7 +150,7 @@ def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
         groups.setdefault(b, []).append(cc.name)
     dvpp = any(resolve(b).family == "dvpp" for g in groups for b in g)
     kwargs: dict[str, Any] = dict(fidelity=p.fidelity, threads=p.threads, fallback=p.fallback,
-                                  target=dep.target if dep.target is not None else Target.detect(),
+                                  target=dep.target if dep.target is not None else detect_target(),
                                   timing="counters" if dep.latency.counters_only else "spans",
                                   on_corrupt=dep.decode.on_corrupt, max_pixels=dep.decode.max_pixels,
                                   live_cache=planning_cache() if dvpp else None,

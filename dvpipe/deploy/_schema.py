@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Any, Mapping, Optional
 
 from .._typing import Fallback, Fidelity, OnCorrupt, OnLate
-from ..codecs import DEFAULT_MAX_PIXELS
+from ..codecs import DEFAULT_MAX_PIXELS, FILE_METADATA_BYTES, MAX_BYTES_PER_PIXEL, max_file_bytes  # noqa: F401
 from ..target import Target
 from ..types import Rig
 
@@ -206,19 +206,6 @@ class DecodeConfig:
     def max_file_bytes(self) -> int:
         """The cap on an encoded image file, in bytes: ``max_bytes`` or the one ``max_pixels`` implies."""
         return self.max_bytes if self.max_bytes is not None else max_file_bytes(self.max_pixels)
-
-
-#: bytes per pixel of the largest image file dvpipe reads: a 16-bit RGBA PNG stored uncompressed (8);
-#: a JPEG of real pictures stays far below it, even at quality 100 with 4:4:4 chroma
-MAX_BYTES_PER_PIXEL = 8
-#: room for what an image file carries besides its pixels (EXIF, ICC profiles, XMP, thumbnails), in bytes
-FILE_METADATA_BYTES = 16 << 20
-
-
-def max_file_bytes(max_pixels: int) -> int:
-    """The default cap on one encoded image file (bytes) for frames of at most ``max_pixels`` pixels:
-    ``MAX_BYTES_PER_PIXEL * max_pixels + FILE_METADATA_BYTES`` (64 MP -> 528777216 bytes, 504 MiB)."""
-    return MAX_BYTES_PER_PIXEL * int(max_pixels) + FILE_METADATA_BYTES
 
 
 @dataclass(frozen=True)

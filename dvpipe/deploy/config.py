@@ -127,6 +127,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ..codecs import DEFAULT_MAX_PIXELS, VIDEO_ENCODINGS
 from ..errors import ConfigError
+from ..plugins import import_entry
 from ..target import Target
 from ..types import Rig, check_one_size, short_repr as _show
 from ._budget import camera_problem
@@ -257,27 +258,6 @@ def _stage_type_error(cls: Any, e: TypeError) -> str:
     if "keywords must be strings" in text:
         return f"parameter names must be strings{takes}"
     return re.sub(r"^[\w.]*__init__\(\) ", "", text) + (takes if "argument" in text else "")
-
-
-def import_entry(entry: str) -> Any:
-    """The object an entry names: ``package.module:attr.sub`` or ``path/to/file.py:attr``.
-
-    Raises whatever importing or the attribute lookup raises (callers turn it into a ``ConfigError``).
-    """
-    import importlib
-    import importlib.util
-
-    mod, _, attr = entry.rpartition(":")
-    if mod.endswith(".py"):
-        spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(mod))[0], mod)
-        assert spec is not None and spec.loader is not None  # a .py path always has a spec and a loader
-        obj: Any = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(obj)
-    else:
-        obj = importlib.import_module(mod)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def _exit_at_import(what: str, e: SystemExit) -> str:

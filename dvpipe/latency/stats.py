@@ -655,7 +655,7 @@ class LatencyStats:
 
     def predicted(self) -> dict[str, dict[str, Any]]:
         """Predicted device times of the software DVPP device's steps (spans carrying ``predicted_device_ns``,
-        set by :func:`dvpipe.probe.capacity.predicted_step_ns`): step name -> ``{"run": Summary, "basis": str}``;
+        set by :func:`dvpipe.knowledge.throughput.predicted_step_ns`): step name -> ``{"run": Summary, "basis": str}``;
         ``run.count`` is 0 when the documented figures give no prediction (``basis`` says why). Empty on any
         other backend: these are predictions from documented throughput, never measurements."""
         with self._lock:

@@ -73,7 +73,7 @@ def read_access_units(path: str) -> tuple[str, list[bytes], float]:
             codec = {"h264": "h264", "hevc": "h265"}.get(c.streams.video[0].codec_context.name)
         if codec is None:
             raise ConfigError(f"{path}: not H.264/H.265 video")
-    cam = Camera("serve", 16, 16, codec)
+    cam = Camera("serve", width=16, height=16, encoding=codec)
     src: ElementaryStream | VideoFile
     if es:
         src = ElementaryStream(cam, SourceConfig("elementary", path, {"codec": codec, "fps": 30.0}))

@@ -90,7 +90,7 @@ def test_decode_fast_path_is_bit_identical_to_opencv(kind, size):
     img = textured_bgr(*size, seed=2)
     data = encode_jpeg(img, subsampling=kind if kind[0].isdigit() else "420", progressive=kind == "progressive",
                        gray=kind == "gray")
-    spec = FrameSpec(size[0], size[1], PixelFormat.ENCODED, encoding="jpeg")
+    spec = FrameSpec(width=size[0], height=size[1], pixel_format=PixelFormat.ENCODED, encoding="jpeg")
     for reduce in (1, 2, 4, 8):
         state: dict = {}
         fast = _decode.decode_bgr(data, spec, reduce=reduce, state=state, decoder="auto")
@@ -101,7 +101,7 @@ def test_decode_fast_path_is_bit_identical_to_opencv(kind, size):
 
 def test_decode_reuses_its_buffer_and_png_goes_through_opencv():
     size = (320, 180)
-    spec = FrameSpec(*size, PixelFormat.ENCODED, encoding="jpeg")
+    spec = FrameSpec(width=size[0], height=size[1], pixel_format=PixelFormat.ENCODED, encoding="jpeg")
     a, b = encode_jpeg(textured_bgr(*size, seed=1)), encode_jpeg(textured_bgr(*size, seed=2))
     state: dict = {}
     first = _decode.decode_bgr(a, spec, state=state, decoder="auto")
@@ -112,14 +112,14 @@ def test_decode_reuses_its_buffer_and_png_goes_through_opencv():
     assert np.array_equal(second, _decode.decode_bgr(b, spec, decoder="cv2"))
     assert not np.array_equal(first_copy, second)
     png = encode_png(textured_bgr(*size, seed=3))
-    pspec = FrameSpec(*size, PixelFormat.ENCODED, encoding="png")
+    pspec = FrameSpec(width=size[0], height=size[1], pixel_format=PixelFormat.ENCODED, encoding="png")
     assert np.array_equal(_decode.decode_bgr(png, pspec, state={}, decoder="auto"), textured_bgr(*size, seed=3))
 
 
 @pytest.mark.skipif(_decode._sj is None, reason="the stream fast path is simplejpeg's")
 def test_a_streams_later_frames_skip_the_marker_walk_and_any_other_frame_takes_it(monkeypatch):
     size = (320, 180)
-    spec = FrameSpec(*size, PixelFormat.ENCODED, encoding="jpeg")
+    spec = FrameSpec(width=size[0], height=size[1], pixel_format=PixelFormat.ENCODED, encoding="jpeg")
     frames = [encode_jpeg(textured_bgr(*size, seed=s)) for s in range(3)]
     want = [_decode.decode_bgr(data, spec, decoder="cv2") for data in frames]
     walks = []

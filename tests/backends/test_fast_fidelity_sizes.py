@@ -139,8 +139,8 @@ def test_dct_scaling_applies_only_where_it_is_the_resize_sampling():
     from dvpipe.types import PixelFormat
 
     def r(w, h, ow, oh, interp):
-        return _dct_reduce(FrameSpec(w, h, PixelFormat.ENCODED, encoding="jpeg"),
-                           FrameSpec(ow, oh, PixelFormat.BGR), interp)
+        return _dct_reduce(FrameSpec(width=w, height=h, pixel_format=PixelFormat.ENCODED, encoding="jpeg"),
+                           FrameSpec(width=ow, height=oh, pixel_format=PixelFormat.BGR), interp)
 
     assert r(1600, 900, 800, 450, "linear") == 2
     assert r(1241, 375, 620, 187, "linear") == 1   # odd: the bilinear grid is x 1241/620, not 2x2 means

@@ -173,7 +173,7 @@ def test_flag_policy_keeps_the_picture_opencv_conceals(backend, fidelity):
 def test_decode_bgr_reports_damage_through_on_corrupt_then_returns_the_concealed_picture(decoder):
     data = photo("grace_hopper")
     h, w = cv2_decode(data).shape[:2]
-    spec = FrameSpec(w, h, PixelFormat.ENCODED, encoding="jpeg")
+    spec = FrameSpec(width=w, height=h, pixel_format=PixelFormat.ENCODED, encoding="jpeg")
     state: dict = {}
     assert np.array_equal(_decode.decode_bgr(data, spec, state=state, decoder=decoder), cv2_decode(data))  # primes the stream
     for bad in (cj.truncate_with_eoi(data, 0.5), cj.zero_block(data, 0.5), cj.bogus_rst(data, 1, 0)):
@@ -192,7 +192,7 @@ def test_decode_bgr_reports_damage_through_on_corrupt_then_returns_the_concealed
 def test_trailers_after_eoi_decode_exactly_as_opencv(name):
     data = photo(name)
     h, w = cv2_decode(data).shape[:2]
-    spec = FrameSpec(w, h, PixelFormat.ENCODED, encoding="jpeg")
+    spec = FrameSpec(width=w, height=h, pixel_format=PixelFormat.ENCODED, encoding="jpeg")
     state: dict = {}
     _decode.decode_bgr(data, spec, state=state, decoder="auto")
     for v, blob in cj.trailer_variants(data).items():
@@ -211,7 +211,7 @@ def test_trailers_after_eoi_decode_exactly_as_opencv(name):
 def test_a_stream_with_trailers_stays_on_the_fast_path(monkeypatch):
     data = photo("grace_hopper")
     h, w = cv2_decode(data).shape[:2]
-    spec = FrameSpec(w, h, PixelFormat.ENCODED, encoding="jpeg")
+    spec = FrameSpec(width=w, height=h, pixel_format=PixelFormat.ENCODED, encoding="jpeg")
     walks = []
     real = _decode.jpeg_frame_header
     monkeypatch.setattr(_decode, "jpeg_frame_header", lambda d: walks.append(1) or real(d))
@@ -229,7 +229,7 @@ def _maxrss_mb() -> float:
 def test_a_header_declaring_20000x20000_is_refused_before_any_buffer(decoder):
     blob = cj.header_only(photo("grace_hopper"))
     assert len(blob) < 1000
-    spec = FrameSpec(20000, 20000, PixelFormat.ENCODED, encoding="jpeg")
+    spec = FrameSpec(width=20000, height=20000, pixel_format=PixelFormat.ENCODED, encoding="jpeg")
     before = _maxrss_mb()
     with pytest.raises(FrameError) as e:
         _decode.decode_bgr(blob, spec, state={}, decoder=decoder)
@@ -239,13 +239,14 @@ def test_a_header_declaring_20000x20000_is_refused_before_any_buffer(decoder):
     # a 100-pixel cap refuses a 12x10 frame: the cap is the argument's, not a constant
     tiny = cv2.imencode(".jpg", np.zeros((10, 12, 3), np.uint8))[1].tobytes()
     with pytest.raises(FrameError, match="above the decode cap"):
-        _decode.decode_bgr(tiny, FrameSpec(12, 10, PixelFormat.ENCODED, encoding="jpeg"), decoder=decoder, max_pixels=100)
+        _decode.decode_bgr(tiny, FrameSpec(width=12, height=10, pixel_format=PixelFormat.ENCODED, encoding="jpeg"),
+                           decoder=decoder, max_pixels=100)
 
 
 @needs_sj
 def test_a_header_only_jpeg_under_a_raised_cap_is_corrupt_not_a_grey_frame():
     blob = cj.header_only(photo("grace_hopper"), 4000, 3000)  # 12 MP: under the default cap
-    spec = FrameSpec(4000, 3000, PixelFormat.ENCODED, encoding="jpeg")
+    spec = FrameSpec(width=4000, height=3000, pixel_format=PixelFormat.ENCODED, encoding="jpeg")
     if DJPEG:
         assert djpeg_flags(blob)
     for decoder in ("auto", "cv2"):
@@ -262,7 +263,7 @@ def test_a_warning_about_metadata_only_is_not_damage(decoder):
         err = subprocess.run([DJPEG, "-outfile", os.devnull], input=data, capture_output=True).stderr.decode()
         assert err.strip() == "Warning: unknown JFIF revision number 2.01"
     h, w = cv2_decode(data).shape[:2]
-    spec = FrameSpec(w, h, PixelFormat.ENCODED, encoding="jpeg")
+    spec = FrameSpec(width=w, height=h, pixel_format=PixelFormat.ENCODED, encoding="jpeg")
     img = _decode.decode_bgr(data, spec, state={}, decoder=decoder, on_corrupt=pytest.fail)
     assert np.array_equal(img, cv2_decode(photo("grace_hopper")))
 
@@ -274,7 +275,7 @@ def test_a_damaged_png_is_a_corrupt_drop(decoder):
     png = bytearray(cv2.imencode(".png", bgr)[1].tobytes())
     idat = png.index(b"IDAT")
     png[idat + 1000] ^= 0x10
-    spec = FrameSpec(bgr.shape[1], bgr.shape[0], PixelFormat.ENCODED, encoding="png")
+    spec = FrameSpec(width=bgr.shape[1], height=bgr.shape[0], pixel_format=PixelFormat.ENCODED, encoding="png")
     with pytest.raises(CorruptFrameError) as e:
         _decode.decode_bgr(bytes(png), spec, state={}, decoder=decoder, on_corrupt=lambda r: None)
     assert classify_drop(str(e.value)) == "corrupt" and "\n" not in str(e.value)
@@ -301,7 +302,7 @@ def _arithmetic(data: bytes) -> bytes:
 def test_codings_left_to_opencv_decode_as_before_and_their_damage_is_seen(coding):
     data = {"cmyk": _cmyk, "arithmetic": _arithmetic}[coding](photo("grace_hopper"))
     h, w = cv2_decode(data).shape[:2]
-    spec = FrameSpec(w, h, PixelFormat.ENCODED, encoding="jpeg")
+    spec = FrameSpec(width=w, height=h, pixel_format=PixelFormat.ENCODED, encoding="jpeg")
     for decoder in ("auto", "cv2"):
         img = _decode.decode_bgr(data, spec, state={}, decoder=decoder, on_corrupt=pytest.fail)
         assert np.array_equal(img, cv2_decode(data)), decoder

@@ -360,8 +360,8 @@ def test_nv12_to_bgr_matches_independent_conversion(colour_range, encoding, size
     w, h = size
     buf = nv12_from_bgr(textured_bgr(w, h, seed=3), colour_range, stride)
     hs = buf.shape[0] * 2 // 3
-    cam = dv.Camera("CAM0", w, h, encoding=encoding)
-    spec = FrameSpec(w, h, PixelFormat.NV12, "uint8", "bgr")
+    cam = dv.Camera("CAM0", width=w, height=h, encoding=encoding)
+    spec = FrameSpec(width=w, height=h, pixel_format=PixelFormat.NV12, dtype="uint8", channel_order="bgr")
     normalise = dv.Normalise(mean=(0, 0, 0), std=(1, 1, 1))
     got, _ = _run_kernel([normalise], spec, buf, cam)
     want = _nv12_reference_bgr(buf, w, h, hs, colour_range)
@@ -375,8 +375,9 @@ def test_nv12_limited_range_agrees_with_opencv():
     buf = np.empty((h * 3 // 2, w), np.uint8)
     buf[:h] = rng.integers(16, 236, (h, w))
     buf[h:] = np.tile(np.array([90, 170], np.uint8), (h // 2, w // 2))
-    got, _ = _run_kernel([dv.Normalise()], FrameSpec(w, h, PixelFormat.NV12, "uint8", "bgr"), buf,
-                         dv.Camera("CAM0", w, h, encoding="h264"))
+    got, _ = _run_kernel([dv.Normalise()], FrameSpec(width=w, height=h, pixel_format=PixelFormat.NV12, dtype="uint8",
+                                                     channel_order="bgr"), buf,
+                         dv.Camera("CAM0", width=w, height=h, encoding="h264"))
     want = cv2.cvtColor(buf, cv2.COLOR_YUV2BGR_NV12)
     tol("uint8_rounding_flip").check(got, want)
 
@@ -385,11 +386,12 @@ def test_nv12_through_the_fused_kernel_into_the_batch():
     w, h = 97, 61
     buf = nv12_from_bgr(textured_bgr(w, h, seed=8), "full", (128, 64))
     bgr = _nv12_reference_bgr(buf, w, h, 64, "full")
-    cam = dv.Camera("CAM0", w, h, encoding="jpeg")
+    cam = dv.Camera("CAM0", width=w, height=h, encoding="jpeg")
     stages = [dv.Normalise(**TINY), dv.Resize(scale=0.5), dv.Pad(size_divisor=32), dv.Batch()]
     out = torch.zeros((3, 32, 64))
-    _run_kernel(stages, FrameSpec(w, h, PixelFormat.NV12, "uint8", "bgr"), buf, cam, out=out)
-    rig = dv.Rig((dv.Camera("CAM0", w, h, encoding="raw"),))
+    _run_kernel(stages, FrameSpec(width=w, height=h, pixel_format=PixelFormat.NV12, dtype="uint8",
+                                  channel_order="bgr"), buf, cam, out=out)
+    rig = dv.Rig((dv.Camera("CAM0", width=w, height=h, encoding="raw"),))
     want = _reference(rig, [dv.Decode()] + stages, {"CAM0": bgr})[0]
     # a grey level of the conversion may differ (rounding ties): 1/std, averaged down by the resize
     tol("nv12_fused").check(out.numpy(), want, unit=1.0 / min(TINY["std"]))
@@ -397,8 +399,9 @@ def test_nv12_through_the_fused_kernel_into_the_batch():
 
 def test_nv12_buffer_too_small_is_a_frame_error():
     with pytest.raises(dv.FrameError, match="NV12"):
-        _run_kernel([dv.Normalise()], FrameSpec(64, 48, PixelFormat.NV12, "uint8", "bgr"),
-                    np.zeros((60, 64), np.uint8), dv.Camera("CAM0", 64, 48))
+        _run_kernel([dv.Normalise()], FrameSpec(width=64, height=48, pixel_format=PixelFormat.NV12, dtype="uint8",
+                                                channel_order="bgr"),
+                    np.zeros((60, 64), np.uint8), dv.Camera("CAM0", width=64, height=48))
 
 
 # -- decode (torchvision) ----------------------------------------------------------------------------
@@ -443,8 +446,9 @@ def test_torch_decode_kernel_gives_bgr_and_drops_corrupt_frames(fake_torchvision
 
 
 def test_decode_verdicts_on_devices(fake_torchvision):
-    cam = dv.Camera("CAM0", 64, 48)
-    spec = FrameSpec(64, 48, PixelFormat.ENCODED, "uint8", "", encoding="jpeg")
+    cam = dv.Camera("CAM0", width=64, height=48)
+    spec = FrameSpec(width=64, height=48, pixel_format=PixelFormat.ENCODED, dtype="uint8", channel_order="",
+                     encoding="jpeg")
     out = dv.Decode().output_spec(spec)
 
     def verdict(backend, fidelity, encoding="jpeg"):
@@ -467,10 +471,10 @@ def test_transfer_kernel_and_host_upload_are_zero_copy_on_cpu():
     run = DeviceRun(torch.device("cpu"))
     t = run.upload(img)
     assert t.data_ptr() == img.ctypes.data
-    spec = FrameSpec(64, 48, PixelFormat.BGR, "uint8", "bgr")
+    spec = FrameSpec(width=64, height=48, pixel_format=PixelFormat.BGR, dtype="uint8", channel_order="bgr")
     ref = resolve("torch:cpu")
     kernel = kernels_at(["transfer"], "torch")[0]
-    ctx = KernelContext(dv.Camera("CAM0", 64, 48), spec, spec, ref, "reference")
+    ctx = KernelContext(dv.Camera("CAM0", width=64, height=48), spec, spec, ref, "reference")
     back = kernel.fn(t, (), ctx)
     assert np.array_equal(np.asarray(back), img) and ctx.device_spans == []
 
@@ -577,13 +581,13 @@ def test_accelerator_path_stages_uploads_and_records_device_spans(fake_accelerat
 
 
 def test_accelerator_path_kernel_spans(fake_accelerator):
-    cam = dv.Camera("CAM0", 64, 48)
+    cam = dv.Camera("CAM0", width=64, height=48)
     img = textured_bgr(64, 48)
-    spec = FrameSpec(64, 48, PixelFormat.BGR, "uint8", "bgr")
+    spec = FrameSpec(width=64, height=48, pixel_format=PixelFormat.BGR, dtype="uint8", channel_order="bgr")
     stages = [dv.Normalise(**TINY), dv.Pad(size_divisor=32), dv.Batch()]
     out = np.zeros((3, 64, 64), np.float32)
     _, ctx = _run_kernel(stages, spec, img, cam, out=out)
-    rig = dv.Rig((dv.Camera("CAM0", 64, 48, encoding="raw"),))
+    rig = dv.Rig((dv.Camera("CAM0", width=64, height=48, encoding="raw"),))
     assert_matches(out, _reference(rig, [dv.Decode()] + stages, {"CAM0": img})[0])
     assert [s.name for s in ctx.device_spans] == ["upload", "normalise+pad+batch"]
     assert all(s.unit == "cpu" and s.stream == "cpu/s3" for s in ctx.device_spans)

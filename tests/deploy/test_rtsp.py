@@ -67,7 +67,8 @@ def test_server_binds_loopback_only():
 def test_rtsp_source_reads_access_units(codec):
     aus = encode_access_units(20, W, H, codec=codec, gop=10)
     with LoopbackRtspServer({"cam": RtspStream(codec, aus, fps=50)}) as srv:
-        src = RtspSource(Camera("cam", W, H, codec), SourceConfig("rtsp", srv.url("cam"), {"read_timeout_s": 2.0}))
+        src = RtspSource(Camera("cam", width=W, height=H, encoding=codec),
+                         SourceConfig("rtsp", srv.url("cam"), {"read_timeout_s": 2.0}))
         src.open()
         items = [src.read() for _ in range(12)]
         src.close()
@@ -121,8 +122,8 @@ def _free_port() -> int:
 def test_rtsp_server_that_is_not_there(h264_units):
     port = _free_port()  # nothing listens here
     with pytest.raises(SourceError, match="cannot open"):
-        RtspSource(Camera("X", W, H, "h264"), SourceConfig("rtsp", f"rtsp://127.0.0.1:{port}/x",
-                                                           {"open_timeout_s": 1.0})).open()
+        RtspSource(Camera("X", width=W, height=H, encoding="h264"),
+                   SourceConfig("rtsp", f"rtsp://127.0.0.1:{port}/x", {"open_timeout_s": 1.0})).open()
     with LoopbackRtspServer({"B": RtspStream("h264", h264_units, fps=30)}) as srv:
         dep = load_deployment(rtsp_deployment({"A": f"rtsp://127.0.0.1:{port}/x", "B": srv.url("B")},
                                               reconnect={"initial_ms": 50, "max_ms": 100, "attempts": 3},

@@ -189,7 +189,8 @@ def test_without_a_sender_report_each_picture_is_placed_by_its_pts_from_the_arri
     from dvpipe.deploy.sources.video import _LIVE_LAG_WINDOW, RtspSource
     from dvpipe.video import AccessUnit, VideoPacket
 
-    src = RtspSource(Camera("A", 96, 64, "h264"), SourceConfig("rtsp", "rtsp://127.0.0.1:1/a", {}))
+    src = RtspSource(Camera("A", width=96, height=64, encoding="h264"),
+                     SourceConfig("rtsp", "rtsp://127.0.0.1:1/a", {}))
     src._container, src._offset, src._recent_lags = None, None, deque(maxlen=_LIVE_LAG_WINDOW)
     ms = 1_000_000
     t0 = 1_700_000_000_000 * ms

@@ -50,7 +50,7 @@ def scene(samples_dir):
 
 
 def test_image_sequence_reads_capture_times_from_file_names(samples_dir, scene):
-    cam = Camera("CAM_BACK", 1600, 900)
+    cam = Camera("CAM_BACK", width=1600, height=900)
     items = read_all(ImageSequence(cam, cfg("images", str(samples_dir / "frames" / "CAM_BACK"))))
     expected = [ts["frames"]["CAM_BACK"]["capture_time_ns"] for ts in scene["timestamps"]]
     assert [it.frame.capture_epoch_ns for it in items] == expected
@@ -70,7 +70,7 @@ def test_nuscenes_style_names_in_microseconds_and_offsets(tmp_path):
     _write_images(tmp_path, ["n015-2018-07-24-11-22-45+0800__CAM_FRONT__1532402927612460.jpg",
                              "n015-2018-07-24-11-22-45+0800__CAM_FRONT__1532402928112460.jpg"])
     c = SourceConfig("images", str(tmp_path), {"unit": "auto"}, offset_ms=2.5)
-    src = ImageSequence(Camera("CAM_FRONT", 8, 8), c)
+    src = ImageSequence(Camera("CAM_FRONT", width=8, height=8), c)
     items = read_all(src)
     assert [it.frame.capture_epoch_ns for it in items] == [1532402927612460000 + 2_500_000, 1532402928112460000 + 2_500_000]
 
@@ -96,26 +96,28 @@ def test_sidecar_timestamps(tmp_path, kind):
         side.write_text("2011-09-26 13:02:25.964389445\n2011-09-26 13:02:26.068528219\n2011-09-26 13:02:26.172829438\n")
         expected = [1317042145964389445, 1317042146068528219, 1317042146172829438]
         opts = {}
-    src = ImageSequence(Camera("CAM2", 8, 8, "png"), cfg("images", str(tmp_path / "img"), timestamps="sidecar",
-                                                          sidecar=str(side), **opts))
+    src = ImageSequence(Camera("CAM2", width=8, height=8, encoding="png"),
+                        cfg("images", str(tmp_path / "img"), timestamps="sidecar", sidecar=str(side), **opts))
     assert [it.frame.capture_epoch_ns for it in read_all(src)] == expected
 
 
 def test_fps_timestamps_and_errors(tmp_path):
     _write_images(tmp_path, ["a.jpg", "b.jpg", "c.jpg"])
-    src = ImageSequence(Camera("C", 8, 8), cfg("images", str(tmp_path), timestamps="fps", fps=4.0, start_ns=10))
+    src = ImageSequence(Camera("C", width=8, height=8),
+                        cfg("images", str(tmp_path), timestamps="fps", fps=4.0, start_ns=10))
     assert [it.frame.capture_epoch_ns for it in read_all(src)] == [10, 250_000_010, 500_000_010]
     with pytest.raises(SourceError, match="no digits in the file name"):
-        ImageSequence(Camera("C", 8, 8), cfg("images", str(tmp_path))).open()
+        ImageSequence(Camera("C", width=8, height=8), cfg("images", str(tmp_path))).open()
     with pytest.raises(SourceError, match="no images in"):
-        ImageSequence(Camera("C", 8, 8), cfg("images", str(tmp_path), pattern="*.png")).open()
+        ImageSequence(Camera("C", width=8, height=8), cfg("images", str(tmp_path), pattern="*.png")).open()
 
 
 def test_video_file_pts_give_the_capture_times(samples_dir, scene):
     path = samples_dir / "video" / "CAM_FRONT_LEFT.mp4"
     if not path.exists():
         pytest.skip("samples/video not generated (python tools/make_video_sample.py)")
-    items = read_all(VideoFile(Camera("CAM_FRONT_LEFT", 1600, 900, "h264"), cfg("video", str(path))))
+    items = read_all(VideoFile(Camera("CAM_FRONT_LEFT", width=1600, height=900, encoding="h264"),
+                               cfg("video", str(path))))
     expected = [ts["frames"]["CAM_FRONT_LEFT"]["capture_time_ns"] for ts in scene["timestamps"]]
     got = [it.frame.capture_epoch_ns for it in items]
     assert len(got) == len(expected)
@@ -130,12 +132,12 @@ def test_video_file_codec_must_match_the_camera(samples_dir, tmp_path):
     if not path.exists():
         pytest.skip("samples/video not generated")
     with pytest.raises(SourceError, match="is h264 video but camera C declares h265"):
-        VideoFile(Camera("C", 1600, 900, "h265"), cfg("video", str(path))).open()
-    raw = read_all(VideoFile(Camera("C", 1600, 900, "raw"), cfg("video", str(path))), limit=2)
+        VideoFile(Camera("C", width=1600, height=900, encoding="h265"), cfg("video", str(path))).open()
+    raw = read_all(VideoFile(Camera("C", width=1600, height=900, encoding="raw"), cfg("video", str(path))), limit=2)
     assert raw[0].frame.pixel_format is PixelFormat.BGR and raw[0].frame.data.shape == (900, 1600, 3)
     with pytest.raises(SourceError, match="cannot open"):
         (tmp_path / "x.mp4").write_bytes(b"not a video")
-        VideoFile(Camera("C", 16, 16, "h264"), cfg("video", str(tmp_path / "x.mp4"))).open()
+        VideoFile(Camera("C", width=16, height=16, encoding="h264"), cfg("video", str(tmp_path / "x.mp4"))).open()
 
 
 @pytest.mark.parametrize("codec", ["h264", "h265"])
@@ -143,8 +145,8 @@ def test_elementary_stream(tmp_path, codec):
     aus = encode_access_units(10, 64, 48, codec=codec, gop=5)
     path = tmp_path / f"cam.{codec}"
     path.write_bytes(b"".join(aus))
-    items = read_all(ElementaryStream(Camera("C", 64, 48, codec), cfg("elementary", str(path), codec=codec, fps=20.0,
-                                                                        start_ns=7)))
+    items = read_all(ElementaryStream(Camera("C", width=64, height=48, encoding=codec),
+                                      cfg("elementary", str(path), codec=codec, fps=20.0, start_ns=7)))
     assert [u.data for it in items for u in it.frame.data.units if isinstance(u, AccessUnit)] == aus
     assert [it.keyframe for it in items] == [k % 5 == 0 for k in range(10)]
     wants = [it.frame.data.want for it in items]  # order keys from the picture order count
@@ -154,7 +156,7 @@ def test_elementary_stream(tmp_path, codec):
 
 @pytest.mark.parametrize("encoding", ["jpeg", "png", "raw", "h264"])
 def test_synthetic_source_renders_each_encoding(encoding):
-    cam = Camera("CAM_FRONT", 80, 48, encoding)
+    cam = Camera("CAM_FRONT", width=80, height=48, encoding=encoding)
     src = SyntheticSource(cam, cfg("synthetic", fps=25.0, cycle=4, frames=6, realtime=False, start_ns=1000))
     items = read_all(src)
     assert len(items) == 6
@@ -170,7 +172,7 @@ def test_synthetic_source_renders_each_encoding(encoding):
 
 
 def test_synthetic_live_camera_is_paced_and_skips_what_it_missed():
-    cam = Camera("C", 32, 32, "raw")
+    cam = Camera("C", width=32, height=32, encoding="raw")
     src = SyntheticSource(cam, cfg("synthetic", fps=100.0, cycle=2, realtime=True))
     assert src.live
     src.run_start_ns = None
@@ -185,7 +187,7 @@ def test_synthetic_live_camera_is_paced_and_skips_what_it_missed():
 
 def test_looped_recording_continues_capture_times_and_sequence(tmp_path):
     _write_images(tmp_path, ["100.jpg", "200.jpg", "300.jpg"])
-    src = Looped(ImageSequence(Camera("C", 8, 8), cfg("images", str(tmp_path), unit="ns")))
+    src = Looped(ImageSequence(Camera("C", width=8, height=8), cfg("images", str(tmp_path), unit="ns")))
     items = read_all(src, limit=7)
     assert [it.frame.capture_epoch_ns for it in items] == [100, 200, 300, 400, 500, 600, 700]
     assert [it.frame.seq for it in items] == list(range(7))
@@ -194,7 +196,7 @@ def test_looped_recording_continues_capture_times_and_sequence(tmp_path):
 def test_paced_replay_releases_frames_no_earlier_than_their_capture_offsets(tmp_path):
     _write_images(tmp_path, [f"{k * 20_000_000}.jpg" for k in range(4)])
     clock = ReplayClock(speed=1.0)
-    src = Paced(ImageSequence(Camera("C", 8, 8), cfg("images", str(tmp_path), unit="ns")), clock)
+    src = Paced(ImageSequence(Camera("C", width=8, height=8), cfg("images", str(tmp_path), unit="ns")), clock)
     src.open()
     from dvpipe.latency import now_ns
 
@@ -210,7 +212,7 @@ def test_paced_replay_releases_frames_no_earlier_than_their_capture_offsets(tmp_
 
 
 def test_open_source_stacks_wrappers():
-    cam = Camera("C", 16, 16)
+    cam = Camera("C", width=16, height=16)
     c = SourceConfig("images", "/x", {}, faults=Faults(corrupt=(1,)))
     src = open_source(cam, c, loop=True, clock=ReplayClock())
     assert isinstance(src, Faulty) and isinstance(src.inner, Paced) and isinstance(src.inner.inner, Looped)
@@ -229,7 +231,7 @@ def test_corrupt_data_breaks_each_kind_of_frame():
 
 
 def test_faulty_wrapper_open_failures_loss_and_disconnects():
-    cam = Camera("C", 32, 32, "raw")
+    cam = Camera("C", width=32, height=32, encoding="raw")
     base = SyntheticSource(cam, cfg("synthetic", fps=10.0, cycle=2, frames=8, realtime=False, start_ns=0))
     src = Faulty(base, Faults(fail_open=2, lose=(2,), disconnect=(5,)))
     for attempt in (1, 2):
@@ -254,7 +256,8 @@ def test_faulty_wrapper_open_failures_loss_and_disconnects():
 
 def test_v4l2_device_capture():
     devices = sorted(glob.glob("/dev/video*"))
-    src = V4l2Source(Camera("USB", 640, 480, "raw"), cfg("v4l2", devices[0] if devices else "/dev/video0"))
+    src = V4l2Source(Camera("USB", width=640, height=480, encoding="raw"),
+                     cfg("v4l2", devices[0] if devices else "/dev/video0"))
     if not devices:
         with pytest.raises(SourceError, match="no v4l2 input device|no such V4L2 device"):
             src.open()
@@ -298,8 +301,8 @@ def test_looped_paced_elementary_stream_never_pauses_between_passes(tmp_path, co
     path.write_bytes(b"".join(aus))
     fake = _FakeClock()
     clock = ReplayClock(1.0, now=fake.now, wait=fake.wait)
-    src = Paced(Looped(ElementaryStream(Camera("C", 64, 48, codec), cfg("elementary", str(path), codec=codec,
-                                                                         fps=10.0, start_ns=5))), clock)
+    src = Paced(Looped(ElementaryStream(Camera("C", width=64, height=48, encoding=codec),
+                                        cfg("elementary", str(path), codec=codec, fps=10.0, start_ns=5))), clock)
     items = read_all(src, limit=24)
     assert [it.frame.capture_epoch_ns for it in items] == [5 + k * 100_000_000 for k in range(24)]
     assert [it.frame.seq for it in items] == list(range(24))

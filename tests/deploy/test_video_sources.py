@@ -23,7 +23,7 @@ class Ctx:
     """The parts of a KernelContext that decode_video uses."""
 
     def __init__(self, codec: str, width: int, height: int):
-        self.spec_in = FrameSpec(width, height, PixelFormat.ENCODED, encoding=codec)
+        self.spec_in = FrameSpec(width=width, height=height, pixel_format=PixelFormat.ENCODED, encoding=codec)
         self.state: dict = {}
 
 

@@ -59,7 +59,7 @@ def frame(enc, seed=0, lo=16, hi=236):
 
 
 def run(enc, data, backend, **extra):
-    cam = Camera("C", W, H, enc, extra=extra)
+    cam = Camera("C", width=W, height=H, encoding=enc, extra=extra)
     pipe = Pipeline(Rig([cam]), [Decode()], backends=(backend,))
     batch = pipe.process({"C": data})
     assert not batch.drops, batch.drops
@@ -133,12 +133,13 @@ def test_bad_frames_and_settings_are_one_line_errors():
         assert not batch.valid[0] and len(batch.drops) == 1
         return batch.drops[0][1]
 
-    pipe = Pipeline(Rig([Camera("C", W, H, "uyvy")]), [Decode()], backends=("cpu",))
+    pipe = Pipeline(Rig([Camera("C", width=W, height=H, encoding="uyvy")]), [Decode()], backends=("cpu",))
     assert "UYVY frame is 10 bytes; a 32x16 camera needs 1024" in drop_reason(pipe, b"0123456789")
     assert "has shape (16, 32)" in drop_reason(pipe, np.zeros((H, W), np.uint8))
     with pytest.raises(ConfigError, match="yuv_matrix 'bt2020' is not one of bt601, bt709"):
-        Pipeline(Rig([Camera("C", W, H, "uyvy", extra={"yuv_matrix": "bt2020"})]), [Decode()], backends=("cpu",))
-    odd = Pipeline(Rig([Camera("C", 33, H, "yuyv")]), [Decode()], backends=("reference",))
+        Pipeline(Rig([Camera("C", width=W, height=H, encoding="uyvy", extra={"yuv_matrix": "bt2020"})]), [Decode()],
+                 backends=("cpu",))
+    odd = Pipeline(Rig([Camera("C", width=33, height=H, encoding="yuyv")]), [Decode()], backends=("reference",))
     assert "even width" in drop_reason(odd, bytes(33 * H * 2))
 
 

@@ -558,6 +558,11 @@ class Runtime:
         """How many step states hold this runtime (see :meth:`hold`)."""
         return self._holders
 
+    def register_closer(self, obj: Any) -> None:
+        """Close ``obj`` (it holds this runtime's memory) before the runtimes at :func:`close_all` / exit, if it
+        is still alive (:func:`register_closer`; device buffers call it without importing this module)."""
+        register_closer(obj)
+
     def hold(self) -> "Runtime":
         """Count one more user (a camera step's state); :meth:`unhold` when it is closed."""
         with self._lock:

@@ -17,12 +17,17 @@ decode up to the 4:2:0 round trip (see docs/dvpp.md for the measured bounds).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import numpy as np
+
+from ...codecs import VIDEO_ENCODINGS
 from ...errors import ConfigError
 
 __all__ = ["SENTINEL", "nv12_planes", "packed_view", "nv12_to_bgr", "bgr_to_nv12_planes", "write_nv12",
-           "write_packed", "fill_padding_nv12", "fill_padding_packed", "STANDARDS", "nv12_in_standard", "split_standard"]
+           "write_packed", "fill_padding_nv12", "fill_padding_packed", "STANDARDS", "nv12_in_standard", "split_standard",
+           "camera_colour_standard"]
 
 #: Byte value the software device writes into every padding byte of a picture it outputs (the
 #: region between ``width`` and the width stride, and between ``height`` and the height stride),
@@ -218,3 +223,18 @@ def write_packed(buf: np.ndarray, img: np.ndarray, ws: int, hs: int, pad: bool =
     packed_view(buf, w, h, ws, hs, c)[...] = img
     if pad:
         fill_padding_packed(buf, w, h, ws, hs, c)
+
+
+def camera_colour_standard(camera: Any) -> str:
+    """JPEG: ``jpeg_full``. Video: the camera's rig keys ``yuv_matrix`` (``bt601`` / ``bt709``) and ``yuv_range``
+    (``limited`` / ``full``), default ``bt601_narrow``. A deployment's video file source fills in the keys a rig
+    leaves out from the stream's VUI before planning (:func:`dvpipe.deploy.sources._probe.with_stream_colour`;
+    most HD H.264 cameras signal BT.709); a live stream or a camera built in Python needs them set."""
+    if camera.encoding not in VIDEO_ENCODINGS:
+        return "jpeg_full"
+    extra = getattr(camera, "extra", {}) or {}
+    matrix = str(extra.get("yuv_matrix", "bt601")).lower()
+    rng = "full" if str(extra.get("yuv_range", "limited")).lower() == "full" else "narrow"
+    if matrix not in ("bt601", "bt709"):
+        raise ConfigError(f"camera {camera.name}: yuv_matrix {matrix!r} is not bt601 or bt709")
+    return f"{matrix}_{rng}"

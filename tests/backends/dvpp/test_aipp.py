@@ -323,7 +323,7 @@ def test_dynamic_call_sequence_follows_the_documented_signatures():
 
 # -- from stage lists, and what AIPP cannot express -------------------------------------------
 def test_profile_routes():
-    cam = Camera("CAM_FRONT", 1600, 900)
+    cam = Camera("CAM_FRONT", width=1600, height=900)
     petr = aipp_for_stages(profile_stages("petr", "fast", cam), (900, 1600), colour_standard="jpeg_full").config
     # PETR: resize 0.5 -> 800x450, crop 800x320 at (0, 450 - 320), no pad (320, 800 divide by 32)
     assert (petr.src_image_size_w, petr.src_image_size_h) == (800, 450)
@@ -351,7 +351,7 @@ def test_stage_lists_aipp_cannot_express(stages, match):
 
 
 def test_bevformer_base_is_refused_for_the_documented_padding_width():
-    cam = Camera("CAM_FRONT", 1600, 900)
+    cam = Camera("CAM_FRONT", width=1600, height=900)
     with pytest.raises(ConfigError, match="1080"):
         aipp_for_stages(profile_stages("bevformer-base", "fast", cam), (900, 1600), colour_standard="jpeg_full")
 
@@ -468,7 +468,7 @@ def test_cli_config_for_an_odd_camera_is_the_one_the_run_hands_the_model(tmp_pat
     assert (cfg.src_image_size_w, cfg.src_image_size_h) == (stride_w, 186)
     assert (cfg.crop, cfg.crop_size_w, cfg.crop_size_h) == ((True, 620, 186) if stride_w != 620 else (False, 0, 0))
     assert (cfg.right_padding_size, cfg.bottom_padding_size, cfg.output_hw) == (20, 6, (192, 640))
-    cam = dv.Camera("camera", 1242, 375)
+    cam = dv.Camera("camera", width=1242, height=375)
     pipe = dv.Pipeline(dv.Rig((cam,)), profile_stages("bevformer-tiny", "fast", cam), ("dvpp-sim", "aipp-sim", "cpu"),
                        fidelity="fast", target=dv.Target(soc, cann))
     try:
@@ -574,7 +574,7 @@ def test_vpc_filter_refusal_no_longer_says_undocumented():
     from dvpipe.backends.dvpp.support import plan_step
     from dvpipe.planner import input_spec
 
-    cam = Camera("C", 1600, 900)
+    cam = Camera("C", width=1600, height=900)
     verdict, program = plan_step([Decode(), Resize(scale=0.5, interpolation="nearest")], input_spec(cam), cam,
                                  dv.Target("Ascend310P3", "7.0.0"))
     assert program is None and not verdict.ok
@@ -627,10 +627,11 @@ def test_video_camera_colour_standard_from_its_rig_keys():
     from dvpipe.backends.dvpp.route import _colour_standard
     from dvpipe.planner import plan_pipeline
 
-    assert _colour_standard(Camera("V", 1920, 1080, "h264")) == "bt601_narrow"
-    cam = Camera("V", 1600, 900, "h264", extra={"yuv_matrix": "bt709"})
+    assert _colour_standard(Camera("V", width=1920, height=1080, encoding="h264")) == "bt601_narrow"
+    cam = Camera("V", width=1600, height=900, encoding="h264", extra={"yuv_matrix": "bt709"})
     assert _colour_standard(cam) == "bt709_narrow"
-    assert _colour_standard(Camera("J", 1600, 900, "jpeg", extra={"yuv_matrix": "bt709"})) == "jpeg_full"
+    assert _colour_standard(Camera("J", width=1600, height=900, encoding="jpeg",
+                                   extra={"yuv_matrix": "bt709"})) == "jpeg_full"
     plan = plan_pipeline([cam], profile_stages("bevformer-tiny", "fast", cam), ("dvpp-sim", "aipp-sim", "cpu"),
                          fidelity="fast", target=dv.Target("Ascend310P3", "7.0.0"))
     assert plan.device_batch is not None, str(plan)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 
+import os
+
 import numpy as np
 import pytest
 
@@ -301,7 +303,7 @@ def test_310p_bgr_output_comes_from_the_documented_colour_conversion_not_from_re
     from dvpipe.backends.dvpp.support import plan_step
     from dvpipe.planner import input_spec
 
-    cam = dv.Camera("C", 1600, 900, "jpeg")
+    cam = dv.Camera("C", width=1600, height=900, encoding="jpeg")
     stages = (dv.Decode(), dv.Resize(scale=0.5))
     verdict, prog = plan_step(stages, input_spec(cam), cam, TARGETS["Ascend310P3"], "fast")
     assert verdict.ok
@@ -324,7 +326,7 @@ def test_a3_measured_on_the_device_turns_a_documented_unknown_into_ok(tmp_path):
 
     load_family("dvpp")
     kern = next(k for k in kernels_at(["decode", "resize"], "dvpp") if len(k.ops) == 2)
-    cam = dv.Camera("C", 1600, 900, "jpeg")
+    cam = dv.Camera("C", width=1600, height=900, encoding="jpeg")
     stages = (dv.Decode(), dv.Resize(scale=0.5))
     spec = input_spec(cam)
     specs = (stages[0].output_spec(spec), stages[1].output_spec(stages[0].output_spec(spec)))
@@ -355,7 +357,7 @@ def test_verify_step_measures_a_documented_unknown_on_the_device(tmp_path):
 
     load_family("dvpp")
     kern = next(k for k in kernels_at(["decode"], "dvpp") if len(k.ops) == 1)
-    cam = dv.Camera("C", 640, 480, "jpeg")
+    cam = dv.Camera("C", width=640, height=480, encoding="jpeg")
     stages = (dv.Decode(),)
     spec = input_spec(cam)
     target = dv.Target("Ascend910_9391", "8.5.0")
@@ -409,7 +411,7 @@ def test_a3_step_verified_on_the_device_runs_on_dvpp_with_the_layout_it_was_veri
     target, _device = a3_device
     load_family("dvpp")
     kern = next(k for k in kernels_at(["decode", "resize"], "dvpp") if len(k.ops) == 2)
-    cam = dv.Camera("C", 1600, 900, "jpeg")
+    cam = dv.Camera("C", width=1600, height=900, encoding="jpeg")
     stages = (dv.Decode(), dv.Resize(scale=0.5))
     spec = input_spec(cam)
     specs = (stages[0].output_spec(spec), stages[1].output_spec(stages[0].output_spec(spec)))
@@ -418,10 +420,16 @@ def test_a3_step_verified_on_the_device_runs_on_dvpp_with_the_layout_it_was_veri
     entry = live.verify_step(kern, query, cache)  # the first-day verification, on the "device"
     assert entry["ok"], entry
     assert live.prefer_empirical(kern, query, kern.check(query), cache, verify=False).ok
+    # the planner, handed the cache, records the measurement on the plan step; the kernel reads it there
+    from dvpipe.planner import plan_pipeline
+
+    step = plan_pipeline([cam], stages, ("dvpp", "cpu"), fidelity="fast", target=target, live=cache).cameras[0].steps[0]
+    assert step.backend.name == "dvpp" and step.name == "decode+resize" and step.verified
     bgr = synthetic_bgr(1600, 900, seed=3)
     jpeg = encode_jpeg(bgr)
     state: dict = {}
-    ctx = KernelContext(cam, spec, specs[-1], resolve("dvpp"), "fast", state=state, target=target)
+    ctx = KernelContext(cam, spec, specs[-1], resolve("dvpp"), "fast", state=state, target=target,
+                        verified=step.verified)
     try:
         out = kern.fn(jpeg, stages, ctx)  # a normal run: no accepting_unknown on this thread
         assert state["dvpp"].accept_unknown
@@ -449,13 +457,45 @@ def test_a3_step_not_verified_on_the_device_is_refused(a3_device):
     target, _acl_obj = a3_device
     load_family("dvpp")
     kern = next(k for k in kernels_at(["decode"], "dvpp") if len(k.ops) == 1)
-    cam = dv.Camera("C", 640, 480, "jpeg")
+    cam = dv.Camera("C", width=640, height=480, encoding="jpeg")
     spec = input_spec(cam)
     state: dict = {}
     ctx = KernelContext(cam, spec, dv.Decode().output_spec(spec), resolve("dvpp"), "fast", state=state,
                         target=target)
     with pytest.raises(vpc.StepRefused):
         kern.fn(encode_jpeg(synthetic_bgr(640, 480, seed=1)), (dv.Decode(),), ctx)
+
+
+def test_a3_kernel_reads_no_live_cache_file_the_plan_step_carries_the_fact(a3_device):
+    """Issue 31: whether a step was verified on this device is a fact on the plan step (given to the planner with
+    the live cache), never read by a kernel from a file. A success recorded in the live cache file
+    (``$XDG_CACHE_HOME/dvpipe/dvpp-live.json``) does not make a kernel accept what the docs leave open unless its
+    context says the plan step was verified; a plan made without the cache marks no step verified."""
+    from dvpipe.backends import load_family, resolve
+    from dvpipe.planner import input_spec, plan_pipeline
+    from dvpipe.probe import live
+    from dvpipe.stages.registry import KernelContext, KernelQuery, kernels_at
+
+    target, _device = a3_device
+    load_family("dvpp")
+    kern = next(k for k in kernels_at(["decode"], "dvpp") if len(k.ops) == 1)
+    cam = dv.Camera("C", width=640, height=480, encoding="jpeg")
+    spec = input_spec(cam)
+    stages = (dv.Decode(),)
+    query = KernelQuery(stages, spec, (stages[0].output_spec(spec),), cam, resolve("dvpp"), "fast", target)
+    cache = live.planning_cache()
+    assert live.verify_step(kern, query, cache)["ok"]
+    cache.save()  # the success is in the file the kernel used to read
+    assert os.path.exists(live.default_cache_path())
+    ctx = KernelContext(cam, spec, stages[0].output_spec(spec), resolve("dvpp"), "fast", state={}, target=target)
+    with pytest.raises(vpc.StepRefused):
+        kern.fn(encode_jpeg(synthetic_bgr(640, 480, seed=1)), stages, ctx)
+    # the fact lives on the plan: with the cache the step is verified, without it the documented verdict stands
+    with_cache = plan_pipeline([cam], stages, ("dvpp", "cpu"), fidelity="fast", target=target, live=cache)
+    assert with_cache.cameras[0].steps[0].verified
+    without = plan_pipeline([cam], stages, ("dvpp", "cpu"), fidelity="fast", target=target)
+    assert not any(s.verified for s in without.cameras[0].steps)
+    assert without.cameras[0].steps[0].backend.name == "cpu"  # documented unknown: declined
 
 
 def test_a3_sample_deployment_verified_on_the_device_runs_all_cameras_on_dvpp(samples, a3_device):

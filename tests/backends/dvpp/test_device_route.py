@@ -485,7 +485,7 @@ def test_cameras_of_several_sizes_padded_to_one_share_the_aipp_batch_on_the_canv
 
     sizes = {"FRONT": (1280, 1920), "SIDE": (886, 1920)}
     rows = {"FRONT": 640, "SIDE": 442}
-    rig = dv.Rig(tuple(dv.Camera(n, w, h) for n, (h, w) in sizes.items()))
+    rig = dv.Rig(tuple(dv.Camera(n, width=w, height=h) for n, (h, w) in sizes.items()))
     stages = [dv.Decode(), dv.Resize(scale=0.5), dv.Normalise(mean=tuple(MEAN_RGB), std=tuple(STD_RGB), to_rgb=True),
               dv.Pad(size=(640, 960))]
     frames = {n: encode_jpeg(synthetic_bgr(w, h, seed=i), quality=95) for i, (n, (h, w)) in enumerate(sizes.items())}

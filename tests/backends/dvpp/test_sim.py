@@ -281,7 +281,7 @@ def test_resize_filter_default_on_310_is_not_bilinear_and_the_backend_sets_bilin
     from dvpipe.backends.dvpp import step_state
     from dvpipe.backends.dvpp.vpc import RESIZE_INTERPOLATION
 
-    rig = dv.Rig((dv.Camera("C", 640, 480, "jpeg"),))
+    rig = dv.Rig((dv.Camera("C", width=640, height=480, encoding="jpeg"),))
     with dv.Pipeline(rig, [dv.Decode(), dv.Resize(scale=0.5)], backends=("dvpp-sim", "cpu"), target=T310,
                      fidelity="fast") as pipe:
         b = pipe.process({"C": encode_jpeg(synthetic_bgr(640, 480))})

@@ -175,7 +175,8 @@ def test_one_aipp_batch_refuses_cameras_in_different_colour_standards():
     camera's matrix was applied to both, silently)."""
     from dvpipe.errors import ConfigError
 
-    rig = dv.Rig((dv.Camera("A", W, H, "h264", extra={"yuv_matrix": "bt709"}), dv.Camera("B", W, H, "h264")))
+    rig = dv.Rig((dv.Camera("A", width=W, height=H, encoding="h264", extra={"yuv_matrix": "bt709"}),
+                  dv.Camera("B", width=W, height=H, encoding="h264")))
     stages = [dv.Decode(), dv.Normalise(mean=(0, 0, 0), std=(1, 1, 1), to_rgb=False)]
     with pytest.raises(ConfigError, match="different colour standards .*A bt709_narrow, B bt601_narrow"):
         dv.Pipeline(rig, stages, backends=("dvpp-sim", "aipp-sim", "cpu"), target=dv.Target("Ascend310P3", "7.0.0"),

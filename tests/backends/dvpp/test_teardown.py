@@ -27,7 +27,8 @@ T310 = dv.Target("Ascend310", "6.0.1")
 
 
 def _rig():
-    return dv.Rig((dv.Camera("J", 320, 240, "jpeg"), dv.Camera("V", 320, 240, "h264")))
+    return dv.Rig((dv.Camera("J", width=320, height=240, encoding="jpeg"),
+                   dv.Camera("V", width=320, height=240, encoding="h264")))
 
 
 def _frames():

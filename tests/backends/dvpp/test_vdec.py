@@ -91,7 +91,7 @@ def test_stream_below_the_documented_minimum_is_refused():
     data = h264_stream(_frames(2, 64, 64))
     with pytest.raises(StepRefused, match=r"below the minimum 128.*vdec\.range"):
         next(decode_stream(data, T310))
-    rig = dv.Rig((dv.Camera("V", 64, 64, "h264"),))
+    rig = dv.Rig((dv.Camera("V", width=64, height=64, encoding="h264"),))
     pipe = dv.Pipeline(rig, [dv.Decode()], backends=("dvpp-sim", "cpu"), target=T310, fidelity="fast")
     v = next(v for b, v in pipe.plan.cameras[0].steps[0].verdicts if b == "dvpp-sim")
     assert v.status == "rejected" and v.rule.startswith("vdec.")
@@ -107,7 +107,7 @@ def test_channel_id_beyond_the_product_limit_is_refused():
 def test_h264_camera_pipeline_decodes_on_vdec_and_resizes_on_vpc():
     data = h264_stream(_frames(6), bframes=0)
     _c, _p, w, h, aus = access_units(data)
-    rig = dv.Rig((dv.Camera("V", w, h, "h264"),))
+    rig = dv.Rig((dv.Camera("V", width=w, height=h, encoding="h264"),))
     pipe = dv.Pipeline(rig, [dv.Decode(), dv.Resize(size=(120, 160))], backends=("dvpp-sim", "cpu"), target=T310,
                        fidelity="fast")
     step = pipe.plan.cameras[0].steps[0]
@@ -220,7 +220,7 @@ def test_video_source_frames_decode_on_vdec_in_display_order(bframes):
     ref = pyav_display_order(data)
     packets = video_packets(data)
     assert len(packets) == len(ref) == 12
-    rig = dv.Rig((dv.Camera("V", 320, 240, "h264"),))
+    rig = dv.Rig((dv.Camera("V", width=320, height=240, encoding="h264"),))
     with dv.Pipeline(rig, [dv.Decode()], backends=("dvpp-sim", "cpu"), target=T310P, fidelity="fast") as pipe:
         assert pipe.plan.cameras[0].steps[0].backend.name == "dvpp-sim"
         for k, p in enumerate(packets):

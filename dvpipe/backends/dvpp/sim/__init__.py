@@ -57,6 +57,7 @@ from .. import _codes as C
 from ._dvpp import DvppMedia
 from ._mdl import DataBufferCalls, MdlNamespace
 from ._memory import Memory
+from ._stream import _Stream
 from ._vdec import VdecMedia
 
 __all__ = ["SimAcl", "ledger", "inject_fault", "clear_faults", "faults", "UNITS", "MEMCPY_KINDS"]
@@ -144,14 +145,6 @@ class _Obj:
     def of(self, kind: type) -> list:
         with self._lock:
             return [o for o in self._items.values() if isinstance(o, kind)]
-
-
-class _Stream:
-    def __init__(self, context: Optional[int] = None) -> None:
-        self.queue: list[Callable[[], int]] = []
-        self.lock = threading.Lock()
-        #: the context current on the creating thread: the stream belongs to it (107003 from any other)
-        self.context = context
 
 
 class _Context:
