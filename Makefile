@@ -14,12 +14,12 @@ STAMP   = $(VENV)/.dvpipe-installed
 
 LOWEST_VENV ?= build/venv-lowest
 LOWEST_PINS  = numpy==1.24.0 opencv-python-headless==4.8.0.76 av==17.0.0 pillow==10.0.0 pyyaml==6.0.1 simplejpeg==1.7.2
-LOWEST_TESTS = tests/test_cpu_backend.py tests/test_geometry.py tests/test_pipeline.py tests/test_jpeg_integrity.py \
-               tests/test_deploy_sources.py tests/test_run_output.py tests/test_bare_install.py \
-               tests/test_raw_yuv.py tests/test_synthetic_raw_yuv.py tests/test_deploy_config.py tests/test_samples.py \
-               tests/test_deploy_video.py tests/test_video_structures.py tests/test_video_yuv_path.py
+LOWEST_TESTS = tests/backends/test_cpu.py tests/test_geometry.py tests/test_pipeline.py tests/backends/test_jpeg_integrity.py \
+               tests/deploy/test_sources.py tests/deploy/test_run_output.py tests/test_bare_install.py \
+               tests/video/test_raw_yuv.py tests/video/test_synthetic_raw_yuv.py tests/deploy/test_config.py tests/test_samples.py \
+               tests/deploy/test_video_sources.py tests/video/test_structures.py tests/video/test_yuv_path.py
 
-#   make test-deps   - the Debian packages some tests use (GStreamer's RTSP server for tests/test_rtsp_bframes.py),
+#   make test-deps   - the Debian packages some tests use (GStreamer's RTSP server for tests/deploy/test_rtsp_bframes.py),
 #                      installed with apt-get when run as root; without them those tests skip, saying so
 TEST_APT = gstreamer1.0-rtsp gir1.2-gst-rtsp-server-1.0 gir1.2-gstreamer-1.0 gstreamer1.0-plugins-base \
            gstreamer1.0-plugins-good python3-gi

@@ -3,11 +3,11 @@
 Public API only; importing dvpipe never imports torch, torch_npu or acl.
 """
 from ._version import __version__
-from .errors import (BackendUnavailable, ConfigError, CorruptFrameError, DvpipeError, FrameError,
+from .errors import (BackendUnavailable, ClosedError, ConfigError, CorruptFrameError, DvpipeError, FrameError,
                      MissingDependencyError, PlanError, StaleBatchError)
 from .pipeline import Pipeline
 from .planner import Plan
-from .profiles import PROFILES, profile_stages
+from .profiles import PROFILES, profile_stages, register_profile
 from .stages import (Batch, Crop, Decode, FrameSpec, KernelContext, KernelQuery, KernelVerdict, Normalise, Normalize,
                      Pad, Resize, Stage, Undistort, register_kernel, register_stage, registered_stages)
 from .target import Target
@@ -17,9 +17,9 @@ __all__ = [
     "__version__", "Pipeline", "Plan", "Target", "Rig", "Camera", "Frame", "FrameBatch", "PixelFormat",
     "Stage", "FrameSpec", "Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Batch", "Undistort",
     "KernelVerdict", "KernelQuery", "KernelContext", "register_kernel", "register_stage", "registered_stages",
-    "PROFILES", "profile_stages",
+    "PROFILES", "profile_stages", "register_profile",
     "DvpipeError", "ConfigError", "FrameError", "CorruptFrameError", "StaleBatchError", "PlanError",
-    "BackendUnavailable", "MissingDependencyError",
+    "BackendUnavailable", "MissingDependencyError", "ClosedError",
     "load_deployment", "Runner", "register_source", "register_exporter", "probe", "latency",
 ]
 

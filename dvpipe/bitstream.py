@@ -25,11 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional
+from .errors import ConfigError, DvpipeError
 
 __all__ = ["Picture", "StreamHeaders", "HeaderError", "split_nal_units", "picture_hash_mismatch"]
 
 
-class HeaderError(ValueError):
+class HeaderError(DvpipeError, ValueError):
     """A header that cannot be read as the standard writes it (the unit is damaged)."""
 
 
@@ -899,7 +900,7 @@ class StreamHeaders:
 
     def __init__(self, codec: str):
         if codec not in ("h264", "h265"):
-            raise ValueError(f"codec must be h264 or h265, got {codec!r}")
+            raise ConfigError(f"codec must be h264 or h265, got {codec!r}")
         self.codec = codec
         self._reader: _H264 | _H265 = _H264() if codec == "h264" else _H265()
 

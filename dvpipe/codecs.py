@@ -15,7 +15,8 @@ import numpy as np
 
 from .errors import FrameError
 
-__all__ = ["VIDEO_ENCODINGS", "RAW_YUV_ENCODINGS", "ImageInfo", "sniff", "jpeg_info", "png_info", "image_info", "read_frame_bytes"]
+__all__ = ["VIDEO_ENCODINGS", "RAW_YUV_ENCODINGS", "ImageInfo", "sniff", "jpeg_info", "png_info", "image_info", "read_frame_bytes",
+           "max_file_bytes"]
 
 #: camera encodings that deliver video access units (Annex B) rather than still images
 VIDEO_ENCODINGS = ("h264", "h265")
@@ -27,6 +28,18 @@ RAW_YUV_ENCODINGS = ("uyvy", "yuyv", "nv12")
 #: default cap on a frame's size (width x height, pixels), checked before any buffer is made: 64 MP,
 #: above any automotive or surveillance sensor (``Pipeline(max_pixels=...)``, ``decode.max_pixels``)
 DEFAULT_MAX_PIXELS = 64_000_000
+
+#: bytes per pixel of the largest image file dvpipe reads: a 16-bit RGBA PNG stored uncompressed (8);
+#: a JPEG of real pictures stays far below it, even at quality 100 with 4:4:4 chroma
+MAX_BYTES_PER_PIXEL = 8
+#: room for what an image file carries besides its pixels (EXIF, ICC profiles, XMP, thumbnails), in bytes
+FILE_METADATA_BYTES = 16 << 20
+
+
+def max_file_bytes(max_pixels: int) -> int:
+    """The default cap on one encoded image file (bytes) for frames of at most ``max_pixels`` pixels:
+    ``MAX_BYTES_PER_PIXEL * max_pixels + FILE_METADATA_BYTES`` (64 MP -> 528777216 bytes, 504 MiB)."""
+    return MAX_BYTES_PER_PIXEL * int(max_pixels) + FILE_METADATA_BYTES
 
 _JPEG_SOI = b"\xff\xd8\xff"
 _PNG_SIG = b"\x89PNG\r\n\x1a\n"

@@ -109,9 +109,7 @@ class DeviceBatch:
         except Exception:
             runtime.unhold()
             raise
-        from .backends.dvpp._acl import register_closer
-
-        register_closer(self)  # closed before the runtimes at exit if nobody closed it
+        runtime.register_closer(self)  # closed before the runtimes at exit if nobody closed it
         self._slots = [DeviceTensor(self.ptr + i * self.pitch, self.slot_bytes, (1, self.height, self.width),
                                     "uint8", "NV12", placement, runtime, self.strides, "",
                                     {**self.meta, "batch_slot": i}) for i in range(self.n)]

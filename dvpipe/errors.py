@@ -62,5 +62,9 @@ class MissingDependencyError(DvpipeError, ImportError):
     """An optional dependency is not installed; the message says how to install it."""
 
 
+class ClosedError(DvpipeError, RuntimeError):
+    """An object was used after it was closed (a model, a runtime); the message says what to open again."""
+
+
 class PlanError(DvpipeError, ValueError):
     """No backend in the preference order can run a step; the message lists every verdict."""

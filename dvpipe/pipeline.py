@@ -30,7 +30,7 @@ from .planner import CameraPlan, Plan, PlanStep, plan_pipeline
 from .profiles import Profile, profile_metas, profile_stages
 from .stages.base import Stage
 from .stages.registry import KernelContext
-from .types import Frame, FrameBatch, PixelFormat, Rig
+from .types import Frame, FrameBatch, PixelFormat, Rig, check_one_size
 from .video import VideoPacket
 
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .latency import LatencyStats
     from .mmdet3d import Mmdet3dMetas
 
-__all__ = ["Pipeline"]
+__all__ = ["Pipeline", "check_one_size"]
 
 #: Exceptions that mean a kernel is wrong rather than that a frame was refused; they propagate.
 _PROGRAMMING_ERRORS = (TypeError, AttributeError, NameError, AssertionError)
@@ -180,14 +180,14 @@ class Pipeline:
         return self._latency
 
     @classmethod
-    def from_profile(cls, name: str, rig: Rig, backends: Sequence[BackendName] | BackendName = ("cpu",), *,
+    def from_profile(cls, name: str | Profile, rig: Rig, backends: Sequence[BackendName] | BackendName = ("cpu",), *,
                      fidelity: Fidelity = "reference", target: Any = None, **kwargs: Any) -> "Pipeline":
-        """Pipeline with profile ``name``'s stages and metas (``bevformer-tiny``, ``petr``...)."""
-        stage_lists = {tuple(profile_stages(name, fidelity, cam)) for cam in rig.cameras}
-        if len(stage_lists) > 1:
-            raise ConfigError(f"profile {name} needs every camera at one size; the rig mixes "
-                              + ", ".join(f"{c.name} {c.width}x{c.height}" for c in rig.cameras))
-        return cls(rig, list(stage_lists.pop()), backends, profile=name, target=target, fidelity=fidelity, **kwargs)
+        """Pipeline with profile ``name``'s stages and metas (``bevformer-tiny``, ``petr``...); a
+        :class:`~dvpipe.profiles.Profile` object is taken as it is. Every camera at one size
+        (:func:`check_one_size`)."""
+        what = f"profile {name if isinstance(name, str) else name.name}"
+        stages = profile_stages(name, fidelity, check_one_size(rig.cameras, what))
+        return cls(rig, stages, backends, profile=name, target=target, fidelity=fidelity, **kwargs)
 
     @classmethod
     def from_mmdet3d_config(cls, config: Any, rig: Rig, backends: Sequence[BackendName] | BackendName = ("cpu",), *,
@@ -196,7 +196,9 @@ class Pipeline:
         """Pipeline reproducing an mmdet3d / mmcv config's ``test_pipeline`` and its ``img_metas`` contract.
 
         Args:
-            config: a ``.py`` config path (``_base_`` files are followed) or a loaded config dict.
+            config: a ``.py`` config path (``_base_`` files are followed), a loaded config dict, or
+                the :class:`~dvpipe.mmdet3d.MappedConfig` that :func:`~dvpipe.mmdet3d.profile_from_config`
+                returned for one (taken as it is: not read again; ``skip`` and ``allow_code`` then unused).
             rig: the cameras, in the order the model expects them.
             allow_code: run the file with mmengine's ``Config`` (this executes it) instead of the
                 restricted literal reader; only for a config you trust.
@@ -207,20 +209,15 @@ class Pipeline:
             ConfigError: a construct the reader does not evaluate, a transform it cannot map (named),
                 or cameras whose size differs from the size the config's transform assumes.
         """
-        from .mmdet3d import check_rig, order_rig, profile_from_config
+        from .mmdet3d import MappedConfig, check_rig, order_rig, profile_from_config
 
         metas_format = kwargs.pop("metas_format", None)
         pose = kwargs.pop("pose", None)
-        mapped = profile_from_config(config, skip=skip, allow_code=allow_code)
-        name = mapped.profile.name
+        mapped = (config if isinstance(config, MappedConfig)
+                  else profile_from_config(config, skip=skip, allow_code=allow_code))
         rig = order_rig(mapped, rig)  # BEVDet's data_config['cams'] order
         check_rig(mapped, rig.cameras)
-        stage_lists = {tuple(profile_stages(mapped.profile, fidelity, cam)) for cam in rig.cameras}
-        if len(stage_lists) > 1:
-            raise ConfigError(f"config {name} needs every camera at one size; the rig mixes "
-                              + ", ".join(f"{c.name} {c.width}x{c.height}" for c in rig.cameras))
-        pipe = cls(rig, list(stage_lists.pop()), backends, profile=mapped.profile, target=target, fidelity=fidelity,
-                   **kwargs)
+        pipe = cls.from_profile(mapped.profile, rig, backends, target=target, fidelity=fidelity, **kwargs)
         if metas_format is not None:
             pipe.set_metas_format(metas_format, pose=pose)
         return pipe
@@ -273,7 +270,7 @@ class Pipeline:
         state = self._states.setdefault(key, {})
         ctx = KernelContext(cp.camera, step.spec_in, step.spec_out, step.backend, self.plan.fidelity,
                             state=state, target=self.plan.target, on_corrupt=self.on_corrupt,
-                            corruption=self._corrupt[cam_index])
+                            corruption=self._corrupt[cam_index], verified=step.verified)
         spec = step.spec_out
         check = None
         if spec.pixel_format in (PixelFormat.BGR, PixelFormat.FLOAT_HWC) and spec.placement == "host":

@@ -12,14 +12,13 @@ The resulting :class:`Plan` prints as a table (``print(pipe.plan)``), serialises
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from ._typing import BackendName, Fidelity
-from .backends import BackendRef, availability, is_dvpp_placement, load_family, resolve
+from .backends import BackendFamily, BackendRef, availability, family, family_of_placement, load_family, resolve
 from .errors import ConfigError, PlanError
 from .stages.base import FrameSpec, Stage, camera_matrix_of, matrix_of, output_spec_of
 from .stages.image import Batch, Pad, Transfer
@@ -43,11 +42,15 @@ class PlanStep:
     fallback: list["PlanStep"] = field(default_factory=list)
     #: for a step that moves data between memory domains: bytes per frame, and which way
     transfer: Optional[tuple[str, int]] = None
-    #: for a DVPP step: what its picture is in device memory (``NV12``, or ``BGR888`` where VPC converts)
+    #: for a device step: what its picture is in device memory, in its family's words (set by the family's
+    #: ``place_outputs`` hook)
     hands_on: str = ""
     #: K' (3x3) when a stage of this step re-projects the image (``Undistort``); ``matrix`` then maps
     #: that stage's output pixels onward, and the camera's ``img_aug`` restarts here
     intrinsics: Optional[np.ndarray] = None
+    #: a measurement on this device (the live cache the planner was given) verified this step: its kernel
+    #: runs it with what the documentation leaves open accepted, as it was measured
+    verified: bool = False
 
     @property
     def name(self) -> str:
@@ -96,7 +99,7 @@ class CameraPlan:
     img_aug: np.ndarray
     prepad_size: tuple[int, int]
     out_size: tuple[int, int]
-    #: why this camera's DVPP output cannot go to the device route as planned ("" when it can)
+    #: why this camera's device output cannot go to the device batch as planned ("" when it can)
     route_problem: str = ""
     intrinsics: Optional[np.ndarray] = None
 
@@ -115,13 +118,12 @@ class CameraPlan:
 
     @property
     def route(self) -> str:
-        """``aipp``, ``torch_npu`` or ``host``: where this camera's pixels become the model input."""
-        last = self.steps[-1].backend
-        if last.family == "aipp":
-            return "aipp"
-        if last.family == "torch" and last.device.startswith("npu") and any(
-                s.backend.family == "dvpp" for s in self.steps):
-            return "torch_npu"
+        """Where this camera's pixels become the model input: the route word of a family whose steps it runs
+        (the ``route`` hooks of the backend table), else ``host``."""
+        for hook in _hooks(self.steps, "route"):
+            word = hook(self.steps)
+            if word:
+                return word
         return "host"
 
     def signature(self) -> tuple:
@@ -136,7 +138,7 @@ class Plan:
     backends: tuple[str, ...]
     fidelity: Fidelity
     target: Any = None
-    #: the AIPP route's per-batch device buffer (:func:`dvpipe.backends.dvpp.route.batch_layout`), else None
+    #: the per-batch device buffer of the family writing the batch (its row's ``batch_layout`` hook), else None
     device_batch: Optional[dict] = None
 
     @property
@@ -184,11 +186,9 @@ class Plan:
         head = (f"plan: {len(self.cameras)} camera(s), backends {' > '.join(self.backends)}, fidelity {self.fidelity}"
                 + (f", target {self.target}" if self.target is not None else "")
                 + f" -> output {tuple(self.out_shape)} {self.out_dtype} on {self.out_placement}")
-        if self.device_batch:
-            b = self.device_batch
-            head += (f"\n  batch buffer: {b['n']} x NV12 {b['width']}x{b['height']} at stride {b['strides'][0]}x"
-                     f"{b['strides'][1]} ({b['slot_bytes']} bytes a camera, {b['pitch']} apart) on {b['placement']}; "
-                     f"the model's AIPP ({b['colour_standard']}) makes the (N, 3, H, W) float16 input")
+        describe = family(self.cameras[0].steps[-1].backend.family).hook("describe_batch")
+        if self.device_batch and describe is not None:
+            head += "\n  " + describe(self.device_batch)
         rows = [("cameras", "step", "backend", "in -> out", "verdict")]
         for cps in groups.values():
             names = cps[0].camera.name if len(cps) == 1 else f"{cps[0].camera.name} (+{len(cps) - 1} alike)"
@@ -224,8 +224,10 @@ def _jsonable(d: Optional[dict]) -> Optional[dict]:
 def input_spec(camera: Camera) -> FrameSpec:
     """What a camera's frames look like when they enter the plan."""
     if camera.encoding == "raw":
-        return FrameSpec(camera.width, camera.height, PixelFormat.BGR, "uint8", "bgr")
-    return FrameSpec(camera.width, camera.height, PixelFormat.ENCODED, "uint8", "", encoding=camera.encoding)
+        return FrameSpec(width=camera.width, height=camera.height, pixel_format=PixelFormat.BGR, dtype="uint8",
+                         channel_order="bgr")
+    return FrameSpec(width=camera.width, height=camera.height, pixel_format=PixelFormat.ENCODED, dtype="uint8",
+                     channel_order="", encoding=camera.encoding)
 
 
 def _specs_after(stages: Sequence[Stage], spec: FrameSpec, cam: Camera, offset: int) -> list[FrameSpec]:
@@ -250,6 +252,7 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
         ops = [s.op for s in stages[i:]]
         verdicts: list[tuple[str, KernelVerdict]] = []
         chosen: Optional[tuple[Kernel, BackendRef, int]] = None
+        verified = False
         for p, ref in enumerate(prefs):
             if not avail[ref.name].ok:
                 verdicts.append((ref.name, avail[ref.name]))
@@ -263,8 +266,10 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
                 n = len(kern.ops)
                 query = KernelQuery(tuple(stages[i:i + n]), spec, tuple(specs[i:i + n]), cam, ref, fidelity, target)
                 v = kern.check(query)
-                if ref.family == "dvpp" and target is not None and live is not None:
+                measured = family(ref.family).measured and target is not None and live is not None
+                if measured:
                     v = live.prefer(kern, query, v)  # a measurement on this device beats the docs
+                kernel_verified = measured and v.ok and _verified(live, kern, query)
                 if v.ok and v.replace is not None:
                     # a detour: the kernel runs other stages than those asked about; re-derive the specs
                     detoured = list(stages[:i]) + list(v.replace) + list(stages[i + n:])
@@ -286,7 +291,7 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
                         assert v.replace is not None  # checked above (mypy loses it across the try)
                         kern = dataclasses.replace(kern, ops=tuple(st.op for st in v.replace))
                 if v.ok:
-                    chosen = (kern, ref, p)
+                    chosen, verified = (kern, ref, p), kernel_verified
                     verdicts.append((ref.name, v))
                     break
                 # keep the verdict of the shortest run: it is the one that explains the fallback
@@ -319,69 +324,63 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
                                        target, with_fallback=False, live=live)[0]
             except PlanError:
                 fallback = []
-        steps.append(PlanStep(covered, kern, ref, spec, out_spec, verdicts, matrix, fallback, intrinsics=new_k))
+        steps.append(PlanStep(covered, kern, ref, spec, out_spec, verdicts, matrix, fallback, intrinsics=new_k,
+                              verified=verified))
         spec = out_spec
         i += n
     return steps, stages, specs
 
 
-def _device_side(placement: str) -> Optional[BackendRef]:
-    return resolve(f"torch:{placement}") if placement.split(":")[0] in ("cuda", "npu") else None
+def _verified(live: Any, kernel: Kernel, query: KernelQuery) -> bool:
+    """Whether ``live`` holds a measured success of this step (``live.verified``; False for a cache without it)."""
+    check = getattr(live, "verified", None)
+    return bool(check is not None and check(kernel, query))
 
 
-def _dvpp_ref(placement: str) -> BackendRef:
-    return resolve("dvpp-sim" if placement.startswith("dvpp-sim") else "dvpp")
+def _hooks(steps: Sequence[PlanStep], name: str) -> list:
+    """The distinct ``name`` hooks of the families running ``steps``, in step order."""
+    out: list = []
+    for s in steps:
+        h = family(s.backend.family).hook(name)
+        if h is not None and h not in out:
+            out.append(h)
+    return out
 
 
-def _reads_dvpp(ref: BackendRef) -> bool:
-    """Whether ``ref``'s kernels read DVPP device memory themselves (no transfer step before them)."""
-    return ref.family == "aipp" or (ref.family == "torch" and ref.device.startswith("npu"))
-
-
-def _download_step(spec_in: FrameSpec, picture: str = "NV12") -> PlanStep:
-    """The host route's explicit device -> host step after a DVPP step: download + NV12 -> BGR on the host
-    (``picture`` NV12), or BGR888 rows cropped from their stride."""
-    ref = _dvpp_ref(spec_in.placement)
-    kernels = kernels_at(("transfer",), "dvpp")
+def device_transfer(row: BackendFamily, step: PlanStep) -> list[PlanStep]:
+    """The default ``transfer`` of a family: one ``Transfer`` step on the family's ``transfer`` kernel, run by
+    the backend of the family's side of the copy (``row.device_ref``)."""
+    src, dst = step.spec_in.placement, step.backend.placement
+    ref = row.device_ref(dst if row.owns(dst) else src) if row.device_ref is not None else None
+    kernels = kernels_at(("transfer",), ref.family) if ref is not None else []
     if not kernels:
-        raise PlanError(f"no DVPP transfer kernel to copy {spec_in.placement} -> host (dvpipe.backends.dvpp not loaded)")
-    t_out = spec_in.with_(placement="host", pixel_format=PixelFormat.BGR, dtype="uint8", channel_order="bgr")
-    what = "BGR888 rows" if picture == "BGR888" else "NV12 -> BGR on the host"
-    return PlanStep((Transfer(placement="host"),), kernels[0], ref, spec_in, t_out,
-                    [(ref.name, KernelVerdict.yes(f"{spec_in.placement} -> host: download, {what}"))], np.eye(3))
+        raise PlanError(f"{step.name} on {step.backend.name} reads from {src}, and no backend copies {src} -> {dst}")
+    assert ref is not None  # no kernels without a device side (raised above)
+    st = Transfer(placement=dst)
+    t_out = output_spec_of(st, step.spec_in, None)
+    return [PlanStep((st,), kernels[0], ref, step.spec_in, t_out, [(ref.name, KernelVerdict.yes(f"{src} -> {dst}"))],
+                     np.eye(3))]
 
 
 def _insert_transfers(steps: list[PlanStep]) -> list[PlanStep]:
     """Insert an explicit, timed transfer step wherever a step reads from another memory domain.
 
-    DVPP memory (``dvpp-*`` placements) is read in place by the AIPP route and by ``torch:npu`` steps (a
-    device-to-device copy inside the step, timed there); a host consumer gets the ``dvpp.download`` step."""
+    The family owning the memory read (else the one owning the step's own placement) says which steps
+    (``transfer`` hook of its row; by default one ``Transfer`` step on its ``transfer`` kernel)."""
     out: list[PlanStep] = []
     for step in steps:
         src, dst = step.spec_in.placement, step.backend.placement
-        if is_dvpp_placement(src) and src != dst:
-            if _reads_dvpp(step.backend):
-                pass
-            elif dst == "host":
-                t = _download_step(step.spec_in, out[-1].hands_on if out else "NV12")
-                if out and out[-1].transfer is not None and out[-1].backend.family == "dvpp":
-                    t.transfer, out[-1].transfer = out[-1].transfer, None
-                out.append(t)
-                step = dataclasses.replace(step, spec_in=t.spec_out)
-            else:
-                raise PlanError(f"{step.name} on {step.backend.name} reads from {src}; dvpipe copies DVPP memory to "
-                                "the host or to an NPU only")
-        elif src != dst and step.spec_in.pixel_format is not PixelFormat.ENCODED:
-            ref = _device_side(dst) or _device_side(src)
-            kernels = kernels_at(("transfer",), ref.family) if ref is not None else []
-            if not kernels:
+        if src != dst and step.spec_in.pixel_format is not PixelFormat.ENCODED:
+            row = family_of_placement(src) or family_of_placement(dst)
+            if row is None:
                 raise PlanError(f"{step.name} on {step.backend.name} reads from {src}, and no backend copies {src} -> {dst}")
-            assert ref is not None  # no kernels without a device side (raised above)
-            st = Transfer(placement=dst)
-            t_out = output_spec_of(st, step.spec_in, None)
-            out.append(PlanStep((st,), kernels[0], ref, step.spec_in, t_out, [(ref.name, KernelVerdict.yes(f"{src} -> {dst}"))],
-                                np.eye(3)))
-            step = dataclasses.replace(step, spec_in=t_out)
+            hook = row.hook("transfer")
+            if hook is None:
+                inserted = device_transfer(row, step)
+                step = dataclasses.replace(step, spec_in=inserted[-1].spec_out)
+            else:
+                inserted, step = hook(step, out[-1] if out else None)
+            out.extend(inserted)
         if step.fallback:  # the fallback gets the failed step's input as it is at run time
             first = dataclasses.replace(step.fallback[0], spec_in=step.spec_in)
             step.fallback = _insert_transfers([first] + step.fallback[1:])
@@ -389,42 +388,13 @@ def _insert_transfers(steps: list[PlanStep]) -> list[PlanStep]:
     return out
 
 
-def _place_device_outputs(steps: list[PlanStep], cam: Camera, target: Any) -> tuple[list[PlanStep], str]:
-    """Give every DVPP step the spec of what it really hands on (NV12 or BGR888 in DVPP memory) and its
-    consumer the same input spec. Returns the steps and, when a device consumer cannot read the picture as
-    planned, why (the planner then re-plans without that route)."""
+def _place_outputs(steps: list[PlanStep], cam: Camera, target: Any) -> tuple[list[PlanStep], str]:
+    """Let each family running a step place its outputs (its row's ``place_outputs`` hook). Returns the
+    steps and why a device consumer cannot read a picture as planned ("" when it can)."""
     why = ""
-    for k, step in enumerate(steps):
-        if step.backend.family != "dvpp" or step.stages[0].op != "decode":
-            continue
-        nxt = steps[k + 1] if k + 1 < len(steps) else None
-        nv12 = nxt is not None and _reads_dvpp(nxt.backend)
-        from .backends.dvpp import device_output
-
-        from .backends.dvpp import picture_layout
-
-        spec, prog, problem = device_output(step, cam, target, nv12)
-        if problem:
-            why = why or f"camera {cam.name}: {problem}"
-        verdicts = list(step.verdicts)
-        if nv12 and prog is not None:
-            assert nxt is not None  # nv12 implies a next step
-            b, v = verdicts[-1]
-            reason = re.sub(r"; (VPC colour conversion -> BGR888 \d+x\d+|NV12 -> BGR on the host \([^)]*\))", "",
-                            v.reason)
-            verdicts[-1] = (b, dataclasses.replace(v, reason=f"{reason}; hands on NV12 in {spec.placement} to "
-                                                           f"{nxt.backend.name} (no VPC colour conversion)"))
-        hands_on = "NV12" if prog is None or nv12 or prog.host_csc else "BGR888"
-        steps[k] = step = dataclasses.replace(step, spec_out=spec, verdicts=verdicts, hands_on=hands_on)
-        if nxt is not None:
-            nbytes = picture_layout(prog, target)[4] if prog is not None else None
-            changes: dict = {"spec_in": spec}
-            if nv12 and nxt.backend.family == "aipp":
-                changes["fallback"] = []  # the AIPP batch buffer is device memory: no host kernel writes it
-                changes["spec_out"] = nxt.spec_out.with_(dtype="float16")  # what AIPP feeds the model
-            steps[k + 1] = nxt = dataclasses.replace(nxt, **changes)
-            if not _reads_dvpp(nxt.backend) and nbytes is not None:
-                step.transfer = ("device_to_host", nbytes)  # read by _insert_transfers for the download step
+    for hook in _hooks(steps, "place_outputs"):
+        steps, problem = hook(steps, cam, target)
+        why = why or problem
     return steps, why
 
 
@@ -439,9 +409,12 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
     when no backend can run a step (the message lists every backend's verdict). ``assume_available``: backend
     names planned as if this machine could run them (the probe asking what a device with torch_npu would do);
     their kernels still judge every step. ``live``: the measurements made on this device
-    (:class:`dvpipe.probe.live.LiveCache`, or any object with ``prefer(kernel, query, verdict) -> KernelVerdict``);
-    a DVPP verdict planned against a ``target`` is replaced by what was measured there. Default None:
-    the documented verdicts only (planning reads no file; ``dvpipe run`` / ``dvpipe probe`` pass the cache).
+    (:class:`dvpipe.probe.live.LiveCache`, or any object with ``prefer(kernel, query, verdict) -> KernelVerdict``
+    and optionally ``verified(kernel, query) -> bool``); the verdict of a family whose row says ``measured``,
+    planned against a ``target``, is replaced by what was measured there, and a step measured to work is
+    marked :attr:`PlanStep.verified` (its kernel reads that fact from its context, never from a file).
+    Default None: the documented verdicts only (planning reads no file; ``dvpipe run`` / ``dvpipe probe``
+    pass the cache).
     """
     if fidelity not in ("reference", "fast"):
         raise ConfigError(f"fidelity must be 'reference' or 'fast', got {fidelity!r}")
@@ -471,11 +444,12 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
     # the batch has one placement: when the device route cannot take every camera, re-plan without it
     # (the verdict says which camera and why), so the cameras meet in a host batch
     for _ in range(len(prefs)):
-        why = _device_route_conflict(cam_plans)
-        if not why:
+        conflict = _batch_conflict(cam_plans, prefs, avail)
+        if conflict is None:
             break
+        fam, why = conflict
         for ref in prefs:
-            if ref.family == "aipp" and avail[ref.name].ok:
+            if ref.family == fam and avail[ref.name].ok:
                 avail[ref.name] = KernelVerdict("declined", why)
         cam_plans = _plan_cameras(cameras, stages, prefs, avail, fidelity, target, live)
 
@@ -489,11 +463,9 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
         raise PlanError(f"cameras would write their batch slots on different devices ({', '.join(sorted(places))}); "
                         "give the batch step one backend for all cameras")
     plan = Plan(cam_plans, tuple(r.name for r in prefs), fidelity, target)
-    last = cam_plans[0].steps[-1].backend
-    if last.family == "aipp":
-        from .backends.dvpp.route import batch_layout
-
-        plan.device_batch = batch_layout(plan)
+    layout = family(cam_plans[0].steps[-1].backend.family).hook("batch_layout")
+    if layout is not None:
+        plan.device_batch = layout(plan)
     return plan
 
 
@@ -505,7 +477,7 @@ def _plan_cameras(cameras: Sequence[Camera], stages: list, prefs: list, avail: d
         specs = _specs_after(stages, spec0, cam, 0)
         steps, cam_stages, specs = _plan_range(stages, spec0, specs, cam, prefs, avail, fidelity, target,
                                                with_fallback=True, live=live)
-        steps, why = _place_device_outputs(steps, cam, target)
+        steps, why = _place_outputs(steps, cam, target)
         steps = _insert_transfers(steps)
         img_aug, K = np.eye(3), np.asarray(cam.intrinsics, dtype=np.float64)
         for s in steps:
@@ -521,19 +493,13 @@ def _plan_cameras(cameras: Sequence[Camera], stages: list, prefs: list, avail: d
     return cam_plans
 
 
-def _device_route_conflict(cam_plans: list[CameraPlan]) -> str:
-    """Why the AIPP route cannot hold this plan's batch (empty when it can, or is not used)."""
-    on_aipp = [cp for cp in cam_plans if cp.steps[-1].backend.family == "aipp"]
-    if not on_aipp:
-        return ""
-    for cp in cam_plans:
-        if cp.route_problem:
-            return f"{cp.route_problem}; the batch has one placement, so every camera uses the host batch"
-    off = [cp for cp in cam_plans if cp.steps[-1].backend.family != "aipp"]
-    if off:
-        cp = off[0]
-        first = cp.steps[0]
-        why = "; ".join(f"{b}: {v.reason}" for b, v in first.verdicts[:-1]) or f"{first.name} runs on {first.backend.name}"
-        return (f"camera {cp.camera.name} reaches the batch on {cp.steps[-1].backend.name} ({why}); the batch has one "
-                "placement, so every camera uses the host batch")
-    return ""
+def _batch_conflict(cam_plans: list[CameraPlan], prefs: Sequence[BackendRef],
+                    avail: dict[str, KernelVerdict]) -> Optional[tuple[str, str]]:
+    """``(family, why)`` for the first available family whose row says it cannot write this plan's batch
+    for every camera (its ``batch_conflict`` hook), else None."""
+    for name in dict.fromkeys(ref.family for ref in prefs if avail[ref.name].ok):
+        hook = family(name).hook("batch_conflict")
+        why = hook(cam_plans) if hook is not None else ""
+        if why:
+            return name, why
+    return None

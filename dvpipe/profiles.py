@@ -1,13 +1,16 @@
 """Model metadata profiles: the stage list a model was trained with and the ``img_metas`` it expects.
 
-Data plus two small functions (:func:`profile_stages`, :func:`profile_metas`), no class tower.
+Data plus two small functions (:func:`profile_stages`, :func:`profile_metas`), no class tower. The
+tables are read-only: :func:`register_profile` adds a profile to :data:`PROFILES` and
+:func:`register_metas_contract` a metas contract to :data:`METAS_CONTRACTS`, each refusing a taken
+name unless ``replace=True`` (the built-in ones register the same way).
 Each profile follows one repository's published test pipeline, file and commit named in its
 ``source``: BEVFormer at fundamentalvision/BEVFormer@66b65f3 (../shared/reference/anchors.md §A),
 PETR at megvii-research/PETR@f7525f9 and BEVDet at HuangJunJie2017/BEVDet@1bacecb (master). PETR
 and BEVDet resize the uint8 image with Pillow's default filter (``Image.resize(dims)``: bicubic,
 antialiased), which ``Resize(interpolation="pil_bicubic")`` reproduces bit for bit.
 
-Meta contracts differ per model family:
+Meta contracts differ per model family (the built-in ones):
 
 * ``bevformer``: ``lidar2img`` pre-multiplied by ``diag(s, s, 1, 1)`` (the nominal scale, as
   ``RandomScaleImageMultiViewImage`` does), ``img_shape = pad_shape =`` padded ``(H, W, 3)``,
@@ -26,7 +29,8 @@ Meta contracts differ per model family:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -36,7 +40,8 @@ from .errors import ConfigError
 from .stages import Crop, Decode, Normalise, Pad, Resize, Stage
 from .types import Camera
 
-__all__ = ["Profile", "PROFILES", "CAN_BUS_ROTATIONS", "profile_stages", "profile_metas", "generic_metas",
+__all__ = ["Profile", "PROFILES", "register_profile", "METAS_CONTRACTS", "MetasContract", "register_metas_contract",
+           "CAN_BUS_ROTATIONS", "profile_stages", "profile_metas", "generic_metas",
            "img_norm_cfg"]
 
 #: What ``can_bus[3:7]`` holds. ``published``: ``[w, w, w, w]``, what BEVFormer's
@@ -101,34 +106,110 @@ class Profile:
         return float(self.fit_width) / float(camera.width) + self.scale_offset  # BEVDet's float arithmetic
 
 
-PROFILES: dict[str, Profile] = {
-    p.name: p for p in [
-        Profile("bevformer-base", **_CAFFE_BGR, scale=None, can_bus_rotation="published",
-                source="fundamentalvision/BEVFormer@66b65f3 projects/configs/bevformer/bevformer_base.py L16-17, L179-195"),
-        Profile("bevformer-small", **_CAFFE_BGR, scale=0.8, can_bus_rotation="published",
-                source="fundamentalvision/BEVFormer@66b65f3 projects/configs/bevformer/bevformer_small.py L23-24, L188-205"),
-        Profile("bevformer-tiny", **_IMAGENET_RGB, scale=0.5, can_bus_rotation="published",
-                source="fundamentalvision/BEVFormer@66b65f3 projects/configs/bevformer/bevformer_tiny.py L26-27, L190-207"),
-        # PETR test (ResizeCropFlipImage, training=False): resize = max(fH/H, fW/W) = 0.5 with Pillow's
-        # default filter on uint8 -> 800x450, crop (0, 130, 800, 450), then normalise, pad /32.
-        Profile("petr", mean=(103.530, 116.280, 123.675), std=(57.375, 57.120, 58.395), to_rgb=False,
-                scale=0.5, crop_bottom=320, crop_width=800, normalise_first=False, metas="petr",
-                interpolation="pil_bicubic",
-                source="megvii-research/PETR@f7525f9 projects/configs/petr/petr_vovnet_gridmask_p4_800x320.py "
-                       "(img_norm_cfg L13-14, ida_aug_conf final_dim=(320, 800), test_pipeline); transform: "
-                       "projects/mmdet3d_plugin/datasets/pipelines/transform_3d.py ResizeCropFlipImage"),
-        # BEVDet test (LoadMultiViewImageFromFiles_BEVDet, is_train=False): PIL decode (RGB), resize =
-        # 704/W + resize_test 0.04 (0.48 at 1600 wide -> 768x432) with Pillow's default filter, crop
-        # (32, 176, 736, 432), torchvision ToTensor + Normalize(ImageNet mean/std) in RGB, no pad.
-        Profile("bevdet", mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), to_rgb=True,
-                scale=None, fit_width=704, scale_offset=0.04, crop_bottom=256, crop_width=704, size_divisor=None,
-                normalise_first=False, metas="bevdet", interpolation="pil_bicubic",
-                source="HuangJunJie2017/BEVDet@1bacecb configs/bevdet/bevdet-r50.py (data_config input_size=(256, "
-                       "704), resize_test=0.04); transform: mmdet3d/datasets/pipelines/loading.py "
-                       "LoadMultiViewImageFromFiles_BEVDet"),
-    ]
-}
+#: A metas contract: ``contract(profile, camera, img_aug, metas)`` updates ``metas`` in place. It receives
+#: :func:`generic_metas` plus ``img_norm_cfg``; ``img_aug`` is the 3x3 image augmentation (pixels).
+MetasContract = Callable[["Profile", Camera, np.ndarray, dict], None]
 
+
+def _bevformer_metas(p: "Profile", camera: Camera, img_aug: np.ndarray, metas: dict) -> None:
+    metas["scale_factor"] = 1.0  # the loader's; the reference never updates it after RandomScaleImageMultiViewImage
+    if p.size_divisor:
+        metas["pad_size_divisor"] = p.size_divisor
+
+
+def _petr_metas(p: "Profile", camera: Camera, img_aug: np.ndarray, metas: dict) -> None:
+    metas["img_shape"] = metas["ori_shape"]
+    metas["scale_factor"] = 1.0  # the loader's; Collect3D passes it on
+    metas["intrinsics"] = metas["cam2img"]
+    # the decoded image, (H, W, 3): metas_format="mmdet3d" stacks it into PETR's ori_shape (H, W, 3, N)
+    metas["input_shape"] = (camera.height, camera.width, 3)
+
+
+def _bevdet_metas(p: "Profile", camera: Camera, img_aug: np.ndarray, metas: dict) -> None:
+    rot, tran = geometry.post_rot_tran(img_aug)
+    metas["post_rot"], metas["post_tran"] = rot, tran
+    metas["cam2img"] = geometry.cam2img(camera.intrinsics, np.eye(3))
+    metas["lidar2img"] = camera.lidar2img
+    metas["intrinsics"] = np.array(camera.intrinsics)
+
+
+_METAS_CONTRACTS: dict[str, MetasContract] = {"bevformer": _bevformer_metas, "petr": _petr_metas,
+                                              "bevdet": _bevdet_metas}
+
+#: The metas contracts by name (``Profile.metas``), read-only: :func:`register_metas_contract` adds to it.
+METAS_CONTRACTS: Mapping[str, MetasContract] = MappingProxyType(_METAS_CONTRACTS)
+
+
+def register_metas_contract(name: str, contract: MetasContract, *, replace: bool = False) -> MetasContract:
+    """Add the metas contract ``contract`` under ``name`` (a profile names it in ``Profile.metas``).
+
+    The same function again is accepted; another one under a taken name raises
+    :class:`~dvpipe.ConfigError` unless ``replace=True``.
+    """
+    if not isinstance(name, str) or not name or not callable(contract):
+        raise ConfigError(f"register_metas_contract takes a name and a function, got {name!r}, {contract!r}")
+    old = _METAS_CONTRACTS.get(name)
+    if old is not None and old is not contract and not replace:
+        raise ConfigError(f"metas contract {name!r} is already registered ({old.__module__}.{old.__qualname__}); "
+                          "choose another name or pass replace=True to override")
+    _METAS_CONTRACTS[name] = contract
+    return contract
+
+
+_BUILTIN_PROFILES = [
+    Profile("bevformer-base", **_CAFFE_BGR, scale=None, can_bus_rotation="published",
+            source="fundamentalvision/BEVFormer@66b65f3 projects/configs/bevformer/bevformer_base.py L16-17, L179-195"),
+    Profile("bevformer-small", **_CAFFE_BGR, scale=0.8, can_bus_rotation="published",
+            source="fundamentalvision/BEVFormer@66b65f3 projects/configs/bevformer/bevformer_small.py L23-24, L188-205"),
+    Profile("bevformer-tiny", **_IMAGENET_RGB, scale=0.5, can_bus_rotation="published",
+            source="fundamentalvision/BEVFormer@66b65f3 projects/configs/bevformer/bevformer_tiny.py L26-27, L190-207"),
+    # PETR test (ResizeCropFlipImage, training=False): resize = max(fH/H, fW/W) = 0.5 with Pillow's
+    # default filter on uint8 -> 800x450, crop (0, 130, 800, 450), then normalise, pad /32.
+    Profile("petr", mean=(103.530, 116.280, 123.675), std=(57.375, 57.120, 58.395), to_rgb=False,
+            scale=0.5, crop_bottom=320, crop_width=800, normalise_first=False, metas="petr",
+            interpolation="pil_bicubic",
+            source="megvii-research/PETR@f7525f9 projects/configs/petr/petr_vovnet_gridmask_p4_800x320.py "
+                   "(img_norm_cfg L13-14, ida_aug_conf final_dim=(320, 800), test_pipeline); transform: "
+                   "projects/mmdet3d_plugin/datasets/pipelines/transform_3d.py ResizeCropFlipImage"),
+    # BEVDet test (LoadMultiViewImageFromFiles_BEVDet, is_train=False): PIL decode (RGB), resize =
+    # 704/W + resize_test 0.04 (0.48 at 1600 wide -> 768x432) with Pillow's default filter, crop
+    # (32, 176, 736, 432), torchvision ToTensor + Normalize(ImageNet mean/std) in RGB, no pad.
+    Profile("bevdet", mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), to_rgb=True,
+            scale=None, fit_width=704, scale_offset=0.04, crop_bottom=256, crop_width=704, size_divisor=None,
+            normalise_first=False, metas="bevdet", interpolation="pil_bicubic",
+            source="HuangJunJie2017/BEVDet@1bacecb configs/bevdet/bevdet-r50.py (data_config input_size=(256, "
+                   "704), resize_test=0.04); transform: mmdet3d/datasets/pipelines/loading.py "
+                   "LoadMultiViewImageFromFiles_BEVDet"),
+]
+
+_PROFILES: dict[str, Profile] = {}
+
+#: The profile table, read-only: :func:`register_profile` adds to it.
+PROFILES: Mapping[str, Profile] = MappingProxyType(_PROFILES)
+
+
+def register_profile(profile: Profile, *, replace: bool = False) -> Profile:
+    """Add ``profile`` to :data:`PROFILES` under ``profile.name`` and return it.
+
+    The same profile again (an equal one: its module re-imported) is accepted; another profile under
+    a taken name raises :class:`~dvpipe.ConfigError` unless ``replace=True``. Its ``metas`` contract
+    must be registered (:data:`METAS_CONTRACTS`) first.
+    """
+    if not isinstance(profile, Profile):
+        raise ConfigError(f"register_profile takes a dvpipe.profiles.Profile, got {type(profile).__name__}")
+    if profile.metas not in _METAS_CONTRACTS:
+        raise ConfigError(f"profile {profile.name}: unknown metas contract {profile.metas!r}; known: "
+                          f"{', '.join(_METAS_CONTRACTS)} (add one with register_metas_contract)")
+    old = _PROFILES.get(profile.name)
+    if old is not None and old != profile and not replace:
+        raise ConfigError(f"profile {profile.name!r} is already registered ({old.source or 'no source'}); "
+                          "choose another name or pass replace=True to override")
+    _PROFILES[profile.name] = profile
+    return profile
+
+
+for _profile in _BUILTIN_PROFILES:
+    register_profile(_profile)
 
 def _get(name: "str | Profile") -> Profile:
     if isinstance(name, Profile):  # a profile built from a model's config (dvpipe.mmdet3d)
@@ -238,22 +319,11 @@ def _profile_metas(name: "str | Profile | None", camera: Camera, img_aug: np.nda
     p = _get(name)
     metas["img_norm_cfg"] = {"mean": np.array(p.mean, dtype=np.float32), "std": np.array(p.std, dtype=np.float32),
                              "to_rgb": p.to_rgb}
-    if p.metas == "bevformer":
-        metas["scale_factor"] = 1.0  # the loader's; the reference never updates it after RandomScaleImageMultiViewImage
-        if p.size_divisor:
-            metas["pad_size_divisor"] = p.size_divisor
-    elif p.metas == "petr":
-        metas["img_shape"] = metas["ori_shape"]
-        metas["scale_factor"] = 1.0  # the loader's; Collect3D passes it on
-        metas["intrinsics"] = metas["cam2img"]
-        # the decoded image, (H, W, 3): metas_format="mmdet3d" stacks it into PETR's ori_shape (H, W, 3, N)
-        metas["input_shape"] = (camera.height, camera.width, 3)
-    elif p.metas == "bevdet":
-        rot, tran = geometry.post_rot_tran(img_aug)
-        metas["post_rot"], metas["post_tran"] = rot, tran
-        metas["cam2img"] = geometry.cam2img(camera.intrinsics, np.eye(3))
-        metas["lidar2img"] = camera.lidar2img
-        metas["intrinsics"] = np.array(camera.intrinsics)
+    contract = _METAS_CONTRACTS.get(p.metas)
+    if contract is None:
+        raise ConfigError(f"profile {p.name}: unknown metas contract {p.metas!r}; known: {', '.join(_METAS_CONTRACTS)} "
+                          "(add one with dvpipe.profiles.register_metas_contract)")
+    contract(p, camera, img_aug, metas)
     if p.can_bus_rotation is not None:
         metas["can_bus_rotation"] = p.can_bus_rotation  # read by dvpipe.mmdet3d.Mmdet3dMetas, not passed on
     return metas

@@ -1,9 +1,9 @@
 """A deployment target: the Ascend SoC and CANN version a plan is checked against.
 
 ``Target(soc="Ascend310", cann="6.0.1")`` is validated at construction against the knowledge base
-(full SoC names, never prefixes; CANN versions such as ``8.0.RC1``); ``Target.detect()`` reads the
-local machine (pyACL / npu-smi and the CANN install-info files) and returns None when there is no
-Ascend stack.
+(full SoC names, never prefixes; CANN versions such as ``8.0.RC1``). The local machine's target is
+:func:`dvpipe.probe.detect_target` (beside the rest of the environment probe: pyACL / npu-smi and the CANN
+install-info files), None when there is no Ascend stack.
 """
 from __future__ import annotations
 
@@ -52,20 +52,6 @@ class Target:
         from .knowledge import CannVersion
 
         return CannVersion.parse(self.cann)
-
-    @classmethod
-    def detect(cls) -> Optional["Target"]:
-        """The local target, or None when no Ascend SoC or CANN install is found (never raises)."""
-        from .probe.environment import detect_soc, find_cann_version
-
-        soc, _how = detect_soc()
-        cann, _where = find_cann_version()
-        if not soc or not cann:
-            return None
-        try:
-            return cls(soc, cann)
-        except ConfigError:
-            return None
 
     def __str__(self) -> str:
         return f"{self.soc} (CANN {self.cann})"

@@ -23,6 +23,7 @@ from typing import Any, Iterator, Mapping, Sequence, cast
 
 import numpy as np
 
+from .device import nv12_batch_to_host
 from .errors import ConfigError, DvpipeError, StaleBatchError  # noqa: F401 - StaleBatchError re-exported
 
 __all__ = ["PixelFormat", "Camera", "Distortion", "Rig", "Frame", "FrameBatch", "StaleBatchError", "ENCODINGS",
@@ -196,12 +197,15 @@ FRAME_KEYS = ("image", "capture_time_ns")
 
 @dataclass(frozen=True, eq=False)
 class Camera:
-    """One camera of a rig.
+    """One camera of a rig: ``Camera("CAM_FRONT", width=1600, height=900, encoding="jpeg")``.
+
+    ``width`` and ``height`` are keyword-only: sizes in dvpipe's Python API are ``(height, width)``, so a
+    positional ``(width, height)`` pair would read backwards (a positional call raises ``TypeError``).
 
     Attributes:
         name: unique name (``CAM_FRONT``).
-        width: image width in pixels.
-        height: image height in pixels.
+        width: image width in pixels (keyword-only).
+        height: image height in pixels (keyword-only).
         encoding: one of :data:`ENCODINGS`; what the camera's frames arrive as.
         intrinsics: 3x3 K (pixels).
         lidar2cam: 4x4 rigid transform, ``p_cam = lidar2cam @ [x, y, z, 1]`` (metres).
@@ -215,8 +219,8 @@ class Camera:
     """
 
     name: str
-    width: int
-    height: int
+    width: int = field(kw_only=True)
+    height: int = field(kw_only=True)
     encoding: str = "jpeg"
     intrinsics: np.ndarray = field(default_factory=lambda: np.eye(3))
     lidar2cam: np.ndarray = field(default_factory=lambda: np.eye(4))
@@ -491,6 +495,20 @@ class Rig:
             raise ConfigError(f"{path}: {e}") from None
 
 
+def check_one_size(cameras: Sequence[Any], what: str) -> Any:
+    """The one-size rule of a model profile: every camera at one size (its stages, metas and the
+    model assume one image size). Returns the first camera (profiles place crops by its size);
+    raises :class:`~dvpipe.ConfigError` naming the sizes otherwise. Used by
+    :meth:`dvpipe.Pipeline.from_profile` (and so ``from_mmdet3d_config``) and by the deployment
+    validator, which reports the same message at ``pipeline.profile``."""
+    sizes = {(c.height, c.width) for c in cameras}
+    if len(sizes) > 1:
+        raise ConfigError(f"{what} needs every camera at one size; the rig mixes "
+                          + ", ".join(f"{c.name} {c.width}x{c.height}" for c in cameras)
+                          + " (use a stage list with resize/pad to one size)")
+    return cameras[0] if cameras else None
+
+
 @dataclass
 class Frame:
     """One camera's image on its way through a plan.
@@ -579,8 +597,6 @@ class FrameBatch:
         """
         images = self.images
         if hasattr(images, "to_host") and getattr(images, "layout", "") == "NV12":  # a DeviceTensor batch (AIPP)
-            from .device import nv12_batch_to_host
-
             images = np.array(nv12_batch_to_host(images), copy=True)
         else:
             images = images.clone() if hasattr(images, "clone") else np.array(images, copy=True)

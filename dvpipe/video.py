@@ -43,7 +43,7 @@ import numpy as np
 
 from .bitstream import StreamHeaders, picture_hash_mismatch
 from .codecs import VIDEO_ENCODINGS
-from .errors import CorruptFrameError, FrameError
+from .errors import ConfigError, CorruptFrameError, FrameError
 
 __all__ = ["VIDEO_ENCODINGS", "AccessUnit", "VideoPacket", "PresentationOrder", "ReorderingDecoder",
            "decode_video", "decode_picture", "bgr24", "picture_bgr", "picture_yuv420", "yuv_matrix", "merge_packets",
@@ -232,7 +232,7 @@ class PresentationOrder:
 
     def __init__(self, by: str, lookahead: int | Lookahead):
         if by not in ("pts", "index"):
-            raise ValueError(f"by must be 'pts' or 'index', got {by!r}")
+            raise ConfigError(f"by must be 'pts' or 'index', got {by!r}")
         self.by = by
         self._lookahead = lookahead if isinstance(lookahead, Lookahead) else Lookahead(int(lookahead))
         self._live = isinstance(lookahead, Lookahead)

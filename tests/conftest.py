@@ -12,7 +12,7 @@ from PIL import Image
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
-# a local Ray cluster (tests/test_fleet.py) binds 127.0.0.1, not this machine's interface address
+# a local Ray cluster (tests/fleet/test_fleet.py) binds 127.0.0.1, not this machine's interface address
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 NUSCENES = Path(os.environ.get("DVPIPE_NUSCENES", ROOT.parent / "shared" / "data" / "nuscenes-sample"))
@@ -91,17 +91,19 @@ def samples_dir():
     return SAMPLES
 
 
-#: test files outside tests/test_dvpp_*.py whose every test must leave the software device's ledger empty
-_LEDGER_FILES = ("test_ascend_smoke.py", "test_om_model.py", "test_device_route.py")
+#: the test files in tests/backends/dvpp/ whose every test must leave the software device's ledger empty
+_LEDGER_DIR = Path(__file__).resolve().parent / "backends" / "dvpp"
+_LEDGER_FILES = ("test_acl.py", "test_backend.py", "test_fidelity.py", "test_sim.py", "test_teardown.py",
+                 "test_vdec.py", "tests/backends/dvpp/test_ascend_smoke.py", "tests/backends/dvpp/test_om_model.py", "tests/backends/dvpp/test_device_route.py")
 
 
 @pytest.fixture(autouse=True)
 def dvpp_ledger(request):
-    """After every DVPP test (tests/test_dvpp_*.py and the files in _LEDGER_FILES): once the test's step states
+    """After every DVPP test (the files in _LEDGER_FILES): once the test's step states
     are closed and the runtimes nobody holds are closed, the software device's ledger
     (dvpipe.backends.dvpp.sim.ledger()) shows nothing alive: every ACL object the test made was released."""
-    name = request.node.path.name
-    if not (name.startswith("test_dvpp_") or name in _LEDGER_FILES):
+    path = request.node.path
+    if not (path.parent.resolve() == _LEDGER_DIR and path.name in _LEDGER_FILES):
         yield
         return
     yield

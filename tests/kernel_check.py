@@ -18,7 +18,7 @@ sizes, re-encoded as JPEG), at one fidelity:
 The ``reference`` backend's own kernels are the oracle of everything else; they are checked the other
 way round, against the CPU backend's independent implementation (:data:`ORACLE`). Transfer kernels are
 planner-inserted steps: they are checked through the plans that contain them
-(tests/test_kernel_conformance.py).
+(tests/backends/test_kernel_conformance.py).
 
 A newly registered kernel is picked up by :func:`registered_kernels`; a stage op with no entry in
 :data:`STAGE_VARIANTS` must be given ``variants=`` (or added there).

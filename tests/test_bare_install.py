@@ -19,6 +19,8 @@ import yaml
 
 import dvpipe as dv
 
+from tolerances import tol
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -43,7 +45,8 @@ def test_numpy_model_gives_the_torch_models_outputs(batch):
     out = mod.run_numpy(batch)
     assert out.shape == ref.shape == (1, 50, 50) and out.dtype == np.float32
     assert np.abs(ref).max() > 0.1  # not a trivially zero output
-    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    bound = tol("numpy_model_vs_torch")
+    np.testing.assert_allclose(out, ref, rtol=bound.rtol, atol=bound.atol * np.abs(ref).max())
     assert mod.BACKEND == "torch" and isinstance(mod.run(batch), torch.Tensor)
 
 
@@ -56,7 +59,7 @@ def test_numpy_grid_sample_is_torchs_at_edges_and_outside():
     grid[0, :4] = [[-1, -1], [1, 1], [-1, 1], [0, 0]]
     ref = torch.nn.functional.grid_sample(torch.from_numpy(feats), torch.from_numpy(grid)[:, :, None, :],
                                           mode="bilinear", padding_mode="zeros", align_corners=False)[..., 0]
-    np.testing.assert_allclose(mod._grid_sample(feats, grid.astype(np.float64)), ref.numpy(), atol=1e-5)
+    np.testing.assert_allclose(mod._grid_sample(feats, grid.astype(np.float64)), ref.numpy(), atol=tol("grid_sample_numpy").atol)
 
 
 def test_numpy_view_transform_samples_markers_where_they_are(samples_dir):

@@ -1,6 +1,8 @@
-"""No import circles in dvpipe: the graph of module-level imports (``ast`` over ``dvpipe/**/*.py``; imports
-inside functions and under ``if TYPE_CHECKING:`` are not edges) is acyclic, and the planner imports nothing
-from the probe (it is handed the live cache: ``plan_pipeline(..., live=...)``)."""
+"""No import circles in dvpipe: the graph of imports (``ast`` over ``dvpipe/**/*.py``) is acyclic, counting
+the imports inside functions too (a two-way dependency hidden in a function is still one; only imports under
+``if TYPE_CHECKING:`` are not edges, and imports of other packages -- optional third-party ones included --
+are never edges), and no lower layer imports a higher one. The planner imports nothing from the probe (it is
+handed the live cache: ``plan_pipeline(..., live=...)``)."""
 from __future__ import annotations
 
 import ast
@@ -10,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "dvpipe"
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -22,32 +24,28 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _top_level_imports(tree: ast.Module):
-    """Import nodes executed when the module is imported: module body, and ``try`` / ``if`` blocks in it
-    (not functions, classes' methods, or ``if TYPE_CHECKING:``)."""
-    stack = list(tree.body)
+def _imports(tree: ast.Module, functions: bool = True):
+    """Import nodes of a module: its body, ``try`` / ``if`` / ``with`` blocks, classes and (``functions``) the
+    bodies of functions and methods at any depth -- everything but ``if TYPE_CHECKING:`` blocks."""
+    stack: list[ast.AST] = list(tree.body)
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
-        elif isinstance(node, ast.If):
-            if not _is_type_checking(node.test):
-                stack.extend(node.body)
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
             stack.extend(node.orelse)
-        elif isinstance(node, ast.Try):
-            stack.extend(node.body + node.orelse + node.finalbody)
-            for h in node.handlers:
-                stack.extend(h.body)
-        elif isinstance(node, ast.ClassDef):
-            stack.extend(n for n in node.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and not functions:
+            continue
+        else:
+            stack.extend(ast.iter_child_nodes(node))
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(functions: bool = True, root: Path = ROOT) -> dict[str, set[str]]:
     """``{module: modules its import runs}``. Importing ``a.b.c`` runs ``a`` and ``a.b`` first; those implicit
     edges to a module's *own* enclosing packages are left out (Python initialises a package before its
     submodules: not a circle), but an explicit ``from . import NAME`` of a name defined in the package's
     ``__init__`` is an edge to it."""
-    modules = {_module_name(p): p for p in PKG.rglob("*.py")}
+    modules = {_module_name(p, root): p for p in (root / "dvpipe").rglob("*.py")}
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for mod, path in modules.items():
         package = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
@@ -64,7 +62,7 @@ def import_graph() -> dict[str, set[str]]:
                 graph[mod].add(name)
 
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        for node in _top_level_imports(tree):
+        for node in _imports(tree, functions):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     add(a.name, explicit=True)
@@ -128,10 +126,48 @@ def test_the_helper_finds_a_known_cycle():
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_dvpipe_has_no_import_circles():
+def test_the_graph_counts_imports_inside_functions_but_not_type_checking_ones(tmp_path):
+    """The walker on a hand-written package: an import in a method, in a nested function and in a ``with`` block
+    are edges; one under ``if TYPE_CHECKING:`` and one of another package are not."""
+    pkg = tmp_path / "dvpipe"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from . import d\n"
+        "class A:\n    def m(self):\n        from . import b\n"
+        "def f():\n    def g():\n        import dvpipe.c\n    with open('x'):\n        import numpy\n")
+    for name in "bcd":
+        (pkg / f"{name}.py").write_text("")
+    (pkg / "e.py").write_text("def f():\n    from .a import A\n")
+    (pkg / "b.py").write_text("def f():\n    from . import e\n")
+    graph = import_graph(root=tmp_path)
+    assert graph["dvpipe.a"] == {"dvpipe.b", "dvpipe.c"}
+    assert import_graph(functions=False, root=tmp_path)["dvpipe.a"] == set()
+    assert _cycles(graph) == [["dvpipe.a", "dvpipe.b", "dvpipe.e"]]  # a circle made only of function imports
+
+
+def test_dvpipe_has_no_import_circles_counting_imports_inside_functions():
     graph = import_graph()
     assert "dvpipe.planner" in graph and "dvpipe.stages.registry" in graph["dvpipe.planner"]
+    module_level = import_graph(functions=False)
+    assert sum(map(len, graph.values())) > sum(map(len, module_level.values()))  # function imports are counted
     assert _cycles(graph) == []
+
+
+def test_lower_layers_import_nothing_above_them():
+    """The arrows the issue found running upward: ``target`` -> ``probe`` (``Target.detect``), ``types`` ->
+    ``device`` -> the DVPP runtime, a backend -> the probe, the planner -> a backend family."""
+    graph = import_graph()
+    def above(mod: str, *prefixes: str) -> list[str]:
+        return sorted(m for m in graph[mod] if m.startswith(prefixes))
+
+    for low in ("dvpipe.target", "dvpipe.types", "dvpipe.device", "dvpipe.codecs", "dvpipe.plugins"):
+        assert above(low, "dvpipe.backends", "dvpipe.probe", "dvpipe.deploy", "dvpipe.planner", "dvpipe.pipeline") == []
+    for mod in graph:
+        if mod.startswith("dvpipe.backends") or mod.startswith("dvpipe.knowledge"):
+            assert above(mod, "dvpipe.probe", "dvpipe.deploy", "dvpipe.pipeline", "dvpipe.mmdet3d") == [], mod
+    assert above("dvpipe.planner", "dvpipe.backends.") == []  # the backend table only, no family
 
 
 def test_the_planner_does_not_import_the_probe_even_lazily():
@@ -148,7 +184,7 @@ def test_the_planner_does_not_import_the_probe_even_lazily():
 
 def test_the_planner_takes_the_live_cache_it_is_given_and_reads_none_itself():
     import dvpipe as dv
-    from dvpipe.backends.dvpp.testing import kitti_rig
+    from dvpipe.testing.dvpp import kitti_rig
     from dvpipe.planner import plan_pipeline
     from dvpipe.stages.registry import KernelVerdict
 

@@ -85,7 +85,7 @@ def test_ort_binding_reads_the_batch_buffer_in_place_and_writes_our_output(batch
 def test_ort_model_as_a_deployment_hook(tmp_path):
     pytest.importorskip("onnxruntime")
     from dvpipe.deploy import Runner, load_deployment
-    from dvpipe.deploy.testing import synthetic_deployment
+    from dvpipe.testing.deployments import synthetic_deployment
 
     d = synthetic_deployment(2, width=96, height=64, frames=3)
     (tmp_path / "m.onnx").write_bytes(_mean_model(2, 64, 96))

@@ -100,7 +100,7 @@ def test_pipeline_runs_in_a_spawned_process(rig):
 
 # -- torch DataLoader workers ----------------------------------------------------------------
 def _synthetic(frames=10):
-    from dvpipe.deploy.testing import synthetic_deployment
+    from dvpipe.testing.deployments import synthetic_deployment
 
     return synthetic_deployment(3, frames=frames)
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dvpipe import Decode, Normalise, Pipeline, Rig
-from dvpipe.deploy.testing import tiny_rig
+from dvpipe.testing.deployments import tiny_rig
 from dvpipe.video import AccessUnit, VideoPacket
 
 CALLS = 40

@@ -137,7 +137,7 @@ def test_expected_rig_configs():
     assert all((c["width"], c["height"], c["encoding"]) == (1242, 375, "png") for c in kitti)
     left, right = kitti
     np.testing.assert_allclose(left["intrinsics"], right["intrinsics"])
-    assert left["intrinsics"][0][0] == pytest.approx(721.5377, abs=0.5)
+    assert left["intrinsics"][0][0] == pytest.approx(721.5377, abs=tol("kitti_focal").atol)
     baseline = camera_centre(right) - camera_centre(left)
     # the right camera sits 0.54 m along the left camera's x axis
     r_left = np.array(left["lidar2cam"])[:3, :3]
@@ -208,9 +208,9 @@ def test_recorded_uv_is_projection_of_xyz(scene, rig):
             for cam in obj["cameras"]:
                 u, v, z = project(rig[cam], xyz)
                 assert z > 0
-                assert obj["uv"][cam][0] == pytest.approx(u, abs=1e-6)
-                assert obj["uv"][cam][1] == pytest.approx(v, abs=1e-6)
-                assert obj["depth"][cam] == pytest.approx(z, abs=1e-6)
+                assert obj["uv"][cam][0] == pytest.approx(u, abs=tol("projection").atol)
+                assert obj["uv"][cam][1] == pytest.approx(v, abs=tol("projection").atol)
+                assert obj["depth"][cam] == pytest.approx(z, abs=tol("projection").atol)
                 n += 1
     assert n > 0
 

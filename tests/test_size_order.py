@@ -46,7 +46,7 @@ def test_the_wxh_parser_refuses_anything_else_in_one_line(text):
 
 def test_yaml_width_height_pairs_arrive_height_first():
     from dvpipe.deploy import load_deployment
-    from dvpipe.deploy.testing import synthetic_deployment
+    from dvpipe.testing.deployments import synthetic_deployment
 
     d = synthetic_deployment(1, faults={"CAM0": {"resize": {6: [48, 32]}}})  # YAML: [width, height]
     d["source"]["resolution"] = [80, 40]

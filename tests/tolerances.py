@@ -97,7 +97,7 @@ TABLE: dict[tuple[str, str, str], Bound] = {
     ("kernel_uint8_resize", "reference", "torch"): Bound(
         0.0, "torch resizes uint8 in float32 and rounds as OpenCV's 8-bit resize does; a value within float32 "
              "rounding of a .5 tie rounds apart by 1 grey level: measured on up to 1.07% of the values (a "
-             "243x134 -> 121x67 crop of a sample photo; 0.5% at camera sizes, tests/test_torch_backend.py)",
+             "243x134 -> 121x67 crop of a sample photo; 0.5% at camera sizes, tests/backends/test_torch.py)",
         levels=1.0, frac=1.5e-2),
     ("kernel_uint8_resize", "fast", "torch"): Bound(
         0.0, "at fidelity fast torch keeps the resized uint8 image in float (no rounding before Normalise): "
@@ -106,7 +106,7 @@ TABLE: dict[tuple[str, str, str], Bound] = {
     ("kernel_dct_decode", "fast", "cpu"): Bound(
         0.0, "fidelity fast's DCT-domain 1/2 decode is not the bilinear resize of the full decode: the mean "
              "of dct_decode_mean (0.02 after std 57.12 = 1.14 grey levels; docs/performance.md), max 0.47 "
-             "(27 levels) measured on samples/ (tests/test_cpu_backend.py)", levels=27.0, frac=1.0,
+             "(27 levels) measured on samples/ (tests/backends/test_cpu.py)", levels=27.0, frac=1.0,
         mean_abs=0.02 * 57.12),
     ("kernel_aipp", "fast", "aipp"): Bound(
         0.0, "AIPP on DVPP's NV12: the JPEGD 4:2:0 chroma bound (dvpipe.backends.dvpp.TOLERANCES jpegd/samples, "
@@ -230,6 +230,93 @@ TABLE: dict[tuple[str, str, str], Bound] = {
         1e-6, "R^T R = I and det R = 1 for rotations written to 7 significant digits in YAML"),
     ("can_bus", "any", "float64"): Bound(
         1e-9, "can_bus entries (translation, quaternion, velocity) derived in float64 from the same poses"),
+    # -- bounds named when the tests' own literals moved here (tests/test_tolerance_literals.py) ----------
+    ("opencv_i420_rounding", "any", "uint8"): Bound(
+        1.0, "a hand-written BT.601 limited-range NV12 encoder in float64 vs OpenCV's fixed-point "
+             "COLOR_BGR2YUV_I420: one code where a value falls on a .5 boundary"),
+    ("aipp_fp16_output", "any", "float16"): Bound(
+        2e-3, "AIPP's fp16 output vs the float64 normalise (200 - 123.675) / 58.395 = 1.31: fp16 rounding of the "
+              "variance, the mean's fraction and the result (2^-11 relative each, ~1.5e-3 together)"),
+    ("aipp_csc_coefficients", "any", "int"): Bound(
+        1.0, "an ATC CSC matrix entry is an integer near 256 x the textbook coefficient: within one unit"),
+    ("numpy_model_vs_torch", "any", "float32"): Bound(
+        1e-4, "the pure-numpy model example vs the same model in torch, both float32 (convolutions summed in "
+              "another order): 1e-4 relative, atol scaled by the output's largest magnitude", rtol=1e-4),
+    ("grid_sample_numpy", "any", "float32"): Bound(
+        1e-5, "the numpy bilinear grid_sample in float64 vs torch's in float32 on features ~1: float32 rounding"),
+    ("dvpp_sim_resize_mean", "fast", "dvpp"): Bound(
+        0.0, "the software device's JPEGD + VPC resize to 800x450 vs OpenCV's decode + INTER_LINEAR resize: the "
+             "NV12 round trip's 4:2:0 chroma, under 3 grey levels on average", mean_abs=3.0),
+    ("fp16_input_mean", "any", "float32"): Bound(
+        0.0, "a model's per-image mean of its fp16 input, accumulated in float32, vs numpy's mean of the same "
+             "fp16 values: float32 accumulation", rtol=1e-6),
+    ("undistort_torch_vs_cpu", "any", "uint8"): Bound(
+        1.0, "torch's grid_sample vs cv2.remap, both rounded to uint8: one grey level where a tie rounds apart"),
+    ("undistort_float", "any", "float32"): Bound(
+        1e-4, "the pipeline's remap of a normalised smooth float32 image vs cv2.undistort of the same image: "
+              "1/32-pixel position quantisation times the small gradient"),
+    ("raw_yuv_encoder", "any", "uint8"): Bound(
+        1.0, "the raw YUV encoder vs the textbook formula (4-decimal coefficients) or OpenCV's fixed-point "
+             "encoder: one code where a value falls on a .5 boundary"),
+    ("rounded_once", "any", "uint8"): Bound(
+        0.5 + 1e-9, "an integer code vs the float64 formula it was rounded from: half a code, plus float64 noise"),
+    ("yuv_round_trip", "any", "uint8"): Bound(
+        2.0, "BGR -> full-range YUV -> BGR, rounded to integer codes at each step: two grey levels"),
+    ("same_cpu_kernels", "any", "float32"): Bound(
+        1e-4, "the same CPU kernels in two pipelines (one planning a device route for other cameras): float32 "
+              "noise at most"),
+    ("bevdet_reference", "any", "float32"): Bound(
+        1e-5, "BEVDet's reference (Pillow resize, torchvision ToTensor + Normalize in float32) vs dvpipe's "
+              "float32 path on the same uint8 pixels: float32 rounding of |x| <= 2.7"),
+    ("bevdet_post_rot", "any", "float32"): Bound(
+        1e-6, "BEVDet's post_rot, built in torch float32, vs dvpipe's float64: float32 rounding of entries <= 1"),
+    ("bevdet_post_tran", "any", "float32"): Bound(
+        1e-4, "BEVDet's post_tran, built in torch float32, vs dvpipe's float64: float32 rounding of offsets of "
+              "hundreds of pixels (ulp 3e-5 at 256)"),
+    ("reference_intrinsics", "any", "float32"): Bound(
+        1e-6, "a reference repository's intrinsics updated by the resize and crop in float32 vs dvpipe's float64: "
+              "float32 rounding, relative", rtol=1e-6),
+    ("reference_lidar2img", "any", "float32"): Bound(
+        1e-5, "a reference repository's lidar2img composed in float32 vs dvpipe's float64 (entries up to ~1e3): "
+              "float32 rounding", rtol=1e-6),
+    ("geometry_relative", "any", "float64"): Bound(
+        1e-9, "float64 products of calibration computed in another order (entries up to ~1e3)", rtol=1e-9),
+    ("projection", "any", "float64"): Bound(
+        1e-6, "a sample's stored pixel coordinates and depths vs their projection through the rig recomputed in "
+              "float64: the stored values' rounding"),
+    ("kitti_focal", "any", "px"): Bound(
+        0.5, "the sample rig's KITTI focal length vs KITTI's published 721.5377 px: within half a pixel"),
+    ("timestamp_s", "any", "float64"): Bound(
+        1e-6, "a microsecond timestamp converted to seconds in float64: 1 us"),
+    ("camera_spread_ns", "any", "ns"): Bound(
+        1e3, "a spread or gap computed from microsecond timestamps vs the same figure from the scene file: 1 us"),
+    ("json_float_rounding", "any", "float64"): Bound(
+        1e-12, "matrix products written to JSON on two machines: numpy's SIMD paths sum in different orders, "
+               "last-digit differences", rtol=1e-12),
+    ("ns_mean", "any", "float64"): Bound(
+        0.0, "a mean of integer nanoseconds computed two ways in float64", rtol=1e-9),
+    ("percentile_ns", "any", "float64"): Bound(
+        1e-6, "percentiles of integer nanoseconds from the exporter vs numpy's: float64 interpolation rounding"),
+    ("hand_rounded_figure", "any", "float64"): Bound(
+        0.0, "a figure the test writes to 7 significant digits (5.425347)", rtol=1e-5),
+    ("json_rounded_ms", "any", "ms"): Bound(
+        1e-3, "a capacity figure (ms or fps) the JSON report rounds to 3 decimals"),
+    ("json_rounded_relative", "any", "ms"): Bound(
+        0.0, "a capacity figure of a few ms the JSON report rounds to 3 decimals, as a relative bound", rtol=1e-3),
+    ("integer_ns", "any", "ns"): Bound(
+        1.0, "a duration or capture time rounded to integer nanoseconds"),
+    ("pts_90khz", "any", "ns"): Bound(
+        6000.0, "a capture time carried as an MP4 pts in 1/90000 s (11.1 us) vs the scene's: half a tick"),
+    ("pts_us", "any", "ns"): Bound(
+        1000.0, "a capture time derived from a pts in microseconds vs the reference's: 1 us"),
+    ("frame_match_window", "any", "ns"): Bound(
+        40e6, "a camera's picture belongs to the frame set within 40 ms of the set's time (under half the 100 ms "
+              "set period of the test's cameras)"),
+    ("rtsp_capture_jitter", "any", "ns"): Bound(
+        2e6, "an RTSP picture's capture time vs its place at the nominal frame period: 2 ms of RTP clock "
+             "rounding and server pacing"),
+    ("rtsp_session_start", "any", "frames"): Bound(
+        4.0, "the test RTSP server reports each session's start from its pipeline position: within ~4 frames"),
 }
 
 

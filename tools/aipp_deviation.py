@@ -121,7 +121,7 @@ def measure(files: list[Path]) -> tuple[list[dict], list[tuple[str, str]]]:
     images = [cv2.imread(str(f), cv2.IMREAD_COLOR) for f in files]
     for name, p in PROFILES.items():
         h0, w0 = images[0].shape[:2]
-        cam = Camera("camera", w0, h0)
+        cam = Camera("camera", width=w0, height=h0)
         try:
             route = aipp_for_stages(profile_stages(name, "fast", cam), (h0, w0), colour_standard="jpeg_full")
         except ConfigError as e:

@@ -11,7 +11,7 @@ Usage (on the Ascend machine, after ``source <CANN install>/set_env.sh``; docs/d
     python tools/ascend_smoke.py ... --no-cache                        # do not touch the empirical cache
 
 Without a device (a laptop, CI) the same checks run against the software DVPP device, its models being
-numpy functions (CI runs this default mode on every CI target, tests/test_ascend_smoke.py)::
+numpy functions (CI runs this default mode on every CI target, tests/backends/dvpp/test_ascend_smoke.py)::
 
     python tools/ascend_smoke.py --sim Ascend310 6.0.1
     python tools/ascend_smoke.py --sim Ascend310 6.0.1 --inject-fault vdec   # must exit 1 (also jpegd, vpc, mdl)
@@ -62,9 +62,10 @@ import numpy as np  # noqa: E402
 
 import dvpipe as dv  # noqa: E402
 from dvpipe.backends.dvpp import TOLERANCES, StepRefused, _acl, pool_for  # noqa: E402
-from dvpipe.backends.dvpp.testing import (encode_jpeg, error_stats, h264_stream, kitti_rig,  # noqa: E402
+from dvpipe.testing.dvpp import (encode_jpeg, error_stats, h264_stream, kitti_rig,  # noqa: E402
                                           pyav_display_order, sample_frame_sets, synthetic_bgr, tolerance_violations,
                                           video_packets)
+from dvpipe.probe import detect_target  # noqa: E402
 
 _OPEN: list = []  # every pipeline the checks made (closed and checked for leaks at the end)
 
@@ -394,7 +395,7 @@ def check_vdec_kernel(name: str, backend: str, target: Any, bframes: int, packet
             from dvpipe.backends.dvpp.vdec import access_units
 
             frames = [au for au, _pts in access_units(data)[4]]
-        rig = dv.Rig((dv.Camera("V", 320, 240, "h264"),))
+        rig = dv.Rig((dv.Camera("V", width=320, height=240, encoding="h264"),))
         pipe = dv.Pipeline(rig, [dv.Decode()], backends=(backend, "cpu"), target=target, fidelity="fast",
                            live_cache=_live())
         _OPEN.append(pipe)
@@ -617,7 +618,7 @@ def main(argv: Optional[list] = None) -> int:
             sim.inject_fault(args.inject_fault)
     else:
         why = _acl.why_unavailable("hw")
-        target = dv.Target.detect()
+        target = detect_target()
         if why or target is None:
             print(f"no Ascend device here: {why or 'no SoC/CANN detected'}\n"
                   "run with --sim SOC CANN to exercise the software DVPP device", file=sys.stderr)

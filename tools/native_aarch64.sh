@@ -2,7 +2,7 @@
 # dvpipe on aarch64 (the CPU of Ascend hosts), under qemu-user, with Debian bookworm's arm64 Python.
 #
 #   tools/native_aarch64.sh                      # the compiled kernel: tools/native_check.py (~30 s)
-#   tools/native_aarch64.sh tests/test_cpu_backend.py tests/test_pipeline.py ...
+#   tools/native_aarch64.sh tests/backends/test_cpu.py tests/test_pipeline.py ...
 #                                                # also these test files, with PyPI's aarch64 wheels
 #
 # Needs root, apt, and network access to deb.debian.org and PyPI; WORK (default /tmp/dvpipe-aarch64)

@@ -7,7 +7,7 @@ the kernel of the installed dvpipe.
 
     python tools/native_check.py [FOLDER_WITH_NATIVE_SO]
 
-Checks (the same as tests/test_native_kernel.py, restated without the test suite): shrink 1 equals
+Checks (the same as tests/backends/test_native_kernel.py, restated without the test suite): shrink 1 equals
 ``(x - float32(mean)) * float32(1 / std)`` bit for bit (and mmcv's imnormalize when std = 1); shrink
 2 equals ``(S * 0.25 - mean) * (1 / std)`` in float32 bit for bit, S the exact 2x2 sum, and the
 float64 2x2 mean within the float32 rounding of the mean; strided input and output; bad arguments.

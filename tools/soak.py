@@ -11,7 +11,7 @@ schema), three camera groups, real-time pacing, looping:
   frame); in each pass three files are corrupt: truncated, bit-flipped entropy data, a zeroed block.
 * ``video``: H.264 MP4s with B-frames (libx264 ``bframes=3``, made with PyAV at start), looped;
   faults ``corrupt_every`` (damaged access units) and ``lose`` (packets lost in the source).
-* ``rtsp``: the loopback server (:mod:`dvpipe.deploy.rtsp_server`, 127.0.0.1) serving H.264 (no
+* ``rtsp``: the loopback server (:mod:`dvpipe.testing.rtsp_server`, 127.0.0.1) serving H.264 (no
   B-frames, as camera encoders stream); this tool stops it every ``--restart-every-s`` seconds for
   ``--outage-s`` seconds (server restarts: disconnect, outage, reconnect); fault ``lose`` too.
 
@@ -51,9 +51,9 @@ import numpy as np  # noqa: E402
 
 from dvpipe.deploy import Runner, load_deployment  # noqa: E402
 from dvpipe.deploy.config import DeploymentError  # noqa: E402
-from dvpipe.deploy.rtsp_server import LoopbackRtspServer, RtspStream  # noqa: E402
+from dvpipe.testing.rtsp_server import LoopbackRtspServer, RtspStream  # noqa: E402
 from dvpipe.deploy.summary import format_summary  # noqa: E402
-from dvpipe.deploy.testing import encode_access_units, tiny_rig  # noqa: E402
+from dvpipe.testing.deployments import encode_access_units, tiny_rig  # noqa: E402
 from dvpipe.latency import wall_ns  # noqa: E402
 
 GROUPS = ("images", "video", "rtsp")

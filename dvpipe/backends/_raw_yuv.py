@@ -30,7 +30,7 @@ with (Kr, Kb) = (0.299, 0.114) for BT.601 and (0.2126, 0.0722) for BT.709, in fl
 and clipped to 0..255. Chroma is not interpolated: every pixel takes the chroma sample of its pixel
 pair (4:2:2) or 2x2 block (4:2:0), as OpenCV does. The cpu backend (:func:`to_bgr_cv2`) calls OpenCV's
 ``cv2.cvtColor`` (``COLOR_YUV2BGR_UYVY`` / ``_YUY2`` / ``_NV12``: BT.601 limited range in 20-bit fixed
-point) and differs from the reference by at most 1 grey level wherever Y >= 16 (tests/test_raw_yuv.py);
+point) and differs from the reference by at most 1 grey level wherever Y >= 16 (tests/video/test_raw_yuv.py);
 below black (Y < 16, limited-range footroom) OpenCV clamps Y - 16 to 0 before the matrix, the reference
 does not, so there they differ by up to 19 levels. For BT.709 or full range the cpu backend runs the
 reference formula in float32.

@@ -10,7 +10,7 @@ decoders, OpenCV and numpy's loops release the GIL):
   where that decode is the resize's own sampling: an exact 2x (linear) or 2x/4x/8x (area) box
   shrink (:func:`_dct_reduce`); odd, prime and other sizes decode at full size. Not bit-identical
   to bilinear resizing of the full decode; the deviation is measured in
-  ``tests/test_fast_fidelity_sizes.py`` and documented in ``docs/performance.md``.
+  ``tests/backends/test_fast_fidelity_sizes.py`` and documented in ``docs/performance.md``.
 * fused ``[resize+]normalise[+resize][+pad]+batch`` -- the only float data is the output, written
   straight into the camera's slot of the pipeline's reused batch buffer (CHW, channel order as
   asked); only the pad strip is written besides. Every output byte is written once.

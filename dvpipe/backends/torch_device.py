@@ -42,6 +42,7 @@ except ImportError as _e:  # the module still imports, so available() can say wh
     _TORCH_ERROR = f"{type(_e).__name__}: {_e}"
 
 from .._optional import why_unavailable
+from ..errors import MissingDependencyError
 from ..stages.registry import KernelQuery, KernelVerdict, fused_runs, register_kernel
 
 __all__ = ["available", "allocate_output", "environment", "decode_jpeg_batch", "PIXEL_RUNS"]
@@ -139,7 +140,7 @@ def decode_jpeg_batch(frames: list[bytes], device: str = "cuda") -> list:
     with per-camera decode; the pipeline decodes per camera (one thread per camera).
     """
     if torch is None:
-        raise RuntimeError(_torch_missing())
+        raise MissingDependencyError(_torch_missing())
     from ._torch.decode import decode_jpeg_batch as batched
 
     return batched(frames, device)
@@ -165,7 +166,7 @@ def _no_torch(q: KernelQuery) -> KernelVerdict:
 
 
 def _not_run(data, stages, ctx) -> Any:  # never called: its verdict is always no
-    raise RuntimeError(_torch_missing())
+    raise MissingDependencyError(_torch_missing())
 
 
 for _ops, _name, _job in _kernels():

@@ -208,7 +208,7 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[tuple[str, Any]]]]
         if target is None:
             raise ConfigError("--profile needs --soc (the DVPP output stride and size detours AIPP reads depend on it)")
         h, w = parse_wxh(args.size, "--size")
-        cam = Camera("camera", w, h, encoding=args.source)
+        cam = Camera("camera", width=w, height=h, encoding=args.source)
         notes = _order_note(args.profile, "reference")
         per_camera.append(("camera", cam, profile_stages(args.profile, "fast", cam), args.colour_standard, notes))
     else:

@@ -29,6 +29,7 @@ def main(args: argparse.Namespace) -> int:
     from ..deploy.bench import compare_backends, format_deviation
     from ..deploy.config import parse_backends
     from ..latency.report import format_comparison
+    from ..probe.environment import detect_target
     from ..target import Target
 
     if args.frames <= 0 or args.reference_sets < 0:
@@ -42,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
         dep = replace(dep, pipeline=replace(dep.pipeline, fidelity=args.fidelity))
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     parse_backends([p for b in backends for p in b.split("+") if p], "--backends")  # checked before anything runs
-    if any(b.startswith("dvpp") for b in backends) and dep.target is None and Target.detect() is None:
+    if any(b.startswith("dvpp") for b in backends) and dep.target is None and detect_target() is None:
         raise ConfigError("DVPP plans need a target: pass --soc and --cann (e.g. --soc Ascend310P3 --cann 7.0.0) "
                           "or add target: {soc, cann} to the deployment")
     runs = compare_backends(dep, backends, frames=args.frames, reference_sets=args.reference_sets,

@@ -12,6 +12,7 @@ line (with end-to-end p50/p99 and the drop count) on stdout; warnings and errors
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -37,32 +38,83 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--soc", help="Ascend SoC that DVPP steps are planned against (with --cann; overrides target:)")
     p.add_argument("--cann", help="CANN version for --soc (e.g. 7.0.0)")
     p.add_argument("--out", metavar="DIR", help="output folder (default: the deployment's outputs.dir)")
-    p.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto trace of every frame set")
     p.add_argument("--profiler-ranges", action="store_true",
                    help="also emit every step span as a range to the profiler in use (msproftx on Ascend, "
                         "NVTX on CUDA, torch.profiler.record_function); latency.profiler_ranges: true in YAML; "
                         "combine the exports with `dvpipe trace merge`")
-    p.add_argument("--json", metavar="PATH", help="write the latency statistics as JSON")
-    p.add_argument("--plots", metavar="DIR", help="write latency plots (PNG; needs matplotlib)")
-    p.add_argument("--report", metavar="PATH", help="write a one-page HTML report (plots, plan, frame account)")
-    p.add_argument("--prometheus", metavar="[HOST:]PORT",
-                   help="serve metrics at http://HOST:PORT/metrics (default host 127.0.0.1, this machine only; "
-                        "0.0.0.0:PORT exposes them; needs dvpipe[prometheus])")
+    _add_exporter_flags(p, set())  # each exporter's own flag (--json, --trace, --plots, --report, --prometheus)
     p.add_argument("--no-outputs", action="store_true", help="write no files")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="print only the result line (warnings and errors still go to stderr)")
+    p.parse_known_args = _with_plugin_flags(p)  # type: ignore[method-assign]
+
+
+def _add_exporter_flags(p: argparse.ArgumentParser, done: set) -> None:
+    """Add the flag of every registered exporter not in ``done`` (names; updated)."""
+    from ..deploy.exporters import EXPORTERS
+
+    for name, cls in EXPORTERS.items():
+        if name not in done:
+            done.add(name)
+            if cls.flag is not None:
+                p.add_argument(cls.flag.name, metavar=cls.flag.metavar, dest=cls.flag.dest, help=cls.flag.help)
+
+
+def _with_plugin_flags(p: argparse.ArgumentParser):
+    """``p.parse_known_args`` that, when the command line has flags the parser does not know, first
+    imports the deployment's ``plugins:`` (the exporters they register bring their flags) and parses
+    again; a flag of a plugin exporter is then given after the deployment's path."""
+    from ..deploy.exporters import EXPORTERS
+
+    parse = p.parse_known_args
+    done = set(EXPORTERS)
+
+    def parse_with_plugins(args=None, namespace=None):
+        ns, extras = parse(args, namespace)
+        if extras and getattr(ns, "deployment", None) and _import_plugins_of(ns.deployment):
+            _add_exporter_flags(p, done)
+            ns, extras = parse(args, namespace)
+        return ns, extras
+
+    return parse_with_plugins
+
+
+def _import_plugins_of(path: str) -> bool:
+    """Import the modules the deployment at ``path`` lists under ``plugins:``; False when there are
+    none or the file cannot be read (``load_deployment`` reports its problems later)."""
+    from ..deploy._validate import _V
+    from ..deploy.config import _import_plugins
+    from ..types import read_yaml
+
+    try:
+        data = read_yaml(path, "deployment file")
+    except (ConfigError, OSError):
+        return False
+    plugins = data.get("plugins") if isinstance(data, dict) else None
+    if not plugins:
+        return False
+    _import_plugins(plugins, _V(Path(path).resolve().parent))
+    return True
 
 
 def parse_host_port(text: str, flag: str = "--prometheus") -> tuple[str, int]:
-    """``PORT``, ``HOST:PORT`` or ``[IPv6]:PORT`` -> ``(host, port)``; the host defaults to 127.0.0.1."""
-    host, sep, port = str(text).rpartition(":")
-    if not sep:
-        host, port = "127.0.0.1", text
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not port.isdigit() or not 1 <= int(port) <= 65535 or not host:
-        raise ConfigError(f"{flag} {text}: expected PORT or HOST:PORT with a port in 1..65535 "
-                          "(e.g. 9108, or 0.0.0.0:9108 to expose the metrics)")
-    return host, int(port)
+    """``PORT``, ``HOST:PORT`` or ``[IPv6]:PORT`` -> ``(host, port)`` (the ``prometheus`` exporter's)."""
+    from ..deploy._builtin_exporters import parse_host_port as parse
+
+    return parse(text, flag)
+
+
+def exporter_flags(args: argparse.Namespace) -> dict[str, tuple[str, Any]]:
+    """``{exporter name: (flag as given, its options)}`` of each exporter flag on the command line."""
+    from ..deploy.exporters import EXPORTERS
+
+    out: dict[str, tuple[str, Any]] = {}
+    for name, cls in EXPORTERS.items():
+        value = getattr(args, cls.flag.dest, None) if cls.flag is not None else None
+        if value is not None:
+            assert cls.flag is not None
+            out[name] = (f"{cls.flag.name} {value}", cls.from_flag(value))
+    return out
 
 
 def _check_opencv() -> None:
@@ -94,7 +146,8 @@ def _positive(value, flag: str):
 
 def main(args: argparse.Namespace) -> int:
     from ..deploy import Runner, load_deployment
-    from ..deploy.config import parse_backends
+    from ..deploy.config import output_problems, parse_backends
+    from ..deploy.exporters import EXPORTERS, run_exporter_options
     from ..deploy._progress import ProgressLine
 
     _check_opencv()
@@ -120,9 +173,7 @@ def main(args: argparse.Namespace) -> int:
         dep = replace(dep, latency=replace(dep.latency, profiler_ranges=True))
     if run_changes:
         dep = dep.with_run(**run_changes)
-    if args.prometheus is not None:
-        host, port = parse_host_port(args.prometheus)
-        dep = dep.with_outputs(prometheus_port=port, prometheus_addr=host)
+    flags = exporter_flags(args)  # each exporter's flag -> its options, merged over the deployment's
     if args.soc or args.cann:
         from ..target import Target
 
@@ -133,20 +184,16 @@ def main(args: argparse.Namespace) -> int:
         backends = parse_backends([b.strip() for b in args.backends.split(",") if b.strip()], "--backends")
         dep = replace(dep, pipeline=replace(dep.pipeline, backends=backends),
                       cameras=tuple(replace(c, backends=None) for c in dep.cameras))
-    if args.out:
-        import os
-
-        dep = dep.with_outputs(dir=os.path.abspath(args.out),
-                               trace=os.path.join(os.path.abspath(args.out), os.path.basename(dep.outputs.trace))
-                               if dep.outputs.trace else None)
-    for flag, path, is_dir in (("--plots", args.plots, True), ("--trace", args.trace, False),
-                               ("--json", args.json, False), ("--out", args.out, True),
-                               ("--report", args.report, False)):
-        _check_writable(flag, path, is_dir)  # before the run, not after it
+    if args.out:  # the outputs' relative paths follow the folder
+        dep = dep.with_outputs(dir=os.path.abspath(args.out))
+        _check_writable(f"--out {args.out}", os.path.abspath(args.out))
+    given = {name: options for name, (_flag, options) in flags.items()}
+    resolved = run_exporter_options(dep.outputs, given)  # the flags' options checked as the YAML's
+    for name, (flag, _options) in flags.items():  # before the run, not after it
+        for folder in EXPORTERS[name].output_folders(resolved[name]):  # a flag's paths are absolute
+            _check_writable(flag, os.path.join(dep.outputs.dir or os.getcwd(), folder))
     if not args.no_outputs:
-        from ..deploy.config import output_problems
-
-        problems = output_problems(dep.outputs)
+        problems = output_problems(dep.outputs, given)
         if problems:  # the deployment's own output folders, before the first frame set
             raise ConfigError("outputs cannot be written: " + "; ".join(f"{k}: {m}" for k, m in problems))
     out = PipeSafe(sys.stdout)  # `dvpipe run | head -1`: the reader may go away; the run goes on
@@ -159,8 +206,7 @@ def main(args: argparse.Namespace) -> int:
     with held:
         progress = None if args.quiet else ProgressLine(dep.run.frames, dep.run.duration_s, stream=sys.stderr)
         opening = OpeningLine(len(dep.cameras)) if len(dep.cameras) >= OPENING_LINE_FROM and not quiet else None
-        runner = Runner(dep, progress=progress, trace_path=args.trace, json_path=args.json, plots_dir=args.plots,
-                        report_path=args.report, write_outputs=not args.no_outputs, opening=opening)
+        runner = Runner(dep, progress=progress, outputs=given, write_outputs=not args.no_outputs, opening=opening)
         if dep.latency.profiler_ranges and getattr(runner.pipe, "profiler_ranges", None) is None:
             print("warning: profiler ranges asked for, but no profiler API is loaded here (pyACL's acl, NVTX via a "
                   "CUDA torch or the nvtx package, torch): no ranges are emitted", file=sys.stderr)
@@ -321,8 +367,6 @@ class PipeSafe:
                 self._gone()
 
     def _gone(self) -> None:
-        import os
-
         self.gone = True
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -354,16 +398,12 @@ def _stop_on_signals(runner) -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: runner.request_stop("SIGTERM"))
 
 
-def _check_writable(flag: str, path, is_dir: bool) -> None:
-    """``ConfigError`` naming the option when its output folder cannot be created or written."""
-    import os
-
-    if not path:
-        return
-    folder = os.path.abspath(path if is_dir else os.path.dirname(os.path.abspath(path)))
+def _check_writable(flag: str, folder: str) -> None:
+    """``ConfigError`` naming the flag (``--plots DIR``) when the folder it writes into cannot be
+    created or written."""
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as e:
-        raise ConfigError(f"{flag} {path}: cannot create the folder {folder} ({e.strerror or e})") from None
+        raise ConfigError(f"{flag}: cannot create the folder {folder} ({e.strerror or e})") from None
     if not os.access(folder, os.W_OK):
-        raise ConfigError(f"{flag} {path}: the folder {folder} is not writable")
+        raise ConfigError(f"{flag}: the folder {folder} is not writable")

@@ -9,13 +9,13 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..latency import Timeline
-from ..target import Target
+from ..probe.environment import detect_target
 from ..types import Rig
 from ._schema import Deployment
 from .config import import_entry
 
 if TYPE_CHECKING:
-    from ..profiles import Profile
+    from ..pipeline import Pipeline
 
 __all__ = ["AUTO_BACKENDS", "resolve_backends", "build_pipeline", "load_model"]
 
@@ -128,50 +128,58 @@ class _GroupedPipeline:
 
 
 def build_pipeline(dep: Deployment) -> tuple[Any, list[str]]:
-    """The deployment's pipeline (planned) and notes on how ``auto`` backends were resolved."""
+    """The deployment's pipeline (planned) and notes on how ``auto`` backends were resolved.
+
+    Built by the constructors a Python user calls: :meth:`Pipeline.from_mmdet3d_config` (with the
+    config as read at load, ``pipeline.mapped``), :meth:`Pipeline.from_profile`, or ``Pipeline(rig,
+    stages)``. Cameras with their own ``backends`` get one pipeline per preference
+    (:class:`_GroupedPipeline`), each from the profile (an mmdet3d config's: its camera order is
+    checked on the whole rig first)."""
+    from ..backends import resolve
     from ..pipeline import Pipeline
-    from ..profiles import profile_stages
+    from ..probe.live import planning_cache  # measurements on this device beat the docs (handed to the planner)
     from .sources._probe import with_stream_colour
 
     dep = with_stream_colour(dep)  # a video file's signalled colour standard, for a plan made before it opens
     p = dep.pipeline
-    profile: Optional[str | Profile] = p.profile
-    if p.mmdet3d_config is not None:
-        from ..mmdet3d import check_rig, profile_from_config
-
-        mapped = profile_from_config(p.mmdet3d_config, skip=p.skip)
-        check_rig(mapped, dep.rig.cameras)
-        profile = mapped.profile
-    if profile is not None:
-        stages = profile_stages(profile, p.fidelity, dep.rig.cameras[0])
-    else:
-        stages = list(p.stages or ())
     notes: list[str] = []
     groups: dict[tuple[str, ...], list[str]] = {}
     for cc in dep.cameras:
         b, n = resolve_backends(cc.backends or p.backends)
         notes += [x for x in n if x not in notes]
         groups.setdefault(b, []).append(cc.name)
-    target = dep.target if dep.target is not None else Target.detect()
-    from ..backends import resolve
-    from ..probe.live import planning_cache  # measurements on this device beat the docs (handed to the planner)
-
     dvpp = any(resolve(b).family == "dvpp" for g in groups for b in g)
-    kwargs: dict[str, Any] = dict(profile=profile, fidelity=p.fidelity, threads=p.threads, fallback=p.fallback,
-                                  target=target,
-                  timing="counters" if dep.latency.counters_only else "spans",
-                  on_corrupt=dep.decode.on_corrupt, max_pixels=dep.decode.max_pixels,
-                  live_cache=planning_cache() if dvpp else None, profiler_ranges=dep.latency.profiler_ranges)
+    kwargs: dict[str, Any] = dict(fidelity=p.fidelity, threads=p.threads, fallback=p.fallback,
+                                  target=dep.target if dep.target is not None else detect_target(),
+                                  timing="counters" if dep.latency.counters_only else "spans",
+                                  on_corrupt=dep.decode.on_corrupt, max_pixels=dep.decode.max_pixels,
+                                  live_cache=planning_cache() if dvpp else None,
+                                  profiler_ranges=dep.latency.profiler_ranges)
+
+    mapped = None
+    if p.mmdet3d_config is not None:
+        from ..mmdet3d import check_rig, profile_from_config
+
+        mapped = p.mapped if p.mapped is not None else profile_from_config(p.mmdet3d_config, skip=p.skip)
+        check_rig(mapped, dep.rig.cameras)  # the rig in the config's order: the runner's batch order is the rig's
+
+    profile = mapped.profile if mapped is not None else p.profile
+
+    def build(rig: Rig, backends: tuple[str, ...]) -> Pipeline:
+        if mapped is not None and rig is dep.rig:
+            return Pipeline.from_mmdet3d_config(mapped, rig, backends, **kwargs)
+        if profile is not None:  # (for a group of the rig's cameras: the mmdet3d config's profile)
+            return Pipeline.from_profile(profile, rig, backends, **kwargs)
+        return Pipeline(rig, list(p.stages or ()), backends, **kwargs)
+
     if len(groups) == 1:
         (backends,) = groups
-        return Pipeline(dep.rig, stages, backends, **kwargs), notes
+        return build(dep.rig, backends), notes
     built = []
     for backends, names in groups.items():
         sub = Rig(tuple(c for c in dep.rig.cameras if c.name in names), name=f"{dep.rig.name}:{'+'.join(backends)}")
-        built.append((backends, Pipeline(sub, stages, backends, **kwargs)))
+        built.append((backends, build(sub, backends)))
     return _GroupedPipeline(dep.rig, built), notes
-
-
 
 
 def load_model(dep: Deployment) -> Optional[Callable]:

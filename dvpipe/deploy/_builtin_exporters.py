@@ -1,10 +1,11 @@
 """The built-in exporters: ``summary.json``, ``latency.json``, the trace, plots, dumps, Prometheus and
 the HTML report (registration order = the order they are opened, observed and closed).
 
-Their YAML keys are ``Options`` dataclasses like any exporter's, with the short forms
-(:meth:`~dvpipe.deploy.exporters.Exporter.shorthand`: ``trace: true``, ``prometheus: 9108``); the
-parsed values become :class:`~dvpipe.deploy.config.OutputsConfig` fields, which the runner's
-arguments (``--trace``, ``--json``, ``--plots``, ``--report``, ``--prometheus``) override.
+Each is one class, declared as a user's exporter is: its YAML keys are an ``Options`` dataclass, its
+short YAML form is :meth:`~dvpipe.deploy.exporters.Exporter.shorthand` (``trace: true``, ``trace:
+t.json``, ``prometheus: 9108``) and its ``dvpipe run`` flag is a
+:class:`~dvpipe.deploy.exporters.CliFlag` (``--trace``, ``--json``, ``--plots``, ``--report``,
+``--prometheus``); nothing about them lives elsewhere.
 """
 from __future__ import annotations
 
@@ -17,14 +18,14 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from ..errors import ConfigError
+from ..latency.trace import DEFAULT_MAX_EVENTS
 from ..types import short_repr as _show
-from ._exporter_registry import BatchResult, Exporter, RunContext, option, register_exporter
+from ._exporter_registry import BatchResult, CliFlag, Exporter, RunContext, option, register_exporter
 from ._validate import _MAX_FRAMES
 
 __all__ = ["SummaryExporter", "LatencyJsonExporter", "TraceExporter", "PlotsExporter", "DumpsExporter",
-           "PrometheusOutput", "HtmlReportExporter", "BUILTIN_EXPORTERS", "jsonable"]
-
-_ON: Mapping[str, Any] = {}  # "enabled, no options of its own"
+           "PrometheusOutput", "HtmlReportExporter", "BUILTIN_EXPORTERS", "jsonable", "parse_host_port"]
 
 
 def _path_shorthand(value: Any) -> Optional[Any]:
@@ -40,9 +41,13 @@ def _path_shorthand(value: Any) -> Optional[Any]:
     raise ValueError(f"expected true, false or a path, got {_show(value)}")
 
 
-def _under(out_dir: str, path: str) -> str:
-    path = os.path.expanduser(path)
-    return path if os.path.isabs(path) else os.path.join(out_dir, path)
+def _path_flag(value: str) -> Mapping[str, Any]:
+    """A flag's path: relative to the working directory (an option's is relative to ``outputs.dir``)."""
+    return {"path": os.path.abspath(os.path.expanduser(value))}
+
+
+def _file_folder(options: Mapping[str, Any]) -> tuple[str, ...]:
+    return (os.path.dirname(options["path"]) or ".",)
 
 
 @register_exporter("summary")
@@ -53,17 +58,15 @@ class SummaryExporter(Exporter):
     enabled_by = "`outputs.metrics` (default true)"
 
     @classmethod
-    def enabled(cls, outputs, overrides):
-        return _ON if outputs.metrics and outputs.dir else None
+    def implied(cls, outputs):
+        return {} if outputs.metrics and outputs.dir else None
 
     def open(self, run: RunContext) -> None:
         self.run = run
 
     def close(self, result: Any) -> dict[str, str]:
-        out_dir = self.run.out_dir
-        assert out_dir is not None
-        os.makedirs(out_dir, exist_ok=True)
-        path = os.path.join(out_dir, "summary.json")
+        path = self.run.output_path("summary.json")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             json.dump(self.run.summary(), f, indent=1)
         return {"summary": path}
@@ -75,54 +78,52 @@ class LatencyJsonExporter(Exporter):
     ``outputs.dir/latency.json`` with ``metrics: true``."""
 
     takes_key = False
-    enabled_by = "`outputs.metrics`, `--json PATH`"
+    enabled_by = "`outputs.metrics`"
+    flag = CliFlag("--json", "PATH", "write the latency statistics as JSON")
+    from_flag = staticmethod(_path_flag)
+    output_folders = staticmethod(_file_folder)
+
+    @dataclass
+    class Options:
+        path: str = option("latency.json", "the statistics file (relative to outputs.dir)")
 
     @classmethod
-    def enabled(cls, outputs, overrides):
-        path = overrides.get("json_path") or (os.path.join(outputs.dir, "latency.json")
-                                              if outputs.metrics and outputs.dir else None)
-        return {"path": path} if path else None
+    def implied(cls, outputs):
+        return {"path": "latency.json"} if outputs.metrics and outputs.dir else None
 
     def open(self, run: RunContext) -> None:
         self.stats = run.stats
+        self.path = run.output_path(self.options["path"])
 
     def close(self, result: Any) -> dict[str, str]:
-        path = self.options["path"]
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        with open(self.path, "w", encoding="utf-8") as f:
             json.dump(self.stats.to_json(), f, indent=1)
-        return {"latency": path}
+        return {"latency": self.path}
 
 
 @register_exporter("trace")
 class TraceExporter(Exporter):
     """The Chrome/Perfetto trace (``outputs.trace``, ``--trace``): a bounded ring of the most recent
-    frame sets' events (``outputs.trace_max_events``, default
-    :data:`dvpipe.latency.trace.DEFAULT_MAX_EVENTS`), written at the end."""
+    frame sets' events (``max_events``), written at the end."""
 
     @dataclass
     class Options:
         path: str = option("trace.json", "the trace file (relative to outputs.dir); `trace: PATH` is short for it")
+        max_events: int = option(DEFAULT_MAX_EVENTS, "events kept: the most recent frame sets' (bounds memory "
+                                                     "and file size)", minimum=1, maximum=100_000_000)
 
     shorthand = staticmethod(_path_shorthand)
-
-    @classmethod
-    def outputs_fields(cls, options, out_dir):
-        return {"trace": _under(out_dir, options["path"])}
-
-    @classmethod
-    def enabled(cls, outputs, overrides):
-        path = overrides.get("trace_path") or outputs.trace
-        return {"path": path} if path else None
+    flag = CliFlag("--trace", "PATH", "write a Chrome/Perfetto trace of every frame set")
+    from_flag = staticmethod(_path_flag)
+    output_folders = staticmethod(_file_folder)
+    legacy_keys = {"trace_max_events": "max_events"}
 
     def open(self, run: RunContext) -> None:
         from ..latency import TraceWriter
-        from ..latency.trace import DEFAULT_MAX_EVENTS
 
-        o = run.deployment.outputs
-        max_events = run.overrides.get("trace_max_events") or o.trace_max_events or DEFAULT_MAX_EVENTS
-        self.writer = TraceWriter(self.options["path"], metadata={"deployment": run.deployment.name},
-                                  max_events=max_events)
+        self.writer = TraceWriter(run.output_path(self.options["path"]),
+                                  metadata={"deployment": run.deployment.name}, max_events=self.options["max_events"])
         self.sets = 0
 
     def observe(self, result: BatchResult) -> None:
@@ -143,27 +144,26 @@ class PlotsExporter(Exporter):
         path: str = option("plots", "the plots folder (relative to outputs.dir); `plots: PATH` is short for it")
 
     shorthand = staticmethod(_path_shorthand)
+    flag = CliFlag("--plots", "DIR", "write latency plots (PNG; needs matplotlib)")
+    from_flag = staticmethod(_path_flag)
 
-    @classmethod
-    def outputs_fields(cls, options, out_dir):
-        return {"plots": _under(out_dir, options["path"])}
+    @staticmethod
+    def output_folders(options):
+        return (options["path"],)
 
-    @classmethod
-    def enabled(cls, outputs, overrides):
-        path = overrides.get("plots_dir") or outputs.plots
-        return {"path": path} if path else None
+    def open(self, run: RunContext) -> None:
+        self.folder = run.output_path(self.options["path"])
 
     def close(self, result: Any) -> dict[str, str]:
         if not result.sets:
             return {}
         from ..latency.plots import write_plots
 
-        folder = self.options["path"]
         try:
-            paths = write_plots(result.stats, folder)
+            paths = write_plots(result.stats, self.folder)
         except ImportError as e:
             return {"plots": f"not written: {e}"}
-        return {"plots": str(folder), **{f"plot_{k}": str(v) for k, v in paths.items()}}
+        return {"plots": str(self.folder), **{f"plot_{k}": str(v) for k, v in paths.items()}}
 
 
 @register_exporter("dumps")
@@ -185,19 +185,9 @@ class DumpsExporter(Exporter):
         every: int = option(1, "dump every N-th frame set (by set index)", minimum=1, maximum=_MAX_FRAMES)
         max: int = option(10, "at most this many dumps per run", minimum=1, maximum=1_000_000)
 
-    @classmethod
-    def outputs_fields(cls, options, out_dir):
-        return {"dumps_every": options["every"], "dumps_max": options["max"]}
-
-    @classmethod
-    def enabled(cls, outputs, overrides):
-        return _ON if outputs.dumps_every and outputs.dir else None
-
     def open(self, run: RunContext) -> None:
-        o = run.deployment.outputs
-        self.every, self.max = o.dumps_every, o.dumps_max
-        assert o.dir is not None  # enabled() requires it
-        self.folder = os.path.join(o.dir, "dumps")
+        self.every, self.max = self.options["every"], self.options["max"]
+        self.folder = run.output_path("dumps")
         self.accepted = self.skipped = self.failed = self.written = 0
         self.wait_for_writer = not run.deployment.live  # nothing is gained by skipping in a run that is not real-time
         self.error: Optional[str] = None
@@ -281,21 +271,20 @@ class PrometheusOutput(Exporter):
                            maximum=65535)
         addr: str = option("127.0.0.1", "address the server binds (127.0.0.1: this machine; 0.0.0.0 exposes it)")
 
+    flag = CliFlag("--prometheus", "[HOST:]PORT",
+                   "serve metrics at http://HOST:PORT/metrics (default host 127.0.0.1, this machine only; "
+                   "0.0.0.0:PORT exposes them; needs dvpipe[prometheus])")
+
     @staticmethod
     def shorthand(value):
         if value is None or value is False:
             return None
         return value if isinstance(value, Mapping) else {"port": value}
 
-    @classmethod
-    def outputs_fields(cls, options, out_dir):
-        return {"prometheus_port": options["port"], "prometheus_addr": options["addr"]}
-
-    @classmethod
-    def enabled(cls, outputs, overrides):
-        if outputs.prometheus_port is None:
-            return None
-        return {"port": outputs.prometheus_port, "addr": outputs.prometheus_addr}
+    @staticmethod
+    def from_flag(value):
+        host, port = parse_host_port(value)
+        return {"port": port, "addr": host}
 
     def open(self, run: RunContext) -> None:
         from ..latency.prometheus import PrometheusExporter
@@ -317,20 +306,37 @@ class PrometheusOutput(Exporter):
 
 @register_exporter("report")
 class HtmlReportExporter(Exporter):
-    """The one-page HTML report (:mod:`dvpipe.latency.html_report`): ``--report PATH``."""
+    """The one-page HTML report (:mod:`dvpipe.latency.html_report`: plots, plan, frame account):
+    ``outputs.report`` or ``--report PATH``."""
 
-    takes_key = False
-    enabled_by = "`--report PATH`"
+    @dataclass
+    class Options:
+        path: str = option("report.html", "the report file (relative to outputs.dir); `report: PATH` is short for it")
 
-    @classmethod
-    def enabled(cls, outputs, overrides):
-        path = overrides.get("report_path")
-        return {"path": path} if path else None
+    shorthand = staticmethod(_path_shorthand)
+    flag = CliFlag("--report", "PATH", "write a one-page HTML report (plots, plan, frame account)")
+    from_flag = staticmethod(_path_flag)
+    output_folders = staticmethod(_file_folder)
+
+    def open(self, run: RunContext) -> None:
+        self.path = run.output_path(self.options["path"])
 
     def close(self, result: Any) -> dict[str, str]:
         from ..latency.html_report import write_report
 
-        return {"report": str(write_report(result, self.options["path"]))}
+        return {"report": str(write_report(result, self.path))}
+
+
+def parse_host_port(text: str, flag: str = "--prometheus") -> tuple[str, int]:
+    """``PORT``, ``HOST:PORT`` or ``[IPv6]:PORT`` -> ``(host, port)``; the host defaults to 127.0.0.1."""
+    host, sep, port = str(text).rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", str(text)
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not port.isdigit() or not 1 <= int(port) <= 65535 or not host:
+        raise ConfigError(f"{flag} {text}: expected PORT or HOST:PORT with a port in 1..65535 "
+                          "(e.g. 9108, or 0.0.0.0:9108 to expose the metrics)")
+    return host, int(port)
 
 
 def jsonable(v: Any) -> Any:

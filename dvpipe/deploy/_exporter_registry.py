@@ -44,43 +44,74 @@ imports the module that registers it under ``plugins:``. ::
             ...  # write self.rows to self.path
             return {"latency_csv": self.path}
 
-The built-in exporters declare their keys the same way; their short YAML forms (``trace: true``,
-``trace: t.json``, ``prometheus: 9108``) are turned into the mapping form by
-:meth:`Exporter.shorthand` first, and their parsed options become the fields of
-:class:`~dvpipe.deploy.config.OutputsConfig` (:meth:`Exporter.outputs_fields`) that the CLI's flags
-can override.
+An exporter may also take a short YAML form (:meth:`Exporter.shorthand`: ``trace: true``,
+``trace: t.json``, ``prometheus: 9108``) and a ``dvpipe run`` flag (:attr:`Exporter.flag`, a
+:class:`CliFlag`: ``--trace PATH``); both are declared on the class, so that an exporter with a short
+form and a flag is still one file, the built-ins included (``_builtin_exporters.py``). ``outputs:``
+is ``{dir, metrics, <exporter>: options}``: the parsed options of the exporters the deployment
+names are ``OutputsConfig.exporters[name]``. The :class:`~dvpipe.deploy.Runner` takes options per
+exporter (``Runner(dep, outputs={"trace": {"path": "t.json"}})``), merged over the deployment's:
+:func:`run_exporter_options` decides what a run opens, with what.
 """
 from __future__ import annotations
 
 import os
+import re
 import sys
-from dataclasses import dataclass, field, is_dataclass
+from dataclasses import dataclass, field, is_dataclass, replace
+from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional, Sequence, TypeVar
 
 from ..errors import ConfigError
 from ..types import short_repr as _show
+from ._validate import _V
 from .sources.registry import OptionSpec, _identity, _specs, _TYPE_RE, option, parse_options
 
 if TYPE_CHECKING:
     from ..latency import BatchRecord, LatencyStats, Timeline
     from ._schema import Deployment, OutputsConfig
-    from ._validate import _V
     from .summary import Accounting
     from .sync import FrameSet
 
-__all__ = ["EXPORTERS", "Exporter", "RunContext", "BatchResult", "register_exporter", "exporter_class",
-           "exporter_option_specs", "parse_exporter_options", "OUTPUT_KEYS", "option", "output_keys",
-           "markdown_reference"]
+__all__ = ["EXPORTERS", "Exporter", "CliFlag", "RunContext", "BatchResult", "register_exporter", "exporter_class",
+           "exporter_option_specs", "parse_exporter_options", "run_exporter_options", "output_folders",
+           "OUTPUT_KEYS", "option", "output_keys", "markdown_reference"]
 
 #: exporter name -> class, in registration order (the built-ins first): the order of open/observe/close
 EXPORTERS: dict[str, type["Exporter"]] = {}
 
-#: keys of ``outputs:`` that are no one exporter's own: the folder, ``metrics`` (``summary.json`` and
-#: ``latency.json``), the trace's ring size (kept beside ``trace`` for existing deployments)
-OUTPUT_KEYS = ("dir", "metrics", "trace_max_events")
+#: keys of ``outputs:`` that are no one exporter's: the folder and ``metrics`` (``summary.json`` and
+#: ``latency.json``); an exporter's older spellings (:attr:`Exporter.legacy_keys`) follow them
+OUTPUT_KEYS = ("dir", "metrics")
 
 _E = TypeVar("_E", bound=type)
+
+
+@dataclass(frozen=True)
+class CliFlag:
+    """The ``dvpipe run`` flag of an exporter: given, it turns the exporter on with the options
+    :meth:`Exporter.from_flag` makes of its value (merged over the deployment's options for it).
+
+    Attributes:
+        name: the flag, ``--`` and lower-case words joined by ``-`` (``--trace``, ``--latency-csv``).
+        metavar: what the value is in ``--help`` (``PATH``, ``[HOST:]PORT``).
+        help: one line for ``--help``.
+    """
+
+    name: str
+    metavar: str
+    help: str
+
+    def __post_init__(self) -> None:
+        if not re.match(r"^--[a-z][a-z0-9]*(-[a-z0-9]+)*$", str(self.name)):
+            raise ConfigError(f"an exporter's flag is '--' and lower-case words joined by '-' (e.g. --latency-csv), "
+                              f"got {_show(self.name)}")
+
+    @property
+    def dest(self) -> str:
+        """The argparse attribute the flag's value lands in."""
+        return "exporter_" + self.name[2:].replace("-", "_")
 
 
 @dataclass
@@ -96,8 +127,6 @@ class RunContext:
             another thread).
         plan: the pipeline's plan (``.to_dict()``).
         clock: the runner's monotonic clock (ns), :func:`dvpipe.latency.now_ns` unless injected.
-        overrides: paths given to the :class:`~dvpipe.deploy.Runner` (``trace_path``, ``json_path``,
-            ``plots_dir``, ``report_path``, ``trace_max_events``); None when not given.
         write_files: False when the runner writes no files (``write_outputs=False``,
             ``--no-outputs``); exporters that write files are then not opened at all.
         summary: the runner's ``summary.json`` content so far (a callable: it is read at the end).
@@ -110,17 +139,20 @@ class RunContext:
     accounting: "Accounting"
     plan: Any
     clock: Callable[[], int]
-    overrides: Mapping[str, Any] = field(default_factory=dict)
     write_files: bool = True
     summary: Callable[[], dict] = field(default=dict, repr=False)
 
     def output_path(self, path: str) -> str:
         """``path`` made absolute: relative paths are relative to ``outputs.dir`` (the working directory
         without one)."""
-        path = os.path.expanduser(path)
-        if os.path.isabs(path):
-            return path
-        return os.path.join(self.out_dir or os.getcwd(), path)
+        return _under(self.out_dir, path)
+
+
+def _under(out_dir: Optional[str], path: str) -> str:
+    path = os.path.expanduser(path)
+    if os.path.isabs(path):
+        return path
+    return os.path.join(out_dir or os.getcwd(), path)
 
 
 @dataclass(frozen=True)
@@ -154,19 +186,25 @@ class BatchResult:
 class Exporter:
     """Base class of exporters; see the module docstring for the lifecycle.
 
-    Class attributes:
+    Class attributes (all optional but ``Options`` for an exporter that takes keys):
         name: the registered name (set by :func:`register_exporter`): the key under ``outputs:``.
         Options: the dataclass of the exporter's YAML keys (none: the exporter takes none).
+        flag: its ``dvpipe run`` flag (a :class:`CliFlag`), or None.
         writes_files: False for exporters that write nothing (Prometheus serves over HTTP): they run
             even when the runner writes no files.
         takes_key: False for exporters that ``outputs.<name>`` does not configure (``summary`` and
-            ``latency`` follow ``metrics``; ``report`` follows ``--report``).
+            ``latency`` follow ``metrics``, :meth:`implied`); a flag or the runner's ``outputs=`` still can.
+        enabled_by: for the reference table: what else turns it on (``outputs.metrics``).
+        legacy_keys: older ``outputs:`` keys that set one of its options (``{"trace_max_events":
+            "max_events"}``): still read, so that existing deployments load unchanged.
     """
 
     name: ClassVar[str] = ""
+    flag: ClassVar[Optional[CliFlag]] = None
     writes_files: ClassVar[bool] = True
-    takes_key: ClassVar[bool] = True  # configured by outputs.<name> (False: by shared keys or the runner's arguments)
-    enabled_by: ClassVar[str] = ""  # for the reference table, when takes_key is False: what turns it on
+    takes_key: ClassVar[bool] = True
+    enabled_by: ClassVar[str] = ""
+    legacy_keys: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         self.options: Mapping[str, Any] = options
@@ -182,19 +220,27 @@ class Exporter:
         return {} if value is True or value is None else value
 
     @classmethod
-    def outputs_fields(cls, options: Mapping[str, Any], out_dir: str) -> Optional[dict[str, Any]]:
-        """For a built-in: the :class:`~dvpipe.deploy.config.OutputsConfig` fields its parsed options
-        set. None (the default, every user exporter): the options are kept in
-        ``OutputsConfig.exporters[name]``."""
+    def from_flag(cls, value: str) -> Mapping[str, Any]:
+        """The options the flag's value stands for. Default: :meth:`shorthand` of the value. A path
+        given on the command line is relative to the working directory (make it absolute here: an
+        option's relative path is relative to ``outputs.dir``). Raise :class:`~dvpipe.ConfigError`
+        (one line naming the flag) for a bad value."""
+        v = cls.shorthand(value)
+        if not isinstance(v, Mapping):
+            raise ConfigError(f"{cls.flag.name if cls.flag else cls.name} {value}: not a value this exporter takes")
+        return v
+
+    @classmethod
+    def implied(cls, outputs: "OutputsConfig") -> Optional[Mapping[str, Any]]:
+        """The options this exporter runs with when neither the deployment nor the run names it; None
+        (the default): it stays off."""
         return None
 
     @classmethod
-    def enabled(cls, outputs: "OutputsConfig", overrides: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
-        """The options this exporter runs with in a deployment, or None when it is off.
-
-        The default: the options parsed from ``outputs.<name>`` (present only when the deployment
-        names the exporter)."""
-        return outputs.exporters.get(cls.name)
+    def output_folders(cls, options: Mapping[str, Any]) -> Sequence[str]:
+        """The folders it writes into, for the checks before a run (``dvpipe validate``, the flags);
+        relative ones are relative to ``outputs.dir``. Default: none besides ``outputs.dir``."""
+        return ()
 
     def open(self, run: RunContext) -> None:
         """Once, when the runner is built. Raise :class:`~dvpipe.ConfigError` for a problem the user
@@ -216,9 +262,9 @@ def register_exporter(name: str) -> Callable[[_E], _E]:
     """Class decorator: register an :class:`Exporter` subclass as ``outputs.<name>``.
 
     The ``Options`` dataclass is read once here (a field the validator cannot check raises
-    ``TypeError`` at import). A name taken by another class (or one of the shared ``outputs:`` keys)
-    raises :class:`~dvpipe.ConfigError`; the same class again (its module re-imported, or a copy of
-    the plugin file) replaces it.
+    ``TypeError`` at import). A name taken by another class (or one of the shared ``outputs:`` keys),
+    or a flag another exporter has, raises :class:`~dvpipe.ConfigError`; the same class again (its
+    module re-imported, or a copy of the plugin file) replaces it.
     """
     if not isinstance(name, str) or not _TYPE_RE.match(name):
         raise ConfigError(f"an exporter name is a lower-case name of letters, digits, '_' or '-' (1-32 characters, "
@@ -235,12 +281,27 @@ def register_exporter(name: str) -> Callable[[_E], _E]:
         if not (isinstance(opts, type) and is_dataclass(opts)):
             raise TypeError(f"exporter {name!r}: {cls.__name__}.Options must be a @dataclass")
         specs = _specs(opts, caller_globals, f"exporter {name!r}")
-        old = EXPORTERS.get(name)
-        if old is None and name in OUTPUT_KEYS:
+        for hook in ("enabled", "outputs_fields"):  # hooks of earlier dvpipe versions: refused, not ignored
+            if hasattr(cls, hook):
+                raise TypeError(f"exporter {name!r}: {cls.__name__}.{hook}() is no longer called; say when the "
+                                "exporter runs unnamed with implied(outputs), and take options from self.options")
+        for old, new in cls.legacy_keys.items():
+            if new not in {s.name for s in specs}:
+                raise TypeError(f"exporter {name!r}: legacy key {old!r} names {new!r}, which is not an option")
+        old_cls = EXPORTERS.get(name)
+        if old_cls is None and name in output_keys():
             raise ConfigError(f"exporter name {name!r} is already an outputs key; choose another name")
-        if old is not None and _identity(old) != _identity(cls):
-            raise ConfigError(f"exporter {name!r} is already registered by {old.__module__}.{old.__qualname__}; "
-                              "choose another name")
+        if old_cls is not None and _identity(old_cls) != _identity(cls):
+            raise ConfigError(f"exporter {name!r} is already registered by {old_cls.__module__}."
+                              f"{old_cls.__qualname__}; choose another name")
+        if cls.flag is not None:
+            if not isinstance(cls.flag, CliFlag):
+                raise TypeError(f"exporter {name!r}: flag must be a dvpipe CliFlag, got {cls.flag!r}")
+            taken = next((n for n, c in EXPORTERS.items() if n != name and c.flag and c.flag.name == cls.flag.name),
+                         None)
+            if taken is not None:
+                raise ConfigError(f"exporter {name!r}: the flag {cls.flag.name} is taken by exporter {taken!r}; "
+                                  "choose another flag")
         cls.name = name
         cls._option_specs = specs  # type: ignore[attr-defined]
         EXPORTERS[name] = cls
@@ -262,50 +323,152 @@ def exporter_option_specs(cls: type[Exporter]) -> tuple[OptionSpec, ...]:
     return getattr(cls, "_option_specs", ())
 
 
-def parse_exporter_options(om: Mapping[str, Any], V: "_V") -> dict[str, Mapping[str, Any]]:
-    """``{name: options}`` of each registered exporter that ``outputs:`` names (and does not turn off).
+def _options(cls: type[Exporter], value: Any, path: str, V: _V) -> Optional[Mapping[str, Any]]:
+    """``value`` (a mapping of ``Options`` keys) checked by the generic option validator, defaults
+    filled in; None after a problem of shape (reported)."""
+    specs = exporter_option_specs(cls)
+    sub = V.mapping(value, path, tuple(s.name for s in specs))
+    if sub is None:
+        return None
+    return MappingProxyType(parse_options(specs, sub, path, V, camera=""))
 
-    ``outputs.<name>`` goes through the exporter's :meth:`Exporter.shorthand`, then its keys through
-    the generic option validator (unknown keys, types, bounds, required keys; one line per problem at
-    its key path)."""
+
+def parse_exporter_options(om: Mapping[str, Any], V: _V) -> tuple[dict[str, Mapping[str, Any]],
+                                                                    dict[str, Mapping[str, Any]]]:
+    """``(on, presets)`` from the ``outputs:`` mapping ``om``.
+
+    ``on``: ``{name: options}`` of each registered exporter that ``outputs:`` names (and does not
+    turn off): ``outputs.<name>`` goes through the exporter's :meth:`Exporter.shorthand`, then its
+    keys through the generic option validator (unknown keys, types, bounds, required keys; one line
+    per problem at its key path). An exporter's :attr:`~Exporter.legacy_keys` are read into its
+    options. ``presets``: options that legacy keys set for an exporter the deployment leaves off
+    (``trace_max_events`` without ``trace``): a flag or the runner's ``outputs=`` that turns it on
+    starts from them."""
+    on: dict[str, Mapping[str, Any]] = {}
+    presets: dict[str, Mapping[str, Any]] = {}
+    for name, cls in EXPORTERS.items():
+        legacy = _legacy_options(cls, om, V)
+        path = f"outputs.{name}"
+        v = None
+        if cls.takes_key and name in om:
+            try:
+                v = cls.shorthand(om[name])
+            except ValueError as e:
+                V.err(path, str(e))
+                continue
+        if v is None:
+            if legacy:
+                options = _options(cls, legacy, path, V)
+                if options is not None:
+                    presets[name] = options
+            continue
+        if isinstance(v, Mapping):
+            for old, new in cls.legacy_keys.items():
+                if old in om and om[old] is not None and new in v:
+                    V.err(f"outputs.{old}", f"given twice (also {path}.{new}); keep {path}.{new}")
+            v = {**legacy, **v}
+        options = _options(cls, v, path, V)
+        if options is not None:
+            on[name] = options
+    return on, presets
+
+
+def _legacy_options(cls: type[Exporter], om: Mapping[str, Any], V: _V) -> dict[str, Any]:
+    """The options ``cls``'s legacy keys set in ``om`` (``{new name: value}``), each checked at its
+    own key path (``outputs.trace_max_events``); a null legacy key sets nothing."""
+    out: dict[str, Any] = {}
+    specs = {s.name: s for s in exporter_option_specs(cls)}
+    for old, new in cls.legacy_keys.items():
+        if om.get(old) is None:
+            continue
+        n = len(V.errors)
+        parse_options((replace(specs[new], name=old),), {old: om[old]}, "outputs", V, camera="")
+        if len(V.errors) == n:
+            out[new] = om[old]
+    return out
+
+
+def run_exporter_options(outputs: "OutputsConfig", given: Optional[Mapping[str, Any]] = None,
+                         where: str = "outputs") -> dict[str, Mapping[str, Any]]:
+    """``{name: options}`` of every exporter a run opens, in registration order.
+
+    ``given`` (the runner's ``outputs=``, the CLI's flags) is per exporter: a mapping of its options
+    (merged over the deployment's options for it, or its presets: ``{"trace": {"max_events": 400}}``
+    keeps the deployment's trace path), a short form as in YAML (``"t.json"``, ``True``), or
+    ``False`` / None to turn it off. Exporters not given keep what the deployment says; those it does
+    not name run with :meth:`Exporter.implied`. Raises :class:`~dvpipe.ConfigError` (one line per
+    problem, at ``<where>.<name>.<key>``) for an unknown exporter or a bad option.
+    """
+    given = dict(given or {})
+    V = _V(Path.cwd())
+    for name in given:
+        if name not in EXPORTERS:
+            V.err(f"{where}.{name}", f"unknown exporter; known: {', '.join(EXPORTERS)}")
     out: dict[str, Mapping[str, Any]] = {}
     for name, cls in EXPORTERS.items():
-        if not cls.takes_key or name not in om:
+        if name not in given:
+            options = outputs.exporters.get(name)
+            if options is None:
+                options = cls.implied(outputs)
+            if options is not None:
+                out[name] = options
             continue
-        path = f"outputs.{name}"
+        path = f"{where}.{name}"
         try:
-            v = cls.shorthand(om[name])
+            v = given[name] if isinstance(given[name], Mapping) else cls.shorthand(given[name])
         except ValueError as e:
             V.err(path, str(e))
             continue
         if v is None:
             continue
-        specs = exporter_option_specs(cls)
-        sub = V.mapping(v, path, tuple(s.name for s in specs))
-        if sub is None:
-            continue
-        out[name] = MappingProxyType(parse_options(specs, sub, path, V, camera=""))
+        base = outputs.exporters.get(name) or outputs.presets.get(name) or {}
+        options = _options(cls, {**base, **v} if isinstance(v, Mapping) else v, path, V)
+        if options is not None:
+            out[name] = options
+    if V.errors:
+        raise ConfigError("; ".join(f"{p}: {m}" for p, m in V.errors))
     return out
 
 
+def output_folders(outputs: "OutputsConfig", options: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """``(key path, absolute folder)`` of each folder the exporters with ``options`` write into:
+    ``outputs.dir`` when any of them writes files there, then each one's
+    :meth:`Exporter.output_folders` (at ``outputs.<name>``)."""
+    wanted: list[tuple[str, str]] = []
+    writers = [n for n in options if EXPORTERS[n].writes_files]
+    if outputs.dir and writers:
+        wanted.append(("outputs.dir", outputs.dir))
+    for name in writers:
+        for folder in EXPORTERS[name].output_folders(options[name]):
+            wanted.append((f"outputs.{name}", _under(outputs.dir, folder)))
+    return wanted
+
+
 def output_keys() -> tuple[str, ...]:
-    """Every key ``outputs:`` accepts: the shared ones, then one per registered exporter that takes one."""
-    return OUTPUT_KEYS + tuple(name for name, cls in EXPORTERS.items() if cls.takes_key)
+    """Every key ``outputs:`` accepts: the shared ones, the exporters' legacy keys, then one per
+    registered exporter that takes one."""
+    legacy = tuple(k for cls in EXPORTERS.values() for k in cls.legacy_keys)
+    return OUTPUT_KEYS + legacy + tuple(name for name, cls in EXPORTERS.items() if cls.takes_key)
 
 
 def markdown_reference() -> str:
     """The registered exporters and their ``outputs:`` keys as two Markdown tables (for
     docs/deployments.md; generated, like the source tables, so that they cannot drift)."""
-    def md(text: str) -> str:
+    def md(text: str) -> str:  # reST roles and double backticks as Markdown code
+        text = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text).replace("``", "`")
         return text.replace("|", "\\|")
 
     rows = ["| exporter | enabled by | what |", "|---|---|---|"]
     for name, cls in EXPORTERS.items():
         what = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
-        rows.append(f"| `{name}` | {f'`outputs.{name}`' if cls.takes_key else md(cls.enabled_by)} | {md(what)} |")
+        how = ([f"`outputs.{name}`"] if cls.takes_key else []) + ([cls.enabled_by] if cls.enabled_by else [])
+        how += [f"`{cls.flag.name} {cls.flag.metavar}`"] if cls.flag else []
+        rows.append(f"| `{name}` | {md(', '.join(how))} | {md(what)} |")
     rows += ["", "| key | value | default | meaning |", "|---|---|---|---|"]
     for name, cls in EXPORTERS.items():
         for spec in exporter_option_specs(cls) if cls.takes_key else ():
             rows.append(f"| `outputs.{name}.{spec.name}` | {md(spec.value_text())} | {md(spec.default_text())} "
                         f"| {md(spec.doc)} |")
+        for old, new in cls.legacy_keys.items():
+            rows.append(f"| `outputs.{old}` | as `outputs.{name}.{new}` | | older spelling of `outputs.{name}.{new}` |")
     return "\n".join(rows) + "\n"

@@ -4,31 +4,27 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 from ..types import short_repr as _show
 from ._schema import OutputsConfig
+from .exporters import output_folders, run_exporter_options
 
 __all__ = ["output_problems"]
 
 _NAME_MAX = 255  # bytes of one path component (Linux, macOS, Windows)
 
 
-def output_problems(outputs: OutputsConfig) -> list[tuple[str, str]]:
-    """``(key path, message)`` for each output folder a run could not create or write into.
+def output_problems(outputs: OutputsConfig, given: Optional[Mapping[str, Any]] = None) -> list[tuple[str, str]]:
+    """``(key path, message)`` for each output folder a run could not create or write into: the
+    folders of the exporters the run opens (the deployment's, with ``given`` as the runner's
+    ``outputs=``; :meth:`~dvpipe.deploy.exporters.Exporter.output_folders`).
 
     Checks without leaving anything behind: missing folders are not created (their nearest existing
     ancestor must be a writable folder), and writing is tried with an anonymous temporary file.
     """
-    wanted: list[tuple[str, str]] = []
-    if outputs.dir and (outputs.metrics or outputs.dumps_every or outputs.exporters):
-        wanted.append(("outputs.dir", outputs.dir))
-    if outputs.trace:
-        wanted.append(("outputs.trace", os.path.dirname(outputs.trace) or "."))
-    if outputs.plots:
-        wanted.append(("outputs.plots", outputs.plots))
     problems = []
-    for key, folder in wanted:
+    for key, folder in output_folders(outputs, run_exporter_options(outputs, given)):
         problem = _folder_problem(folder)
         if problem is not None:
             problems.append((key, problem))

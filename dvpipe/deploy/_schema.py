@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Any, Mapping, Optional
 
 from .._typing import Fallback, Fidelity, OnCorrupt, OnLate
-from ..codecs import DEFAULT_MAX_PIXELS
+from ..codecs import DEFAULT_MAX_PIXELS, FILE_METADATA_BYTES, MAX_BYTES_PER_PIXEL, max_file_bytes  # noqa: F401
 from ..target import Target
 from ..types import Rig
 
@@ -104,6 +104,9 @@ class PipelineConfig:
     stages: Optional[tuple[Any, ...]] = None
     mmdet3d_config: Optional[str] = None  # a model's mmdet3d config (.py), read without executing it
     skip: tuple[str, ...] = ()  # its transforms to ignore (dvpipe.mmdet3d.map_test_pipeline)
+    #: the config as read at load (a dvpipe.mmdet3d.MappedConfig): the runner's pipeline is built from it,
+    #: not from the file read again
+    mapped: Any = field(default=None, compare=False, repr=False)
     fidelity: Fidelity = "reference"
     backends: tuple[str, ...] = ("auto",)
     threads: Optional[int] = None
@@ -164,19 +167,22 @@ class LatencyConfig:
 
 @dataclass(frozen=True)
 class OutputsConfig:
-    """What is written where. Paths are absolute after loading; None means "not written"."""
+    """What is written where: ``outputs: {dir, metrics, <exporter>: options}``.
+
+    Attributes:
+        dir: the output folder (absolute after loading; None: none).
+        metrics: write ``summary.json`` and ``latency.json`` into ``dir``.
+        exporters: the options of each registered exporter (:mod:`dvpipe.deploy.exporters`) that
+            ``outputs:`` names, by name, as its ``Options`` keys (relative paths are relative to
+            ``dir``): ``exporters["trace"] == {"path": "trace.json", "max_events": 50000}``.
+        presets: options that older keys set for an exporter the deployment leaves off
+            (``trace_max_events`` without ``trace``), used when a flag or the runner turns it on.
+    """
 
     dir: Optional[str] = None
     metrics: bool = True
-    trace: Optional[str] = None
-    plots: Optional[str] = None
-    dumps_every: int = 0
-    dumps_max: int = 0
-    prometheus_port: Optional[int] = None
-    prometheus_addr: str = "127.0.0.1"  # loopback: only this machine scrapes unless the user exposes it
-    trace_max_events: Optional[int] = None  # the trace's ring (default dvpipe.latency.trace.DEFAULT_MAX_EVENTS)
-    #: options of each registered user exporter that ``outputs:`` names (dvpipe.deploy.exporters), by name
     exporters: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
+    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)
@@ -200,19 +206,6 @@ class DecodeConfig:
     def max_file_bytes(self) -> int:
         """The cap on an encoded image file, in bytes: ``max_bytes`` or the one ``max_pixels`` implies."""
         return self.max_bytes if self.max_bytes is not None else max_file_bytes(self.max_pixels)
-
-
-#: bytes per pixel of the largest image file dvpipe reads: a 16-bit RGBA PNG stored uncompressed (8);
-#: a JPEG of real pictures stays far below it, even at quality 100 with 4:4:4 chroma
-MAX_BYTES_PER_PIXEL = 8
-#: room for what an image file carries besides its pixels (EXIF, ICC profiles, XMP, thumbnails), in bytes
-FILE_METADATA_BYTES = 16 << 20
-
-
-def max_file_bytes(max_pixels: int) -> int:
-    """The default cap on one encoded image file (bytes) for frames of at most ``max_pixels`` pixels:
-    ``MAX_BYTES_PER_PIXEL * max_pixels + FILE_METADATA_BYTES`` (64 MP -> 528777216 bytes, 504 MiB)."""
-    return MAX_BYTES_PER_PIXEL * int(max_pixels) + FILE_METADATA_BYTES
 
 
 @dataclass(frozen=True)
@@ -264,6 +257,8 @@ class Deployment:
         return replace(self, run=replace(self.run, **changes))
 
     def with_outputs(self, **changes) -> "Deployment":
+        """A copy with ``outputs`` fields changed (``dir=``, ``metrics=``). An exporter's options are
+        given to the run instead: ``Runner(dep, outputs={"trace": {"path": "t.json"}})``."""
         from dataclasses import replace
 
         return replace(self, outputs=replace(self.outputs, **changes))

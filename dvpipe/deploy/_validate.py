@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ..codecs import DEFAULT_MAX_PIXELS
+from ..codecs import DEFAULT_MAX_PIXELS, max_file_bytes
 from ..errors import ConfigError
 from ..types import short_repr as _show
 
@@ -77,8 +77,6 @@ class _V:
     """Collects every problem with its key path; helpers return a default on error so that checking goes on."""
 
     def __init__(self, base_dir: Path, *, probe: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS):
-        from ._schema import max_file_bytes
-
         self.base_dir = base_dir
         self.probe = probe  # open file sources to check their codec (dvpipe validate)
         self.max_pixels = max_pixels

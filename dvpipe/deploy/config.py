@@ -66,10 +66,12 @@ Schema (every key optional unless marked)::
     outputs:
       dir: out/{name}
       metrics: true                    # latency.json + summary.json
-      trace: false | true | PATH       # Chrome/Perfetto trace
+      # then one key per exporter (dvpipe.deploy.exporters), its options or a short form:
+      trace: false | true | PATH | {path: PATH, max_events: N}  # Chrome/Perfetto trace
       plots: false | true | DIR
       dumps: false | {every: N, max: M}
       prometheus: PORT | {port: PORT, addr: 127.0.0.1}  # /metrics (dvpipe[prometheus]); addr 0.0.0.0 exposes it
+      report: false | true | PATH      # the one-page HTML report
     decode:
       on_corrupt: drop | flag          # a frame the decoder reports damaged: a `corrupt` drop, or kept and flagged
       max_pixels: 64000000             # largest decoded frame (width x height, pixels); a larger camera is an error
@@ -125,8 +127,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ..codecs import DEFAULT_MAX_PIXELS, VIDEO_ENCODINGS
 from ..errors import ConfigError
+from ..plugins import import_entry
 from ..target import Target
-from ..types import Rig, short_repr as _show
+from ..types import Rig, check_one_size, short_repr as _show
 from ._budget import camera_problem
 from ._outputs import output_problems
 from ._schema import (ON_CORRUPT, ON_LATE, CameraConfig, DecodeConfig, Deployment, Faults, LatencyConfig,
@@ -255,27 +258,6 @@ def _stage_type_error(cls: Any, e: TypeError) -> str:
     if "keywords must be strings" in text:
         return f"parameter names must be strings{takes}"
     return re.sub(r"^[\w.]*__init__\(\) ", "", text) + (takes if "argument" in text else "")
-
-
-def import_entry(entry: str) -> Any:
-    """The object an entry names: ``package.module:attr.sub`` or ``path/to/file.py:attr``.
-
-    Raises whatever importing or the attribute lookup raises (callers turn it into a ``ConfigError``).
-    """
-    import importlib
-    import importlib.util
-
-    mod, _, attr = entry.rpartition(":")
-    if mod.endswith(".py"):
-        spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(mod))[0], mod)
-        assert spec is not None and spec.loader is not None  # a .py path always has a spec and a loader
-        obj: Any = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(obj)
-    else:
-        obj = importlib.import_module(mod)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def _exit_at_import(what: str, e: SystemExit) -> str:
@@ -547,11 +529,12 @@ def _parse_pipeline(top: Mapping, V: _V) -> PipelineConfig:
     if [profile is not None, "stages" in pm, "mmdet3d_config" in pm].count(True) != 1:
         V.err("pipeline", "needs exactly one of 'profile' (bevformer-tiny, ...), 'stages' (a list) or "
               "'mmdet3d_config' (a model's .py config)")
+    mapped = None
     if mm is not None:
         from ..mmdet3d import profile_from_config
 
         try:
-            profile_from_config(mm, skip=skip)
+            mapped = profile_from_config(mm, skip=skip)  # read once: kept for the pipeline
         except ConfigError as e:
             V.err("pipeline.mmdet3d_config", str(e))
     if profile is not None:
@@ -561,7 +544,7 @@ def _parse_pipeline(top: Mapping, V: _V) -> PipelineConfig:
             V.err("pipeline.profile", f"unknown profile {_show(profile)}; known: {', '.join(PROFILES)}")
     backends = _parse_backends(pm["backends"], "pipeline.backends", V) if "backends" in pm else ("auto",)
     return PipelineConfig(
-        profile=profile, stages=stages, mmdet3d_config=mm, skip=skip,
+        profile=profile, stages=stages, mmdet3d_config=mm, skip=skip, mapped=mapped,
         fidelity=V.choice(pm, "fidelity", "pipeline", ("reference", "fast"), "reference"),
         backends=backends or ("cpu",),
         threads=V.number(pm, "threads", "pipeline", None, integer=True, minimum=1, allow_none=True, maximum=1024),
@@ -724,25 +707,16 @@ def _parse_latency(v: Any, V: _V) -> LatencyConfig:
 
 def _parse_outputs(v: Any, name: str, V: _V) -> OutputsConfig:
     """``outputs:``: the folder and ``metrics``, then each registered exporter's key, read from its
-    ``Options`` by the generic option validator (:mod:`dvpipe.deploy.exporters`). A built-in's options
-    become :class:`OutputsConfig` fields; a user exporter's are kept in ``OutputsConfig.exporters``."""
-    from .exporters import EXPORTERS, output_keys, parse_exporter_options
+    ``Options`` by the generic option validator (:mod:`dvpipe.deploy.exporters`), the built-ins' as
+    any user exporter's: ``OutputsConfig.exporters[name]``."""
+    from .exporters import output_keys, parse_exporter_options
 
     om = V.mapping(v, "outputs", output_keys()) or {}
     out_dir_v = V.string(om, "dir", "outputs", "out/{name}")
     out_dir = os.path.abspath(os.path.expanduser(out_dir_v.replace("{name}", name or "deployment")))
-    fields: dict[str, Any] = {}
-    user: dict[str, Any] = {}
-    for exporter, options in parse_exporter_options(om, V).items():
-        own = EXPORTERS[exporter].outputs_fields(options, out_dir)
-        if own is None:
-            user[exporter] = options
-        else:
-            fields.update(own)
+    on, presets = parse_exporter_options(om, V)
     return OutputsConfig(dir=out_dir, metrics=V.boolean(om, "metrics", "outputs", True),
-                         trace_max_events=V.number(om, "trace_max_events", "outputs", None, integer=True, minimum=1,
-                                                   maximum=100_000_000, allow_none=True),
-                         exporters=MappingProxyType(user), **fields)
+                         exporters=MappingProxyType(on), presets=MappingProxyType(presets))
 
 
 def _parse_target(v: Any, V: _V) -> Optional[Target]:
@@ -765,12 +739,10 @@ def _check_across(rig: Optional[Rig], rig_path: Optional[str], pipeline: Pipelin
     """Checks across sections: one size for a profile, each source type's checks across its cameras,
     recordings read next to live cameras."""
     if rig is not None and (pipeline.profile is not None or pipeline.mmdet3d_config is not None):
-        sizes = {(c.width, c.height) for c in rig.cameras}
-        if len(sizes) > 1:
-            V.err("pipeline.profile" if pipeline.profile is not None else "pipeline.mmdet3d_config",
-                  f"profile {pipeline.profile or 'of the mmdet3d config'} needs every camera at one size; the rig mixes "
-                  + ", ".join(f"{c.name} {c.width}x{c.height}" for c in rig.cameras)
-                  + " (use a stage list with resize/pad to one size)")
+        try:  # the rule Pipeline.from_profile applies, said at load
+            check_one_size(rig.cameras, f"profile {pipeline.profile or 'of the mmdet3d config'}")
+        except ConfigError as e:
+            V.err("pipeline.profile" if pipeline.profile is not None else "pipeline.mmdet3d_config", str(e))
     if rig is not None and not V.errors:
         _check_types(rig, rig_path, cameras, sync, V)
     infos = [c.name for c in cameras if c.source.type == "infos"]

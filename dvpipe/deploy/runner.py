@@ -46,7 +46,7 @@ import traceback
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, cast
 
 import numpy as np
 
@@ -58,7 +58,7 @@ from ._assembly import AUTO_BACKENDS, build_pipeline, load_model, resolve_backen
 from ._budget import camera_problem, memory_problem, plan_output
 from ._progress import ProgressLine, format_eta
 from .config import VIDEO_ENCODINGS, Deployment
-from .exporters import EXPORTERS, BatchResult, Exporter, RunContext
+from .exporters import EXPORTERS, BatchResult, Exporter, RunContext, run_exporter_options
 from .sources import ReplayClock, Source, SourceError, StreamLost, open_source
 from .sources.base import Item, SourceWrapper, StreamStalled
 from .sources._probe import ORIENTATION_NOTE
@@ -126,10 +126,9 @@ class Runner:
         deployment: a loaded :class:`~dvpipe.deploy.config.Deployment`.
         model: overrides the deployment's model hook (a callable taking the batch).
         progress: called after every frame set with the runner (for progress displays).
-        trace_path / json_path / plots_dir / report_path: override the deployment's outputs (the
-            trace, the latency statistics JSON, the plots folder, the HTML report).
-        trace_max_events: bound of the trace (events kept: the most recent frame sets'); default
-            ``outputs.trace_max_events`` or :data:`dvpipe.latency.trace.DEFAULT_MAX_EVENTS`.
+        outputs: options per exporter, merged over the deployment's ``outputs:``
+            (:func:`dvpipe.deploy.exporters.run_exporter_options`): ``{"trace": {"path": "t.json",
+            "max_events": 400}, "report": True, "prometheus": False}``; checked like the YAML.
         write_outputs: False writes no files at all (tests, soak runs); exporters that write no files
             (Prometheus) still run.
         opening: called (from the reader threads) each time a camera's source opened or finally failed
@@ -147,10 +146,9 @@ class Runner:
     share_reader = True
 
     def __init__(self, deployment: Deployment, *, model: Optional[Callable] = None,
-                 progress: Optional[Callable[["Runner"], None]] = None, trace_path: Optional[str] = None,
-                 json_path: Optional[str] = None, plots_dir: Optional[str] = None, write_outputs: bool = True,
-                 keep_timelines: int = 16, trace_max_events: Optional[int] = None,
-                 report_path: Optional[str] = None, clock: Callable[[], int] = now_ns,
+                 progress: Optional[Callable[["Runner"], None]] = None,
+                 outputs: Optional[Mapping[str, Any]] = None, write_outputs: bool = True,
+                 keep_timelines: int = 16, clock: Callable[[], int] = now_ns,
                  opening: Optional[Callable[["Runner"], None]] = None):
         self.dep = dep = deployment
         self.clock = clock
@@ -177,12 +175,10 @@ class Runner:
         self.stats = LatencyStats(budgets=dep.latency.budgets_ns(), window=dep.latency.window,
                                   keep_timelines=keep_timelines, counters_only=dep.latency.counters_only,
                                   warmup=dep.latency.warmup_for(dep.run.frames), camera_order=self.cameras)
-        overrides = {"trace_path": trace_path, "json_path": json_path, "plots_dir": plots_dir,
-                     "report_path": report_path, "trace_max_events": trace_max_events}
         self.run_context = RunContext(dep, dep.outputs.dir, tuple(self.cameras), self.stats, self.acc, self.pipe.plan,
-                                      clock, overrides, write_outputs, self.summary_dict)
+                                      clock, write_outputs, self.summary_dict)
         try:
-            self.exporters: dict[str, Exporter] = self._open_exporters(self.run_context)
+            self.exporters: dict[str, Exporter] = self._open_exporters(self.run_context, outputs)
         except BaseException:
             if self._owned_model is not None:
                 self._owned_model.close()
@@ -786,16 +782,15 @@ class Runner:
                 ranges.pop(tokens)
 
     # -- outputs: the registered exporters ----------------------------------------------------------
-    def _open_exporters(self, run: RunContext) -> dict[str, Exporter]:
-        """Open every registered exporter the deployment (or an override) enables, in registry order;
-        when one fails to open, those already open are released and the error propagates."""
+    def _open_exporters(self, run: RunContext, given: Optional[Mapping[str, Any]]) -> dict[str, Exporter]:
+        """Open every registered exporter the deployment (or ``given``, the runner's ``outputs=``)
+        enables, in registry order; when one fails to open, those already open are released and the
+        error propagates."""
         opened: dict[str, Exporter] = {}
         try:
-            for name, cls in EXPORTERS.items():
+            for name, options in run_exporter_options(self.dep.outputs, given).items():
+                cls = EXPORTERS[name]
                 if cls.writes_files and not run.write_files:
-                    continue
-                options = cls.enabled(self.dep.outputs, run.overrides)
-                if options is None:
                     continue
                 exp = cls(options)
                 exp.open(run)

@@ -11,7 +11,7 @@ timelines, worker): the tensors never travel through the driver.
 Why the actor writes: a fleet's outputs are terabytes; writing where they are computed keeps the
 driver to bookkeeping and makes each shard's completion one rename plus one manifest, which is what
 exactly-once rests on. A killed actor is restarted by Ray and its shard retried from scratch (Ray
-Data's defaults for actor pools: ``max_restarts=-1``, ``max_task_retries=-1``; tests/test_fleet.py
+Data's defaults for actor pools: ``max_restarts=-1``, ``max_task_retries=-1``; tests/fleet/test_fleet.py
 kills one mid-shard): the retry writes the same shard under the same
 name, so nothing is lost and nothing is written twice.
 """

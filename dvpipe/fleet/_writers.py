@@ -33,6 +33,7 @@ from typing import Any, Optional, Sequence, cast
 
 import numpy as np
 
+from ..errors import ConfigError
 from ._process import SetResult
 
 __all__ = ["ShardWriter", "ParquetShardWriter", "TarShardWriter", "WRITERS", "encode_metas", "decode_metas",
@@ -176,8 +177,8 @@ class ParquetShardWriter(ShardWriter):
             # uncompressed: float tensors barely compress and the codec costs more than the disk (docs/fleet.md)
             self._writer = pq.ParquetWriter(self._file, table.schema, compression="none", use_dictionary=False)
         elif table.schema != self._writer.schema:
-            raise ValueError(f"frame set {ok[0].set_id}: output {table.schema.field('images').type} differs from "
-                             f"the shard's {self._writer.schema.field('images').type}")
+            raise ConfigError(f"frame set {ok[0].set_id}: output {table.schema.field('images').type} differs from "
+                              f"the shard's {self._writer.schema.field('images').type}")
         self._writer.write_table(table)
         self.sets += len(ok)
 

@@ -15,6 +15,7 @@ import functools
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar, Union
+from ..errors import ConfigError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -52,7 +53,7 @@ def clear_caches() -> None:
 def load_yaml(name: str, directory: Union[str, Path, None] = None) -> dict:
     """Parse ``<directory>/<name>`` (default: the shipped ``data/``) once (cached).
 
-    Raises ``ValueError`` if the top level is not a mapping.
+    Raises ``ConfigError`` (a ``ValueError``) if the top level is not a mapping.
     """
     import yaml  # deferred: keeps `import dvpipe.knowledge` cheap
 
@@ -61,7 +62,7 @@ def load_yaml(name: str, directory: Union[str, Path, None] = None) -> dict:
     with open(path, encoding="utf-8") as fh:
         data = yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader
     if not isinstance(data, dict):
-        raise ValueError(f"knowledge file {file_label(path)}: top level must be a mapping")
+        raise ConfigError(f"knowledge file {file_label(path)}: top level must be a mapping")
     return data
 
 
@@ -103,14 +104,14 @@ def add_data_dir(path: Union[str, "os.PathLike[str]"]) -> Path:
     """Layer the YAML files in ``path`` over the shipped knowledge base (see the module docstring).
 
     Caches are cleared; the next query reads and validates the combined data, so a bad file fails there
-    with a one-line ``ValueError`` naming it. Callers that keep their own caches of verdicts (the DVPP
+    with a one-line ``ConfigError`` naming it. Callers that keep their own caches of verdicts (the DVPP
     backend's) register them with :func:`register_cache`. Returns the resolved path.
     """
     p = Path(path).expanduser().resolve()
     if not p.is_dir():
-        raise ValueError(f"knowledge data directory {str(path)!r} does not exist")
+        raise ConfigError(f"knowledge data directory {str(path)!r} does not exist")
     if p == DATA_DIR:
-        raise ValueError("the shipped knowledge data directory is always loaded; give a directory of extra files")
+        raise ConfigError("the shipped knowledge data directory is always loaded; give a directory of extra files")
     if p not in _EXTRA_DIRS:
         _EXTRA_DIRS.append(p)
     clear_caches()

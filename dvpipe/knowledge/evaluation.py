@@ -288,7 +288,7 @@ def check(soc: Any = None, cann: Optional[VersionLike] = None, unit: str = "", o
         check("Ascend310P3", "7.0.0", "vpc", "crop_resize", 1600, 900, "nv12",
               crop=(0, 0, 799, 449), out_width=400, out_height=224)
 
-    Raises ``ValueError`` for malformed requests (unknown SoC, unparsable version, crop box outside the
+    Raises ``ConfigError`` (a ``ValueError``) for malformed requests (unknown SoC, unparsable version, crop box outside the
     image...); everything the hardware might refuse comes back as a verdict instead.
     """
     if isinstance(soc, Request):

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Optional
 
+from ..errors import ConfigError
 from .socs import family as _family, soc_info
 from .versions import CannVersion, VersionLike
 from .vocabulary import _norm_api, _norm_bitstream, _norm_op, _norm_pixel, _norm_unit, _vocab
@@ -22,10 +23,10 @@ def _box(value: Any, name: str) -> Optional[tuple[int, int, int, int]]:
     try:
         left, top, right, bottom = (int(x) for x in value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be (left, top, right, bottom) in pixels, inclusive; got {value!r}") from None
+        raise ConfigError(f"{name} must be (left, top, right, bottom) in pixels, inclusive; got {value!r}") from None
     if left < 0 or top < 0 or right < left or bottom < top:
-        raise ValueError(f"{name} {value!r} is not a box: need 0 <= left <= right and 0 <= top <= bottom "
-                         "(inclusive offsets)")
+        raise ConfigError(f"{name} {value!r} is not a box: need 0 <= left <= right and 0 <= top <= bottom "
+                          "(inclusive offsets)")
     return (left, top, right, bottom)
 
 
@@ -91,20 +92,21 @@ class Request:
         """Build and validate a request (same arguments as :func:`check`)."""
         unknown = set(kw) - {f for f in cls.__dataclass_fields__} - {"soc_confidence", "soc_note"}
         if unknown:
-            raise ValueError(f"unknown request fields {sorted(unknown)}")
+            known = sorted(set(cls.__dataclass_fields__) - {"soc_confidence", "soc_note"})
+            raise ConfigError(f"unknown request fields {sorted(unknown)}; known: {', '.join(known)}")
         if cann is None:
-            raise ValueError("a CANN version is required, e.g. cann='8.0.RC1'")
+            raise ConfigError("a CANN version is required, e.g. cann='8.0.RC1'")
         return cls(soc=soc, cann=cann, unit=unit, op=op, width=width, height=height, fmt=fmt, **kw)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         s = object.__setattr__
         s(self, "cann", CannVersion.parse(self.cann))
         if self.soc is None and not self.family:
-            raise ValueError("give soc='Ascend...' (from acl.get_soc_name()) or family='ascend310p'")
+            raise ConfigError("give soc='Ascend...' (from acl.get_soc_name()) or family='ascend310p'")
         if self.soc is not None:
             info = soc_info(self.soc)
             if self.family and self.family != info.family:
-                raise ValueError(f"soc {self.soc} is in family {info.family}, not {self.family}")
+                raise ConfigError(f"soc {self.soc} is in family {info.family}, not {self.family}")
             s(self, "family", info.family)
             s(self, "soc_confidence", info.confidence)
             s(self, "soc_note", info.note)
@@ -117,7 +119,7 @@ class Request:
         for name in ("width", "height"):
             val = getattr(self, name)
             if not isinstance(val, int) or isinstance(val, bool) or val <= 0:
-                raise ValueError(f"{name} must be a positive integer number of pixels, got {val!r}")
+                raise ConfigError(f"{name} must be a positive integer number of pixels, got {val!r}")
         v = _vocab()
         if v.units[unit]["input"] == "pixel":
             s(self, "fmt", _norm_pixel(self.fmt, "input"))
@@ -132,7 +134,7 @@ class Request:
         if self.border is not None:
             b = tuple(int(x) for x in self.border)
             if len(b) != 4 or min(b) < 0:
-                raise ValueError("border must be (top, bottom, left, right), non-negative pixels")
+                raise ConfigError("border must be (top, bottom, left, right), non-negative pixels")
             s(self, "border", b)
         if self.interpolation is not None:
             s(self, "interpolation", str(self.interpolation).strip().lower())
@@ -141,33 +143,33 @@ class Request:
         if self.profile is not None:
             s(self, "profile", str(self.profile).strip().lower().replace(" ", ""))
         if not 1 <= int(self.orientation) <= 8:
-            raise ValueError("orientation is the EXIF orientation 1..8")
+            raise ConfigError("orientation is the EXIF orientation 1..8")
         self._validate_geometry()
 
     def _validate_geometry(self) -> None:
         op = self.op
         if op in ("crop", "crop_resize", "crop_resize_paste"):
             if self.crop is None:
-                raise ValueError(f"VPC {op} needs crop=(left, top, right, bottom)")
+                raise ConfigError(f"VPC {op} needs crop=(left, top, right, bottom)")
             if self.crop[2] >= self.width or self.crop[3] >= self.height:
-                raise ValueError(f"crop box {self.crop} lies outside the {self.width}x{self.height} input "
-                                 "(offsets are inclusive: right <= width-1, bottom <= height-1)")
+                raise ConfigError(f"crop box {self.crop} lies outside the {self.width}x{self.height} input "
+                                  "(offsets are inclusive: right <= width-1, bottom <= height-1)")
         if op in ("resize", "crop_resize", "crop_resize_paste") and (self.out_width is None or self.out_height is None):
-            raise ValueError(f"VPC {op} needs out_width and out_height")
+            raise ConfigError(f"VPC {op} needs out_width and out_height")
         if op == "crop_resize_paste":
             if self.paste is None:
-                raise ValueError("VPC crop_resize_paste needs paste=(left, top, right, bottom) in the output canvas")
+                raise ConfigError("VPC crop_resize_paste needs paste=(left, top, right, bottom) in the output canvas")
             assert self.out_width is not None and self.out_height is not None  # checked just above
             if self.paste[2] >= self.out_width or self.paste[3] >= self.out_height:
-                raise ValueError(f"paste box {self.paste} lies outside the {self.out_width}x{self.out_height} canvas")
+                raise ConfigError(f"paste box {self.paste} lies outside the {self.out_width}x{self.out_height} canvas")
         if op == "crop" and self.out_width is not None and (self.out_height, self.out_width) != self.crop_size:
-            raise ValueError("VPC crop outputs the crop size; use crop_resize to scale")
+            raise ConfigError("VPC crop outputs the crop size; use crop_resize to scale")
         if op == "make_border" and self.border is None:
-            raise ValueError("VPC make_border needs border=(top, bottom, left, right)")
+            raise ConfigError("VPC make_border needs border=(top, bottom, left, right)")
         for name in ("out_width", "out_height"):
             val = getattr(self, name)
             if val is not None and (not isinstance(val, int) or val <= 0):
-                raise ValueError(f"{name} must be a positive integer number of pixels, got {val!r}")
+                raise ConfigError(f"{name} must be a positive integer number of pixels, got {val!r}")
 
     # ---- derived geometry
     @property

@@ -2,7 +2,7 @@
 
 The accepted keys are derived, never listed by hand: a rule's top-level keys are the fields of
 :class:`Rule`; its ``when:`` and ``check:`` keys are those of the tables in :mod:`.checks`; a ``stride:``
-block's keys are :data:`.strides.STRIDE_KEYS`. A rule's ``families:`` names family keys or groups
+block's keys are :data:`STRIDE_KEYS`. A rule's ``families:`` names family keys or groups
 (``families.yaml``). Anything else is refused with one line naming the file, the rule id and the known keys.
 """
 from __future__ import annotations
@@ -15,6 +15,12 @@ from .checks import CHECKS, SELECTORS, check_keys, unknown_keys_message
 from .socs import expand_families
 from .versions import CannVersion, VersionRange
 from .vocabulary import _ASPECT_WORDS, CONFIDENCES, _vocab
+
+#: the keys of a rule's ``stride:`` block (ws in bytes, hs in rows; see the schema in ``rules_vpc.yaml``;
+#: :mod:`.strides` reads them)
+STRIDE_KEYS = frozenset({"side", "formats", "ws_align", "ws_align_for", "times_bpp", "ws_min", "hs_align",
+                         "hs_align_for", "hs_min", "size", "ws_max", "hs_max", "ws_max_open", "hs_max_open",
+                         "size_note"})
 
 __all__ = ["Rule", "OpenQuestion", "rules", "rule_by_id", "open_questions", "RULE_KEYS"]
 
@@ -72,7 +78,6 @@ RULE_KEYS = frozenset(f.name for f in fields(Rule)) - {"file"}
 
 
 def _parse_rule(raw: Mapping[str, Any], fname: str) -> Rule:
-    from .strides import STRIDE_KEYS  # strides reads rules: imported here, not at module level
 
     rid = raw.get("id", "?")
 

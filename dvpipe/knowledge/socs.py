@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Iterable, Mapping, Optional
 
+from ..errors import ConfigError
 from ._data import cached, layers
 from .versions import CannVersion
 
@@ -130,13 +131,13 @@ def _facts(defaults: Mapping[str, Any], own: Mapping[str, Any], sources: Mapping
            ) -> FamilyFacts:
     extra = set(own) - set(_FACT_NAMES)
     if extra:
-        raise ValueError(f"{where}: unknown fact {sorted(extra)}; known: {', '.join(_FACT_NAMES)}")
+        raise ConfigError(f"{where}: unknown fact {sorted(extra)}; known: {', '.join(_FACT_NAMES)}")
     d = {**defaults, **own}
     missing = [n for n in _FACT_NAMES if n not in d and n != "undocumented_layout_as"]
     if missing:
-        raise ValueError(f"{where}: facts {missing} are not set (give them in fact_defaults or the family)")
+        raise ConfigError(f"{where}: facts {missing} are not set (give them in fact_defaults or the family)")
     if d["acldvpp_default_filter"] not in _FILTERS:
-        raise ValueError(f"{where}: acldvpp_default_filter must be one of {_FILTERS}")
+        raise ConfigError(f"{where}: acldvpp_default_filter must be one of {_FILTERS}")
     return FamilyFacts(acldvpp_resize_interpolations=tuple(int(x) for x in d["acldvpp_resize_interpolations"]),
                        acldvpp_resize_refused=tuple(int(x) for x in d["acldvpp_resize_refused"]),
                        acldvpp_default_filter=str(d["acldvpp_default_filter"]), acldvpp_csc=bool(d["acldvpp_csc"]),
@@ -171,7 +172,7 @@ def _family_from(key: str, d: Mapping[str, Any], fname: str, defaults: Mapping[s
             file=fname,
         )
     except KeyError as e:
-        raise ValueError(f"{where}: missing {e.args[0]}") from None
+        raise ConfigError(f"{where}: missing {e.args[0]}") from None
 
 
 @cached
@@ -189,16 +190,16 @@ def _load() -> _Table:
             default_sources = dict(data.get("fact_sources") or {})
         for key, d in (data.get("families") or {}).items():
             if key in fams:
-                raise ValueError(f"{fname}: family {key} is already defined in {fams[key].file}")
+                raise ConfigError(f"{fname}: family {key} is already defined in {fams[key].file}")
             fams[key] = _family_from(key, d, fname, defaults, default_sources)
         for gname, members in (data.get("groups") or {}).items():
             if not isinstance(members, list):
-                raise ValueError(f"{fname}: group {gname} must be a list of family keys")
+                raise ConfigError(f"{fname}: group {gname} must be a list of family keys")
             grps.setdefault(gname, [])
             grps[gname].extend(m for m in members if m not in grps[gname])
         for name, a in (data.get("aliases") or {}).items():
             if name in als:
-                raise ValueError(f"{fname}: alias {name} is already defined")
+                raise ConfigError(f"{fname}: alias {name} is already defined")
             als[name] = Alias(name=name, family=a["family"], suggest=a["suggest"], note=a["note"])
         refused.update(data.get("refused_aliases") or {})
         if data.get("latest_checked"):
@@ -208,22 +209,22 @@ def _load() -> _Table:
     for fam in fams.values():
         for n_ in fam.soc_names:
             if n_ in names_seen:
-                raise ValueError(f"{fam.file}: SoC name {n_} listed for {names_seen[n_]} and {fam.key}")
+                raise ConfigError(f"{fam.file}: SoC name {n_} listed for {names_seen[n_]} and {fam.key}")
             names_seen[n_] = fam.key
     for gname, members in grps.items():
         if gname in fams:
-            raise ValueError(f"families.yaml: group {gname} has the name of a family; rename the group")
+            raise ConfigError(f"families.yaml: group {gname} has the name of a family; rename the group")
         bad = [m for m in members if m not in fams]
         if bad:
-            raise ValueError(f"families.yaml: group {gname}: unknown family {', '.join(bad)}; known: {', '.join(fams)}")
+            raise ConfigError(f"families.yaml: group {gname}: unknown family {', '.join(bad)}; known: {', '.join(fams)}")
     order = list(fams)
     groups_of = {k: tuple(g for g, m in grps.items() if k in m) for k in fams}
     fams = {k: _replace_groups(f, groups_of[k]) for k, f in fams.items()}
     for a in als.values():
         if a.family not in fams:
-            raise ValueError(f"families.yaml: alias {a.name}: unknown family {a.family}")
+            raise ConfigError(f"families.yaml: alias {a.name}: unknown family {a.family}")
     if latest is None:
-        raise ValueError("families.yaml: latest_checked is not set")
+        raise ConfigError("families.yaml: latest_checked is not set")
     return _Table(fams, als, refused, latest,
                   {g: tuple(sorted(m, key=order.index)) for g, m in grps.items()})
 
@@ -238,10 +239,10 @@ def groups() -> Mapping[str, tuple[str, ...]]:
 
 
 def group(name: str) -> tuple[str, ...]:
-    """The family keys of one group. Raises ``ValueError`` for an unknown name."""
+    """The family keys of one group. Raises ``ConfigError`` (a ``ValueError``) for an unknown name."""
     g = _load().groups
     if name not in g:
-        raise ValueError(f"unknown family group {name!r}; groups: {', '.join(g)}")
+        raise ConfigError(f"unknown family group {name!r}; groups: {', '.join(g)}")
     return g[name]
 
 
@@ -258,8 +259,8 @@ def expand_families(names: Iterable[str], where: str = "") -> tuple[str, ...]:
         elif n in t.groups:
             want.update(t.groups[n])
         else:
-            raise ValueError(f"{where}unknown family or group {n!r}; families: {', '.join(t.families)}; "
-                             f"groups: {', '.join(t.groups)}")
+            raise ConfigError(f"{where}unknown family or group {n!r}; families: {', '.join(t.families)}; "
+                              f"groups: {', '.join(t.groups)}")
     return tuple(k for k in t.families if k in want)
 
 
@@ -267,7 +268,7 @@ def facts(soc: Optional[str] = None, *, family: Optional[str] = None) -> FamilyF
     """The :class:`FamilyFacts` of a SoC name (``acl.get_soc_name()``) or of a family key (``family=``)."""
     key = soc_info(soc).family if soc is not None else family
     if key is None:
-        raise ValueError("give a SoC name (as acl.get_soc_name() returns it) or family='ascend310p'")
+        raise ConfigError("give a SoC name (as acl.get_soc_name() returns it) or family='ascend310p'")
     return _load_family(key).facts  # type: ignore[return-value]
 
 
@@ -311,13 +312,13 @@ def families() -> tuple[Family, ...]:
 
 
 def family(key: str) -> Family:
-    """The family with this key (a ``families.yaml`` key such as ``ascend310p``). Raises ``ValueError`` for
+    """The family with this key (a ``families.yaml`` key such as ``ascend310p``). Raises ``ConfigError`` for
     anything else, listing the known keys."""
     fams = _load().families
     try:
         return fams[key]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown product family {key!r}; known: {', '.join(fams)}") from None
+        raise ConfigError(f"unknown product family {key!r}; known: {', '.join(fams)}") from None
 
 
 def latest_checked() -> CannVersion:
@@ -334,13 +335,13 @@ def soc_info(name: str) -> SocInfo:
     """Match a SoC name (full string, case-sensitive) to its family.
 
     Raises:
-        ValueError: unknown name; the message lists the known names and, where it applies, the alias or
+        ConfigError: unknown name; the message lists the known names and, where it applies, the alias or
             family key that was probably meant.
     """
     t = _load()
     fams, als, refused = t.families, t.aliases, t.refused
     if not isinstance(name, str):
-        raise ValueError(f"SoC name must be a string such as 'Ascend310P3', got {name!r}")
+        raise ConfigError(f"SoC name must be a string such as 'Ascend310P3', got {name!r}")
     for fam in fams.values():
         if name in fam.soc_names:
             note = ""
@@ -353,7 +354,7 @@ def soc_info(name: str) -> SocInfo:
             if re.fullmatch(pat, name):
                 return SocInfo(name, fam.key, "inferred", fam.soc_source,
                                f"{name} is not a listed SoC string; it matches the {fam.label} naming pattern")
-    raise ValueError(_unknown_name_message(name, fams, als, refused))
+    raise ConfigError(_unknown_name_message(name, fams, als, refused))
 
 
 def family_of(name: str) -> str:
@@ -373,7 +374,7 @@ def aliases() -> tuple[Alias, ...]:
 def lookup_alias(name: str) -> Alias:
     """Resolve a friendly name (``"910C"``, ``"A2"``, ``"310P"``...) to the SoC string it suggests.
 
-    Case-insensitive. Raises ``ValueError`` for names that are not in the table, including the deliberately
+    Case-insensitive. Raises ``ConfigError`` for names that are not in the table, including the deliberately
     refused ambiguous ones (``"910B"``), with the reason.
     """
     t = _load()
@@ -383,8 +384,8 @@ def lookup_alias(name: str) -> Alias:
             return alias
     for table_name, why in refused.items():
         if table_name.lower() == str(name).strip().lower():
-            raise ValueError(f"{name!r} is not an alias: {why}")
-    raise ValueError(f"unknown alias {name!r}; aliases: {', '.join(als)}")
+            raise ConfigError(f"{name!r} is not an alias: {why}")
+    raise ConfigError(f"unknown alias {name!r}; aliases: {', '.join(als)}")
 
 
 def _unknown_name_message(name: str, fams, als, refused) -> str:

@@ -11,7 +11,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from .checks import Fail as _Fail
-from .schema import Rule, _rules_by_unit
+from .schema import STRIDE_KEYS, Rule, _rules_by_unit
 from .socs import family as _family, soc_info
 from .versions import CannVersion, VersionLike
 from .vocabulary import _API_LABEL, KnowledgeGap, _bpp, _norm_api, _norm_pixel, _norm_unit, _strength, _vocab, align_up
@@ -20,12 +20,6 @@ if TYPE_CHECKING:
     from .request import Request
 
 __all__ = ["Stride", "stride_for", "STRIDE_KEYS"]
-
-#: the keys of a rule's ``stride:`` block (ws in bytes, hs in rows; see the schema in ``rules_vpc.yaml``)
-STRIDE_KEYS = frozenset({"side", "formats", "ws_align", "ws_align_for", "times_bpp", "ws_min", "hs_align",
-                         "hs_align_for", "hs_min", "size", "ws_max", "hs_max", "ws_max_open", "hs_max_open",
-                         "size_note"})
-
 
 def _stride_applies(rule: Rule, req: "Request") -> bool:
     """A rule with a stride block applies only to the formats its stride covers (on its side)."""

@@ -14,6 +14,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 from typing import Optional, Union
+from ..errors import ConfigError
 
 __all__ = ["CannVersion", "VersionRange", "VersionLike", "page_version"]
 
@@ -55,17 +56,17 @@ class CannVersion:
         """Parse ``"8.0.RC1"`` etc.; a :class:`CannVersion` is returned unchanged.
 
         Raises:
-            ValueError: the text is not a CANN version; the message lists the accepted forms.
+            ConfigError: the text is not a CANN version; the message lists the accepted forms.
         """
         if isinstance(value, CannVersion):
             return value
         if not isinstance(value, str):
-            raise ValueError(f"CANN version must be a string such as '8.0.RC1', got {value!r}; accepted forms: "
-                             f"{_ACCEPTED}")
+            raise ConfigError(f"CANN version must be a string such as '8.0.RC1', got {value!r}; accepted forms: "
+                              f"{_ACCEPTED}")
         text = value.strip()
         m = _RE.match(text)
         if not m:
-            raise ValueError(f"cannot parse CANN version {value!r}; accepted forms: {_ACCEPTED}")
+            raise ConfigError(f"cannot parse CANN version {value!r}; accepted forms: {_ACCEPTED}")
         pre = m.group("pre").lower() if m.group("pre") else None
         return cls(
             major=int(m.group("major")),
@@ -149,7 +150,7 @@ class VersionRange:
         object.__setattr__(self, "max", _opt(max))
         object.__setattr__(self, "before", _opt(before))
         if self.min is not None and self.max is not None and self.max < self.min:
-            raise ValueError(f"empty version range: max {self.max} < min {self.min}")
+            raise ConfigError(f"empty version range: max {self.max} < min {self.min}")
 
     @classmethod
     def from_mapping(cls, data: Optional[dict]) -> "VersionRange":
@@ -157,7 +158,7 @@ class VersionRange:
         data = data or {}
         unknown = set(data) - {"min", "max", "before"}
         if unknown:
-            raise ValueError(f"version range keys are min/max/before, got {sorted(unknown)}")
+            raise ConfigError(f"version range keys are min/max/before, got {sorted(unknown)}")
         return cls(data.get("min"), data.get("max"), data.get("before"))
 
     def __contains__(self, version: VersionLike) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
+from ..errors import ConfigError
 from ._data import cached, load_yaml
 
 __all__ = ["CONFIDENCES", "STATUSES", "KnowledgeGap", "units", "ops", "pixel_formats", "bitstreams", "align_up"]
@@ -23,10 +24,10 @@ _API_ALIASES = {"acldvpp": "acldvpp", "v1": "acldvpp", "himpi": "himpi", "hi_mpi
 
 
 def _norm_api(api: Any) -> str:
-    """``acldvpp`` or ``himpi`` from any accepted spelling; ValueError otherwise."""
+    """``acldvpp`` or ``himpi`` from any accepted spelling; ConfigError otherwise."""
     a = _API_ALIASES.get(str(api).strip().lower())
     if a is None:
-        raise ValueError(f"unknown API {api!r}; use 'acldvpp' (v1) or 'himpi' (v2)")
+        raise ConfigError(f"unknown API {api!r}; use 'acldvpp' (v1) or 'himpi' (v2)")
     return a
 
 
@@ -96,7 +97,7 @@ def bitstreams() -> tuple[str, ...]:
 def _norm_unit(unit: str) -> str:
     u = str(unit).strip().lower()
     if u not in _vocab().units:
-        raise ValueError(f"unknown DVPP unit {unit!r}; known: {', '.join(_vocab().units)}")
+        raise ConfigError(f"unknown DVPP unit {unit!r}; known: {', '.join(_vocab().units)}")
     return u
 
 
@@ -106,11 +107,11 @@ def _norm_op(unit: str, op: Optional[str]) -> str:
     if op is None:
         if len(allowed) == 1:
             return allowed[0]
-        raise ValueError(f"{v.units[unit]['label']} needs an op: one of {', '.join(allowed)}")
+        raise ConfigError(f"{v.units[unit]['label']} needs an op: one of {', '.join(allowed)}")
     o = str(op).strip().lower().replace("-", "_")
     o = v.op_aliases.get(o, o)
     if o not in allowed:
-        raise ValueError(f"unknown {v.units[unit]['label']} op {op!r}; known: {', '.join(allowed)}")
+        raise ConfigError(f"unknown {v.units[unit]['label']} op {op!r}; known: {', '.join(allowed)}")
     return o
 
 
@@ -119,7 +120,7 @@ def _norm_pixel(fmt: str, what: str) -> str:
     f = str(fmt).strip().lower()
     f = v.pixel_aliases.get(f, f)
     if f not in v.pixel:
-        raise ValueError(f"unknown {what} pixel format {fmt!r}; known: {', '.join(v.pixel)}")
+        raise ConfigError(f"unknown {what} pixel format {fmt!r}; known: {', '.join(v.pixel)}")
     return f
 
 
@@ -128,10 +129,10 @@ def _norm_bitstream(fmt: str, unit: str) -> str:
     f = str(fmt).strip().lower()
     f = v.bitstream_aliases.get(f, f)
     if f not in v.bitstreams:
-        raise ValueError(f"unknown input format {fmt!r} for {unit}; known: "
-                         f"{', '.join(k for k, b in v.bitstreams.items() if b['unit'] == unit)}")
+        raise ConfigError(f"unknown input format {fmt!r} for {unit}; known: "
+                          f"{', '.join(k for k, b in v.bitstreams.items() if b['unit'] == unit)}")
     if v.bitstreams[f]["unit"] != unit:
-        raise ValueError(f"{f} is an input of {v.bitstreams[f]['unit']}, not {unit}")
+        raise ConfigError(f"{f} is an input of {v.bitstreams[f]['unit']}, not {unit}")
     return f
 
 

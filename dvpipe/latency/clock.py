@@ -34,6 +34,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from ..errors import ConfigError
 
 __all__ = [
     "now_ns",
@@ -110,13 +111,13 @@ class DeviceSpan:
 
     def __post_init__(self) -> None:
         if self.sync_ns < self.enqueue_ns:
-            raise ValueError(
+            raise ConfigError(
                 f"DeviceSpan {self.name!r}: sync_ns ({self.sync_ns}) is before enqueue_ns ({self.enqueue_ns}); "
                 "stamp enqueue before the asynchronous call and sync after the synchronisation returns"
             )
         if self.device_duration_ns is not None and self.device_duration_ns < 0:
-            raise ValueError(f"DeviceSpan {self.name!r}: device_duration_ns must be >= 0, "
-                             f"got {self.device_duration_ns}")
+            raise ConfigError(f"DeviceSpan {self.name!r}: device_duration_ns must be >= 0, "
+                              f"got {self.device_duration_ns}")
 
     @classmethod
     def from_elapsed_ms(cls, name: str, enqueue_ns: int, sync_ns: int, elapsed_ms: float,

@@ -53,6 +53,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ..errors import DvpipeError
 from .profiler_ranges import parse_range_name
 
 __all__ = ["MergeError", "FORMATS", "ALIGNMENTS", "Export", "Alignment", "load_export", "merge_traces",
@@ -68,7 +69,7 @@ _DEFAULT_TOLERANCE_NS = 1_000_000
 _PID_STRIDE = 1000
 
 
-class MergeError(ValueError):
+class MergeError(DvpipeError, ValueError):
     """An input that cannot be merged; the message is one line naming the file and what to do."""
 
 

@@ -45,13 +45,15 @@ import importlib.util
 import sys
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from ..errors import DvpipeError
+
 __all__ = ["ProfilerRangesError", "RANGE_PREFIX", "SINKS", "range_name", "parse_range_name", "MsproftxSink",
            "NvtxSink", "TorchSink", "ProfilerRanges", "profiler_ranges"]
 
 RANGE_PREFIX = "dvpipe:"
 
 
-class ProfilerRangesError(ValueError):
+class ProfilerRangesError(DvpipeError, ValueError):
     """A requested profiler is unknown or its API is not available (the message says which and why)."""
 
 #: the sinks that ``profiler_ranges=[...]`` may name, in the order ``True`` (auto) tries them

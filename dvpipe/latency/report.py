@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from ..errors import ConfigError
 from .records import EMPTY_SUMMARY, StatsView, Summary
 
 __all__ = ["format_report", "to_json", "format_comparison", "CATEGORY_LABELS", "SCHEMA"]
@@ -234,7 +235,7 @@ def format_comparison(runs: Mapping[str, StatsView], *, percentiles: Sequence[st
     allowed = ("p50", "p90", "p99", "max", "mean", "min")
     for p in percentiles:
         if p not in allowed:
-            raise ValueError(f"Invalid percentile ({p!r}). Supported values are {', '.join(allowed)}.")
+            raise ConfigError(f"Invalid percentile ({p!r}). Supported values are {', '.join(allowed)}.")
     names: dict[str, None] = {}
     for st in runs.values():
         for n in st.step_names:

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..errors import ConfigError
 from .records import _PERCENTILES, EMPTY_SUMMARY, BatchRecord, Summary, summarise
 from .report import format_report, to_json
 from .timeline import CATEGORIES, Span, Timeline, category_of
@@ -233,20 +234,20 @@ class LatencyStats:
                  listeners: Iterable[Callable[[BatchRecord], Any]] = (), warmup: int = 0,
                  camera_order: Sequence[str] = ()) -> None:
         if window < 1:
-            raise ValueError(f"window must be >= 1 batch, got {window}")
+            raise ConfigError(f"window must be >= 1 batch, got {window}")
         if max_samples < 1:
-            raise ValueError(f"max_samples must be >= 1, got {max_samples}")
+            raise ConfigError(f"max_samples must be >= 1, got {max_samples}")
         self.budgets: dict[str, int] = {}
         for key, value in (budgets or {}).items():
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-                raise ValueError(f"budgets[{key!r}]: expected a positive number of ns, got {value!r}")
+                raise ConfigError(f"budgets[{key!r}]: expected a positive number of ns, got {value!r}")
             self.budgets[str(key)] = int(value)
         self.window = int(window)
         self.max_samples = int(max_samples)
         self.counters_only = bool(counters_only)
         self.listeners = list(listeners)
         if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-            raise ValueError(f"warmup must be a number of batches >= 0, got {warmup!r}")
+            raise ConfigError(f"warmup must be a number of batches >= 0, got {warmup!r}")
         self.warmup = warmup
         self.warmup_batches = 0
         self.camera_order = tuple(camera_order)
@@ -518,7 +519,7 @@ class LatencyStats:
                            window: bool = False) -> np.ndarray:
         """End-to-end durations (ns) from ``origin`` ("capture" or "arrival") to output."""
         if origin not in ("capture", "arrival"):
-            raise ValueError(f"Invalid origin ({origin!r}). Supported values are 'capture', 'arrival'.")
+            raise ConfigError(f"Invalid origin ({origin!r}). Supported values are 'capture', 'arrival'.")
         if window:
             vals: list[int] = []
             for r in self._window_records():
@@ -539,7 +540,7 @@ class LatencyStats:
         if window:
             return summarise(self.end_to_end_samples(origin, camera, window=True))
         if origin not in ("capture", "arrival"):
-            raise ValueError(f"Invalid origin ({origin!r}). Supported values are 'capture', 'arrival'.")
+            raise ConfigError(f"Invalid origin ({origin!r}). Supported values are 'capture', 'arrival'.")
         with self._lock:
             s = self._e2e.get((origin, camera))
             return s.summary() if s else EMPTY_SUMMARY
@@ -654,7 +655,7 @@ class LatencyStats:
 
     def predicted(self) -> dict[str, dict[str, Any]]:
         """Predicted device times of the software DVPP device's steps (spans carrying ``predicted_device_ns``,
-        set by :func:`dvpipe.probe.capacity.predicted_step_ns`): step name -> ``{"run": Summary, "basis": str}``;
+        set by :func:`dvpipe.knowledge.throughput.predicted_step_ns`): step name -> ``{"run": Summary, "basis": str}``;
         ``run.count`` is 0 when the documented figures give no prediction (``basis`` says why). Empty on any
         other backend: these are predictions from documented throughput, never measurements."""
         with self._lock:

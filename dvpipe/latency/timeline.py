@@ -36,6 +36,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, TypeVar
 
+from ..errors import ConfigError
 from .clock import DeviceSpan, now_ns
 
 __all__ = [
@@ -99,7 +100,7 @@ def category_of(kind: str, unit: str | None = None) -> str:
         return "npu_gpu" if kind == "device" else "cpu"
     if kind in _KIND_SET:
         return kind
-    raise ValueError(f"Unknown span kind {kind!r}. Supported kinds are {', '.join(KINDS)}.")
+    raise ConfigError(f"Unknown span kind {kind!r}. Supported kinds are {', '.join(KINDS)}.")
 
 
 @dataclass(slots=True)
@@ -349,7 +350,7 @@ class Timeline:
     def end_to_end_ns(self, origin: str = "capture") -> int | None:
         """``output - capture`` (origin="capture") or ``output - arrival`` (origin="arrival"); None if unknown."""
         if origin not in ("capture", "arrival"):
-            raise ValueError(f"Invalid origin ({origin!r}). Supported values are 'capture', 'arrival'.")
+            raise ConfigError(f"Invalid origin ({origin!r}). Supported values are 'capture', 'arrival'.")
         start = self.capture_mono_ns if origin == "capture" else self.arrival_ns
         end = self.end_ns
         if start is None or end is None:
@@ -383,7 +384,7 @@ class Timeline:
     @staticmethod
     def _check_kind(kind: str) -> None:
         if kind not in _KIND_SET:
-            raise ValueError(f"Unknown span kind {kind!r}. Supported kinds are {', '.join(KINDS)}.")
+            raise ConfigError(f"Unknown span kind {kind!r}. Supported kinds are {', '.join(KINDS)}.")
 
     def span(self, name: str, kind: str = "host", *, camera: str | None = None, track: str | None = None,
              unit: str | None = None, **attrs: Any) -> _SpanContext:
@@ -401,7 +402,7 @@ class Timeline:
         """Record a span from stamps taken elsewhere (e.g. a queue wait: enqueue stamp -> dequeue stamp)."""
         self._check_kind(kind)
         if end_ns < start_ns:
-            raise ValueError(f"Span {name!r}: end_ns ({end_ns}) is before start_ns ({start_ns})")
+            raise ConfigError(f"Span {name!r}: end_ns ({end_ns}) is before start_ns ({start_ns})")
         if unit is not None:
             attrs["unit"] = unit
         return self._record(name, int(start_ns), int(end_ns), kind, camera, track, attrs)
@@ -410,7 +411,7 @@ class Timeline:
         """Add a ready-made :class:`Span` (its camera defaults to the timeline's camera)."""
         self._check_kind(span.kind)
         if span.end_ns < span.start_ns:
-            raise ValueError(f"Span {span.name!r}: end_ns ({span.end_ns}) is before start_ns ({span.start_ns})")
+            raise ConfigError(f"Span {span.name!r}: end_ns ({span.end_ns}) is before start_ns ({span.start_ns})")
         if span.camera is None and self.camera is not None:
             span.camera = self.camera
         if self._counters is not None:
@@ -498,8 +499,8 @@ class Timeline:
             if other._counters is not None:
                 for key, (count, total_ns, max_ns) in list(other._counters.items()):
                     if self._counters is None:
-                        raise ValueError("cannot merge a counters-only timeline into a full timeline: "
-                                         "its spans are gone; make both counters_only or neither")
+                        raise ConfigError("cannot merge a counters-only timeline into a full timeline: "
+                                          "its spans are gone; make both counters_only or neither")
                     self._merge_counter(key, count, total_ns, max_ns)
         return self
 

@@ -25,6 +25,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Iterable, Mapping, cast
 
+from ..errors import ConfigError, DvpipeError
 from .clock import epoch_offset_ns
 from .timeline import KINDS, FrameStamps, Span, Timeline, _capture_mono, category_of
 
@@ -47,7 +48,7 @@ BATCHER_TRACK = "batcher"
 _PHASES = frozenset("XBEbeniIMCsftPOND(")
 
 
-class TraceFormatError(ValueError):
+class TraceFormatError(DvpipeError, ValueError):
     """A trace does not follow the Chrome trace event format; ``problems`` lists what is wrong."""
 
     def __init__(self, problems: list[str]) -> None:
@@ -117,7 +118,7 @@ class TraceWriter:
     def __init__(self, path: str | os.PathLike[str] | None = None, *, process_name: str = "dvpipe", pid: int = 1,
                  metadata: Mapping[str, Any] | None = None, max_events: int | None = DEFAULT_MAX_EVENTS) -> None:
         if max_events is not None and max_events < 1:
-            raise ValueError(f"max_events must be >= 1 event or None, got {max_events!r}")
+            raise ConfigError(f"max_events must be >= 1 event or None, got {max_events!r}")
         self.path = Path(path) if path is not None else None
         self._processes: dict[int, str] = {}
         self._tracks: dict[tuple[int, str], None] = {}  # first-seen order
@@ -271,7 +272,7 @@ class TraceWriter:
         """Write the trace (``.json``, or gzip-compressed when the name ends in ``.gz``); return the path."""
         target = Path(path) if path is not None else self.path
         if target is None:
-            raise ValueError("TraceWriter.write: no path given here or to TraceWriter(path)")
+            raise ConfigError("TraceWriter.write: no path given here or to TraceWriter(path)")
         target.parent.mkdir(parents=True, exist_ok=True)
         data = json.dumps(self.to_dict(), separators=(",", ":")).encode()
         if target.suffix == ".gz":

@@ -53,7 +53,7 @@ class Mmdet3dHook:
         from ._metas import JsonPoses, Mmdet3dMetas
 
         if isinstance(model, str):
-            from ..deploy.config import import_entry
+            from ..plugins import import_entry
 
             model = import_entry(model)
         if not callable(model):

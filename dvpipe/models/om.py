@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union, cast
 import numpy as np
 
 from ..device import DeviceTensor
-from ..errors import ConfigError, DvpipeError
+from ..errors import ClosedError, ConfigError, DvpipeError
 from ..latency.clock import now_ns
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ class OmModel:
         from ..backends.dvpp import _mdl
 
         if self.closed:
-            raise RuntimeError(f"OmModel {self.name} is closed")
+            raise ClosedError(f"OmModel {self.name} is closed; open a new OmModel to run it again")
         images, tl = (x.images, getattr(x, "timeline", None)) if hasattr(x, "images") else (x, None)
         tl = timeline if timeline is not None else tl
         values = (images, *more)

@@ -98,7 +98,8 @@ def measure_capacity(cameras: Sequence[Any], target: Any, cache: Any, *, profile
     from ..codecs import read_frame_bytes
     from ..planner import plan_pipeline
     from .live import synthetic_frame
-    from .report import _DECODER_BY_ENCODING, camera_encoding, stages_for
+    from .keys import DECODER_BY_ENCODING, camera_encoding
+    from .report import stages_for
 
     hardware = backend == "dvpp"
     table = _target_table(cache, target).setdefault(KEY, {})
@@ -108,7 +109,7 @@ def measure_capacity(cameras: Sequence[Any], target: Any, cache: Any, *, profile
     out = []
     for (w, h, enc), cams in groups.items():
         cam = cams[0]
-        decoder = _DECODER_BY_ENCODING.get(cam.encoding)
+        decoder = DECODER_BY_ENCODING.get(cam.encoding)
         st = stages_for(cam, profile, stages, fidelity)
         variants = [(decoder, [s for s in st if s.op == "decode"][:1]), (None, list(st))]
         frame: Any = synthetic_frame(cam)

@@ -24,7 +24,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["Item", "EnvironmentReport", "detect", "find_cann_version", "detect_soc"]
+from ..errors import ConfigError
+from ..knowledge import find_soc_name  # the SoC names and patterns of families.yaml, one regex
+from ..target import Target
+
+__all__ = ["Item", "EnvironmentReport", "detect", "detect_target", "find_cann_version", "detect_soc"]
 
 
 @dataclass
@@ -138,8 +142,6 @@ def detect_soc() -> tuple[Optional[str], str]:
         reasons.append(f"pyACL call failed: {type(e).__name__}: {e}")
     if shutil.which("npu-smi"):
         out = _run(["npu-smi", "info"]) or ""
-        from ..knowledge import find_soc_name  # the SoC names and patterns of families.yaml, one regex
-
         name = find_soc_name(out)
         if name:
             return name, "npu-smi info"
@@ -147,6 +149,19 @@ def detect_soc() -> tuple[Optional[str], str]:
     else:
         reasons.append("npu-smi not on PATH")
     return None, "; ".join(reasons)
+
+
+def detect_target() -> Optional[Target]:
+    """The local deployment target (SoC from :func:`detect_soc`, CANN from :func:`find_cann_version`), or None
+    when no Ascend SoC or CANN install is found (never raises)."""
+    soc, _how = detect_soc()
+    cann, _where = find_cann_version()
+    if not soc or not cann:
+        return None
+    try:
+        return Target(soc, cann)
+    except ConfigError:
+        return None
 
 
 def _version_of(module: str) -> tuple[bool, str]:

@@ -43,7 +43,14 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from .._typing import Fidelity
-from ..codecs import VIDEO_ENCODINGS
+from ..backends import resolve
+from ..codecs import VIDEO_ENCODINGS, read_frame_bytes
+from ..errors import ConfigError
+from ..planner import plan_pipeline
+from ..stages.registry import KernelContext, KernelVerdict
+from .environment import detect_soc, read_version_file
+from .keys import camera_encoding, step_key, target_key
+from .report import replay_dvpp, stages_for
 
 __all__ = ["LiveStatus", "LiveCache", "available", "detect_driver", "step_key", "target_key", "synthetic_frame",
            "run_live", "prefer_empirical", "default_cache_path", "verify_step", "measured_ok", "verified_words"]
@@ -66,8 +73,6 @@ def available() -> LiveStatus:
     if why:
         return LiveStatus(False, f"--live runs steps on the device and needs pyACL: {why}. The documented verdicts "
                                  "need no device: drop --live")
-    from .environment import detect_soc
-
     soc, how = detect_soc()
     if not soc:
         return LiveStatus(False, f"pyACL imports but no Ascend SoC answers ({how})")
@@ -76,8 +81,6 @@ def available() -> LiveStatus:
 
 def detect_driver(paths: Sequence[str] = _DRIVER_INFO) -> tuple[Optional[str], str]:
     """``(driver version, where)`` from the driver's ``version.info`` (``Version=23.0.3``), else ``(None, why)``."""
-    from .environment import read_version_file
-
     found = read_version_file(paths, r"\s*(?:Version|version)\s*=\s*(\S+)")
     return found or (None, f"no driver version file ({', '.join(paths)})")
 
@@ -86,19 +89,6 @@ def default_cache_path() -> str:
     """``$XDG_CACHE_HOME/dvpipe/dvpp-live.json`` (``~/.cache/dvpipe/dvpp-live.json``)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "dvpipe", "dvpp-live.json")
-
-
-def target_key(soc: str, cann: str, driver: Optional[str]) -> str:
-    return f"{soc}|{cann}|{driver or '?'}"
-
-
-def step_key(camera: Any, stages: Sequence[Any], spec_in: Any, kernel: str) -> str:
-    """The cache key of one step: camera size and encoding, the kernel, the stages it was *asked* to run (before
-    a detour replaced them; what the planner's ``KernelQuery`` holds) and the input spec."""
-    from .report import camera_encoding
-
-    desc = "; ".join(s.describe() for s in stages)
-    return f"{camera.width}x{camera.height} {camera_encoding(camera)}|{kernel}|{desc}|{spec_in}"
 
 
 @dataclass
@@ -111,8 +101,6 @@ class LiveCache:
     @classmethod
     def load(cls, path: Optional[str] = None) -> "LiveCache":
         """Read ``path`` (default :func:`default_cache_path`); a missing file is an empty cache."""
-        from ..errors import ConfigError
-
         path = path or default_cache_path()
         try:
             with open(path, "r", encoding="utf-8") as f:
@@ -152,6 +140,14 @@ class LiveCache:
         """The planner's hook (``plan_pipeline(..., live=cache)``): :func:`prefer_empirical` on this cache."""
         return prefer_empirical(kernel, query, documented, cache=self)
 
+    def verified(self, kernel: Any, query: Any) -> bool:
+        """The planner's other hook: whether this cache holds a success of the step on the query's target,
+        measured on the device (never for the software device, which follows the documentation). The planner
+        records it as :attr:`dvpipe.planner.PlanStep.verified`; the DVPP kernel reads it from its context."""
+        if getattr(query.backend, "device", "") != "hw" or getattr(query, "target", None) is None:
+            return False
+        return measured_ok(query.camera, query.stages, query.spec_in, kernel.name, query.target, cache=self)
+
 
 # ------------------------------------------------------------------------------------------- running
 
@@ -159,8 +155,6 @@ def synthetic_frame(camera: Any) -> Any:
     """One frame of ``camera``'s size and probe encoding: JPEG (with its subsampling / progressive), PNG,
     an H.264/H.265 access unit, or an NV12 array. Textured, so decoders do real work."""
     import numpy as np
-
-    from .report import camera_encoding
 
     w, h = camera.width, camera.height
     y, x = np.mgrid[0:h, 0:w]
@@ -229,21 +223,13 @@ def run_live(cameras: Sequence[Any], target: Any, cache: LiveCache, *, profile: 
     """
     import numpy as np
 
-    from ..backends import resolve
-    from ..codecs import read_frame_bytes
-    from ..planner import plan_pipeline
-    from ..stages.registry import KernelContext
-    from .report import camera_encoding, stages_for
-
     results = []
     for cam in cameras:
         # planned on the documented verdicts (no live cache): every step the docs put on DVPP is measured again
         plan = plan_pipeline([cam], stages_for(cam, profile, stages, fidelity), (backend, "cpu"), fidelity=fidelity,
                              target=target)
         cp = plan.cameras[0]
-        from .report import _replay_dvpp
-
-        _declined, asked = _replay_dvpp(cam, stages_for(cam, profile, stages, fidelity), cp.steps, (backend, "cpu"),
+        _declined, asked = replay_dvpp(cam, stages_for(cam, profile, stages, fidelity), cp.steps, (backend, "cpu"),
                                         fidelity, target)
         data: Any = synthetic_frame(cam)
         if isinstance(data, (bytes, bytearray)):
@@ -345,10 +331,7 @@ def verify_step(kernel: Any, query: Any, cache: LiveCache, backend: Optional[str
     device; default: the query's backend) or ``dvpp-sim`` (tests, with the software device's refusal of
     unknowns switched off by the caller).
     """
-    from ..backends import resolve
     from ..backends.dvpp.support import accepting_unknown
-    from ..codecs import read_frame_bytes
-    from ..stages.registry import KernelContext
 
     name = backend or query.backend.name
     cam, target = query.camera, query.target
@@ -414,8 +397,6 @@ def prefer_empirical(kernel: Any, query: Any, documented: Any, cache: Optional[L
     if e is None:
         return documented
     assert cache is not None  # a measurement comes from a cache
-    from ..stages.registry import KernelVerdict
-
     when = f"measured {e.get('measured', '?')}, driver {e.get('driver') or '?'}"
     if not e["ok"] and documented.ok:
         return KernelVerdict("rejected", f"fails on this device ({when}): {e.get('error')}; the documented rules allow it",

@@ -35,15 +35,24 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from .. import planner  # planner.plan_pipeline looked up per call (tests stand in for it)
 from .._typing import Fidelity
+from ..backends import load_family, resolve
 from ..codecs import RAW_YUV_ENCODINGS
 from ..errors import ConfigError, DvpipeError
+from ..knowledge import Confidence, combine_confidence, confidence_of, rule_confidence
 from ..knowledge.socs import latest_checked
+from ..planner import input_spec
+from ..profiles import profile_stages
+from ..stages.base import output_spec_of
+from ..stages.image import Batch
+from ..stages.registry import KernelQuery, kernels_at, registered_ops
 from ..types import Camera, Rig, parse_wxh
+from .keys import DECODER_BY_ENCODING, camera_encoding, step_key
 
 __all__ = [
     "ENCODINGS", "DEFAULT_PROFILE", "DEFAULT_FIDELITY", "PROBE_BACKENDS", "StepRow", "CameraReport",
-    "ProbeReport", "parse_camera", "probe_camera", "camera_encoding", "build_report", "stages_for",
+    "ProbeReport", "parse_camera", "probe_camera", "camera_encoding", "build_report", "stages_for", "replay_dvpp",
 ]
 
 #: probe encoding -> (Camera.encoding, extra keys on the Camera). ``jpeg`` alone means "subsampling
@@ -76,8 +85,6 @@ PROBE_BACKENDS = ("dvpp-sim", "cpu")
 
 _UNIT_BY_OP = {"resize": "VPC", "crop": "VPC", "crop_resize": "VPC", "pad": "VPC", "csc": "VPC",
                "convert": "VPC", "make_border": "VPC"}
-_DECODER_BY_ENCODING = {"jpeg": "JPEGD", "png": "PNGD", "h264": "VDEC", "h265": "VDEC", "uyvy": "VPC",
-                        "yuyv": "VPC", "nv12": "VPC"}
 _CAMERA_RE = re.compile(r"^(?P<name>[^=\s]+)=(?P<size>\d+[xX]\d+)(?::(?P<enc>[A-Za-z0-9_-]+))?$")
 
 
@@ -103,15 +110,7 @@ def probe_camera(name: str, width: int, height: int, encoding: str) -> Camera:
     if width <= 0 or height <= 0:
         raise ConfigError(f"camera {name}: width and height must be positive pixels, got {width}x{height}")
     cam_enc, extra = ENCODINGS[encoding]
-    return Camera(name, width, height, cam_enc, extra=dict(extra))
-
-
-def camera_encoding(cam: Camera) -> str:
-    """The probe encoding of a camera (``jpeg420`` when its bitstream is known, else its encoding)."""
-    extra = cam.extra or {}
-    if cam.encoding == "raw" and extra.get("pixel_format"):
-        return str(extra["pixel_format"])
-    return str(extra.get("bitstream") or cam.encoding)
+    return Camera(name, width=width, height=height, encoding=cam_enc, extra=dict(extra))
 
 
 # ------------------------------------------------------------------------------------------- rows
@@ -241,8 +240,6 @@ def stages_for(cam: Camera, profile: Optional[str], stages: Optional[Sequence[An
     """The stage list planned for ``cam``: explicit ``stages``, else ``profile``'s (default bevformer-tiny)."""
     if stages is not None:
         return list(stages)
-    from ..profiles import profile_stages
-
     return profile_stages(profile or DEFAULT_PROFILE, fidelity, cam)
 
 
@@ -264,8 +261,6 @@ def build_report(cameras: Iterable[Camera] | Rig, target: Any, *, profile: Optio
     Each camera is planned on its own (the probe does not need one batch size for all cameras); a
     camera that cannot be planned at all carries the planner's error instead of steps.
     """
-    from ..planner import plan_pipeline
-
     cams = list(cameras.cameras if isinstance(cameras, Rig) else cameras)
     reports = []
     for cam in cams:
@@ -276,13 +271,13 @@ def build_report(cameras: Iterable[Camera] | Rig, target: Any, *, profile: Optio
                              "BGR frames of this size")
         try:
             cam_stages = stages_for(cam, profile, stages, fidelity)
-            plan = plan_pipeline([cam], cam_stages, list(backends), fidelity=fidelity, target=target,
+            plan = planner.plan_pipeline([cam], cam_stages, list(backends), fidelity=fidelity, target=target,
                                  live=empirical)  # the measurements shown are the ones planned with
         except DvpipeError as e:
             rep.error = str(e)
         else:
             steps = plan.cameras[0].steps
-            declined, asked = _replay_dvpp(cam, cam_stages, steps, backends, fidelity, target)
+            declined, asked = replay_dvpp(cam, cam_stages, steps, backends, fidelity, target)
             rep.steps = [_row(step, cam, declined.get(k), empirical, target, asked.get(k))
                          for k, step in enumerate(steps)]
             for k, (step, row) in enumerate(zip(steps, rep.steps)):
@@ -316,15 +311,13 @@ ROUTES = (("aipp", ("dvpp-sim", "aipp-sim", "cpu")), ("torch_npu", ("dvpp-sim", 
 def route_verdicts(cam: Camera, stages: Sequence[Any], target: Any, fidelity: Fidelity) -> list[tuple[str, bool, str]]:
     """For each route (AIPP, torch_npu, host): whether it takes ``cam`` on ``target`` and why (the verdicts
     of the steps that decide it). Planned on the software DVPP device; on a device the same rules apply."""
-    from ..planner import plan_pipeline
-
     out = []
     for route, backends in ROUTES:
         if route == "torch_npu":
             out.append(_torch_npu_route(cam, stages, target, fidelity))
             continue
         try:
-            plan = plan_pipeline([cam], list(stages), list(backends), fidelity=fidelity, target=target)
+            plan = planner.plan_pipeline([cam], list(stages), list(backends), fidelity=fidelity, target=target)
         except DvpipeError as e:
             out.append((route, False, f"not planned: {e}"))
             continue
@@ -352,10 +345,8 @@ def route_verdicts(cam: Camera, stages: Sequence[Any], target: Any, fidelity: Fi
 def _torch_npu_route(cam: Camera, stages: Sequence[Any], target: Any, fidelity: Fidelity) -> tuple[str, bool, str]:
     """The torch_npu route as it would plan on the target's device with torch_npu installed (whether torch_npu
     imports on this machine says nothing about the target): planned with torch:npu standing in as available."""
-    from ..planner import plan_pipeline
-
     try:
-        plan = plan_pipeline([cam], list(stages), ["dvpp-sim", "torch:npu", "cpu"], fidelity=fidelity, target=target,
+        plan = planner.plan_pipeline([cam], list(stages), ["dvpp-sim", "torch:npu", "cpu"], fidelity=fidelity, target=target,
                              assume_available=("torch:npu",))
     except DvpipeError as e:
         return ("torch_npu", False, f"not planned: {e}")
@@ -381,7 +372,7 @@ def _shown(name: str) -> str:
 def _dvpp_unit(ops: Sequence[str], cam: Camera) -> str:
     units = []
     for op in ops:
-        u = _DECODER_BY_ENCODING.get(cam.encoding) if op == "decode" else _UNIT_BY_OP.get(op)
+        u = DECODER_BY_ENCODING.get(cam.encoding) if op == "decode" else _UNIT_BY_OP.get(op)
         if u and u not in units:
             units.append(u)
     return "+".join(units) or "DVPP"
@@ -395,18 +386,14 @@ def _unit_from_rule(rule: Optional[str]) -> Optional[str]:
 
 
 def _dvpp_loaded() -> bool:
-    from ..backends import load_family
-
     return load_family("dvpp") is None
 
 
 def _dvpp_ops() -> list[str]:
-    from ..stages.registry import registered_ops
-
     return [op for op, fams in registered_ops().items() if "dvpp" in fams and op != "transfer"]
 
 
-def _replay_dvpp(cam: Camera, stages: Sequence[Any], steps: Sequence[Any], backends: Sequence[str], fidelity: Fidelity,
+def replay_dvpp(cam: Camera, stages: Sequence[Any], steps: Sequence[Any], backends: Sequence[str], fidelity: Fidelity,
                  target: Any) -> tuple[dict, dict]:
     """``(declined, asked)`` for a camera's planned steps.
 
@@ -419,12 +406,6 @@ def _replay_dvpp(cam: Camera, stages: Sequence[Any], steps: Sequence[Any], backe
     with the decode, so the reason a later resize is not on DVPP is the verdict of the DVPP run that would
     have included it. This asks the DVPP kernels again, exactly as the planner did (same ``supports``).
     """
-    from ..backends import resolve
-    from ..planner import input_spec
-    from ..stages.base import output_spec_of
-    from ..stages.image import Batch
-    from ..stages.registry import KernelQuery, kernels_at
-
     dvpp = next((resolve(b) for b in backends if resolve(b).family == "dvpp"), None)
     if dvpp is None or not _dvpp_loaded():
         return {}, {}
@@ -469,8 +450,6 @@ def _replay_dvpp(cam: Camera, stages: Sequence[Any], steps: Sequence[Any], backe
 
 def _row(step: Any, cam: Camera, declined: Optional[tuple], empirical: Any, target: Any,
          asked: Optional[tuple] = None) -> StepRow:
-    from ..backends import resolve
-
     ops = [s.op for s in step.stages]
     verdicts = [{"backend": _shown(b), **v.to_dict()} for b, v in step.verdicts]
     runs_on = _shown(step.backend.name)
@@ -511,9 +490,6 @@ def _confidence(step: Any, cam: Camera, target: Any, asked: Optional[tuple]) -> 
     (or would run, when only dvpipe's policy declined it), the weakest of the knowledge verdicts behind
     the program it runs at fidelity ``fast``: the decoder call, each VPC call, the colour conversion.
     """
-    from ..backends import resolve
-    from ..knowledge import Confidence, combine_confidence, rule_confidence
-
     dv = next((v for b, v in step.verdicts if resolve(b).family == "dvpp"), None)
     if dv is None:
         return None
@@ -524,7 +500,6 @@ def _confidence(step: Any, cam: Camera, target: Any, asked: Optional[tuple]) -> 
         return Confidence("unknown", cann, None, pages)
     if dv.status == "rejected" and cam.encoding in RAW_YUV_ENCODINGS:  # dvpipe has no raw upload: the VPC verdict
         from ..backends.dvpp.support import kcheck
-        from ..knowledge import confidence_of
 
         return confidence_of(kcheck(target, "vpc", "csc", cam.width, cam.height, cam.encoding, out_fmt="bgr888"))
     if dv.status in ("rejected", "unavailable"):
@@ -534,8 +509,6 @@ def _confidence(step: Any, cam: Camera, target: Any, asked: Optional[tuple]) -> 
     kvs = _program_checks(asked if asked is not None else step.stages, step.spec_in, cam, target)
     if not kvs:
         return combine_confidence([rule_confidence(r, fam, cann) for r in ids], cann) if ids else None
-    from ..knowledge import confidence_of
-
     return combine_confidence([confidence_of(kv) for kv in kvs], cann)
 
 
@@ -577,14 +550,10 @@ def _program_checks(stages: Sequence[Any], spec_in: Any, cam: Camera, target: An
 
 
 def _live_key(cam: Camera, asked: Sequence[Any], step: Any) -> str:
-    from .live import step_key
-
     return step_key(cam, asked, step.spec_in, step.kernel.name)
 
 
 def _dvpp_has_kernel(ops: Sequence[str]) -> bool:
-    from ..stages.registry import kernels_at
-
     if not _dvpp_loaded():
         # the DVPP family cannot even be imported: judge by the ops DVPP units implement
         return ops[0] in ("decode", "resize", "crop")

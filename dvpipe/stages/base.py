@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional
 
 import numpy as np
@@ -39,11 +39,14 @@ __all__ = ["Stage", "FrameSpec", "output_spec_of", "matrix_of", "camera_matrix_o
 
 @dataclass(frozen=True)
 class FrameSpec:
-    """What a frame looks like between two steps, known at plan time.
+    """What a frame looks like between two steps, known at plan time:
+    ``FrameSpec(width=1600, height=900, pixel_format=PixelFormat.BGR)``.
+
+    ``width`` and ``height`` are keyword-only (the API's sizes are ``(height, width)``: :attr:`size`).
 
     Attributes:
-        width: pixels.
-        height: pixels.
+        width: pixels (keyword-only).
+        height: pixels (keyword-only).
         pixel_format: what the data holds (encoded bytes, BGR uint8, float HWC, ...).
         dtype: numpy dtype name of the pixel data (``uint8``, ``float32``, ``float16``).
         channel_order: ``bgr``, ``rgb`` or ``gray`` (``""`` for encoded data).
@@ -51,8 +54,8 @@ class FrameSpec:
         placement: where the data lives: ``host``, or a device name (``cuda:0``, ``npu:0``, ``dvpp``).
     """
 
-    width: int
-    height: int
+    width: int = field(kw_only=True)
+    height: int = field(kw_only=True)
     pixel_format: PixelFormat
     dtype: str = "uint8"
     channel_order: str = "bgr"

@@ -127,6 +127,8 @@ class KernelContext:
         moved: a ``transfer`` kernel sets ``(direction, bytes)`` (``host_to_device``, ``device_to_host``,
             ``device_to_device``) for the frame it copied; the pipeline records the step as a
             ``transfer`` span carrying them.
+        verified: the plan step was verified on this device (:attr:`dvpipe.planner.PlanStep.verified`, from
+            the live cache the planner was given): run it with what the documentation leaves open accepted.
     """
 
     camera: Camera
@@ -142,6 +144,7 @@ class KernelContext:
     corruption: list = field(default_factory=list)
     slot: Any = None
     moved: Optional[tuple[str, int]] = None
+    verified: bool = False
 
     def corrupt(self, reason: str) -> None:
         """Report that the decoder flagged this frame as damaged but produced a picture.

@@ -25,7 +25,7 @@ import math
 import numpy as np
 import torch
 
-from ...errors import FrameError
+from ...errors import ConfigError, FrameError
 from .resample import Scratch, channel_major_index, column_pass, column_weights, make_taps, row_pass, resize_matrix
 
 #: (Y scale, Y offset, R<-Cr, G<-Cb, G<-Cr, B<-Cb)
@@ -50,7 +50,7 @@ class NV12Converter:
 
     def __init__(self, width: int, height: int, order: str, colour_range: str, device: torch.device):
         if colour_range not in COEFFS:
-            raise ValueError(f"colour range must be 'full' or 'limited', got {colour_range!r}")
+            raise ConfigError(f"colour range must be 'full' or 'limited', got {colour_range!r}")
         self.width, self.height, self.order, self.range = width, height, order, colour_range
         self.ch, self.cw = math.ceil(height / 2), math.ceil(width / 2)
         self.rows = make_taps(resize_matrix(self.ch, 2 * self.ch, "linear")[:height], device)

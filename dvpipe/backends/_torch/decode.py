@@ -18,7 +18,7 @@ import torch
 from ..._optional import why_unavailable
 from ...codecs import image_info, unsupported_precision
 from .._decode import _jpeg_damage, _sj
-from ...errors import FrameError
+from ...errors import BackendUnavailable, FrameError
 from ...stages.registry import KernelContext, KernelQuery, KernelVerdict
 from ...types import PixelFormat
 from .._decode import decode_bgr
@@ -156,7 +156,7 @@ def decode_jpeg_batch(frames: list[bytes], device: str = "cuda") -> list:
     """
     why = torchvision_error()
     if why:
-        raise RuntimeError(why)
+        raise BackendUnavailable("torch", why)
     tvio = _TV["io"]
     tensors = [torch.frombuffer(bytearray(f), dtype=torch.uint8) for f in frames]
     return tvio.decode_jpeg(tensors, mode=tvio.ImageReadMode.RGB, device=device)

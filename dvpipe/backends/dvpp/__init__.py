@@ -32,11 +32,15 @@ Only :mod:`._acl` touches pyACL. ``available()`` says why the backend cannot run
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Optional
+from typing import Any
 
+import numpy as np
+
+from ...device import DeviceTensor
 from ...stages.registry import KernelContext, KernelVerdict, register_kernel
 from . import _acl, jpegd, vdec, vpc
+from .colour import camera_colour_standard
+from .placement import device_output, picture_layout, program_for_output
 from .pool import BufferPool, pool_for
 from .support import TOLERANCES, DvppDecode, Program, StepRefused, accepts_unknown, plan_step, supports
 from .vpc import StepState
@@ -67,17 +71,13 @@ def available(ref: Any, target: Any = None) -> KernelVerdict:
         return KernelVerdict("unavailable", f"cannot open the Ascend device: {e}")
     if target is not None and soc and soc != target.soc:
         return KernelVerdict("unavailable", f"the device reports SoC {soc}, the target is {target.soc}; plan for the "
-                                            "device (target=dvpipe.Target.detect()) or use dvpp-sim")
+                                            "device (target=dvpipe.probe.detect_target()) or use dvpp-sim")
     return KernelVerdict.yes(f"Ascend device {soc}")
 
 
 def _target(ctx: KernelContext, stages: tuple) -> Any:
-    target = getattr(ctx, "target", None) or getattr(stages[0], "target", None)
-    if target is None and ctx.backend.device == "hw":
-        from ...target import Target
-
-        target = Target.detect()
-    return target
+    """The plan's target (a step planned without one was refused by :func:`.support.plan_step`)."""
+    return getattr(ctx, "target", None) or getattr(stages[0], "target", None)
 
 
 def step_state(ctx: KernelContext, stages: tuple) -> StepState:
@@ -88,82 +88,18 @@ def step_state(ctx: KernelContext, stages: tuple) -> StepState:
         st = None
     if st is None:
         target = _target(ctx, stages)
-        accept = accepts_unknown() or _verified_here(ctx, stages, target)
+        accept = accepts_unknown() or ctx.verified
         verdict, prog = plan_step(stages, ctx.spec_in, ctx.camera, target, "fast", accept)
         if prog is None:
             raise StepRefused(verdict.reason)
         prog = program_for_output(prog, ctx.spec_out)
         # a step verified on this device runs with the layouts it was verified with, on every frame and
         # thread (not only under the verification's thread-local accepting_unknown)
-        from .route import _colour_standard
-
         st = StepState.open(ctx.backend.device, target, prog, ctx.camera.name, accept_unknown=accept,
-                            colour_standard=_colour_standard(ctx.camera))
+                            colour_standard=camera_colour_standard(ctx.camera))
         st.extra["codec"] = ctx.spec_in.encoding
         ctx.state["dvpp"] = st
     return st
-
-
-def program_for_output(prog: Program, spec_out: Any) -> Program:
-    """The program for the step's planned output: a consumer reading NV12 on the device (AIPP, torch_npu)
-    gets the decoder/VPC NV12 as it is -- no VPC colour conversion to BGR888."""
-    from ...types import PixelFormat
-
-    if getattr(spec_out, "pixel_format", None) is PixelFormat.NV12 and any(op.kind == "csc" for op in prog.ops):
-        return dataclasses.replace(prog, ops=tuple(op for op in prog.ops if op.kind != "csc"),
-                                   host_csc="limited" if prog.source == "vdec" else "full")
-    return prog
-
-
-def device_output(step: Any, camera: Any, target: Any, nv12: bool) -> tuple[Any, Optional[Program], str]:
-    """What a planned DVPP step hands on in device memory: ``(spec, program, why_not)``.
-
-    ``nv12``: the consumer reads NV12 (AIPP, torch_npu): the spec is NV12 on the step's placement; for a
-    host consumer it stays the decode's BGR spec (what the host holds after the transfer step). ``why_not``
-    is non-empty when the picture cannot go to an NV12 consumer as planned (a crop after the last resize is
-    a slice of the host copy)."""
-    from ...types import PixelFormat
-
-    _v, prog = plan_step(step.stages, step.spec_in, camera, target, "fast", True)
-    spec = step.spec_out
-    if prog is None:
-        return spec, None, ""
-    if nv12:
-        prog = program_for_output(prog, spec.with_(pixel_format=PixelFormat.NV12))
-    why = ""
-    if nv12 and prog.host_crop is not None:
-        why = (f"the DVPP step crops {prog.host_crop[2]}x{prog.host_crop[3]} after its last resize from the host "
-               "copy; a device consumer would read the uncropped picture")
-    if nv12:
-        spec = spec.with_(pixel_format=PixelFormat.NV12, channel_order="", dtype="uint8")
-    # for a host consumer the spec stays the decode's (BGR, as the host sees it after the transfer step);
-    # what the picture is in device memory (NV12, or BGR888 where VPC converts) is the transfer's business
-    return spec, prog, why
-
-
-def picture_layout(prog: Program, target: Any) -> tuple[str, str, tuple[int, int], tuple[int, int], int]:
-    """``(unit, fmt, (height, width), (width_stride, height_stride), nbytes)`` of the picture a program's last
-    call writes (the documented stride for the target; nbytes with the padding). ``prog`` is a planned
-    step's program: a layout the docs leave open is the one the step runs with (see :func:`.vpc.layout`)."""
-    last = prog.ops[-1] if prog.ops else None
-    unit = "vpc" if last is not None else prog.source
-    fmt = last.out_fmt if last is not None else "nv12"
-    h, w = last.out_size if last is not None else prog.decode_size
-    st = vpc.layout(target, unit, fmt, w, h, accept_unknown=True)
-    ws, hs = int(st.width_stride), int(st.height_stride)
-    return unit, fmt, (h, w), (ws, hs), ws * hs * 3 // 2 if fmt == "nv12" else ws * hs
-
-
-def _verified_here(ctx: KernelContext, stages: tuple, target: Any) -> bool:
-    """Whether a measurement on this device (the live cache) verified this step (device ``hw`` only)."""
-    if ctx.backend.device != "hw" or target is None:
-        return False
-    try:
-        from ...probe.live import measured_ok
-
-        return measured_ok(ctx.camera, stages, ctx.spec_in, "dvpp." + "+".join(s.op for s in stages), target)
-    except Exception:  # noqa: BLE001 - a broken cache never breaks a step
-        return False
 
 
 def close_state(state: dict) -> None:
@@ -201,10 +137,6 @@ def _download(data: Any, stages: tuple, ctx: KernelContext):
     """The host route's transfer step: a picture :class:`~dvpipe.device.DeviceTensor` -> ``H x W x 3`` uint8
     BGR on the host (download from its strides, BT.601 conversion of NV12, host crop). Host pixels (a
     frame the DVPP step's runtime fallback produced on the CPU) pass through: nothing to move."""
-    import numpy as np
-
-    from ...device import DeviceTensor
-
     if not isinstance(data, DeviceTensor):
         return np.asarray(data)
     scratch = ctx.state.setdefault("download", {})

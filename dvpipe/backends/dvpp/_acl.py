@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ...errors import BackendUnavailable, DvpipeError
+from ...errors import BackendUnavailable, ConfigError, DvpipeError
 from . import _codes
 from ._enums import MEMCPY, RUN_MODE
 
@@ -359,7 +359,7 @@ def runtime(device: str, target: Any = None, device_id: int = 0) -> "Runtime":
     elif device == "hw":
         key = _Key("hw", device_id, "", "")
     else:
-        raise ValueError(f"DVPP device is 'hw' or 'sim', got {device!r}")
+        raise ConfigError(f"DVPP device is 'hw' or 'sim', got {device!r}")
     with _RUNTIMES_LOCK:
         rt = _RUNTIMES.get(key)
         if rt is None:
@@ -557,6 +557,11 @@ class Runtime:
     def holders(self) -> int:
         """How many step states hold this runtime (see :meth:`hold`)."""
         return self._holders
+
+    def register_closer(self, obj: Any) -> None:
+        """Close ``obj`` (it holds this runtime's memory) before the runtimes at :func:`close_all` / exit, if it
+        is still alive (:func:`register_closer`; device buffers call it without importing this module)."""
+        register_closer(obj)
 
     def hold(self) -> "Runtime":
         """Count one more user (a camera step's state); :meth:`unhold` when it is closed."""

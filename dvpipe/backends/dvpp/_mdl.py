@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
+from ...errors import ConfigError
 
 __all__ = ["TensorInfo", "ModelInfo", "Dataset", "DTYPES", "AIPP_TYPES", "load", "unload", "describe",
            "create_dataset", "destroy_dataset", "point_buffer", "execute_async", "run_aipp_calls"]
@@ -98,7 +99,7 @@ def load(rt: Any, path: Optional[str] = None, data: Optional[bytes] = None) -> i
     """Load a model from ``path`` (``acl.mdl.load_from_file``) or from the host bytes ``data``
     (``acl.mdl.load_from_mem``); returns the model id."""
     if (path is None) == (data is None):
-        raise ValueError("load needs a path or the model bytes, not both")
+        raise ConfigError("load needs a path or the model bytes, not both")
     if path is not None:
         return rt.call("acl.mdl.load_from_file", str(path), model=str(path))
     assert data is not None  # checked above: exactly one of path and data
@@ -210,7 +211,7 @@ def run_aipp_calls(rt: Any, calls: Sequence[tuple[str, tuple]], *, model_id: int
                 pass
         raise
     if handle is None:
-        raise ValueError("the dynamic AIPP call list has no acl.mdl.create_aipp")
+        raise ConfigError("the dynamic AIPP call list has no acl.mdl.create_aipp")
     return handle
 
 

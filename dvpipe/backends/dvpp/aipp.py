@@ -370,7 +370,7 @@ def _value(key: str, text: str, lineno: int) -> Any:
     try:
         if key in _BOOL_FIELDS:
             if text.lower() not in ("true", "false"):
-                raise ValueError
+                raise ValueError  # builtin on purpose: caught just below
             return text.lower() == "true"
         if key in _STR_FIELDS:
             return text
@@ -661,8 +661,8 @@ class AippRoute:
                 f"output 3x{oh}x{ow} fp16")
 
 
-def _default_stride(width: int, height: int) -> tuple[int, int]:
-    return -(-width // 16) * 16, -(-height // 2) * 2
+def _default_stride(height: int, width: int) -> tuple[int, int]:
+    return -(-height // 2) * 2, -(-width // 16) * 16
 
 
 def aipp_for_stages(stages: Sequence[Any], camera_size: tuple[int, int], *, colour_standard: str,
@@ -674,8 +674,8 @@ def aipp_for_stages(stages: Sequence[Any], camera_size: tuple[int, int], *, colo
         stages: ``dvpipe.stages`` objects (Decode first), as ``profile_stages`` or a deployment gives.
         camera_size: the camera's picture size, ``(height, width)`` in pixels.
         colour_standard: the NV12 picture's standard (:data:`COLOUR_STANDARDS`).
-        stride: ``(width, height) -> (width_stride, height_stride)`` of the DVPP output picture
-            (default: width up to 16, height up to 2).
+        stride: ``(height, width) -> (height_stride, width_stride)`` of the DVPP output picture, in
+            pixels (default: height up to 2, width up to 16).
 
     Raises:
         ConfigError: the stage list cannot be expressed on this route, with the reason.
@@ -740,7 +740,7 @@ def aipp_for_stages(stages: Sequence[Any], camera_size: tuple[int, int], *, colo
                           f"{crop_box[1]}); crop on DVPP instead")
     cw, ch = (crop_box[2], crop_box[3]) if crop_box else (w, h)
     oh, ow = pad.padded_size((ch, cw)) if pad is not None else (ch, cw)
-    sw, sh = (int(v) for v in stride(w, h))
+    sh, sw = (int(v) for v in stride(h, w))
     order = "rgb" if norm.to_rgb else "bgr"
     cfg = aipp_for(norm.mean, norm.std, channel_order=order, colour_standard=colour_standard, src_size=(sh, sw),
                    content_size=(ch, cw), out_size=(oh, ow), padding_value=pad.value if pad else 0.0,

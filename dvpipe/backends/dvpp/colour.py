@@ -17,11 +17,17 @@ decode up to the 4:2:0 round trip (see docs/dvpp.md for the measured bounds).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import numpy as np
 
+from ...codecs import VIDEO_ENCODINGS
+from ...errors import ConfigError
+
 __all__ = ["SENTINEL", "nv12_planes", "packed_view", "nv12_to_bgr", "bgr_to_nv12_planes", "write_nv12",
-           "write_packed", "fill_padding_nv12", "fill_padding_packed", "STANDARDS", "nv12_in_standard", "split_standard"]
+           "write_packed", "fill_padding_nv12", "fill_padding_packed", "STANDARDS", "nv12_in_standard", "split_standard",
+           "camera_colour_standard"]
 
 #: Byte value the software device writes into every padding byte of a picture it outputs (the
 #: region between ``width`` and the width stride, and between ``height`` and the height stride),
@@ -33,7 +39,7 @@ def nv12_planes(buf: np.ndarray, width: int, height: int, ws: int, hs: int) -> t
     """Views ``(Y: height x width, UV: height/2 x width/2 x 2)`` of an NV12 buffer with strides ``ws, hs``."""
     need = ws * hs * 3 // 2
     if buf.size < need:
-        raise ValueError(f"NV12 buffer of {buf.size} bytes cannot hold stride {ws}x{hs} ({need} bytes)")
+        raise ConfigError(f"NV12 buffer of {buf.size} bytes cannot hold stride {ws}x{hs} ({need} bytes)")
     flat = buf.reshape(-1)[:need]
     y = flat[:ws * hs].reshape(hs, ws)[:height, :width]
     uv = flat[ws * hs:need].reshape(hs // 2, ws)[:height // 2, :width].reshape(height // 2, width // 2, 2)
@@ -44,7 +50,7 @@ def packed_view(buf: np.ndarray, width: int, height: int, ws: int, hs: int, chan
     """``height x width x channels`` view of a packed picture with row stride ``ws`` bytes."""
     need = ws * hs
     if buf.size < need:
-        raise ValueError(f"packed buffer of {buf.size} bytes cannot hold stride {ws}x{hs} ({need} bytes)")
+        raise ConfigError(f"packed buffer of {buf.size} bytes cannot hold stride {ws}x{hs} ({need} bytes)")
     rows = buf.reshape(-1)[:need].reshape(hs, ws)
     return rows[:height, :width * channels].reshape(height, width, channels)
 
@@ -68,7 +74,7 @@ def nv12_to_bgr(y: np.ndarray, uv: np.ndarray, colour_range: str = "full", out: 
     if matrix == "bt709":
         return _nv12_to_bgr_float(y, uv, f"bt709_{'full' if colour_range == 'full' else 'narrow'}", out)
     if matrix != "bt601":
-        raise ValueError(f"matrix must be 'bt601' or 'bt709', got {matrix!r}")
+        raise ConfigError(f"matrix must be 'bt601' or 'bt709', got {matrix!r}")
     if colour_range == "limited":
         yc = np.ascontiguousarray(y)
         uvc = np.ascontiguousarray(uv)
@@ -78,7 +84,7 @@ def nv12_to_bgr(y: np.ndarray, uv: np.ndarray, colour_range: str = "full", out: 
             return out
         return res
     if colour_range != "full":
-        raise ValueError(f"colour_range must be 'full' or 'limited', got {colour_range!r}")
+        raise ConfigError(f"colour_range must be 'full' or 'limited', got {colour_range!r}")
     up = s.get("uv_up")
     if up is None or up.shape != (h, w, 2):
         up = s["uv_up"] = np.empty((h, w, 2), np.uint8)
@@ -100,7 +106,7 @@ def bgr_to_nv12_planes(bgr: np.ndarray, colour_range: str = "full") -> tuple[np.
     (full range; limited range: each 2x2 block's top-left sample, as OpenCV's converter takes it)."""
     h, w = bgr.shape[:2]
     if h % 2 or w % 2:
-        raise ValueError(f"NV12 needs an even size, got {w}x{h}")
+        raise ConfigError(f"NV12 needs an even size, got {w}x{h}")
     if colour_range == "full":
         ycc = cv2.cvtColor(bgr, cv2.COLOR_BGR2YCrCb)
         y = ycc[..., 0]
@@ -130,7 +136,7 @@ def nv12_in_standard(bgr: np.ndarray, strides: tuple[int, int], standard: str) -
     ws)`` uint8 with zero padding. The encoding a slot's colour standard asks for, so that AIPP's CSC for that
     standard gives the picture's colours back."""
     if standard not in STANDARDS:
-        raise ValueError(f"colour standard must be one of {', '.join(STANDARDS)}, got {standard!r}")
+        raise ConfigError(f"colour standard must be one of {', '.join(STANDARDS)}, got {standard!r}")
     kr, kb, full = STANDARDS[standard]
     h, w = bgr.shape[:2]
     ws, hs = strides
@@ -154,7 +160,7 @@ def split_standard(standard: str) -> tuple[str, str]:
     """``(matrix, colour_range)`` of a colour standard (:data:`STANDARDS`) for :func:`nv12_to_bgr`:
     ``jpeg_full`` -> ``("bt601", "full")``, ``bt709_narrow`` -> ``("bt709", "limited")``."""
     if standard not in STANDARDS:
-        raise ValueError(f"colour standard must be one of {', '.join(STANDARDS)}, got {standard!r}")
+        raise ConfigError(f"colour standard must be one of {', '.join(STANDARDS)}, got {standard!r}")
     return ("bt709" if standard.startswith("bt709") else "bt601"), ("full" if STANDARDS[standard][2] else "limited")
 
 
@@ -217,3 +223,18 @@ def write_packed(buf: np.ndarray, img: np.ndarray, ws: int, hs: int, pad: bool =
     packed_view(buf, w, h, ws, hs, c)[...] = img
     if pad:
         fill_padding_packed(buf, w, h, ws, hs, c)
+
+
+def camera_colour_standard(camera: Any) -> str:
+    """JPEG: ``jpeg_full``. Video: the camera's rig keys ``yuv_matrix`` (``bt601`` / ``bt709``) and ``yuv_range``
+    (``limited`` / ``full``), default ``bt601_narrow``. A deployment's video file source fills in the keys a rig
+    leaves out from the stream's VUI before planning (:func:`dvpipe.deploy.sources._probe.with_stream_colour`;
+    most HD H.264 cameras signal BT.709); a live stream or a camera built in Python needs them set."""
+    if camera.encoding not in VIDEO_ENCODINGS:
+        return "jpeg_full"
+    extra = getattr(camera, "extra", {}) or {}
+    matrix = str(extra.get("yuv_matrix", "bt601")).lower()
+    rng = "full" if str(extra.get("yuv_range", "limited")).lower() == "full" else "narrow"
+    if matrix not in ("bt601", "bt709"):
+        raise ConfigError(f"camera {camera.name}: yuv_matrix {matrix!r} is not bt601 or bt709")
+    return f"{matrix}_{rng}"

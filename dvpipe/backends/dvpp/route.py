@@ -45,6 +45,8 @@ from ...latency.clock import DeviceSpan, now_ns
 from ...stages.registry import KernelContext, KernelQuery, KernelVerdict, register_kernel
 from ...types import PixelFormat
 from . import _acl
+from .colour import camera_colour_standard as _colour_standard
+from .canvas import canvas_nv12
 
 __all__ = ["available", "allocate_output", "batch_layout", "nv12_from_bgr", "canvas_nv12", "pad_nv12", "OPS"]
 
@@ -57,23 +59,6 @@ def available(ref: Any, target: Any = None) -> KernelVerdict:
     from . import available as dvpp_available
 
     return dvpp_available(type(ref)(ref.name.replace("aipp", "dvpp"), "dvpp", ref.device), target)
-
-
-def _colour_standard(camera: Any) -> str:
-    """JPEG: ``jpeg_full``. Video: the camera's rig keys ``yuv_matrix`` (``bt601`` / ``bt709``) and ``yuv_range``
-    (``limited`` / ``full``), default ``bt601_narrow``. A deployment's video file source fills in the keys a rig
-    leaves out from the stream's VUI before planning (:func:`dvpipe.deploy.sources._probe.with_stream_colour`;
-    most HD H.264 cameras signal BT.709); a live stream or a camera built in Python needs them set."""
-    from ...codecs import VIDEO_ENCODINGS
-
-    if camera.encoding not in VIDEO_ENCODINGS:
-        return "jpeg_full"
-    extra = getattr(camera, "extra", {}) or {}
-    matrix = str(extra.get("yuv_matrix", "bt601")).lower()
-    rng = "full" if str(extra.get("yuv_range", "limited")).lower() == "full" else "narrow"
-    if matrix not in ("bt601", "bt709"):
-        raise ConfigError(f"camera {camera.name}: yuv_matrix {matrix!r} is not bt601 or bt709")
-    return f"{matrix}_{rng}"
 
 
 def _split(stages: tuple) -> tuple[Any, Any]:
@@ -240,18 +225,6 @@ def allocate_output(ref: Any, shape: tuple, dtype: str, plan: Any = None) -> Dev
     if "canvas" in b:
         meta["canvas"] = b["canvas"]
     return DeviceBatch(rt, b["n"], b["width"], b["height"], b["strides"], rt.name, meta)
-
-
-def canvas_nv12(slot: DeviceTensor) -> np.ndarray:
-    """The canvas route's empty slot: ``(hs * 3 / 2, ws)`` uint8 NV12 filled with the border colour."""
-    assert slot.strides is not None  # batch slots carry their strides
-    ws, hs = slot.strides
-    y, u, v = slot.meta["canvas"]["pad_nv12"]
-    out = np.empty((hs * 3 // 2, ws), np.uint8)
-    out[:hs] = y
-    out[hs:, 0::2] = u
-    out[hs:, 1::2] = v
-    return out
 
 
 def nv12_from_bgr(bgr: np.ndarray, strides: tuple[int, int], colour_standard: str = "jpeg_full") -> np.ndarray:

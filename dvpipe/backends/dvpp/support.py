@@ -121,11 +121,11 @@ class Program:
         return "; ".join(parts)
 
 
-#: The tolerance table (docs/dvpp.md; asserted by tests/test_dvpp_fidelity.py): the DVPP path on the
+#: The tolerance table (docs/dvpp.md; asserted by tests/backends/dvpp/test_fidelity.py): the DVPP path on the
 #: software device against the CPU backend running the same stages, per step and content. Keys
 #: ``(step, content)``; bounds on ``|dvpp - cpu|``: uint8 grey levels for decoded/resized pictures,
 #: normalised units ((x - mean) / std, std 57-58) for the batch. ``samples`` = the bundled 1600x900 scene;
-#: ``synthetic`` = :func:`.testing.synthetic_bgr` (saturated colour blocks with sharp edges: the worst case
+#: ``synthetic`` = :func:`dvpipe.testing.dvpp.synthetic_bgr` (saturated colour blocks with sharp edges: the worst case
 #: for 4:2:0 chroma). The max errors sit on saturated colour edges, where 4:2:0 keeps one chroma sample
 #: per 2x2 block.
 TOLERANCES: dict[tuple[str, str], dict[str, float]] = {

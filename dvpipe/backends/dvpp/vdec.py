@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 import numpy as np
 
 from ...codecs import VIDEO_ENCODINGS
-from ...errors import CorruptFrameError, FrameError
+from ...errors import ConfigError, CorruptFrameError, FrameError
 from ...latency.clock import DeviceSpan, now_ns
 from . import _acl, vpc
 from ._enums import ENTYPE, PIXEL_FORMAT
@@ -180,7 +180,7 @@ class VdecEngine(_EngineBase):
                  out_mode: int = OUT_MODE_DEFAULT, profile: Optional[str] = None, timeout_s: float = 5.0,
                  channel_id: Optional[int] = None, accept_unknown: bool = False):
         if codec not in VIDEO_ENCODINGS:
-            raise ValueError(f"VDEC decodes h264 or h265, not {codec!r}")
+            raise ConfigError(f"VDEC decodes h264 or h265, not {codec!r}")
         self.rt, self.pool, self.target = runtime, pool, target
         self.codec, self.width, self.height = codec, int(width), int(height)
         self.out_mode = int(out_mode)
@@ -405,7 +405,7 @@ def access_units(source: Any, codec: Optional[str] = None) -> tuple[str, Optiona
     codec = {"h264": "h264", "hevc": "h265"}.get(name)
     if codec is None:
         container.close()
-        raise ValueError(f"{source}: {name} video; VDEC decodes H.264 and H.265")
+        raise ConfigError(f"{source}: {name} video; VDEC decodes H.264 and H.265")
     extradata = bytes(stream.codec_context.extradata or b"")
     bsf = None
     if extradata[:1] == b"\x01":

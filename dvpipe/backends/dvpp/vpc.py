@@ -26,6 +26,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ...errors import ConfigError
 from ...latency.clock import DeviceSpan, now_ns
 from . import _acl
 from ._enums import PIXEL_FORMAT
@@ -155,7 +156,7 @@ def enqueue(rt: Any, pool: BufferPool, target: Any, channel: int, stream: int, s
         elif op.kind == "csc":
             rt.vpc_convert_color(channel, src.desc, dst.desc, stream, **ctx)
         else:
-            raise ValueError(f"unknown VPC op {op.kind!r}")
+            raise ConfigError(f"unknown VPC op {op.kind!r}")
     except Exception:
         release(rt, pool, dst)
         raise
@@ -387,9 +388,9 @@ class StepState:
         """A device span from ``enqueue_ns`` to now (the stream sync just returned). On the software device a
         unit span (``jpegd+vpc.resize``, ``vdec``, ``vpc``) also carries ``predicted_device_ns`` (None when no
         figure) and ``predicted_basis``: what the step would take on the target from documented throughput
-        (:func:`dvpipe.probe.capacity.predicted_step_ns`), never set on a device."""
+        (:func:`dvpipe.knowledge.throughput.predicted_step_ns`), never set on a device."""
         if self.runtime.is_sim and "direction" not in attrs:
-            from ...probe.capacity import predicted_step_ns, program_calls
+            from ...knowledge.throughput import predicted_step_ns, program_calls
 
             attrs["predicted_device_ns"], attrs["predicted_basis"] = predicted_step_ns(
                 self.target, program_calls(self.program, name))
@@ -421,7 +422,7 @@ class StepState:
         src = pics[-1]
         tmpl = self.extra.get("canvas_template")
         if tmpl is None:
-            from .route import canvas_nv12
+            from .canvas import canvas_nv12
 
             tmpl = self.pool.acquire(int(slot.nbytes), "canvas")
             self.extra["canvas_template"] = tmpl

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
-__all__ = ["probe_video", "probe_elementary", "probe_images", "sniff_file", "stream_colour", "with_stream_colour"]
+__all__ = ["probe_video", "probe_elementary", "sniff_file", "check_image_header", "stream_colour", "with_stream_colour"]
 
 #: FFmpeg codec name -> camera encoding, for the rules of sources/video.py ``AvStream._open``
 _FFMPEG_ENCODING = {"h264": "h264", "hevc": "h265", "mjpeg": "jpeg"}
@@ -149,40 +149,6 @@ def sniff_file(path: str, ctx: Any) -> bool:
                        f"{ctx.camera} declares encoding {ctx.encoding}")
         return False
     return True
-
-
-def probe_images(uri: str, pattern: Optional[str], ctx: Any, max_bytes: Optional[int] = None) -> None:
-    """The folder or glob has images; none is larger than ``max_bytes`` (each file's size, not its
-    content); the first one (by name) is of the declared encoding, at the camera's size, of a
-    precision dvpipe decodes (a 12-bit JPEG is refused as such), and a greyscale first image on the
-    camera is a warning."""
-    from .images import scan_images
-
-    try:
-        files = scan_images(uri, pattern)
-    except (OSError, ValueError) as e:
-        ctx.err("uri", f"cannot list {uri}: {getattr(e, 'strerror', None) or e}")
-        return
-    if not files:
-        ctx.err("uri", f"no images in {uri}" + (f" matching {pattern}" if pattern else ""))
-        return
-    cap = max_bytes or ctx.max_bytes
-    if cap:
-        big = []
-        for f in files:
-            try:
-                size = os.stat(f).st_size
-            except OSError:
-                continue
-            if size > cap:
-                big.append((f, size))
-        if big:
-            more = f" (and {len(big) - 1} more)" if len(big) > 1 else ""
-            ctx.err("uri", f"{big[0][0]} is {big[0][1]} bytes{more}, more than the {cap} bytes an image file may have "
-                           "(decode.max_bytes, default 8 x decode.max_pixels + 16 MiB); the run would not read it "
-                           "(a too_large drop): remove it, or raise decode.max_bytes")
-    if sniff_file(files[0], ctx):
-        check_image_header(files[0], ctx, cap)
 
 
 def check_image_header(path: str, ctx: Any, cap: Optional[int] = None) -> None:

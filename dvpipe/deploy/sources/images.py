@@ -32,12 +32,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Optional, Sequence
 
-from ...codecs import DEFAULT_MAX_PIXELS
+from ...codecs import DEFAULT_MAX_PIXELS, max_file_bytes
 from ...latency import now_ns
-from .._schema import max_file_bytes
 from ...types import short_repr as _show
 from . import _options
-from ._probe import probe_images
+from ._probe import check_image_header, sniff_file
 from .base import Item, Source, SourceError
 from .registry import SourceContext, option, register_source
 
@@ -108,6 +107,38 @@ def scan_images(uri: str, pattern: Optional[str] = None) -> list[str]:
             seen.add(real)
             out.append(f)
     return out
+
+
+def probe_images(uri: str, pattern: Optional[str], ctx: SourceContext, max_bytes: Optional[int] = None) -> None:
+    """The folder or glob has images; none is larger than ``max_bytes`` (each file's size, not its
+    content); the first one (by name) is of the declared encoding, at the camera's size, of a
+    precision dvpipe decodes (a 12-bit JPEG is refused as such), and a greyscale first image on the
+    camera is a warning."""
+    try:
+        files = scan_images(uri, pattern)
+    except (OSError, ValueError) as e:
+        ctx.err("uri", f"cannot list {uri}: {getattr(e, 'strerror', None) or e}")
+        return
+    if not files:
+        ctx.err("uri", f"no images in {uri}" + (f" matching {pattern}" if pattern else ""))
+        return
+    cap = max_bytes or ctx.max_bytes
+    if cap:
+        big = []
+        for f in files:
+            try:
+                size = os.stat(f).st_size
+            except OSError:
+                continue
+            if size > cap:
+                big.append((f, size))
+        if big:
+            more = f" (and {len(big) - 1} more)" if len(big) > 1 else ""
+            ctx.err("uri", f"{big[0][0]} is {big[0][1]} bytes{more}, more than the {cap} bytes an image file may have "
+                           "(decode.max_bytes, default 8 x decode.max_pixels + 16 MiB); the run would not read it "
+                           "(a too_large drop): remove it, or raise decode.max_bytes")
+    if sniff_file(files[0], ctx):
+        check_image_header(files[0], ctx, cap)
 
 
 class FileTooLarge(SourceError):

@@ -174,7 +174,7 @@ def encode_raw_yuv(bgr: np.ndarray, encoding: str, matrix: str = "bt601", rng: s
     16, 255/219, 255/224; full: 0, 1, 1), in float64, rounded half up, clipped to 0..255. Chroma is the
     mean of the pixel pair (4:2:2) or 2x2 block (4:2:0) before rounding, as a camera's chroma filter
     would. Decoded, it gives back the picture within the quantisation where the colour is flat over the
-    pair or block (2 levels; 3 through OpenCV's fixed-point decode: tests/test_synthetic_raw_yuv.py) and
+    pair or block (2 levels; 3 through OpenCV's fixed-point decode: tests/video/test_synthetic_raw_yuv.py) and
     the pair's or block's mean chroma at colour edges.
     """
     if encoding not in RAW_YUV_ENCODINGS:

@@ -52,10 +52,12 @@ import threading
 import weakref
 from typing import Any, Callable, Iterator, Optional
 
+from ....errors import ConfigError
 from .. import _codes as C
 from ._dvpp import DvppMedia
 from ._mdl import DataBufferCalls, MdlNamespace
 from ._memory import Memory
+from ._stream import _Stream
 from ._vdec import VdecMedia
 
 __all__ = ["SimAcl", "ledger", "inject_fault", "clear_faults", "faults", "UNITS", "MEMCPY_KINDS"]
@@ -73,7 +75,7 @@ def inject_fault(unit: str) -> None:
     """Make every call of ``unit`` (``jpegd``, ``vpc``, ``vdec`` or ``mdl``) fail on every software device
     (``ACL_ERROR_RT_FAILURE``; that unit's creators return 0) until :func:`clear_faults`."""
     if unit not in UNITS:
-        raise ValueError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
+        raise ConfigError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
     _FAULTS.add(unit)
 
 
@@ -143,14 +145,6 @@ class _Obj:
     def of(self, kind: type) -> list:
         with self._lock:
             return [o for o in self._items.values() if isinstance(o, kind)]
-
-
-class _Stream:
-    def __init__(self, context: Optional[int] = None) -> None:
-        self.queue: list[Callable[[], int]] = []
-        self.lock = threading.Lock()
-        #: the context current on the creating thread: the stream belongs to it (107003 from any other)
-        self.context = context
 
 
 class _Context:
@@ -335,13 +329,13 @@ class _Util:
 
     def bytes_to_ptr(self, data: bytes) -> int:
         if not isinstance(data, bytes):
-            raise ValueError("needs an byte as argument")  # pyACL's own message (bytes_convert.cpp)
+            raise ValueError("needs an byte as argument")  # builtin on purpose: pyACL's own exception (bytes_convert.cpp)
         return self._sim.memory.borrowed.register(data)
 
     def ptr_to_bytes(self, ptr: int, size: int) -> bytes:
         _space, view = self._sim.memory.resolve(ptr, size)
         if view is None:
-            raise ValueError(f"ptr_to_bytes: {size} bytes at {ptr:#x} are not mapped")
+            raise ValueError(f"ptr_to_bytes: {size} bytes at {ptr:#x} are not mapped")  # builtin on purpose: as pyACL
         return view.tobytes()
 
     def start_thread(self, fn: Callable, args: Any):

@@ -31,6 +31,7 @@ from ..colour import (bgr_to_nv12_planes, fill_padding_nv12, fill_padding_packed
                       packed_view, write_nv12, write_packed)
 from ....knowledge import facts as _facts  # per-family facts (families.yaml), never named in code
 from ..support import kcheck  # the backend's cached knowledge check: the same rules, one cache
+from ._stream import _Stream
 
 __all__ = ["DvppMedia", "PicDesc", "jpeg_bitstream"]
 
@@ -176,8 +177,6 @@ class DvppMedia:
         return None
 
     def _enqueue(self, stream: int, job) -> None:
-        from . import _Stream
-
         s = self._sim.objs.get(stream, _Stream)
         with s.lock:
             s.queue.append(job)

@@ -47,6 +47,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from ....errors import ConfigError
 from .. import _codes as C
 
 __all__ = ["SimModelSpec", "TensorSpec", "register", "unregister", "load_spec", "MdlNamespace", "DataBuffer",
@@ -139,8 +140,8 @@ def _picture_bytes(cfg: Any) -> int:
         return w * h * 4
     if fmt == "YUV400_U8":
         return w * h
-    raise ValueError(f"aipp input_format {cfg.input_format!r} is not simulated (YUV420SP_U8, RGB888_U8, "
-                     "XRGB8888_U8, YUV400_U8 are)")
+    raise ConfigError(f"aipp input_format {cfg.input_format!r} is not simulated (YUV420SP_U8, RGB888_U8, "
+                      "XRGB8888_U8, YUV400_U8 are)")
 
 
 def _pictures(cfg: Any, raw: np.ndarray, n: int) -> np.ndarray:
@@ -156,28 +157,28 @@ def _pictures(cfg: Any, raw: np.ndarray, n: int) -> np.ndarray:
 
 def _tensor(entry: Any, where: str) -> TensorSpec:
     if not isinstance(entry, dict):
-        raise ValueError(f"{where}: expected a mapping with dims and dtype, got {entry!r}")
+        raise ConfigError(f"{where}: expected a mapping with dims and dtype, got {entry!r}")
     unknown = set(entry) - {"name", "dims", "dtype"}
     if unknown:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} (allowed: name, dims, dtype)")
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} (allowed: name, dims, dtype)")
     dims = entry.get("dims")
     if not isinstance(dims, (list, tuple)) or not dims or not all(isinstance(d, int) and d > 0 for d in dims):
-        raise ValueError(f"{where}.dims: expected a list of positive ints, got {dims!r}")
+        raise ConfigError(f"{where}.dims: expected a list of positive ints, got {dims!r}")
     dtype = str(entry.get("dtype", "float32"))
     if dtype not in DTYPE_CODES:
-        raise ValueError(f"{where}.dtype: {dtype!r} is not one of {', '.join(DTYPE_CODES)}")
+        raise ConfigError(f"{where}.dtype: {dtype!r} is not one of {', '.join(DTYPE_CODES)}")
     return TensorSpec(str(entry.get("name", where.split(".")[-1])), tuple(int(d) for d in dims), dtype)
 
 
 def resolve_function(ref: object, base_dir: str) -> Callable[..., Any]:
     """``module:callable`` (imported) or ``path/file.py:callable`` (relative to ``base_dir``)."""
     if not isinstance(ref, str) or ":" not in ref:
-        raise ValueError(f"function: expected 'module:callable' or 'file.py:callable', got {ref!r}")
+        raise ConfigError(f"function: expected 'module:callable' or 'file.py:callable', got {ref!r}")
     mod_ref, _, attr = ref.rpartition(":")
     if mod_ref.endswith(".py"):
         path = mod_ref if os.path.isabs(mod_ref) else os.path.join(base_dir, mod_ref)
         if not os.path.isfile(path):
-            raise ValueError(f"function: file not found: {path}")
+            raise ConfigError(f"function: file not found: {path}")
         spec = importlib.util.spec_from_file_location(f"_dvpipe_sim_model_{abs(hash(path))}", path)
         assert spec is not None and spec.loader is not None  # a .py path always has a spec and a loader
         module = importlib.util.module_from_spec(spec)
@@ -186,41 +187,41 @@ def resolve_function(ref: object, base_dir: str) -> Callable[..., Any]:
         try:
             module = importlib.import_module(mod_ref)
         except ImportError as e:
-            raise ValueError(f"function: cannot import {mod_ref!r} ({e})") from None
+            raise ConfigError(f"function: cannot import {mod_ref!r} ({e})") from None
     fn = getattr(module, attr, None)
     if not callable(fn):
-        raise ValueError(f"function: {mod_ref} has no callable {attr!r}")
+        raise ConfigError(f"function: {mod_ref} has no callable {attr!r}")
     return fn
 
 
 def load_spec(mapping: Any, base_dir: str = ".", name: str = "model") -> SimModelSpec:
-    """Validate a parsed descriptor (see docs/models.md); ``ValueError`` naming the key otherwise."""
+    """Validate a parsed descriptor (see docs/models.md); ``ConfigError`` (a ``ValueError``) naming the key otherwise."""
     if not isinstance(mapping, dict) or "dvpipe_sim_model" not in mapping:
-        raise ValueError("not a software-device model descriptor (a real .om cannot run on the software device; "
-                         "write a descriptor with 'dvpipe_sim_model: 1', see docs/models.md)")
+        raise ConfigError("not a software-device model descriptor (a real .om cannot run on the software device; "
+                          "write a descriptor with 'dvpipe_sim_model: 1', see docs/models.md)")
     allowed = {"dvpipe_sim_model", "function", "inputs", "outputs", "aipp", "max_src_image_size", "name"}
     unknown = set(mapping) - allowed
     if unknown:
-        raise ValueError(f"unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(allowed))})")
+        raise ConfigError(f"unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(allowed))})")
     if mapping["dvpipe_sim_model"] != 1:
-        raise ValueError(f"dvpipe_sim_model: version 1 is the only one, got {mapping['dvpipe_sim_model']!r}")
+        raise ConfigError(f"dvpipe_sim_model: version 1 is the only one, got {mapping['dvpipe_sim_model']!r}")
     fn = mapping.get("function")
     fn = fn if callable(fn) else resolve_function(fn, base_dir)
     for key in ("inputs", "outputs"):
         if not isinstance(mapping.get(key), (list, tuple)) or not mapping[key]:
-            raise ValueError(f"{key}: expected a non-empty list of {{name, dims, dtype}}")
+            raise ConfigError(f"{key}: expected a non-empty list of {{name, dims, dtype}}")
     inputs = tuple(_tensor(e, f"inputs[{i}]") for i, e in enumerate(mapping["inputs"]))
     outputs = tuple(_tensor(e, f"outputs[{i}]") for i, e in enumerate(mapping["outputs"]))
     aipp = mapping.get("aipp")
     max_src = int(mapping.get("max_src_image_size", 0) or 0)
     if isinstance(aipp, str) and aipp == "dynamic":
         if max_src <= 0:
-            raise ValueError("max_src_image_size: aipp: dynamic needs the bytes input 0 accepts (ATC "
-                             "max_src_image_size), e.g. N * W * H * 3 // 2 for YUV420SP_U8")
+            raise ConfigError("max_src_image_size: aipp: dynamic needs the bytes input 0 accepts (ATC "
+                              "max_src_image_size), e.g. N * W * H * 3 // 2 for YUV420SP_U8")
     elif isinstance(aipp, str):
         path = aipp if os.path.isabs(aipp) else os.path.join(base_dir, aipp)
         if not os.path.isfile(path):
-            raise ValueError(f"aipp: file not found: {path}")
+            raise ConfigError(f"aipp: file not found: {path}")
         from ..aipp import AippConfig
 
         with open(path, encoding="utf-8") as f:
@@ -228,11 +229,11 @@ def load_spec(mapping: Any, base_dir: str = ".", name: str = "model") -> SimMode
     if aipp is not None and not (isinstance(aipp, str)):
         dims = inputs[0].dims
         if len(dims) != 4 or dims[1] != 3:
-            raise ValueError(f"inputs[0].dims: with AIPP, input 0 is the (N, 3, H, W) tensor AIPP writes, got "
-                             f"{list(dims)}")
+            raise ConfigError(f"inputs[0].dims: with AIPP, input 0 is the (N, 3, H, W) tensor AIPP writes, got "
+                              f"{list(dims)}")
         if tuple(aipp.output_hw) != tuple(dims[2:]):
-            raise ValueError(f"aipp: the configuration writes {aipp.output_hw[0]}x{aipp.output_hw[1]} (HxW) but "
-                             f"inputs[0] is {dims[2]}x{dims[3]}; ATC would refuse this conversion")
+            raise ConfigError(f"aipp: the configuration writes {aipp.output_hw[0]}x{aipp.output_hw[1]} (HxW) but "
+                              f"inputs[0] is {dims[2]}x{dims[3]}; ATC would refuse this conversion")
         _picture_bytes(aipp)
     return SimModelSpec(fn, inputs, outputs, aipp, max_src, str(mapping.get("name", name)))
 
@@ -243,7 +244,7 @@ def parse_descriptor(text: str, base_dir: str, name: str = "model") -> SimModelS
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ValueError(f"not YAML/JSON ({str(e).splitlines()[0]})") from None
+        raise ConfigError(f"not YAML/JSON ({str(e).splitlines()[0]})") from None
     return load_spec(data, base_dir, name)
 
 
@@ -390,13 +391,13 @@ def aipp_fields(calls: Sequence[tuple[str, tuple]]) -> dict:
         if b:
             # per-batch settings: one configuration for every picture is what the software device applies
             if api in first and first[api] != vals:
-                raise ValueError(f"{api}: batch {b} differs from batch 0; per-picture AIPP parameters are not "
-                                 "simulated")
+                raise ConfigError(f"{api}: batch {b} differs from batch 0; per-picture AIPP parameters are not "
+                                  "simulated")
             continue
         first[api] = dict(vals)
         if api == "set_aipp_scf_params":
             if vals.get("scf_switch"):
-                raise ValueError("scaling (set_aipp_scf_params with the switch on) is not simulated")
+                raise ConfigError("scaling (set_aipp_scf_params with the switch on) is not simulated")
             continue
         if "input_format" in vals:
             vals["input_format"] = AIPP_INPUT_FORMATS.get(int(vals["input_format"]), str(vals["input_format"]))

@@ -1,0 +1,651 @@
+"""OmModel over acl.mdl on the software device: load / execute / teardown, AIPP, sizes, faults, accounting.
+
+References are independent of the code under test: numpy computes what each "model" function should return,
+a float YCbCr -> RGB decode written here (JPEG full range, T.871 coefficients) gives what AIPP should hand the
+model, byte counts come from the tensor shapes, and the dynamic-AIPP call order is the one the pyACL pages
+document (create_aipp, set_aipp_*, set_input_aipp before executing).
+"""
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+import dvpipe
+from dvpipe.backends.dvpp import _acl, sim
+from dvpipe.device import DeviceTensor
+from dvpipe.errors import ConfigError
+from dvpipe.latency.timeline import Timeline
+from dvpipe.models import ModelInputError, OmModel, from_config, parse_config, sim_model
+from dvpipe.types import FrameBatch
+
+from tolerances import tol
+
+TARGET = dvpipe.Target("Ascend310P3", "8.0.0")
+MEAN = (123.675, 116.28, 103.53)  # mmdet3d img_norm_cfg, RGB order
+STD = (58.395, 57.12, 57.375)
+
+
+def _om(key, **kw):
+    return OmModel(key, backend="dvpp-sim", target=TARGET, **kw)
+
+
+# ------------------------------------------------------------------------------------------------ references
+
+def _nv12_jpeg(rgb: np.ndarray) -> np.ndarray:
+    """(H, W, 3) uint8 RGB -> (H*3/2, W) NV12, JPEG/JFIF full-range BT.601 (T.871), 2x2-mean chroma."""
+    r, g, b = (rgb[..., i].astype(np.float64) for i in range(3))
+    y = 0.299 * r + 0.587 * g + 0.114 * b
+    cb = 128 - 0.168736 * r - 0.331264 * g + 0.5 * b
+    cr = 128 + 0.5 * r - 0.418688 * g - 0.081312 * b
+    h, w = y.shape
+
+    def sub(c):
+        return c.reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3))
+
+    uv = np.stack([sub(cb), sub(cr)], axis=-1).reshape(h // 2, w)
+    return np.clip(np.rint(np.concatenate([y, uv])), 0, 255).astype(np.uint8)
+
+
+def _reference_normalised(nv12: np.ndarray, content_hw, out_hw) -> np.ndarray:
+    """What the model should receive: NV12 decoded in float (each chroma sample serving its 2x2 block),
+    cropped to the content, (x - mean) / std per RGB channel, padded bottom/right with 0 -> (3, H, W)."""
+    h = nv12.shape[0] * 2 // 3
+    w = nv12.shape[1]
+    y = nv12[:h].astype(np.float64)
+    uv = nv12[h:].reshape(h // 2, w // 2, 2).astype(np.float64)
+    u = np.repeat(np.repeat(uv[..., 0], 2, 0), 2, 1) - 128
+    v = np.repeat(np.repeat(uv[..., 1], 2, 0), 2, 1) - 128
+    rgb = np.stack([y + 1.402 * v, y - 0.344136 * u - 0.714136 * v, y + 1.772 * u])
+    rgb = np.clip(rgb, 0, 255)
+    ch, cw = content_hw
+    norm = (rgb[:, :ch, :cw] - np.array(MEAN)[:, None, None]) / np.array(STD)[:, None, None]
+    out = np.zeros((3, *out_hw))
+    out[:, :ch, :cw] = norm
+    return out
+
+
+def _pictures(n: int, w: int, h: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+    out = []
+    for k in range(n):
+        base = np.stack([128 + 100 * np.sin(xx / (5 + k) + yy / 9), 128 + 90 * np.cos(yy / 7 - xx / 13),
+                         128 + 80 * np.sin((xx + yy) / 11)], -1) + rng.normal(0, 10, (h, w, 3))
+        out.append(_nv12_jpeg(np.clip(base, 0, 255).astype(np.uint8)))
+    return np.stack(out)
+
+
+def _device_tensor(model: OmModel, nv12: np.ndarray, aipp=None) -> tuple[DeviceTensor, int]:
+    """Upload an (N, H*3/2, W) NV12 batch into runtime.malloc'ed device memory (one buffer, N back to back)."""
+    rt = model.runtime
+    n, h3, w = nv12.shape
+    ptr = rt.malloc(nv12.nbytes)
+    rt.upload(ptr, nv12.nbytes, np.ascontiguousarray(nv12).tobytes())
+    t = DeviceTensor(ptr, nv12.nbytes, (n, h3 * 2 // 3, w), "uint8", "NV12", "dvpp-sim:0", rt, (w, h3 * 2 // 3),
+                     meta={} if aipp is None else {"aipp": aipp})
+    return t, ptr
+
+
+def _transfer_bytes(tl: Timeline) -> dict:
+    out: dict = {}
+    for s in tl.spans:
+        if s.kind == "transfer":
+            out[s.attrs["direction"]] = out.get(s.attrs["direction"], 0) + s.attrs["bytes"]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ tests
+
+def test_load_execute_teardown_and_ledger():
+    def fn(x, y):
+        return x @ y, (x.sum(axis=1) > 0).astype(np.int32)
+
+    key = sim_model(fn, inputs=[((4, 3), "float32"), ((3, 2), "float32")],
+                    outputs=[((4, 2), "float32"), ((4,), "int32")], name="matmul")
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) - 5
+    y = np.array([[1, 0], [0, 1], [1, 1]], np.float32)
+    m = _om(key)
+    live = sim.ledger()
+    # loaded: 1 model, its description, the output dataset over 2 data buffers, 2 output buffers, a stream
+    assert (live["models"], live["model_descs"], live["datasets"], live["data_buffers"]) == (1, 1, 1, 2)
+    assert live["device_buffers"] == 2 and live["streams"] == 1
+    for _ in range(3):
+        prod, pos = m(x, y)
+        np.testing.assert_array_equal(prod, x @ y)
+        np.testing.assert_array_equal(pos, np.array([0, 0, 1, 1], np.int32))
+        live = sim.ledger()  # + the input dataset (2 buffers) and the 2 reused upload buffers, made once
+        assert (live["datasets"], live["data_buffers"], live["device_buffers"]) == (2, 4, 4)
+    assert prod.dtype == np.float32 and pos.dtype == np.int32 and pos.shape == (4,)
+    assert [t.describe() for t in m.outputs] == ["4x2 float32 (32 B)", "4 int32 (16 B)"]
+    # host inputs: one explicit upload per input and call; outputs downloaded once per call
+    assert m.stats == {"calls": 3, "host_to_device_bytes": 3 * (48 + 24), "device_to_host_bytes": 3 * (32 + 16)}
+    m.close()
+    m.close()  # idempotent
+    assert sim.ledger()["models"] == 0 and sim.ledger()["data_buffers"] == 0
+
+
+def test_no_device_allocation_per_call():
+    key = sim_model(lambda x: x + 1, inputs=[((2, 8), "float16")], outputs=[((2, 8), "float16")])
+    with _om(key) as m:
+        m(np.zeros((2, 8), np.float16))
+        space = m.runtime.acl.memory.rt
+        before = space.allocations
+        for _ in range(5):
+            (out,) = m(np.full((2, 8), 2, np.float16))
+        assert space.allocations == before
+        np.testing.assert_array_equal(out, np.full((2, 8), 3, np.float16))
+
+
+@pytest.mark.parametrize("src, content, out", [((48, 64), (48, 64), (48, 64)), ((48, 64), (46, 60), (48, 64))],
+                         ids=["plain", "crop+pad"])
+def test_device_tensor_with_static_aipp_receives_the_normalised_tensor(src, content, out):
+    from dvpipe.backends.dvpp.aipp import aipp_for
+
+    n = 2
+    (sh, sw), (ch, cw), (oh, ow) = src, content, out
+    cfg = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=src,
+                   content_size=content, out_size=out)
+    key = sim_model(lambda x: x, inputs=[((n, 3, oh, ow), "float16")], outputs=[((n, 3, oh, ow), "float16")],
+                    aipp=cfg, name="identity-aipp")
+    nv12 = _pictures(n, sw, sh)
+    tl = Timeline()
+    with _om(key) as m:
+        # the AIPP input takes the raw picture batch: N * W * H * 3/2 bytes
+        assert m.inputs[0].nbytes == n * sw * sh * 3 // 2 and m.inputs[0].aipp == "static"
+        tensor, ptr = _device_tensor(m, nv12)
+        h2d_before = m.runtime.acl.memory.rt.allocations
+        batch = FrameBatch(images=tensor, metas=[{}] * n, valid=np.ones(n, bool), drops=[], cameras=("A", "B"),
+                             timeline=tl)
+        (got,) = m(batch)
+        m.runtime.free(ptr)
+        assert m.runtime.acl.memory.rt.allocations == h2d_before  # nothing staged for a device input
+    assert got.shape == (n, 3, oh, ow) and got.dtype == np.float16
+    for k in range(n):
+        ref = _reference_normalised(nv12[k], (ch, cw), (oh, ow))
+        err = np.abs(got[k].astype(np.float64) - ref)
+        # bound: the 8-bit fixed-point CSC truncates (>> 8) and rounds its matrix (<= 2 levels of 255, i.e.
+        # 2 / 57.12 in normalised units), fp16 keeps 11 bits (<= 0.002 at |x| < 2.7)
+        assert err.max() <= 2 / min(STD) + 0.004, err.max()
+        assert err.mean() < 0.5 / min(STD)
+        if (oh, ow) != (ch, cw):
+            assert not got[k][:, ch:, :].any() and not got[k][:, :, cw:].any()  # the padding is exactly 0
+    # accounting: the input never crossed PCIe; device->host is the output only
+    assert _transfer_bytes(tl) == {"device_to_host": n * 3 * oh * ow * 2}
+    host = [s for s in tl.spans if s.name == "model"]
+    device = [s for s in tl.spans if s.name == "model.execute"]
+    assert [s.kind for s in host] == ["model"] and [s.kind for s in device] == ["device"]
+    assert device[0].attrs["unit"] == "npu" and device[0].attrs["step"] == "model"
+    assert host[0].start_ns <= device[0].start_ns <= device[0].end_ns <= host[0].end_ns
+
+
+def test_host_batch_is_uploaded_once_and_counted():
+    n, h, w = 3, 4, 5
+
+    def fn(x):
+        return x.astype(np.float32).mean(axis=(2, 3))
+
+    key = sim_model(fn, inputs=[((n, 3, h, w), "float16")], outputs=[((n, 3), "float32")])
+    images = np.random.default_rng(1).normal(size=(n, 3, h, w)).astype(np.float32)
+    tl = Timeline()
+    batch = FrameBatch(images=images, metas=[{}] * n, valid=np.ones(n, bool), drops=[], cameras=("a", "b", "c"),
+                         timeline=tl)
+    with _om(key) as m:
+        (got,) = m(batch)
+    # a float32 host batch is cast to the model's fp16 input (same elements), then uploaded once
+    np.testing.assert_allclose(got, images.astype(np.float16).astype(np.float32).mean(axis=(2, 3)), rtol=tol("fp16_input_mean").rtol)
+    assert _transfer_bytes(tl) == {"host_to_device": n * 3 * h * w * 2, "device_to_host": n * 3 * 4}
+
+
+def test_input_size_mismatch_is_refused_with_the_sizes():
+    key = sim_model(lambda x: x, inputs=[((1, 3, 480, 800), "float16")], outputs=[((1, 3, 480, 800), "float16")])
+    with _om(key) as m:
+        with pytest.raises(ModelInputError, match=r"expects 1x3x480x800 float16 \(2304000 B\) at input 0, the batch "
+                                                  r"is a host \(1, 3, 480, 640\) float16 array of 1843200 B"):
+            m(np.zeros((1, 3, 480, 640), np.float16))
+        # the same byte count in another dtype is not the model's tensor (no silent reinterpretation)
+        with pytest.raises(ModelInputError, match=r"the batch is a host \(1, 3, 480, 400\) float32 array of 2304000 B"):
+            m(np.zeros((1, 3, 480, 400), np.float32))
+        ptr = m.runtime.malloc(1000)
+        t = DeviceTensor(ptr, 1000, (1, 10, 100), "uint8", "NV12", "dvpp-sim:0", m.runtime, (100, 10))
+        with pytest.raises(ModelInputError, match=r"expects 1x3x480x800 float16 \(2304000 B\) at input 0, the batch "
+                                                  r"is a NV12 DeviceTensor \(1, 10, 100\) uint8 strides \(100, 10\) "
+                                                  r"of 1000 B"):
+            m(t)
+        with pytest.raises(ModelInputError, match="1 data input"):
+            m(np.zeros((1, 3, 480, 800), np.float16), np.zeros(3))
+        m.runtime.free(ptr)
+
+
+def test_static_aipp_model_refuses_a_host_float_batch():
+    from dvpipe.backends.dvpp.aipp import aipp_for
+
+    cfg = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=(8, 16),
+                   content_size=(8, 16), out_size=(8, 16))
+    key = sim_model(lambda x: x, inputs=[((1, 3, 8, 16), "float16")], outputs=[((1, 3, 8, 16), "float16")], aipp=cfg)
+    with _om(key) as m:
+        with pytest.raises(ModelInputError, match="converted with AIPP"):
+            m(np.zeros((1, 3, 8, 16), np.float32))
+
+
+def test_software_device_enforces_the_api():
+    """The sim's own checks, called as pyACL is: wrong size, host memory, destroyed dataset."""
+    from dvpipe.backends.dvpp import _mdl
+
+    key = sim_model(lambda x: x, inputs=[((4,), "float32")], outputs=[((4,), "float32")])
+    with _om(key) as m:
+        rt = m.runtime
+        dev = rt.call("acl.rt.malloc", 16, 0)
+        small = rt.call("acl.rt.malloc", 8, 0)
+        host = rt.call("acl.rt.malloc_host", 16)
+        out = rt.call("acl.rt.malloc", 16, 0)
+        outs = _mdl.create_dataset(rt, [(out, 16)])
+        for ptr, size, why in ((small, 8, "holds 8 B, the model expects 16 B"), (host, 16, "not device memory")):
+            ins = _mdl.create_dataset(rt, [(ptr, size)])
+            with pytest.raises(_acl.InvalidParam, match=why) as e:
+                rt.call("acl.mdl.execute", m.model_id, ins.handle, outs.handle)
+            assert e.value.ret == 100000
+            _mdl.destroy_dataset(rt, ins)
+        ins = _mdl.create_dataset(rt, [(dev, 16)])
+        rt.call("acl.mdl.execute", m.model_id, ins.handle, outs.handle)
+        gone = ins.handle
+        _mdl.destroy_dataset(rt, ins)
+        with pytest.raises(_acl.InvalidParam, match="destroyed"):
+            rt.call("acl.mdl.execute", m.model_id, gone, outs.handle)
+        _mdl.destroy_dataset(rt, outs)
+        for p in (dev, small, out):
+            rt.call("acl.rt.free", p)
+        rt.call("acl.rt.free_host", host)
+
+
+def test_dynamic_aipp_sequence_in_documented_order():
+    from dvpipe.backends.dvpp.aipp import aipp_for
+
+    n, w, h = 2, 32, 16
+    cfg = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=(h, w),
+                   content_size=(h, w), out_size=(h, w))
+    dyn = sim_model(lambda x: x, inputs=[((n, 3, h, w), "float16")], outputs=[((n, 3, h, w), "float16")],
+                    aipp="dynamic", max_src_image_size=2 * n * w * h * 3 // 2, name="identity-dyn")
+    nv12 = _pictures(n, w, h, seed=3)
+    with _om(dyn) as m:
+        assert m.dynamic_aipp and len(m.inputs) == 1  # the parameter input is the runner's, not the caller's
+        # ATC max_src_image_size is an upper bound: a smaller picture batch is accepted, a larger one is not
+        assert m.inputs[0].nbytes == 2 * nv12.nbytes
+        with pytest.raises(ModelInputError, match=f"at input 0, the batch is a host .* of {3 * nv12.nbytes} B"):
+            m(np.zeros(3 * nv12.nbytes, np.uint8))
+        tensor, ptr = _device_tensor(m, nv12, aipp=cfg)
+        calls = m.runtime.acl.mdl.calls
+        start = len(calls)
+        (got,) = m(tensor)
+        (again,) = m(tensor)
+        seq = [api for api, _ in calls[start:] if api.startswith(("create_aipp", "set_", "execute", "destroy_aipp"))]
+        m.runtime.free(ptr)
+        assert sim.ledger()["aipp_sets"] == 1
+    # documented order (pyACL set_input_aipp page, "dynamic AIPP (single dynamic AIPP input)"): create the
+    # parameter set, set its parameters, bind it to the dataset with set_input_aipp, then execute
+    per_batch = ["set_aipp_crop_params", "set_aipp_padding_params", "set_aipp_dtc_pixel_mean",
+                 "set_aipp_dtc_pixel_min", "set_aipp_pixel_var_reci"]
+    expected = (["create_aipp", "set_aipp_input_format", "set_aipp_csc_params", "set_aipp_rbuv_swap_switch",
+                 "set_aipp_ax_swap_switch", "set_aipp_src_image_size"] + per_batch * n
+                + ["set_input_aipp", "execute_async", "execute_async"])
+    assert seq == expected  # the second call reuses the parameters already in the AIPP input buffer
+    for k in range(n):
+        ref = _reference_normalised(nv12[k], (h, w), (h, w))
+        assert np.abs(got[k].astype(np.float64) - ref).max() <= 2 / min(STD) + 0.004
+    np.testing.assert_array_equal(got, again)
+
+
+def test_dynamic_aipp_needs_parameters():
+    dyn = sim_model(lambda x: x, inputs=[((1, 3, 8, 8), "float16")], outputs=[((1, 3, 8, 8), "float16")],
+                    aipp="dynamic", max_src_image_size=8 * 8 * 3 // 2)
+    with _om(dyn) as m:
+        with pytest.raises(ModelInputError, match=r"meta\['aipp'\]"):
+            m(np.zeros(96, np.uint8))
+    plain = sim_model(lambda x: x, inputs=[((2,), "float32")], outputs=[((2,), "float32")])
+    from dvpipe.backends.dvpp.aipp import AippConfig
+
+    with pytest.raises(ConfigError, match="aipp: the model .* has no dynamic AIPP input"):
+        _om(plain, aipp=AippConfig(src_image_size_w=8, src_image_size_h=8))
+
+
+def test_fault_injection_in_the_mdl_unit():
+    key = sim_model(lambda x: x, inputs=[((2,), "float32")], outputs=[((2,), "float32")])
+    with sim.faults("mdl"):
+        with pytest.raises(_acl.RtFailure, match="acl.mdl.load_from_file"):
+            _om(key)
+    m = _om(key)
+    m(np.ones(2, np.float32))
+    sim.inject_fault("mdl")
+    with pytest.raises(_acl.RtFailure, match="execute_async"):
+        m(np.ones(2, np.float32))
+    sim.clear_faults()
+    (out,) = m(np.ones(2, np.float32))  # the model works again once the fault is gone
+    np.testing.assert_array_equal(out, np.ones(2, np.float32))
+    m.close()
+
+
+def test_model_function_errors_are_device_failures():
+    key = sim_model(lambda x: x[:1], inputs=[((2,), "float32")], outputs=[((2,), "float32")])
+    with _om(key) as m:
+        with pytest.raises(_acl.RtFailure, match=r"output 0 has shape \(1,\), the descriptor declares \(2,\)"):
+            m(np.ones(2, np.float32))
+
+
+def _write_model(tmp_path, extra: str = "") -> str:
+    (tmp_path / "model_fn.py").write_text("import numpy as np\n\ndef run(x):\n    return x * 3, x.sum(keepdims=True)\n")
+    (tmp_path / "model.om").write_text(textwrap.dedent("""\
+        dvpipe_sim_model: 1
+        function: model_fn.py:run
+        inputs:
+          - {name: x, dims: [2, 2], dtype: float32}
+        outputs:
+          - {name: y, dims: [2, 2], dtype: float32}
+          - {name: s, dims: [1, 1], dtype: float32}
+        """) + extra)
+    return str(tmp_path)
+
+
+def test_from_config_loads_a_descriptor(tmp_path):
+    base = _write_model(tmp_path)
+    m = from_config({"type": "om", "path": "model.om", "device": 0, "backend": "dvpp-sim",
+                     "target": {"soc": "Ascend310P3", "cann": "8.0.0"}}, base)
+    try:
+        x = np.array([[1, 2], [3, 4]], np.float32)
+        y, s = m(x)
+        np.testing.assert_array_equal(y, 3 * x)
+        np.testing.assert_array_equal(s, np.array([[10]], np.float32))
+        assert [t.name for t in m.outputs] == ["y", "s"]
+    finally:
+        m.close()
+
+
+@pytest.mark.parametrize("mapping, match", [
+    ({"type": "om"}, r"^model\.path: missing"),
+    ({"path": "nope.om", "backend": "dvpp-sim"}, r"^model\.path: file not found: .*nope\.om"),
+    ({"path": "model.om", "backend": "tpu"}, r"^model\.backend: expected one of dvpp, dvpp-sim, got 'tpu'"),
+    ({"path": "model.om", "backend": "dvpp-sim", "device": -1}, r"^model\.device: expected a device id >= 0"),
+    ({"path": "model.om", "backend": "dvpp-sim"}, r"^model\.target: the software device simulates one target"),
+    ({"path": "model.om", "backend": "dvpp-sim", "target": {"soc": "Ascend310P3"}}, r"^model\.target\.cann: missing"),
+    ({"path": "model.om", "batch": 4}, r"^model: unknown key\(s\) batch"),
+    ({"type": "onnx", "path": "model.om"}, r"^model\.type: only type: om"),
+    ({"path": "model.om", "backend": "dvpp-sim", "aipp": "x.cfg", "target": {"soc": "Ascend310P3", "cann": "8.0.0"}},
+     r"^model\.aipp: file not found: .*x\.cfg"),
+])
+def test_config_errors_name_the_key(tmp_path, mapping, match):
+    base = _write_model(tmp_path)
+    with pytest.raises(ConfigError, match=match):
+        parse_config(mapping, base)
+
+
+def test_from_config_bad_descriptor_is_a_path_error(tmp_path):
+    base = _write_model(tmp_path, "layers: 3\n")
+    with pytest.raises(ConfigError, match=r"^model\.path: the device cannot load it: .*unknown key\(s\) layers"):
+        from_config({"path": "model.om", "backend": "dvpp-sim"}, base, default_target=TARGET)
+
+
+def test_load_from_mem_and_synchronous_execute():
+    """The lower layer alone: a descriptor loaded from host memory, executed with acl.mdl.execute."""
+    from dvpipe.backends.dvpp import _mdl
+
+    text = b"dvpipe_sim_model: 1\nfunction: numpy:negative\ninputs: [{dims: [3], dtype: int32}]\n" \
+           b"outputs: [{dims: [3], dtype: int32}]\n"
+    rt = _acl.runtime("sim", TARGET).hold()
+    try:
+        mid = _mdl.load(rt, data=text)
+        desc, info = _mdl.describe(rt, mid)
+        assert [(t.dims, t.dtype, t.nbytes) for t in info.inputs + info.outputs] == [((3,), "int32", 12)] * 2
+        src, dst = rt.call("acl.rt.malloc", 12, 0), rt.call("acl.rt.malloc", 12, 0)
+        rt.upload(src, 12, np.array([1, -2, 3], np.int32).tobytes())
+        ins, outs = _mdl.create_dataset(rt, [(src, 12)]), _mdl.create_dataset(rt, [(dst, 12)])
+        rt.call("acl.mdl.execute", mid, ins.handle, outs.handle)
+        np.testing.assert_array_equal(rt.download(dst, 12).view(np.int32), [-1, 2, -3])
+        for ds in (ins, outs):
+            _mdl.destroy_dataset(rt, ds)
+        for p in (src, dst):
+            rt.call("acl.rt.free", p)
+        _mdl.unload(rt, mid, desc)
+        with pytest.raises(_acl.InvalidParam):  # an unloaded model is an invalid handle
+            rt.call("acl.mdl.unload", mid)
+    finally:
+        rt.unhold()
+
+
+def test_end_to_end_aipp_route_into_the_model(samples_dir):
+    """The whole device path on the software device: JPEG -> JPEGD + VPC into the per-batch NV12 buffer (AIPP
+    route) -> OmModel over that buffer (static AIPP from the batch's meta) -> outputs. The only bytes that
+    cross PCIe are the JPEGs going in and the model's outputs coming back."""
+    from dvpipe.testing.dvpp import sample_frame_sets
+
+    rig = dvpipe.Rig.from_yaml(samples_dir / "rig.yaml")
+    frames = sample_frame_sets(rig, samples_dir, count=1)[0]
+    pipe = dvpipe.Pipeline.from_profile("bevformer-tiny", rig, backends=("dvpp-sim", "aipp-sim", "cpu"),
+                                        target=TARGET, fidelity="fast")
+    ref = dvpipe.Pipeline.from_profile("bevformer-tiny", rig, backends=("cpu",))
+    try:
+        batch = pipe.process(frames)
+        assert isinstance(batch.images, DeviceTensor) and batch.images.layout == "NV12"
+        cfg = batch.images.meta["aipp"]
+        n, (oh, ow) = batch.images.shape[0], cfg.output_hw
+        key = sim_model(lambda x: x, inputs=[((n, 3, oh, ow), "float16")], outputs=[((n, 3, oh, ow), "float16")],
+                        aipp=cfg, name="bev-input")
+        with _om(key) as m:
+            (got,) = m(batch)
+        want = np.asarray(ref.process(frames).images)
+    finally:
+        pipe.close()
+        ref.close()
+    moved = _transfer_bytes(batch.timeline)
+    assert moved.get("host_to_device") == sum(len(b) for b in frames.values())  # the JPEG bytes, nothing else
+    assert moved.get("device_to_host") == got.nbytes == n * 3 * oh * ow * 2  # the model's output only
+    assert got.shape == want.shape
+    err = np.abs(got.astype(np.float64) - want)
+    # against the CPU reference (libjpeg DCT-domain 1/2 decode, float normalise): DVPP's bilinear resize,
+    # AIPP's 8-bit CSC and fp16. Measured: mean 0.011, p99 0.051 (normalised units); edges differ most
+    assert err.mean() < 0.02 and np.percentile(err, 99) < 0.1
+    content_h = cfg.crop_size_h if cfg.crop else cfg.src_image_size_h
+    assert content_h < oh and np.all(got[:, :, content_h:, :] == 0)  # the Pad rows, exactly 0 as in the reference
+
+
+def test_software_device_refuses_dynamic_aipp_without_parameters():
+    from dvpipe.backends.dvpp import _mdl
+
+    key = sim_model(lambda x: x, inputs=[((1, 3, 8, 8), "float16")], outputs=[((1, 3, 8, 8), "float16")],
+                    aipp="dynamic", max_src_image_size=96)
+    rt = _acl.runtime("sim", TARGET).hold()
+    try:
+        mid = _mdl.load(rt, path=key)
+        desc, info = _mdl.describe(rt, mid)
+        assert [t.aipp for t in info.inputs] == ["dynamic", "dynamic_params"] and info.inputs[0].aipp_index == 1
+        ptrs = [rt.call("acl.rt.malloc", t.nbytes, 0) for t in (*info.inputs, *info.outputs)]
+        ins = _mdl.create_dataset(rt, [(p, t.nbytes) for p, t in zip(ptrs, info.inputs)])
+        outs = _mdl.create_dataset(rt, [(ptrs[-1], info.outputs[0].nbytes)])
+        with pytest.raises(_acl.InvalidParam, match="dynamic AIPP parameters were not set"):
+            rt.call("acl.mdl.execute", mid, ins.handle, outs.handle)
+        for ds in (ins, outs):
+            _mdl.destroy_dataset(rt, ds)
+        for p in ptrs:
+            rt.call("acl.rt.free", p)
+        _mdl.unload(rt, mid, desc)
+    finally:
+        rt.unhold()
+
+
+def _pitched_tensor(model: OmModel, nv12: np.ndarray, aipp=None) -> tuple[DeviceTensor, int, int]:
+    """The AIPP route's batch layout: N NV12 pictures in one DVPP allocation, ``slot_pitch`` bytes apart (the
+    picture plus the gap pyACL documents between DVPP segments), not back to back."""
+    from dvpipe.device import slot_pitch
+
+    rt = model.runtime
+    n, h3, w = nv12.shape
+    per = h3 * w
+    pitch = slot_pitch(per)
+    assert pitch > per  # the case under test: the pictures are not adjacent
+    ptr = rt.malloc(n * pitch)
+    for i in range(n):
+        rt.upload(ptr + i * pitch, per, np.ascontiguousarray(nv12[i]).tobytes())
+    meta = {"slot_pitch": pitch, **({} if aipp is None else {"aipp": aipp})}
+    t = DeviceTensor(ptr, n * pitch, (n, h3 * 2 // 3, w), "uint8", "NV12", "dvpp-sim:0", rt, (w, h3 * 2 // 3),
+                     meta=meta)
+    return t, ptr, pitch
+
+
+@pytest.mark.parametrize("mode", ["static", "dynamic"])
+def test_every_camera_of_a_pitched_batch_reaches_the_model(mode):
+    """Issue 26 point 1: AIPP reads the N pictures of its input back to back (ATC "AIPP Verification of the Model
+    Input Size", atlasatc_16_0024: input_size = N x w x h x 1.5); the AIPP route's batch has them slot_pitch bytes
+    apart. Every camera's model input, not only camera 0's, must match the float reference (dynamic AIPP bound the
+    pitched buffer as is: camera 1 read from the middle of camera 0's gap, max error ~4 normalised units)."""
+    from dvpipe.backends.dvpp.aipp import aipp_for
+
+    n, w, h = 3, 32, 16
+    cfg = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=(h, w),
+                   content_size=(h, w), out_size=(h, w))
+    per = w * h * 3 // 2
+    spec = dict(inputs=[((n, 3, h, w), "float16")], outputs=[((n, 3, h, w), "float16")], name=f"pitched-{mode}")
+    key = (sim_model(lambda x: x, aipp=cfg, **spec) if mode == "static"
+           else sim_model(lambda x: x, aipp="dynamic", max_src_image_size=2 * n * per, **spec))
+    nv12 = _pictures(n, w, h, seed=5)
+    tl = Timeline()
+    with _om(key) as m:
+        tensor, ptr, pitch = _pitched_tensor(m, nv12, aipp=cfg)
+        (got,) = m(FrameBatch(images=tensor, metas=[{}] * n, valid=np.ones(n, bool), drops=[],
+                              cameras=("A", "B", "C"), timeline=tl))
+        m.runtime.free(ptr)
+    for k in range(n):
+        ref = _reference_normalised(nv12[k], (h, w), (h, w))
+        err = np.abs(got[k].astype(np.float64) - ref).max()
+        assert err <= 2 / min(STD) + 0.004, (k, err)
+    # the N pictures were packed on the device (N device -> device copies), nothing crossed PCIe but the output
+    assert _transfer_bytes(tl) == {"device_to_device": n * per, "device_to_host": n * 3 * h * w * 2}
+
+
+def test_software_device_refuses_a_dynamic_aipp_input_that_is_not_n_pictures_back_to_back():
+    """The software device's input-size rule for a dynamic AIPP input: the data buffer holds exactly the N
+    pictures set by set_aipp_src_image_size, back to back (N x w x h x 1.5 for YUV420SP_U8, atlasatc_16_0024),
+    and at most max_src_image_size. A pitched buffer bound as is (N x pitch bytes) is refused, not misread."""
+    from dvpipe.backends.dvpp import _mdl
+    from dvpipe.backends.dvpp.aipp import aipp_for, dynamic_aipp_calls
+    from dvpipe.device import slot_pitch
+
+    n, w, h = 2, 32, 16
+    per = w * h * 3 // 2
+    cfg = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=(h, w),
+                   content_size=(h, w), out_size=(h, w))
+    key = sim_model(lambda x: x, inputs=[((n, 3, h, w), "float16")], outputs=[((n, 3, h, w), "float16")],
+                    aipp="dynamic", max_src_image_size=4 * n * per)
+    rt = _acl.runtime("sim", TARGET).hold()
+    try:
+        mid = _mdl.load(rt, path=key)
+        desc, info = _mdl.describe(rt, mid)
+        src = rt.call("acl.rt.malloc", info.inputs[0].nbytes, 0)
+        par = rt.call("acl.rt.malloc", info.inputs[1].nbytes, 0)
+        out = rt.call("acl.rt.malloc", info.outputs[0].nbytes, 0)
+        outs = _mdl.create_dataset(rt, [(out, info.outputs[0].nbytes)])
+        for size, ok in ((n * per, True), (n * slot_pitch(per), False), (n * per - 2, False)):
+            ins = _mdl.create_dataset(rt, [(src, size), (par, info.inputs[1].nbytes)])
+            calls = dynamic_aipp_calls(cfg, batch_size=n, input_index=1, by_input_index=False)
+            aset = _mdl.run_aipp_calls(rt, calls, model_id=mid, dataset=ins)
+            if ok:
+                rt.call("acl.mdl.execute", mid, ins.handle, outs.handle)
+            else:
+                with pytest.raises(_acl.InvalidParam, match=f"holds {size} B, .* {n} pictures back to back"):
+                    rt.call("acl.mdl.execute", mid, ins.handle, outs.handle)
+            rt.call("acl.mdl.destroy_aipp", aset)
+            _mdl.destroy_dataset(rt, ins)
+        _mdl.destroy_dataset(rt, outs)
+        for p in (src, par, out):
+            rt.call("acl.rt.free", p)
+        _mdl.unload(rt, mid, desc)
+    finally:
+        rt.unhold()
+
+
+#: (setter, arguments after the parameter set) the pages refuse; batch size 2. Ranges as the pages print them
+#: (CANN 8.0.0 aclcppdevg_03_1414..1424, pyACL aclpythondevg_01_0178..0192), one argument out at a time.
+_BAD_AIPP_CALLS = [
+    ("set_aipp_input_format", (0,)),                                  # aclAippInputFormat 1..4
+    ("set_aipp_input_format", (1, 1)),                                # one argument
+    ("set_aipp_csc_params", (1, 32677, *[0] * 8, *[0] * 6)),          # matrix [-32677, 32676]
+    ("set_aipp_csc_params", (1, *[0] * 9, 0, 0, 0, 256, 0, 0)),       # biases uint8_t
+    ("set_aipp_csc_params", (2, *[0] * 15)),                          # switch 0 / 1
+    ("set_aipp_csc_params", (1, *[0] * 14)),                          # 16 arguments
+    ("set_aipp_rbuv_swap_switch", (2,)),
+    ("set_aipp_src_image_size", (1, 16)),                             # width [2, 4096]
+    ("set_aipp_src_image_size", (64, 4097)),                          # height [1, 4096]
+    ("set_aipp_crop_params", (1, 4096, 0, 8, 8, 0)),                  # start [0, 4095]
+    ("set_aipp_crop_params", (1, 0, 0, 0, 8, 0)),                     # size [1, 4096]
+    ("set_aipp_crop_params", (1, 0, 0, 8, 8, 2)),                     # batch_index [0, batch_size)
+    ("set_aipp_padding_params", (1, 33, 0, 0, 0, 0)),                 # [0, 32]
+    ("set_aipp_padding_params", (1, 0, 0, 0, 0)),                     # 6 arguments
+    ("set_aipp_dtc_pixel_mean", (256, 0, 0, 0, 0)),                   # [0, 255]
+    ("set_aipp_dtc_pixel_mean", (1.5, 0, 0, 0, 0)),                   # int16_t
+    ("set_aipp_dtc_pixel_min", (0.0, 255.5, 0.0, 0.0, 0)),            # [0, 255]
+    ("set_aipp_dtc_pixel_min", (-1.0, 0.0, 0.0, 0.0, 0)),
+    ("set_aipp_pixel_var_reci", (1.0, 1.0, 65505.0, 1.0, 0)),         # [-65504, 65504]
+    ("set_aipp_pixel_var_reci", (1.0, 1.0, 1.0, 1.0, -1)),
+]
+
+
+@pytest.mark.parametrize("api, args", _BAD_AIPP_CALLS, ids=[f"{a}-{i}" for i, (a, _) in enumerate(_BAD_AIPP_CALLS)])
+def test_software_device_refuses_aipp_setter_arguments_outside_their_pages(api, args):
+    rt = _acl.runtime("sim", TARGET).hold()
+    try:
+        aset = rt.call("acl.mdl.create_aipp", 2)
+        with pytest.raises(_acl.InvalidParam, match=api):
+            rt.call(f"acl.mdl.{api}", aset, *args)
+        rt.call("acl.mdl.destroy_aipp", aset)
+    finally:
+        rt.unhold()
+
+
+def test_software_device_accepts_the_documented_range_edges_and_a_switched_off_crop():
+    rt = _acl.runtime("sim", TARGET).hold()
+    try:
+        aset = rt.call("acl.mdl.create_aipp", 2)
+        for api, args in [("set_aipp_input_format", (4,)), ("set_aipp_csc_params", (1, -32677, 32676, *[0] * 7,
+                                                                                    255, 0, 0, 255, 128, 128)),
+                          ("set_aipp_src_image_size", (2, 1)), ("set_aipp_src_image_size", (4096, 4096)),
+                          ("set_aipp_crop_params", (0, 0, 0, 0, 0, 1)),  # switch off: the window is "invalid"
+                          ("set_aipp_crop_params", (1, 4094, 4094, 2, 2, 1)),
+                          ("set_aipp_padding_params", (1, 32, 32, 0, 0, 0)),
+                          ("set_aipp_dtc_pixel_mean", (255, 0, 0, 0, 1)), ("set_aipp_dtc_pixel_min", (255.0, 0.5, 0, 0, 0)),
+                          ("set_aipp_pixel_var_reci", (-65504.0, 65504.0, 1.0, 1.0, 1))]:
+            rt.call(f"acl.mdl.{api}", aset, *args)
+        rt.call("acl.mdl.destroy_aipp", aset)
+    finally:
+        rt.unhold()
+
+
+def test_software_device_refuses_dynamic_parameters_whose_output_is_not_the_model_input():
+    """set_input_aipp restrictions (aclcppdevg_03_0308): the AIPP output (crop, then padding) must have the model
+    input's height and width; and a YUV420SP crop must start on an even pixel (aclcppdevg_03_1420)."""
+    from dvpipe.backends.dvpp import _mdl
+    from dvpipe.backends.dvpp.aipp import aipp_for, dynamic_aipp_calls
+
+    n, w, h = 1, 32, 16
+    key = sim_model(lambda x: x, inputs=[((n, 3, h, w), "float16")], outputs=[((n, 3, h, w), "float16")],
+                    aipp="dynamic", max_src_image_size=4 * w * h * 3)
+    wide = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=(h, w),
+                    content_size=(h, w), out_size=(h, w + 8))
+    odd = [(api, tuple(a if not (api.endswith("crop_params") and i == 2) else 1 for i, a in enumerate(args)))
+           for api, args in dynamic_aipp_calls(aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full",
+                                                        src_size=(h, w + 2), content_size=(h, w), out_size=(h, w)),
+                                               batch_size=n, input_index=1, by_input_index=False)]
+    rt = _acl.runtime("sim", TARGET).hold()
+    try:
+        mid = _mdl.load(rt, path=key)
+        desc, info = _mdl.describe(rt, mid)
+        ptrs = [rt.call("acl.rt.malloc", t.nbytes, 0) for t in info.inputs]
+        ins = _mdl.create_dataset(rt, [(p, t.nbytes) for p, t in zip(ptrs, info.inputs)])
+        for calls, match in ((dynamic_aipp_calls(wide, batch_size=n, input_index=1, by_input_index=False),
+                              "AIPP would write 16x40 .* model input is 16x32"),
+                             (odd, "load_start_pos_w/h must be even")):
+            with pytest.raises(_acl.InvalidParam, match=match):
+                _mdl.run_aipp_calls(rt, calls, model_id=mid, dataset=ins)
+        _mdl.destroy_dataset(rt, ins)
+        for p in ptrs:
+            rt.call("acl.rt.free", p)
+        _mdl.unload(rt, mid, desc)
+    finally:
+        rt.unhold()

@@ -1,0 +1,321 @@
+"""The software DVPP device: it refuses what the documentation refuses, with the API's return code, applies
+the documented silent effects, and writes the real layouts (strided NV12 with a sentinel in the padding).
+
+Each case cites constraints.md (../shared/reference/dvpp/constraints.md).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dvpipe as dv
+from dvpipe.backends.dvpp import _acl
+from dvpipe.backends.dvpp._enums import PIXEL_FORMAT
+from dvpipe.backends.dvpp.colour import SENTINEL, nv12_planes, nv12_to_bgr
+from dvpipe.backends.dvpp.sim import SimAcl
+from dvpipe.testing.dvpp import encode_jpeg, error_stats, synthetic_bgr
+from tolerances import tol
+
+T310 = dv.Target("Ascend310", "6.0.1")
+T310P = dv.Target("Ascend310P3", "7.0.0")
+TA2 = dv.Target("Ascend910B3", "8.0.0")
+TA3 = dv.Target("Ascend910_9391", "8.1.RC1")
+NV12 = PIXEL_FORMAT["nv12"]
+
+
+def _rt(target):
+    """A fresh runtime on its own software device (counters and refusals start at zero)."""
+    rt = _acl.Runtime(SimAcl(target), "sim", 0, target)
+    rt.open()
+    return rt
+
+
+def _session(rt):
+    return rt.create_channel(), rt.create_stream()
+
+
+def _jpeg_to_device(rt, data):
+    ptr = rt.malloc(len(data))
+    rt.upload(ptr, len(data), data)
+    return ptr
+
+
+def _decode(rt, data, w, h, ws, hs, sync=True):
+    chan, stream = _session(rt)
+    src = _jpeg_to_device(rt, data)
+    size = ws * hs * 3 // 2
+    out = rt.malloc(size)
+    desc = rt.pic_desc(out, size, NV12, w, h, ws, hs)
+    rt.jpeg_decode(chan, src, len(data), desc, stream)
+    if sync:
+        rt.synchronize(stream)
+    return desc, out, size, stream
+
+
+@pytest.fixture(scope="module")
+def kitti_jpeg():
+    img = synthetic_bgr(1242, 375, seed=3)
+    return img, encode_jpeg(img)
+
+
+def test_progressive_jpeg_is_refused_with_unsupported_jpeg(kitti_jpeg):
+    # §1.1: no progressive JPEG; the documented code of acldvppJpegGetImageInfo is ACL_ERROR_UNSUPPORTED_JPEG
+    rt = _rt(T310)
+    prog = encode_jpeg(kitti_jpeg[0], progressive=True)
+    with pytest.raises(_acl.UnsupportedJpeg) as ei:
+        rt.jpeg_info(prog)
+    assert ei.value.ret == 148052 and "jpeg-progressive" in str(ei.value) and "jpegd.bitstream" in str(ei.value)
+    assert rt.jpeg_info(kitti_jpeg[1]) == (1242, 375, 3)
+
+
+def test_jpegd_floors_odd_height_and_pads_with_the_sentinel(kitti_jpeg):
+    # §1.3: YUV420SP output floors odd sizes (read the real size back); §1.4: 310 strides A(w,128) x A(h,16)
+    img, data = kitti_jpeg
+    rt = _rt(T310)
+    desc, out, size, _ = _decode(rt, data, 1242, 374, 1280, 384)
+    w, h, ws, hs, ret = rt.pic_info(desc)
+    assert (w, h, ws, hs, ret) == (1242, 374, 1280, 384, 0)
+    raw = rt.download(out, size)
+    yfull = raw[:ws * hs].reshape(hs, ws)
+    assert np.all(yfull[:, 1242:] == SENTINEL) and np.all(yfull[374:, :] == SENTINEL)
+    cfull = raw[ws * hs:].reshape(hs // 2, ws)
+    assert np.all(cfull[:, 1242:] == SENTINEL) and np.all(cfull[187:, :] == SENTINEL)
+    y, uv = nv12_planes(raw, w, h, ws, hs)
+    bgr = nv12_to_bgr(y, uv, "full")
+    import cv2
+
+    ref = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)[:374]
+    assert error_stats(bgr, ref)["mean_abs"] < 1.0
+
+
+def test_jpegd_output_stride_follows_the_product_table(kitti_jpeg):
+    # §1.4: 310/910 need A(w,128); 310P/310B/A2 need A(w,64). 1242 -> 1280 either way; 1600-wide shows it.
+    data = encode_jpeg(synthetic_bgr(1600, 900))
+    for target, ws, ok in ((T310, 1600, False), (T310P, 1600, True), (TA2, 1600, True), (T310, 1664, True)):
+        rt = _rt(target)
+        if ok:
+            desc, *_ = _decode(rt, data, 1600, 900, ws, 912)
+            assert rt.pic_info(desc)[:2] == (1600, 900)
+        else:
+            with pytest.raises(_acl.InvalidParam, match=r"jpegd\.v1\.stride\.128.*width stride is 1664"):
+                _decode(rt, data, 1600, 900, ws, 912)
+    with pytest.raises(_acl.InvalidParam, match="height stride"):
+        _decode(_rt(T310P), data, 1600, 900, 1600, 900)  # hs must be A(h,16) = 912
+
+
+def test_undocumented_combination_is_refused_not_guessed():
+    # §8 / families: Atlas A3 JPEGD is not documented at CANN 8.1.RC1 -> unknown -> the software device refuses
+    data = encode_jpeg(synthetic_bgr(640, 480))
+    rt = _rt(TA3)
+    with pytest.raises(_acl.FeatureUnsupported) as ei:
+        _decode(rt, data, 640, 480, 640, 480)
+    assert ei.value.ret == 200006 and "A3" in str(ei.value)
+    lenient = _acl.Runtime(SimAcl(TA3, strict_unknown=False), "sim", 0, TA3)
+    lenient.open()
+    desc, *_ = _decode(lenient, data, 640, 480, 640, 480)  # strict_unknown=False: accepted as if it worked
+    assert lenient.pic_info(desc)[:2] == (640, 480)
+
+
+def test_async_work_runs_at_stream_sync(kitti_jpeg):
+    rt = _rt(T310)
+    desc, out, size, stream = _decode(rt, kitti_jpeg[1], 1242, 374, 1280, 384, sync=False)
+    before = rt.download(out, size)
+    assert np.all(before == 0xCD)  # fresh DVPP memory: nothing written before the sync
+    rt.synchronize(stream)
+    assert not np.all(rt.download(out, size) == 0xCD)
+
+
+def _nv12_picture(rt, w, h, ws, hs, seed=0):
+    size = ws * hs * 3 // 2
+    ptr = rt.malloc(size)
+    rng = np.random.default_rng(seed)
+    rt.upload(ptr, size, rng.integers(0, 255, size, dtype=np.uint8).tobytes())
+    return rt.pic_desc(ptr, size, NV12, w, h, ws, hs), ptr
+
+
+def _vpc_out(rt, fmt, w, h, ws, hs):
+    size = ws * hs * 3 // 2 if fmt == "nv12" else ws * hs
+    ptr = rt.malloc(size)
+    return rt.pic_desc(ptr, size, PIXEL_FORMAT[fmt], w, h, ws, hs), ptr, size
+
+
+def test_vpc_rejects_odd_nv12_output_on_310():
+    # §2.3 (310/910 v1 output: NV12 only, even width and height)
+    rt = _rt(T310)
+    chan, stream = _session(rt)
+    src, _ = _nv12_picture(rt, 1242, 374, 1248, 374)
+    cfg = rt.resize_config()
+    dst, *_ = _vpc_out(rt, "nv12", 621, 187, 624, 188)
+    with pytest.raises(_acl.InvalidParam, match=r"output width 621 must be even.*vpc\.v1\.out_stride\.310_910"):
+        rt.vpc_resize(chan, src, dst, cfg, stream)
+    dst, ptr, size = _vpc_out(rt, "nv12", 620, 186, 624, 186)
+    rt.vpc_resize(chan, src, dst, cfg, stream)
+    rt.synchronize(stream)
+    raw = rt.download(ptr, size).reshape(-1)
+    assert np.all(raw[:624 * 186].reshape(186, 624)[:, 620:] == SENTINEL)
+
+
+def test_vpc_floors_odd_input_silently_on_310_but_refuses_on_310p():
+    # §2.2: "If the input width or height is odd, VPC on 310/910 silently floors it"; 310P: h2 for NV12
+    for target, ok in ((T310, True), (T310P, False)):
+        rt = _rt(target)
+        chan, stream = _session(rt)
+        src, _ = _nv12_picture(rt, 1242, 375, 1248, 376)
+        dst, *_ = _vpc_out(rt, "nv12", 620, 186, 624, 186)
+        if ok:
+            rt.vpc_resize(chan, src, dst, rt.resize_config(), stream)
+            rt.synchronize(stream)
+        else:
+            with pytest.raises(_acl.InvalidParam, match="input height 375 must be even"):
+                rt.vpc_resize(chan, src, dst, rt.resize_config(), stream)
+
+
+def test_vpc_bgr_output_and_colour_conversion_per_product():
+    # §2.3: 310/910 VPC writes NV12/NV21 only; 310P adds RGB888/BGR888; acldvppVpcConvertColorAsync is not
+    # supported on Atlas 200/300/500 (pyACL reference)
+    for target, ok in ((T310, False), (T310P, True)):
+        rt = _rt(target)
+        chan, stream = _session(rt)
+        src, _ = _nv12_picture(rt, 640, 480, 640, 480)
+        dst, ptr, size = _vpc_out(rt, "bgr888", 320, 240, 960, 240)
+        if ok:
+            rt.vpc_resize(chan, src, dst, rt.resize_config(), stream)
+            rt.synchronize(stream)
+            assert rt.pic_info(dst)[4] == 0
+        else:
+            with pytest.raises(_acl.InvalidParam, match="bgr888 is not supported"):
+                rt.vpc_resize(chan, src, dst, rt.resize_config(), stream)
+            csc, *_ = _vpc_out(rt, "bgr888", 640, 480, 1920, 480)
+            with pytest.raises(_acl.ApiNotSupport):
+                rt.vpc_convert_color(chan, src, csc, stream)
+
+
+def test_vpc_crop_box_parity_on_310_only():
+    # §2.4: 310/910 crop left/top even, right/bottom odd; 310P no parity rule
+    for target, ok in ((T310, False), (T310P, True)):
+        rt = _rt(target)
+        chan, stream = _session(rt)
+        src, _ = _nv12_picture(rt, 640, 480, 640, 480)
+        dst, *_ = _vpc_out(rt, "nv12", 320, 240, 320, 240)
+        roi = rt.roi(1, 0, 320, 239)  # left 1 (odd), right 320 (even)
+        if ok:
+            rt.vpc_crop_resize(chan, src, dst, roi, rt.resize_config(), stream)
+            rt.synchronize(stream)
+        else:
+            with pytest.raises(_acl.InvalidParam, match="crop left 1 must be even"):
+                rt.vpc_crop_resize(chan, src, dst, roi, rt.resize_config(), stream)
+
+
+def test_vpc_crop_resize_paste_writes_into_the_canvas_only():
+    # §2.4: paste left offset 16-aligned on 310
+    rt = _rt(T310)
+    chan, stream = _session(rt)
+    src, _ = _nv12_picture(rt, 640, 480, 640, 480)
+    canvas, ptr, size = _vpc_out(rt, "nv12", 640, 480, 640, 480)
+    rt.upload(ptr, size, bytes(size))  # a black canvas
+    crop, paste = rt.roi(0, 0, 639, 479), rt.roi(8, 8, 327, 247)
+    with pytest.raises(_acl.InvalidParam, match="paste left 8 must be a multiple of 16"):
+        rt.vpc_crop_resize_paste(chan, src, canvas, crop, paste, rt.resize_config(), stream)
+    paste = rt.roi(16, 8, 335, 247)
+    rt.vpc_crop_resize_paste(chan, src, canvas, crop, paste, rt.resize_config(), stream)
+    rt.synchronize(stream)
+    y = rt.download(ptr, size)[:640 * 480].reshape(480, 640)
+    assert np.all(y[:8] == 0) and np.all(y[:, :16] == 0) and np.all(y[248:] == 0)
+    assert y[8:248, 16:336].std() > 10
+
+
+def test_descriptor_buffer_must_be_dvpp_memory():
+    rt = _rt(T310)
+    chan, stream = _session(rt)
+    data = encode_jpeg(synthetic_bgr(64, 64))
+    host = rt.call("acl.util.bytes_to_ptr", data)
+    out = rt.malloc(128 * 64 * 3 // 2)
+    desc = rt.pic_desc(out, 128 * 64 * 3 // 2, NV12, 64, 64, 128, 64)
+    with pytest.raises(_acl.InvalidParam, match="DVPP memory"):
+        rt.jpeg_decode(chan, host, len(data), desc, stream)
+
+
+# ------------------------------------------------------------------ issue 13: points 4, 5 and 9 (JPEGD, VPC)
+
+def _nv12_src(rt, w, h, seed=1):
+    """A w x h NV12 picture in DVPP memory (stride A(w,16) x A(h,2), the 310/910 VPC input rule)."""
+    from dvpipe.backends.dvpp.colour import bgr_to_nv12_planes, write_nv12
+
+    ws, hs = -(-w // 16) * 16, -(-h // 2) * 2
+    y, uv = bgr_to_nv12_planes(synthetic_bgr(w, h, seed=seed), "full")
+    size = ws * hs * 3 // 2
+    ptr = rt.malloc(size)
+    buf = np.zeros(size, np.uint8)
+    write_nv12(buf, y, uv, ws, hs)
+    rt.upload(ptr, size, buf.tobytes())
+    return rt.pic_desc(ptr, size, NV12, w, h, ws, hs), y, uv
+
+
+def _resized_y(rt, target_interp, src_desc, ow, oh):
+    chan, stream = _session(rt)
+    ws, hs = -(-ow // 16) * 16, -(-oh // 2) * 2
+    size = ws * hs * 3 // 2
+    ptr = rt.malloc(size)
+    dst = rt.pic_desc(ptr, size, NV12, ow, oh, ws, hs)
+    cfg = rt.resize_config(target_interp)
+    rt.vpc_resize(chan, src_desc, dst, cfg, stream)
+    rt.synchronize(stream)
+    y, _uv = nv12_planes(rt.download(ptr, size), ow, oh, ws, hs)
+    return np.asarray(y, np.int16)
+
+
+def test_resize_filter_default_on_310_is_not_bilinear_and_the_backend_sets_bilinear():
+    """aclcppdevg_03_0820 (CANN 6.0.1): interpolation 0 (default) is Huawei's own high-order filter on
+    Atlas 200/300/500 and Atlas training products; 1 is bilinear (OpenCV-like); on Atlas inference (310P)
+    0 means 1. Reference: OpenCV INTER_LINEAR on the luma plane (the formula the docs compare with)."""
+    import cv2
+
+    for target, default_is_bilinear in ((T310, False), (T310P, True)):
+        rt = _rt(target)
+        src, y, _uv = _nv12_src(rt, 320, 240)
+        want = cv2.resize(np.ascontiguousarray(y), (200, 150), interpolation=cv2.INTER_LINEAR).astype(np.int16)
+        assert np.abs(_resized_y(rt, 1, src, 200, 150) - want).max() <= tol("vpc_bilinear_luma").atol
+        default = _resized_y(rt, None, src, 200, 150)
+        assert bool(np.abs(default - want).max() <= tol("vpc_bilinear_luma").atol) is default_is_bilinear
+    # the backend's step sets 1 explicitly on every target (so 310/910 run bilinear, not the default)
+    from dvpipe.backends.dvpp import step_state
+    from dvpipe.backends.dvpp.vpc import RESIZE_INTERPOLATION
+
+    rig = dv.Rig((dv.Camera("C", width=640, height=480, encoding="jpeg"),))
+    with dv.Pipeline(rig, [dv.Decode(), dv.Resize(scale=0.5)], backends=("dvpp-sim", "cpu"), target=T310,
+                     fidelity="fast") as pipe:
+        b = pipe.process({"C": encode_jpeg(synthetic_bgr(640, 480))})
+        assert b.valid.all() and not b.fallbacks
+        st = next(s["dvpp"] for s in pipe._states.values() if "dvpp" in s)
+        assert RESIZE_INTERPOLATION == 1
+        assert st.runtime.acl.media.dvpp_get_resize_config_interpolation(st.resize_cfg) == 1
+    del step_state
+
+
+def test_creators_return_0_on_failure_and_the_runtime_raises_under_their_name():
+    """aclpythondevg_01_0244 (CANN 8.0.0, dvpp_create_pic_desc): 'non-0 success, 0 failure'. The software
+    device's creators return 0 before acl.init and for a unit with an injected fault; the backend raises at
+    the creator, naming it, instead of failing later in another API."""
+    from dvpipe.backends.dvpp import sim
+
+    bare = SimAcl(T310)
+    assert bare.media.dvpp_create_pic_desc() == 0 and bare.media.dvpp_create_stream_desc() == 0
+    rt = _rt(T310)
+    assert rt.call("acl.media.dvpp_create_pic_desc") != 0
+    with sim.faults("vdec"):
+        assert rt.acl.media.vdec_create_channel_desc() == 0
+        with pytest.raises(_acl.AclError, match=r"acl\.media\.vdec_create_channel_desc .*returned 500001"):
+            rt.call("acl.media.vdec_create_channel_desc")
+    rt.close()
+
+
+@pytest.mark.parametrize("ws, hs", [(1280 + 128, 384), (1280, 384 + 16)])
+def test_jpegd_stride_is_exactly_the_documented_one(kitti_jpeg, ws, hs):
+    """aclpythondevg_01_0321 (CANN 8.0.0, table 2): on Atlas 200/300/500 the JPEGD output width stride *is*
+    align(w, 128) and the height stride align(h, 16): 1242x374 -> 1280x384 and nothing else."""
+    rt = _rt(T310)
+    with pytest.raises(_acl.InvalidParam, match="exactly"):
+        _decode(rt, kitti_jpeg[1], 1242, 374, ws, hs)
+    desc, *_ = _decode(rt, kitti_jpeg[1], 1242, 374, 1280, 384)
+    assert rt.pic_info(desc)[:2] == (1242, 374)
+    rt.close()

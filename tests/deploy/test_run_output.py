@@ -1,0 +1,217 @@
+"""`dvpipe run` output: progress ETA, -q, warm-up exclusion, the stop line, the critical camera, dumps.
+
+References are the inputs the tests construct (hand-built timelines with known durations, a
+deployment's own limits, file counts on disk), never dvpipe's own numbers."""
+from __future__ import annotations
+
+import io
+import re
+import threading
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import yaml
+
+from dvpipe.cli import main as cli_main
+from dvpipe.deploy import Runner, load_deployment
+from dvpipe.deploy import runner as runner_mod
+from dvpipe.deploy._builtin_exporters import DumpsExporter
+from dvpipe.deploy.summary import Accounting
+from dvpipe.testing.deployments import synthetic_deployment
+from dvpipe.latency import LatencyStats, Timeline
+from dvpipe.latency.stats import critical_path
+
+MS = 1_000_000
+
+
+def _write(tmp_path, d) -> str:
+    p = tmp_path / "dep.yaml"
+    p.write_text(yaml.safe_dump(d))
+    return str(p)
+
+
+# -------------------------------------------------------------------------------- progress line
+def _fake_runner(done: int):
+    return SimpleNamespace(sets_done=done, started_ns=1, acc=Accounting(["A"]))  # started 1 ns after 0
+
+
+@pytest.mark.parametrize("total, duration, done, now_s, eta", [
+    (100, None, 25, 10.0, "ETA 0:30"),    # 25 sets in 10 s -> 75 more at 2.5 sets/s = 30 s
+    (None, 90.0, 7, 30.0, "ETA 1:00"),    # a duration limit: the time left
+    (10, 5.0, 1, 1.0, "ETA 0:04"),        # both: whichever comes first (4 s left < 9 sets x 1 s)
+    (4000, None, 1, 2.0, "ETA 2:13:18"),  # 3999 s x 2 = 7998 s = 2 h 13 min 18 s
+])
+def test_progress_line_shows_an_eta_when_the_length_is_known(total, duration, done, now_s, eta):
+    clock = {"t": 0}
+    out = io.StringIO()
+    line = runner_mod.ProgressLine(total, duration, stream=out, every_s=0.0, clock=lambda: clock["t"])
+    clock["t"] = int(now_s * 1e9)
+    line(_fake_runner(done))
+    assert eta in out.getvalue(), out.getvalue()
+
+
+def test_progress_line_has_no_eta_for_an_open_ended_run():
+    out = io.StringIO()
+    runner_mod.ProgressLine(None, None, stream=out, every_s=0.0, clock=lambda: 5_000_000_000)(_fake_runner(3))
+    assert "ETA" not in out.getvalue() and "3 sets" in out.getvalue()
+
+
+# -------------------------------------------------------------------------------- -q and the stop line
+def test_quiet_prints_only_the_result_line(tmp_path, capsys):
+    path = _write(tmp_path, synthetic_deployment(2, frames=5, run={"frames": 5}))
+    assert cli_main(["run", path, "--no-outputs", "-q"]) == 0
+    cap = capsys.readouterr()
+    lines = cap.out.strip().splitlines()
+    assert len(lines) == 1, cap.out
+    assert re.fullmatch(r"5 frame sets in [\d.]+ s \([\d.]+ sets/s\); stopped: run\.frames 5 \(the deployment's "
+                        r"limit\); end to end p50 [\d.]+ ms, p99 [\d.]+ ms; 10 frames, 0 dropped", lines[0]), lines[0]
+    assert cap.err == ""  # no progress line either
+
+
+def test_the_stop_line_names_the_flag_only_when_the_user_passed_it(tmp_path, capsys):
+    path = _write(tmp_path, synthetic_deployment(1, frames=None, run={"frames": 4}))
+    assert cli_main(["run", path, "--no-outputs"]) == 0
+    out = capsys.readouterr().out
+    assert "stopped: run.frames 4 (the deployment's limit)" in out and "--frames" not in out
+    assert cli_main(["run", path, "--no-outputs", "--frames", "3"]) == 0
+    assert "stopped: --frames 3" in capsys.readouterr().out
+
+
+# -------------------------------------------------------------------------------- warm-up
+def _timeline(index: int, decode_ms: float) -> Timeline:
+    tl = Timeline(index=index)
+    tl.set_frame("A", capture_mono_ns=0, arrival_ns=0)
+    tl.record("decode", 0, int(decode_ms * MS), camera="A")
+    tl.finish(int(decode_ms * MS) + MS)
+    return tl
+
+
+def test_warmup_sets_are_left_out_of_the_statistics_and_counted():
+    durations = [500.0, 400.0, 3.0, 5.0, 4.0]  # the first two pay for initialisation
+    stats = LatencyStats(warmup=2)
+    for i, d in enumerate(durations):
+        stats.add(_timeline(i, d))
+    s = stats.step("decode")
+    assert stats.warmup_batches == 2 and stats.batches == 3 and s.count == 3
+    assert s.max_ns == 5 * MS and s.p50_ns == np.percentile(np.array([3, 5, 4]) * MS, 50)
+    assert "2 warm-up batches excluded" in stats.report()
+    assert stats.to_json()["warmup_batches"] == 2
+
+
+def test_warmup_sets_in_the_deployment(tmp_path):
+    dep = load_deployment(synthetic_deployment(1, frames=None, run={"frames": 10}))
+    assert dep.latency.warmup_sets == 2 and dep.latency.warmup_for(10) == 2
+    assert dep.latency.warmup_for(3) == 1 and dep.latency.warmup_for(None) == 2  # at most half a known run
+    result = Runner(load_deployment(synthetic_deployment(1, frames=6, latency={"warmup_sets": 1})),
+                    write_outputs=False).run()
+    assert result.sets == 6 and result.stats.warmup_batches == 1 and result.stats.batches == 5
+    with pytest.raises(Exception, match=r"latency\.warmup_sets"):
+        load_deployment(synthetic_deployment(1, latency={"warmup_sets": -1}))
+
+
+# -------------------------------------------------------------------------------- critical camera
+def test_the_critical_camera_is_the_slow_one_not_the_one_a_worker_took_last():
+    """Two cameras, one worker: A (9 ms of decode) runs first, B (2 ms) waits for the worker and ends
+    last. The set waited for A's work; B only for the thread. The old rule (last chain end) said B."""
+    tl = Timeline(index=0)
+    for cam in ("A", "B"):
+        tl.set_frame(cam, capture_mono_ns=0, arrival_ns=0)
+    tl.record("decode", 0, 9 * MS, camera="A")
+    tl.record("worker_wait", 0, 9 * MS, kind="wait", camera="B")
+    tl.record("decode", 9 * MS, 11 * MS, camera="B")
+    tl.finish(12 * MS)
+    cam, path, wait_ns = critical_path(tl)
+    assert cam == "A" and wait_ns == 7 * MS  # A ready at 9 ms, B's own work done 2 ms after arrival
+    assert [s.name for s in path] == ["decode"]
+
+
+def test_critical_camera_ties_go_to_rig_order_whatever_the_thread_order():
+    def tl_with(first: str, second: str) -> Timeline:
+        tl = Timeline(index=0)
+        for cam in (first, second):  # the order the cameras' threads reported in
+            tl.set_frame(cam, capture_mono_ns=0, arrival_ns=0)
+            tl.record("decode", 0, 4 * MS, camera=cam)
+        tl.finish(5 * MS)
+        return tl
+
+    for order in (("B", "A"), ("A", "B")):
+        assert critical_path(tl_with(*order), order=("B", "A"))[0] == "B"
+    stats = LatencyStats(camera_order=("B", "A"))
+    stats.add(tl_with("A", "B"))
+    assert stats.cameras == ["B", "A"] and list(stats.critical_cameras()) == ["B"]
+
+
+# -------------------------------------------------------------------------------- dumps
+def test_dumps_are_written_by_a_writer_thread(tmp_path, monkeypatch):
+    threads = []
+    real = np.savez_compressed
+    monkeypatch.setattr(np, "savez_compressed", lambda *a, **k: (threads.append(threading.current_thread().name),
+                                                                  real(*a, **k)))
+    d = synthetic_deployment(2, frames=6, outputs={"dir": str(tmp_path), "metrics": False,
+                                                   "dumps": {"every": 2, "max": 10}})
+    result = Runner(load_deployment(d)).run()
+    files = sorted(p.name for p in (tmp_path / "dumps").iterdir())
+    assert files == [f"set_{i:06d}.{ext}" for i in (0, 2, 4) for ext in ("json", "npz")]
+    assert threads == ["dvpipe-dumps"] * 3 and result.outputs["dumps"] == str(tmp_path / "dumps")
+    assert np.load(tmp_path / "dumps" / "set_000004.npz")["images"].shape == (2, 3, 64, 96)
+
+
+def test_a_full_dump_queue_skips_and_counts_instead_of_stalling_the_run(tmp_path, monkeypatch):
+    release = threading.Event()
+    real = np.savez_compressed
+
+    def slow_disk(*a, **k):
+        release.wait(10)
+        return real(*a, **k)
+
+    monkeypatch.setattr(np, "savez_compressed", slow_disk)
+    monkeypatch.setattr(DumpsExporter, "queue_size", 1)
+    d = synthetic_deployment(1, frames=8, outputs={"dir": str(tmp_path), "metrics": False,
+                                                   "dumps": {"every": 1, "max": 100}}, run={"realtime": True})
+    runner = Runner(load_deployment(d))  # a real-time run: it does not wait for the disk
+    for _ in runner.batches():  # the writer is stuck on its first dump: the run still completes
+        pass
+    release.set()
+    result = runner.finish()
+    written = len(list((tmp_path / "dumps").glob("*.npz")))
+    m = re.search(r": (\d+) written, (\d+) skipped \(writer queue full\), 0 failed", result.outputs["dumps"])
+    assert m, result.outputs["dumps"]
+    assert int(m[1]) == written and written + int(m[2]) == 8 and int(m[2]) >= 1  # every dump accounted for
+
+
+def test_a_run_that_is_not_real_time_waits_for_the_dump_writer_and_dumps_every_set(tmp_path, monkeypatch):
+    real = np.savez_compressed
+    writing = threading.Lock()
+
+    def slow_disk(*a, **k):  # the writer is slower than the run: without waiting, dumps would be skipped
+        with writing:
+            time.sleep(0.03)
+            return real(*a, **k)
+
+    monkeypatch.setattr(np, "savez_compressed", slow_disk)
+    monkeypatch.setattr(DumpsExporter, "queue_size", 1)
+    d = synthetic_deployment(1, frames=8, outputs={"dir": str(tmp_path), "metrics": False,
+                                                   "dumps": {"every": 1, "max": 100}})
+    result = Runner(load_deployment(d)).run()
+    assert result.outputs["dumps"] == str(tmp_path / "dumps")  # no "skipped"
+    assert sorted(p.name for p in (tmp_path / "dumps").glob("*.npz")) == [f"set_{k:06d}.npz" for k in range(8)]
+
+
+def test_progress_close_before_the_first_set_on_a_tty_does_not_crash():
+    # a run that ends before its first frame set (Ctrl-C, every camera failing): close() draws from started_ns
+    import io
+    from types import SimpleNamespace
+
+    from dvpipe.deploy._progress import ProgressLine
+
+    class TTY(io.StringIO):
+        def isatty(self):
+            return True
+
+    s = TTY()
+    p = ProgressLine(total=10, stream=s, clock=lambda: 5_000_000_000)
+    acc = SimpleNamespace(totals=lambda: {"entered": 0, "dropped": 0, "masked_slots": 0}, health={})
+    p.close(SimpleNamespace(sets_done=0, started_ns=1_000_000_000, acc=acc))
+    assert "0/10 sets" in s.getvalue() and "0.0 sets/s" in s.getvalue()  # 4 s elapsed from started_ns
