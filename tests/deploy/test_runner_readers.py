@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dvpipe.deploy import Runner, load_deployment
-from dvpipe.deploy.testing import synthetic_deployment, tiny_rig
+from dvpipe.testing.deployments import synthetic_deployment, tiny_rig
 
 
 def _reader_threads() -> list[str]:
@@ -119,7 +119,7 @@ def test_output_buffers_are_resident_once_the_runner_is_built():
 def _h264_file(path, n: int, gop: int):
     """``n`` pictures of H.264 (no B-frames, an IDR every ``gop``) muxed into Matroska with keyframe flags;
     returns the access units (Annex B) in order."""
-    from dvpipe.deploy.testing import encode_access_units
+    from dvpipe.testing.deployments import encode_access_units
 
     aus = encode_access_units(n, 64, 48, gop=gop)
     with av.open(str(path), "w") as out:
