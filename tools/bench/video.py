@@ -693,12 +693,13 @@ def run_block(label, s: Streams, threads, rounds, log, only=None, run_timing=("f
     for name, why in skips.items():
         log(f"{name:40s} skipped: {why}")
     runs = {}
+    par_ms = rows.get("floor: decode, camera-parallel", rows["floor: decode (PyAV -> YUV)"])["median_ms"]
     for fid in run_timing:  # `dvpipe run`'s own clock, a whole run after the interleaved rounds
         t = dvpipe_run_timing(s, threads, fid, min(s.sets - 1, 8 * SETS_PER_RUN))
         runs[fid] = t
         st = t["startup"]
         log(f"dvpipe run ({fid}): {t['sets']} sets in {t['elapsed_s']:.2f} s = {t['ms_per_set']:.2f} ms per set "
-            f"({t['ms_per_set'] / rows['floor: decode, camera-parallel']['median_ms']:.2f}x the camera-parallel floor's "
+            f"({t['ms_per_set'] / par_ms:.2f}x the camera-parallel floor's "
             f"median; opening the sources took {st.get('open_ms', float('nan')):.0f} ms, before the clock); "
             f"first set {st.get('first_set_ms', float('nan')):.0f} ms after the start")
     return {"rows": rows, "rows_quiet": rows_quiet, "others": others.tolist(), "skips": skips, "dvpipe_run": runs}
@@ -746,7 +747,8 @@ def main(argv=None):
     ap.add_argument("--no-4k", action="store_true", help="--scaling without the 6 x 3840x2160 block")
     ap.add_argument("--blocks", default="6", help="frame sets to run: 6, 12, 24, 4k (comma-separated; --scaling: all)")
     ap.add_argument("--rows", default="", help="keep only these rows (name prefixes, comma-separated; the "
-                    "set-by-set YUV floor always runs): a 4K block with every row needs ~18 GB")
+                    "set-by-set YUV floor always runs; ratios to a floor left out are to it instead): a 4K block with every "
+                    "row needs ~18 GB")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     rounds = 8 if a.quick else a.rounds
