@@ -258,6 +258,12 @@ def _cameras(args: argparse.Namespace) -> int:
         _emit(json.dumps(rep.to_dict(), indent=1))
     else:
         _emit(rep.render(colour=_use_colour(args.colour, sys.stdout), sources=not args.no_sources))
+    return _exit_status(args, rep)
+
+
+def _exit_status(args: argparse.Namespace, rep: Any) -> int:
+    """The probe's exit status once its report is printed: ``--require`` failures (listed on stderr), then
+    cameras that could not be planned."""
     if args.require:
         failures = rep.require(args.require)
         if failures:
@@ -353,15 +359,4 @@ def _capacity(args: argparse.Namespace, cams: list, target: Any, rep: Any, kind:
         _emit(json.dumps(dict(rep.to_dict(), capacity=fc.to_dict()), indent=1))
     else:
         _emit(render(fc, sources=not args.no_sources))
-    if args.require:
-        failures = rep.require(args.require)
-        if failures:
-            sys.stderr.write(f"dvpipe probe: --require {args.require}: {len(failures)} step(s) do not run on DVPP:\n")
-            for line in failures:
-                sys.stderr.write(f"  {line}\n")
-            return EXIT_REQUIRE
-    if rep.errors:
-        sys.stderr.write("dvpipe probe: " + "; ".join(f"{cam} could not be planned: {err}" for cam, err in rep.errors)
-                         + "\n")
-        return EXIT_USAGE
-    return EXIT_OK
+    return _exit_status(args, rep)
