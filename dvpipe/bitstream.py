@@ -209,26 +209,26 @@ def _sps264(rbsp: bytes) -> tuple[int, _Sps264]:
     return sps_id, sps
 
 
+def _sei_number(rbsp: bytes, i: int) -> tuple[int, int]:
+    """An SEI payload type or size at byte ``i`` (0xFF bytes add 255 each, then the last byte): ``(value,
+    next i)``; ``next i`` is past the end when the unit is cut short."""
+    value = 0
+    while i < len(rbsp) and rbsp[i] == 0xFF:
+        value += 255
+        i += 1
+    if i >= len(rbsp):
+        return value, len(rbsp) + 1
+    return value + rbsp[i], i + 1
+
+
 def _sei_recovery_point(rbsp: bytes) -> bool:
     """Whether an H.264 SEI NAL unit holds a recovery-point message (payload type 6)."""
     i = 0
     while i < len(rbsp) and rbsp[i] != 0x80:  # rbsp_trailing_bits
-        ptype = 0
-        while i < len(rbsp) and rbsp[i] == 0xFF:
-            ptype += 255
-            i += 1
-        if i >= len(rbsp):
+        ptype, i = _sei_number(rbsp, i)
+        size, i = _sei_number(rbsp, i)
+        if i > len(rbsp):
             return False
-        ptype += rbsp[i]
-        i += 1
-        size = 0
-        while i < len(rbsp) and rbsp[i] == 0xFF:
-            size += 255
-            i += 1
-        if i >= len(rbsp):
-            return False
-        size += rbsp[i]
-        i += 1
         if ptype == 6:
             return True
         i += size
