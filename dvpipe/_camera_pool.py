@@ -1,39 +1,43 @@
-"""The pipeline's worker threads: ``threads - 1`` workers plus the thread that calls ``run``.
+"""The pipeline's worker threads, with one lane per camera and no barrier between frame sets.
 
-``run(fn, n)`` calls ``fn(0) .. fn(n - 1)`` once each, the calling thread and the workers taking
-indices from one shared counter, and returns when all have finished. Compared with
-``ThreadPoolExecutor.map`` there is no future per item and the caller works instead of waiting,
-so a frame set costs one wake-up per worker rather than a queue hand-off per camera: about
-0.2 ms less per 6-camera set at 2 threads on a 2-core machine (docs/performance.md). The heavy
-work inside ``fn`` (decoders, OpenCV, the compiled kernel) releases the GIL, so the threads run
-in parallel.
+A frame set is one *submission* of ``n`` items, item ``i`` being camera ``i``'s work.
+``submit(fn, n)`` queues the items and returns a :class:`Ticket` at once; ``wait(ticket)`` returns
+when all of its items have finished. Items run first-in first-out across submissions, with one rule:
+camera ``i``'s item of a set never starts before (nor runs beside) its item of an earlier set, since
+a camera's decoder keeps state from picture to picture. Set ``k + 1``'s cameras therefore start on
+the cores that set ``k``'s slowest camera leaves idle, instead of every core waiting for it.
 
-Indices come from an ``itertools.count`` (atomic under the GIL); the only lock is taken once per
-item, when it finishes. Errors: the first exception of any item is re-raised by ``run`` once
-every started item has finished. ``KeyboardInterrupt`` / ``SystemExit`` (in an item, or while the
-caller waits) cancel the run: the indices not yet handed out are drained and counted as skipped,
-so Ctrl-C takes effect within one camera's work, and no item of that call is still running when
-``run`` raises: the next call never overlaps it.
+``run(fn, n)`` is ``submit`` then ``wait(help=True)``: the calling thread works on the queued items
+too rather than sleeping (a pool built with ``threads`` has ``threads - 1`` workers plus the
+caller), which costs one wake-up per worker per set rather than a hand-off per camera. A caller that
+submits several sets ahead (:meth:`dvpipe.Pipeline.submit`) does other work meanwhile, so the pool
+grows to ``threads`` workers (:meth:`CameraPool.grow`).
 
-The workers hold only the shared state, not the pool: a pool that is garbage-collected without
-``close()`` stops its threads.
+The heavy work inside an item (decoders, OpenCV, the compiled kernel) releases the GIL, so the
+threads run in parallel. Errors: the first exception of a submission's items is re-raised by
+``wait`` once every started item of it has finished. ``KeyboardInterrupt`` / ``SystemExit`` (in
+an item, or while the caller waits) cancel that submission: its items not yet started are skipped,
+so Ctrl-C takes effect within one camera's work, and none of its items is still running when
+``wait`` raises. The workers hold only the shared state, not the pool: a pool that is
+garbage-collected without ``close()`` stops its threads.
 """
 from __future__ import annotations
 
-import itertools
 import threading
 import weakref
+from collections import deque
 from typing import Callable, Optional
 
+__all__ = ["CameraPool", "Ticket"]
 
-class _Run:
-    """One ``run`` call: its items, how many finished or were skipped, the first exception."""
 
-    __slots__ = ("fn", "n", "next_index", "done", "skipped", "cancelled", "error")
+class Ticket:
+    """One submission: its items, how many finished or were skipped, the first exception."""
 
-    def __init__(self, fn: Callable[[int], None], n: int):
-        self.fn, self.n = fn, n
-        self.next_index = itertools.count().__next__  # atomic under the GIL: each index is handed out once
+    __slots__ = ("fn", "n", "order", "done", "skipped", "cancelled", "error")
+
+    def __init__(self, fn: Callable[[int], None], n: int, order: int):
+        self.fn, self.n, self.order = fn, n, order
         self.done = self.skipped = 0
         self.cancelled = False
         self.error: Optional[BaseException] = None
@@ -44,110 +48,181 @@ class _Run:
 
 
 class _Shared:
-    """What the caller and the workers share (the workers never reference the pool itself)."""
+    """What the callers and the workers share (the workers never reference the pool itself)."""
 
     def __init__(self):
         self.cv = threading.Condition()
-        self.run: Optional[_Run] = None
-        self.generation = 0
+        self.ready: deque[tuple[Ticket, int]] = deque()  # items whose lane is free, first in first out
+        self.lanes: dict[int, deque[Ticket]] = {}  # lane -> later submissions waiting for its current item
+        self.busy: set[int] = set()  # lanes with an item queued in `ready` or running
         self.closed = False
 
-    def work(self, run: _Run) -> None:
-        """Take and run items until none is left or the run is cancelled (one lock per item, at its end)."""
-        while not run.cancelled:
-            i = run.next_index()
-            if i >= run.n:
-                return
-            error = None
-            try:
-                run.fn(i)
-            except BaseException as e:  # noqa: BLE001 - handed to the caller of run()
-                error = e
-            with self.cv:
-                run.done += 1
-                if error is not None and run.error is None:
-                    run.error = error
-                if run.settled():
-                    self.cv.notify_all()
-            if error is not None and not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit
-                self.cancel(run)
-
-    def cancel(self, run: _Run) -> None:
-        """Start no more items of ``run``: the indices not yet handed out are counted as skipped."""
-        run.cancelled = True
-        skipped = 0
-        while run.next_index() < run.n:
-            skipped += 1
+    def submit(self, ticket: Ticket) -> None:
         with self.cv:
-            run.skipped += skipped
-            if run.settled():
-                self.cv.notify_all()
+            for i in range(ticket.n):
+                if i in self.busy:
+                    self.lanes.setdefault(i, deque()).append(ticket)
+                else:
+                    self.busy.add(i)
+                    self.ready.append((ticket, i))
+            self.cv.notify_all()
+
+    def _take(self, upto: Optional[Ticket]) -> Optional[tuple[Ticket, int]]:
+        """The first ready item (under ``cv``); with ``upto``: the first of ``upto`` or an earlier submission
+        (a caller waiting for a set helps with it, not with the sets after it). Items of a cancelled
+        submission met on the way are skipped."""
+        k = 0
+        while k < len(self.ready):
+            ticket, i = self.ready[k]
+            if ticket.cancelled:
+                del self.ready[k]
+                ticket.skipped += 1
+                self._release(i)
+                continue
+            if upto is None or ticket.order <= upto.order:
+                del self.ready[k]
+                return ticket, i
+            k += 1
+        return None
+
+    def _release(self, lane: int) -> None:
+        """Lane ``lane``'s item finished (under ``cv``): queue its next submission's item, if any."""
+        waiting = self.lanes.get(lane)
+        if waiting:
+            self.ready.append((waiting.popleft(), lane))
+        else:
+            self.busy.discard(lane)
+        self.cv.notify_all()
+
+    def execute(self, ticket: Ticket, i: int) -> None:
+        error = None
+        try:
+            ticket.fn(i)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller of wait()
+            error = e
+        with self.cv:
+            ticket.done += 1
+            if error is not None and ticket.error is None:
+                ticket.error = error
+            if error is not None and not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit
+                ticket.cancelled = True
+            self._release(i)
 
     def worker(self) -> None:
-        seen = 0
         while True:
             with self.cv:
-                while self.generation == seen and not self.closed:
+                item = self._take(None)
+                while item is None:
+                    if self.closed:
+                        return
                     self.cv.wait()
-                if self.closed:
-                    return
-                seen, run = self.generation, self.run
-            if run is not None:  # None: woke after that run had finished
-                self.work(run)  # a worker that wakes late finds nothing left and sleeps again
+                    item = self._take(None)
+            self.execute(*item)
 
     def shut(self) -> None:
+        """Stop the workers; items not started are skipped (their waiters return)."""
         with self.cv:
             self.closed = True
+            while self.ready:
+                ticket, i = self.ready.popleft()
+                ticket.skipped += 1
+                waiting = self.lanes.pop(i, deque())
+                for t in waiting:
+                    t.skipped += 1
+            self.lanes.clear()
+            self.busy.clear()
             self.cv.notify_all()
 
 
 class CameraPool:
-    """``threads - 1`` daemon workers; the caller of :meth:`run` is the last thread."""
+    """Worker threads with one lane per camera: ``threads - 1`` workers to start with (the caller of
+    :meth:`run` is the last thread); :meth:`grow` adds the last one for callers that submit ahead."""
 
     def __init__(self, threads: int, name: str = "dvpipe-cam"):
         self._shared = shared = _Shared()
-        self._threads = [threading.Thread(target=shared.worker, name=f"{name}_{k}", daemon=True)
-                         for k in range(threads - 1)]
-        for t in self._threads:
-            t.start()
+        self._name = name
+        self._order = 0
+        self._threads: list[threading.Thread] = []
+        self.grow(threads - 1)
         # an unclosed pool stops its workers when collected -- but not at interpreter exit: waking daemon
         # threads while the interpreter finalizes makes them pthread_exit, which aborts a process that
         # has C++ libraries (torch) loaded ("terminate called without an active exception")
         weakref.finalize(self, shared.shut).atexit = False
 
-    def run(self, fn: Callable[[int], None], n: int) -> None:
-        """Call ``fn(i)`` for every ``i < n`` across the threads; re-raises the first exception."""
-        shared, run = self._shared, _Run(fn, n)
+    @property
+    def workers(self) -> int:
+        """Worker threads started (the caller of :meth:`run` not counted)."""
+        return len(self._threads)
+
+    def grow(self, workers: int) -> None:
+        """Start workers until there are ``workers`` of them."""
+        while len(self._threads) < workers:
+            t = threading.Thread(target=self._shared.worker, name=f"{self._name}_{len(self._threads)}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def submit(self, fn: Callable[[int], None], n: int) -> Ticket:
+        """Queue ``fn(0) .. fn(n - 1)`` (item ``i`` in lane ``i``, after that lane's earlier items); returns at once."""
+        self._order += 1
+        ticket = Ticket(fn, n, self._order)
+        if n:
+            self._shared.submit(ticket)
+        return ticket
+
+    def wait(self, ticket: Ticket, *, help: bool = False) -> None:
+        """Return when ``ticket``'s items have all finished; re-raises the first exception of one.
+
+        ``help``: the calling thread runs queued items of this submission (and of earlier ones) itself
+        while it waits. A ``BaseException`` while waiting (Ctrl-C) cancels the submission's items not
+        yet started and returns (re-raising) only once none of its items is running."""
+        shared = self._shared
         cv = shared.cv
-        if self._threads and n > 1:
-            with cv:
-                shared.run = run
-                shared.generation += 1
-                cv.notify_all()
         try:
-            shared.work(run)
-            with cv:
-                while not run.settled():
-                    cv.wait()
-        except BaseException:  # Ctrl-C while waiting: start nothing more, let started items finish
-            shared.cancel(run)
             while True:
-                try:
-                    with cv:
-                        while not run.settled():
+                with cv:
+                    if ticket.settled():
+                        break
+                    item = shared._take(ticket) if help or not self._threads else None
+                    if item is None:
+                        if not ticket.settled():  # (taking may have skipped its last cancelled items)
                             cv.wait()
-                    break
-                except KeyboardInterrupt:  # a second Ctrl-C: still wait, items take milliseconds
-                    continue
+                        continue
+                shared.execute(*item)
+        except BaseException:  # Ctrl-C while waiting: start nothing more of it, let started items finish
+            self._cancel(ticket)
             raise
-        finally:
-            with cv:
-                shared.run = None  # frees the frame set the closure holds
-        if run.error is not None:
-            raise run.error
+        if ticket.error is not None:
+            error, ticket.error = ticket.error, None
+            raise error
+
+    def _cancel(self, ticket: Ticket) -> None:
+        cv = self._shared.cv
+        with cv:
+            ticket.cancelled = True
+        while True:
+            try:
+                with cv:
+                    # queued items of a cancelled ticket are skipped when taken; take them now if no worker will
+                    while not ticket.settled():
+                        item = self._shared._take(ticket)
+                        if item is not None:  # an item of an earlier submission: run it, its lane waits on it
+                            cv.release()
+                            try:
+                                self._shared.execute(*item)
+                            finally:
+                                cv.acquire()
+                        elif not ticket.settled():
+                            cv.wait()
+                break
+            except KeyboardInterrupt:  # a second Ctrl-C: still wait, items take milliseconds
+                continue
+
+    def run(self, fn: Callable[[int], None], n: int) -> None:
+        """Call ``fn(i)`` for every ``i < n`` across the threads (the caller too); re-raises the first exception."""
+        self.wait(self.submit(fn, n), help=True)
 
     def close(self) -> None:
-        """Stop the workers (idempotent)."""
+        """Stop the workers (idempotent); items not started are skipped."""
         self._shared.shut()
         for t in self._threads:
             t.join()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Se
 
 import numpy as np
 
-from ._camera_pool import CameraPool
+from ._camera_pool import CameraPool, Ticket
 from ._typing import BackendName, Fallback, Fidelity, MetasFormat, OnCorrupt, Timing
 from .backends import FAMILIES
 from .codecs import DEFAULT_MAX_PIXELS, read_frame_bytes
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .latency import LatencyStats
     from .mmdet3d import Mmdet3dMetas
 
-__all__ = ["Pipeline", "check_one_size"]
+__all__ = ["Pipeline", "PendingBatch", "check_one_size"]
 
 #: Exceptions that mean a kernel is wrong rather than that a frame was refused; they propagate.
 _PROGRAMMING_ERRORS = (TypeError, AttributeError, NameError, AssertionError)
@@ -74,9 +74,11 @@ class Pipeline:
             of names (``["msproftx"]``) for exactly those; see :mod:`dvpipe.latency.profiler_ranges`.
             ``False`` (default): none (``pipe.profiler_ranges`` is None).
 
-    Concurrency: ``process`` runs a set's cameras in parallel; calls from several threads are
-    serialised (one frame set at a time, in the order the calls take the pipeline's lock), since
-    the cameras' decoders keep per-camera state. Each call's batch is correct when it returns; the
+    Concurrency: ``process`` runs a set's cameras in parallel; :meth:`submit` starts a set without
+    waiting, so that the next set's cameras use the threads the slowest camera of this one leaves idle.
+    Sets from several calls or threads are ordered (in the order the calls take the pipeline's lock):
+    each camera's frames run one at a time in that order, since the cameras' decoders keep per-camera
+    state, and batches are assembled in that order. Each call's batch is correct when it returns; the
     output ring is shared, so a batch stays valid for ``output_buffers`` later calls from any thread.
     """
 
@@ -129,8 +131,10 @@ class Pipeline:
         self.threads = n_threads
         self._pool = CameraPool(n_threads) if n_threads > 1 else None
         self._lock = threading.Lock()
-        self._serial = threading.Lock()  # one frame set at a time (see the class docstring)
-        self._corrupt: list[list[str]] = [[] for _ in self.plan.cameras]  # per camera: this set's damage
+        self._serial = threading.Lock()  # sets start one at a time, in the order the calls take it
+        self._collecting = threading.Lock()  # and are assembled in that order
+        self._uncollected: deque[_SetWork] = deque()  # started, batch not yet assembled (oldest first)
+        self._corrupt: list[list[str]] = [[] for _ in self.plan.cameras]  # per camera: its current frame's damage
         self._count = 0
         # batch timelines not yet folded into `latency`: appending is the only per-batch cost
         self._unreported: deque = deque(maxlen=self.LATENCY_BACKLOG)
@@ -377,50 +381,86 @@ class Pipeline:
         Raises:
             ConfigError: a key is not a camera of the rig (nothing is run).
         """
+        work = self._begin(frames, timeline)
+        if work.ticket is not None:
+            assert self._pool is not None
+            try:
+                self._pool.wait(work.ticket, help=True)  # the caller works on the set too
+            except BaseException as e:  # noqa: BLE001 - raised by _collect, in submission order
+                work.ticket, work.error = None, e
+        return self._collect(work)
+
+    def submit(self, frames: Mapping[str, Any], timeline: Optional[Timeline] = None) -> "PendingBatch":
+        """Start one frame set and return at once; ``.result()`` gives its :class:`~dvpipe.FrameBatch`.
+
+        Sets submitted one after another overlap: set k+1's cameras start on the threads that set k's
+        slowest camera leaves idle (each camera's own frames still run in order, one at a time), so a
+        caller that keeps one set ahead never waits at a per-set barrier. Results are collected in
+        submission order (``result()`` of a later set collects the earlier ones first); at most
+        ``output_buffers`` sets may be uncollected at once, since set k + ``output_buffers`` writes set
+        k's output buffer. Arguments as for :meth:`process`; the calling thread does not work on the
+        set (the pool grows to ``threads`` worker threads on the first ``submit``).
+
+        Raises:
+            ConfigError: a key is not a camera of the rig, or ``output_buffers`` sets are uncollected.
+        """
+        if self._pool is not None and self._pool.workers < self.threads:
+            self._pool.grow(self.threads)
+        work = self._begin(frames, timeline)
+        return PendingBatch(self, work)
+
+    def _begin(self, frames: Mapping[str, Any], timeline: Optional[Timeline]) -> "_SetWork":
+        """Take the next output buffer and queue the set's camera jobs (run inline without a pool)."""
         if not isinstance(frames, Mapping):
             raise ConfigError(f"process() takes a mapping camera name -> frame, got {type(frames).__name__}")
-        with self._serial:
-            return self._process(frames, timeline)
-
-    def _process(self, frames: Mapping[str, Any], timeline: Optional[Timeline]) -> FrameBatch:
-        names = self._names
         unknown = [k for k in frames if k not in self._name_set]
         if unknown:
-            raise ConfigError(f"unknown camera(s) {', '.join(map(str, unknown))}; the rig has {', '.join(names)}")
-        slot = self._next_buffer
-        images = self._buffers[slot]
-        self._next_buffer = (self._next_buffer + 1) % len(self._buffers)
-        ring = self._generations
-        ring[slot] += 1  # a batch still pointing at this buffer is stale from here on (FrameBatch.images raises)
-        n = len(names)
-        stamp = timeline is None  # the caller's timeline carries its own capture/arrival stamps
-        tl = Timeline(index=self._count, counters_only=self.timing == "counters") if timeline is None else timeline
-        self._count += 1
-        arrival = now_ns()
-        fallbacks: list = []
-        reasons: list[Optional[str]] = [None] * n
-        ready: dict[str, int] = {}
+            raise ConfigError(f"unknown camera(s) {', '.join(map(str, unknown))}; the rig has {', '.join(self._names)}")
+        with self._serial:
+            if len(self._uncollected) >= len(self._buffers):
+                raise ConfigError(f"{len(self._uncollected)} frame sets submitted and not collected: collect one "
+                                  f"(.result()) before submitting another, or raise output_buffers "
+                                  f"(now {len(self._buffers)})")
+            slot = self._next_buffer
+            self._next_buffer = (slot + 1) % len(self._buffers)
+            self._generations[slot] += 1  # a batch still pointing at this buffer is stale from here on
+            stamp = timeline is None  # the caller's timeline carries its own capture/arrival stamps
+            tl = Timeline(index=self._count, counters_only=self.timing == "counters") if timeline is None else timeline
+            self._count += 1
+            work = _SetWork(self, frames, tl, slot, stamp)
+            self._uncollected.append(work)
+            if self._pool is None:
+                for i in range(len(self._names)):
+                    work.job(i)
+            else:
+                work.ticket = self._pool.submit(work.job, len(self._names))
+        return work
 
-        def job(i: int) -> None:
-            name = names[i]
-            if name not in frames:
-                reasons[i] = "missing: no frame for this camera in the frame set"
-                return
-            value = frames[name]
-            if stamp:
-                capture = to_monotonic_ns(value.capture_epoch_ns) if isinstance(value, Frame) else None
-                tl.set_frame(name, capture_mono_ns=capture, arrival_ns=arrival)
-            tl.record_checked("worker_wait", arrival, now_ns(), "wait", name, {})  # until a worker thread took it
-            reasons[i] = self._run_camera(i, value, images[i], tl, fallbacks)
-            ready[name] = now_ns()
+    def _collect(self, work: "_SetWork") -> FrameBatch:
+        """``work``'s batch, once its jobs have finished; sets are assembled in submission order (an
+        earlier set's error is kept for its own caller, a Ctrl-C is raised at once)."""
+        with self._collecting:
+            while work.batch is None and work.error is None:
+                first = self._uncollected[0]
+                try:
+                    if first.ticket is not None:
+                        assert self._pool is not None
+                        self._pool.wait(first.ticket)
+                    first.batch = self._assemble(first)
+                except BaseException as e:  # noqa: BLE001 - raised to the set's own caller below
+                    first.error = e
+                    if first is not work and not isinstance(e, Exception):  # Ctrl-C: now, not later
+                        self._uncollected.popleft()
+                        raise
+                self._uncollected.popleft()
+        if work.error is not None:
+            raise work.error
+        assert work.batch is not None
+        return work.batch
 
-        if self._pool is None:
-            for i in range(n):
-                job(i)
-        else:
-            self._pool.run(job, n)
-
-        tl.record_assembly(ready)
+    def _assemble(self, work: "_SetWork") -> FrameBatch:
+        names, tl, images, reasons = self._names, work.tl, self._buffers[work.slot], work.reasons
+        tl.record_assembly(work.ready)
         valid = np.array([r is None for r in reasons], dtype=bool)
         drops = [(names[i], r) for i, r in enumerate(reasons) if r is not None]
         device_batch = isinstance(images, DeviceBatch)
@@ -438,20 +478,23 @@ class Pipeline:
         elif self._device is not None:
             images = self._hand_over(images, tl)
         metas = []
+        frames = work.frames
         for i, m in enumerate(self._metas):
             m = dict(m)
             value = frames.get(names[i])
             if isinstance(value, Frame):
                 m["capture_epoch_ns"], m["seq"] = value.capture_epoch_ns, value.seq
-            if valid[i] and self._corrupt[i]:
-                m["corrupt"], m["corrupt_reason"] = True, "; ".join(self._corrupt[i])
+            if valid[i] and work.corrupt[i]:
+                m["corrupt"], m["corrupt_reason"] = True, "; ".join(work.corrupt[i])
             metas.append(m)
         builder = self._metas_builder
         if builder is not None:  # metas_format="mmdet3d": one sample dict with per-camera lists
             metas = [builder.sample(metas, names, valid)]
-        if stamp:  # a caller's timeline (a deployment runner's) is the caller's to account
+        if work.stamp:  # a caller's timeline (a deployment runner's) is the caller's to account
             self._unreported.append(tl)  # not finished: a model timed on it (batch.timeline.time) still counts
-        return FrameBatch(images, metas, valid, drops, names, fallbacks, tl, ring=ring, slot=slot, generation=ring[slot])
+        ring = self._generations
+        return FrameBatch(images, metas, valid, drops, names, work.fallbacks, tl, ring=ring, slot=work.slot,
+                          generation=ring[work.slot])
 
     def _hand_over(self, images, tl: Timeline):
         """``batch.images`` on ``Batch(device=...)``: zero-copy on the CPU, one timed copy to a device."""
@@ -502,6 +545,67 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"Pipeline({len(self.rig)} cameras, backends={self.plan.backends}, profile={self.profile})"
+
+
+_NOT_RUN = "not run: the frame set was cancelled before this camera's turn"
+
+
+class _SetWork:
+    """One started frame set: its frames, timeline and output buffer, and what each camera job left."""
+
+    __slots__ = ("pipe", "frames", "tl", "slot", "stamp", "images", "arrival", "reasons", "corrupt", "ready",
+                 "fallbacks", "ticket", "batch", "error")
+
+    def __init__(self, pipe: Pipeline, frames: Mapping[str, Any], tl: Timeline, slot: int, stamp: bool):
+        n = len(pipe._names)
+        self.pipe, self.frames, self.tl, self.slot, self.stamp = pipe, frames, tl, slot, stamp
+        self.images = pipe._buffers[slot]
+        self.arrival = now_ns()
+        self.reasons: list[Optional[str]] = [_NOT_RUN] * n  # None once a camera's job produced its image
+        self.corrupt: list[tuple[str, ...]] = [()] * n  # per camera: what its decoder reported damaged
+        self.ready: dict[str, int] = {}  # camera -> when its image was ready (monotonic ns)
+        self.fallbacks: list = []
+        self.ticket: Optional[Ticket] = None
+        self.batch: Optional[FrameBatch] = None
+        self.error: Optional[BaseException] = None
+
+    def job(self, i: int) -> None:
+        """Camera ``i``'s part of the set (a worker thread, or the caller)."""
+        pipe = self.pipe
+        name = pipe._names[i]
+        if name not in self.frames:
+            self.reasons[i] = "missing: no frame for this camera in the frame set"
+            return
+        value = self.frames[name]
+        if self.stamp:
+            capture = to_monotonic_ns(value.capture_epoch_ns) if isinstance(value, Frame) else None
+            self.tl.set_frame(name, capture_mono_ns=capture, arrival_ns=self.arrival)
+        self.tl.record_checked("worker_wait", self.arrival, now_ns(), "wait", name, {})  # until a thread took it
+        self.reasons[i] = pipe._run_camera(i, value, self.images[i], self.tl, self.fallbacks)
+        damage = pipe._corrupt[i]  # the camera's, reused by its next frame: kept with this set
+        if damage:
+            self.corrupt[i] = tuple(damage)
+        self.ready[name] = now_ns()
+
+
+class PendingBatch:
+    """A frame set started by :meth:`Pipeline.submit`; :meth:`result` is its :class:`~dvpipe.FrameBatch`."""
+
+    __slots__ = ("_work",)
+
+    def __init__(self, pipe: Pipeline, work: _SetWork):
+        self._work = work
+
+    def done(self) -> bool:
+        """Whether every camera of the set has finished (``result()`` then returns without waiting on them)."""
+        t = self._work.ticket
+        return t is None or t.settled()
+
+    def result(self) -> FrameBatch:
+        """The set's batch (collecting the sets submitted before it first); re-raises a step's error
+        (``fallback="error"``) or a kernel bug as :meth:`Pipeline.process` would."""
+        work = self._work
+        return work.pipe._collect(work)
 
 
 def _rebuild_pipeline(cls, args, kwargs, metas_format=None):

@@ -1,4 +1,5 @@
-"""CameraPool: every index exactly once, across the caller and the workers, errors re-raised."""
+"""CameraPool: every index exactly once, across the caller and the workers, errors re-raised; one lane per
+camera (in order, never twice at once) and no barrier between submitted sets."""
 from __future__ import annotations
 
 import threading
@@ -164,3 +165,79 @@ def test_keyboard_interrupt_in_a_worker_item_cancels_the_rest_without_hanging():
         assert sorted(ran) == [0, 1, 2]
     finally:
         pool.close()
+
+
+def test_a_lane_runs_its_items_in_submission_order_and_never_two_at_once():
+    """Several sets submitted ahead: camera i's item of set k+1 starts only after its item of set k ended
+    (a decoder's state), while other lanes run on; checked against a per-lane log."""
+    import random
+
+    pool = CameraPool(3)
+    pool.grow(3)
+    lock = threading.Lock()
+    running, log, overlaps = set(), {i: [] for i in range(6)}, []
+    rng = random.Random(7)
+    delays = [[rng.random() * 0.004 for _ in range(6)] for _ in range(20)]
+
+    def make(k):
+        def fn(i):
+            with lock:
+                if i in running:
+                    overlaps.append((k, i))
+                running.add(i)
+            time.sleep(delays[k][i])
+            with lock:
+                running.discard(i)
+                log[i].append(k)
+        return fn
+
+    try:
+        tickets = [pool.submit(make(k), 6) for k in range(20)]
+        for t in tickets:
+            pool.wait(t)
+    finally:
+        pool.close()
+    assert overlaps == []
+    assert all(log[i] == list(range(20)) for i in range(6)), log
+
+
+def test_the_next_set_starts_before_the_slowest_camera_of_this_one_ends():
+    """No barrier: with camera 0 of set 0 held back, set 1's other cameras run to completion meanwhile."""
+    pool = CameraPool(2)
+    pool.grow(2)
+    release = threading.Event()
+    done1 = []
+
+    def set0(i):
+        if i == 0:
+            assert release.wait(30)
+
+    def set1(i):
+        done1.append(i)
+
+    try:
+        t0 = pool.submit(set0, 3)
+        t1 = pool.submit(set1, 3)
+        deadline = time.monotonic() + 30
+        while sorted(done1) != [1, 2] and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert sorted(done1) == [1, 2]  # camera 0 of set 1 waits for camera 0 of set 0
+        release.set()
+        pool.wait(t0)
+        pool.wait(t1)
+        assert sorted(done1) == [0, 1, 2]
+    finally:
+        release.set()
+        pool.close()
+
+
+def test_waiting_callers_help_only_with_their_set_and_earlier_ones():
+    pool = CameraPool(1)  # no worker: the waiting caller runs the items
+    order = []
+    t0 = pool.submit(lambda i: order.append((0, i)), 2)
+    t1 = pool.submit(lambda i: order.append((1, i)), 2)
+    pool.wait(t0)
+    assert order == [(0, 0), (0, 1)]
+    pool.wait(t1)
+    assert order == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    pool.close()
