@@ -1,10 +1,10 @@
 """What a deployment will hold in memory and how many threads it will start, checked before anything
 is read or allocated (``dvpipe validate`` and :class:`~dvpipe.deploy.Runner` before it plans).
 
-* **Cameras.** The runner reads each camera in a thread of its own (its source blocks on files,
-  sockets and devices); a deployment takes at most :data:`MAX_CAMERAS` cameras, so a run starts at
-  most that many reader threads (plus the pipeline's workers, at most one per CPU by default, and
-  the model's). A larger rig is split into several deployments, one process each.
+* **Cameras.** The runner reads every recording with one thread and each live source with a thread of
+  its own (its source blocks on sockets and devices); a deployment takes at most :data:`MAX_CAMERAS`
+  cameras, so a run starts at most that many reader threads (plus the pipeline's workers, at most one
+  per CPU by default, and the model's). A larger rig is split into several deployments, one process each.
 * **Memory.** The host memory a run holds whatever its input: the ring of
   :data:`OUTPUT_BUFFERS` output batches (cameras x C x H x W x the output's bytes per value) and one
   decoded BGR picture per camera (height x width x 3 bytes) while a set is processed. This is a
@@ -22,8 +22,9 @@ __all__ = ["MAX_CAMERAS", "OUTPUT_BUFFERS", "camera_problem", "memory_needed", "
 
 #: the most cameras one deployment takes (one reader thread each)
 MAX_CAMERAS = 256
-#: output batches the pipeline keeps in its ring (a batch stays valid while the model reads it)
-OUTPUT_BUFFERS = 2
+#: output batches the runner's pipeline keeps in its ring: the set preprocessed ahead, the one being
+#: finished, the one the model reads (a batch stays valid while the model reads it)
+OUTPUT_BUFFERS = 3
 
 
 def camera_problem(n_cameras: int) -> Optional[str]:

@@ -55,7 +55,7 @@ from ..latency import LatencyStats, Timeline, now_ns, wall_ns
 from ..types import Frame
 from ..video import GAP, VideoPacket, as_packet, merge_packets
 from ._assembly import AUTO_BACKENDS, build_pipeline, load_model, resolve_backends
-from ._budget import camera_problem, memory_problem, plan_output
+from ._budget import OUTPUT_BUFFERS, camera_problem, memory_problem, plan_output
 from ._progress import ProgressLine, format_eta
 from .config import VIDEO_ENCODINGS, Deployment
 from .exporters import EXPORTERS, BatchResult, Exporter, RunContext, run_exporter_options
@@ -144,6 +144,10 @@ class Runner:
     #: recordings that only hand over bytes share one reader thread (:func:`shares_reader`); False gives
     #: each its own (``tools/bench/video.py`` compares the two)
     share_reader = True
+    #: frame sets preprocessed at once beyond the one being finished (0: one set at a time, with a
+    #: barrier between sets; ``tools/bench/video.py`` compares the two); the output ring
+    #: (:data:`~dvpipe.deploy._budget.OUTPUT_BUFFERS`) has room for one ahead
+    sets_ahead = 1
 
     def __init__(self, deployment: Deployment, *, model: Optional[Callable] = None,
                  progress: Optional[Callable[["Runner"], None]] = None,
@@ -155,7 +159,6 @@ class Runner:
         self.cameras = [c.name for c in dep.cameras]
         check_memory(dep)  # before the pipeline allocates its output buffers
         self.pipe, self.backend_notes = build_pipeline(dep)
-        touch_output_buffers(self.pipe)
         if getattr(self.pipe.plan, "device_batch", None) and dep.sync.on_late == "reuse":
             getattr(self.pipe, "close", lambda: None)()
             raise ConfigError("sync.on_late: reuse keeps host copies of each camera's image, but on the AIPP route "
@@ -222,10 +225,15 @@ class Runner:
         self._stop_request: Optional[str] = None
         self._finished = False
         # the model runs on its own thread so that frame set k+1 is preprocessed while the model works on
-        # set k (the pipeline's ring of two output buffers makes that safe with one set in flight)
+        # set k (the output ring, OUTPUT_BUFFERS, has its buffer beside those of the sets in flight)
         self._model_pool = (ThreadPoolExecutor(1, thread_name_prefix="dvpipe-model")
                             if self.model is not None and dep.run.overlap_model else None)
         self._pending: deque = deque()
+        #: frame sets handed to the pipeline and not yet finished: (set, PendingBatch, timeline), oldest first
+        self._inflight: deque = deque()
+        # the ring holds the sets in flight and the one the model reads (the memory budget counts them)
+        self.pipe.reserve_output_buffers(OUTPUT_BUFFERS)
+        self.pipe.touch_output_buffers()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def __enter__(self) -> "Runner":
@@ -322,6 +330,10 @@ class Runner:
             self._model_pool.shutdown(wait=True)
         for t in self._threads:
             t.join(timeout=5.0)
+        for fs, _pending, _tl in self._inflight:  # handed to the pipeline, not finished (closing it stops them)
+            for it in fs.members.values():
+                self._account_drop(Dropped(it, "shutdown", "the run stopped while its set was processed"))
+        self._inflight.clear()
         for fs in self._unprocessed:
             for it in fs.members.values():
                 self._account_drop(Dropped(it, "shutdown", "its frame set was formed as the run stopped"))
@@ -586,7 +598,10 @@ class Runner:
         return False
 
     def batches(self) -> Iterator[RunBatch]:
-        """Process frame sets as they become ready; stops at the end of input or a run limit."""
+        """Process frame sets as they become ready; stops at the end of input or a run limit.
+
+        Up to :attr:`sets_ahead` sets are preprocessed at once (:meth:`dvpipe.Pipeline.submit`): set k+1's
+        cameras start while set k's slowest camera finishes. Sets complete in order."""
         self.start()
         while not self.stop_event.is_set():
             now = self.clock()
@@ -601,17 +616,24 @@ class Runner:
                 if not first and self._limits_reached(self.clock()):
                     break
                 first = False
-                yield from self._submit(self._unprocessed.pop(0))
+                self._start_set(self._unprocessed.pop(0))
+                while len(self._inflight) > self.sets_ahead:
+                    yield from self._submit(self._inflight.popleft())
             if self.stopped_by != "end of input":
                 break
             self._check_stalls(self.clock())
             if not sets:
+                if self._inflight:  # nothing new: finish the oldest set rather than wait
+                    yield from self._submit(self._inflight.popleft())
+                    continue
                 if self.sync.done:
                     break
                 deadline = self.sync.next_deadline_ns
                 timeout = 0.05 if deadline is None else min(0.05, max(0.0, (deadline - self.clock()) / 1e9))
                 if timeout > 0:
                     self.sync.wait(timeout)
+        while self._inflight:
+            yield from self._submit(self._inflight.popleft())
         while self._pending:
             yield self._pending.popleft().result()
 
@@ -645,7 +667,8 @@ class Runner:
         return result
 
     # -- one frame set -------------------------------------------------------------------------------
-    def _process(self, fs: FrameSet) -> tuple[FrameSet, Any, Timeline]:
+    def _start_set(self, fs: FrameSet) -> None:
+        """Hand ``fs`` to the pipeline (:meth:`dvpipe.Pipeline.submit`); it joins :attr:`_inflight`."""
         tl = Timeline(index=fs.index, counters_only=self.dep.latency.counters_only)
         formed = self.clock()
         frames: dict[str, Frame] = {}
@@ -660,19 +683,24 @@ class Runner:
             if it.reorder_span_ns is not None:  # a live B-frame stream's look-ahead: its data had arrived
                 tl.record("reorder", it.reorder_span_ns[0], it.reorder_span_ns[1], "wait", camera=cam)
             tl.record("queue_wait", it.arrival_ns, max(formed, it.arrival_ns), "wait", camera=cam)
+        self._inflight.append((fs, self.pipe.submit(frames, timeline=tl), tl))  # spans go into the set's timeline
+        self.sets_prepared += 1
+
+    def _process(self, fs: FrameSet, pending, tl: Timeline) -> Any:
+        """``fs``'s batch, settled (late-camera policy, accounting)."""
         try:
-            batch = self.pipe.process(frames, timeline=tl)  # the steps' spans go straight into the set's timeline
+            batch = pending.result()
         except BaseException:  # Ctrl-C or fallback="error": the run stops, its frames are still accounted
             for it in fs.members.values():
                 self._account_drop(Dropped(it, "shutdown", "the run stopped while its set was processed"))
             raise
         self._settle(fs, batch)
-        self.sets_prepared += 1
-        return fs, batch, tl
+        return batch
 
-    def _submit(self, fs: FrameSet) -> Iterator[RunBatch]:
-        """Preprocess ``fs``; complete it (model, outputs, statistics) here or on the model thread."""
-        fs, batch, tl = self._process(fs)
+    def _submit(self, started: tuple) -> Iterator[RunBatch]:
+        """Finish preprocessing a started set; complete it (model, outputs, statistics) here or on the model thread."""
+        fs, pending, tl = started
+        batch = self._process(fs, pending, tl)
         if self._model_pool is None:
             yield self._complete(fs, batch, tl, self.clock())
             return
@@ -865,16 +893,6 @@ class Runner:
         if self.model_error:
             d["model_error"] = self.model_error
         return d
-
-
-def touch_output_buffers(pipe) -> None:
-    """Write every page of the pipeline's host output buffers once, now (at build time): a fresh
-    ``np.zeros`` buffer is mapped lazily, and otherwise the first frame sets pay the page faults inside
-    the kernels (at 6 x 3840x2160 -> (6, 3, 480, 800) float32: ~27 MB a buffer). Device buffers
-    (torch CUDA, the AIPP route) are left alone."""
-    for buf in getattr(pipe, "_buffers", ()):
-        if isinstance(buf, np.ndarray) and buf.flags.writeable:
-            buf.fill(0)
 
 
 _AGAIN = object()  # _read_item: nothing delivered this time, read again

@@ -171,9 +171,9 @@ def test_a_wrong_size_says_that_orientation_is_not_applied(tmp_path):
 def test_memory_needed_is_cameras_x_output_x_buffers_plus_decoded_pictures():
     from dvpipe.deploy._budget import memory_needed
 
-    # the rig: 10,000 768x576 cameras, a float32 3x576x768 output, a ring of 2 batches
+    # the rig: 10,000 768x576 cameras, a float32 3x576x768 output, the runner's ring of 3 batches
     need = memory_needed((10_000, 3, 576, 768), 4, [(576, 768)] * 10_000)
-    assert need["outputs"] == 2 * 10_000 * 3 * 576 * 768 * 4 == 106_168_320_000
+    assert need["outputs"] == 3 * 10_000 * 3 * 576 * 768 * 4 == 159_252_480_000
     assert need["decoded"] == 10_000 * 576 * 768 * 3
     assert need["total"] == need["outputs"] + need["decoded"]
 
@@ -181,15 +181,15 @@ def test_memory_needed_is_cameras_x_output_x_buffers_plus_decoded_pictures():
 def test_a_deployment_above_its_memory_budget_is_refused_by_validate_and_before_the_run(tmp_path):
     from dvpipe import ConfigError
 
-    # 3 cameras 96x64, normalise (float32) + pad to 32: output 3 x 3x64x96 float32, two buffers
-    total = 2 * 3 * 3 * 64 * 96 * 4 + 3 * 64 * 96 * 3  # = 497,664 bytes = 486.0 KiB
+    # 3 cameras 96x64, normalise (float32) + pad to 32: output 3 x 3x64x96 float32, three buffers
+    total = 3 * 3 * 3 * 64 * 96 * 4 + 3 * 64 * 96 * 3  # = 718,848 bytes = 702.0 KiB
     small = synthetic_deployment(3, run={"memory_budget_mb": total / (1 << 20) * 0.99})
     r = check(_write(tmp_path, small))
     assert not r["ok"]
     (key, msg), = r["errors"]
-    assert key == "pipeline" and msg.startswith("the run needs at least 486.0 KiB of memory: 3 cameras x 3x64x96 "
-                                                "float32 x 2 output buffers"), msg
-    with pytest.raises(ConfigError, match="the run needs at least 486.0 KiB"):
+    assert key == "pipeline" and msg.startswith("the run needs at least 702.0 KiB of memory: 3 cameras x 3x64x96 "
+                                                "float32 x 3 output buffers"), msg
+    with pytest.raises(ConfigError, match="the run needs at least 702.0 KiB"):
         Runner(load_deployment(small), write_outputs=False)
     enough = synthetic_deployment(3, run={"memory_budget_mb": total / (1 << 20) * 1.01})
     assert check(_write(tmp_path, enough))["ok"]
