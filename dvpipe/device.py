@@ -15,6 +15,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .errors import ConfigError
+
 __all__ = ["DeviceTensor", "DeviceBatch", "slot_pitch", "nv12_batch_to_host"]
 
 
@@ -61,7 +63,8 @@ class DeviceTensor:
         This is a device -> host copy over PCIe on an Atlas card: the planner times it as a
         ``transfer`` step; call it yourself only at the end of a route."""
         if self.runtime is None:
-            raise ValueError(f"{self!r} has no runtime to read it with")
+            raise ConfigError(f"{self!r} has no runtime to read it with: construct it with runtime= (the opened "
+                              "device that allocated it)")
         return self.runtime.download(self.ptr, self.nbytes, **context)
 
 

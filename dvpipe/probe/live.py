@@ -206,7 +206,8 @@ def synthetic_frame(camera: Any) -> Any:
             out.mux(pkt)
         out.close()
         return buf.getvalue()
-    raise ValueError(f"no synthetic frame for encoding {enc!r}")
+    raise ConfigError(f"the live probe has no synthetic frame for encoding {enc!r}: it makes nv12, png, jpeg "
+                      "(jpeg400, jpeg-progressive), h264 and h265 frames; probe this camera without --live")
 
 
 def run_live(cameras: Sequence[Any], target: Any, cache: LiveCache, *, profile: Optional[str] = None,

@@ -97,7 +97,7 @@ def option(default: Any = MISSING, doc: str = "", *, default_factory: Any = MISS
             the value as written.
     """
     if path not in (None, "file", "dir"):
-        raise ValueError(f"option(path=...) is 'file' or 'dir', got {path!r}")
+        raise ConfigError(f"option(path=...) takes 'file' or 'dir' (or None for a plain string), got {path!r}")
     meta = {"doc": doc, "minimum": minimum, "maximum": maximum, "exclusive_min": exclusive_min, "path": path,
             "camera": camera, "message": message}
     if default_factory is not MISSING:
