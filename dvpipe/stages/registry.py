@@ -40,8 +40,11 @@ from ..types import Camera
 from ..video import VideoPacket
 from .base import FrameSpec, Stage
 
-if TYPE_CHECKING:  # torch is optional and imported lazily: a name for the type checker only
+if TYPE_CHECKING:  # torch is optional and imported lazily; the backends and targets sit above this layer
     import torch
+
+    from ..backends import BackendRef
+    from ..target import Target
 
 __all__ = ["FrameData", "KernelFn", "KernelVerdict", "Kernel", "KernelQuery", "KernelContext", "register_kernel",
            "kernels_at", "registered_ops", "all_kernels", "fused_runs"]
@@ -119,9 +122,9 @@ class KernelQuery:
     spec_in: FrameSpec
     specs: tuple[FrameSpec, ...]
     camera: Camera
-    backend: Any  # dvpipe.backends.BackendRef
+    backend: BackendRef
     fidelity: Fidelity
-    target: Any = None
+    target: Optional[Target] = None
 
     @property
     def spec_out(self) -> FrameSpec:
@@ -159,12 +162,12 @@ class KernelContext:
     camera: Camera
     spec_in: FrameSpec
     spec_out: FrameSpec
-    backend: Any
+    backend: BackendRef
     fidelity: Fidelity
     out: Any = None
     state: dict = field(default_factory=dict)
     device_spans: list = field(default_factory=list)
-    target: Any = None
+    target: Optional[Target] = None
     on_corrupt: str = "drop"
     corruption: list = field(default_factory=list)
     slot: Any = None
