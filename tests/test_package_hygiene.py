@@ -159,3 +159,103 @@ def test_every_exception_class_of_the_package_is_in_the_family():
     outside = [f"{m}.{n}" for m, n in found
                if not issubclass(getattr(importlib.import_module(m), n), DvpipeError)]
     assert not outside, "derive these from dvpipe.errors.DvpipeError (and the builtin they mean):\n" + "\n".join(outside)
+
+
+# -- public signatures name their types --------------------------------------------------------------------
+#: Public entry points whose signatures name real types: ``(dotted path, parameters)`` -- the parameters
+#: (``return`` for the return annotation) that must not be ``Any``; None: the whole signature.
+TYPED_ENTRY_POINTS = [
+    ("dvpipe.register_kernel", None),
+    ("dvpipe.stages.registry.Kernel", None),
+    ("dvpipe.KernelQuery", None),
+    ("dvpipe.KernelContext", ("backend", "target")),
+    ("dvpipe.probe.build_report", None),
+    ("dvpipe.probe.report.route_verdicts", None),
+    ("dvpipe.probe.report.stages_for", None),
+    ("dvpipe.probe.live.LiveCache.record", ("target",)),
+    ("dvpipe.probe.live.LiveCache.get", ("target",)),
+    ("dvpipe.probe.live.LiveCache.prefer", None),
+    ("dvpipe.probe.live.LiveCache.verified", None),
+    ("dvpipe.probe.live.synthetic_frame", None),
+    ("dvpipe.probe.live.run_live", None),
+    ("dvpipe.probe.live.measured_ok", None),
+    ("dvpipe.probe.live.verify_step", None),
+    ("dvpipe.probe.live.prefer_empirical", None),
+    ("dvpipe.probe.keys.camera_encoding", None),
+    ("dvpipe.probe.keys.step_key", None),
+    ("dvpipe.models.OmModel", None),
+    ("dvpipe.models.OmModel.__call__", None),
+    ("dvpipe.models.OmSpec", None),
+    ("dvpipe.models.parse_config", None),
+    ("dvpipe.models.from_config", None),
+    ("dvpipe.models.from_spec", None),
+    ("dvpipe.models.sim_model", None),
+    ("dvpipe.mmdet3d.Mmdet3dMetas", ("pose", "extra")),
+    ("dvpipe.mmdet3d.Mmdet3dHook", None),
+    ("dvpipe.mmdet3d.Mmdet3dHook.__call__", ("batch",)),
+    ("dvpipe.mmdet3d.can_bus_from_pose", None),
+    ("dvpipe.torch.FrameSetDataset", None),
+    ("dvpipe.device.DeviceTensor", ("runtime",)),
+    ("dvpipe.device.DeviceBatch", ("runtime",)),
+    ("dvpipe.deploy.sources.base.Source", None),
+    ("dvpipe.deploy.sources.base.Source.validate", ("ctx",)),
+    ("dvpipe.deploy.sources.base.Source.validate_cameras", None),
+    ("dvpipe.deploy.sources.registry.DeploymentContext", ("rig", "sync")),
+    ("dvpipe.knowledge.check", ("soc",)),
+    ("dvpipe.latency.trace.timelines_from_trace", ("pid",)),
+    ("dvpipe.latency.trace.stats_from_trace", ("pid", "return")),
+    ("dvpipe.FrameBatch", ("timeline",)),
+]
+
+
+def _resolve(dotted: str):
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            obj = getattr(obj, name)
+        return obj
+    raise ImportError(dotted)
+
+
+def _any_annotations(fn, names=None) -> list[str]:
+    """``name: annotation`` of each parameter (``return``) of ``fn``'s signature whose annotation names ``Any``."""
+    import inspect
+    import re
+
+    sig = inspect.signature(fn)
+    anns = {n: p.annotation for n, p in sig.parameters.items() if p.annotation is not inspect.Parameter.empty}
+    if sig.return_annotation is not inspect.Signature.empty:
+        anns["return"] = sig.return_annotation
+    return [f"{n}: {a}" for n, a in anns.items()
+            if (names is None or n in names) and re.search(r"\bAny\b", a if isinstance(a, str) else repr(a))]
+
+
+def test_the_public_entry_points_name_their_types_not_any():
+    """The entry points typed so far keep their types: a ``Target``, a ``Rig``, a ``KernelFn``... never ``Any``."""
+    import pytest
+
+    pytest.importorskip("torch")  # dvpipe.torch
+    found = []
+    for dotted, names in TYPED_ENTRY_POINTS:
+        obj = _resolve(dotted)
+        if names is not None:  # the listed parameters exist (a renamed one must be renamed here too)
+            import inspect
+
+            params = set(inspect.signature(obj).parameters) | {"return"}
+            assert set(names) <= params, (dotted, set(names) - params)
+        found += [f"{dotted}({a})" for a in _any_annotations(obj, names)]
+    assert not found, "Any in a typed public signature; name the type (TYPE_CHECKING import if needed):\n" + "\n".join(found)
+
+
+def test_the_any_scan_reads_string_annotations():
+    def f(a: Optional[Any], b: Mapping[str, Anything], c: int) -> Any:  # noqa: F821 - strings, never evaluated
+        return a
+
+    assert _any_annotations(f) == ["a: Optional[Any]", "return: Any"]
+    assert _any_annotations(f, ("b", "c")) == []
