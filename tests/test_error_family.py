@@ -134,3 +134,19 @@ def test_the_live_probe_refuses_an_encoding_it_cannot_synthesise():
     cam = Camera("CAM", width=64, height=48, encoding="jpeg", extra={"bitstream": "webp"})
     with pytest.raises(ConfigError, match="no synthetic frame for encoding 'webp'.*without --live"):
         synthetic_frame(cam)
+
+
+def test_verifying_a_step_without_a_target_says_to_plan_with_one(tmp_path):
+    """The live cache keys results by target: a query planned without one is refused in one line (it used
+    to run the kernel and fail on ``None.soc`` while recording)."""
+    import dvpipe as dv
+    from dvpipe.planner import plan_pipeline
+    from dvpipe.probe.live import LiveCache, verify_step
+    from dvpipe.stages.registry import KernelQuery
+
+    cam = dv.Camera("CAM", width=64, height=48)
+    step = plan_pipeline([cam], [dv.Decode()], ["cpu"]).cameras[0].steps[0]  # planned without a target
+    query = KernelQuery(step.stages, step.spec_in, (step.spec_out,), cam, step.backend, "fast")
+    kernel = step.kernel
+    with pytest.raises(ConfigError, match="planned for a target: plan with target=dvpipe.Target"):
+        verify_step(kernel, query, LiveCache.load(str(tmp_path / "live.json")))
