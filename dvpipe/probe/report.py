@@ -137,7 +137,7 @@ class StepRow:
     spec_out: str = ""
     verdicts: list = field(default_factory=list)
     empirical: Optional[dict] = None
-    confidence: Any = None  # dvpipe.knowledge.Confidence of the DVPP verdict, or None
+    confidence: Optional[Confidence] = None  # of the DVPP verdict
 
     @property
     def confidence_level(self) -> Optional[str]:
