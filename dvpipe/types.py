@@ -176,7 +176,7 @@ class Distortion:
         return np.array(self.coeffs, dtype=np.float64)
 
     @classmethod
-    def parse(cls, value: Any) -> "Distortion | None":
+    def parse(cls, value: object) -> "Distortion | None":
         """A rig file's ``distortion`` value (mapping, list, Distortion or None)."""
         if value is None or isinstance(value, Distortion):
             return value
@@ -428,7 +428,7 @@ class Rig:
         return iter(self.cameras)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], path: str = "") -> "Rig":
+    def from_dict(cls, data: Mapping[str, object], path: str = "") -> "Rig":
         """Build a rig from the rig-YAML structure (``{cameras: [{name, width, ...}]}``).
 
         Every problem is reported at once, each with its key path. Camera names must be safe path
@@ -490,10 +490,10 @@ class Rig:
         return cls.from_yaml_data(read_yaml(path, "rig file"), path)
 
     @classmethod
-    def from_yaml_data(cls, data: Any, path: str | os.PathLike) -> "Rig":
+    def from_yaml_data(cls, data: object, path: str | os.PathLike) -> "Rig":
         """:meth:`from_dict` on the parsed contents of the rig file ``path`` (errors name the file)."""
         try:
-            return cls.from_dict(data or {})
+            return cls.from_dict(cast(Mapping[str, object], data or {}))  # from_dict checks it is one
         except ConfigError as e:
             raise ConfigError(f"{path}: {e}") from None
 

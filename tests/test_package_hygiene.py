@@ -214,6 +214,9 @@ TYPED_ENTRY_POINTS = [
     ("dvpipe.latency.trace.timelines_from_trace", ("pid",)),
     ("dvpipe.latency.trace.stats_from_trace", ("pid", "return")),
     ("dvpipe.FrameBatch", ("timeline",)),
+    ("dvpipe.Rig.from_dict", None),
+    ("dvpipe.Rig.from_yaml_data", None),
+    ("dvpipe.types.Distortion.parse", None),
 ]
 
 
