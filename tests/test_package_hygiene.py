@@ -210,6 +210,8 @@ TYPED_ENTRY_POINTS = [
     ("dvpipe.deploy.sources.base.Source.validate", ("ctx",)),
     ("dvpipe.deploy.sources.base.Source.validate_cameras", None),
     ("dvpipe.deploy.sources.registry.DeploymentContext", ("rig", "sync")),
+    ("dvpipe.load_deployment", None),
+    ("dvpipe.deploy.bench.BackendRun", ("stats", "plan", "accounting")),
     ("dvpipe.knowledge.check", ("soc",)),
     ("dvpipe.latency.trace.timelines_from_trace", ("pid",)),
     ("dvpipe.latency.Timeline.span", None),
