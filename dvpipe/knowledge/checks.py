@@ -88,7 +88,8 @@ def declare_check(key: str, doc: str, companions: tuple[str, ...] = (), prepare:
     """Declare a ``check:`` key (decorator)."""
     def deco(fn: Callable[[Any, Mapping[str, Any], "Request", bool], Iterable[Fail]]) -> Callable:
         if key in CHECKS or key in _companion_keys():
-            raise ConfigError(f"check {key!r} declared twice (as a check or a companion key): give the new check another key")
+            raise ConfigError(f"check {key!r} declared twice (as a check or a companion key): give the new check "
+                              "another key")
         CHECKS[key] = Check(key, fn, doc, tuple(companions), prepare, narrow)
         return fn
     return deco

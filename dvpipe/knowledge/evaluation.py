@@ -277,8 +277,8 @@ def evaluate(request: Request) -> Verdict:
     raise AssertionError("unreachable")
 
 
-def check(soc: Union[str, Request, None] = None, cann: Optional[VersionLike] = None, unit: str = "", op: Optional[str] = None,
-          width: int = 0, height: int = 0, fmt: str = "", **extras: Any) -> Verdict:
+def check(soc: Union[str, Request, None] = None, cann: Optional[VersionLike] = None, unit: str = "",
+          op: Optional[str] = None, width: int = 0, height: int = 0, fmt: str = "", **extras: Any) -> Verdict:
     """Judge one DVPP step; see :class:`Request` for every argument (sizes in pixels).
 
     ``check(request)`` with a ready :class:`Request` also works. Example::

@@ -480,8 +480,8 @@ def timelines_from_trace(obj: Mapping[str, Any] | list[Any], *, pid: Optional[Un
     return out
 
 
-def stats_from_trace(trace: str | os.PathLike[str] | Mapping[str, Any] | list[Any], *, pid: Optional[Union[int, str]] = None,
-                     **stats_kwargs: Any) -> LatencyStats:
+def stats_from_trace(trace: str | os.PathLike[str] | Mapping[str, Any] | list[Any], *,
+                     pid: Optional[Union[int, str]] = None, **stats_kwargs: Any) -> LatencyStats:
     """:class:`~dvpipe.latency.stats.LatencyStats` of a trace file or dict (one process with ``pid``);
     other keyword arguments go to ``LatencyStats``."""
     from .stats import LatencyStats

@@ -51,8 +51,8 @@ class Mmdet3dHook:
     """
 
     def __init__(self, model: Union[str, Callable[..., object]], *, infos: Optional[str] = None,
-                 data_root: Optional[str] = None, poses: Union[str, PoseFn, None] = None, can_bus: str = "absolute", scene_gap_s: float = 1.0,
-                 can_bus_rotation: Optional[str] = None):
+                 data_root: Optional[str] = None, poses: Union[str, PoseFn, None] = None, can_bus: str = "absolute",
+                 scene_gap_s: float = 1.0, can_bus_rotation: Optional[str] = None):
         from ._infos import open_info_file
         from ._metas import JsonPoses, Mmdet3dMetas
 

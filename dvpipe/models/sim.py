@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # names for the type checker only
 
 __all__ = ["sim_model", "drop_sim_model", "TensorDecl"]
 
-#: one model input or output: ``(dims, dtype)`` (``((1, 3, 224, 224), "float32")``, any numpy dtype) or a mapping with ``name``,
-#: ``dims`` and ``dtype`` (the descriptor's form, docs/models.md)
+#: one model input or output: ``(dims, dtype)`` (``((1, 3, 224, 224), "float32")``, any numpy dtype) or a mapping
+#: with ``name``, ``dims`` and ``dtype`` (the descriptor's form, docs/models.md)
 TensorDecl = Union[tuple[Sequence[int], npt.DTypeLike], Mapping[str, object]]
 
 
@@ -39,8 +39,8 @@ def _tensors(entries: Sequence[TensorDecl], where: str) -> list:
 
 
 def sim_model(fn: Callable[..., Union[np.ndarray, Sequence[np.ndarray]]], *, inputs: Sequence[TensorDecl],
-              outputs: Sequence[TensorDecl], aipp: Union[None, str, os.PathLike, AippConfig] = None, max_src_image_size: int = 0,
-              name: Optional[str] = None) -> str:
+              outputs: Sequence[TensorDecl], aipp: Union[None, str, os.PathLike, AippConfig] = None,
+              max_src_image_size: int = 0, name: Optional[str] = None) -> str:
     """Register ``fn`` as a software-device model; returns the key to give :class:`~dvpipe.models.OmModel`.
 
     Args:

@@ -69,8 +69,8 @@ def time_plan(cam: Camera, stages: Sequence[Stage], backends: Sequence[str], tar
 
 
 def measure_cpu_path(cameras: Sequence[Camera], target: Target, *, profile: Optional[str],
-                     stages: Optional[Sequence[Stage]], fidelity: Fidelity, repeat: int = 5, clock: Callable[[], int] = time.perf_counter_ns,
-                     frames: Optional[Mapping[str, bytes]] = None) -> dict:
+                     stages: Optional[Sequence[Stage]], fidelity: Fidelity, repeat: int = 5,
+                     clock: Callable[[], int] = time.perf_counter_ns, frames: Optional[Mapping[str, bytes]] = None) -> dict:
     """The ``cpu`` object of the forecast: ``per_camera_ms`` (CPU path), ``set_ms`` (their sum),
     ``remaining_per_camera_ms`` / ``remaining_set_ms`` (the CPU steps of the DVPP plan) and how it was measured.
     ``frames``: camera -> encoded bytes of a real frame (the deployment's own); other cameras get a synthetic

@@ -11,8 +11,8 @@ from .registry import (FrameData, KernelContext, KernelFn, KernelQuery, KernelVe
                        register_kernel)
 
 __all__ = ["Stage", "FrameSpec", "Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Transfer", "Batch",
-           "Undistort", "KernelVerdict", "KernelQuery", "KernelContext", "KernelFn", "FrameData", "register_kernel", "register_stage",
-           "registered_stages", "stage_class", "kernels_by_backend", "StageInfo", "fused_runs",
+           "Undistort", "KernelVerdict", "KernelQuery", "KernelContext", "KernelFn", "FrameData", "register_kernel",
+           "register_stage", "registered_stages", "stage_class", "kernels_by_backend", "StageInfo", "fused_runs",
            "output_spec_of", "matrix_of", "camera_matrix_of"]
 
 
