@@ -213,6 +213,7 @@ TYPED_ENTRY_POINTS = [
     ("dvpipe.load_deployment", None),
     ("dvpipe.deploy.bench.BackendRun", ("stats", "plan", "accounting")),
     ("dvpipe.knowledge.check", ("soc",)),
+    ("dvpipe.knowledge.register_cache", None),
     ("dvpipe.latency.trace.timelines_from_trace", ("pid",)),
     ("dvpipe.latency.Timeline.span", None),
     ("dvpipe.latency.Timeline.record", None),
