@@ -8,15 +8,17 @@ from .errors import (BackendUnavailable, ClosedError, ConfigError, CorruptFrameE
 from .pipeline import Pipeline
 from .planner import Plan
 from .profiles import PROFILES, profile_stages, register_profile
-from .stages import (Batch, Crop, Decode, FrameSpec, KernelContext, KernelQuery, KernelVerdict, Normalise, Normalize,
-                     Pad, Resize, Stage, Undistort, register_kernel, register_stage, registered_stages)
+from .stages import (Batch, Crop, Decode, FrameData, FrameSpec, KernelContext, KernelFn, KernelQuery, KernelVerdict,
+                     Normalise, Normalize, Pad, Resize, Stage, Undistort, register_kernel, register_stage,
+                     registered_stages)
 from .target import Target
 from .types import Camera, Frame, FrameBatch, PixelFormat, Rig
 
 __all__ = [
     "__version__", "Pipeline", "Plan", "Target", "Rig", "Camera", "Frame", "FrameBatch", "PixelFormat",
     "Stage", "FrameSpec", "Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Batch", "Undistort",
-    "KernelVerdict", "KernelQuery", "KernelContext", "register_kernel", "register_stage", "registered_stages",
+    "KernelVerdict", "KernelQuery", "KernelContext", "KernelFn", "FrameData", "register_kernel", "register_stage",
+    "registered_stages",
     "PROFILES", "profile_stages", "register_profile",
     "DvpipeError", "ConfigError", "FrameError", "CorruptFrameError", "StaleBatchError", "PlanError",
     "BackendUnavailable", "MissingDependencyError", "ClosedError",

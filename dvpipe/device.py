@@ -11,9 +11,14 @@ planner makes it a timed ``transfer`` step with its bytes wherever a host consum
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:  # the DVPP runtime sits above this layer: a name for the type checker only
+    from .backends.dvpp._acl import Runtime
 
 __all__ = ["DeviceTensor", "DeviceBatch", "slot_pitch", "nv12_batch_to_host"]
 
@@ -45,7 +50,7 @@ class DeviceTensor:
     dtype: str
     layout: str
     placement: str
-    runtime: Any = field(default=None, repr=False, compare=False)
+    runtime: Optional[Runtime] = field(default=None, repr=False, compare=False)
     strides: Optional[tuple[int, int]] = None
     colour: str = ""
     meta: dict = field(default_factory=dict, compare=False)
@@ -61,7 +66,8 @@ class DeviceTensor:
         This is a device -> host copy over PCIe on an Atlas card: the planner times it as a
         ``transfer`` step; call it yourself only at the end of a route."""
         if self.runtime is None:
-            raise ValueError(f"{self!r} has no runtime to read it with")
+            raise ConfigError(f"{self!r} has no runtime to read it with: construct it with runtime= (the opened "
+                              "device that allocated it)")
         return self.runtime.download(self.ptr, self.nbytes, **context)
 
 
@@ -91,7 +97,7 @@ class DeviceBatch:
         meta: facts for the consumer (the AIPP configuration, the colour standard).
     """
 
-    def __init__(self, runtime: Any, n: int, width: int, height: int, strides: tuple[int, int], placement: str,
+    def __init__(self, runtime: Runtime, n: int, width: int, height: int, strides: tuple[int, int], placement: str,
                  meta: Optional[dict] = None):
         ws, hs = (int(v) for v in strides)
         self.runtime = runtime

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import pickle
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -29,6 +29,10 @@ from .errors import ConfigError
 if TYPE_CHECKING:
     import torch
     import torch.utils.data
+
+    from .deploy import Deployment
+    from .mmdet3d import PoseFn
+    from .pipeline import Pipeline
 else:
     torch = require("torch")  # a clear install hint when torch is missing
 
@@ -57,7 +61,10 @@ class FrameSetDataset(torch.utils.data.IterableDataset):
     ``index`` the frame set's number in the source.
     """
 
-    def __init__(self, source: Any, pipeline: Any = None, *, metas_format: str = "per_camera", pose: Any = None):
+    def __init__(self, source: Union[str, os.PathLike, Mapping[str, object], Deployment,
+                                     Callable[[], Iterable[Mapping[str, object]]]],
+                 pipeline: Union[Pipeline, Callable[[], Pipeline], None] = None, *, metas_format: str = "per_camera",
+                 pose: Union[str, os.PathLike, PoseFn, None] = None):
         super().__init__()
         is_deployment = isinstance(source, (str, os.PathLike, Mapping)) or type(source).__name__ == "Deployment"
         if not is_deployment and not callable(source):
@@ -69,8 +76,8 @@ class FrameSetDataset(torch.utils.data.IterableDataset):
             raise ConfigError("a frame-set callable needs pipeline= (a Pipeline or a factory returning one)")
         if metas_format not in ("per_camera", "mmdet3d"):
             raise ConfigError(f"metas_format must be 'per_camera' or 'mmdet3d', got {metas_format!r}")
-        self.source = source
-        self.pipeline = pipeline
+        self.source: Any = source  # checked above: a deployment, or a callable with pipeline=
+        self.pipeline: Any = pipeline
         self.metas_format = metas_format
         self.pose = pose
         self._deployment = is_deployment

@@ -19,12 +19,15 @@ import enum
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence, cast
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Sequence, cast
 
 import numpy as np
 
 from .device import nv12_batch_to_host
 from .errors import ConfigError, DvpipeError, StaleBatchError  # noqa: F401 - StaleBatchError re-exported
+
+if TYPE_CHECKING:  # above this layer: names for the type checker only
+    from .latency import Timeline
 
 __all__ = ["PixelFormat", "Camera", "Distortion", "Rig", "Frame", "FrameBatch", "StaleBatchError", "ENCODINGS",
            "DISTORTION_MODELS", "parse_wxh"]
@@ -173,7 +176,7 @@ class Distortion:
         return np.array(self.coeffs, dtype=np.float64)
 
     @classmethod
-    def parse(cls, value: Any) -> "Distortion | None":
+    def parse(cls, value: object) -> "Distortion | None":
         """A rig file's ``distortion`` value (mapping, list, Distortion or None)."""
         if value is None or isinstance(value, Distortion):
             return value
@@ -425,7 +428,7 @@ class Rig:
         return iter(self.cameras)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], path: str = "") -> "Rig":
+    def from_dict(cls, data: Mapping[str, object], path: str = "") -> "Rig":
         """Build a rig from the rig-YAML structure (``{cameras: [{name, width, ...}]}``).
 
         Every problem is reported at once, each with its key path. Camera names must be safe path
@@ -487,10 +490,10 @@ class Rig:
         return cls.from_yaml_data(read_yaml(path, "rig file"), path)
 
     @classmethod
-    def from_yaml_data(cls, data: Any, path: str | os.PathLike) -> "Rig":
+    def from_yaml_data(cls, data: object, path: str | os.PathLike) -> "Rig":
         """:meth:`from_dict` on the parsed contents of the rig file ``path`` (errors name the file)."""
         try:
-            return cls.from_dict(data or {})
+            return cls.from_dict(cast(Mapping[str, object], data or {}))  # from_dict checks it is one
         except ConfigError as e:
             raise ConfigError(f"{path}: {e}") from None
 
@@ -517,7 +520,9 @@ class Frame:
         camera: camera name.
         seq: sequence number of the frame in its source (0-based).
         capture_epoch_ns: capture time, epoch nanoseconds as the source reports it.
-        data: bytes (``ENCODED``), or an array in ``pixel_format``.
+        data: bytes (``ENCODED``), or an array in ``pixel_format`` (any :data:`dvpipe.FrameData`: a video
+            source hands a :class:`~dvpipe.video.VideoPacket`); a :class:`~dvpipe.errors.FrameError` from a
+            source that could not produce the frame (the pipeline counts it as a drop with its reason).
         pixel_format: what ``data`` holds.
         img_aug: 3x3 image-plane transform already applied to ``data`` (original sensor pixel coords ->
             coords in ``data``; identity for frames straight from a camera). What a plan applies on
@@ -566,7 +571,7 @@ class FrameBatch:
     drops: list[tuple[str, str]]
     cameras: tuple[str, ...]
     fallbacks: list[tuple[str, str, str, str, str]] = field(default_factory=list)
-    timeline: Any = None
+    timeline: Optional[Timeline] = None
     #: the pipeline's per-buffer write counts, this batch's buffer and its count then (None: owned images)
     ring: Any = field(default=None, repr=False, compare=False)
     slot: int = field(default=0, repr=False, compare=False)

@@ -38,7 +38,7 @@ def _path_shorthand(value: Any) -> Optional[Any]:
         return {"path": value}
     if isinstance(value, Mapping):
         return value
-    raise ValueError(f"expected true, false or a path, got {_show(value)}")
+    raise ConfigError(f"expected true, false or a path, got {_show(value)}")
 
 
 def _path_flag(value: str) -> Mapping[str, Any]:

@@ -8,12 +8,17 @@ backend takes every step it can, the CPU the rest (``cpu`` alone for ``cpu``).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from ..errors import ConfigError
 from .config import Deployment, parse_backends
+
+if TYPE_CHECKING:  # names for the type checker only
+    from ..latency import LatencyStats
+    from ..planner import Plan
+    from .summary import Accounting
 
 __all__ = ["BackendRun", "compare_backends", "format_deviation"]
 
@@ -25,9 +30,9 @@ class BackendRun:
 
     label: str
     backends: tuple[str, ...]
-    stats: Any
-    plan: Any
-    accounting: Any
+    stats: LatencyStats
+    plan: Plan
+    accounting: Accounting
     outputs: list
     deviation: Optional[dict] = None
 

@@ -361,7 +361,7 @@ def _check_camera_pixels(rig: Rig, rig_key: str, V: _V) -> None:
 
 
 # ------------------------------------------------------------------------------ load_deployment
-def load_deployment(source: str | os.PathLike | Mapping[str, Any], *,
+def load_deployment(source: str | os.PathLike | Mapping[str, object], *,
                     base_dir: str | os.PathLike | None = None, probe: bool = False) -> Deployment:
     """Load and validate a deployment from a YAML file or an already-parsed mapping.
 

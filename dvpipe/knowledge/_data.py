@@ -14,7 +14,7 @@ import contextlib
 import functools
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar, Union
+from typing import Any, Callable, Iterator, Protocol, TypeVar, Union
 from ..errors import ConfigError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -23,6 +23,16 @@ __all__ = ["DATA_DIR", "load_yaml", "rule_files", "strip_private", "data_dirs", 
            "remove_data_dir", "extra_data", "cached", "clear_caches", "register_cache", "file_label"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class Clearable(Protocol):
+    """Anything with ``cache_clear()`` (a ``functools.lru_cache`` wrapper, say)."""
+
+    def cache_clear(self) -> None: ...
+
+
+_C = TypeVar("_C", bound=Clearable)
+
 _EXTRA_DIRS: list[Path] = []
 _CACHES: list[Any] = []
 
@@ -34,7 +44,7 @@ def cached(fn: _F) -> _F:
     return c  # type: ignore[return-value]
 
 
-def register_cache(c: Any) -> Any:
+def register_cache(c: _C) -> _C:
     """Have :func:`clear_caches` also clear ``c`` (anything with ``cache_clear()``, e.g. a caller's
     ``functools.lru_cache`` of verdicts) whenever the data layers change. Returns ``c``."""
     if not callable(getattr(c, "cache_clear", None)):

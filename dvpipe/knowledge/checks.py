@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
+from ..errors import ConfigError
 from .vocabulary import _vocab
 
 if TYPE_CHECKING:  # type names only: the request module does not import this one
@@ -76,7 +77,7 @@ def declare_selector(key: str, doc: str) -> Callable:
     """Declare a ``when:`` key (decorator)."""
     def deco(fn: Callable[[Any, "Request"], bool]) -> Callable:
         if key in SELECTORS:
-            raise ValueError(f"selector {key!r} declared twice")
+            raise ConfigError(f"selector {key!r} declared twice: give the new selector another key")
         SELECTORS[key] = Selector(key, fn, doc)
         return fn
     return deco
@@ -87,7 +88,8 @@ def declare_check(key: str, doc: str, companions: tuple[str, ...] = (), prepare:
     """Declare a ``check:`` key (decorator)."""
     def deco(fn: Callable[[Any, Mapping[str, Any], "Request", bool], Iterable[Fail]]) -> Callable:
         if key in CHECKS or key in _companion_keys():
-            raise ValueError(f"check {key!r} declared twice")
+            raise ConfigError(f"check {key!r} declared twice (as a check or a companion key): give the new check "
+                              "another key")
         CHECKS[key] = Check(key, fn, doc, tuple(companions), prepare, narrow)
         return fn
     return deco

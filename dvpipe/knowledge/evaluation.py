@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Union
 
 from .checks import narrow_requirements as _narrow_requirements, run_checks as _run_checks
 from .checks import when_matches as _when_matches
@@ -277,8 +277,8 @@ def evaluate(request: Request) -> Verdict:
     raise AssertionError("unreachable")
 
 
-def check(soc: Any = None, cann: Optional[VersionLike] = None, unit: str = "", op: Optional[str] = None,
-          width: int = 0, height: int = 0, fmt: str = "", **extras: Any) -> Verdict:
+def check(soc: Union[str, Request, None] = None, cann: Optional[VersionLike] = None, unit: str = "",
+          op: Optional[str] = None, width: int = 0, height: int = 0, fmt: str = "", **extras: Any) -> Verdict:
     """Judge one DVPP step; see :class:`Request` for every argument (sizes in pixels).
 
     ``check(request)`` with a ready :class:`Request` also works. Example::

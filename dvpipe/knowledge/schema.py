@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Mapping, Optional
 
+from ..errors import ConfigError
 from ._data import cached, layers, rule_layers, strip_private
 from .checks import CHECKS, SELECTORS, check_keys, unknown_keys_message
 from .socs import expand_families
@@ -81,8 +82,8 @@ def _parse_rule(raw: Mapping[str, Any], fname: str) -> Rule:
 
     rid = raw.get("id", "?")
 
-    def bad(msg: str) -> ValueError:
-        return ValueError(f"{fname}: rule {rid}: {msg}")
+    def bad(msg: str) -> ConfigError:
+        return ConfigError(msg, path=f"{fname}: rule {rid}")
 
     extra = set(raw) - RULE_KEYS
     if extra:
@@ -164,7 +165,8 @@ def _open_questions_raw() -> Mapping[str, str]:
     for fname, data in layers("open_questions.yaml"):
         for q, text in (data.get("open_questions") or {}).items():
             if q in out:
-                raise ValueError(f"{fname}: open question {q} is already defined")
+                raise ConfigError(f"open question {q} is already defined (by the shipped data or an earlier layer); "
+                                  "give it another key", path=fname)
             out[q] = text
     return out
 
@@ -177,7 +179,8 @@ def _all_rules() -> tuple[Rule, ...]:
         for raw in strip_private(data).get("rules") or ():
             rule = _parse_rule(raw, fname)
             if rule.id in seen:
-                raise ValueError(f"{fname}: duplicate rule id {rule.id}")
+                raise ConfigError(f"duplicate rule id {rule.id}: a rule id is unique across the shipped data and every "
+                                  "layer; give the rule another id", path=fname)
             seen.add(rule.id)
             out.append(rule)
     return tuple(out)

@@ -10,6 +10,7 @@ import math
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
+from ..errors import ConfigError
 from .checks import Fail as _Fail
 from .schema import STRIDE_KEYS, Rule, _rules_by_unit
 from .socs import family as _family, soc_info
@@ -117,12 +118,12 @@ def stride_for(soc: Optional[str], cann: VersionLike, unit: str, fmt: str, width
 
     Raises:
         KnowledgeGap: no documented stride for this product/API/format (e.g. JPEGD on Atlas A3).
-        ValueError: malformed arguments.
+        ConfigError: malformed arguments (a ``ValueError``).
     """
     u = _norm_unit(unit)
     side = side or ("in" if u == "vpc" else "out")
     if side not in ("in", "out"):
-        raise ValueError("side is 'in' or 'out'")
+        raise ConfigError(f"side={side!r}: give side='in' (the picture VPC reads) or side='out' (the decoded picture)")
     f = _norm_pixel(fmt, "stride")
     if soc is not None:
         info = soc_info(soc)
@@ -130,7 +131,7 @@ def stride_for(soc: Optional[str], cann: VersionLike, unit: str, fmt: str, width
     elif family is not None:
         fam = _family(family)
     else:
-        raise ValueError("give soc= or family=")
+        raise ConfigError("stride_for needs the product: give soc= (e.g. 'Ascend310P3') or family= (a family key)")
     v = CannVersion.parse(cann)
     apis: Sequence[str] = (_norm_api(api),) if api is not None else fam.apis
     gaps: list[Rule] = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DvpipeError
 from ._data import cached, load_yaml
 
 __all__ = ["CONFIDENCES", "STATUSES", "KnowledgeGap", "units", "ops", "pixel_formats", "bitstreams", "align_up"]
@@ -41,8 +41,11 @@ _ASPECT_WORDS = {
 }
 
 
-class KnowledgeGap(LookupError):
+class KnowledgeGap(DvpipeError, LookupError):
     """The docs do not settle the question asked (e.g. a stride for a product missing from the table).
+
+    A :class:`~dvpipe.errors.DvpipeError` and a ``LookupError``: the answer is not in the documentation
+    read so far; confirm it on the device (``dvpipe probe --live``) or add a rule layer that settles it.
 
     Attributes: ``reason`` (plain words), ``source`` (URL or None), ``rule_id`` (or None).
     """

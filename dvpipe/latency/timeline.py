@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Iterator, Mapping, ParamSpec, TypeVar
 
 from ..errors import ConfigError
 from .clock import DeviceSpan, now_ns
@@ -66,6 +66,7 @@ DVPP_UNITS = frozenset({"dvpp", "jpegd", "jpege", "vpc", "vdec", "venc", "png"})
 ACCELERATOR_UNITS = frozenset({"cuda", "gpu", "npu", "mps", "xpu", "rocm", "hip"})
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 #: the directions a transfer's bytes are summed under (:meth:`Timeline.transfer_bytes`)
 DIRECTIONS: tuple[str, ...] = ("host_to_device", "device_to_host", "device_to_device")
@@ -387,7 +388,7 @@ class Timeline:
             raise ConfigError(f"Unknown span kind {kind!r}. Supported kinds are {', '.join(KINDS)}.")
 
     def span(self, name: str, kind: str = "host", *, camera: str | None = None, track: str | None = None,
-             unit: str | None = None, **attrs: Any) -> _SpanContext:
+             unit: str | None = None, **attrs: object) -> _SpanContext:
         """Context manager timing its body: ``with tl.span("decode", camera="CAM_FRONT"): ...``.
 
         The recorded :class:`Span` is available as ``ctx.span`` after the block (None in counters mode).
@@ -398,7 +399,7 @@ class Timeline:
         return _SpanContext(self, name, kind, camera, track, attrs)
 
     def record(self, name: str, start_ns: int, end_ns: int, kind: str = "host", *, camera: str | None = None,
-               track: str | None = None, unit: str | None = None, **attrs: Any) -> Span | None:
+               track: str | None = None, unit: str | None = None, **attrs: object) -> Span | None:
         """Record a span from stamps taken elsewhere (e.g. a queue wait: enqueue stamp -> dequeue stamp)."""
         self._check_kind(kind)
         if end_ns < start_ns:
@@ -426,11 +427,11 @@ class Timeline:
                             None, device_span.span_attrs())
 
     def device_span(self, name: str, *, unit: str, stream: str | None = None, camera: str | None = None,
-                    **attrs: Any) -> DeviceTimer:
+                    **attrs: object) -> DeviceTimer:
         """Context manager for asynchronous device work; see :class:`DeviceTimer`."""
         return DeviceTimer(self, name, unit, stream, camera, attrs)
 
-    def time(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    def time(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Call ``fn(*args, **kwargs)``, record a "model"-kind span named ``name``, return fn's result.
 
         The span ends when ``fn`` returns: for asynchronous devices, make ``fn`` synchronise (or use
@@ -443,14 +444,14 @@ class Timeline:
             self._record(name, start_ns, now_ns(), "model", None, None, {})
 
     def timed(self, name: str, kind: str = "host", *, camera: str | None = None, unit: str | None = None,
-              **attrs: Any) -> Callable[[Callable[..., T]], Callable[..., T]]:
+              **attrs: object) -> Callable[[Callable[P, T]], Callable[P, T]]:
         """Wrap a callable so that each call is recorded as a span: ``tl.timed("h2d", "transfer")(copy)(x)``."""
         self._check_kind(kind)
         if unit is not None:
             attrs["unit"] = unit
 
-        def wrap(fn: Callable[..., T]) -> Callable[..., T]:
-            def timed_call(*args: Any, **kwargs: Any) -> T:
+        def wrap(fn: Callable[P, T]) -> Callable[P, T]:
+            def timed_call(*args: P.args, **kwargs: P.kwargs) -> T:
                 start_ns = now_ns()
                 try:
                     return fn(*args, **kwargs)

@@ -23,11 +23,14 @@ import json
 import os
 from collections import deque
 from pathlib import Path
-from typing import Any, Iterable, Mapping, cast
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Union, cast
 
 from ..errors import ConfigError, DvpipeError
 from .clock import epoch_offset_ns
 from .timeline import KINDS, FrameStamps, Span, Timeline, _capture_mono, category_of
+
+if TYPE_CHECKING:  # imported lazily by stats_from_trace: a name for the type checker only
+    from .stats import LatencyStats
 
 __all__ = [
     "TraceFormatError",
@@ -417,7 +420,7 @@ def trace_processes(obj: Mapping[str, Any] | list[Any]) -> dict[Any, str]:
     return names
 
 
-def timelines_from_trace(obj: Mapping[str, Any] | list[Any], *, pid: Any = None) -> list[Timeline]:
+def timelines_from_trace(obj: Mapping[str, Any] | list[Any], *, pid: Optional[Union[int, str]] = None) -> list[Timeline]:
     """Rebuild timelines from a trace written by dvpipe (lossless for stamps and spans); ``pid`` filters.
 
     Foreign traces (no ``batch`` args) become one timeline per process holding every complete event,
@@ -477,8 +480,8 @@ def timelines_from_trace(obj: Mapping[str, Any] | list[Any], *, pid: Any = None)
     return out
 
 
-def stats_from_trace(trace: str | os.PathLike[str] | Mapping[str, Any] | list[Any], *, pid: Any = None,
-                     **stats_kwargs: Any):
+def stats_from_trace(trace: str | os.PathLike[str] | Mapping[str, Any] | list[Any], *,
+                     pid: Optional[Union[int, str]] = None, **stats_kwargs: Any) -> LatencyStats:
     """:class:`~dvpipe.latency.stats.LatencyStats` of a trace file or dict (one process with ``pid``);
     other keyword arguments go to ``LatencyStats``."""
     from .stats import LatencyStats

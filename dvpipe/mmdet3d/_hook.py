@@ -21,9 +21,13 @@ order (the runner calls its model one frame set at a time, in order).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:  # names for the type checker only
+    from ..types import FrameBatch
+    from ._metas import PoseFn
 
 __all__ = ["Mmdet3dHook"]
 
@@ -46,9 +50,9 @@ class Mmdet3dHook:
     copy), else the numpy view. Both are views of the pipeline's buffer, valid during the call.
     """
 
-    def __init__(self, model: "str | Callable", *, infos: Optional[str] = None, data_root: Optional[str] = None,
-                 poses: Any = None, can_bus: str = "absolute", scene_gap_s: float = 1.0,
-                 can_bus_rotation: Optional[str] = None):
+    def __init__(self, model: Union[str, Callable[..., object]], *, infos: Optional[str] = None,
+                 data_root: Optional[str] = None, poses: Union[str, PoseFn, None] = None, can_bus: str = "absolute",
+                 scene_gap_s: float = 1.0, can_bus_rotation: Optional[str] = None):
         from ._infos import open_info_file
         from ._metas import JsonPoses, Mmdet3dMetas
 
@@ -65,7 +69,7 @@ class Mmdet3dHook:
         self.model = model
         self.metas = Mmdet3dMetas(pose, can_bus=can_bus, scene_gap_s=scene_gap_s, can_bus_rotation=can_bus_rotation)
 
-    def __call__(self, batch: Any) -> Any:
+    def __call__(self, batch: FrameBatch) -> Any:
         img, meta = self.metas(batch)
         try:
             import torch

@@ -42,7 +42,12 @@ import numpy as np
 from ..errors import ConfigError
 from ..profiles import CAN_BUS_ROTATIONS
 
-__all__ = ["Mmdet3dMetas", "JsonPoses", "can_bus_from_pose", "yaw_from_quaternion"]
+__all__ = ["Mmdet3dMetas", "JsonPoses", "PoseFn", "can_bus_from_pose", "yaw_from_quaternion"]
+
+#: a pose source: ``pose(timestamp_ns, seq) -> record``, the record as :func:`can_bus_from_pose` reads it (plus
+#: optional ``scene_token`` / ``token`` / ``camera_order``); ``timestamp_ns`` (capture time, epoch ns) and ``seq``
+#: are None when the batch carries none. :class:`JsonPoses` and :class:`~dvpipe.mmdet3d.InfoFile` are ones.
+PoseFn = Callable[[Optional[int], Optional[int]], Mapping[str, object]]
 
 #: per-camera keys of dvpipe's metas that become per-camera lists in the sample dict
 _PER_CAMERA = ("lidar2img", "lidar2cam", "cam2img", "intrinsics", "img_shape", "ori_shape", "pad_shape", "img_aug",
@@ -57,7 +62,7 @@ def yaw_from_quaternion(q: "Sequence[float] | np.ndarray") -> float:
     return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 
-def can_bus_from_pose(pose: Mapping[str, Any], rotation: str = "quaternion") -> np.ndarray:
+def can_bus_from_pose(pose: Mapping[str, object], rotation: str = "quaternion") -> np.ndarray:
     """The absolute 18-value ``can_bus`` of one sample from a pose record (see the module docstring).
 
     Args:
@@ -137,8 +142,8 @@ class Mmdet3dMetas:
         extra: constant keys added to every sample (``img_norm_cfg`` is added from the batch).
     """
 
-    def __init__(self, pose: Optional[Callable] = None, *, can_bus: str = "absolute", scene_gap_s: float = 1.0,
-                 extra: Optional[Mapping[str, Any]] = None, can_bus_rotation: Optional[str] = None):
+    def __init__(self, pose: Optional[PoseFn] = None, *, can_bus: str = "absolute", scene_gap_s: float = 1.0,
+                 extra: Optional[Mapping[str, object]] = None, can_bus_rotation: Optional[str] = None):
         if can_bus not in ("absolute", "delta"):
             raise ConfigError(f"can_bus must be 'absolute' or 'delta', got {can_bus!r}")
         if can_bus_rotation not in (None, *CAN_BUS_ROTATIONS):

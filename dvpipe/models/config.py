@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:  # names for the type checker only
+    from ..target import Target
+    from .om import OmModel
 
 __all__ = ["OmSpec", "parse_config", "from_spec", "from_config", "KEYS"]
 
@@ -25,12 +29,12 @@ class OmSpec:
     path: str
     device: int = 0
     backend: str = "dvpp"
-    target: Any = None
+    target: Optional[Target] = None
     aipp: Optional[str] = None
     name: Optional[str] = None
 
 
-def _target(value: Any, where: str) -> Any:
+def _target(value: object, where: str) -> Optional[Target]:
     from ..target import Target
 
     if value is None or isinstance(value, Target):
@@ -49,7 +53,8 @@ def _target(value: Any, where: str) -> Any:
         raise ConfigError(e.message, where) from None
 
 
-def parse_config(mapping: Any, base_dir: str = ".", *, key: str = "model", default_target: Any = None) -> OmSpec:
+def parse_config(mapping: object, base_dir: str = ".", *, key: str = "model",
+                 default_target: Optional[Target] = None) -> OmSpec:
     """Validate a ``model:`` mapping; relative paths are taken from ``base_dir`` (the deployment's folder).
 
     ``default_target`` (the deployment's target) is used when ``target`` is absent.
@@ -99,7 +104,7 @@ def parse_config(mapping: Any, base_dir: str = ".", *, key: str = "model", defau
     return OmSpec(path, device, backend, target, aipp, None if name is None else str(name))
 
 
-def from_spec(spec: OmSpec, *, key: str = "model") -> Any:
+def from_spec(spec: OmSpec, *, key: str = "model") -> OmModel:
     """Load the model of a validated :class:`OmSpec` (:class:`~dvpipe.models.OmModel`). A model the device
     cannot load (e.g. a file that is no descriptor on the software device) is a ``ConfigError`` on
     ``model.path``."""
@@ -117,6 +122,7 @@ def from_spec(spec: OmSpec, *, key: str = "model") -> Any:
         raise
 
 
-def from_config(mapping: Any, base_dir: str = ".", *, key: str = "model", default_target: Any = None) -> Any:
+def from_config(mapping: object, base_dir: str = ".", *, key: str = "model",
+                default_target: Optional[Target] = None) -> OmModel:
     """:func:`parse_config`, then :func:`from_spec`: the loaded :class:`~dvpipe.models.OmModel`."""
     return from_spec(parse_config(mapping, base_dir, key=key, default_target=default_target), key=key)

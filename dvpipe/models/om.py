@@ -32,6 +32,10 @@ from ..latency.clock import now_ns
 
 if TYPE_CHECKING:
     from ..backends.dvpp._mdl import Dataset
+    from ..backends.dvpp.aipp import AippConfig
+    from ..latency import Timeline
+    from ..target import Target
+    from ..types import FrameBatch
 
 __all__ = ["OmModel", "ModelInputError", "BACKENDS"]
 
@@ -79,7 +83,8 @@ class OmModel:
     """
 
     def __init__(self, path: Union[str, os.PathLike], *, device: int = 0, backend: str = "dvpp",
-                 target: Any = None, aipp: Any = None, name: Optional[str] = None):
+                 target: Optional[Target] = None, aipp: Union[None, str, os.PathLike, AippConfig] = None,
+                 name: Optional[str] = None):
         from ..backends.dvpp import _acl, _mdl
 
         if backend not in BACKENDS:
@@ -153,7 +158,8 @@ class OmModel:
     #: the runner lets the model record its own ``model`` spans (instead of wrapping the call in one)
     records_timeline = True
 
-    def __call__(self, x: Any, *more: Any, timeline: Any = None) -> list:
+    def __call__(self, x: Union[FrameBatch, DeviceTensor, np.ndarray], *more: Union[DeviceTensor, np.ndarray],
+                 timeline: Optional[Timeline] = None) -> list[np.ndarray]:
         """Run the model on a batch; see the class docstring. Returns one numpy array per output.
 
         ``timeline`` (default: ``x.timeline`` for a batch) receives the ``model`` host and device spans and

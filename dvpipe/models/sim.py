@@ -8,14 +8,24 @@ software device only).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import numpy.typing as npt
 
 from ..errors import ConfigError
 
-__all__ = ["sim_model", "drop_sim_model"]
+if TYPE_CHECKING:  # names for the type checker only
+    from ..backends.dvpp.aipp import AippConfig
+
+__all__ = ["sim_model", "drop_sim_model", "TensorDecl"]
+
+#: one model input or output: ``(dims, dtype)`` (``((1, 3, 224, 224), "float32")``, any numpy dtype) or a mapping
+#: with ``name``, ``dims`` and ``dtype`` (the descriptor's form, docs/models.md)
+TensorDecl = Union[tuple[Sequence[int], npt.DTypeLike], Mapping[str, object]]
 
 
-def _tensors(entries: Sequence[Any], where: str) -> list:
+def _tensors(entries: Sequence[TensorDecl], where: str) -> list:
     out = []
     for i, e in enumerate(entries):
         if isinstance(e, dict):
@@ -28,9 +38,9 @@ def _tensors(entries: Sequence[Any], where: str) -> list:
     return out
 
 
-def sim_model(fn: Callable[..., Any], *, inputs: Sequence[Any], outputs: Sequence[Any],
-              aipp: Union[None, str, os.PathLike, Any] = None, max_src_image_size: int = 0,
-              name: Optional[str] = None) -> str:
+def sim_model(fn: Callable[..., Union[np.ndarray, Sequence[np.ndarray]]], *, inputs: Sequence[TensorDecl],
+              outputs: Sequence[TensorDecl], aipp: Union[None, str, os.PathLike, AippConfig] = None,
+              max_src_image_size: int = 0, name: Optional[str] = None) -> str:
     """Register ``fn`` as a software-device model; returns the key to give :class:`~dvpipe.models.OmModel`.
 
     Args:

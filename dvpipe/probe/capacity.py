@@ -31,11 +31,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from ..knowledge.throughput import (DATA_FILE, UNITS, ChannelLimit, Figure, _data, _families, _nearest_reference,
                                     _ref_px, channel_limits, figures, predicted_step_ns, program_calls, reference_pixels,
                                     scaling, throughput_figure, total_fps, unknown_reason)
+
+if TYPE_CHECKING:  # names for the type checker only
+    from .._typing import Fidelity
+    from ..stages.base import Stage
+    from ..target import Target
+    from ..types import Camera
+    from .report import ProbeReport
 
 __all__ = ["Figure", "ChannelLimit", "WorkItem", "UnitForecast", "Forecast", "figures", "throughput_figure",
            "channel_limits", "unknown_reason", "scaling", "reference_pixels", "total_fps", "forecast", "work_items",
@@ -173,7 +180,7 @@ def transfer_notes(family: str) -> list[str]:
     return out
 
 
-def forecast(items: Sequence[WorkItem], target: Any, *, measured: Optional[Mapping[str, Figure]] = None,
+def forecast(items: Sequence[WorkItem], target: Target, *, measured: Optional[Mapping[str, Figure]] = None,
              notes: Sequence[str] = (), fps_source: str = "", fps: Optional[Mapping[str, Optional[float]]] = None
              ) -> Forecast:
     """The forecast of ``items`` on ``target`` (a :class:`dvpipe.Target`; family and SoC are read from it).
@@ -270,8 +277,8 @@ def _max_cameras(per: Optional[float], mx: float, demand_per_camera: float, chan
 
 # ------------------------------------------------------------------------------------------- plan -> work
 
-def work_items(report: Any, cameras: Sequence[Any], target: Any, *, profile: Optional[str],
-               stages: Optional[Sequence[Any]], fidelity: Any, fps: Mapping[str, Optional[float]],
+def work_items(report: ProbeReport, cameras: Sequence[Camera], target: Target, *, profile: Optional[str],
+               stages: Optional[Sequence[Stage]], fidelity: Fidelity, fps: Mapping[str, Optional[float]],
                aipp: bool = False) -> list[WorkItem]:
     """The DVPP work of the cameras as :func:`~dvpipe.probe.report.build_report` planned them (``report``):
     every step on DVPP is planned again to get its program as the kernel opens it (the DVPP calls it makes),

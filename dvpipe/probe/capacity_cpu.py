@@ -16,12 +16,18 @@ the sum over cameras (the CPU work of one frame set, whatever the number of work
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
+
+if TYPE_CHECKING:  # names for the type checker only
+    from .._typing import Fidelity
+    from ..stages.base import Stage
+    from ..target import Target
+    from ..types import Camera
 
 __all__ = ["measure_cpu_path", "time_plan"]
 
 
-def time_plan(cam: Any, stages: Sequence[Any], backends: Sequence[str], target: Any, fidelity: Any, *,
+def time_plan(cam: Camera, stages: Sequence[Stage], backends: Sequence[str], target: Target, fidelity: Fidelity, *,
               repeat: int = 5, clock: Callable[[], int] = time.perf_counter_ns,
               frame: Optional[bytes] = None) -> list[tuple[str, str, Optional[float]]]:
     """``[(step name, backend, best ms or None when not timed)]`` of ``cam``'s plan on ``backends``, run on
@@ -62,9 +68,9 @@ def time_plan(cam: Any, stages: Sequence[Any], backends: Sequence[str], target: 
     return [(s.name, s.backend.name, min(v) if v else None) for s, v in zip(steps, samples)]
 
 
-def measure_cpu_path(cameras: Sequence[Any], target: Any, *, profile: Optional[str], stages: Optional[Sequence[Any]],
-                     fidelity: Any, repeat: int = 5, clock: Callable[[], int] = time.perf_counter_ns,
-                     frames: Optional[Mapping[str, bytes]] = None) -> dict:
+def measure_cpu_path(cameras: Sequence[Camera], target: Target, *, profile: Optional[str],
+                     stages: Optional[Sequence[Stage]], fidelity: Fidelity, repeat: int = 5,
+                     clock: Callable[[], int] = time.perf_counter_ns, frames: Optional[Mapping[str, bytes]] = None) -> dict:
     """The ``cpu`` object of the forecast: ``per_camera_ms`` (CPU path), ``set_ms`` (their sum),
     ``remaining_per_camera_ms`` / ``remaining_set_ms`` (the CPU steps of the DVPP plan) and how it was measured.
     ``frames``: camera -> encoded bytes of a real frame (the deployment's own); other cameras get a synthetic

@@ -27,14 +27,24 @@ from __future__ import annotations
 import datetime as _dt
 import threading
 import time
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
+
+if TYPE_CHECKING:  # names for the type checker only
+    import numpy as np
+
+    from .._typing import Fidelity
+    from ..planner import Plan, PlanStep
+    from ..stages.base import Stage
+    from ..target import Target
+    from ..types import Camera
+    from .live import LiveCache
 
 __all__ = ["measure_capacity", "measured_figures", "burst"]
 
 KEY = "capacity"
 
 
-def _target_table(cache: Any, target: Any) -> dict:
+def _target_table(cache: LiveCache, target: Target) -> dict:
     from .live import target_key
 
     return cache.data["targets"].setdefault(target_key(target.soc, target.cann, target.driver),
@@ -42,7 +52,8 @@ def _target_table(cache: Any, target: Any) -> dict:
                                              "steps": {}})
 
 
-def burst(step: Any, plan: Any, cam: Any, frame: Any, target: Any, backend: str, channels: int, frames: int,
+def burst(step: PlanStep, plan: Plan, cam: Camera, frame: Union[bytes, np.ndarray], target: Target, backend: str,
+          channels: int, frames: int,
           clock: Callable[[], float] = time.perf_counter) -> float:
     """Run ``frames`` frames through ``step`` on each of ``channels`` threads (one step state, so one DVPP
     channel and stream, per thread), all released together; return the wall time in seconds: from the first
@@ -91,8 +102,8 @@ def burst(step: Any, plan: Any, cam: Any, frame: Any, target: Any, backend: str,
     return max(done) - min(starts)
 
 
-def measure_capacity(cameras: Sequence[Any], target: Any, cache: Any, *, profile: Optional[str] = None,
-                     stages: Optional[Sequence[Any]] = None, fidelity: Any = "fast", backend: str = "dvpp",
+def measure_capacity(cameras: Sequence[Camera], target: Target, cache: LiveCache, *, profile: Optional[str] = None,
+                     stages: Optional[Sequence[Stage]] = None, fidelity: Fidelity = "fast", backend: str = "dvpp",
                      frames: int = 20, clock: Callable[[], float] = time.perf_counter) -> list[dict]:
     """Measure (see the module docstring) and record into ``cache`` (not saved here); returns the entries."""
     from ..codecs import read_frame_bytes
@@ -137,7 +148,7 @@ def measure_capacity(cameras: Sequence[Any], target: Any, cache: Any, *, profile
     return out
 
 
-def measured_figures(cache: Any, target: Any) -> dict:
+def measured_figures(cache: LiveCache, target: Target) -> dict:
     """Unit -> :class:`~dvpipe.probe.capacity.Figure` from the cache's capacity entries for ``target``
     (the largest size measured per unit; only single units -- ``JPEGD``, ``VDEC`` -- replace documented figures)."""
     from .capacity import Figure

@@ -2,7 +2,11 @@
 probe's tables and in the live cache (:mod:`.live`, :mod:`.report` and the capacity modules all use them)."""
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
+
+if TYPE_CHECKING:  # names for the type checker only
+    from ..stages.base import FrameSpec, Stage
+    from ..types import Camera
 
 __all__ = ["camera_encoding", "target_key", "step_key", "DECODER_BY_ENCODING"]
 
@@ -11,7 +15,7 @@ DECODER_BY_ENCODING = {"jpeg": "JPEGD", "png": "PNGD", "h264": "VDEC", "h265": "
                        "yuyv": "VPC", "nv12": "VPC"}
 
 
-def camera_encoding(cam: Any) -> str:
+def camera_encoding(cam: Camera) -> str:
     """The probe encoding of a camera (``jpeg420`` when its bitstream is known, else its encoding)."""
     extra = cam.extra or {}
     if cam.encoding == "raw" and extra.get("pixel_format"):
@@ -24,7 +28,7 @@ def target_key(soc: str, cann: str, driver: Optional[str]) -> str:
     return f"{soc}|{cann}|{driver or '?'}"
 
 
-def step_key(camera: Any, stages: Sequence[Any], spec_in: Any, kernel: str) -> str:
+def step_key(camera: Camera, stages: Sequence[Stage], spec_in: FrameSpec, kernel: str) -> str:
     """The cache key of one step: camera size and encoding, the kernel, the stages it was *asked* to run (before
     a detour replaced them; what the planner's ``KernelQuery`` holds) and the input spec."""
     desc = "; ".join(s.describe() for s in stages)

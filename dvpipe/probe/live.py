@@ -40,7 +40,7 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from .._typing import Fidelity
 from ..backends import resolve
@@ -51,6 +51,14 @@ from ..stages.registry import KernelContext, KernelVerdict
 from .environment import detect_soc, read_version_file
 from .keys import camera_encoding, step_key, target_key
 from .report import replay_dvpp, stages_for
+
+if TYPE_CHECKING:  # names for the type checker only
+    import numpy as np
+
+    from ..stages.base import FrameSpec, Stage
+    from ..stages.registry import Kernel, KernelQuery
+    from ..target import Target
+    from ..types import Camera
 
 __all__ = ["LiveStatus", "LiveCache", "available", "detect_driver", "step_key", "target_key", "synthetic_frame",
            "run_live", "prefer_empirical", "default_cache_path", "verify_step", "measured_ok", "verified_words"]
@@ -121,13 +129,13 @@ class LiveCache:
             json.dump(self.data, f, indent=1, sort_keys=True)
         os.replace(tmp, self.path)
 
-    def record(self, target: Any, key: str, result: dict) -> None:
+    def record(self, target: Target, key: str, result: dict) -> None:
         t = self.data["targets"].setdefault(target_key(target.soc, target.cann, target.driver),
                                             {"soc": target.soc, "cann": str(target.cann),
                                              "driver": target.driver, "steps": {}})
         t["steps"][key] = dict(result)
 
-    def get(self, target: Any, key: str) -> Optional[dict]:
+    def get(self, target: Target, key: str) -> Optional[dict]:
         """The result for ``key`` on ``target``; with an unknown driver, the newest of any driver."""
         if getattr(target, "driver", None):
             t = self.data["targets"].get(target_key(target.soc, target.cann, target.driver))
@@ -136,22 +144,23 @@ class LiveCache:
                  if t["soc"] == target.soc and t["cann"] == str(target.cann) and key in t["steps"]]
         return max(found, key=lambda e: e.get("measured", "")) if found else None
 
-    def prefer(self, kernel: Any, query: Any, documented: Any) -> Any:
+    def prefer(self, kernel: Kernel, query: KernelQuery, documented: KernelVerdict) -> KernelVerdict:
         """The planner's hook (``plan_pipeline(..., live=cache)``): :func:`prefer_empirical` on this cache."""
         return prefer_empirical(kernel, query, documented, cache=self)
 
-    def verified(self, kernel: Any, query: Any) -> bool:
+    def verified(self, kernel: Kernel, query: KernelQuery) -> bool:
         """The planner's other hook: whether this cache holds a success of the step on the query's target,
         measured on the device (never for the software device, which follows the documentation). The planner
         records it as :attr:`dvpipe.planner.PlanStep.verified`; the DVPP kernel reads it from its context."""
-        if getattr(query.backend, "device", "") != "hw" or getattr(query, "target", None) is None:
+        target = query.target
+        if getattr(query.backend, "device", "") != "hw" or target is None:
             return False
-        return measured_ok(query.camera, query.stages, query.spec_in, kernel.name, query.target, cache=self)
+        return measured_ok(query.camera, query.stages, query.spec_in, kernel.name, target, cache=self)
 
 
 # ------------------------------------------------------------------------------------------- running
 
-def synthetic_frame(camera: Any) -> Any:
+def synthetic_frame(camera: Camera) -> Union[bytes, np.ndarray]:
     """One frame of ``camera``'s size and probe encoding: JPEG (with its subsampling / progressive), PNG,
     an H.264/H.265 access unit, or an NV12 array. Textured, so decoders do real work."""
     import numpy as np
@@ -206,11 +215,12 @@ def synthetic_frame(camera: Any) -> Any:
             out.mux(pkt)
         out.close()
         return buf.getvalue()
-    raise ValueError(f"no synthetic frame for encoding {enc!r}")
+    raise ConfigError(f"the live probe has no synthetic frame for encoding {enc!r}: it makes nv12, png, jpeg "
+                      "(jpeg400, jpeg-progressive), h264 and h265 frames; probe this camera without --live")
 
 
-def run_live(cameras: Sequence[Any], target: Any, cache: LiveCache, *, profile: Optional[str] = None,
-             stages: Optional[Sequence[Any]] = None, fidelity: Fidelity = "fast", backend: str = "dvpp") -> list[dict]:
+def run_live(cameras: Sequence[Camera], target: Target, cache: LiveCache, *, profile: Optional[str] = None,
+             stages: Optional[Sequence[Stage]] = None, fidelity: Fidelity = "fast", backend: str = "dvpp") -> list[dict]:
     """Run one synthetic frame per camera through its probe plan, each DVPP step on ``backend``.
 
     Every step the plan puts on DVPP is run on the device and its outcome recorded in ``cache`` (not saved
@@ -313,7 +323,7 @@ def verified_words(entry: dict) -> str:
     return f"verified on this device ({entry.get('measured', '?')}, driver {entry.get('driver') or '?'})"
 
 
-def measured_ok(camera: Any, stages: Sequence[Any], spec_in: Any, kernel_name: str, target: Any,
+def measured_ok(camera: Camera, stages: Sequence[Stage], spec_in: FrameSpec, kernel_name: str, target: Target,
                 cache: Optional[LiveCache] = None) -> bool:
     """Whether the live cache holds a success for this step on ``target``."""
     cache = cache if cache is not None else _default_cache()
@@ -323,7 +333,7 @@ def measured_ok(camera: Any, stages: Sequence[Any], spec_in: Any, kernel_name: s
     return bool(e and e.get("ok"))
 
 
-def verify_step(kernel: Any, query: Any, cache: LiveCache, backend: Optional[str] = None) -> dict:
+def verify_step(kernel: Kernel, query: KernelQuery, cache: LiveCache, backend: Optional[str] = None) -> dict:
     """Run ``kernel`` once on a synthetic frame of ``query``'s camera (its exact size and encoding), with
     what the docs leave open accepted, and record the outcome in ``cache`` (not saved here).
 
@@ -335,6 +345,8 @@ def verify_step(kernel: Any, query: Any, cache: LiveCache, backend: Optional[str
 
     name = backend or query.backend.name
     cam, target = query.camera, query.target
+    if target is None:
+        raise ConfigError("verify_step needs a query planned for a target: plan with target=dvpipe.Target(soc, cann)")
     data: Any = synthetic_frame(cam)
     if isinstance(data, (bytes, bytearray)):
         data = read_frame_bytes(bytes(data))
@@ -359,8 +371,8 @@ def verify_step(kernel: Any, query: Any, cache: LiveCache, backend: Optional[str
     return dict(entry, driver=getattr(target, "driver", None))
 
 
-def prefer_empirical(kernel: Any, query: Any, documented: Any, cache: Optional[LiveCache] = None,
-                     verify: bool = True) -> Any:
+def prefer_empirical(kernel: Kernel, query: KernelQuery, documented: KernelVerdict, cache: Optional[LiveCache] = None,
+                     verify: bool = True) -> KernelVerdict:
     """The planner's verdict for a DVPP kernel, preferring a measured result over the documented one.
 
     Args:

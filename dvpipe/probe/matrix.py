@@ -26,10 +26,13 @@ can move to DVPP with that CANN; a ``-`` that never turns into ``+`` is a produc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from .._typing import Fidelity
 from ..errors import ConfigError
+
+if TYPE_CHECKING:  # names for the type checker only
+    from .report import StepRow
 
 __all__ = ["SIZES", "ENCODINGS", "CANN_VERSIONS", "Matrix", "Cell", "build_matrix", "default_versions", "symbol",
            "MARKERS"]
@@ -65,7 +68,7 @@ _COLOURS = {"+": "32", "~": "33", "-": "31", "?": "35", "x": "31"}
 MARKERS = {"documented": "", "secondary": "s", "extrapolated": "e", "inferred": "i", "unknown": ""}
 
 
-def symbol(step: Any) -> str:
+def symbol(step: StepRow) -> str:
     """The matrix symbol of a :class:`~dvpipe.probe.report.StepRow` that a DVPP unit implements."""
     if step.ok:
         return _SYMBOLS["detour"] if step.detour else _SYMBOLS["ok"]

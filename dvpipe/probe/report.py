@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from .. import planner  # planner.plan_pipeline looked up per call (tests stand in for it)
 from .._typing import Fidelity
@@ -49,6 +49,11 @@ from ..stages.image import Batch
 from ..stages.registry import KernelQuery, kernels_at, registered_ops
 from ..types import Camera, Rig, parse_wxh
 from .keys import DECODER_BY_ENCODING, camera_encoding, step_key
+
+if TYPE_CHECKING:  # names for the type checker only
+    from ..stages.base import Stage
+    from ..target import Target
+    from .live import LiveCache
 
 __all__ = [
     "ENCODINGS", "DEFAULT_PROFILE", "DEFAULT_FIDELITY", "PROBE_BACKENDS", "StepRow", "CameraReport",
@@ -132,7 +137,7 @@ class StepRow:
     spec_out: str = ""
     verdicts: list = field(default_factory=list)
     empirical: Optional[dict] = None
-    confidence: Any = None  # dvpipe.knowledge.Confidence of the DVPP verdict, or None
+    confidence: Optional[Confidence] = None  # of the DVPP verdict
 
     @property
     def confidence_level(self) -> Optional[str]:
@@ -236,16 +241,16 @@ class ProbeReport:
 
 # ------------------------------------------------------------------------------------------- building
 
-def stages_for(cam: Camera, profile: Optional[str], stages: Optional[Sequence[Any]], fidelity: Fidelity) -> list:
+def stages_for(cam: Camera, profile: Optional[str], stages: Optional[Sequence[Stage]], fidelity: Fidelity) -> list[Stage]:
     """The stage list planned for ``cam``: explicit ``stages``, else ``profile``'s (default bevformer-tiny)."""
     if stages is not None:
         return list(stages)
     return profile_stages(profile or DEFAULT_PROFILE, fidelity, cam)
 
 
-def build_report(cameras: Iterable[Camera] | Rig, target: Any, *, profile: Optional[str] = None,
-                 stages: Optional[Sequence[Any]] = None, fidelity: Fidelity = DEFAULT_FIDELITY,
-                 backends: Sequence[str] = PROBE_BACKENDS, empirical: Any = None) -> ProbeReport:
+def build_report(cameras: Iterable[Camera] | Rig, target: Target, *, profile: Optional[str] = None,
+                 stages: Optional[Sequence[Stage]] = None, fidelity: Fidelity = DEFAULT_FIDELITY,
+                 backends: Sequence[str] = PROBE_BACKENDS, empirical: Optional[LiveCache] = None) -> ProbeReport:
     """Plan every camera on ``target`` with ``backends`` and turn the plans into a :class:`ProbeReport`.
 
     Args:
@@ -308,7 +313,7 @@ ROUTES = (("aipp", ("dvpp-sim", "aipp-sim", "cpu")), ("torch_npu", ("dvpp-sim", 
           ("host", ("dvpp-sim", "cpu")))
 
 
-def route_verdicts(cam: Camera, stages: Sequence[Any], target: Any, fidelity: Fidelity) -> list[tuple[str, bool, str]]:
+def route_verdicts(cam: Camera, stages: Sequence[Stage], target: Target, fidelity: Fidelity) -> list[tuple[str, bool, str]]:
     """For each route (AIPP, torch_npu, host): whether it takes ``cam`` on ``target`` and why (the verdicts
     of the steps that decide it). Planned on the software DVPP device; on a device the same rules apply."""
     out = []

@@ -7,11 +7,12 @@ from .base import FrameSpec, Stage, camera_matrix_of, matrix_of, output_spec_of
 from .catalogue import StageInfo, kernels_by_backend, register_stage, registered_stages, stage_class
 from .image import Batch, Crop, Decode, Normalise, Normalize, Pad, Resize, Transfer
 from .camera import Undistort
-from .registry import KernelContext, KernelQuery, KernelVerdict, fused_runs, register_kernel
+from .registry import (FrameData, KernelContext, KernelFn, KernelQuery, KernelVerdict, fused_runs,
+                       register_kernel)
 
 __all__ = ["Stage", "FrameSpec", "Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Transfer", "Batch",
-           "Undistort", "KernelVerdict", "KernelQuery", "KernelContext", "register_kernel", "register_stage",
-           "registered_stages", "stage_class", "kernels_by_backend", "StageInfo", "fused_runs",
+           "Undistort", "KernelVerdict", "KernelQuery", "KernelContext", "KernelFn", "FrameData", "register_kernel",
+           "register_stage", "registered_stages", "stage_class", "kernels_by_backend", "StageInfo", "fused_runs",
            "output_spec_of", "matrix_of", "camera_matrix_of"]
 
 

@@ -19,24 +19,52 @@ Registering a kernel for a user stage (the stage itself registered with
         return (255.0 * (data / 255.0) ** (1 / stage.gamma)).astype(data.dtype)
 
 A fused kernel declares the op runs it covers once, with :func:`fused_runs` (which ops fuse, in
-which orders), not as a hand-kept list. A kernel is ``fn(data, stages, ctx) -> data``: ``stages`` is the tuple of stage declarations it
-covers, ``ctx`` a :class:`KernelContext`. A kernel whose run ends in ``batch`` writes the camera's
-image into ``ctx.out`` (a ``(3, H, W)`` view of the batch buffer) and returns it.
+which orders), not as a hand-kept list. A kernel is a :data:`KernelFn`, ``fn(data, stages, ctx) -> data``:
+``data`` is a :data:`FrameData` (what the previous step handed on), ``stages`` the tuple of stage
+declarations it covers, ``ctx`` a :class:`KernelContext`. A kernel whose run ends in ``batch`` writes the
+camera's image into ``ctx.out`` (a ``(3, H, W)`` view of the batch buffer) and returns it.
 """
 from __future__ import annotations
 
 import itertools
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Union
+
+import numpy as np
 
 from .._typing import Fidelity
+from ..device import DeviceTensor
 from ..errors import ConfigError, CorruptFrameError
 from ..types import Camera
+from ..video import VideoPacket
 from .base import FrameSpec, Stage
 
-__all__ = ["KernelVerdict", "Kernel", "KernelQuery", "KernelContext", "register_kernel", "kernels_at", "registered_ops",
-           "all_kernels", "fused_runs"]
+if TYPE_CHECKING:  # torch is optional and imported lazily; the backends and targets sit above this layer
+    import torch
+
+    from ..backends import BackendRef
+    from ..target import Target
+
+__all__ = ["FrameData", "KernelFn", "KernelVerdict", "Kernel", "KernelQuery", "KernelContext", "register_kernel",
+           "kernels_at", "registered_ops", "all_kernels", "fused_runs"]
+
+#: What flows between the steps of a camera's plan: a kernel's ``data`` argument and its return value.
+#:
+#: - ``bytes`` / ``bytearray`` / ``memoryview``: an encoded picture (JPEG, PNG) or one video access unit,
+#:   what ``Pipeline.process`` hands the first step (a file path is read into bytes before it);
+#: - ``numpy.ndarray``: host pixels -- ``H x W x 3`` uint8 BGR (a raw camera frame, a CPU decode), ``H x W x 3``
+#:   float32 after ``normalise``, ``(3, H, W)`` in the batch buffer, or an NV12 picture (``3H/2 x W`` uint8);
+#: - :class:`~dvpipe.video.VideoPacket`: the access units of one video frame with the picture it stands for
+#:   (from a deployment's video sources; the video decode kernels take it);
+#: - ``torch.Tensor``: pixels on a torch device (``cuda``, ``npu``), same layouts as the arrays;
+#: - :class:`~dvpipe.device.DeviceTensor`: a picture in accelerator memory (DVPP's NV12 output, the AIPP
+#:   route's batch slot), read on the host only through a ``transfer`` step.
+#:
+#: A kernel checks which of these it was given (``isinstance``) and refuses the others with a
+#: :class:`~dvpipe.errors.FrameError`. ``torch.Tensor`` is a forward reference (torch is optional):
+#: ``typing.get_type_hints(..., localns={"torch": torch})`` resolves it.
+FrameData = Union[bytes, bytearray, memoryview, np.ndarray, VideoPacket, "torch.Tensor", DeviceTensor]
 
 
 @dataclass(frozen=True)
@@ -94,9 +122,9 @@ class KernelQuery:
     spec_in: FrameSpec
     specs: tuple[FrameSpec, ...]
     camera: Camera
-    backend: Any  # dvpipe.backends.BackendRef
+    backend: BackendRef
     fidelity: Fidelity
-    target: Any = None
+    target: Optional[Target] = None
 
     @property
     def spec_out(self) -> FrameSpec:
@@ -134,12 +162,12 @@ class KernelContext:
     camera: Camera
     spec_in: FrameSpec
     spec_out: FrameSpec
-    backend: Any
+    backend: BackendRef
     fidelity: Fidelity
     out: Any = None
     state: dict = field(default_factory=dict)
     device_spans: list = field(default_factory=list)
-    target: Any = None
+    target: Optional[Target] = None
     on_corrupt: str = "drop"
     corruption: list = field(default_factory=list)
     slot: Any = None
@@ -157,13 +185,21 @@ class KernelContext:
         self.corruption.append(reason)
 
 
+#: A kernel: ``fn(data, stages, ctx) -> data``. ``data`` is the step's input :data:`FrameData`, ``stages`` the
+#: stage declarations of the run it covers (in order, one per op), ``ctx`` the :class:`KernelContext`; it
+#: returns the :data:`FrameData` the next step receives (a ``batch`` step returns ``ctx.out``, filled).
+KernelFn = Callable[[FrameData, tuple[Stage, ...], KernelContext], FrameData]
+#: :func:`register_kernel` hands back the function it registered, with its own (narrower) signature.
+_KernelFnT = TypeVar("_KernelFnT", bound=KernelFn)
+
+
 @dataclass(frozen=True)
 class Kernel:
     """A registered implementation of a run of ops on one backend family."""
 
     ops: tuple[str, ...]
     family: str
-    fn: Callable[[Any, tuple, KernelContext], Any]
+    fn: KernelFn
     supports: Optional[Callable[[KernelQuery], KernelVerdict]] = None
     unit: str = "cpu"
     name: str = ""
@@ -178,9 +214,11 @@ _LOCK = threading.Lock()
 _REGISTRY: dict[str, list[Kernel]] = {}
 
 
-def register_kernel(ops: str | Sequence[str], backend: str, *, supports: Optional[Callable] = None,
-                    unit: Optional[str] = None, name: Optional[str] = None, replace: bool = False):
-    """Decorator registering ``fn(data, stages, ctx)`` for ``ops`` on backend family ``backend``.
+def register_kernel(ops: str | Sequence[str], backend: str, *,
+                    supports: Optional[Callable[[KernelQuery], KernelVerdict]] = None, unit: Optional[str] = None,
+                    name: Optional[str] = None, replace: bool = False) -> Callable[[_KernelFnT], _KernelFnT]:
+    """Decorator registering a :data:`KernelFn` ``fn(data, stages, ctx) -> data`` for ``ops`` on backend
+    family ``backend``; it returns ``fn`` unchanged.
 
     Args:
         ops: one op name or a sequence of consecutive op names the kernel covers (a fused kernel).
@@ -195,7 +233,7 @@ def register_kernel(ops: str | Sequence[str], backend: str, *, supports: Optiona
     if not op_tuple or not all(isinstance(o, str) and o for o in op_tuple):
         raise ConfigError(f"register_kernel: ops must be op names, got {ops!r}")
 
-    def deco(fn: Callable) -> Callable:
+    def deco(fn: _KernelFnT) -> _KernelFnT:
         kernel = Kernel(op_tuple, backend, fn, supports, unit or "cpu", name or fn.__name__)
         with _LOCK:
             bucket = _REGISTRY.setdefault(op_tuple[0], [])

@@ -241,6 +241,9 @@ def _kernel(data: Any, stages: tuple, ctx: KernelContext):
     if not isinstance(slot, DeviceTensor):
         raise ConfigError("the AIPP step writes a per-batch device buffer; the pipeline gave it no slot")
     assert slot.strides is not None  # the batch buffer's slots are NV12 with their strides
+    if slot.runtime is None:
+        raise ConfigError("the AIPP step's batch slot has no runtime: the route's buffers come from an opened DVPP "
+                          "device (dvpipe.device.DeviceBatch)")
     if isinstance(data, DeviceTensor):
         if data.ptr == slot.ptr:
             return slot  # VPC wrote the picture into the slot: nothing to do

@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Sequence
 
 from ...errors import DvpipeError
 from ...types import Camera, Frame, PixelFormat
+
+if TYPE_CHECKING:  # names for the type checker only
+    from .._schema import CameraConfig, SourceConfig
+    from .registry import DeploymentContext, SourceContext
 
 __all__ = ["Item", "Source", "SourceError", "StreamLost", "StreamStalled", "Backoff", "SourceWrapper"]
 
@@ -115,9 +119,9 @@ class Source:
     #: disconnect: the reader reconnects. None: never (recordings).
     stall_reconnect_s: Optional[float] = None
 
-    def __init__(self, camera: Camera, cfg: Any):
+    def __init__(self, camera: Camera, cfg: Optional[SourceConfig]):
         self.camera = camera
-        self.cfg = cfg
+        self.cfg: Any = cfg  # validated: a source that reads a uri has one
         self.options = dict(cfg.options) if cfg is not None else {}
         self.offset_ns = int(round((cfg.offset_ms if cfg is not None else 0.0) * 1e6))
         self.seq = 0
@@ -128,7 +132,7 @@ class Source:
 
     # -- declaration: read by the deployment validator ------------------------------------------
     @classmethod
-    def validate(cls, options: Any, ctx: Any) -> Any:
+    def validate(cls, options: Any, ctx: SourceContext) -> Any:
         """Checks of a deployment's source of this type beyond each ``Options`` field's own (the
         ``uri``, files, defaults that depend on other keys, the camera's encoding).
 
@@ -144,7 +148,7 @@ class Source:
         return options
 
     @classmethod
-    def validate_cameras(cls, cameras: Any, ctx: Any) -> None:
+    def validate_cameras(cls, cameras: Sequence[CameraConfig], ctx: DeploymentContext) -> None:
         """Checks across the cameras that read this type, once the whole deployment is valid
         (files two cameras would share, a file's calibration against the rig...).
 
@@ -155,7 +159,7 @@ class Source:
         """
 
     @classmethod
-    def is_live(cls, options: Any) -> bool:
+    def is_live(cls, options: Mapping[str, Any]) -> bool:
         """Whether a source of this class with these ``options`` (a mapping) captures now."""
         return bool(cls.live)
 

@@ -47,12 +47,16 @@ import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from types import MappingProxyType
-from typing import Any, Callable, Literal, Mapping, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Optional, TypeVar, Union
 
 from ...errors import ConfigError
 from ...types import short_repr as _show
 from .._validate import _MISSING, _NUMBER_MAX, _V, _join, _limit, _number_problem, _pair
 from .base import Source
+
+if TYPE_CHECKING:  # names for the type checker only
+    from ...types import Rig
+    from .._schema import SyncConfig
 
 __all__ = ["SOURCES", "register_source", "option", "OptionSpec", "SourceContext", "DeploymentContext", "source_class",
            "option_specs", "parse_options", "COMMON_KEYS", "markdown_reference"]
@@ -97,7 +101,7 @@ def option(default: Any = MISSING, doc: str = "", *, default_factory: Any = MISS
             the value as written.
     """
     if path not in (None, "file", "dir"):
-        raise ValueError(f"option(path=...) is 'file' or 'dir', got {path!r}")
+        raise ConfigError(f"option(path=...) takes 'file' or 'dir' (or None for a plain string), got {path!r}")
     meta = {"doc": doc, "minimum": minimum, "maximum": maximum, "exclusive_min": exclusive_min, "path": path,
             "camera": camera, "message": message}
     if default_factory is not MISSING:
@@ -361,9 +365,9 @@ class DeploymentContext:
         sync: the deployment's :class:`~dvpipe.deploy.config.SyncConfig`.
     """
 
-    rig: Any
+    rig: Rig
     rig_key: str
-    sync: Any
+    sync: SyncConfig
     _v: _V = field(repr=False, default=None)  # type: ignore[assignment]
 
     def err(self, key: str, message: str) -> None:

@@ -27,6 +27,7 @@ import numpy as np
 
 from ...backends._raw_yuv import MATRICES, RANGES, colour_of
 from ...codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
+from ...errors import ConfigError
 from ...latency import now_ns, to_monotonic_ns, wall_ns
 from ...types import Camera, PixelFormat
 from ...video import camera_encoder, is_keyframe
@@ -178,9 +179,11 @@ def encode_raw_yuv(bgr: np.ndarray, encoding: str, matrix: str = "bt601", rng: s
     the pair's or block's mean chroma at colour edges.
     """
     if encoding not in RAW_YUV_ENCODINGS:
-        raise ValueError(f"encode_raw_yuv: {encoding!r} is not one of {', '.join(RAW_YUV_ENCODINGS)}")
+        raise ConfigError(f"encode_raw_yuv: {encoding!r} is not a raw YUV encoding; give one of "
+                          f"{', '.join(RAW_YUV_ENCODINGS)}")
     if bgr.dtype != np.uint8 or bgr.ndim != 3 or bgr.shape[2] != 3:
-        raise ValueError(f"encode_raw_yuv needs an HxWx3 uint8 BGR picture, got {bgr.dtype} {bgr.shape}")
+        raise ConfigError(f"encode_raw_yuv needs an HxWx3 uint8 BGR picture, got {bgr.dtype} {bgr.shape}; "
+                          "convert it first (e.g. cv2.cvtColor(..., cv2.COLOR_GRAY2BGR), .astype(np.uint8))")
     h, w = bgr.shape[:2]
     _check_raw_size(encoding, w, h)
     kr, kb = MATRICES[matrix]
