@@ -264,8 +264,8 @@ def _specs_after(stages: Sequence[Stage], spec: FrameSpec, cam: Camera, offset: 
 
 
 def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec], cam: Camera,
-                prefs: Sequence[BackendRef], avail: dict[str, KernelVerdict], fidelity: Fidelity, target: Any,
-                with_fallback: bool, live: Any = None) -> tuple[list[PlanStep], list[Stage], list[FrameSpec]]:
+                prefs: Sequence[BackendRef], avail: dict[str, KernelVerdict], fidelity: Fidelity,
+                target: Optional[Target], with_fallback: bool, live: Optional[LiveMeasurements] = None) -> tuple[list[PlanStep], list[Stage], list[FrameSpec]]:
     """Plan ``stages`` (with ``specs[k]`` the spec after stage k); returns the steps and the stage and
     spec lists as detours left them."""
     stages, steps = list(stages), []
@@ -288,10 +288,10 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
                 n = len(kern.ops)
                 query = KernelQuery(tuple(stages[i:i + n]), spec, tuple(specs[i:i + n]), cam, ref, fidelity, target)
                 v = kern.check(query)
-                measured = family(ref.family).measured and target is not None and live is not None
-                if measured:
+                kernel_verified = False
+                if live is not None and target is not None and family(ref.family).measured:
                     v = live.prefer(kern, query, v)  # a measurement on this device beats the docs
-                kernel_verified = measured and v.ok and _verified(live, kern, query)
+                    kernel_verified = v.ok and _verified(live, kern, query)
                 if v.ok and v.replace is not None:
                     # a detour: the kernel runs other stages than those asked about; re-derive the specs
                     detoured = list(stages[:i]) + list(v.replace) + list(stages[i + n:])
@@ -353,7 +353,7 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
     return steps, stages, specs
 
 
-def _verified(live: Any, kernel: Kernel, query: KernelQuery) -> bool:
+def _verified(live: LiveMeasurements, kernel: Kernel, query: KernelQuery) -> bool:
     """Whether ``live`` holds a measured success of this step (``live.verified``; False for a cache without it)."""
     check = getattr(live, "verified", None)
     return bool(check is not None and check(kernel, query))
@@ -410,7 +410,7 @@ def _insert_transfers(steps: list[PlanStep]) -> list[PlanStep]:
     return out
 
 
-def _place_outputs(steps: list[PlanStep], cam: Camera, target: Any) -> tuple[list[PlanStep], str]:
+def _place_outputs(steps: list[PlanStep], cam: Camera, target: Optional[Target]) -> tuple[list[PlanStep], str]:
     """Let each family running a step place its outputs (its row's ``place_outputs`` hook). Returns the
     steps and why a device consumer cannot read a picture as planned ("" when it can)."""
     why = ""

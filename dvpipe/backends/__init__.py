@@ -33,10 +33,13 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
 
 from ..errors import ConfigError
 from ..stages.registry import KernelVerdict, all_kernels
+
+if TYPE_CHECKING:
+    from ..target import Target
 
 __all__ = ["BackendRef", "BackendFamily", "FAMILIES", "DVPP_FAMILIES", "family", "register_family", "family_of_placement",
            "resolve", "availability", "load_family", "is_dvpp_placement", "auto_backends", "known_names"]
@@ -288,7 +291,7 @@ def load_family(family: str) -> Optional[str]:
     return _LOADED[family]
 
 
-def availability(ref: BackendRef, target=None) -> KernelVerdict:
+def availability(ref: BackendRef, target: Optional[Target] = None) -> KernelVerdict:
     """Whether ``ref`` can run on this machine (for ``target``), with the reason if not."""
     err = load_family(ref.family)
     if err:

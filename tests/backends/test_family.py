@@ -65,7 +65,11 @@ def _route(steps) -> str:
 @pytest.fixture
 def boxgpu(monkeypatch):
     """Register the family (row + kernels) for one test, leaving the table and the kernel registry as found."""
-    assert backends.load_family("cpu") is None  # before the copy: its kernels stay registered after the test
+    # every built-in family loaded before the copy (a test may resolve or ask the availability of any of them):
+    # their kernels stay registered after the test
+    assert backends.load_family("cpu") is None
+    for name in list(backends.FAMILIES):
+        backends.load_family(name)
     monkeypatch.setattr(registry, "_REGISTRY", {k: list(v) for k, v in registry._REGISTRY.items()})
     monkeypatch.setattr(backends, "_TABLE", dict(backends._TABLE))
     monkeypatch.setattr(backends, "FAMILIES", dict(backends.FAMILIES))
