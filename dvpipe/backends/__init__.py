@@ -62,14 +62,6 @@ class BackendFamily:
 
     Attributes:
         name: the family (:attr:`BackendRef.family`), e.g. ``torch``.
-        names: the exact backend names this family answers to -> the device each means (``dvpp``: ``hw``,
-            ``dvpp-sim``: ``sim``). A row with neither ``names`` nor ``device_kinds`` answers to its own name.
-        device_kinds: the family also answers to ``NAME:KIND`` and ``NAME:KIND:N`` for these kinds (torch:
-            ``cpu``, ``cuda``, ``npu``; the device is what follows ``NAME:``), and to ``NAME`` alone as
-            ``NAME:default_device``.
-        default_device: the kind ``NAME`` alone means (with ``device_kinds``).
-        auto: backend names of this family that ``backends: auto`` tries -> their rank in its preference
-            order (lower first; :func:`auto_backends`).
         module: imported on first use (registering the family's kernels; it may define ``available``);
             None for a family registered from outside whose kernels are already registered.
         placement: ``ref -> str``: where the steps of backend ``ref`` leave their outputs (``host``,
@@ -94,14 +86,18 @@ class BackendFamily:
         describe_batch: ``layout -> str``: one line describing that buffer for ``print(plan)``.
         measured: whether a live cache's measurements replace the family's documented verdicts
             (``plan_pipeline(..., live=...)``).
+        names: the exact backend names this family answers to -> the device each means (``dvpp``: ``hw``,
+            ``dvpp-sim``: ``sim``). A row with neither ``names`` nor ``device_kinds`` answers to its own name.
+        device_kinds: the family also answers to ``NAME:KIND`` and ``NAME:KIND:N`` for these kinds (torch:
+            ``cpu``, ``cuda``, ``npu``; the device is what follows ``NAME:``), and to ``NAME`` alone as
+            ``NAME:default_device``.
+        default_device: the kind ``NAME`` alone means (with ``device_kinds``).
+        auto: backend names of this family that ``backends: auto`` tries -> their rank in its preference
+            order (lower first; :func:`auto_backends`).
     """
 
     name: str
     module: Optional[str] = None
-    names: Mapping[str, str] = field(default_factory=dict, hash=False)
-    device_kinds: tuple[str, ...] = ()
-    default_device: str = ""
-    auto: Mapping[str, int] = field(default_factory=dict, hash=False)
     placement: Callable[["BackendRef"], str] = _host
     owns: Callable[[str], bool] = _owns_nothing
     device_ref: Optional[Callable[[str], "BackendRef"]] = None
@@ -112,6 +108,10 @@ class BackendFamily:
     batch_layout: Hook = None
     describe_batch: Hook = None
     measured: bool = False
+    names: Mapping[str, str] = field(default_factory=dict, hash=False)
+    device_kinds: tuple[str, ...] = ()
+    default_device: str = ""
+    auto: Mapping[str, int] = field(default_factory=dict, hash=False)
 
     @property
     def backend_names(self) -> tuple[str, ...]:
