@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Se
 import numpy as np
 
 from ._camera_pool import CameraPool, Ticket
-from ._typing import BackendName, Fallback, Fidelity, MetasFormat, OnCorrupt, Timing
+from ._typing import BackendName, Fallback, Fidelity, MetasFormat, OnCorrupt, PoseSource, ProfilerRangesSetting, Timing
 from .backends import FAMILIES
 from .codecs import DEFAULT_MAX_PIXELS, read_frame_bytes
 from .device import DeviceBatch
@@ -26,7 +26,7 @@ from .errors import ConfigError, FrameError
 from .latency.clock import now_ns, to_monotonic_ns
 from .latency.profiler_ranges import ProfilerRanges, profiler_ranges as make_profiler_ranges
 from .latency.timeline import Timeline
-from .planner import CameraPlan, Plan, PlanStep, plan_pipeline
+from .planner import CameraPlan, LiveMeasurements, Plan, PlanStep, plan_pipeline
 from .profiles import Profile, profile_metas, profile_stages
 from .stages.base import Stage
 from .stages.registry import KernelContext
@@ -36,7 +36,8 @@ from .video import VideoPacket
 
 if TYPE_CHECKING:
     from .latency import LatencyStats
-    from .mmdet3d import Mmdet3dMetas
+    from .mmdet3d import MappedConfig, Mmdet3dMetas
+    from .target import Target
 
 __all__ = ["Pipeline", "PendingBatch", "check_one_size"]
 
@@ -51,6 +52,9 @@ class Pipeline:
         stages: stage declarations (``Decode()``, ``Resize(...)``...); ``Batch()`` is appended if missing.
         backends: preference order, e.g. ``("dvpp-sim", "cpu")``; each step runs on the first
             backend whose kernel accepts it, the others in order are its runtime fallback.
+        camera_backends: camera name -> that camera's own preference order (the others use ``backends``),
+            e.g. ``{"CAM_BACK": ("cpu",)}``; still one batch, so every camera's output must meet in one
+            place and size (:func:`~dvpipe.planner.plan_pipeline` says which cameras differ).
         profile: name of the metadata profile for ``batch.metas`` (None: generic metas).
         target: a deployment target (``dvpipe.Target``) that DVPP planning checks rules against.
         fidelity: ``reference`` (match the reference pipeline within float rounding) or ``fast``.
@@ -83,11 +87,13 @@ class Pipeline:
     """
 
     def __init__(self, rig: Rig, stages: Sequence[Stage], backends: Sequence[BackendName] | BackendName = ("cpu",), *,
-                 profile: Optional[str | Profile] = None, target: Any = None, fidelity: Fidelity = "reference",
-                 threads: Optional[int] = None, fallback: Fallback = "next", output_buffers: int = 2,
-                 timing: Timing = "spans", on_corrupt: OnCorrupt = "drop", max_pixels: int = DEFAULT_MAX_PIXELS,
-                 metas_format: MetasFormat = "per_camera", pose: Any = None, live_cache: Any = None,
-                 profiler_ranges: Any = False):
+                 camera_backends: Optional[Mapping[str, Sequence[BackendName] | BackendName]] = None,
+                 profile: Optional[str | Profile] = None, target: Optional[Target] = None,
+                 fidelity: Fidelity = "reference", threads: Optional[int] = None, fallback: Fallback = "next",
+                 output_buffers: int = 2, timing: Timing = "spans", on_corrupt: OnCorrupt = "drop",
+                 max_pixels: int = DEFAULT_MAX_PIXELS, metas_format: MetasFormat = "per_camera",
+                 pose: Optional[PoseSource] = None, live_cache: Optional[LiveMeasurements] = None,
+                 profiler_ranges: ProfilerRangesSetting | ProfilerRanges = False):
         if not isinstance(rig, Rig):
             raise ConfigError(f"rig must be a dvpipe.Rig (Rig.from_yaml(path)), got {type(rig).__name__}")
         if fallback not in ("next", "error"):
@@ -112,7 +118,7 @@ class Pipeline:
         self.profile = profile
         self.fallback = fallback
         self.plan: Plan = plan_pipeline(rig.cameras, stages, backends, fidelity=fidelity, target=target,
-                                        live=live_cache)
+                                        live=live_cache, camera_backends=camera_backends)
         try:  # after planning: a torch backend has imported torch by now
             self.profiler_ranges: Optional[ProfilerRanges] = make_profiler_ranges(profiler_ranges)
         except ValueError as e:
@@ -185,7 +191,7 @@ class Pipeline:
 
     @classmethod
     def from_profile(cls, name: str | Profile, rig: Rig, backends: Sequence[BackendName] | BackendName = ("cpu",), *,
-                     fidelity: Fidelity = "reference", target: Any = None, **kwargs: Any) -> "Pipeline":
+                     fidelity: Fidelity = "reference", target: Optional[Target] = None, **kwargs: Any) -> "Pipeline":
         """Pipeline with profile ``name``'s stages and metas (``bevformer-tiny``, ``petr``...); a
         :class:`~dvpipe.profiles.Profile` object is taken as it is. Every camera at one size
         (:func:`check_one_size`)."""
@@ -194,9 +200,10 @@ class Pipeline:
         return cls(rig, stages, backends, profile=name, target=target, fidelity=fidelity, **kwargs)
 
     @classmethod
-    def from_mmdet3d_config(cls, config: Any, rig: Rig, backends: Sequence[BackendName] | BackendName = ("cpu",), *,
-                            allow_code: bool = False, skip: Sequence[str] = (), fidelity: Fidelity = "reference",
-                            target: Any = None, **kwargs: Any) -> "Pipeline":
+    def from_mmdet3d_config(cls, config: str | os.PathLike[str] | Mapping[str, Any] | MappedConfig, rig: Rig,
+                            backends: Sequence[BackendName] | BackendName = ("cpu",), *, allow_code: bool = False,
+                            skip: Sequence[str] = (), fidelity: Fidelity = "reference",
+                            target: Optional[Target] = None, **kwargs: Any) -> "Pipeline":
         """Pipeline reproducing an mmdet3d / mmcv config's ``test_pipeline`` and its ``img_metas`` contract.
 
         Args:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -25,7 +25,20 @@ from .stages.image import Batch, Pad, Transfer
 from .stages.registry import Kernel, KernelQuery, KernelVerdict, kernels_at
 from .types import Camera, PixelFormat
 
-__all__ = ["Plan", "CameraPlan", "PlanStep", "plan_pipeline", "input_spec"]
+if TYPE_CHECKING:
+    from .target import Target
+
+__all__ = ["Plan", "CameraPlan", "PlanStep", "plan_pipeline", "input_spec", "LiveMeasurements"]
+
+
+class LiveMeasurements(Protocol):
+    """What the planner asks of the measurements made on a device (``plan_pipeline(live=...)``): the
+    planning cache :class:`dvpipe.probe.live.LiveCache` (``planning_cache()``) is one. It may also have
+    ``verified(kernel, query) -> bool`` (a step measured to work: :attr:`PlanStep.verified`)."""
+
+    def prefer(self, kernel: Kernel, query: KernelQuery, documented: KernelVerdict) -> KernelVerdict:
+        """The verdict on ``query`` as measured on the device, else ``documented``."""
+        ...
 
 
 @dataclass
@@ -102,6 +115,8 @@ class CameraPlan:
     #: why this camera's device output cannot go to the device batch as planned ("" when it can)
     route_problem: str = ""
     intrinsics: Optional[np.ndarray] = None
+    #: this camera's backend preference order (the plan's ``backends``, or its own from ``camera_backends``)
+    backends: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.intrinsics is None:
@@ -127,7 +142,7 @@ class CameraPlan:
         return "host"
 
     def signature(self) -> tuple:
-        return tuple((s.name, s.backend.name, str(s.spec_in), str(s.spec_out), s.chosen.reason) for s in self.steps)
+        return (self.backends,) + tuple((s.name, s.backend.name, str(s.spec_in), str(s.spec_out), s.chosen.reason) for s in self.steps)
 
 
 @dataclass
@@ -137,7 +152,7 @@ class Plan:
     cameras: list[CameraPlan]
     backends: tuple[str, ...]
     fidelity: Fidelity
-    target: Any = None
+    target: Optional[Target] = None
     #: the per-batch device buffer of the family writing the batch (its row's ``batch_layout`` hook), else None
     device_batch: Optional[dict] = None
 
@@ -172,7 +187,8 @@ class Plan:
             "output": {"shape": list(self.out_shape), "dtype": self.out_dtype, "placement": self.out_placement,
                        **({"device_batch": _jsonable(self.device_batch)} if self.device_batch else {})},
             "cameras": [
-                {"name": cp.camera.name, "input": str(cp.spec_in), "route": cp.route,
+                {"name": cp.camera.name, "backends": list(cp.backends or self.backends), "input": str(cp.spec_in),
+                 "route": cp.route,
                  "img_aug": cp.img_aug.tolist(), "intrinsics": np.asarray(cp.intrinsics).tolist(),
                  "steps": [s.to_dict() for s in cp.steps]}
                 for cp in self.cameras
@@ -186,6 +202,12 @@ class Plan:
         head = (f"plan: {len(self.cameras)} camera(s), backends {' > '.join(self.backends)}, fidelity {self.fidelity}"
                 + (f", target {self.target}" if self.target is not None else "")
                 + f" -> output {tuple(self.out_shape)} {self.out_dtype} on {self.out_placement}")
+        own: dict[tuple[str, ...], list[str]] = {}  # cameras planned on their own preference order (``camera_backends``), by order
+        for cp in self.cameras:
+            if cp.backends and cp.backends != self.backends:
+                own.setdefault(cp.backends, []).append(cp.camera.name)
+        for prefs, cams in own.items():
+            head += f"\n  cameras {', '.join(cams)}: backends {' > '.join(prefs)}"
         describe = family(self.cameras[0].steps[-1].backend.family).hook("describe_batch")
         if self.device_batch and describe is not None:
             head += "\n  " + describe(self.device_batch)
@@ -242,8 +264,8 @@ def _specs_after(stages: Sequence[Stage], spec: FrameSpec, cam: Camera, offset: 
 
 
 def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec], cam: Camera,
-                prefs: Sequence[BackendRef], avail: dict[str, KernelVerdict], fidelity: Fidelity, target: Any,
-                with_fallback: bool, live: Any = None) -> tuple[list[PlanStep], list[Stage], list[FrameSpec]]:
+                prefs: Sequence[BackendRef], avail: dict[str, KernelVerdict], fidelity: Fidelity,
+                target: Optional[Target], with_fallback: bool, live: Optional[LiveMeasurements] = None) -> tuple[list[PlanStep], list[Stage], list[FrameSpec]]:
     """Plan ``stages`` (with ``specs[k]`` the spec after stage k); returns the steps and the stage and
     spec lists as detours left them."""
     stages, steps = list(stages), []
@@ -266,10 +288,10 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
                 n = len(kern.ops)
                 query = KernelQuery(tuple(stages[i:i + n]), spec, tuple(specs[i:i + n]), cam, ref, fidelity, target)
                 v = kern.check(query)
-                measured = family(ref.family).measured and target is not None and live is not None
-                if measured:
+                kernel_verified = False
+                if live is not None and target is not None and family(ref.family).measured:
                     v = live.prefer(kern, query, v)  # a measurement on this device beats the docs
-                kernel_verified = measured and v.ok and _verified(live, kern, query)
+                    kernel_verified = v.ok and _verified(live, kern, query)
                 if v.ok and v.replace is not None:
                     # a detour: the kernel runs other stages than those asked about; re-derive the specs
                     detoured = list(stages[:i]) + list(v.replace) + list(stages[i + n:])
@@ -331,7 +353,7 @@ def _plan_range(stages: Sequence[Stage], spec: FrameSpec, specs: list[FrameSpec]
     return steps, stages, specs
 
 
-def _verified(live: Any, kernel: Kernel, query: KernelQuery) -> bool:
+def _verified(live: LiveMeasurements, kernel: Kernel, query: KernelQuery) -> bool:
     """Whether ``live`` holds a measured success of this step (``live.verified``; False for a cache without it)."""
     check = getattr(live, "verified", None)
     return bool(check is not None and check(kernel, query))
@@ -388,7 +410,7 @@ def _insert_transfers(steps: list[PlanStep]) -> list[PlanStep]:
     return out
 
 
-def _place_outputs(steps: list[PlanStep], cam: Camera, target: Any) -> tuple[list[PlanStep], str]:
+def _place_outputs(steps: list[PlanStep], cam: Camera, target: Optional[Target]) -> tuple[list[PlanStep], str]:
     """Let each family running a step place its outputs (its row's ``place_outputs`` hook). Returns the
     steps and why a device consumer cannot read a picture as planned ("" when it can)."""
     why = ""
@@ -399,14 +421,18 @@ def _place_outputs(steps: list[PlanStep], cam: Camera, target: Any) -> tuple[lis
 
 
 def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: Sequence[BackendName] | BackendName, *,
-                  fidelity: Fidelity = "reference", target: Any = None, assume_available: Sequence[str] = (),
-                  live: Any = None) -> Plan:
+                  fidelity: Fidelity = "reference", target: Optional[Target] = None,
+                  assume_available: Sequence[str] = (), live: Optional[LiveMeasurements] = None,
+                  camera_backends: Optional[Mapping[str, Sequence[BackendName] | BackendName]] = None) -> Plan:
     """Plan ``stages`` for every camera on the ``backends`` preference order.
 
     A ``Batch()`` stage is appended when the list does not end with one; ``Transfer`` stages in the list
     are dropped (the planner inserts its own wherever consecutive steps live in different places). Raises
     :class:`ConfigError` for stage lists that cannot apply to a camera, and :class:`PlanError`
-    when no backend can run a step (the message lists every backend's verdict). ``assume_available``: backend
+    when no backend can run a step (the message lists every backend's verdict). ``camera_backends``: camera
+    name -> that camera's own preference order (the other cameras use ``backends``); every camera still
+    writes its slot of the one batch, so their outputs must meet in one place and size (a
+    :class:`ConfigError` says which cameras differ). ``assume_available``: backend
     names planned as if this machine could run them (the probe asking what a device with torch_npu would do);
     their kernels still judge every step. ``live``: the measurements made on this device
     (:class:`dvpipe.probe.live.LiveCache`, or any object with ``prefer(kernel, query, verdict) -> KernelVerdict``
@@ -429,39 +455,38 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
         stages.append(Batch())
     if any(st.op == "batch" for st in stages[:-1]):
         raise ConfigError("Batch() must be the last stage")
-    if isinstance(backends, str):
-        backends = (backends,)
-    if not backends:
-        raise ConfigError("backends must name at least one backend, e.g. ('cpu',)")
-    prefs = [resolve(b) for b in backends]
-    avail = {ref.name: availability(ref, target) for ref in prefs}
-    for ref in prefs:
+    cameras = list(cameras)
+    prefs = _preferences(backends, "backends")
+    cam_prefs = [prefs] * len(cameras)
+    if camera_backends:
+        names = [cam.name for cam in cameras]
+        unknown = [str(n) for n in camera_backends if n not in names]
+        if unknown:
+            raise ConfigError(f"camera_backends names {', '.join(unknown)}, not a camera of the rig "
+                              f"({', '.join(names)})")
+        cam_prefs = [_preferences(camera_backends[cam.name], f"camera_backends[{cam.name!r}]")
+                     if cam.name in camera_backends else prefs for cam in cameras]
+    refs = list({ref.name: ref for p in [prefs] + cam_prefs for ref in p}.values())
+    avail = {ref.name: availability(ref, target) for ref in refs}
+    for ref in refs:
         if ref.name in assume_available and not avail[ref.name].ok:
             load_family(ref.family)
             avail[ref.name] = KernelVerdict.yes(f"assumed available (here: {avail[ref.name].reason})")
 
-    cam_plans = _plan_cameras(cameras, stages, prefs, avail, fidelity, target, live)
+    cam_plans = _plan_cameras(cameras, stages, cam_prefs, avail, fidelity, target, live)
     # the batch has one placement: when the device route cannot take every camera, re-plan without it
     # (the verdict says which camera and why), so the cameras meet in a host batch
-    for _ in range(len(prefs)):
-        conflict = _batch_conflict(cam_plans, prefs, avail)
+    for _ in range(len(refs)):
+        conflict = _batch_conflict(cam_plans, refs, avail)
         if conflict is None:
             break
         fam, why = conflict
-        for ref in prefs:
+        for ref in refs:
             if ref.family == fam and avail[ref.name].ok:
                 avail[ref.name] = KernelVerdict("declined", why)
-        cam_plans = _plan_cameras(cameras, stages, prefs, avail, fidelity, target, live)
+        cam_plans = _plan_cameras(cameras, stages, cam_prefs, avail, fidelity, target, live)
 
-    sizes = {cp.out_size for cp in cam_plans}
-    if len(sizes) > 1:
-        listing = ", ".join(f"{cp.camera.name} {cp.out_size[1]}x{cp.out_size[0]}" for cp in cam_plans)
-        raise ConfigError(f"cameras produce different output sizes ({listing}); a batch needs one size: "
-                          "add Resize(size=...) or Pad(size=...)")
-    places = {cp.steps[-1].spec_out.placement for cp in cam_plans}
-    if len(places) > 1:
-        raise PlanError(f"cameras would write their batch slots on different devices ({', '.join(sorted(places))}); "
-                        "give the batch step one backend for all cameras")
+    _check_one_batch(cam_plans, mixed=any(p != prefs for p in cam_prefs))
     plan = Plan(cam_plans, tuple(r.name for r in prefs), fidelity, target)
     layout = family(cam_plans[0].steps[-1].backend.family).hook("batch_layout")
     if layout is not None:
@@ -469,10 +494,39 @@ def plan_pipeline(cameras: Sequence[Camera], stages: Sequence[Stage], backends: 
     return plan
 
 
-def _plan_cameras(cameras: Sequence[Camera], stages: list, prefs: list, avail: dict, fidelity: Fidelity,
-                  target: Any, live: Any = None) -> list[CameraPlan]:
+def _preferences(backends: Sequence[BackendName] | BackendName, key: str) -> list[BackendRef]:
+    """A preference order as backend references (``key`` names it in the error)."""
+    if isinstance(backends, str):
+        backends = (backends,)
+    if not backends:
+        raise ConfigError(f"{key} must name at least one backend, e.g. ('cpu',)")
+    return [resolve(b) for b in backends]
+
+
+def _check_one_batch(cam_plans: list[CameraPlan], mixed: bool) -> None:
+    """The cameras write one batch: one size, one placement (the dtype is the stage list's, the same for
+    every camera). ``mixed``: some cameras have their own preference order, which the message then names."""
+    sizes = {cp.out_size for cp in cam_plans}
+    if len(sizes) > 1:
+        listing = ", ".join(f"{cp.camera.name} {cp.out_size[1]}x{cp.out_size[0]}" for cp in cam_plans)
+        raise ConfigError(f"cameras produce different output sizes ({listing}); a batch needs one size: "
+                          "add Resize(size=...) or Pad(size=...)")
+    places = {cp.steps[-1].spec_out.placement for cp in cam_plans}
+    if len(places) > 1:
+        listing = ", ".join(f"{cp.camera.name} on {cp.steps[-1].spec_out.placement} ({cp.steps[-1].backend.name})"
+                            for cp in cam_plans)
+        if mixed:
+            raise ConfigError(f"cameras with their own backends would write their batch slots in different places "
+                              f"({listing}); every camera's output must be where the batch is: give the batch "
+                              "step's backend to every camera's preference order")
+        raise PlanError(f"cameras would write their batch slots on different devices ({', '.join(sorted(places))}); "
+                        "give the batch step one backend for all cameras")
+
+
+def _plan_cameras(cameras: Sequence[Camera], stages: list, cam_prefs: Sequence[list[BackendRef]], avail: dict,
+                  fidelity: Fidelity, target: Optional[Target], live: Optional[LiveMeasurements] = None) -> list[CameraPlan]:
     cam_plans = []
-    for cam in cameras:
+    for cam, prefs in zip(cameras, cam_prefs):
         spec0 = input_spec(cam)
         specs = _specs_after(stages, spec0, cam, 0)
         steps, cam_stages, specs = _plan_range(stages, spec0, specs, cam, prefs, avail, fidelity, target,
@@ -487,7 +541,8 @@ def _plan_cameras(cameras: Sequence[Camera], stages: list, prefs: list, avail: d
                 img_aug = s.matrix @ img_aug
         prepad = next((spec_before.size for st, spec_before in zip(cam_stages, [spec0] + specs) if isinstance(st, Pad)),
                       specs[-1].size)
-        cp = CameraPlan(cam, spec0, steps, img_aug, prepad, specs[-1].size, intrinsics=K)
+        cp = CameraPlan(cam, spec0, steps, img_aug, prepad, specs[-1].size, intrinsics=K,
+                        backends=tuple(r.name for r in prefs))
         cp.route_problem = why
         cam_plans.append(cp)
     return cam_plans

@@ -1,13 +1,13 @@
 """The backend table: one row per backend family, nothing imported until a plan asks for it.
 
-Backend names a user writes:
+Backend names a user writes (each declared by its family's row: ``names``, ``device_kinds``):
 
 ==================  =========  ======================================================
 name                family     what runs
 ==================  =========  ======================================================
 ``cpu``             cpu        OpenCV / numpy kernels, threads across cameras
 ``reference``       reference  plain numpy, slow and obviously correct (test oracle)
-``torch:DEVICE``    torch      torch kernels on ``cpu``, ``cuda[:N]`` or ``npu[:N]``
+``torch:DEVICE``    torch      torch kernels on ``cpu``, ``cuda[:N]`` or ``npu[:N]`` (``torch``: ``torch:cpu``)
 ``dvpp``            dvpp       Ascend DVPP through pyACL on a real device
 ``dvpp-sim``        dvpp       the same DVPP code against the software DVPP device
 ``aipp``            aipp       the AIPP route: normalise + pad + batch left to the model's AIPP; the batch
@@ -15,14 +15,16 @@ name                family     what runs
                                software device)
 ==================  =========  ======================================================
 
-Each family is one row of the table (:class:`BackendFamily`, :func:`register_family`): the module that
-registers its kernels, where its steps' outputs live (:attr:`BackendRef.placement`: ``host`` for the CPU
-families, the torch device for torch, the DVPP device ``dvpp-hw:0`` / ``dvpp-sim:0`` for ``dvpp`` and
-``aipp``), which placements are its memory, and the planner's hooks: how its steps hand their outputs
-on (``place_outputs``), which transfer steps a consumer of its memory needs (``transfer``), and, for a
-family that writes a device-resident batch, its route, batch layout and conflicts. The planner asks the
-rows and names no family; adding a device family is one :func:`register_family` call (a row here for
-the built-in ones) plus its kernels.
+Each family is one row of the table (:class:`BackendFamily`, :func:`register_family`): the names it
+answers to (:func:`resolve` reads them; so do the error listing the known names, the ``BuiltinBackend``
+Literal's test and ``backends: auto``, whose preference order is the rows' ``auto`` ranks:
+:func:`auto_backends`), the module that registers its kernels, where its steps' outputs live
+(:attr:`BackendRef.placement`: ``host`` for the CPU families, the torch device for torch, the DVPP device
+``dvpp-hw:0`` / ``dvpp-sim:0`` for ``dvpp`` and ``aipp``), which placements are its memory, and the
+planner's hooks: how its steps hand their outputs on (``place_outputs``), which transfer steps a consumer
+of its memory needs (``transfer``), and, for a family that writes a device-resident batch, its route,
+batch layout and conflicts. The planner asks the rows and names no family; adding a device family is one
+:func:`register_family` call (a row here for the built-in ones) plus its kernels.
 
 Importing a family's module registers its kernels. A module may define
 ``available(ref, target) -> KernelVerdict`` telling whether the backend can run here, and why not.
@@ -30,14 +32,17 @@ Importing a family's module registers its kernels. A module may define
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
 
 from ..errors import ConfigError
 from ..stages.registry import KernelVerdict, all_kernels
 
+if TYPE_CHECKING:
+    from ..target import Target
+
 __all__ = ["BackendRef", "BackendFamily", "FAMILIES", "DVPP_FAMILIES", "family", "register_family", "family_of_placement",
-           "resolve", "availability", "load_family", "is_dvpp_placement"]
+           "resolve", "availability", "load_family", "is_dvpp_placement", "auto_backends", "known_names"]
 
 #: a hook of a family row: a callable, or ``"module:attribute"`` imported when the planner first calls it
 Hook = Union[str, Callable[..., Any], None]
@@ -81,6 +86,14 @@ class BackendFamily:
         describe_batch: ``layout -> str``: one line describing that buffer for ``print(plan)``.
         measured: whether a live cache's measurements replace the family's documented verdicts
             (``plan_pipeline(..., live=...)``).
+        names: the exact backend names this family answers to -> the device each means (``dvpp``: ``hw``,
+            ``dvpp-sim``: ``sim``). A row with neither ``names`` nor ``device_kinds`` answers to its own name.
+        device_kinds: the family also answers to ``NAME:KIND`` and ``NAME:KIND:N`` for these kinds (torch:
+            ``cpu``, ``cuda``, ``npu``; the device is what follows ``NAME:``), and to ``NAME`` alone as
+            ``NAME:default_device``.
+        default_device: the kind ``NAME`` alone means (with ``device_kinds``).
+        auto: backend names of this family that ``backends: auto`` tries -> their rank in its preference
+            order (lower first; :func:`auto_backends`).
     """
 
     name: str
@@ -95,6 +108,42 @@ class BackendFamily:
     batch_layout: Hook = None
     describe_batch: Hook = None
     measured: bool = False
+    names: Mapping[str, str] = field(default_factory=dict, hash=False)
+    device_kinds: tuple[str, ...] = ()
+    default_device: str = ""
+    auto: Mapping[str, int] = field(default_factory=dict, hash=False)
+
+    @property
+    def backend_names(self) -> tuple[str, ...]:
+        """Every backend name this row declares (``NAME:KIND`` without the ``:N`` forms)."""
+        if not self.names and not self.device_kinds:
+            return (self.name,)
+        kinds = ((self.name,) + tuple(f"{self.name}:{k}" for k in self.device_kinds)) if self.device_kinds else ()
+        return tuple(self.names) + kinds
+
+    @property
+    def name_forms(self) -> tuple[str, ...]:
+        """The names as the error listing known backends writes them (``torch:cuda[:N]``)."""
+        kinds = tuple(f"{self.name}:{k}" + ("" if k == self.default_device else "[:N]") for k in self.device_kinds)
+        return (tuple(self.names) or (() if kinds else (self.name,))) + kinds
+
+    def parse(self, name: str) -> Optional["BackendRef"]:
+        """The backend ``name`` means if this row declares it, else None. Raises ``ConfigError`` for
+        ``NAME:KIND`` with a kind the row does not declare."""
+        if name in self.names:
+            return BackendRef(name, self.name, self.names[name])
+        if not self.device_kinds:
+            return BackendRef(name, self.name, "") if name == self.name and not self.names else None
+        if name == self.name:
+            return BackendRef(f"{name}:{self.default_device}", self.name, self.default_device)
+        if not name.startswith(self.name + ":"):
+            return None
+        device = name.split(":", 1)[1]
+        if device.split(":")[0] not in self.device_kinds:
+            forms = [f for f in self.name_forms if ":" in f]
+            use = forms[0] if len(forms) == 1 else f"{', '.join(forms[:-1])} or {forms[-1]}"
+            raise ConfigError(f"unknown {self.name} device {device!r} in backend {name!r}; use {use}")
+        return BackendRef(name, self.name, device)
 
     def hook(self, name: str) -> Optional[Callable[..., Any]]:
         """The hook ``name`` as a callable (importing its module on first use), or None."""
@@ -136,9 +185,21 @@ FAMILIES: dict[str, str] = {}
 
 
 def register_family(row: BackendFamily) -> BackendFamily:
-    """Add (or replace) a family's row. Its kernels come from ``row.module`` or ``register_kernel``."""
+    """Add (or replace) a family's row. Its kernels come from ``row.module`` or ``register_kernel``.
+
+    Raises ``ConfigError`` when the row declares a backend name another family answers to, or puts in
+    ``auto`` a name it does not declare."""
     if not isinstance(row, BackendFamily) or not row.name:
         raise ConfigError(f"register_family takes a BackendFamily with a name, got {row!r}")
+    for other in _TABLE.values():
+        clash = [n for n in row.backend_names if other.name != row.name and _declares(other, n)]
+        if clash:
+            raise ConfigError(f"backend family {row.name!r} declares {', '.join(map(repr, clash))}, already a name of "
+                              f"family {other.name!r}; choose other names")
+    stray = [n for n in row.auto if not _declares(row, n)]
+    if stray:
+        raise ConfigError(f"backend family {row.name!r} puts {', '.join(map(repr, stray))} in auto but does not "
+                          "declare it; list it in names (or use NAME:KIND of its device_kinds)")
     _TABLE[row.name] = row
     if row.module:
         FAMILIES[row.name] = row.module
@@ -146,6 +207,27 @@ def register_family(row: BackendFamily) -> BackendFamily:
         FAMILIES.pop(row.name, None)
     _LOADED.pop(row.name, None)
     return row
+
+
+def _declares(row: BackendFamily, name: str) -> bool:
+    """Whether ``name`` is in ``row``'s names (a ``NAME:...`` it refuses is still in its namespace)."""
+    try:
+        return row.parse(name) is not None
+    except ConfigError:
+        return True
+
+
+def known_names() -> tuple[str, ...]:
+    """Every backend name the table's rows declare (``torch:cuda[:N]`` forms: see
+    :attr:`BackendFamily.backend_names`)."""
+    return tuple(n for row in _TABLE.values() for n in row.backend_names)
+
+
+def auto_backends() -> tuple[str, ...]:
+    """The preference order ``backends: auto`` picks from: every row's ``auto`` names by rank (rows in
+    registration order between equal ranks). ``dvpipe.deploy`` keeps only the available ones."""
+    ranked = [(rank, k, name) for k, row in enumerate(_TABLE.values()) for name, rank in row.auto.items()]
+    return tuple(name for _r, _k, name in sorted(ranked))
 
 
 def family(name: str) -> BackendFamily:
@@ -177,30 +259,18 @@ class BackendRef:
 
 
 def resolve(name: str) -> BackendRef:
-    """Parse a backend name (see the module table). Raises ``ConfigError`` listing the forms."""
+    """Parse a backend name: the names the table's rows declare (see the module table), or a family known
+    only by its registered kernels. Raises ``ConfigError`` listing the known names."""
     if not isinstance(name, str) or not name:
         raise ConfigError(f"backend names are strings like 'cpu', 'torch:cuda', 'dvpp-sim'; got {name!r}")
-    if name == "torch":
-        return BackendRef("torch:cpu", "torch", "cpu")
-    if name.startswith("torch:"):
-        device = name.split(":", 1)[1]
-        if device.split(":")[0] not in ("cpu", "cuda", "npu"):
-            raise ConfigError(f"unknown torch device {device!r} in backend {name!r}; use torch:cpu, torch:cuda[:N] or torch:npu[:N]")
-        return BackendRef(name, "torch", device)
-    if name == "dvpp-sim":
-        return BackendRef(name, "dvpp", "sim")
-    if name == "dvpp":
-        return BackendRef(name, "dvpp", "hw")
-    if name == "aipp-sim":
-        return BackendRef(name, "aipp", "sim")
-    if name == "aipp":
-        return BackendRef(name, "aipp", "hw")
-    if name in _TABLE:
-        return BackendRef(name, name, "")
+    for row in _TABLE.values():
+        ref = row.parse(name)
+        if ref is not None:
+            return ref
     if any(k.family == name for k in all_kernels()):
         return BackendRef(name, name, "")
-    raise ConfigError(f"unknown backend {name!r}; known: cpu, reference, torch:cpu, torch:cuda[:N], torch:npu[:N], "
-                      "dvpp, dvpp-sim, aipp, aipp-sim, or a family you registered kernels for")
+    forms = [f for row in _TABLE.values() for f in row.name_forms]
+    raise ConfigError(f"unknown backend {name!r}; known: {', '.join(forms)}, or a family you registered kernels for")
 
 
 _LOADED: dict[str, Optional[str]] = {}
@@ -221,7 +291,7 @@ def load_family(family: str) -> Optional[str]:
     return _LOADED[family]
 
 
-def availability(ref: BackendRef, target=None) -> KernelVerdict:
+def availability(ref: BackendRef, target: Optional[Target] = None) -> KernelVerdict:
     """Whether ``ref`` can run on this machine (for ``target``), with the reason if not."""
     err = load_family(ref.family)
     if err:
@@ -233,15 +303,19 @@ def availability(ref: BackendRef, target=None) -> KernelVerdict:
     return check(ref, target) if check else KernelVerdict.yes()
 
 
+# ``auto`` ranks: a DVPP device first, then the torch accelerators, the CPU last
 for _row in (
-    BackendFamily("cpu", "dvpipe.backends.cpu"),
-    BackendFamily("reference", "dvpipe.backends.numpy_ref"),
-    BackendFamily("torch", "dvpipe.backends.torch_device", placement=_torch_placement, owns=_torch_owns,
+    BackendFamily("cpu", "dvpipe.backends.cpu", names={"cpu": ""}, auto={"cpu": 100}),
+    BackendFamily("reference", "dvpipe.backends.numpy_ref", names={"reference": ""}),
+    BackendFamily("torch", "dvpipe.backends.torch_device", device_kinds=("cpu", "cuda", "npu"), default_device="cpu",
+                  auto={"torch:npu": 20, "torch:cuda": 30}, placement=_torch_placement, owns=_torch_owns,
                   device_ref=_torch_ref),
-    BackendFamily("dvpp", "dvpipe.backends.dvpp", placement=_dvpp_placement, owns=is_dvpp_placement,
+    BackendFamily("dvpp", "dvpipe.backends.dvpp", names={"dvpp": "hw", "dvpp-sim": "sim"}, auto={"dvpp": 10},
+                  placement=_dvpp_placement, owns=is_dvpp_placement,
                   transfer=_DVPP_HOOKS + "transfer", place_outputs=_DVPP_HOOKS + "place_outputs",
                   route=_DVPP_HOOKS + "route", measured=True),
-    BackendFamily("aipp", "dvpipe.backends.dvpp.route", placement=_dvpp_placement, route=_DVPP_HOOKS + "route",
+    BackendFamily("aipp", "dvpipe.backends.dvpp.route", names={"aipp": "hw", "aipp-sim": "sim"},
+                  placement=_dvpp_placement, route=_DVPP_HOOKS + "route",
                   batch_conflict=_DVPP_HOOKS + "batch_conflict", batch_layout="dvpipe.backends.dvpp.route:batch_layout",
                   describe_batch=_DVPP_HOOKS + "describe_batch"),
 ):

@@ -65,7 +65,11 @@ def _route(steps) -> str:
 @pytest.fixture
 def boxgpu(monkeypatch):
     """Register the family (row + kernels) for one test, leaving the table and the kernel registry as found."""
-    assert backends.load_family("cpu") is None  # before the copy: its kernels stay registered after the test
+    # every built-in family loaded before the copy (a test may resolve or ask the availability of any of them):
+    # their kernels stay registered after the test
+    assert backends.load_family("cpu") is None
+    for name in list(backends.FAMILIES):
+        backends.load_family(name)
     monkeypatch.setattr(registry, "_REGISTRY", {k: list(v) for k, v in registry._REGISTRY.items()})
     monkeypatch.setattr(backends, "_TABLE", dict(backends._TABLE))
     monkeypatch.setattr(backends, "FAMILIES", dict(backends.FAMILIES))
@@ -139,10 +143,92 @@ def test_the_planner_names_no_backend_family():
     words: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-            if not node.value.startswith("backends must name"):  # "e.g. ('cpu',)" in the message
+            if "must name at least one backend" not in node.value:  # "e.g. ('cpu',)" in the message
                 words.update(re.findall(r"[a-z]+", node.value.lower()))
         elif isinstance(node, ast.Name):
             words.update(re.findall(r"[a-z]+", node.id.lower()))
         elif isinstance(node, ast.Attribute):
             words.update(re.findall(r"[a-z]+", node.attr.lower()))
     assert words & {"cpu", "torch", "dvpp", "aipp", "cuda", "npu", "acl", "nv12"} == set()
+
+
+# ------------------------------------------------------------------------------------------ backend names
+def test_the_builtin_backend_literal_is_the_names_the_table_declares():
+    """``BuiltinBackend`` stays a Literal for type checkers; a name added to the table (or to the Literal) only
+    fails here."""
+    from typing import get_args
+
+    from dvpipe._typing import BuiltinBackend
+
+    declared = [n for row in backends._TABLE.values() if (row.module or "").startswith("dvpipe.")
+                for n in row.backend_names]
+    assert sorted(get_args(BuiltinBackend)) == sorted(declared)
+    assert len(set(declared)) == len(declared)
+
+
+def test_every_builtin_name_resolves_as_before():
+    """The table's names give the references the old if-chain gave (written out here by hand)."""
+    from dvpipe.backends import resolve
+
+    expected = {"cpu": ("cpu", "cpu", ""), "reference": ("reference", "reference", ""),
+                "torch": ("torch:cpu", "torch", "cpu"), "torch:cpu": ("torch:cpu", "torch", "cpu"),
+                "torch:cuda": ("torch:cuda", "torch", "cuda"), "torch:cuda:1": ("torch:cuda:1", "torch", "cuda:1"),
+                "torch:npu:3": ("torch:npu:3", "torch", "npu:3"), "dvpp": ("dvpp", "dvpp", "hw"),
+                "dvpp-sim": ("dvpp-sim", "dvpp", "sim"), "aipp": ("aipp", "aipp", "hw"),
+                "aipp-sim": ("aipp-sim", "aipp", "sim")}
+    assert {n: (r.name, r.family, r.device) for n in expected for r in [resolve(n)]} == expected
+    with pytest.raises(dv.ConfigError) as e:
+        resolve("torch:gpu")
+    assert str(e.value) == "unknown torch device 'gpu' in backend 'torch:gpu'; use torch:cpu, torch:cuda[:N] or torch:npu[:N]"
+    with pytest.raises(dv.ConfigError) as e:
+        resolve("gpu9")
+    assert str(e.value) == ("unknown backend 'gpu9'; known: cpu, reference, torch:cpu, torch:cuda[:N], torch:npu[:N], "
+                            "dvpp, dvpp-sim, aipp, aipp-sim, or a family you registered kernels for")
+    from dvpipe.deploy._assembly import AUTO_BACKENDS
+
+    assert AUTO_BACKENDS == ("dvpp", "torch:npu", "torch:cuda", "cpu")
+
+
+def test_a_family_from_outside_declares_its_names_and_its_place_in_auto(boxgpu):
+    from dvpipe.backends import known_names, resolve
+    from dvpipe.deploy._assembly import resolve_backends
+
+    row = register_family(BackendFamily(
+        "boxgpu", placement=boxgpu.placement, owns=boxgpu.owns, device_ref=lambda placement: BackendRef("box", "boxgpu", "0"),
+        place_outputs=boxgpu.place_outputs, route=boxgpu.route,
+        names={"box": "0", "box-sim": "sim"}, auto={"box": 5}))
+    assert (resolve("box"), resolve("box-sim")) == (BackendRef("box", "boxgpu", "0"), BackendRef("box-sim", "boxgpu", "sim"))
+    assert {"box", "box-sim"} <= set(known_names()) and row.backend_names == ("box", "box-sim")
+    with pytest.raises(dv.ConfigError, match=r"known: cpu, .*, aipp-sim, box, box-sim, or a family"):
+        resolve("boxx")
+    # auto: rank 5 puts it before dvpp (10); unavailable built-ins are skipped with their reason
+    backends_, notes = resolve_backends(("auto",))
+    assert backends_[0] == "box" and backends_[-1] == "cpu"
+    assert all(not n.startswith("box") for n in notes)
+    plan = plan_pipeline(_rig().cameras, [dv.Decode(), dv.Resize(size=(120, 160))], backends_)
+    assert [s.backend.name for s in plan.cameras[0].steps] == ["cpu", "box", "box", "box", "cpu"]
+
+
+def test_a_family_cannot_take_a_name_another_family_answers_to(boxgpu):
+    with pytest.raises(dv.ConfigError, match=r"^backend family 'other' declares 'dvpp-sim', already a name of family 'dvpp'"):
+        register_family(BackendFamily("other", names={"dvpp-sim": "x"}))
+    with pytest.raises(dv.ConfigError, match=r"declares 'torch:gpu', already a name of family 'torch'"):
+        register_family(BackendFamily("other", names={"torch:gpu": "x"}))
+    with pytest.raises(dv.ConfigError, match=r"puts 'elsewhere' in auto but does not declare it"):
+        register_family(BackendFamily("other", names={"here": ""}, auto={"elsewhere": 1}))
+
+
+# ------------------------------------------------------------------------------------- per-camera backends
+def test_a_camera_whose_own_backends_leave_its_output_off_the_batch_placement_is_refused(boxgpu):
+    """Per-camera preferences still write one batch: a camera batching in the family's device memory while the
+    others batch on the host is a ConfigError naming where each camera's output is."""
+    register_kernel("batch", backend="boxgpu", unit="boxgpu", name="boxgpu.batch")(_resize_on_device)
+    rig = _rig()
+    stages = [dv.Decode(), dv.Resize(size=(120, 160))]
+    on_one = plan_pipeline(rig.cameras, stages, ("boxgpu", "cpu"))  # every camera batching on the device: fine
+    assert {cp.steps[-1].spec_out.placement for cp in on_one.cameras} == {"boxgpu:0"}
+    with pytest.raises(dv.ConfigError) as e:
+        plan_pipeline(rig.cameras, stages, ("cpu",), camera_backends={"B": ("boxgpu", "cpu")})
+    assert str(e.value) == ("cameras with their own backends would write their batch slots in different places "
+                            "(A on host (cpu), B on boxgpu:0 (boxgpu)); every camera's output must be where the batch "
+                            "is: give the batch step's backend to every camera's preference order")

@@ -15,6 +15,7 @@ from dvpipe.deploy.config import DeploymentError
 from dvpipe.testing.deployments import synthetic_deployment, tiny_rig
 from dvpipe.pipeline import Pipeline
 from conftest import encode_jpeg, rig_dict, textured_bgr
+from tolerances import tol
 
 CONFIGS = Path(__file__).parents[1] / "data" / "mmdet3d_configs"
 
@@ -89,9 +90,12 @@ def test_the_one_size_rule_says_the_same_at_load_and_in_the_python_api():
     assert at_load.value.errors == [("pipeline.profile", expected)]
 
 
-def test_cameras_with_their_own_backends_under_an_mmdet3d_config_give_the_one_group_batch(tmp_path):
-    """Two backend preferences (two pipelines of the config's profile, rows copied into one batch):
-    the same images as one pipeline for the whole rig."""
+def test_cameras_with_their_own_backends_under_an_mmdet3d_config_give_one_pipeline_and_the_same_batch(tmp_path,
+                                                                                                     monkeypatch):
+    """A camera with its own backend preference: one pipeline from the config (``camera_backends`` handed to
+    ``Pipeline.from_mmdet3d_config``), the camera planned on its own order, and the same images as the
+    whole rig on one preference."""
+    calls = _spy(monkeypatch, "from_mmdet3d_config")
     rig = rig_dict([(641, 359)] * 2)
     frames = {}
     for k, cam in enumerate(rig["cameras"]):
@@ -111,9 +115,15 @@ def test_cameras_with_their_own_backends_under_an_mmdet3d_config_give_the_one_gr
         r = Runner(dep, write_outputs=False)
         (rb,) = list(r.batches())
         r.finish()
-        return type(r.pipe).__name__, np.array(rb.batch.images, copy=True), rb.batch.valid.copy()
+        plan = r.pipe.plan.to_dict()
+        return (type(r.pipe).__name__, [(c["name"], c["backends"], c["steps"][0]["backend"]) for c in plan["cameras"]],
+                np.array(rb.batch.images, copy=True), rb.batch.valid.copy())
 
-    kind1, one, valid1 = batch(None)
-    kind2, grouped, valid2 = batch(["cpu", "reference"])
-    assert (kind1, kind2) == ("Pipeline", "_GroupedPipeline")
-    assert valid1.all() and valid2.all() and np.array_equal(one, grouped)
+    kind1, prefs1, one, valid1 = batch(None)
+    kind2, prefs2, mixed, valid2 = batch(["reference", "cpu"])
+    assert (kind1, kind2) == ("Pipeline", "Pipeline") and len(calls) == 2
+    assert calls[0][1]["camera_backends"] is None and calls[1][1]["camera_backends"] == {"CAM1": ("reference", "cpu")}
+    assert prefs1 == [("CAM0", ["cpu"], "cpu"), ("CAM1", ["cpu"], "cpu")]
+    assert prefs2 == [("CAM0", ["cpu"], "cpu"), ("CAM1", ["reference", "cpu"], "reference")]
+    assert valid1.all() and valid2.all()
+    np.testing.assert_allclose(mixed, one, **tol("float_path").allclose)

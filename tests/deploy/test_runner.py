@@ -270,12 +270,15 @@ def test_frames_and_duration_limits_and_ctrl_c():
     assert sum(r.accounting.dropped[c].get("shutdown", 0) for c in ("CAM0", "CAM1")) >= 2
 
 
-def test_per_camera_backends_plan_groups_into_one_batch():
+def test_per_camera_backends_plan_into_one_batch():
     dep = synthetic_deployment(3, frames=2, backends=["cpu"])
     dep["cameras"][1]["backends"] = ["reference"]
     ref = {}
     r = Runner(load_deployment(dep), write_outputs=False)
-    assert "[CAM0, CAM2] backends cpu" in str(r.pipe.plan) and "[CAM1] backends reference" in str(r.pipe.plan)
+    text = str(r.pipe.plan)
+    assert ", backends cpu, " in text.splitlines()[0] and "\n  cameras CAM1: backends reference\n" in text
+    assert [(c["name"], c["backends"], {s["backend"] for s in c["steps"]}) for c in r.pipe.plan.to_dict()["cameras"]] == [
+        ("CAM0", ["cpu"], {"cpu"}), ("CAM1", ["reference"], {"reference"}), ("CAM2", ["cpu"], {"cpu"})]
     for rb in r.batches():
         ref[rb.frame_set.index] = np.array(rb.batch.images)
         assert rb.batch.valid.all() and list(rb.batch.cameras) == ["CAM0", "CAM1", "CAM2"]
