@@ -29,7 +29,7 @@ from .latency.timeline import Timeline
 from .planner import CameraPlan, LiveMeasurements, Plan, PlanStep, plan_pipeline
 from .profiles import Profile, profile_metas, profile_stages
 from .stages.base import Stage
-from .stages.registry import KernelContext
+from .stages.kernel_registry import KernelContext
 from .types import Frame, FrameBatch, PixelFormat, Rig, check_one_size
 from .video import VideoPacket
 

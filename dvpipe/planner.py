@@ -22,7 +22,7 @@ from .backends import BackendFamily, BackendRef, availability, family, family_of
 from .errors import ConfigError, PlanError
 from .stages.base import FrameSpec, Stage, camera_matrix_of, matrix_of, output_spec_of
 from .stages.image import Batch, Pad, Transfer
-from .stages.registry import Kernel, KernelQuery, KernelVerdict, kernels_at
+from .stages.kernel_registry import Kernel, KernelQuery, KernelVerdict, kernels_at
 from .types import Camera, PixelFormat
 
 if TYPE_CHECKING:

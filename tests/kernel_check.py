@@ -41,8 +41,8 @@ from dvpipe.backends import FAMILIES, load_family, resolve
 from dvpipe.planner import input_spec
 from dvpipe.stages import Batch, Crop, Decode, Normalise, Pad, Resize
 from dvpipe.stages.base import FrameSpec, Stage
-from dvpipe.stages import registry
-from dvpipe.stages.registry import Kernel, KernelQuery, KernelVerdict
+from dvpipe.stages import kernel_registry as registry
+from dvpipe.stages.kernel_registry import Kernel, KernelQuery, KernelVerdict
 
 import tolerances
 

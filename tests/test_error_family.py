@@ -142,7 +142,7 @@ def test_verifying_a_step_without_a_target_says_to_plan_with_one(tmp_path):
     import dvpipe as dv
     from dvpipe.planner import plan_pipeline
     from dvpipe.probe.live import LiveCache, verify_step
-    from dvpipe.stages.registry import KernelQuery
+    from dvpipe.stages.kernel_registry import KernelQuery
 
     cam = dv.Camera("CAM", width=64, height=48)
     step = plan_pipeline([cam], [dv.Decode()], ["cpu"]).cameras[0].steps[0]  # planned without a target

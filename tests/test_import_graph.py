@@ -149,7 +149,7 @@ def test_the_graph_counts_imports_inside_functions_but_not_type_checking_ones(tm
 
 def test_dvpipe_has_no_import_circles_counting_imports_inside_functions():
     graph = import_graph()
-    assert "dvpipe.planner" in graph and "dvpipe.stages.registry" in graph["dvpipe.planner"]
+    assert "dvpipe.planner" in graph and "dvpipe.stages.kernel_registry" in graph["dvpipe.planner"]
     module_level = import_graph(functions=False)
     assert sum(map(len, graph.values())) > sum(map(len, module_level.values()))  # function imports are counted
     assert _cycles(graph) == []
@@ -186,7 +186,7 @@ def test_the_planner_takes_the_live_cache_it_is_given_and_reads_none_itself():
     import dvpipe as dv
     from dvpipe.testing.dvpp import kitti_rig
     from dvpipe.planner import plan_pipeline
-    from dvpipe.stages.registry import KernelVerdict
+    from dvpipe.stages.kernel_registry import KernelVerdict
 
     class Measured:
         """A live cache saying the device failed every DVPP decode it was asked about."""

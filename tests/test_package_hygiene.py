@@ -166,7 +166,7 @@ def test_every_exception_class_of_the_package_is_in_the_family():
 #: (``return`` for the return annotation) that must not be ``Any``; None: the whole signature.
 TYPED_ENTRY_POINTS = [
     ("dvpipe.register_kernel", None),
-    ("dvpipe.stages.registry.Kernel", None),
+    ("dvpipe.stages.kernel_registry.Kernel", None),
     ("dvpipe.KernelQuery", None),
     ("dvpipe.KernelContext", ("backend", "target")),
     ("dvpipe.probe.build_report", None),

@@ -98,7 +98,7 @@ def generate() -> str:
     """The whole markdown document (deterministic: same code and data, same bytes)."""
     from dvpipe.backends import load_family
     from dvpipe.knowledge import families, latest_checked, open_questions, rules
-    from dvpipe.stages.registry import _LOCK, _REGISTRY
+    from dvpipe.stages.kernel_registry import _LOCK, _REGISTRY
 
     loaded = {b: load_family(b) for b in _BACKENDS}
     out = ["# Support matrix", "",

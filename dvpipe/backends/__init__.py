@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
 
 from ..errors import ConfigError
-from ..stages.registry import KernelVerdict, all_kernels
+from ..stages.kernel_registry import KernelVerdict, all_kernels
 
 if TYPE_CHECKING:
     from ..target import Target

@@ -45,7 +45,7 @@ import cv2
 import numpy as np
 
 from ..codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
-from ..stages.registry import KernelContext, KernelQuery, KernelVerdict, fused_runs, register_kernel
+from ..stages.kernel_registry import KernelContext, KernelQuery, KernelVerdict, fused_runs, register_kernel
 from ..types import PixelFormat
 from ..video import decode_picture, decode_video, picture_bgr, picture_yuv420
 from ._decode import decode_bgr

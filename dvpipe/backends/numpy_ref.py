@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from ..codecs import RAW_YUV_ENCODINGS
-from ..stages.registry import KernelContext, register_kernel
+from ..stages.kernel_registry import KernelContext, register_kernel
 from ._decode import decode_bgr
 
 

@@ -43,7 +43,7 @@ except ImportError as _e:  # the module still imports, so available() can say wh
 
 from .._optional import why_unavailable
 from ..errors import MissingDependencyError
-from ..stages.registry import KernelQuery, KernelVerdict, fused_runs, register_kernel
+from ..stages.kernel_registry import KernelQuery, KernelVerdict, fused_runs, register_kernel
 
 __all__ = ["available", "allocate_output", "environment", "decode_jpeg_batch", "PIXEL_RUNS"]
 

@@ -191,7 +191,7 @@ def _parse_backends(v: Any, path: str, V: _V) -> Optional[tuple[str, ...]]:
 def _stage_table() -> dict[str, Any]:
     """``{YAML name: stage class}`` from the stage registry (:func:`dvpipe.register_stage`): the built-ins and
     every stage a module imported so far (``plugins:``, ``module:Class``) registered."""
-    from ..stages.catalogue import yaml_names
+    from ..stages.stage_registry import yaml_names
 
     return yaml_names()
 

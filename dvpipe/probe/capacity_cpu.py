@@ -38,7 +38,7 @@ def time_plan(cam: Camera, stages: Sequence[Stage], backends: Sequence[str], tar
     from ..backends.dvpp import close_state
     from ..codecs import read_frame_bytes
     from ..planner import plan_pipeline
-    from ..stages.registry import KernelContext
+    from ..stages.kernel_registry import KernelContext
     from .live import synthetic_frame
 
     plan = plan_pipeline([cam], list(stages), list(backends), fidelity=fidelity, target=target)

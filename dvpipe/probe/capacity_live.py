@@ -62,7 +62,7 @@ def burst(step: PlanStep, plan: Plan, cam: Camera, frame: Union[bytes, np.ndarra
 
     from ..backends import resolve
     from ..backends.dvpp import close_state
-    from ..stages.registry import KernelContext
+    from ..stages.kernel_registry import KernelContext
 
     start = threading.Barrier(channels + 1)
     errors: list[BaseException] = []

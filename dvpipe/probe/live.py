@@ -47,7 +47,7 @@ from ..backends import resolve
 from ..codecs import VIDEO_ENCODINGS, read_frame_bytes
 from ..errors import ConfigError
 from ..planner import plan_pipeline
-from ..stages.registry import KernelContext, KernelVerdict
+from ..stages.kernel_registry import KernelContext, KernelVerdict
 from .environment import detect_soc, read_version_file
 from .keys import camera_encoding, step_key, target_key
 from .report import replay_dvpp, stages_for
@@ -56,7 +56,7 @@ if TYPE_CHECKING:  # names for the type checker only
     import numpy as np
 
     from ..stages.base import FrameSpec, Stage
-    from ..stages.registry import Kernel, KernelQuery
+    from ..stages.kernel_registry import Kernel, KernelQuery
     from ..target import Target
     from ..types import Camera
 
@@ -376,9 +376,9 @@ def prefer_empirical(kernel: Kernel, query: KernelQuery, documented: KernelVerdi
     """The planner's verdict for a DVPP kernel, preferring a measured result over the documented one.
 
     Args:
-        kernel: the :class:`~dvpipe.stages.registry.Kernel` asked.
-        query: the :class:`~dvpipe.stages.registry.KernelQuery` it was asked.
-        documented: the kernel's own (documented-rules) :class:`~dvpipe.stages.registry.KernelVerdict`.
+        kernel: the :class:`~dvpipe.stages.kernel_registry.Kernel` asked.
+        query: the :class:`~dvpipe.stages.kernel_registry.KernelQuery` it was asked.
+        documented: the kernel's own (documented-rules) :class:`~dvpipe.stages.kernel_registry.KernelVerdict`.
         cache: the live cache (default: :func:`default_cache_path`, when it exists).
         verify: on a device, verify a documented-``unknown`` step never measured (:func:`verify_step`).
 

@@ -275,7 +275,7 @@ def _checked(family: str, versions: Sequence[str]) -> dict:
 def _dvpp_stage_ops(cam: Any, profile: str, fidelity: Fidelity) -> tuple[str, ...]:
     """The ops of the profile's stages that some DVPP kernel covers, in stage order (decode, resize...)."""
     from ..backends import load_family
-    from ..stages.registry import registered_ops
+    from ..stages.kernel_registry import registered_ops
     from .report import stages_for
 
     load_family("dvpp")

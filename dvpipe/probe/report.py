@@ -46,7 +46,7 @@ from ..planner import input_spec
 from ..profiles import profile_stages
 from ..stages.base import output_spec_of
 from ..stages.image import Batch
-from ..stages.registry import KernelQuery, kernels_at, registered_ops
+from ..stages.kernel_registry import KernelQuery, kernels_at, registered_ops
 from ..types import Camera, Rig, parse_wxh
 from .keys import DECODER_BY_ENCODING, camera_encoding, step_key
 

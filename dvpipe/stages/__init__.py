@@ -4,10 +4,10 @@ The built-in stages are imported here (importing registers them); any registered
 user's, is also reachable as ``dvpipe.stages.<ClassName>`` through :func:`registered_stages`.
 """
 from .base import FrameSpec, Stage, camera_matrix_of, matrix_of, output_spec_of
-from .catalogue import StageInfo, kernels_by_backend, register_stage, registered_stages, stage_class
+from .stage_registry import StageInfo, kernels_by_backend, register_stage, registered_stages, stage_class
 from .image import Batch, Crop, Decode, Normalise, Normalize, Pad, Resize, Transfer
 from .camera import Undistort
-from .registry import (FrameData, KernelContext, KernelFn, KernelQuery, KernelVerdict, fused_runs,
+from .kernel_registry import (FrameData, KernelContext, KernelFn, KernelQuery, KernelVerdict, fused_runs,
                        register_kernel)
 
 __all__ = ["Stage", "FrameSpec", "Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Transfer", "Batch",

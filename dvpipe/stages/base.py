@@ -17,7 +17,7 @@ The planner and every other caller go through :func:`output_spec_of`, :func:`mat
 :func:`camera_matrix_of`, which still accept a user stage written for the old one-argument signature
 (``output_spec(self, spec)``), with a :class:`DeprecationWarning` naming the class.
 
-Kernels (the code that runs a stage on a backend) live in :mod:`dvpipe.stages.registry` and the
+Kernels (the code that runs a stage on a backend) live in :mod:`dvpipe.stages.kernel_registry` and the
 backends; a stage never names a backend.
 """
 from __future__ import annotations

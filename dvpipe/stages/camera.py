@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..types import Camera, PixelFormat
 from .base import FrameSpec, Stage
-from .catalogue import register_stage
+from .stage_registry import register_stage
 
 __all__ = ["Undistort", "opencv_k", "dvpipe_k"]
 

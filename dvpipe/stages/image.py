@@ -14,7 +14,7 @@ from .. import geometry
 from ..errors import ConfigError
 from ..types import Camera, PixelFormat
 from .base import FrameSpec, Stage
-from .catalogue import register_stage
+from .stage_registry import register_stage
 
 __all__ = ["Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Transfer", "Batch", "INTERPOLATIONS", "DTYPES"]
 

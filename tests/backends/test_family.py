@@ -18,8 +18,8 @@ from dvpipe.backends import BackendFamily, BackendRef, register_family
 from dvpipe.testing.dvpp import encode_jpeg, synthetic_bgr
 from dvpipe.errors import PlanError
 from dvpipe.planner import plan_pipeline
-from dvpipe.stages import registry
-from dvpipe.stages.registry import KernelVerdict, kernels_at, register_kernel
+from dvpipe.stages import kernel_registry as registry
+from dvpipe.stages.kernel_registry import KernelVerdict, kernels_at, register_kernel
 
 
 class Box:

@@ -19,7 +19,7 @@ import pytest
 
 import dvpipe as dv
 import kernel_check as kc
-from dvpipe.stages.registry import KernelContext, KernelVerdict, register_kernel
+from dvpipe.stages.kernel_registry import KernelContext, KernelVerdict, register_kernel
 
 LOADED = kc.load_all_families()
 KERNELS = kc.registered_kernels()

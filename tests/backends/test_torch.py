@@ -28,7 +28,7 @@ torch = pytest.importorskip("torch", reason="the torch backend needs torch (pip 
 import dvpipe as dv  # noqa: E402
 from dvpipe.backends import availability, load_family, resolve  # noqa: E402
 from dvpipe.stages.base import FrameSpec  # noqa: E402
-from dvpipe.stages.registry import KernelContext, KernelQuery, kernels_at  # noqa: E402
+from dvpipe.stages.kernel_registry import KernelContext, KernelQuery, kernels_at  # noqa: E402
 from dvpipe.types import PixelFormat  # noqa: E402
 from _bevformer_ref import bevformer_reference  # noqa: E402
 from conftest import encode_jpeg, encode_png, rig_dict, textured_bgr  # noqa: E402

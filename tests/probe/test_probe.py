@@ -15,7 +15,7 @@ from dvpipe.cli import main as cli_main
 from dvpipe.errors import ConfigError
 from dvpipe.probe import live
 from dvpipe.probe.report import ENCODINGS, camera_encoding, parse_camera
-from dvpipe.stages.registry import KernelQuery
+from dvpipe.stages.kernel_registry import KernelQuery
 from dvpipe.target import Target
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,7 +146,7 @@ def test_driver_version_file(tmp_path):
 def test_empirical_failure_overrides_a_documented_ok(tmp_path):
     from dvpipe.backends import load_family, resolve
     from dvpipe.stages import Decode, Resize
-    from dvpipe.stages.registry import kernels_at
+    from dvpipe.stages.kernel_registry import kernels_at
 
     load_family("dvpp")
     kern = next(iter(kernels_at(["decode", "resize"], "dvpp")))

@@ -13,7 +13,7 @@ import pytest
 
 import dvpipe as dv
 from conftest import ROOT, encode_jpeg, textured_bgr
-from dvpipe.stages.registry import FrameData, Kernel, KernelContext, KernelFn, all_kernels, register_kernel
+from dvpipe.stages.kernel_registry import FrameData, Kernel, KernelContext, KernelFn, all_kernels, register_kernel
 
 
 def _members() -> tuple[type, ...]:

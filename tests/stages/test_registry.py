@@ -18,7 +18,7 @@ from dvpipe.deploy.config import _stage_table
 from dvpipe.testing.deployments import tiny_rig
 from dvpipe.errors import ConfigError
 from dvpipe.stages import fused_runs, kernels_by_backend, registered_stages
-from dvpipe.stages.registry import all_kernels
+from dvpipe.stages.kernel_registry import all_kernels
 
 # A stage as a user writes it: one file; nothing in dvpipe changed.
 PLUGIN = '''

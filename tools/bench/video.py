@@ -5,7 +5,7 @@ One command::
 
     .venv/bin/python tools/bench/video.py                    # 6 x 1600x900 H.264 (B-frames), 1 and 2 threads
     .venv/bin/python tools/bench/video.py --scaling          # + 12 and 24 cameras and 6 x 3840x2160
-    .venv/bin/python tools/bench/video.py --runner-ab        # + the Runner with a reader thread per camera
+    .venv/bin/python tools/bench/video.py --runner-ab        # + the Runner with a reader per camera, one set at a time
     .venv/bin/python tools/bench/video.py --quick            # 8 rounds, a smoke run
     .venv/bin/python tools/bench/video.py --json out/video.json
 
@@ -39,6 +39,8 @@ rotated every round; ms per frame set of N cameras):
   fidelity=..., threads=T).process(frame set)`` -> (N, 3, 480, 800) float32: at ``fast`` the
   decoder's YUV planes go straight into the compiled kernel (``fused_decode_*``); at
   ``reference`` FFmpeg's bgr24 picture goes into the fused 2x2 kernel.
+* ``dvpipe fast, submitted ahead`` -- the same pipeline through ``Pipeline.submit`` with one frame set
+  kept ahead (set k+1's cameras start while set k's slowest camera finishes: no per-set barrier).
 * ``Runner fast`` / ``Runner reference`` -- what ``dvpipe run`` times: a :class:`dvpipe.deploy.Runner` on the
   same access units muxed into one Matroska file per camera (``type: video`` sources), the same
   pipeline, no model, no files: reading, synchronising, preprocessing, accounting and statistics.
@@ -99,7 +101,7 @@ GOP = 24  # pictures per IDR period of the bench's streams
 #: 10th percentile. Times are reported per frame set.
 SETS_PER_RUN = GOP
 ROWS: list[str] = []  # --rows: keep only the rows whose names start with these (memory: 4K decoders are large)
-RUNNER_AB = False  # --runner-ab: also the Runner with a reader thread per camera (the design before one reader)
+RUNNER_AB = False  # --runner-ab: also the Runner with a reader per camera, and one set at a time (the designs before)
 MEAN = np.array([123.675, 116.28, 103.53])
 STD = np.array([58.395, 57.12, 57.375])
 CAMS = ("CAM_FRONT", "CAM_FRONT_RIGHT", "CAM_FRONT_LEFT", "CAM_BACK", "CAM_BACK_LEFT", "CAM_BACK_RIGHT")
@@ -312,6 +314,33 @@ class Dvpipe(Method):
         super().close()
 
 
+class DvpipeAhead(Dvpipe):
+    """``Pipeline.submit`` keeping one frame set ahead (what the Runner does), on packets in memory: the
+    pipeline without the per-set barrier, apart from the Runner's reading and accounting."""
+
+    def __init__(self, s, threads, fidelity, profile="bevformer-tiny"):
+        super().__init__(s, threads, fidelity, profile)
+        self.name = f"dvpipe {fidelity}, submitted ahead"
+        self.pipe.reserve_output_buffers(3)
+        self.pending = None
+
+    def run(self, sets=None):
+        b = None
+        for _ in range(sets or SETS_PER_RUN):
+            nxt = self.pipe.submit({n: self.s.packets[i][self.k] for i, n in enumerate(self.names)})
+            if self.pending is not None:
+                b = self.pending.result()
+            self.pending = nxt
+            self.step()
+        self.last = b
+        return b
+
+    def close(self):
+        if self.pending is not None:
+            self.pending.result()
+        super().close()
+
+
 class PyAVParallel(PyAV):
     """The camera-parallel floor: each camera decodes a whole round's pictures (``SETS_PER_RUN`` frame
     sets) in one job, with no barrier between frame sets -- what decoding whole files in parallel costs;
@@ -349,12 +378,15 @@ class RunnerMethod(Method):
     written; each round takes ``SETS_PER_RUN`` frame sets from :meth:`~dvpipe.deploy.Runner.batches` (reading,
     synchronising, preprocessing, accounting and statistics: everything ``dvpipe run`` times)."""
 
-    def __init__(self, s, threads, fidelity, share_reader=True):
+    def __init__(self, s, threads, fidelity, share_reader=True, sets_ahead=None):
         super().__init__(s, threads)
-        self.name = f"Runner {fidelity}" + ("" if share_reader else ", a reader per camera")
+        self.name = (f"Runner {fidelity}" + ("" if share_reader else ", a reader per camera")
+                     + ("" if sets_ahead is None else f", {sets_ahead} set(s) ahead"))
         self.fidelity = fidelity
         self.runner = make_runner(s, threads, fidelity)
         self.runner.share_reader = share_reader  # before batches() starts it
+        if sets_ahead is not None:
+            self.runner.sets_ahead = sets_ahead
         self.it = self.runner.batches()
 
     def run(self):
@@ -530,7 +562,7 @@ def skip_reason(e: BaseException) -> str:
 def peers(s: Streams, threads: int, only=None) -> tuple[list[Method], dict]:
     ms: list[Method] = [PyAV(s, threads, "yuv"), PyAVParallel(s, threads, "yuv"), PyAV(s, threads, "write"),
                         PyAV(s, threads, "bgr24"), PyAVParallel(s, threads, "bgr24"),
-                        Dvpipe(s, threads, "fast"), Dvpipe(s, threads, "reference"),
+                        Dvpipe(s, threads, "fast"), Dvpipe(s, threads, "reference"), DvpipeAhead(s, threads, "fast"),
                         RunnerMethod(s, threads, "fast"), RunnerMethod(s, threads, "reference"), OpenCV(s, threads)]
     from dvpipe.video import FFmpegEngine
 
@@ -553,6 +585,7 @@ def peers(s: Streams, threads: int, only=None) -> tuple[list[Method], dict]:
             skips[name] = skip_reason(e)
     if RUNNER_AB:
         ms.append(RunnerMethod(s, threads, "fast", share_reader=False))
+        ms.append(RunnerMethod(s, threads, "fast", sets_ahead=0))
     if ROWS:  # --rows: only these (prefixes); the rest are closed before they run
         keep = [m for m in ms if m.name.startswith(tuple(ROWS))]
         for m in ms:
@@ -743,7 +776,7 @@ def main(argv=None):
     ap.add_argument("--scaling", action="store_true", help="also 12 and 24 cameras and 6 x 3840x2160")
     ap.add_argument("--only", default="", help="peer rows to keep (prefixes, comma-separated); floors and dvpipe always run")
     ap.add_argument("--quick", action="store_true", help="8 rounds")
-    ap.add_argument("--runner-ab", action="store_true", help="also the Runner with a reader thread per camera")
+    ap.add_argument("--runner-ab", action="store_true", help="also the Runner with a reader thread per camera, and one frame set at a time (sets_ahead 0)")
     ap.add_argument("--no-4k", action="store_true", help="--scaling without the 6 x 3840x2160 block")
     ap.add_argument("--blocks", default="6", help="frame sets to run: 6, 12, 24, 4k (comma-separated; --scaling: all)")
     ap.add_argument("--rows", default="", help="keep only these rows (name prefixes, comma-separated; the "

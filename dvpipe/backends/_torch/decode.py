@@ -19,7 +19,7 @@ from ..._optional import why_unavailable
 from ...codecs import image_info, unsupported_precision
 from .._decode import _jpeg_damage, _sj
 from ...errors import BackendUnavailable, FrameError
-from ...stages.registry import KernelContext, KernelQuery, KernelVerdict
+from ...stages.kernel_registry import KernelContext, KernelQuery, KernelVerdict
 from ...types import PixelFormat
 from .._decode import decode_bgr
 

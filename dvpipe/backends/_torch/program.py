@@ -26,7 +26,7 @@ import torch
 
 from ...codecs import VIDEO_ENCODINGS
 from ...errors import FrameError
-from ...stages.registry import KernelContext, KernelQuery, KernelVerdict
+from ...stages.kernel_registry import KernelContext, KernelQuery, KernelVerdict
 from ...types import PixelFormat
 from .device import DeviceRun, torch_dtype
 

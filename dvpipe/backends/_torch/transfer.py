@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...stages.registry import KernelContext, KernelQuery, KernelVerdict
+from ...stages.kernel_registry import KernelContext, KernelQuery, KernelVerdict
 
 
 def supports(q: KernelQuery) -> KernelVerdict:

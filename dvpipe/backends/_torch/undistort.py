@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from ...errors import FrameError
-from ...stages.registry import KernelContext, KernelQuery, KernelVerdict
+from ...stages.kernel_registry import KernelContext, KernelQuery, KernelVerdict
 from ...types import PixelFormat
 from . import program
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ...device import DeviceTensor
-from ...stages.registry import KernelContext, KernelVerdict, register_kernel
+from ...stages.kernel_registry import KernelContext, KernelVerdict, register_kernel
 from . import _acl, jpegd, vdec, vpc
 from .colour import camera_colour_standard
 from .placement import device_output, picture_layout, program_for_output

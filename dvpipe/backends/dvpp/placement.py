@@ -27,7 +27,7 @@ from ...errors import PlanError
 from ...planner import PlanStep
 from ...stages.base import FrameSpec
 from ...stages.image import Transfer
-from ...stages.registry import KernelVerdict, kernels_at
+from ...stages.kernel_registry import KernelVerdict, kernels_at
 from ...types import Camera, PixelFormat
 from .. import resolve
 from . import vpc

@@ -42,7 +42,7 @@ import numpy as np
 from ...device import DeviceBatch, DeviceTensor
 from ...errors import ConfigError
 from ...latency.clock import DeviceSpan, now_ns
-from ...stages.registry import KernelContext, KernelQuery, KernelVerdict, register_kernel
+from ...stages.kernel_registry import KernelContext, KernelQuery, KernelVerdict, register_kernel
 from ...types import PixelFormat
 from . import _acl
 from .colour import camera_colour_standard as _colour_standard

@@ -43,7 +43,7 @@ from ...codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ...errors import DvpipeError
 from ...knowledge import register_cache as _register_cache
 from ...stages.image import Crop, Decode, Resize
-from ...stages.registry import KernelQuery, KernelVerdict
+from ...stages.kernel_registry import KernelQuery, KernelVerdict
 from ...types import PixelFormat
 
 __all__ = ["DvppDecode", "VpcOp", "Program", "plan_step", "supports", "StepRefused", "TOLERANCES", "TOLERANCE_WHY",

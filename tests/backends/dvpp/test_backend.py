@@ -322,7 +322,7 @@ def test_a3_measured_on_the_device_turns_a_documented_unknown_into_ok(tmp_path):
     from dvpipe.backends import load_family, resolve
     from dvpipe.planner import input_spec
     from dvpipe.probe import live
-    from dvpipe.stages.registry import KernelQuery, kernels_at
+    from dvpipe.stages.kernel_registry import KernelQuery, kernels_at
 
     load_family("dvpp")
     kern = next(k for k in kernels_at(["decode", "resize"], "dvpp") if len(k.ops) == 2)
@@ -353,7 +353,7 @@ def test_verify_step_measures_a_documented_unknown_on_the_device(tmp_path):
     from dvpipe.backends import load_family, resolve
     from dvpipe.planner import input_spec
     from dvpipe.probe import live
-    from dvpipe.stages.registry import KernelQuery, kernels_at
+    from dvpipe.stages.kernel_registry import KernelQuery, kernels_at
 
     load_family("dvpp")
     kern = next(k for k in kernels_at(["decode"], "dvpp") if len(k.ops) == 1)
@@ -406,7 +406,7 @@ def test_a3_step_verified_on_the_device_runs_on_dvpp_with_the_layout_it_was_veri
     from dvpipe.backends import load_family, resolve
     from dvpipe.planner import input_spec
     from dvpipe.probe import live
-    from dvpipe.stages.registry import KernelContext, KernelQuery, kernels_at
+    from dvpipe.stages.kernel_registry import KernelContext, KernelQuery, kernels_at
 
     target, _device = a3_device
     load_family("dvpp")
@@ -452,7 +452,7 @@ def test_a3_step_not_verified_on_the_device_is_refused(a3_device):
     """Without a measurement the step is not accepted: the kernel refuses the undocumented layout."""
     from dvpipe.backends import load_family, resolve
     from dvpipe.planner import input_spec
-    from dvpipe.stages.registry import KernelContext, kernels_at
+    from dvpipe.stages.kernel_registry import KernelContext, kernels_at
 
     target, _acl_obj = a3_device
     load_family("dvpp")
@@ -474,7 +474,7 @@ def test_a3_kernel_reads_no_live_cache_file_the_plan_step_carries_the_fact(a3_de
     from dvpipe.backends import load_family, resolve
     from dvpipe.planner import input_spec, plan_pipeline
     from dvpipe.probe import live
-    from dvpipe.stages.registry import KernelContext, KernelQuery, kernels_at
+    from dvpipe.stages.kernel_registry import KernelContext, KernelQuery, kernels_at
 
     target, _device = a3_device
     load_family("dvpp")

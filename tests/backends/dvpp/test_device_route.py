@@ -302,7 +302,7 @@ def test_torch_npu_route_reads_the_dvpp_picture_device_to_device(samples, monkey
     torch = pytest.importorskip("torch")
     from dvpipe.backends import torch_device as td
     from dvpipe.backends._torch import device as devmod
-    from dvpipe.stages.registry import KernelVerdict
+    from dvpipe.stages.kernel_registry import KernelVerdict
 
     real_av, real_res = td.available, devmod.resolve_device
     monkeypatch.setattr(td, "available", lambda ref, target=None: KernelVerdict.yes("stand-in")

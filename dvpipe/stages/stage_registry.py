@@ -115,7 +115,7 @@ def yaml_names() -> dict[str, type]:
 
 def kernels_by_backend(op: str) -> dict[str, list[tuple[str, ...]]]:
     """``{backend family: [op run, ...]}`` of the registered kernels whose run contains ``op``."""
-    from .registry import all_kernels
+    from .kernel_registry import all_kernels
 
     out: dict[str, list[tuple[str, ...]]] = {}
     for k in all_kernels():

@@ -6,7 +6,7 @@ for each position in a camera's stage list, the longest registered run whose ``s
 on the first backend of the user's preference order that has one — that is what "fusion" means here.
 
 Registering a kernel for a user stage (the stage itself registered with
-:func:`dvpipe.register_stage`, :mod:`dvpipe.stages.catalogue`)::
+:func:`dvpipe.register_stage`, :mod:`dvpipe.stages.stage_registry`)::
 
     @dvpipe.register_stage("gamma")
     @dataclass(frozen=True)
