@@ -275,6 +275,21 @@ class Pipeline:
             return alloc(self.plan.cameras[0].steps[-1].backend, shape, dtype)
         return np.zeros(shape, dtype=dtype)
 
+    @property
+    def locality(self) -> int:
+        """Frames of one camera a worker thread runs in a row when that camera's later frame sets are already
+        submitted (:meth:`submit`); 1 (default): first in first out across cameras. More keeps a camera's
+        decoder state in that thread's caches (faster decoding of recordings), while the other cameras
+        of the earlier set wait longer: each set's latency grows by up to that many frames' work."""
+        return self._pool.locality if self._pool is not None else 1
+
+    @locality.setter
+    def locality(self, frames: int) -> None:
+        if not isinstance(frames, int) or frames < 1:
+            raise ConfigError(f"locality must be a positive integer, got {frames!r}")
+        if self._pool is not None:
+            self._pool.locality = frames
+
     def reserve_output_buffers(self, count: int) -> None:
         """Grow the ring of output buffers to at least ``count`` (before the first frame set: a caller that
         keeps sets in flight with :meth:`submit`, or holds batches longer, needs one buffer for each)."""

@@ -241,3 +241,32 @@ def test_waiting_callers_help_only_with_their_set_and_earlier_ones():
     pool.wait(t1)
     assert order == [(0, 0), (0, 1), (1, 0), (1, 1)]
     pool.close()
+
+
+@pytest.mark.parametrize("locality, want", [
+    (1, [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]),  # first in first out across lanes
+    (3, [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]),  # a worker keeps a lane for 3 items in a row
+    (2, [(0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (2, 1)]),
+])
+def test_locality_runs_a_lanes_queued_items_in_a_row(locality, want):
+    pool = CameraPool(1)
+    pool.locality = locality
+    order, go = [], threading.Event()
+
+    def make(k):
+        def fn(i):
+            if (k, i) == (0, 0):
+                assert go.wait(30)  # every set is queued before the first item ends
+            order.append((k, i))
+        return fn
+
+    try:
+        pool.grow(1)
+        tickets = [pool.submit(make(k), 2) for k in range(3)]
+        go.set()
+        for t in tickets:
+            pool.wait(t)
+    finally:
+        go.set()
+        pool.close()
+    assert order == want

@@ -6,7 +6,7 @@ is read or allocated (``dvpipe validate`` and :class:`~dvpipe.deploy.Runner` bef
   cameras, so a run starts at most that many reader threads (plus the pipeline's workers, at most one
   per CPU by default, and the model's). A larger rig is split into several deployments, one process each.
 * **Memory.** The host memory a run holds whatever its input: the ring of
-  :data:`OUTPUT_BUFFERS` output batches (cameras x C x H x W x the output's bytes per value) and one
+  :func:`output_buffers` output batches (cameras x C x H x W x the output's bytes per value) and one
   decoded BGR picture per camera (height x width x 3 bytes) while a set is processed. This is a
   lower bound (decoders' reference pictures, queued encoded frames and the model come on top), so a
   deployment above the budget cannot run in it. The budget is ``run.memory_budget_mb``, by default
@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Sequence
 
-__all__ = ["MAX_CAMERAS", "OUTPUT_BUFFERS", "camera_problem", "memory_needed", "memory_budget", "memory_problem",
+__all__ = ["MAX_CAMERAS", "OUTPUT_BUFFERS", "MAX_PICTURES_PER_JOB", "output_buffers", "camera_problem", "memory_needed", "memory_budget", "memory_problem",
            "format_bytes"]
 
 #: the most cameras one deployment takes (one reader thread each)
@@ -25,6 +25,14 @@ MAX_CAMERAS = 256
 #: output batches the runner's pipeline keeps in its ring: the set preprocessed ahead, the one being
 #: finished, the one the model reads (a batch stays valid while the model reads it)
 OUTPUT_BUFFERS = 3
+#: the most consecutive pictures of one camera a worker decodes (``run.pictures_per_job``)
+MAX_PICTURES_PER_JOB = 16
+
+
+def output_buffers(pictures_per_job: int = 1) -> int:
+    """Batches in the runner's ring: :data:`OUTPUT_BUFFERS`, plus one per further set started ahead
+    (``run.pictures_per_job``)."""
+    return OUTPUT_BUFFERS + max(1, pictures_per_job) - 1
 
 
 def camera_problem(n_cameras: int) -> Optional[str]:
@@ -77,7 +85,8 @@ def memory_problem(dep: Any, out_shape: Sequence[int], out_dtype: str) -> Option
     import numpy as np
 
     cams = [dep.rig[c.name] for c in dep.cameras]
-    need = memory_needed(out_shape, np.dtype(out_dtype).itemsize, [(c.height, c.width) for c in cams])
+    ring = output_buffers(dep.run.pictures_per_job)
+    need = memory_needed(out_shape, np.dtype(out_dtype).itemsize, [(c.height, c.width) for c in cams], ring)
     budget = memory_budget(dep.run.memory_budget_mb)
     if need["total"] <= budget:
         return None
@@ -85,7 +94,7 @@ def memory_problem(dep: Any, out_shape: Sequence[int], out_dtype: str) -> Option
     origin = ("run.memory_budget_mb" if dep.run.memory_budget_mb is not None
               else "half of this machine's memory; set run.memory_budget_mb")
     return (f"the run needs at least {format_bytes(need['total'])} of memory: {len(cams)} cameras x {shape} "
-            f"{out_dtype} x {OUTPUT_BUFFERS} output buffers = {format_bytes(need['outputs'])}, plus "
+            f"{out_dtype} x {ring} output buffers = {format_bytes(need['outputs'])}, plus "
             f"{format_bytes(need['decoded'])} of decoded pictures; the budget is {format_bytes(budget)} ({origin}); "
             "use fewer cameras per deployment or a smaller output (resize)")
 

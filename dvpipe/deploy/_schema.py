@@ -138,6 +138,9 @@ class RunConfig:
     stall_timeout_ms: float = 1000.0
     overlap_model: bool = True
     memory_budget_mb: Optional[float] = None  # host memory the run may plan for (None: half of this machine's)
+    #: recordings read as fast as possible: a worker decodes up to this many consecutive pictures of one camera
+    #: (frame sets started that far ahead), for cache locality; each set's latency grows (docs/performance.md)
+    pictures_per_job: int = 1
 
 
 @dataclass(frozen=True)

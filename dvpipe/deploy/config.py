@@ -54,6 +54,8 @@ Schema (every key optional unless marked)::
       latest_only: auto | true | false # live: drop the oldest waiting frame rather than block
       stall_timeout_ms: 1000           # no frame for this long: the camera is "stalled"
       overlap_model: true              # preprocess set k+1 while the model runs on set k
+      pictures_per_job: 1              # recordings, not realtime: a worker decodes up to N consecutive pictures
+                                       #   of one camera (sets started N ahead): faster, each set's latency longer
       memory_budget_mb: auto           # host memory the run may plan for (default: half of this machine's);
                                        #   cameras x output buffers beyond it are refused before anything is read
     latency:
@@ -130,7 +132,7 @@ from ..errors import ConfigError
 from ..plugins import import_entry
 from ..target import Target
 from ..types import Rig, check_one_size, short_repr as _show
-from ._budget import camera_problem
+from ._budget import MAX_PICTURES_PER_JOB, camera_problem
 from ._outputs import output_problems
 from ._schema import (ON_CORRUPT, ON_LATE, CameraConfig, DecodeConfig, Deployment, Faults, LatencyConfig,
                       ModelConfig, OutputsConfig, PipelineConfig, RunConfig, SourceConfig, SyncConfig)
@@ -660,7 +662,8 @@ def _parse_sync(v: Any, rig: Optional[Rig], V: _V) -> SyncConfig:
 
 def _parse_run(v: Any, V: _V) -> RunConfig:
     rm = V.mapping(v, "run", ("frames", "duration_s", "loop", "realtime", "speed", "queue_size",
-                              "latest_only", "stall_timeout_ms", "overlap_model", "memory_budget_mb")) or {}
+                              "latest_only", "stall_timeout_ms", "overlap_model", "memory_budget_mb",
+                              "pictures_per_job")) or {}
     latest = rm.get("latest_only", "auto")
     if not (latest == "auto" or isinstance(latest, bool)):
         V.err("run.latest_only", f"expected auto, true or false, got {_show(latest)}")
@@ -679,6 +682,7 @@ def _parse_run(v: Any, V: _V) -> RunConfig:
         overlap_model=V.boolean(rm, "overlap_model", "run", True),
         memory_budget_mb=V.number(rm, "memory_budget_mb", "run", None, minimum=0, exclusive_min=True,
                                   allow_none=True, maximum=_NUMBER_MAX),
+        pictures_per_job=V.number(rm, "pictures_per_job", "run", 1, integer=True, minimum=1, maximum=MAX_PICTURES_PER_JOB),
     )
 
 
@@ -753,6 +757,11 @@ def _check_across(rig: Optional[Rig], rig_path: Optional[str], pipeline: Pipelin
                                  "undistort the images offline or use an images source with the rig's calibration")
     live_cams = [c.name for c in cameras if c.source.live]
     recorded = [c.name for c in cameras if not c.source.live]
+    if run.pictures_per_job > 1 and (live_cams or run.realtime):
+        V.err("run.pictures_per_job", "is for recordings read as fast as possible: it starts frame sets ahead and "
+                                      "delays each one, which a live or paced run ("
+                                      + (f"live cameras {', '.join(live_cams)}" if live_cams else "run.realtime: true")
+                                      + ") cannot afford; remove it or set it to 1")
     if live_cams and recorded and not run.realtime:
         V.warnings.append(f"{', '.join(recorded)} read recordings as fast as possible next to live cameras "
                           f"({', '.join(live_cams)}); set run.realtime: true to replay them at their capture rate")

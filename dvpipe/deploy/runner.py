@@ -55,7 +55,7 @@ from ..latency import LatencyStats, Timeline, now_ns, wall_ns
 from ..types import Frame
 from ..video import GAP, VideoPacket, as_packet, merge_packets
 from ._assembly import AUTO_BACKENDS, build_pipeline, load_model, resolve_backends
-from ._budget import OUTPUT_BUFFERS, camera_problem, memory_problem, plan_output
+from ._budget import camera_problem, memory_problem, output_buffers, plan_output
 from ._progress import ProgressLine, format_eta
 from .config import VIDEO_ENCODINGS, Deployment
 from .exporters import EXPORTERS, BatchResult, Exporter, RunContext, run_exporter_options
@@ -146,7 +146,8 @@ class Runner:
     share_reader = True
     #: frame sets preprocessed at once beyond the one being finished (0: one set at a time, with a
     #: barrier between sets; ``tools/bench/video.py`` compares the two); the output ring
-    #: (:data:`~dvpipe.deploy._budget.OUTPUT_BUFFERS`) has room for one ahead
+    #: (:func:`~dvpipe.deploy._budget.output_buffers`) has room for one ahead, and ``run.pictures_per_job``
+    #: sets ahead when that is more
     sets_ahead = 1
 
     def __init__(self, deployment: Deployment, *, model: Optional[Callable] = None,
@@ -225,15 +226,17 @@ class Runner:
         self._stop_request: Optional[str] = None
         self._finished = False
         # the model runs on its own thread so that frame set k+1 is preprocessed while the model works on
-        # set k (the output ring, OUTPUT_BUFFERS, has its buffer beside those of the sets in flight)
+        # set k (the output ring has its buffer beside those of the sets in flight)
         self._model_pool = (ThreadPoolExecutor(1, thread_name_prefix="dvpipe-model")
                             if self.model is not None and dep.run.overlap_model else None)
         self._pending: deque = deque()
         #: frame sets handed to the pipeline and not yet finished: (set, PendingBatch, timeline), oldest first
         self._inflight: deque = deque()
         # the ring holds the sets in flight and the one the model reads (the memory budget counts them)
-        self.pipe.reserve_output_buffers(OUTPUT_BUFFERS)
+        self.pipe.reserve_output_buffers(output_buffers(dep.run.pictures_per_job))
         self.pipe.touch_output_buffers()
+        self.sets_ahead = max(self.sets_ahead, dep.run.pictures_per_job)
+        self.pipe.locality = dep.run.pictures_per_job
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def __enter__(self) -> "Runner":
