@@ -6,8 +6,10 @@ Threads::
                                     stamp -> Synchroniser.offer (a full camera holds its frame)
     a reader per other source:      live streams, paced replays, sources with injected faults or
                                     decoding in the source: source.read() -> Synchroniser.push
-    runner (calling) thread:        Synchroniser.poll -> Pipeline.process (the pipeline decodes the
-                                    cameras of a set in parallel threads) -> model -> outputs -> stats
+    runner (calling) thread:        Synchroniser.poll -> Pipeline.submit (the pipeline's threads decode
+                                    the cameras; the next set is submitted before this one is finished,
+                                    so no core waits at a per-set barrier) -> result -> late-camera
+                                    policy, accounting -> model -> outputs -> stats
 
 * **Start-up apart from the steady state.** Recordings are opened (8 at a time) before the run's
   clock starts; the output buffers are written once when the runner is built (a fresh buffer's
