@@ -219,6 +219,13 @@ class CameraPool:
             error, ticket.error = ticket.error, None
             raise error
 
+    def join(self, ticket: Ticket) -> None:
+        """Return when ``ticket``'s items have all finished (or were skipped), without helping and without
+        raising their error (:meth:`wait` still raises it)."""
+        with self._shared.cv:
+            while not ticket.settled():
+                self._shared.cv.wait()
+
     def _cancel(self, ticket: Ticket) -> None:
         cv = self._shared.cv
         with cv:

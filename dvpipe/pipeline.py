@@ -641,6 +641,13 @@ class PendingBatch:
         t = self._work.ticket
         return t is None or t.settled()
 
+    def wait(self) -> None:
+        """Return once every camera of the set has finished, without assembling the batch (nor raising a
+        step's error: :meth:`result` does)."""
+        work = self._work
+        if work.ticket is not None and work.pipe._pool is not None:
+            work.pipe._pool.join(work.ticket)
+
     def result(self) -> FrameBatch:
         """The set's batch (collecting the sets submitted before it first); re-raises a step's error
         (``fallback="error"``) or a kernel bug as :meth:`Pipeline.process` would."""

@@ -103,3 +103,17 @@ def test_h264_with_b_frames_submitted_ahead_equals_set_by_set():
     for k, (g, w) in enumerate(zip(got, want)):
         assert g.valid.tolist() == w.valid.tolist(), k
         np.testing.assert_array_equal(g.images, w.images, err_msg=f"set {k}")
+
+
+def test_wait_returns_when_the_cameras_are_done_without_assembling_the_batch():
+    """``PendingBatch.wait`` waits for the jobs; the batch (here with a refused frame, a drop) comes from ``result``."""
+    rig = Rig.from_dict(tiny_rig(2, 64, 48, encoding="jpeg"))
+    sets = _jpeg_sets(rig, 2)
+    sets[1][rig.names[1]] = b"not a jpeg"
+    with Pipeline(rig, [Decode(), Normalise()], ("cpu",), threads=2, output_buffers=2, fallback="error") as pipe:
+        p0, p1 = pipe.submit(sets[0]), pipe.submit(sets[1])
+        p1.wait()
+        assert p0.done() and p1.done()
+        _checked(p0.result(), sets[0], rig)
+        batch = p1.result()  # a frame the decoder refuses is a drop (FrameError), not a raised error
+        assert batch.valid.tolist() == [True, False]

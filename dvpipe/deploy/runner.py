@@ -642,6 +642,13 @@ class Runner:
         while self._pending:
             yield self._pending.popleft().result()
 
+    def wait_in_flight(self) -> None:
+        """Return once the frame sets handed to the pipeline have been preprocessed (not yet completed):
+        a benchmark that times rounds of :meth:`batches` calls it at the end of each round, so that the
+        sets submitted ahead are not worked on between its rounds."""
+        for _fs, pending, _tl in list(self._inflight):
+            pending.wait()
+
     def run(self) -> RunResult:
         """Run to the end (input, limits or Ctrl-C) and write the outputs."""
         try:

@@ -42,7 +42,7 @@ rotated every round; ms per frame set of N cameras):
 * ``dvpipe fast, submitted ahead`` -- the same pipeline through ``Pipeline.submit`` with one frame set
   kept ahead (set k+1's cameras start while set k's slowest camera finishes: no per-set barrier).
 * ``Runner fast, 3 pictures per job`` -- the same with ``run.pictures_per_job: 3`` (a worker decodes up to
-  three consecutive pictures of one camera; sets started three ahead).
+  three consecutive pictures of one camera; sets started three ahead); ``--pictures-per-job N`` for another N.
 * ``Runner fast`` / ``Runner reference`` -- what ``dvpipe run`` times: a :class:`dvpipe.deploy.Runner` on the
   same access units muxed into one Matroska file per camera (``type: video`` sources), the same
   pipeline, no model, no files: reading, synchronising, preprocessing, accounting and statistics.
@@ -103,6 +103,7 @@ GOP = 24  # pictures per IDR period of the bench's streams
 #: 10th percentile. Times are reported per frame set.
 SETS_PER_RUN = GOP
 ROWS: list[str] = []  # --rows: keep only the rows whose names start with these (memory: 4K decoders are large)
+PICTURES_PER_JOB = 3  # --pictures-per-job: the locality row's run.pictures_per_job
 RUNNER_AB = False  # --runner-ab: also the Runner with a reader per camera, and one set at a time (the designs before)
 MEAN = np.array([123.675, 116.28, 103.53])
 STD = np.array([58.395, 57.12, 57.375])
@@ -334,6 +335,7 @@ class DvpipeAhead(Dvpipe):
                 b = self.pending.result()
             self.pending = nxt
             self.step()
+        self.pending.wait()  # the set submitted ahead is this round's work, not the next rows' time
         self.last = b
         return b
 
@@ -396,6 +398,7 @@ class RunnerMethod(Method):
         for _ in range(SETS_PER_RUN):
             next(self.it)
             self.step()
+        self.runner.wait_in_flight()  # the sets submitted ahead are this round's work, not the next rows' time
         return None
 
     def close(self):
@@ -567,7 +570,7 @@ def peers(s: Streams, threads: int, only=None) -> tuple[list[Method], dict]:
     ms: list[Method] = [PyAV(s, threads, "yuv"), PyAVParallel(s, threads, "yuv"), PyAV(s, threads, "write"),
                         PyAV(s, threads, "bgr24"), PyAVParallel(s, threads, "bgr24"),
                         Dvpipe(s, threads, "fast"), Dvpipe(s, threads, "reference"), DvpipeAhead(s, threads, "fast"),
-                        RunnerMethod(s, threads, "fast"), RunnerMethod(s, threads, "fast", pictures_per_job=3),
+                        RunnerMethod(s, threads, "fast"), RunnerMethod(s, threads, "fast", pictures_per_job=PICTURES_PER_JOB),
                         RunnerMethod(s, threads, "reference"), OpenCV(s, threads)]
     from dvpipe.video import FFmpegEngine
 
@@ -781,6 +784,7 @@ def main(argv=None):
     ap.add_argument("--scaling", action="store_true", help="also 12 and 24 cameras and 6 x 3840x2160")
     ap.add_argument("--only", default="", help="peer rows to keep (prefixes, comma-separated); floors and dvpipe always run")
     ap.add_argument("--quick", action="store_true", help="8 rounds")
+    ap.add_argument("--pictures-per-job", type=int, default=3, help="run.pictures_per_job of the locality Runner row")
     ap.add_argument("--runner-ab", action="store_true", help="also the Runner with a reader thread per camera, and one frame set at a time (sets_ahead 0)")
     ap.add_argument("--no-4k", action="store_true", help="--scaling without the 6 x 3840x2160 block")
     ap.add_argument("--blocks", default="6", help="frame sets to run: 6, 12, 24, 4k (comma-separated; --scaling: all)")
@@ -790,8 +794,9 @@ def main(argv=None):
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     rounds = 8 if a.quick else a.rounds
-    global RUNNER_AB
+    global RUNNER_AB, PICTURES_PER_JOB
     RUNNER_AB = a.runner_ab
+    PICTURES_PER_JOB = a.pictures_per_job
     if a.rows:
         ROWS[:] = ["floor: decode (PyAV -> YUV)"] + [r.strip() for r in a.rows.split(",") if r.strip()]
     blocks_wanted = {"6", "12", "24", "4k"} if a.scaling else {b.strip() for b in a.blocks.split(",")}
@@ -855,7 +860,7 @@ def main(argv=None):
             log(f"{key}: dvpipe fast {f['median_ms']:.1f} ms = {f['to_decode']:.2f}x the YUV decode floor (target <= 1.15; "
                 f"p10 {f['to_decode_p10']:.2f}x); dvpipe reference {ref['median_ms']:.1f} ms = {ref['to_bgr']:.2f}x "
                 f"decode + bgr24 (target <= 1.15; p10 {ref['to_bgr_p10']:.2f}x)")
-        for name in ("Runner fast", "Runner fast, 3 pictures per job"):
+        for name in ("Runner fast", f"Runner fast, {PICTURES_PER_JOB} pictures per job"):
             if name in r:
                 rf = r[name]
                 log(f"{key}: {name} {rf['median_ms']:.1f} ms = {rf['to_parallel']:.2f}x the camera-parallel YUV floor "
