@@ -24,10 +24,10 @@ per damage kind are in docs/deployments.md ("Integrity").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Iterator, Optional
 from .errors import ConfigError, DvpipeError
 
-__all__ = ["Picture", "StreamHeaders", "HeaderError", "split_nal_units", "picture_hash_mismatch"]
+__all__ = ["Picture", "StreamHeaders", "HeaderError", "split_nal_units", "nal_units", "picture_hash_mismatch"]
 
 
 class HeaderError(DvpipeError, ValueError):
@@ -45,25 +45,44 @@ class _Nal(bytes):
     size: int
 
 
-def split_nal_units(au: bytes) -> list[bytes]:
-    """The NAL units of an Annex B access unit, start codes removed, emulation prevention kept; each
-    cut to its first :data:`_HEAD_BYTES` bytes (the headers), its full length in ``.size``."""
-    out: list[bytes] = []
+def _nal_bounds(au: bytes) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each NAL unit of an Annex B access unit: from after its start code to the next
+    start code (or the end of ``au``)."""
     n = len(au)
     i = au.find(b"\x00\x00\x01")
     while 0 <= i < n:
         start = i + 3
         j = au.find(b"\x00\x00\x01", start)
-        end = n if j < 0 else j
+        yield start, (n if j < 0 else j)
+        i = j
+
+
+def split_nal_units(au: bytes) -> list[bytes]:
+    """The NAL units of an Annex B access unit, start codes removed, emulation prevention kept; each
+    cut to its first :data:`_HEAD_BYTES` bytes (the headers), its full length in ``.size``."""
+    out: list[bytes] = []
+    for start, end in _nal_bounds(au):
         unit = _Nal(au[start:min(end, start + _HEAD_BYTES)])
         unit.size = end - start
-        if j >= 0 and au[end - 1] == 0:  # the next start code's leading zero (4-byte start code)
+        if end < len(au) and au[end - 1] == 0:  # the next start code's leading zero (4-byte start code)
             unit.size = end - start - 1
             if start + _HEAD_BYTES >= end:
                 unit = _Nal(unit.rstrip(b"\x00"))
                 unit.size = len(unit)
         out.append(unit)
-        i = j
+    return out
+
+
+def nal_units(au: bytes) -> list[bytes]:
+    """The whole NAL units of an Annex B access unit, start codes removed (and the zeros before a
+    following start code); empty units left out."""
+    out = []
+    for start, end in _nal_bounds(au):
+        nal = au[start:end]
+        if end < len(au) and nal.endswith(b"\x00"):
+            nal = nal.rstrip(b"\x00")  # the leading zero of a 4-byte start code
+        if nal:
+            out.append(nal)
     return out
 
 

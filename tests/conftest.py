@@ -77,6 +77,18 @@ def rig_dict(sizes, encoding="jpeg", seed=0):
     return {"name": "test", "cameras": cams}
 
 
+
+def camera_folders(root, rig: dict) -> dict:
+    """One textured JPEG per camera of ``rig`` (a :func:`rig_dict`) in ``root/<camera>/1000000000.jpg``, the
+    layout an ``images`` source reads; returns camera name -> the JPEG's bytes."""
+    frames = {}
+    for k, cam in enumerate(rig["cameras"]):
+        folder = root / cam["name"]
+        folder.mkdir()
+        frames[cam["name"]] = encode_jpeg(textured_bgr(cam["width"], cam["height"], seed=k))
+        (folder / "1000000000.jpg").write_bytes(frames[cam["name"]])
+    return frames
+
 @pytest.fixture(scope="session")
 def nuscenes_dir():
     if not (NUSCENES / "rig.yaml").exists():

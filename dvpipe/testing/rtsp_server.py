@@ -30,29 +30,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
+
+from ..bitstream import nal_units
 from ..errors import ConfigError
 
-__all__ = ["RtspStream", "LoopbackRtspServer", "split_nal_units", "read_access_units"]
+__all__ = ["RtspStream", "LoopbackRtspServer", "read_access_units"]
 
 _RTP_MTU = 1400
-
-
-def split_nal_units(au: bytes) -> list[bytes]:
-    """The NAL units of an Annex B access unit, without start codes."""
-    out = []
-    n = len(au)
-    i = au.find(b"\x00\x00\x01")
-    while 0 <= i < n:
-        start = i + 3
-        j = au.find(b"\x00\x00\x01", start)
-        end = n if j < 0 else j
-        nal = au[start:end]
-        if j >= 0 and nal.endswith(b"\x00"):
-            nal = nal.rstrip(b"\x00")  # the leading zero of a 4-byte start code
-        if nal:
-            out.append(nal)
-        i = j
-    return out
 
 
 def read_access_units(path: str) -> tuple[str, list[bytes], float]:
@@ -341,7 +325,7 @@ class LoopbackRtspServer:
         enc = "H264" if st.codec == "h264" else "H265"
         fmtp = ""
         if st.codec == "h264":
-            nals = split_nal_units(st.access_units[0]) if st.access_units else []
+            nals = nal_units(st.access_units[0]) if st.access_units else []
             sps = next((n for n in nals if n[0] & 0x1F == 7), None)
             pps = next((n for n in nals if n[0] & 0x1F == 8), None)
             fmtp = "a=fmtp:96 packetization-mode=1"
@@ -401,7 +385,7 @@ class LoopbackRtspServer:
 
     @staticmethod
     def _packetise(au: bytes, codec: str) -> list[tuple[bytes, bool]]:
-        nals = split_nal_units(au)
+        nals = nal_units(au)
         out: list[tuple[bytes, bool]] = []
         for j, nal in enumerate(nals):
             last = j == len(nals) - 1

@@ -14,7 +14,7 @@ from dvpipe.deploy import Runner, load_deployment
 from dvpipe.deploy.config import DeploymentError
 from dvpipe.testing.deployments import synthetic_deployment, tiny_rig
 from dvpipe.pipeline import Pipeline
-from conftest import encode_jpeg, rig_dict, textured_bgr
+from conftest import camera_folders, rig_dict
 from tolerances import tol
 
 CONFIGS = Path(__file__).parents[1] / "data" / "mmdet3d_configs"
@@ -51,12 +51,7 @@ def test_an_mmdet3d_config_is_read_at_load_only(tmp_path, monkeypatch):
     configs = tmp_path / "configs"
     shutil.copytree(CONFIGS, configs)
     rig = rig_dict([(641, 359)] * 2)
-    frames = {}
-    for k, cam in enumerate(rig["cameras"]):
-        folder = tmp_path / cam["name"]
-        folder.mkdir()
-        frames[cam["name"]] = encode_jpeg(textured_bgr(641, 359, seed=k))
-        (folder / "1000000000.jpg").write_bytes(frames[cam["name"]])
+    frames = camera_folders(tmp_path, rig)
     dep = load_deployment({
         "name": "mm", "rig": rig,
         "pipeline": {"mmdet3d_config": str(configs / "bevformer" / "bevformer_tiny.py"), "backends": ["cpu"]},
@@ -97,12 +92,7 @@ def test_cameras_with_their_own_backends_under_an_mmdet3d_config_give_one_pipeli
     whole rig on one preference."""
     calls = _spy(monkeypatch, "from_mmdet3d_config")
     rig = rig_dict([(641, 359)] * 2)
-    frames = {}
-    for k, cam in enumerate(rig["cameras"]):
-        folder = tmp_path / cam["name"]
-        folder.mkdir()
-        frames[cam["name"]] = encode_jpeg(textured_bgr(641, 359, seed=k))
-        (folder / "1000000000.jpg").write_bytes(frames[cam["name"]])
+    frames = camera_folders(tmp_path, rig)
 
     def batch(second_camera_backends):
         cams = [{"name": c["name"], "source": {"type": "images", "uri": str(tmp_path / c["name"])}}

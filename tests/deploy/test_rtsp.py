@@ -10,7 +10,8 @@ import pytest
 from dvpipe import Camera
 from dvpipe.deploy import Runner, load_deployment
 from dvpipe.deploy.config import SourceConfig
-from dvpipe.testing.rtsp_server import LoopbackRtspServer, RtspStream, split_nal_units
+from dvpipe.bitstream import nal_units
+from dvpipe.testing.rtsp_server import LoopbackRtspServer, RtspStream
 from dvpipe.deploy.sources import SourceError
 from dvpipe.deploy.sources.video import RtspSource
 from dvpipe.testing.deployments import encode_access_units, tiny_rig
@@ -55,7 +56,7 @@ def test_packetisation_round_trip(h264_units):
     fus = [p for p, _m in pkts[1:]]
     assert all(p[0] & 0x1F == 28 for p in fus) and fus[0][1] & 0x80 and fus[-1][1] & 0x40 and pkts[-1][1]
     assert bytes([(fus[0][0] & 0xE0) | (fus[0][1] & 0x1F)]) + b"".join(p[2:] for p in fus) == big
-    assert split_nal_units(b"\x00\x00\x00\x01\x67\x01\x00\x00\x01\x68\x02") == [b"\x67\x01", b"\x68\x02"]
+    assert nal_units(b"\x00\x00\x00\x01\x67\x01\x00\x00\x01\x68\x02") == [b"\x67\x01", b"\x68\x02"]
 
 
 def test_server_binds_loopback_only():
@@ -74,8 +75,8 @@ def test_rtsp_source_reads_access_units(codec):
         src.close()
     assert all(it is not None and it.capture_mono_ns is not None for it in items)
     assert items[0].keyframe  # the stream analysis at open does not eat the first frames
-    sent = [split_nal_units(au) for au in aus]
-    got = [[n for u in it.frame.data.units if hasattr(u, "data") for n in split_nal_units(u.data)] for it in items]
+    sent = [nal_units(au) for au in aus]
+    got = [[n for u in it.frame.data.units if hasattr(u, "data") for n in nal_units(u.data)] for it in items]
     assert got == sent[:12]  # whole access units, Annex B, one per frame (no B-frames: no look-ahead)
     caps = [it.frame.capture_epoch_ns for it in items]
     assert caps == sorted(caps)

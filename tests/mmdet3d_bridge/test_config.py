@@ -12,7 +12,7 @@ from dvpipe.mmdet3d import check_rig, find_test_pipeline, load_config, map_test_
 from _bevdet_ref import bevdet_reference
 from _bevformer_ref import bevformer_reference
 from _petr_ref import petr_reference
-from conftest import encode_jpeg, rig_dict, textured_bgr
+from conftest import camera_folders, encode_jpeg, rig_dict, textured_bgr
 
 from tolerances import tol
 
@@ -235,12 +235,7 @@ def test_a_deployment_names_the_mmdet3d_config_and_runs_it(tmp_path):
     from dvpipe.deploy import Runner, load_deployment
 
     rig = rig_dict([(641, 359)] * 2)
-    frames = {}
-    for k, cam in enumerate(rig["cameras"]):
-        folder = tmp_path / cam["name"]
-        folder.mkdir()
-        frames[cam["name"]] = encode_jpeg(textured_bgr(641, 359, seed=k))
-        (folder / "1000000000.jpg").write_bytes(frames[cam["name"]])
+    frames = camera_folders(tmp_path, rig)
     dep = load_deployment({
         "name": "mm", "rig": rig,
         "pipeline": {"mmdet3d_config": str(CONFIGS / "bevformer" / "bevformer_tiny.py"), "backends": ["cpu"]},
