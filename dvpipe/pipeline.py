@@ -137,7 +137,8 @@ class Pipeline:
         self.threads = n_threads
         self._pool = CameraPool(n_threads) if n_threads > 1 else None
         self._lock = threading.Lock()
-        self._serial = threading.Lock()  # sets start one at a time, in the order the calls take it
+        # sets start one at a time, in the order the calls take it; notified when a set is collected (its buffer free)
+        self._room = threading.Condition()
         self._collecting = threading.Lock()  # and are assembled in that order
         self._uncollected: deque[_SetWork] = deque()  # started, batch not yet assembled (oldest first)
         self._corrupt: list[list[str]] = [[] for _ in self.plan.cameras]  # per camera: its current frame's damage
@@ -421,7 +422,7 @@ class Pipeline:
         Raises:
             ConfigError: a key is not a camera of the rig (nothing is run).
         """
-        work = self._begin(frames, timeline)
+        work = self._begin(frames, timeline, block=True)
         if work.ticket is not None:
             assert self._pool is not None
             try:
@@ -446,21 +447,24 @@ class Pipeline:
         """
         if self._pool is not None and self._pool.workers < self.threads:
             self._pool.grow(self.threads)
-        work = self._begin(frames, timeline)
-        return PendingBatch(self, work)
+        work = self._begin(frames, timeline, block=False)
+        return PendingBatch(work)
 
-    def _begin(self, frames: Mapping[str, Any], timeline: Optional[Timeline]) -> "_SetWork":
-        """Take the next output buffer and queue the set's camera jobs (run inline without a pool)."""
+    def _begin(self, frames: Mapping[str, Any], timeline: Optional[Timeline], block: bool) -> "_SetWork":
+        """Take the next output buffer and queue the set's camera jobs (run inline without a pool); with every
+        buffer held by an uncollected set, wait (``block``) or raise."""
         if not isinstance(frames, Mapping):
             raise ConfigError(f"process() takes a mapping camera name -> frame, got {type(frames).__name__}")
         unknown = [k for k in frames if k not in self._name_set]
         if unknown:
             raise ConfigError(f"unknown camera(s) {', '.join(map(str, unknown))}; the rig has {', '.join(self._names)}")
-        with self._serial:
-            if len(self._uncollected) >= len(self._buffers):
-                raise ConfigError(f"{len(self._uncollected)} frame sets submitted and not collected: collect one "
-                                  f"(.result()) before submitting another, or raise output_buffers "
-                                  f"(now {len(self._buffers)})")
+        with self._room:
+            while len(self._uncollected) >= len(self._buffers):
+                if not block:
+                    raise ConfigError(f"{len(self._uncollected)} frame sets submitted and not collected: collect one "
+                                      f"(.result()) before submitting another, or raise output_buffers "
+                                      f"(now {len(self._buffers)})")
+                self._room.wait()  # process() from several threads: wait for the oldest set's caller
             slot = self._next_buffer
             self._next_buffer = (slot + 1) % len(self._buffers)
             self._generations[slot] += 1  # a batch still pointing at this buffer is stale from here on
@@ -490,16 +494,22 @@ class Pipeline:
                 except BaseException as e:  # noqa: BLE001 - raised to the set's own caller below
                     first.error = e
                     if first is not work and not isinstance(e, Exception):  # Ctrl-C: now, not later
-                        self._uncollected.popleft()
+                        self._collected()
                         raise
-                self._uncollected.popleft()
+                self._collected()
         if work.error is not None:
             raise work.error
         assert work.batch is not None
         return work.batch
 
+    def _collected(self) -> None:
+        """The oldest set is assembled: its place in the ring counts as free for the next one."""
+        with self._room:
+            self._uncollected.popleft()
+            self._room.notify_all()
+
     def _assemble(self, work: "_SetWork") -> FrameBatch:
-        names, tl, images, reasons = self._names, work.tl, self._buffers[work.slot], work.reasons
+        names, tl, images, reasons = self._names, work.tl, work.images, work.reasons
         tl.record_assembly(work.ready)
         valid = np.array([r is None for r in reasons], dtype=bool)
         drops = [(names[i], r) for i, r in enumerate(reasons) if r is not None]
@@ -633,7 +643,7 @@ class PendingBatch:
 
     __slots__ = ("_work",)
 
-    def __init__(self, pipe: Pipeline, work: _SetWork):
+    def __init__(self, work: _SetWork):
         self._work = work
 
     def done(self) -> bool:

@@ -117,3 +117,26 @@ def test_wait_returns_when_the_cameras_are_done_without_assembling_the_batch():
         _checked(p0.result(), sets[0], rig)
         batch = p1.result()  # a frame the decoder refuses is a drop (FrameError), not a raised error
         assert batch.valid.tolist() == [True, False]
+
+
+def test_process_from_more_threads_than_buffers_waits_for_a_buffer_instead_of_refusing():
+    """``process`` callers outnumbering the ring wait for the oldest set's caller (``submit`` refuses instead)."""
+    import threading
+
+    rig = Rig.from_dict(tiny_rig(2, 64, 48, encoding="jpeg"))
+    sets = _jpeg_sets(rig, 4)
+    errors, valid = [], []
+    with Pipeline(rig, [Decode(), Normalise()], ("cpu",), threads=2, output_buffers=1) as pipe:
+        def caller(k):
+            try:
+                for _ in range(10):
+                    valid.append(bool(pipe.process(sets[k]).valid.all()))
+            except Exception as e:  # noqa: BLE001 - collected for the assertion
+                errors.append(e)
+
+        workers = [threading.Thread(target=caller, args=(k,)) for k in range(4)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join(60)
+    assert errors == [] and valid == [True] * 40

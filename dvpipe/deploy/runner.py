@@ -213,7 +213,7 @@ class Runner:
         self._unprocessed: list[FrameSet] = []
         self.model_error: Optional[str] = None
         self.sets_done = 0
-        self.sets_prepared = 0  # ahead of sets_done by the set the model is working on
+        self.sets_prepared = 0  # handed to the pipeline: ahead of sets_done by the sets in flight and the model's
         self.outputs: dict[str, str] = {}
         self.exporters_closed = False
         self._exporter_ns: dict[str, list[int]] = {}  # exporter -> [observe calls, ns summed, ns max]
@@ -623,13 +623,13 @@ class Runner:
                 first = False
                 self._start_set(self._unprocessed.pop(0))
                 while len(self._inflight) > self.sets_ahead:
-                    yield from self._submit(self._inflight.popleft())
+                    yield from self._finish_oldest()
             if self.stopped_by != "end of input":
                 break
             self._check_stalls(self.clock())
             if not sets:
                 if self._inflight:  # nothing new: finish the oldest set rather than wait
-                    yield from self._submit(self._inflight.popleft())
+                    yield from self._finish_oldest()
                     continue
                 if self.sync.done:
                     break
@@ -638,7 +638,7 @@ class Runner:
                 if timeout > 0:
                     self.sync.wait(timeout)
         while self._inflight:
-            yield from self._submit(self._inflight.popleft())
+            yield from self._finish_oldest()
         while self._pending:
             yield self._pending.popleft().result()
 
@@ -698,8 +698,10 @@ class Runner:
         self._inflight.append((fs, self.pipe.submit(frames, timeline=tl), tl))  # spans go into the set's timeline
         self.sets_prepared += 1
 
-    def _process(self, fs: FrameSet, pending, tl: Timeline) -> Any:
-        """``fs``'s batch, settled (late-camera policy, accounting)."""
+    def _finish_oldest(self) -> Iterator[RunBatch]:
+        """Take the oldest set in flight: its batch, settled (late-camera policy, accounting), then complete it
+        (model, outputs, statistics) here or on the model thread."""
+        fs, pending, tl = self._inflight.popleft()
         try:
             batch = pending.result()
         except BaseException:  # Ctrl-C or fallback="error": the run stops, its frames are still accounted
@@ -707,12 +709,6 @@ class Runner:
                 self._account_drop(Dropped(it, "shutdown", "the run stopped while its set was processed"))
             raise
         self._settle(fs, batch)
-        return batch
-
-    def _submit(self, started: tuple) -> Iterator[RunBatch]:
-        """Finish preprocessing a started set; complete it (model, outputs, statistics) here or on the model thread."""
-        fs, pending, tl = started
-        batch = self._process(fs, pending, tl)
         if self._model_pool is None:
             yield self._complete(fs, batch, tl, self.clock())
             return
