@@ -451,6 +451,43 @@ def dvpipe_run_timing(s: Streams, threads: int, fidelity: str, sets: int) -> dic
             "wall_s_with_open": wall, "startup": startup}
 
 
+def first_set_floors(s: Streams, threads: int) -> dict:
+    """Two floors of a run's first frame set (ms from a fresh start to every camera's first picture; fresh
+    decoders on a fresh pool of ``threads``, cameras in parallel, as :func:`dvpipe_run_timing` starts):
+    ``reorder`` -- FFmpeg fed units until it outputs the camera's first picture (with B-frames, after its
+    reorder delay: 3 units here); ``idr`` -- the first IDR unit alone, decoded and drained (what
+    ``ReorderingDecoder(first_picture_early=True)`` does for the first frame)."""
+    def first(c: int, drain: bool) -> None:
+        dec = av.CodecContext.create("h264", "r")
+        dec.thread_type = "SLICE"
+        for data, _, _ in s.aus[c]:
+            if dec.decode(av.Packet(data)) or (drain and dec.decode(None)):
+                return
+        raise RuntimeError("no picture")
+
+    out = {}
+    for name, drain in (("reorder", False), ("idr", True)):
+        pool = CameraPool(threads)
+        t0 = time.perf_counter()
+        pool.run(lambda c: first(c, drain), s.n)
+        out[name] = (time.perf_counter() - t0) * 1e3
+        pool.close()
+    return out
+
+
+def first_set_rounds(s: Streams, threads: int, fidelity: str, rounds: int = 5) -> dict:
+    """``dvpipe run``'s first-set latency (``startup["first_set_ms"]``, runs of 2 sets) and
+    :func:`first_set_floors`, interleaved; medians of ``rounds``."""
+    got: dict[str, list] = {"dvpipe run": [], "reorder": [], "idr": []}
+    for _ in range(rounds):
+        for k, v in first_set_floors(s, threads).items():
+            got[k].append(v)
+        r = make_runner(s, threads, fidelity, frames=2)
+        r.run()
+        got["dvpipe run"].append(r.startup["first_set_ms"])
+    return {k: float(np.median(v)) for k, v in got.items()} | {"rounds": rounds}
+
+
 class OpenCV(Method):
     name = "OpenCV VideoCapture"
 
@@ -743,6 +780,9 @@ def run_block(label, s: Streams, threads, rounds, log, only=None, run_timing=("f
             f"({t['ms_per_set'] / par_ms:.2f}x the camera-parallel floor's "
             f"median; opening the sources took {st.get('open_ms', float('nan')):.0f} ms, before the clock); "
             f"first set {st.get('first_set_ms', float('nan')):.0f} ms after the start")
+        fs = t["first_set"] = first_set_rounds(s, threads, fid)
+        log(f"first set ({fid}, medians of {fs['rounds']} fresh starts): dvpipe run {fs['dvpipe run']:.0f} ms; floors: "
+            f"FFmpeg until each camera's first picture {fs['reorder']:.0f} ms, the first IDR alone {fs['idr']:.0f} ms")
     return {"rows": rows, "rows_quiet": rows_quiet, "others": others.tolist(), "skips": skips, "dvpipe_run": runs}
 
 

@@ -510,7 +510,7 @@ def _decoder(s: StepState, out_mode: int):
         old = s.extra.pop("vdec", None)
         if old is not None:
             old.close()
-        dec = s.extra["decoder"] = ReorderingDecoder(codec, engine=make)
+        dec = s.extra["decoder"] = ReorderingDecoder(codec, engine=make, first_picture_early=False)
         s.extra["out_mode"] = out_mode
     return dec
 
