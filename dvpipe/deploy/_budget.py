@@ -25,8 +25,9 @@ MAX_CAMERAS = 256
 #: output batches the runner's pipeline keeps in its ring: the set preprocessed ahead, the one being
 #: finished, the one the model reads (a batch stays valid while the model reads it)
 OUTPUT_BUFFERS = 3
-#: the most consecutive pictures of one camera a worker decodes (``run.pictures_per_job``)
-MAX_PICTURES_PER_JOB = 16
+#: the most consecutive pictures of one camera a worker decodes (``run.pictures_per_job``): a recording's
+#: GOP at 2 s / 12 fps (decoding pictures in runs keeps paying off up to a GOP: docs/performance.md)
+MAX_PICTURES_PER_JOB = 24
 
 
 def output_buffers(pictures_per_job: int = 1) -> int:

@@ -6,6 +6,7 @@ One command::
     .venv/bin/python tools/bench/video.py                    # 6 x 1600x900 H.264 (B-frames), 1 and 2 threads
     .venv/bin/python tools/bench/video.py --scaling          # + 12 and 24 cameras and 6 x 3840x2160
     .venv/bin/python tools/bench/video.py --runner-ab        # + the Runner with a reader per camera, one set at a time
+    .venv/bin/python tools/bench/video.py --decode-runs      # + decoding R pictures of a camera in a row (R = 1..24)
     .venv/bin/python tools/bench/video.py --quick            # 8 rounds, a smoke run
     .venv/bin/python tools/bench/video.py --json out/video.json
 
@@ -488,6 +489,32 @@ def first_set_rounds(s: Streams, threads: int, fidelity: str, rounds: int = 5) -
     return {k: float(np.median(v)) for k, v in got.items()} | {"rounds": rounds}
 
 
+def decode_runs(s: Streams, log, reps: int = 3, runs=(1, 2, 3, 4, 6, 12, 24)) -> dict:
+    """What decoding a camera's pictures in runs is worth: one thread decodes every camera's pictures, R
+    consecutive pictures of a camera before the next camera (R = 1: one picture per camera per frame set,
+    as set-by-set work does; R = 24: a GOP, as the camera-parallel floor does). ms per frame set, best of
+    ``reps``; fresh decoders (slice threads, as dvpipe's engine) for every run length."""
+    n = min(len(a) for a in s.aus) // max(runs) * max(runs)
+    got: dict[int, list] = {}
+    for _ in range(reps):
+        for r in runs:
+            decs = []
+            for _c in range(s.n):
+                d = av.CodecContext.create("h264", "r")
+                d.thread_type = "SLICE"
+                decs.append(d)
+            t0 = time.perf_counter()
+            for base in range(0, n, r):
+                for c in range(s.n):
+                    for k in range(base, base + r):
+                        decs[c].decode(av.Packet(s.aus[c][k][0]))
+            got.setdefault(r, []).append((time.perf_counter() - t0) * 1e3 / n)
+    best = {r: min(v) for r, v in got.items()}
+    log(f"decoding in runs ({s.n} cameras, 1 thread, ms per frame set, best of {reps}): " +
+        ", ".join(f"R={r}: {v:.2f} ({v / best[1]:.2f})" for r, v in best.items()))
+    return best
+
+
 class OpenCV(Method):
     name = "OpenCV VideoCapture"
 
@@ -607,8 +634,9 @@ def peers(s: Streams, threads: int, only=None) -> tuple[list[Method], dict]:
     ms: list[Method] = [PyAV(s, threads, "yuv"), PyAVParallel(s, threads, "yuv"), PyAV(s, threads, "write"),
                         PyAV(s, threads, "bgr24"), PyAVParallel(s, threads, "bgr24"),
                         Dvpipe(s, threads, "fast"), Dvpipe(s, threads, "reference"), DvpipeAhead(s, threads, "fast"),
-                        RunnerMethod(s, threads, "fast"), RunnerMethod(s, threads, "fast", pictures_per_job=PICTURES_PER_JOB),
-                        RunnerMethod(s, threads, "reference"), OpenCV(s, threads)]
+                        RunnerMethod(s, threads, "fast"), RunnerMethod(s, threads, "reference"), OpenCV(s, threads)]
+    if PICTURES_PER_JOB > 1:  # N = 1 is the default row
+        ms.append(RunnerMethod(s, threads, "fast", pictures_per_job=PICTURES_PER_JOB))
     from dvpipe.video import FFmpegEngine
 
     ms.append(PyAV(s, threads, "yuv", err_detect=FFmpegEngine.ERR_DETECT))
@@ -831,6 +859,8 @@ def main(argv=None):
     ap.add_argument("--rows", default="", help="keep only these rows (name prefixes, comma-separated; the "
                     "set-by-set YUV floor always runs; ratios to a floor left out are to it instead): a 4K block with every "
                     "row needs ~18 GB")
+    ap.add_argument("--decode-runs", action="store_true", help="also what decoding R consecutive pictures of a camera "
+                    "at a time costs against one picture per camera in turn (1 thread)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     rounds = 8 if a.quick else a.rounds
@@ -867,6 +897,8 @@ def main(argv=None):
         s = Streams(bases, 1600, 900, a.frames, Path(tmp), sets)
         log(f"encoded {s.n} x {a.frames} frames in {time.perf_counter() - t0:.1f} s")
         out["checks"] = checks(s, log)
+        if a.decode_runs:
+            out["decode_runs"] = decode_runs(s, log)
         if "6" in blocks_wanted:
             for t in threads:
                 out["blocks"][f"6x1600x900/{t}"] = run_block("bevformer-tiny, 6 x 1600x900", s, t, rounds, log, only,
