@@ -192,7 +192,9 @@ class Runner:
             raise
         live = dep.live
         latest = {"auto": live, "true": True, "false": False}[dep.run.latest_only]
-        self.sync = Synchroniser(self.cameras, dep.sync, live=live, capacity=dep.run.queue_size,
+        # with pictures per job, the next N sets' frames wait read (encoded: small) while the last N finish
+        self.sync = Synchroniser(self.cameras, dep.sync, live=live,
+                                 capacity=max(dep.run.queue_size, dep.run.pictures_per_job),
                                  latest_only=latest, wait_ms=dep.run.stall_timeout_ms)
         self.stop_event = threading.Event()
         self.opening = opening

@@ -6,6 +6,7 @@ One command::
     .venv/bin/python tools/bench/video.py                    # 6 x 1600x900 H.264 (B-frames), 1 and 2 threads
     .venv/bin/python tools/bench/video.py --scaling          # + 12 and 24 cameras and 6 x 3840x2160
     .venv/bin/python tools/bench/video.py --runner-ab        # + the Runner with a reader per camera, one set at a time
+    .venv/bin/python tools/bench/video.py --whole-runs --pictures-per-job 24   # + whole runs against the floor
     .venv/bin/python tools/bench/video.py --decode-runs      # + decoding R pictures of a camera in a row (R = 1..24)
     .venv/bin/python tools/bench/video.py --quick            # 8 rounds, a smoke run
     .venv/bin/python tools/bench/video.py --json out/video.json
@@ -106,6 +107,7 @@ SETS_PER_RUN = GOP
 ROWS: list[str] = []  # --rows: keep only the rows whose names start with these (memory: 4K decoders are large)
 PICTURES_PER_JOB = 3  # --pictures-per-job: the locality row's run.pictures_per_job
 RUNNER_AB = False  # --runner-ab: also the Runner with a reader per camera, and one set at a time (the designs before)
+WHOLE_RUNS = False  # --whole-runs: also whole dvpipe runs against the floor over the same sets
 MEAN = np.array([123.675, 116.28, 103.53])
 STD = np.array([58.395, 57.12, 57.375])
 CAMS = ("CAM_FRONT", "CAM_FRONT_RIGHT", "CAM_FRONT_LEFT", "CAM_BACK", "CAM_BACK_LEFT", "CAM_BACK_RIGHT")
@@ -515,6 +517,38 @@ def decode_runs(s: Streams, log, reps: int = 3, runs=(1, 2, 3, 4, 6, 12, 24)) ->
     return best
 
 
+def whole_runs(s: Streams, threads: int, log, sets: int = 192, reps: int = 5, pictures_per_job=(1, 24)) -> dict:
+    """Whole runs against the camera-parallel floor over the same frame sets, interleaved: each rep times
+    the floor (fresh decoders, ``sets`` sets, each camera decoding a round's 24 pictures in one job) and a
+    whole ``dvpipe run`` of ``sets`` sets (fresh Runner, fidelity ``fast``, its own clock:
+    ``RunResult.elapsed_s``) per ``run.pictures_per_job``; medians of per-rep ratios. Both sides pay
+    their start (decoders' first pictures), which a round of a running method does not."""
+    rounds = sets // SETS_PER_RUN
+    got: dict[str, list] = {}
+    for _ in range(reps):
+        floor = PyAVParallel(s, threads, "yuv")
+        t0 = time.perf_counter()
+        for _r in range(rounds):
+            floor.run()
+        got.setdefault("floor", []).append((time.perf_counter() - t0) * 1e3 / (rounds * SETS_PER_RUN))
+        floor.close()
+        for n in pictures_per_job:
+            res = make_runner(s, threads, "fast", frames=rounds * SETS_PER_RUN, pictures_per_job=n).run()
+            got.setdefault(n, []).append(res.elapsed_s * 1e3 / res.sets)
+    floor_ms = np.array(got["floor"])
+    out = {"floor_ms": float(np.median(floor_ms)), "reps": reps, "sets": rounds * SETS_PER_RUN}
+    for n in pictures_per_job:
+        ms = np.array(got[n])
+        out[f"pictures_per_job={n}"] = {"ms": float(np.median(ms)), "to_parallel": float(np.median(ms / floor_ms)),
+                                        "to_parallel_range": [float((ms / floor_ms).min()), float((ms / floor_ms).max())]}
+    log(f"whole runs ({s.n} x {s.w}x{s.h}, {threads} threads, {out['sets']} sets, medians of {reps} interleaved reps): "
+        f"camera-parallel floor {out['floor_ms']:.2f} ms per set; " + "; ".join(
+            f"dvpipe run fast, pictures_per_job {n}: {out[f'pictures_per_job={n}']['ms']:.2f} ms = "
+            f"{out[f'pictures_per_job={n}']['to_parallel']:.2f}x ({out[f'pictures_per_job={n}']['to_parallel_range'][0]:.2f}-"
+            f"{out[f'pictures_per_job={n}']['to_parallel_range'][1]:.2f})" for n in pictures_per_job))
+    return out
+
+
 class OpenCV(Method):
     name = "OpenCV VideoCapture"
 
@@ -811,7 +845,10 @@ def run_block(label, s: Streams, threads, rounds, log, only=None, run_timing=("f
         fs = t["first_set"] = first_set_rounds(s, threads, fid)
         log(f"first set ({fid}, medians of {fs['rounds']} fresh starts): dvpipe run {fs['dvpipe run']:.0f} ms; floors: "
             f"FFmpeg until each camera's first picture {fs['reorder']:.0f} ms, the first IDR alone {fs['idr']:.0f} ms")
-    return {"rows": rows, "rows_quiet": rows_quiet, "others": others.tolist(), "skips": skips, "dvpipe_run": runs}
+    out = {"rows": rows, "rows_quiet": rows_quiet, "others": others.tolist(), "skips": skips, "dvpipe_run": runs}
+    if WHOLE_RUNS and threads > 1:
+        out["whole_runs"] = whole_runs(s, threads, log, pictures_per_job=(1, PICTURES_PER_JOB))
+    return out
 
 
 def _rows(times) -> dict:
@@ -859,13 +896,15 @@ def main(argv=None):
     ap.add_argument("--rows", default="", help="keep only these rows (name prefixes, comma-separated; the "
                     "set-by-set YUV floor always runs; ratios to a floor left out are to it instead): a 4K block with every "
                     "row needs ~18 GB")
+    ap.add_argument("--whole-runs", action="store_true", help="also whole dvpipe runs (192 sets, pictures_per_job 1 "
+                    "and --pictures-per-job) against the camera-parallel floor over the same sets, interleaved")
     ap.add_argument("--decode-runs", action="store_true", help="also what decoding R consecutive pictures of a camera "
                     "at a time costs against one picture per camera in turn (1 thread)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     rounds = 8 if a.quick else a.rounds
-    global RUNNER_AB, PICTURES_PER_JOB
-    RUNNER_AB = a.runner_ab
+    global RUNNER_AB, PICTURES_PER_JOB, WHOLE_RUNS
+    RUNNER_AB, WHOLE_RUNS = a.runner_ab, a.whole_runs
     PICTURES_PER_JOB = a.pictures_per_job
     if a.rows:
         ROWS[:] = ["floor: decode (PyAV -> YUV)"] + [r.strip() for r in a.rows.split(",") if r.strip()]
