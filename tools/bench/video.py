@@ -517,33 +517,35 @@ def decode_runs(s: Streams, log, reps: int = 3, runs=(1, 2, 3, 4, 6, 12, 24)) ->
     return best
 
 
-def whole_runs(s: Streams, threads: int, log, sets: int = 192, reps: int = 5, pictures_per_job=(1, 24)) -> dict:
+def whole_runs(s: Streams, threads: int, log, sets: int = 192, reps: int = 5, pictures_per_job=(1, 24),
+               fidelity: str = "fast") -> dict:
     """Whole runs against the camera-parallel floor over the same frame sets, interleaved: each rep times
-    the floor (fresh decoders, ``sets`` sets, each camera decoding a round's 24 pictures in one job) and a
-    whole ``dvpipe run`` of ``sets`` sets (fresh Runner, fidelity ``fast``, its own clock:
+    the floor (fresh decoders, ``sets`` sets, each camera decoding a round's 24 pictures in one job; for
+    ``reference`` with FFmpeg's bgr24 conversion) and a whole ``dvpipe run`` of ``sets`` sets (fresh
+    Runner, ``fidelity``, its own clock:
     ``RunResult.elapsed_s``) per ``run.pictures_per_job``; medians of per-rep ratios. Both sides pay
     their start (decoders' first pictures), which a round of a running method does not."""
     rounds = sets // SETS_PER_RUN
     got: dict[str, list] = {}
     for _ in range(reps):
-        floor = PyAVParallel(s, threads, "yuv")
+        floor = PyAVParallel(s, threads, "yuv" if fidelity == "fast" else "bgr24")
         t0 = time.perf_counter()
         for _r in range(rounds):
             floor.run()
         got.setdefault("floor", []).append((time.perf_counter() - t0) * 1e3 / (rounds * SETS_PER_RUN))
         floor.close()
         for n in pictures_per_job:
-            res = make_runner(s, threads, "fast", frames=rounds * SETS_PER_RUN, pictures_per_job=n).run()
+            res = make_runner(s, threads, fidelity, frames=rounds * SETS_PER_RUN, pictures_per_job=n).run()
             got.setdefault(n, []).append(res.elapsed_s * 1e3 / res.sets)
     floor_ms = np.array(got["floor"])
-    out = {"floor_ms": float(np.median(floor_ms)), "reps": reps, "sets": rounds * SETS_PER_RUN}
+    out = {"floor_ms": float(np.median(floor_ms)), "reps": reps, "sets": rounds * SETS_PER_RUN, "fidelity": fidelity}
     for n in pictures_per_job:
         ms = np.array(got[n])
         out[f"pictures_per_job={n}"] = {"ms": float(np.median(ms)), "to_parallel": float(np.median(ms / floor_ms)),
                                         "to_parallel_range": [float((ms / floor_ms).min()), float((ms / floor_ms).max())]}
     log(f"whole runs ({s.n} x {s.w}x{s.h}, {threads} threads, {out['sets']} sets, medians of {reps} interleaved reps): "
-        f"camera-parallel floor {out['floor_ms']:.2f} ms per set; " + "; ".join(
-            f"dvpipe run fast, pictures_per_job {n}: {out[f'pictures_per_job={n}']['ms']:.2f} ms = "
+        f"camera-parallel {'YUV' if fidelity == 'fast' else 'bgr24'} floor {out['floor_ms']:.2f} ms per set; " + "; ".join(
+            f"dvpipe run {fidelity}, pictures_per_job {n}: {out[f'pictures_per_job={n}']['ms']:.2f} ms = "
             f"{out[f'pictures_per_job={n}']['to_parallel']:.2f}x ({out[f'pictures_per_job={n}']['to_parallel_range'][0]:.2f}-"
             f"{out[f'pictures_per_job={n}']['to_parallel_range'][1]:.2f})" for n in pictures_per_job))
     return out
@@ -847,7 +849,8 @@ def run_block(label, s: Streams, threads, rounds, log, only=None, run_timing=("f
             f"FFmpeg until each camera's first picture {fs['reorder']:.0f} ms, the first IDR alone {fs['idr']:.0f} ms")
     out = {"rows": rows, "rows_quiet": rows_quiet, "others": others.tolist(), "skips": skips, "dvpipe_run": runs}
     if WHOLE_RUNS and threads > 1:
-        out["whole_runs"] = whole_runs(s, threads, log, pictures_per_job=(1, PICTURES_PER_JOB))
+        out["whole_runs"] = {fid: whole_runs(s, threads, log, pictures_per_job=tuple(sorted({1, PICTURES_PER_JOB})), fidelity=fid)
+                             for fid in run_timing}
     return out
 
 
