@@ -118,7 +118,7 @@ def test_b_frame_and_plain_cameras_pair_the_pictures_taken_together(files):
             # half a frame period; the B-frame camera's pictures wait ~0.5 s in the look-ahead: the
             # other camera's frames must wait as long in the sync's buffer (capacity: queue_size)
             "sync": {"tolerance_ms": 16, "deadline_ms": 2000, "on_late": "mask"},
-            "run": {"duration_s": 5.0, "queue_size": 48, "stall_timeout_ms": 2000},
+            "run": {"duration_s": 6.0, "queue_size": 48, "stall_timeout_ms": 2000},
             "outputs": {"metrics": False},
         }
         runner = Runner(load_deployment(dep), write_outputs=False)
@@ -140,11 +140,13 @@ def test_b_frame_and_plain_cameras_pair_the_pictures_taken_together(files):
     period = 1e9 / FPS
     pairs = [r for r in sets if len(r) == 2]
     assert len(pairs) >= 60, f"{len(pairs)} complete sets of {len(sets)}; drops {acc.dropped}"
-    # the sender's first RTCP report comes within ~2.5 s: from 3 s after the later session started on,
-    # capture times are the sender's clock
+    # the sender's first RTCP report comes ~2.5 s after a session starts, at a randomised time (RTCP's
+    # first interval) and later on a loaded machine: with a 3 s margin a set was once one frame off, as a
+    # picture timed on the arrival clock before the report would be. From 4 s after the later session
+    # started on, capture times are the sender's clock
     late_start = max(server.starts[c][0] for c in ("A", "B"))
-    settled = [r for r in pairs if min(r[c][1] for c in r) > late_start + 3e9]
-    assert len(settled) >= 20, f"{len(settled)} sets after the first 3 s; drops {acc.dropped}"
+    settled = [r for r in pairs if min(r[c][1] for c in r) > late_start + 4e9]
+    assert len(settled) >= 20, f"{len(settled)} sets after the first 4 s; drops {acc.dropped}"
     for cam in ("A", "B"):
         # each picture's own time, in presentation order: picture k at cap0 + (k - k0) / fps
         k0, cap0 = settled[0][cam]
