@@ -586,14 +586,15 @@ def scaling(rig0, frames0, rounds, log, results):
 
 # -- profile ---------------------------------------------------------------------------------------
 _DECODE_FUNCS = ("decode_jpeg", "imdecode", "_decode_jpeg_sj")
-_KERNEL_FUNCS = ("normalise_planes", "addWeighted", "split", "resize", "add", "fill", "copyto")
+_KERNEL_FUNCS = ("normalise_planes", "normalise_chroma", "chroma_blur", "yuv420_normalise", "addWeighted", "split",
+                 "resize", "add", "fill", "copyto")
 
 
 def profile(rig, frames, n_sets, log, results):
     """Where a frame set's time goes, and the framework's own per-frame-set cost.
 
     1. cProfile of dvpipe at threads=1 over ``n_sets`` frame sets: self time of the JPEG decoder,
-       of the kernels writing the output (the compiled ``normalise_planes``, OpenCV, numpy
+       of the kernels writing the output (the compiled ``_native`` kernels, OpenCV, numpy
        methods), and of everything else (Python:
        the pipeline, plan steps, kernels' bookkeeping, header parsing, timeline; numpy ufuncs such
        as the exact 2x2 row sums are not visible to cProfile and land here too). The profiler
