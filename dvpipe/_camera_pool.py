@@ -5,9 +5,10 @@ A frame set is one *submission* of ``n`` items, item ``i`` being camera ``i``'s 
 when all of its items have finished. Items run first-in first-out across submissions, with one rule:
 camera ``i``'s item of a set never starts before (nor runs beside) its item of an earlier set, since
 a camera's decoder keeps state from picture to picture. Set ``k + 1``'s cameras therefore start on
-the cores that set ``k``'s slowest camera leaves idle, instead of every core waiting for it. With :attr:`CameraPool.locality` above 1 a
-worker runs up to that many queued items of one lane in a row (a camera's decoder state stays in its
-caches), at the cost of the earlier set's other cameras waiting longer.
+the cores that set ``k``'s slowest camera leaves idle, instead of every core waiting for it. With
+:attr:`CameraPool.locality` above 1 a worker runs up to that many queued items of one lane in a row (a
+camera's decoder state stays in its caches), at the cost of the earlier set's other cameras waiting
+longer.
 
 ``run(fn, n)`` is ``submit`` then ``wait(help=True)``: the calling thread works on the queued items
 too rather than sleeping (a pool built with ``threads`` has ``threads - 1`` workers plus the
@@ -139,9 +140,8 @@ class _Shared:
         with self.cv:
             self.closed = True
             while self.ready:
-                ticket, i = self.ready.popleft()
-                ticket.skipped += 1
-                waiting = self.lanes.pop(i, deque())
+                self.ready.popleft()[0].skipped += 1
+            for waiting in self.lanes.values():  # behind a queued item, or behind one still running
                 for t in waiting:
                     t.skipped += 1
             self.lanes.clear()

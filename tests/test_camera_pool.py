@@ -79,6 +79,23 @@ def test_close_stops_the_workers_and_is_idempotent():
     assert not any(t.is_alive() for t in workers)
 
 
+def test_close_settles_submissions_queued_behind_a_running_item():
+    """A set waiting in a lane whose item is still running when the pool closes is skipped: its waiter
+    returns instead of waiting for ever."""
+    pool = CameraPool(2)  # one worker
+    started, go = threading.Event(), threading.Event()
+    running = pool.submit(lambda i: (started.set(), go.wait(5)), 1)
+    assert started.wait(5)
+    behind = pool.submit(lambda i: None, 1)  # queued behind it in lane 0
+    closer = threading.Thread(target=pool.close)
+    closer.start()
+    time.sleep(0.05)
+    go.set()
+    closer.join(5)
+    assert running.settled() and behind.settled() and behind.skipped == 1 and behind.done == 0
+    pool.join(behind)  # returns
+
+
 def test_ctrl_c_while_the_caller_waits_returns_after_started_items_and_never_overlaps_the_next_run():
     import signal
 
