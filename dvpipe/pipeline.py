@@ -428,7 +428,7 @@ class Pipeline:
             try:
                 self._pool.wait(work.ticket, help=True)  # the caller works on the set too
             except BaseException as e:  # noqa: BLE001 - raised by _collect, in submission order
-                work.ticket, work.error = None, e
+                work.ticket, work.failure = None, e
         return self._collect(work)
 
     def submit(self, frames: Mapping[str, Any], timeline: Optional[Timeline] = None) -> "PendingBatch":
@@ -487,6 +487,8 @@ class Pipeline:
             while work.batch is None and work.error is None:
                 first = self._uncollected[0]
                 try:
+                    if first.failure is not None:  # its jobs raised (while its caller helped): no batch
+                        raise first.failure
                     if first.ticket is not None:
                         assert self._pool is not None
                         self._pool.wait(first.ticket)
@@ -604,7 +606,7 @@ class _SetWork:
     """One started frame set: its frames, timeline and output buffer, and what each camera job left."""
 
     __slots__ = ("pipe", "frames", "tl", "slot", "stamp", "images", "arrival", "reasons", "corrupt", "ready",
-                 "fallbacks", "ticket", "batch", "error")
+                 "fallbacks", "ticket", "failure", "batch", "error")
 
     def __init__(self, pipe: Pipeline, frames: Mapping[str, Any], tl: Timeline, slot: int, stamp: bool):
         n = len(pipe._names)
@@ -616,8 +618,9 @@ class _SetWork:
         self.ready: dict[str, int] = {}  # camera -> when its image was ready (monotonic ns)
         self.fallbacks: list = []
         self.ticket: Optional[Ticket] = None
+        self.failure: Optional[BaseException] = None  # what its jobs raised, seen by a caller that helped
         self.batch: Optional[FrameBatch] = None
-        self.error: Optional[BaseException] = None
+        self.error: Optional[BaseException] = None  # what collecting it raised (its caller's to raise)
 
     def job(self, i: int) -> None:
         """Camera ``i``'s part of the set (a worker thread, or the caller)."""

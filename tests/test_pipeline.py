@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -163,6 +164,32 @@ def test_runtime_fallback_to_next_backend_is_counted_and_error_mode_raises():
     rig, strict = _pipe(backends=("flaky", "cpu"), fallback="error")
     with pytest.raises(RuntimeError, match="device lost"):
         strict.process(frames)
+
+
+def test_a_raised_frame_set_frees_its_output_buffer():
+    """After ``process`` raised (fallback="error"), the set no longer holds the ring: with one output buffer
+    and worker threads the next call runs (it waited for ever when the failed set stayed uncollected)."""
+    lost = [True]
+
+    @dv.register_kernel(("normalise", "pad", "batch"), backend="flaky_once", replace=True)
+    def _flaky_once(data, stages, ctx):
+        if lost[0]:
+            raise RuntimeError("device lost")
+        raise dv.FrameError("refused")  # this frame is not for this kernel: the planned CPU fallback runs
+
+    rig, strict = _pipe(backends=("flaky_once", "cpu"), fallback="error", threads=2, output_buffers=1)
+    frames = {c.name: encode_jpeg(textured_bgr(64, 48, seed=k)) for k, c in enumerate(rig)}
+    with pytest.raises(RuntimeError, match="device lost"):
+        strict.process(frames)
+    lost[0] = False
+    done = []
+    t = threading.Thread(target=lambda: done.append(strict.process(frames)), daemon=True)
+    t.start()
+    t.join(30)
+    assert done, "the next process() did not return"
+    assert done[0].valid.all()
+    assert np.abs(done[0].images[0] - _expected(dv_decode(frames["CAM0"]))).max() < tol("float_path").atol
+    strict.close()
 
 
 def test_output_buffers_are_a_reused_ring():
