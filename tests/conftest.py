@@ -57,6 +57,26 @@ def encode_png(bgr: np.ndarray) -> bytes:
     return buf.tobytes()
 
 
+_RULE_YAML = """schema_version: 1
+rules:
+  - id: {rid}
+    section: "§2"
+    unit: vpc
+    api: any
+    families: [{families}]
+    aspects: [in_range]
+{body}
+    confidence: inferred
+    source: "https://example.org/test-page"
+"""
+
+
+def rule_yaml(rid: str, body: str, families: str = "ascend310p") -> str:
+    """A ``rules_*.yaml`` file with one VPC rule ``rid`` for ``families``; ``body``: its further keys, indented
+    by four spaces (``"    check: {in_w: [10, 4096]}"``). For tests that load extra knowledge data."""
+    return _RULE_YAML.format(rid=rid, families=families, body=body)
+
+
 def rig_dict(sizes, encoding="jpeg", seed=0):
     """A rig with plausible calibration, one camera per (width, height)."""
     rng = np.random.default_rng(seed)

@@ -6,21 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import rule_yaml
 from dvpipe.errors import ConfigError, DvpipeError
-
-_RULE = """schema_version: 1
-rules:
-  - id: {rid}
-    section: "§2"
-    unit: vpc
-    api: any
-    families: [ascend310p]
-    aspects: [in_range]
-{body}
-    confidence: inferred
-    source: "https://example.org/test-page"
-"""
-
 
 def _one_line(e: BaseException) -> str:
     msg = str(e)
@@ -32,7 +19,7 @@ def test_a_bad_rule_file_raises_a_config_error_naming_file_and_rule(tmp_path):
     from dvpipe import knowledge as kb
 
     path = tmp_path / "rules_extra.yaml"
-    path.write_text(_RULE.format(rid="test.bad", body="    on_fail: maybe"), encoding="utf-8")
+    path.write_text(rule_yaml("test.bad", "    on_fail: maybe"), encoding="utf-8")
     with kb.extra_data(tmp_path), pytest.raises(ConfigError) as e:
         kb.rules()
     assert e.value.path == f"{path}: rule test.bad"
@@ -44,7 +31,7 @@ def test_a_duplicate_rule_id_says_to_rename_it(tmp_path):
 
     # vpc.v1.range.310_910 is a shipped rule (rules_vpc.yaml)
     path = tmp_path / "rules_extra.yaml"
-    path.write_text(_RULE.format(rid="vpc.v1.range.310_910", body="    check: {in_w: [10, 4096]}"), encoding="utf-8")
+    path.write_text(rule_yaml("vpc.v1.range.310_910", "    check: {in_w: [10, 4096]}"), encoding="utf-8")
     with kb.extra_data(tmp_path), pytest.raises(ConfigError) as e:
         kb.rules()
     msg = _one_line(e.value)

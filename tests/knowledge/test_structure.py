@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import rule_yaml
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -139,20 +141,6 @@ def test_condition_keys_are_declared_once_in_the_tables():
     assert all(c.doc for c in CHECKS.values()) and all(s.doc for s in SELECTORS.values())
 
 
-_RULE = """schema_version: 1
-rules:
-  - id: {rid}
-    section: "§2"
-    unit: vpc
-    api: any
-    families: [{families}]
-    aspects: [in_range]
-{body}
-    confidence: inferred
-    source: "https://example.org/test-page"
-"""
-
-
 @pytest.mark.parametrize("body, words", [
     ("    check: {in_wdith: [10, 4096]}", ["unknown check 'in_wdith'", "did you mean 'in_w'?"]),
     ("    when: {fmt_nto: [nv12]}\n    check: {in_w: [10, 4096]}", ["unknown selector 'fmt_nto'"]),
@@ -162,7 +150,7 @@ rules:
 def test_unknown_rule_key_is_refused_in_one_line(tmp_path, body, words):
     from dvpipe import knowledge as kb
 
-    (tmp_path / "rules_extra.yaml").write_text(_RULE.format(rid="test.bad_key", families="ascend310p", body=body),
+    (tmp_path / "rules_extra.yaml").write_text(rule_yaml("test.bad_key", body),
                                                encoding="utf-8")
     with kb.extra_data(tmp_path):
         with pytest.raises(ValueError) as e:
@@ -179,7 +167,7 @@ def test_unknown_family_or_group_is_refused(tmp_path):
     from dvpipe import knowledge as kb
 
     (tmp_path / "rules_extra.yaml").write_text(
-        _RULE.format(rid="test.bad_family", families="ascend310_clas", body="    check: {in_w: [10, 4096]}"),
+        rule_yaml("test.bad_family", "    check: {in_w: [10, 4096]}", families="ascend310_clas"),
         encoding="utf-8")
     with kb.extra_data(tmp_path), pytest.raises(ValueError, match=r"rule test.bad_family: unknown family or group "
                                                                   r"'ascend310_clas'.*groups: .*ascend310_class"):
@@ -214,7 +202,7 @@ def test_a_new_family_from_data_only(tmp_path):
 
     (tmp_path / "families.yaml").write_text(_NEW_FAMILY, encoding="utf-8")
     (tmp_path / "rules_ascend999.yaml").write_text(
-        _RULE.format(rid="vpc.test.ascend999.width", families="test_only", body="    check: {in_w: [10, 2048]}"),
+        rule_yaml("vpc.test.ascend999.width", "    check: {in_w: [10, 2048]}", families="test_only"),
         encoding="utf-8")
     with pytest.raises(ValueError, match="unknown SoC name"):
         kb.family_of("Ascend999X")
