@@ -257,6 +257,13 @@ class Method:
         self.pool.close()
 
 
+def floor_decoder(thread_type: str = "SLICE"):
+    """FFmpeg's H.264 decoder as the floors use it (slice threads, as dvpipe's engine)."""
+    cc = av.CodecContext.create("h264", "r")
+    cc.thread_type = thread_type
+    return cc
+
+
 class PyAV(Method):
     """FFmpeg's decoder through PyAV; ``mode``: ``yuv`` (the floor), ``write`` (+ the output write), ``bgr24``
     (``sws_threads``: swscale's threads per conversion, 0 = its automatic count)."""
@@ -275,8 +282,7 @@ class PyAV(Method):
         self.pics = [None] * s.n
 
     def _new(self):
-        cc = av.CodecContext.create("h264", "r")
-        cc.thread_type = self.thread_type
+        cc = floor_decoder(self.thread_type)
         if self.thread_type == "FRAME":
             cc.thread_count = 2
         if self.err_detect:
@@ -461,8 +467,7 @@ def first_set_floors(s: Streams, threads: int) -> dict:
     reorder delay: 3 units here); ``idr`` -- the first IDR unit alone, decoded and drained (what
     ``ReorderingDecoder(first_picture_early=True)`` does for the first frame)."""
     def first(c: int, drain: bool) -> None:
-        dec = av.CodecContext.create("h264", "r")
-        dec.thread_type = "SLICE"
+        dec = floor_decoder()
         for data, _, _ in s.aus[c]:
             if dec.decode(av.Packet(data)) or (drain and dec.decode(None)):
                 return
@@ -500,11 +505,7 @@ def decode_runs(s: Streams, log, reps: int = 3, runs=(1, 2, 3, 4, 6, 12, 24)) ->
     got: dict[int, list] = {}
     for _ in range(reps):
         for r in runs:
-            decs = []
-            for _c in range(s.n):
-                d = av.CodecContext.create("h264", "r")
-                d.thread_type = "SLICE"
-                decs.append(d)
+            decs = [floor_decoder() for _c in range(s.n)]
             t0 = time.perf_counter()
             for base in range(0, n, r):
                 for c in range(s.n):
