@@ -1,10 +1,11 @@
 """What a deployment will hold in memory and how many threads it will start, checked before anything
 is read or allocated (``dvpipe validate`` and :class:`~dvpipe.deploy.Runner` before it plans).
 
-* **Cameras.** The runner reads every recording with one thread and each live source with a thread of
-  its own (its source blocks on sockets and devices); a deployment takes at most :data:`MAX_CAMERAS`
-  cameras, so a run starts at most that many reader threads (plus the pipeline's workers, at most one
-  per CPU by default, and the model's). A larger rig is split into several deployments, one process each.
+* **Cameras.** The runner reads the recordings that only hand over bytes with one thread and every other
+  source (live streams and devices, which block in their own reads; paced replays) with a thread of its
+  own; a deployment takes at most :data:`MAX_CAMERAS` cameras, so a run starts at most that many reader
+  threads (plus the pipeline's workers, at most one per CPU by default, and the model's). A larger rig
+  is split into several deployments, one process each.
 * **Memory.** The host memory a run holds whatever its input: the ring of
   :func:`output_buffers` output batches (cameras x C x H x W x the output's bytes per value) and one
   decoded BGR picture per camera (height x width x 3 bytes) while a set is processed. This is a
@@ -17,8 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Sequence
 
-__all__ = ["MAX_CAMERAS", "OUTPUT_BUFFERS", "MAX_PICTURES_PER_JOB", "output_buffers", "camera_problem", "memory_needed", "memory_budget", "memory_problem",
-           "format_bytes"]
+__all__ = ["MAX_CAMERAS", "OUTPUT_BUFFERS", "MAX_PICTURES_PER_JOB", "output_buffers", "camera_problem", "memory_needed",
+           "memory_budget", "memory_problem", "format_bytes"]
 
 #: the most cameras one deployment takes (one reader thread each)
 MAX_CAMERAS = 256

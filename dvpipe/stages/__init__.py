@@ -8,7 +8,7 @@ from .stage_registry import StageInfo, kernels_by_backend, register_stage, regis
 from .image import Batch, Crop, Decode, Normalise, Normalize, Pad, Resize, Transfer
 from .camera import Undistort
 from .kernel_registry import (FrameData, KernelContext, KernelFn, KernelQuery, KernelVerdict, fused_runs,
-                       register_kernel)
+                              register_kernel)
 
 __all__ = ["Stage", "FrameSpec", "Decode", "Resize", "Crop", "Normalise", "Normalize", "Pad", "Transfer", "Batch",
            "Undistort", "KernelVerdict", "KernelQuery", "KernelContext", "KernelFn", "FrameData", "register_kernel",
