@@ -116,13 +116,21 @@ def sweep_categories(intervals: Sequence[tuple[int, int, str]], lo_ns: int, hi_n
     out: dict[str, int] = {}
     if hi_ns <= lo_ns:
         return out
+    clipped = sorted((max(s, lo_ns), min(e, hi_ns), _PRIO_INDEX[cat]) for s, e, cat in intervals
+                     if min(e, hi_ns) > max(s, lo_ns))
+    if all(clipped[k][0] >= clipped[k - 1][1] for k in range(1, len(clipped))):
+        # no two overlap (a camera's steps one after another, the usual case): each instant has one category
+        prev = lo_ns
+        for s, e, p in clipped:
+            if s > prev and count_unaccounted:
+                out["unaccounted"] = out.get("unaccounted", 0) + (s - prev)
+            out[_PRIORITY[p]] = out.get(_PRIORITY[p], 0) + (e - s)
+            prev = e
+        if hi_ns > prev and count_unaccounted:
+            out["unaccounted"] = out.get("unaccounted", 0) + (hi_ns - prev)
+        return out
     events: list[tuple[int, int, int]] = []
-    for start_ns, end_ns, cat in intervals:
-        s = max(start_ns, lo_ns)
-        e = min(end_ns, hi_ns)
-        if e <= s:
-            continue
-        p = _PRIO_INDEX[cat]
+    for s, e, p in clipped:
         events.append((s, 1, p))
         events.append((e, -1, p))
     events.sort()

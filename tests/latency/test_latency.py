@@ -371,6 +371,32 @@ def test_sweep_prefers_device_over_the_host_span_around_it():
     assert set(CATEGORIES) >= {"cpu", "dvpp", "npu_gpu", "transfer", "wait", "model", "io", "source"}
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_sweep_matches_instant_by_instant_attribution(seed):
+    # reference: each integer instant goes to the highest-priority category covering it (or "unaccounted");
+    # half the cases are runs of steps one after another (no overlap), half overlap at random
+    rng = np.random.default_rng(seed)
+    prio = ("model", "dvpp", "npu_gpu", "transfer", "cpu", "io", "wait", "source")
+    intervals, t = [], int(rng.integers(-5, 5))
+    for _ in range(int(rng.integers(0, 7))):
+        if seed % 2:
+            s = int(rng.integers(-5, 40))
+        else:
+            s = t + int(rng.integers(0, 4))
+        e = s + int(rng.integers(0, 9))
+        t = e
+        intervals.append((s, e, prio[int(rng.integers(0, len(prio)))]))
+    lo, hi = int(rng.integers(-3, 8)), int(rng.integers(20, 45))
+    for count_unaccounted in (True, False):
+        want: dict[str, int] = {}
+        for x in range(lo, hi):
+            cats = [c for s, e, c in intervals if s <= x < e]
+            cat = min(cats, key=prio.index) if cats else "unaccounted"
+            if cats or count_unaccounted:
+                want[cat] = want.get(cat, 0) + 1
+        assert sweep_categories(intervals, lo, hi, count_unaccounted=count_unaccounted) == want
+
+
 # --------------------------------------------------------------------------- timeline mechanics
 def test_timeline_time_span_errors_and_threads():
     tl = Timeline()
