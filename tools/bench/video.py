@@ -29,6 +29,9 @@ rotated every round; ms per frame set of N cameras):
   pictures in one job of the pool, with no barrier between frame sets (whole files decoded in
   parallel): the floor of anything that keeps the cameras independent. ``/par`` is relative to it;
   ``PyAV + bgr24, camera-parallel`` (``/bgrpar``) is the same with bgr24.
+* ``floor: decode+kernel, camera-parallel`` -- the camera-parallel floor plus dvpipe's compiled YUV kernel
+  on every picture into an output ring as large as the Runner's (what ``dvpipe run`` at ``fast`` must
+  do at the least): the Runner's rows over it are what reading, synchronising and accounting cost.
 * ``floor: decode+write`` -- the same plus writing every byte of the output tensor once.
 * ``PyAV -> YUV, dvpipe's err_detect`` -- the decode floor with the error detection dvpipe's engine
   turns on (``FFmpegEngine.ERR_DETECT``), to separate what integrity checking costs.
@@ -91,6 +94,7 @@ import av  # noqa: E402
 
 import dvpipe as dv  # noqa: E402
 from dvpipe._camera_pool import CameraPool  # noqa: E402
+from dvpipe.backends import _native  # noqa: E402
 from dvpipe.video import (FILE_LOOKAHEAD, AccessUnit, VideoPacket, presentation_packets,  # noqa: E402
                           is_keyframe, yuv_matrix)
 
@@ -357,11 +361,22 @@ class DvpipeAhead(Dvpipe):
 class PyAVParallel(PyAV):
     """The camera-parallel floor: each camera decodes a whole round's pictures (``SETS_PER_RUN`` frame
     sets) in one job, with no barrier between frame sets -- what decoding whole files in parallel costs;
-    ``mode``: ``yuv`` or ``bgr24`` as :class:`PyAV`."""
+    ``mode``: ``yuv`` or ``bgr24`` as :class:`PyAV`, or ``kernel``: each picture's planes also go through
+    dvpipe's compiled YUV kernel (``_native.yuv420_normalise``, bevformer-tiny's 2x shrink and
+    normalisation, pad rows filled) into an output ring as large as the Runner's at ``--pictures-per-job``:
+    the work of ``Runner fast, N pictures per job`` without the Runner (reading, synchronising, the
+    pipeline's Python, accounting)."""
 
     def __init__(self, s, threads, mode):
-        super().__init__(s, threads, mode)
-        self.name = {"yuv": "floor: decode, camera-parallel", "bgr24": "PyAV + bgr24, camera-parallel"}[mode]
+        super().__init__(s, threads, "yuv" if mode == "kernel" else mode)
+        self.name = {"yuv": "floor: decode, camera-parallel", "bgr24": "PyAV + bgr24, camera-parallel",
+                     "kernel": "floor: decode+kernel, camera-parallel"}[mode]
+        self.ring = None
+        if mode == "kernel":
+            from dvpipe.deploy._budget import output_buffers
+
+            self.ring = [np.zeros_like(self.out) for _ in range(output_buffers(PICTURES_PER_JOB))]
+            self.mean, self.inv_std = tuple(float(x) for x in MEAN), tuple(float(x) for x in 1.0 / STD)
 
     def run(self):
         self.pool.run(self.whole, self.s.n)
@@ -382,6 +397,17 @@ class PyAVParallel(PyAV):
             pics += self.dec[i].decode(av.Packet(data))
         if self.mode == "bgr24":
             pics = [p.reformat(format="bgr24", threads=1).to_ndarray() for p in pics]
+        elif self.ring is not None:
+            out = self.ring[idx % len(self.ring)][i]
+            h, w = self.s.h // 2, self.s.w // 2
+            for p in pics:
+                y, u, v = p.planes
+                _native.yuv420_normalise(y, y.line_size, u, v, u.line_size, self.s.w, self.s.h, out[:, :h, :w],
+                                         (2, 1, 0), self.mean, self.inv_std, 2,
+                                         yuv_matrix(p.colorspace, p.format.name == "yuvj420p" or int(p.color_range) == 2))
+                out[:, h:, :] = 0.0
+                out[:, :h, w:] = 0.0
+            pics = None
         self.pics[i] = pics
 
 
@@ -668,7 +694,8 @@ def skip_reason(e: BaseException) -> str:
 
 
 def peers(s: Streams, threads: int, only=None) -> tuple[list[Method], dict]:
-    ms: list[Method] = [PyAV(s, threads, "yuv"), PyAVParallel(s, threads, "yuv"), PyAV(s, threads, "write"),
+    ms: list[Method] = [PyAV(s, threads, "yuv"), PyAVParallel(s, threads, "yuv"), PyAVParallel(s, threads, "kernel"),
+                        PyAV(s, threads, "write"),
                         PyAV(s, threads, "bgr24"), PyAVParallel(s, threads, "bgr24"),
                         Dvpipe(s, threads, "fast"), Dvpipe(s, threads, "reference"), DvpipeAhead(s, threads, "fast"),
                         RunnerMethod(s, threads, "fast"), RunnerMethod(s, threads, "reference"), OpenCV(s, threads)]
@@ -861,6 +888,7 @@ def _rows(times) -> dict:
     bgr = np.array(times.get("PyAV + bgr24", np.full(len(floor), np.nan)))
     bgr_par = np.array(times.get("PyAV + bgr24, camera-parallel", bgr))
     fast = np.array(times.get("dvpipe fast", floor))
+    kernel = np.array(times.get("floor: decode+kernel, camera-parallel", np.full(len(floor), np.nan)))
     rows = {}
     for name, t in times.items():
         t = np.array(t)
@@ -868,7 +896,7 @@ def _rows(times) -> dict:
                       "p10_ms": float(np.percentile(t, 10)),
                       "to_decode": float(np.median(t / floor)), "to_bgr": float(np.median(t / bgr)),
                       "to_parallel": float(np.median(t / par)), "to_bgr_parallel": float(np.median(t / bgr_par)),
-                      "vs_dvpipe_fast": float(np.median(t / fast)),
+                      "vs_dvpipe_fast": float(np.median(t / fast)), "to_kernel_parallel": float(np.median(t / kernel)),
                       "to_decode_p10": float(np.percentile(t, 10) / np.percentile(floor, 10)),
                       "to_bgr_p10": float(np.percentile(t, 10) / np.percentile(bgr, 10))}
     return rows
@@ -979,7 +1007,8 @@ def main(argv=None):
             if name in r:
                 rf = r[name]
                 log(f"{key}: {name} {rf['median_ms']:.1f} ms = {rf['to_parallel']:.2f}x the camera-parallel YUV floor "
-                    f"(target <= 1.25; 4K <= 1.15), {rf['to_decode']:.2f}x the set-by-set floor")
+                    f"(target <= 1.25; 4K <= 1.15), {rf['to_decode']:.2f}x the set-by-set floor, "
+                    f"{rf['to_kernel_parallel']:.2f}x camera-parallel decode+kernel")
         if "Runner reference" in r:
             rr = r["Runner reference"]
             log(f"{key}: Runner reference {rr['median_ms']:.1f} ms = {rr['to_bgr_parallel']:.2f}x the camera-parallel "
