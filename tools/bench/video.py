@@ -77,6 +77,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -925,7 +926,8 @@ def main(argv=None):
     ap.add_argument("--runner-ab", action="store_true", help="also the Runner with a reader thread per camera, and one frame set at a time (sets_ahead 0)")
     ap.add_argument("--no-4k", action="store_true", help="--scaling without the 6 x 3840x2160 block")
     ap.add_argument("--blocks", default="6", help="frame sets to run: 6, 12, 24, 4k (comma-separated; --scaling: all)")
-    ap.add_argument("--rows", default="", help="keep only these rows (name prefixes, comma-separated; the "
+    ap.add_argument("--rows", default="", help="keep only these rows (name prefixes, separated by commas not "
+                    "followed by a space, so that 'floor: decode, camera-parallel' is one; the "
                     "set-by-set YUV floor always runs; ratios to a floor left out are to it instead): a 4K block with every "
                     "row needs ~18 GB")
     ap.add_argument("--whole-runs", action="store_true", help="also whole dvpipe runs (192 sets, pictures_per_job 1 "
@@ -939,7 +941,8 @@ def main(argv=None):
     RUNNER_AB, WHOLE_RUNS = a.runner_ab, a.whole_runs
     PICTURES_PER_JOB = a.pictures_per_job
     if a.rows:
-        ROWS[:] = ["floor: decode (PyAV -> YUV)"] + [r.strip() for r in a.rows.split(",") if r.strip()]
+        # prefixes split at commas not followed by a space: row names have ", " in them ("floor: decode, camera-parallel")
+        ROWS[:] = ["floor: decode (PyAV -> YUV)"] + [r.strip() for r in re.split(r",(?! )", a.rows) if r.strip()]
     blocks_wanted = {"6", "12", "24", "4k"} if a.scaling else {b.strip() for b in a.blocks.split(",")}
     if a.no_4k:
         blocks_wanted.discard("4k")
