@@ -54,7 +54,12 @@ class _Shared:
     """What the callers and the workers share (the workers never reference the pool itself)."""
 
     def __init__(self):
-        self.cv = threading.Condition()
+        lock = threading.Lock()
+        self.cv = threading.Condition(lock)  # workers wait here for ready items
+        # callers of wait / join wait here, woken when a submission settles -- and, while some of them help
+        # (``helpers``), when an item is queued -- not at every item (a frame set's waiter woke once per camera)
+        self.settled_cv = threading.Condition(lock)
+        self.helpers = 0
         self.ready: deque[tuple[Ticket, int]] = deque()  # items whose lane is free, first in first out
         self.lanes: dict[int, deque[Ticket]] = {}  # lane -> later submissions waiting for its current item
         self.busy: set[int] = set()  # lanes with an item queued in `ready` or running
@@ -70,6 +75,8 @@ class _Shared:
                     self.busy.add(i)
                     self.ready.append((ticket, i))
             self.cv.notify_all()
+            if self.helpers:
+                self.settled_cv.notify_all()
 
     def _take(self, upto: Optional[Ticket]) -> Optional[tuple[Ticket, int]]:
         """The first ready item (under ``cv``); with ``upto``: the first of ``upto`` or an earlier submission
@@ -82,6 +89,8 @@ class _Shared:
                 del self.ready[k]
                 ticket.skipped += 1
                 self._release(i)
+                if ticket.settled():
+                    self.settled_cv.notify_all()
                 continue
             if upto is None or ticket.order <= upto.order:
                 del self.ready[k]
@@ -94,9 +103,11 @@ class _Shared:
         waiting = self.lanes.get(lane)
         if waiting:
             self.ready.append((waiting.popleft(), lane))
+            self.cv.notify()
+            if self.helpers:
+                self.settled_cv.notify_all()
         else:
             self.busy.discard(lane)
-        self.cv.notify_all()
 
     def execute(self, ticket: Ticket, i: int, keep: bool = False) -> Optional[tuple[Ticket, int]]:
         """Run item ``i`` of ``ticket``. ``keep``: hand back the lane's next item (of a later submission)
@@ -112,9 +123,10 @@ class _Shared:
                 ticket.error = error
             if error is not None and not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit
                 ticket.cancelled = True
+            if ticket.settled() or ticket.cancelled:
+                self.settled_cv.notify_all()
             waiting = self.lanes.get(i)
             if keep and waiting and not waiting[0].cancelled and not self.closed:
-                self.cv.notify_all()  # (this item's waiter)
                 return waiting.popleft(), i
             self._release(i)
         return None
@@ -147,6 +159,7 @@ class _Shared:
             self.lanes.clear()
             self.busy.clear()
             self.cv.notify_all()
+            self.settled_cv.notify_all()
 
 
 class CameraPool:
@@ -208,10 +221,15 @@ class CameraPool:
                 with cv:
                     if ticket.settled():
                         break
-                    item = shared._take(ticket) if help or not self._threads else None
+                    helping = help or not self._threads
+                    item = shared._take(ticket) if helping else None
                     if item is None:
                         if not ticket.settled():  # (taking may have skipped its last cancelled items)
-                            cv.wait()
+                            shared.helpers += helping
+                            try:
+                                shared.settled_cv.wait()
+                            finally:
+                                shared.helpers -= helping
                         continue
                 shared.execute(*item)
         except BaseException:  # Ctrl-C while waiting: start nothing more of it, let started items finish
@@ -226,10 +244,11 @@ class CameraPool:
         raising their error (:meth:`wait` still raises it)."""
         with self._shared.cv:
             while not ticket.settled():
-                self._shared.cv.wait()
+                self._shared.settled_cv.wait()
 
     def _cancel(self, ticket: Ticket) -> None:
-        cv = self._shared.cv
+        shared = self._shared
+        cv = shared.cv
         with cv:
             ticket.cancelled = True
         while True:
@@ -245,7 +264,11 @@ class CameraPool:
                             finally:
                                 cv.acquire()
                         elif not ticket.settled():
-                            cv.wait()
+                            shared.helpers += 1  # it takes the ticket's items as they are queued
+                            try:
+                                shared.settled_cv.wait()
+                            finally:
+                                shared.helpers -= 1
                 break
             except KeyboardInterrupt:  # a second Ctrl-C: still wait, items take milliseconds
                 continue

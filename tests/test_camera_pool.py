@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from dvpipe._camera_pool import CameraPool
+from dvpipe._camera_pool import CameraPool, Ticket
 
 
 @pytest.mark.parametrize("threads", [1, 2, 4])
@@ -287,3 +287,31 @@ def test_locality_runs_a_lanes_queued_items_in_a_row(locality, want):
         go.set()
         pool.close()
     assert order == want
+
+
+@pytest.mark.parametrize("how", ["join", "wait"])
+def test_a_waiter_wakes_when_its_set_settles_not_at_every_item(monkeypatch, how):
+    # a frame set's waiter (not helping) checks its ticket once per wake-up: woken at every finished camera,
+    # it checked 8 times or more
+    pool = CameraPool(3)  # two workers
+    main = threading.get_ident()
+    checks = []
+    settled = Ticket.settled
+
+    def counting(self):
+        if threading.get_ident() == main:
+            checks.append(1)
+        return settled(self)
+
+    monkeypatch.setattr(Ticket, "settled", counting)
+    try:
+        gate = threading.Event()
+        ticket = pool.submit(lambda i: gate.wait(5) and time.sleep(0.005), 8)
+        starter = threading.Timer(0.05, gate.set)  # the items finish while the caller already waits
+        starter.start()
+        pool.join(ticket) if how == "join" else pool.wait(ticket)
+        starter.join()
+        assert ticket.done == 8
+        assert len(checks) <= 3, len(checks)  # a check before waiting, one at settlement (one to spare)
+    finally:
+        pool.close()
