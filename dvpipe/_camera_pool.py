@@ -14,7 +14,9 @@ longer.
 too rather than sleeping (a pool built with ``threads`` has ``threads - 1`` workers plus the
 caller), which costs one wake-up per worker per set rather than a hand-off per camera. A caller that
 submits several sets ahead (:meth:`dvpipe.Pipeline.submit`) does other work meanwhile, so the pool
-grows to ``threads`` workers (:meth:`CameraPool.grow`).
+grows to ``threads`` workers (:meth:`CameraPool.grow`). A caller waiting for a set (``wait``, ``join``)
+is woken when the set settles, not at each of its items (a helping caller also when an item is
+queued); workers are woken when items are queued.
 
 The heavy work inside an item (decoders, OpenCV, the compiled kernel) releases the GIL, so the
 threads run in parallel. Errors: the first exception of a submission's items is re-raised by
