@@ -76,9 +76,7 @@ class _Shared:
                 else:
                     self.busy.add(i)
                     self.ready.append((ticket, i))
-            self.cv.notify_all()
-            if self.helpers:
-                self.settled_cv.notify_all()
+            self.cv.notify_all()  # (a helping waiter takes only its own set's items or earlier ones: not these)
 
     def _take(self, upto: Optional[Ticket]) -> Optional[tuple[Ticket, int]]:
         """The first ready item (under ``cv``); with ``upto``: the first of ``upto`` or an earlier submission
@@ -125,7 +123,7 @@ class _Shared:
                 ticket.error = error
             if error is not None and not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit
                 ticket.cancelled = True
-            if ticket.settled() or ticket.cancelled:
+            if ticket.settled():
                 self.settled_cv.notify_all()
             waiting = self.lanes.get(i)
             if keep and waiting and not waiting[0].cancelled and not self.closed:
