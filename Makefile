@@ -17,7 +17,8 @@ LOWEST_PINS  = numpy==1.24.0 opencv-python-headless==4.8.0.76 av==17.0.0 pillow=
 LOWEST_TESTS = tests/backends/test_cpu.py tests/test_geometry.py tests/test_pipeline.py tests/backends/test_jpeg_integrity.py \
                tests/deploy/test_sources.py tests/deploy/test_run_output.py tests/test_bare_install.py \
                tests/video/test_raw_yuv.py tests/video/test_synthetic_raw_yuv.py tests/deploy/test_config.py tests/test_samples.py \
-               tests/deploy/test_video_sources.py tests/video/test_structures.py tests/video/test_yuv_path.py
+               tests/deploy/test_video_sources.py tests/video/test_structures.py tests/video/test_yuv_path.py \
+               tests/backends/test_swscale_exact.py
 
 #   make test-deps   - the Debian packages some tests use (GStreamer's RTSP server for tests/deploy/test_rtsp_bframes.py),
 #                      installed with apt-get when run as root; without them those tests skip, saying so

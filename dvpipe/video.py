@@ -46,7 +46,8 @@ from .codecs import VIDEO_ENCODINGS
 from .errors import ConfigError, CorruptFrameError, FrameError
 
 __all__ = ["VIDEO_ENCODINGS", "AccessUnit", "VideoPacket", "PresentationOrder", "ReorderingDecoder",
-           "decode_video", "decode_picture", "bgr24", "picture_bgr", "picture_yuv420", "yuv_matrix", "merge_packets",
+           "decode_video", "decode_picture", "bgr24", "picture_bgr", "picture_yuv420", "picture_swscale_coef",
+           "swscale_bgr24_coef", "yuv_matrix", "merge_packets",
            "as_packet", "is_keyframe", "nal_types", "camera_encoder",
            "FILE_LOOKAHEAD", "ELEMENTARY_LOOKAHEAD", "KEYFRAME_WAIT"]
 
@@ -820,13 +821,71 @@ def picture_yuv420(picture, spec):
     takes :func:`picture_bgr`. Checked against the camera's declared size (FrameError).
     """
     _check_picture_size(picture, spec)
-    full = _YUV420.get(picture.format.name)
+    full = _yuv420_full_range(picture)
     if full is None:
         return None
-    full = full or int(picture.color_range) == 2
     planes = picture.planes
     return (planes[0], planes[0].line_size, planes[1], planes[2], planes[1].line_size,
             yuv_matrix(picture.colorspace, full))
+
+
+def _yuv420_full_range(picture) -> Optional[bool]:
+    """Whether an 8-bit 4:2:0 picture is full range (by its format, or its range tag); None for other layouts."""
+    full = _YUV420.get(picture.format.name)
+    if full is None:
+        return None
+    return full or int(picture.color_range) == 2
+
+
+def picture_swscale_coef(picture) -> Optional[tuple[int, int, int, int, int, int]]:
+    """:func:`swscale_bgr24_coef` of an 8-bit 4:2:0 picture of even width and height (where FFmpeg's
+    bgr24 conversion is its unscaled converter); None otherwise."""
+    full = _yuv420_full_range(picture)
+    if full is None or picture.width % 2 or picture.height % 2:
+        return None
+    return swscale_bgr24_coef(picture.colorspace, full)
+
+
+#: FFmpeg's Y'CbCr -> RGB coefficients (crv, cbu, cgu, cgv) in 1/65536 by colorspace code, the table
+#: libswscale's yuv2rgb.c (``ff_yuv2rgb_coeffs``) gives the codes dvpipe has checked its conversion for
+#: (tests/backends/test_swscale_exact.py): BT.709, FCC, BT.601 (470BG, 170M, unspecified), SMPTE 240M, BT.2020 (non-constant luminance;
+#: FFmpeg refuses constant luminance, code 10)
+_SWS_COEFFS = {1: (117489, 138438, 13975, 34925), 4: (104448, 132798, 24759, 53109),
+               2: (104597, 132201, 25675, 53279), 5: (104597, 132201, 25675, 53279),
+               6: (104597, 132201, 25675, 53279), 7: (117579, 136230, 16907, 35559),
+               9: (110013, 140363, 12277, 42626)}
+
+
+def swscale_bgr24_coef(colorspace: int, full_range: bool) -> Optional[tuple[int, int, int, int, int, int]]:
+    """``(y_coeff, y_offset, vr, ub, vg, ug)``: the 16-bit integers FFmpeg's unscaled yuv420p -> bgr24
+    converter works with for a picture of this colorspace code and range (default contrast, saturation
+    and brightness), for ``_native.yuv420_bgr24_normalise``; None for a code outside :data:`_SWS_COEFFS`.
+
+    Derived as libswscale derives them: limited range scales luma by 255/219 from 16, full range the
+    chroma by 224/255; each coefficient is rounded to 1/8192 (``(c * 8192 + 32768) >> 16``).
+    """
+    coeffs = _SWS_COEFFS.get(int(colorspace))
+    if coeffs is None:
+        return None
+    crv, cbu, cgu, cgv = coeffs[0], coeffs[1], -coeffs[2], -coeffs[3]
+    if full_range:
+        cy, oy = 1 << 16, 0
+        crv, cbu, cgu, cgv = (_trunc_div(c * 224, 255) for c in (crv, cbu, cgu, cgv))
+    else:
+        cy, oy = (1 << 16) * 255 // 219, 16 << 16
+    return (_round16(cy * 8192), _round16(oy * 8), _round16(crv * 8192), _round16(cbu * 8192),
+            _round16(cgv * 8192), _round16(cgu * 8192))
+
+
+def _trunc_div(a: int, b: int) -> int:
+    """C's integer division (toward zero)."""
+    q = abs(a) // b
+    return q if a >= 0 else -q
+
+
+def _round16(x: int) -> int:
+    """``x / 65536`` rounded half up and clipped to int16, as libswscale rounds its coefficients."""
+    return max(-32768, min(32767, (x + 32768) >> 16))
 
 
 def camera_encoder(codec: str, width: int, height: int, gop: int, fps: float = 30.0):

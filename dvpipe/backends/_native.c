@@ -2,6 +2,7 @@
  *
  * normalise_planes(src, dst, order, mean, inv_std, shrink)
  * yuv420_normalise(...): decoded video planes straight to the same output (further down)
+ * yuv420_bgr24_normalise(...): the same through FFmpeg's own bgr24 arithmetic (further down)
  * chroma_blur(...): the chroma filter a 1/2-scale JPEG decode needs to match the reference (further down)
  * normalise_chroma(...): normalise_planes with that filter fused in (further down)
  *
@@ -366,6 +367,89 @@ DV_CLONES static void yuv_row2(const uint8_t *a, const uint8_t *b, const uint8_t
     }
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * yuv420_bgr24_normalise(y, y_stride, u, v, c_stride, width, height, dst, order, mean, inv_std, shrink, icoef)
+ *
+ * yuv420_normalise's arguments, with icoef = (y_coeff, y_offset, vr, ub, vg, ug): the integers of
+ * FFmpeg's unscaled yuv420p -> bgr24 conversion (libswscale's yuv2rgb; dvpipe.video.swscale_bgr24_coef
+ * derives them as swscale does). Each pixel's B, G, R is computed as that converter computes it:
+ *   Yt = ((Y << 3) - y_offset) * y_coeff >> 16,  Ut = (Cb << 3) - 1024,  Vt = (Cr << 3) - 1024,
+ *   B = clip(Yt + (Ut * ub >> 16)),  R = clip(Yt + (Vt * vr >> 16)),
+ *   G = clip(Yt + (Ut * ug >> 16) + (Vt * vg >> 16)),   (>> 16 floors; clip to 0..255)
+ * with each 2x2 block's one Cb, Cr -- the same bytes as FFmpeg's bgr24 picture (checked against it
+ * for every Y, Cb, Cr combination in tests/backends/test_swscale_exact.py), never stored: shrink 1
+ * normalises them, shrink 2 the exact 2x2 sums * 0.25, as normalise_planes does from that picture.
+ * So the output is bit-identical to normalise_planes(FFmpeg's bgr24 picture), without the picture.
+ */
+typedef struct {
+    int32_t yc, yo, vr, ub, vg, ug;
+} swscoef_t;
+
+#define SWS_LUMA(Y) ((((int32_t)(Y) << 3) - yo) * yc >> 16)
+
+static inline int32_t dv_clip_u8(int32_t v) { return v < 0 ? 0 : (v > 255 ? 255 : v); }
+
+/* Shrink 1: one output row from one luma row and its chroma row. */
+DV_CLONES static void sws_row1(const uint8_t *a, const uint8_t *u, const uint8_t *v, float *restrict db,
+                               float *restrict dg, float *restrict dr, Py_ssize_t w, const swscoef_t *sc,
+                               const float m[3], const float k[3]) {
+    const int32_t yc = sc->yc, yo = sc->yo, vr = sc->vr, ub = sc->ub, vg = sc->vg, ug = sc->ug;
+    const float mb = m[0], mg = m[1], mr = m[2], kb = k[0], kg = k[1], kr = k[2];
+    for (Py_ssize_t x = 0; x < w; x++) {
+        const int32_t ut = ((int32_t)u[x >> 1] << 3) - 1024, vt = ((int32_t)v[x >> 1] << 3) - 1024;
+        const int32_t yt = SWS_LUMA(a[x]);
+        db[x] = DV_NORM(dv_clip_u8(yt + (ut * ub >> 16)), mb, kb);
+        dg[x] = DV_NORM(dv_clip_u8(yt + (ut * ug >> 16) + (vt * vg >> 16)), mg, kg);
+        dr[x] = DV_NORM(dv_clip_u8(yt + (vt * vr >> 16)), mr, kr);
+    }
+}
+
+/* Shrink 2: one output row from luma rows a, b; the 2x2 block shares one Cb, Cr. */
+DV_CLONES static void sws_row2(const uint8_t *a, const uint8_t *b, const uint8_t *u, const uint8_t *v,
+                               float *restrict db, float *restrict dg, float *restrict dr, Py_ssize_t w,
+                               const swscoef_t *sc, const float m[3], const float k[3]) {
+    const int32_t yc = sc->yc, yo = sc->yo, vr = sc->vr, ub = sc->ub, vg = sc->vg, ug = sc->ug;
+    const float mb = m[0], mg = m[1], mr = m[2], kb = k[0], kg = k[1], kr = k[2];
+    for (Py_ssize_t x = 0; x < w; x++) {
+        const int32_t ut = ((int32_t)u[x] << 3) - 1024, vt = ((int32_t)v[x] << 3) - 1024;
+        const int32_t tb = ut * ub >> 16, tr = vt * vr >> 16, tg = (ut * ug >> 16) + (vt * vg >> 16);
+        const int32_t y0 = SWS_LUMA(a[2 * x]), y1 = SWS_LUMA(a[2 * x + 1]), y2 = SWS_LUMA(b[2 * x]),
+                      y3 = SWS_LUMA(b[2 * x + 1]);
+        const int32_t B = dv_clip_u8(y0 + tb) + dv_clip_u8(y1 + tb) + dv_clip_u8(y2 + tb) + dv_clip_u8(y3 + tb);
+        const int32_t G = dv_clip_u8(y0 + tg) + dv_clip_u8(y1 + tg) + dv_clip_u8(y2 + tg) + dv_clip_u8(y3 + tg);
+        const int32_t R = dv_clip_u8(y0 + tr) + dv_clip_u8(y1 + tr) + dv_clip_u8(y2 + tr) + dv_clip_u8(y3 + tr);
+        db[x] = DV_NORM((float)B * 0.25f, mb, kb);
+        dg[x] = DV_NORM((float)G * 0.25f, mg, kg);
+        dr[x] = DV_NORM((float)R * 0.25f, mr, kr);
+    }
+}
+
+static int parse_icoef(PyObject *seq, swscoef_t *sc) {
+    PyObject *fast = PySequence_Fast(seq, "icoef must be a sequence (y_coeff, y_offset, vr, ub, vg, ug)");
+    if (fast == NULL) return -1;
+    if (PySequence_Fast_GET_SIZE(fast) != 6) {
+        Py_DECREF(fast);
+        PyErr_SetString(PyExc_ValueError, "icoef needs 6 integers (y_coeff, y_offset, vr, ub, vg, ug)");
+        return -1;
+    }
+    int32_t *out[6] = {&sc->yc, &sc->yo, &sc->vr, &sc->ub, &sc->vg, &sc->ug};
+    for (int i = 0; i < 6; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+        if (v < -32768 || v > 32767) {
+            Py_DECREF(fast);
+            PyErr_SetString(PyExc_ValueError, "icoef values are 16-bit integers");
+            return -1;
+        }
+        *out[i] = (int32_t)v;
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
 static int parse_coef(PyObject *seq, yuvcoef_t *yc) {
     PyObject *fast = PySequence_Fast(seq, "coef must be a sequence (ky, y0, crv, cgu, cgv, cbu)");
     if (fast == NULL) return -1;
@@ -387,23 +471,26 @@ static int parse_coef(PyObject *seq, yuvcoef_t *yc) {
     return 0;
 }
 
-static PyObject *yuv420_normalise(PyObject *self, PyObject *args) {
-    (void)self;
+/* yuv420_normalise (sws 0: the standard's matrix in float) and yuv420_bgr24_normalise (sws 1:
+ * swscale's integer arithmetic): the same arguments, checks and loop */
+static PyObject *yuv420_common(PyObject *args, int sws) {
     Py_buffer yb, ub, vb;
     PyObject *dst_obj, *order_obj, *mean_obj, *istd_obj, *coef_obj;
     Py_ssize_t ystride, cstride, width, height;
     int shrink;
-    if (!PyArg_ParseTuple(args, "y*ny*y*nnnOOOOiO:yuv420_normalise", &yb, &ystride, &ub, &vb, &cstride, &width,
-                          &height, &dst_obj, &order_obj, &mean_obj, &istd_obj, &shrink, &coef_obj))
+    if (!PyArg_ParseTuple(args, sws ? "y*ny*y*nnnOOOOiO:yuv420_bgr24_normalise" : "y*ny*y*nnnOOOOiO:yuv420_normalise",
+                          &yb, &ystride, &ub, &vb, &cstride, &width, &height, &dst_obj, &order_obj, &mean_obj,
+                          &istd_obj, &shrink, &coef_obj))
         return NULL;
     coef_t cf;
     yuvcoef_t yc;
+    swscoef_t sc;
     double mean_d[3], istd_d[3];
     Py_buffer dst;
     int have_dst = 0;
     const char *err = NULL;
     if (parse_order(order_obj, cf.order) || parse_triple(mean_obj, "mean", mean_d) ||
-        parse_triple(istd_obj, "inv_std", istd_d) || parse_coef(coef_obj, &yc))
+        parse_triple(istd_obj, "inv_std", istd_d) || (sws ? parse_icoef(coef_obj, &sc) : parse_coef(coef_obj, &yc)))
         goto fail;
     for (int c = 0; c < 3; c++) {
         cf.mean[c] = (float)mean_d[c];
@@ -467,6 +554,13 @@ static PyObject *yuv420_normalise(PyObject *self, PyObject *args) {
                               (float *)(row + plane_of[2] * plane)};
             const Py_ssize_t yr = shrink == 2 ? 2 * r : r, cr = shrink == 2 ? r : r >> 1;
             const uint8_t *y0p = Y + yr * ystride;
+            if (sws) {
+                if (shrink == 2)
+                    sws_row2(y0p, y0p + ystride, U + cr * cstride, V + cr * cstride, dcol[0], dcol[1], dcol[2], w, &sc, m, k);
+                else
+                    sws_row1(y0p, U + cr * cstride, V + cr * cstride, dcol[0], dcol[1], dcol[2], w, &sc, m, k);
+                continue;
+            }
             if (shrink == 2) {
                 yuv_row2(y0p, y0p + ystride, U + cr * cstride, V + cr * cstride, dcol[0], dcol[1], dcol[2], w, &yc, m, k);
                 continue;
@@ -494,6 +588,16 @@ fail:
     PyBuffer_Release(&ub);
     PyBuffer_Release(&vb);
     return NULL;
+}
+
+static PyObject *yuv420_normalise(PyObject *self, PyObject *args) {
+    (void)self;
+    return yuv420_common(args, 0);
+}
+
+static PyObject *yuv420_bgr24_normalise(PyObject *self, PyObject *args) {
+    (void)self;
+    return yuv420_common(args, 1);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -739,12 +843,17 @@ static PyMethodDef methods[] = {
      "yuv420_normalise(y, y_stride, u, v, c_stride, width, height, dst, order, mean, inv_std, shrink, coef)\n\n"
      "8-bit 4:2:0 planes -> float32 3xhxw: Y'CbCr -> BGR by coef, clipped, then (x - mean) * inv_std per output\n"
      "plane; shrink 2 takes 2x2 luma means. See the module source. Releases the GIL."},
+    {"yuv420_bgr24_normalise", yuv420_bgr24_normalise, METH_VARARGS,
+     "yuv420_bgr24_normalise(y, y_stride, u, v, c_stride, width, height, dst, order, mean, inv_std, shrink, icoef)\n\n"
+     "yuv420_normalise with FFmpeg's bgr24 conversion (swscale's integer arithmetic, icoef) instead of the\n"
+     "standard's matrix: bit-identical to normalise_planes of FFmpeg's bgr24 picture. Releases the GIL."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_native",
-    .m_doc = "dvpipe's compiled CPU kernels (see normalise_planes, yuv420_normalise, chroma_blur, normalise_chroma).",
+    .m_doc = "dvpipe's compiled CPU kernels (see normalise_planes, yuv420_normalise, yuv420_bgr24_normalise, "
+              "chroma_blur, normalise_chroma).",
     .m_size = -1,
     .m_methods = methods,
 };

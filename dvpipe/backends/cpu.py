@@ -47,7 +47,7 @@ import numpy as np
 from ..codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ..stages.kernel_registry import KernelContext, KernelQuery, KernelVerdict, fused_runs, register_kernel
 from ..types import PixelFormat
-from ..video import decode_picture, decode_video, picture_bgr, picture_yuv420
+from ..video import bgr24, decode_picture, decode_video, picture_bgr, picture_swscale_coef, picture_yuv420
 from ._decode import decode_bgr
 
 if TYPE_CHECKING:
@@ -512,8 +512,6 @@ for _ops in FUSED_NORMALISE_RUNS:
 def _supports_video_yuv(q: KernelQuery) -> KernelVerdict:
     if q.spec_in.encoding not in VIDEO_ENCODINGS:
         return KernelVerdict.no("decoded-plane writes are for video input")
-    if q.fidelity != "fast":
-        return KernelVerdict.no("at fidelity 'reference' the pixels are FFmpeg's own bgr24 conversion (then the fused kernel)")
     if _native is None:
         return KernelVerdict.no(NATIVE_REASON or "compiled kernel disabled")
     if q.spec_out.dtype != "float32":
@@ -525,21 +523,41 @@ def _supports_video_yuv(q: KernelQuery) -> KernelVerdict:
         interp = cast("Resize", q.stages[i]).interpolation
         if interp not in ("linear", "area") or (wi, hi) != (2 * wo, 2 * ho):
             return KernelVerdict.no(f"{wi}x{hi} -> {wo}x{ho} {interp} is not an exact 2x box shrink")
+        if q.fidelity == "reference" and i < ops.index("normalise"):
+            return KernelVerdict.no("at fidelity 'reference' a resize before normalise is OpenCV's on FFmpeg's bgr24 "
+                                    "picture (uint8 rounding); the YUV kernel takes exact 2x2 means")
+    if q.fidelity == "reference":
+        return KernelVerdict.yes("FFmpeg's bgr24 conversion (libswscale's integer arithmetic, bit-identical) from the "
+                                 "decoder's 4:2:0 planes straight into the output, no BGR picture")
     return KernelVerdict.yes("the decoder's 4:2:0 planes converted (BT.601/709/2020 in float) straight into the output")
 
 
 def _video_yuv_write(data, stages, ctx: KernelContext):
-    """``decode[+resize]+normalise[+pad]+batch`` for H.264/H.265 at fidelity ``fast``.
+    """``decode[+resize]+normalise[+pad]+batch`` for H.264/H.265 from the decoder's planes.
 
     The camera's reordering decoder returns the frame's picture (:func:`dvpipe.video.decode_picture`);
-    its 8-bit 4:2:0 planes (Y full size, Cb/Cr half width and height, read in place) go through
-    ``_native.yuv420_normalise``: Y'CbCr -> BGR by the picture's own matrix and range in float32,
-    clipped, normalised, written CHW into the batch slot -- at an exact 2x shrink from the 2x2 luma
-    means and the block's one chroma sample. No BGR picture, no per-frame buffer. A picture in another
-    layout (4:2:2, 4:4:4, 10-bit) takes FFmpeg's bgr24 conversion and the fused kernel.
+    its 8-bit 4:2:0 planes (Y full size, Cb/Cr half width and height, read in place) are converted
+    and normalised straight into the batch slot (CHW) -- at an exact 2x shrink from 2x2 means:
+
+    * fidelity ``fast``: ``_native.yuv420_normalise``, Y'CbCr -> BGR by the picture's own matrix
+      and range in float32, clipped; luma 2x2 means with the block's one chroma sample.
+    * fidelity ``reference``: ``_native.yuv420_bgr24_normalise``, each pixel's BGR bytes as FFmpeg's
+      bgr24 conversion computes them (:func:`dvpipe.video.picture_swscale_coef`), then what the
+      fused kernel does with that picture (2x2 sums of the bytes): bit-identical, without the
+      picture. Used only after the same arithmetic matched FFmpeg on this machine
+      (:func:`_swscale_matches`); otherwise, and for colorspaces outside the checked table, odd
+      sizes, the bgr24 picture itself.
+
+    No BGR picture, no per-frame buffer. A picture in another layout (4:2:2, 4:4:4, 10-bit) takes
+    FFmpeg's bgr24 conversion and the fused kernel.
     """
     pic = decode_picture(data, ctx)
     planes = picture_yuv420(pic, ctx.spec_in)
+    icoef = None
+    if planes is not None and ctx.fidelity == "reference":
+        icoef = picture_swscale_coef(pic)
+        if icoef is None or not _swscale_matches(pic, icoef):
+            planes = None
     if planes is None:
         return _fused_write(picture_bgr(pic, ctx.spec_in), stages[1:], ctx)
     st = ctx.state
@@ -556,9 +574,47 @@ def _video_yuv_write(data, stages, ctx: KernelContext):
     out = _host_view(ctx.out)
     w, h = width // shrink, height // shrink
     y, ys, u, v, cs, coef = planes
-    _native.yuv420_normalise(y, ys, u, v, cs, width, height, out[:, :h, :w], order, mean, inv_std, shrink, coef)
+    if icoef is None:
+        _native.yuv420_normalise(y, ys, u, v, cs, width, height, out[:, :h, :w], order, mean, inv_std, shrink, coef)
+    else:
+        _native.yuv420_bgr24_normalise(y, ys, u, v, cs, width, height, out[:, :h, :w], order, mean, inv_std, shrink,
+                                       icoef)
     _fill_pad(out, h, w, pad_value)
     return ctx.out
+
+
+#: (pixel format, colorspace code, range code) -> whether dvpipe's bgr24 arithmetic matched FFmpeg's here
+_SWSCALE_MATCHES: dict = {}
+
+
+def _swscale_matches(picture, icoef: tuple) -> bool:
+    """Whether ``_native.yuv420_bgr24_normalise`` gives FFmpeg's own bgr24 bytes on this machine for
+    pictures tagged as ``picture`` is (format, colorspace, range), checked once per process on a
+    256x128 probe of random planes so tagged (every luma value, 8192 chroma pairs). The arithmetic
+    is that of libswscale's unscaled x86 converter; another build (ARM's NEON converter, a later
+    FFmpeg) may round otherwise, and then fidelity ``reference`` converts with FFmpeg itself (a
+    warning says so, once)."""
+    key = (picture.format.name, int(picture.colorspace), int(picture.color_range))
+    ok = _SWSCALE_MATCHES.get(key)
+    if ok is None:
+        import av
+
+        planes = np.random.default_rng(0).integers(0, 256, 256 * 128 * 3 // 2, dtype=np.uint8)
+        planes[:256] = np.arange(256, dtype=np.uint8)
+        probe = av.VideoFrame.from_ndarray(planes.reshape(192, 256), format=key[0])
+        probe.colorspace, probe.color_range = key[1], key[2]
+        got = np.empty((3, 128, 256), np.float32)
+        p = probe.planes
+        _native.yuv420_bgr24_normalise(p[0], p[0].line_size, p[1], p[2], p[1].line_size, 256, 128, got, (0, 1, 2),
+                                       (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), 1, icoef)
+        ok = _SWSCALE_MATCHES[key] = bool(np.array_equal(got.transpose(1, 2, 0), bgr24(probe)))
+        if not ok:
+            import warnings
+
+            warnings.warn(f"dvpipe: this FFmpeg's bgr24 conversion of {key[0]} (colorspace {key[1]}, range {key[2]}) "
+                          "rounds otherwise than dvpipe's copy of it; fidelity 'reference' converts such video with "
+                          "FFmpeg itself (slower, the same pixels)", RuntimeWarning, stacklevel=2)
+    return ok
 
 
 # decode straight into the batch slot, one kernel per op run for both inputs (a run has one kernel

@@ -3,7 +3,9 @@
 References are independent of dvpipe's kernels: FFmpeg's own decode of the same access units
 (PyAV, pictures sorted by pts = presentation order) and, in numpy float64, the standard's
 Y'CbCr -> R'G'B' formula (BT.601 / BT.709, limited or full range as the picture is tagged), the
-2x2 mean and the normalisation. At fidelity ``reference`` the pixels stay FFmpeg's bgr24.
+2x2 mean and the normalisation. At fidelity ``reference`` the pixels stay FFmpeg's bgr24: the same
+kernel run reproduces FFmpeg's conversion bit for bit (checked against FFmpeg's own picture here and, for
+every input combination, in tests/backends/test_swscale_exact.py).
 """
 from __future__ import annotations
 
@@ -140,8 +142,7 @@ def test_fast_stays_close_to_ffmpegs_own_bgr24_conversion(tags):
     aus = _encode(_images(), **tags)
     pk = _packets(aus)
     _, fast = _run("bevformer-base", pk, "fast")
-    steps, ref = _run("bevformer-base", pk, "reference")
-    assert steps[0] == "decode_bgr" and steps[1].startswith("fused_")  # FFmpeg's bgr24, then the fused kernel
+    _, ref = _run("bevformer-base", pk, "reference")  # FFmpeg's bgr24 bytes (test_reference_is_ffmpegs...)
     d = np.abs(np.stack(fast)[:, :, :H, :W].astype(np.float64) - np.stack(ref)[:, :, :H, :W])
     problem = tol("fast_vs_ffmpeg_bgr24", "fast", "cpu").violation(d, d)
     assert not problem, (tags, problem, d.max())
@@ -151,12 +152,28 @@ def test_reference_keeps_ffmpegs_bgr24_pixels():
     aus = _encode(_images())
     pics = _ffmpeg_pictures(aus)
     steps, outs = _run("bevformer-tiny", _packets(aus), "reference")
-    assert "fused_decode" not in " ".join(steps)
+    assert steps == ["fused_decode_normalise_resize_pad_batch"], steps  # from the planes, FFmpeg's arithmetic
     for got, pic in zip(outs, pics):
         bgr = pic.to_ndarray(format="bgr24").astype(np.float64)
         mean2 = bgr.reshape(H // 2, 2, W // 2, 2, 3).mean((1, 3))[..., ::-1]
         np.testing.assert_allclose(got[:, :H // 2, :W // 2], ((mean2 - TINY_MEAN) / TINY_STD).transpose(2, 0, 1),
                                    **tol("video_mean2x2").allclose)
+
+
+@pytest.mark.parametrize("profile,shrink", [("bevformer-tiny", 2), ("bevformer-base", 1)])
+@pytest.mark.parametrize("tags", [{}, {"colorspace": 1}, {"color_range": 2}])
+def test_reference_is_ffmpegs_bgr24_picture_through_the_fused_kernel_bit_for_bit(tags, profile, shrink):
+    """What reference computed before it read the planes: FFmpeg's bgr24 picture, then the fused kernel
+    (``normalise_planes``, checked against mmcv's normalise and OpenCV's resize in test_native_kernel.py)."""
+    aus = _encode(_images(), **tags)
+    pics = _ffmpeg_pictures(aus)
+    _, outs = _run(profile, _packets(aus), "reference")
+    mean, std, order = (TINY_MEAN, TINY_STD, (2, 1, 0)) if shrink == 2 else (BASE_MEAN, np.ones(3), (0, 1, 2))
+    for k, (got, pic) in enumerate(zip(outs, pics)):
+        want = np.zeros_like(got)
+        cpu_backend._native.normalise_planes(pic.to_ndarray(format="bgr24"), want[:, :H // shrink, :W // shrink], order,
+                                             tuple(mean), tuple(1 / std), shrink)
+        assert np.array_equal(got, want), (k, tags, np.abs(got - want).max())
 
 
 def test_other_layouts_take_ffmpegs_conversion_at_fast():
