@@ -527,8 +527,9 @@ def _supports_video_yuv(q: KernelQuery) -> KernelVerdict:
             return KernelVerdict.no("at fidelity 'reference' a resize before normalise is OpenCV's on FFmpeg's bgr24 "
                                     "picture (uint8 rounding); the YUV kernel takes exact 2x2 means")
     if q.fidelity == "reference":
-        return KernelVerdict.yes("FFmpeg's bgr24 conversion (libswscale's integer arithmetic, bit-identical) from the "
-                                 "decoder's 4:2:0 planes straight into the output, no BGR picture")
+        return KernelVerdict.yes("FFmpeg's bgr24 conversion (libswscale's integer arithmetic, bit-identical; checked "
+                                 "against FFmpeg at the first picture) from the decoder's 4:2:0 planes straight into "
+                                 "the output, no BGR picture")
     return KernelVerdict.yes("the decoder's 4:2:0 planes converted (BT.601/709/2020 in float) straight into the output")
 
 
