@@ -846,10 +846,10 @@ def picture_swscale_coef(picture) -> Optional[tuple[int, int, int, int, int, int
     return swscale_bgr24_coef(picture.colorspace, full)
 
 
-#: FFmpeg's Y'CbCr -> RGB coefficients (crv, cbu, cgu, cgv) in 1/65536 by colorspace code, the table
-#: libswscale's yuv2rgb.c (``ff_yuv2rgb_coeffs``) gives the codes dvpipe has checked its conversion for
-#: (tests/backends/test_swscale_exact.py): BT.709, FCC, BT.601 (470BG, 170M, unspecified), SMPTE 240M, BT.2020 (non-constant luminance;
-#: FFmpeg refuses constant luminance, code 10)
+#: FFmpeg's Y'CbCr -> RGB coefficients (crv, cbu, cgu, cgv) in 1/65536 by colorspace code (libswscale's
+#: ``ff_yuv2rgb_coeffs``), for the codes dvpipe's copy is checked against FFmpeg for
+#: (tests/backends/test_swscale_exact.py): BT.709 (1), FCC (4), BT.601 (2 unspecified, 5, 6), SMPTE 240M (7),
+#: BT.2020 non-constant luminance (9; FFmpeg refuses constant luminance, 10)
 _SWS_COEFFS = {1: (117489, 138438, 13975, 34925), 4: (104448, 132798, 24759, 53109),
                2: (104597, 132201, 25675, 53279), 5: (104597, 132201, 25675, 53279),
                6: (104597, 132201, 25675, 53279), 7: (117579, 136230, 16907, 35559),
