@@ -424,50 +424,45 @@ DV_CLONES static void sws_row2(const uint8_t *a, const uint8_t *b, const uint8_t
     }
 }
 
-static int parse_icoef(PyObject *seq, swscoef_t *sc) {
-    PyObject *fast = PySequence_Fast(seq, "icoef must be a sequence (y_coeff, y_offset, vr, ub, vg, ug)");
+/* Six numbers from a sequence of 6 (``what`` names them in the errors). */
+static int parse_six(PyObject *seq, const char *what, double out[6]) {
+    PyObject *fast = PySequence_Fast(seq, what);
     if (fast == NULL) return -1;
     if (PySequence_Fast_GET_SIZE(fast) != 6) {
         Py_DECREF(fast);
-        PyErr_SetString(PyExc_ValueError, "icoef needs 6 integers (y_coeff, y_offset, vr, ub, vg, ug)");
+        PyErr_Format(PyExc_ValueError, "%s: needs 6 numbers", what);
         return -1;
     }
-    int32_t *out[6] = {&sc->yc, &sc->yo, &sc->vr, &sc->ub, &sc->vg, &sc->ug};
     for (int i = 0; i < 6; i++) {
-        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
-        if (v == -1 && PyErr_Occurred()) {
+        out[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(fast, i));
+        if (out[i] == -1.0 && PyErr_Occurred()) {
             Py_DECREF(fast);
             return -1;
         }
-        if (v < -32768 || v > 32767) {
-            Py_DECREF(fast);
-            PyErr_SetString(PyExc_ValueError, "icoef values are 16-bit integers");
-            return -1;
-        }
-        *out[i] = (int32_t)v;
     }
     Py_DECREF(fast);
     return 0;
 }
 
 static int parse_coef(PyObject *seq, yuvcoef_t *yc) {
-    PyObject *fast = PySequence_Fast(seq, "coef must be a sequence (ky, y0, crv, cgu, cgv, cbu)");
-    if (fast == NULL) return -1;
-    if (PySequence_Fast_GET_SIZE(fast) != 6) {
-        Py_DECREF(fast);
-        PyErr_SetString(PyExc_ValueError, "coef needs 6 values (ky, y0, crv, cgu, cgv, cbu)");
-        return -1;
-    }
+    double v[6];
+    if (parse_six(seq, "coef (ky, y0, crv, cgu, cgv, cbu)", v)) return -1;
     float *out[6] = {&yc->ky, &yc->y0, &yc->crv, &yc->cgu, &yc->cgv, &yc->cbu};
+    for (int i = 0; i < 6; i++) *out[i] = (float)v[i];
+    return 0;
+}
+
+static int parse_icoef(PyObject *seq, swscoef_t *sc) {
+    double v[6];
+    if (parse_six(seq, "icoef (y_coeff, y_offset, vr, ub, vg, ug)", v)) return -1;
+    int32_t *out[6] = {&sc->yc, &sc->yo, &sc->vr, &sc->ub, &sc->vg, &sc->ug};
     for (int i = 0; i < 6; i++) {
-        double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(fast, i));
-        if (v == -1.0 && PyErr_Occurred()) {
-            Py_DECREF(fast);
+        if (!(v[i] >= -32768 && v[i] <= 32767) || v[i] != (double)(int32_t)v[i]) { /* NaN fails the first */
+            PyErr_SetString(PyExc_ValueError, "icoef values are 16-bit integers");
             return -1;
         }
-        *out[i] = (float)v;
+        *out[i] = (int32_t)v[i];
     }
-    Py_DECREF(fast);
     return 0;
 }
 

@@ -116,7 +116,7 @@ def test_kernel_checks_its_coefficients():
     y, c = bytes(64 * 32), bytes(32 * 16)
     out = np.empty((3, 32, 64), np.float32)
     args = ((0, 1, 2), (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), 1)
-    with pytest.raises(ValueError, match="6 integers"):
+    with pytest.raises(ValueError, match="needs 6 numbers"):
         n.yuv420_bgr24_normalise(y, 64, c, c, 32, 64, 32, out, *args, (1, 2, 3))
     with pytest.raises(ValueError, match="16-bit"):
         n.yuv420_bgr24_normalise(y, 64, c, c, 32, 64, 32, out, *args, (1 << 20, 0, 0, 0, 0, 0))
