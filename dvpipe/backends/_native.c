@@ -535,13 +535,17 @@ static PyObject *yuv420_common(PyObject *args, int sws) {
             m[col] = cf.mean[plane_of[col]];
             k[col] = cf.k[plane_of[col]];
         }
-        /* scratch for shrink 1: luma, three chroma-term rows and their half-width source */
-        float *buf = (float *)malloc((size_t)(4 * w + 3 * cw) * sizeof(float));
-        if (buf == NULL) {
-            PyErr_NoMemory();
-            goto fail;
+        /* scratch for the float matrix at shrink 1 only: luma, three chroma-term rows and their half-width
+         * source (the other paths write each output row in one loop) */
+        float *buf = NULL, *ty = NULL, *tb = NULL, *tg = NULL, *tr = NULL, *hc = NULL;
+        if (shrink == 1 && !sws) {
+            buf = (float *)malloc((size_t)(4 * w + 3 * cw) * sizeof(float));
+            if (buf == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            ty = buf, tb = buf + w, tg = buf + 2 * w, tr = buf + 3 * w, hc = buf + 4 * w;
         }
-        float *ty = buf, *tb = buf + w, *tg = buf + 2 * w, *tr = buf + 3 * w, *hc = buf + 4 * w;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t r = 0; r < h; r++) {
             char *row = dbase + r * drow;

@@ -43,7 +43,8 @@ rotated every round; ms per frame set of N cameras):
 * ``dvpipe fast`` / ``dvpipe reference`` -- ``Pipeline.from_profile("bevformer-tiny", rig,
   fidelity=..., threads=T).process(frame set)`` -> (N, 3, 480, 800) float32: at ``fast`` the
   decoder's YUV planes go straight into the compiled kernel (``fused_decode_*``); at
-  ``reference`` FFmpeg's bgr24 picture goes into the fused 2x2 kernel.
+  ``reference`` too, through a copy of FFmpeg's bgr24 arithmetic (bit-identical to FFmpeg's bgr24
+  picture through the fused 2x2 kernel, which ran until 2026-12-05).
 * ``dvpipe fast, submitted ahead`` -- the same pipeline through ``Pipeline.submit`` with one frame set
   kept ahead (set k+1's cameras start while set k's slowest camera finishes: no per-set barrier).
 * ``Runner fast, 3 pictures per job`` -- the same with ``run.pictures_per_job: 3`` (a worker decodes up to
