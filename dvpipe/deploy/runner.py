@@ -57,6 +57,7 @@ from ..latency import LatencyStats, Timeline, now_ns, wall_ns
 from ..types import Frame
 from ..video import GAP, VideoPacket, as_packet, merge_packets
 from ._assembly import AUTO_BACKENDS, build_pipeline, load_model, resolve_backends
+from ._live_loop import LiveLoop, polled
 from ._budget import camera_problem, memory_problem, output_buffers, plan_output
 from ._progress import ProgressLine, format_eta
 from .config import VIDEO_ENCODINGS, Deployment
@@ -151,6 +152,9 @@ class Runner:
     #: (:func:`~dvpipe.deploy._budget.output_buffers`) has room for one ahead, and ``run.pictures_per_job``
     #: sets ahead when that is more
     sets_ahead = 1
+    #: live sources that read without blocking (dvpipe's RTSP client) share one I/O thread
+    #: (:mod:`dvpipe.deploy._live_loop`); False gives each its own reader thread
+    poll_live = True
 
     def __init__(self, deployment: Deployment, *, model: Optional[Callable] = None,
                  progress: Optional[Callable[["Runner"], None]] = None,
@@ -283,7 +287,7 @@ class Runner:
         self.started_ns = self.clock()
         self.startup["open_ms"] = (self.started_ns - t0) / 1e6
         self.acc.started_ns = self.started_ns  # the origin of outage times in the summary
-        shared = []
+        shared, polled_cams = [], []
         for cam, src in self._sources.items():
             if cam in opened:
                 err = opened[cam]
@@ -295,12 +299,17 @@ class Runner:
                 if self.share_reader and shares_reader(src):
                     shared.append(cam)
                     continue
+            elif self.poll_live and polled(src):
+                polled_cams.append(cam)
+                continue
             t = threading.Thread(target=self._reader, args=(cam, src, cam in opened), name=f"dvpipe-src-{cam}",
                                  daemon=True)
             self._threads.append(t)
         if shared:
             self._threads.append(threading.Thread(target=self._shared_reader, args=(shared,), name="dvpipe-src-files",
                                                   daemon=True))
+        if polled_cams:
+            self._threads.append(LiveLoop(self, polled_cams, OPEN_CONCURRENCY).thread)
         for t in self._threads:
             t.start()
         self._go.set()
@@ -308,11 +317,15 @@ class Runner:
     def _open_first(self, cam: str) -> Optional[str]:
         """The first open of ``cam``'s source; None on success, else the reason. Counts :attr:`sources_opened`."""
         err = self._open(cam, self._sources[cam], again=False)
+        self._count_opened()
+        return err
+
+    def _count_opened(self) -> None:
+        """One more source opened, or finally failed to, at its first series of attempts."""
         with self._open_lock:
             self.sources_opened += 1
             if self.opening is not None:
                 self.opening(self)
-        return err
 
     def _streaming(self, cam: str, src: Source) -> None:
         h = self.acc.health[cam]
@@ -521,6 +534,10 @@ class Runner:
             if not self.stop_event.is_set():
                 self._fail(cam, "end of input", state="ended")
             return _END
+        return self._arrived(st, item)
+
+    def _arrived(self, st: "_ReadState", item: Item) -> Item:
+        """Stamp a frame just read: its arrival time, whether frames were lost before it."""
         t = self.clock()
         item.arrival_ns = t
         seq = item.frame.seq
@@ -528,7 +545,7 @@ class Runner:
                               or (st.last_seq is not None and seq != st.last_seq + 1))
         st.gap_next = False
         st.last_seq = seq
-        h.arrived(t, item.media_ns)
+        st.health.arrived(t, item.media_ns)
         return item
 
     def _reconnect(self, cam: str, src: Source, h, reason: str) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ...types import Camera
-from .base import Backoff, Item, Source, SourceError, SourceWrapper, StreamLost, StreamStalled
+from .base import Backoff, Item, NothingYet, Source, SourceError, SourceWrapper, StreamLost, StreamStalled
 from .registry import SOURCES, SourceContext, option, register_source, source_class
 # the built-in types register themselves on import, in this order
 from .images import ImageSequence  # noqa: E402,F401
@@ -28,7 +28,7 @@ from .infos import InfoSource  # noqa: E402,F401
 from .wrappers import Faulty, Limited, Looped, Paced, ReplayClock
 
 __all__ = ["SOURCES", "open_source", "register_source", "option", "source_class", "SourceContext", "Source",
-           "SourceError", "StreamLost", "StreamStalled", "Item", "Backoff", "SourceWrapper", "Looped", "Limited",
+           "SourceError", "StreamLost", "StreamStalled", "NothingYet", "Item", "Backoff", "SourceWrapper", "Looped", "Limited",
            "Paced", "ReplayClock", "Faulty"]
 
 

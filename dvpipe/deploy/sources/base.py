@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # names for the type checker only
     from .._schema import CameraConfig, SourceConfig
     from .registry import DeploymentContext, SourceContext
 
-__all__ = ["Item", "Source", "SourceError", "StreamLost", "StreamStalled", "Backoff", "SourceWrapper"]
+__all__ = ["Item", "Source", "SourceError", "StreamLost", "StreamStalled", "NothingYet", "Backoff", "SourceWrapper"]
 
 
 class SourceError(DvpipeError, RuntimeError):
@@ -46,6 +46,11 @@ class StreamStalled(StreamLost):
     """A read timed out but the connection is still open (the sender paused): a stall, not a
     disconnect. The source can be read again as it is. (A subclass of :class:`StreamLost`, so that
     code that knows only that one reconnects, as before.)"""
+
+
+class NothingYet(Exception):
+    """A source read without waiting (``nonblocking``, served by the runner's I/O loop) has no frame now:
+    poll its socket and read again once data came. Not an error."""
 
 
 @dataclass

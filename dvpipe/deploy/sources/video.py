@@ -42,13 +42,15 @@ from ...video import (ELEMENTARY_LOOKAHEAD, FILE_LOOKAHEAD, RESET, AccessUnit, F
                             PresentationOrder, ReorderingDecoder, VideoPacket, bgr24, is_keyframe, nal_types)
 from . import _options
 from ._probe import probe_elementary, probe_video
-from .base import Backoff, Item, Source, SourceError, StreamLost, StreamStalled
+from ._rtsp_client import RtspConnection
+from .base import Backoff, Item, NothingYet, Source, SourceError, StreamLost, StreamStalled
 from .registry import SourceContext, option, register_source
 
 __all__ = ["VideoFile", "ElementaryStream", "RtspSource", "V4l2Source", "AvStream", "VideoOptions",
            "ElementaryOptions", "RtspOptions", "Reconnect", "V4l2Options"]
 
 _CODEC_ENCODING = {"h264": "h264", "hevc": "h265"}
+_AV_CODEC = {"h264": "h264", "h265": "hevc"}
 _PARAM_SETS = {"h264": frozenset((7, 8)), "h265": frozenset((32, 33, 34))}  # SPS/PPS (+ VPS) NAL types
 _LIVE_REANCHOR_NS = 100_000_000
 _MAX_SENDER_LAG_NS = 2_000_000_000  # a stream's data arriving later than this after the sender says it was taken
@@ -148,6 +150,11 @@ class AvStream(Source):
             elif extradata:
                 self._extradata_annexb = extradata
         self._demux = self._container.demux(stream)
+        self._begin_reading(codec, extradata)
+
+    def _begin_reading(self, codec: str, extradata: bytes) -> None:
+        """The reading state of a stream just opened (``codec``: FFmpeg's name; ``extradata`` as the
+        container gives it)."""
         self._keys_flagged = False  # see index_flags_keys: set once a flagged packet is a keyframe by its NAL units
         self._corrupt_before = False  # the last packet carried the demuxer's corrupt flag
         self._pending: list = []
@@ -235,7 +242,7 @@ class AvStream(Source):
         # the flag can come one access unit early (FFmpeg's parser, joining MPEG-TS payloads into access
         # units, gives the flag of the packet it is reading to the unit it completes): the flagged unit
         # and the next are both damaged
-        damage = _DEMUXER_CORRUPT if pkt.is_corrupt or self._corrupt_before else None
+        damage = getattr(pkt, "damage", None) or (_DEMUXER_CORRUPT if pkt.is_corrupt or self._corrupt_before else None)
         self._corrupt_before = bool(pkt.is_corrupt)
         if self._mode == "access_units" or (self._mode == "decode" and self._codec is not None):
             assert self._codec is not None  # access units: the camera's encoding is the stream's codec
@@ -541,11 +548,14 @@ class _LiveStream(AvStream):
 
     def _open(self) -> None:
         super()._open()
+        self._begin_live()
+        timeout = self._timeout()
+        self._demux = self._TimeoutGuard(self._container, self._stream, self._url(), timeout and timeout[1])
+
+    def _begin_live(self) -> None:
         self._offset: Optional[int] = None  # capture = pts + offset (wall clock ns)
         self._recent_lags: deque = deque(maxlen=_LIVE_LAG_WINDOW)
         self._media_ns = None
-        timeout = self._timeout()
-        self._demux = self._TimeoutGuard(self._container, self._stream, self._url(), timeout and timeout[1])
 
     def nominal_fps(self) -> Optional[float]:
         """The stream's declared rate (frames per second) when it has one, else the ``fps`` option."""
@@ -589,16 +599,20 @@ class _LiveStream(AvStream):
         self._media_ns = packet.want if packet.by == "pts" else None
         if packet.by != "pts" or packet.want is None:
             return arrival_wall_ns
-        realtime_us = getattr(self._container, "start_time_realtime", None) if self._container is not None else None
-        if realtime_us is not None and self._offset is not None:
+        sender_origin = self._sender_origin_ns()
+        if sender_origin is not None and self._offset is not None:
             # trusted when the stream's data arrives as it says: its least delay (self._offset, the
             # arrival clock's origin of pts 0) within [-1 s, +2 s] of the sender's origin
-            sender_origin = int(realtime_us) * 1000
             if -_MAX_SENDER_AHEAD_NS <= self._offset - sender_origin <= _MAX_SENDER_LAG_NS:
                 return sender_origin + packet.want
         if self._offset is None:
             return arrival_wall_ns
         return min(packet.want + self._offset, arrival_wall_ns)
+
+    def _sender_origin_ns(self) -> Optional[int]:
+        """The sender's wall clock (ns since the Unix epoch) of pts 0, when the stream says it."""
+        realtime_us = getattr(self._container, "start_time_realtime", None) if self._container is not None else None
+        return None if realtime_us is None else int(realtime_us) * 1000
 
     def _capture_mono(self, capture_epoch_ns: int) -> Optional[int]:
         return to_monotonic_ns(capture_epoch_ns)
@@ -630,12 +644,31 @@ class RtspOptions:
     lookahead: Optional[int] = _options.lookahead("access units read ahead of a frame (default 0: none until "
                                                   "the stream reorders)")
     stall_reconnect_s: Optional[float] = _options.stall_reconnect_s(10.0)
+    client: Optional[Literal["dvpipe", "ffmpeg"]] = option(
+        None, "RTSP client: dvpipe (its own: read by the runner's one I/O thread with the other cameras; "
+              "TCP, H.264/H.265) or ffmpeg (a reader thread per camera; UDP, rtsps, MJPEG, raw); default: "
+              "dvpipe where it can")
+
+
+def _rtsp_client(transport: str, encoding: str, uri: Optional[str]) -> Optional[str]:
+    """Why dvpipe's own RTSP client cannot read this stream, or None when it can."""
+    if transport != "tcp":
+        return "it reads RTP over the RTSP connection (transport: tcp), not UDP"
+    if encoding not in VIDEO_ENCODINGS:
+        return f"it hands over H.264/H.265 access units, not {encoding} frames"
+    if uri is not None and uri.lower().startswith("rtsps:"):
+        return "it does not speak TLS (rtsps://)"
+    return None
 
 
 @register_source("rtsp")
 class RtspSource(_LiveStream):
-    """RTSP camera or server (PyAV/FFmpeg client), read timeouts, reconnect with back-off; capture time:
-    each picture's pts on the sender's clock (RTCP), else on the arrival clock."""
+    """RTSP camera or server, read timeouts, reconnect with back-off; capture time: each picture's pts
+    on the sender's clock (RTCP), else on the arrival clock.
+
+    Read by dvpipe's own client (:mod:`._rtsp_client`) where it can (``client: dvpipe``, the default for
+    H.264/H.265 over TCP): the runner's I/O loop then serves the camera with the others on one
+    thread (:attr:`pollable`); else by PyAV/FFmpeg's client on a reader thread of its own."""
 
     Options = RtspOptions
     uri_help = "rtsp://host[:port]/path (required)"
@@ -649,7 +682,79 @@ class RtspSource(_LiveStream):
         if ctx.encoding not in VIDEO_ENCODINGS + ("jpeg", "raw"):
             ctx.err(None, f"an RTSP source needs camera encoding h264, h265, jpeg (MJPEG) or raw; "
                           f"camera {ctx.camera} declares {ctx.encoding}")
+        elif options.client == "dvpipe":
+            why = _rtsp_client(options.transport, ctx.encoding, ctx.uri)
+            if why:
+                ctx.err("client", f"dvpipe's RTSP client cannot read this stream: {why} (client: ffmpeg can)")
         return options
+
+    def __init__(self, camera, cfg):
+        super().__init__(camera, cfg)
+        client = self.options.get("client")
+        if client is None:
+            client = "ffmpeg" if _rtsp_client(self.options.get("transport", "tcp"), camera.encoding,
+                                              getattr(cfg, "uri", None)) else "dvpipe"
+        #: whether the runner's I/O loop can serve it (:meth:`fileno`, :meth:`receive`, ``nonblocking``)
+        self.pollable = client == "dvpipe"
+        #: set by the I/O loop: :meth:`read` raises :class:`NothingYet` instead of waiting for data
+        self.nonblocking = False
+        self._conn: Optional[RtspConnection] = None
+
+    def _open(self) -> None:
+        if not self.pollable:
+            super()._open()
+            return
+        conn = RtspConnection(self._url(), float(self.options.get("open_timeout_s", 5.0)))
+        video = conn.open()
+        if video.codec != self.camera.encoding:
+            conn.close()
+            raise SourceError(f"{self._url()} is {video.codec} video but camera {self.camera.name} declares "
+                              f"{self.camera.encoding}")
+        self._conn, self._container, self._stream = conn, None, None
+        self._codec, self._mode, self._bsf = video.codec, "access_units", None
+        self._extradata_annexb = video.parameter_sets
+        self._begin_reading(_AV_CODEC[video.codec], b"")
+        self._begin_live()
+
+    def fileno(self) -> int:
+        """The connection's socket (for the I/O loop's poll), -1 when closed."""
+        return self._conn.fileno() if self._conn is not None else -1
+
+    def receive(self) -> int:
+        """Take the bytes that arrived (never waits); raises :class:`StreamLost` when the connection
+        closed. Returns how many bytes came."""
+        if self._conn is None:
+            raise StreamLost(f"{self._url()}: not connected")
+        return self._conn.receive()
+
+    def _next_packet(self):
+        conn = self._conn
+        if conn is None:
+            return super()._next_packet()
+        while not conn.units:
+            if self.nonblocking:
+                raise NothingYet()
+            timeout = float(self.options.get("read_timeout_s", 2.0))
+            if not conn.wait(timeout):
+                raise StreamStalled(f"{self._url()}: no data for {timeout:g} s (read timeout; the connection is open)")
+            conn.receive()
+        return conn.units.popleft()
+
+    def _sender_origin_ns(self) -> Optional[int]:
+        if self._conn is not None:
+            return self._conn.sender_origin_ns
+        return super()._sender_origin_ns()
+
+    def nominal_fps(self) -> Optional[float]:
+        if self._conn is not None and self._conn.video is not None and self._conn.video.fps:
+            return self._conn.video.fps
+        return super().nominal_fps()
+
+    def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+        super()._close()
 
     def _container_options(self) -> dict:
         # no stream analysis: the decode step needs nothing from it, and analysing costs up to a

@@ -1,0 +1,723 @@
+"""dvpipe's own RTSP client: RTP over the RTSP TCP connection, read without blocking.
+
+FFmpeg's RTSP demuxer blocks in its read, so each camera read through it needs a thread. This client
+does the RTSP handshake (RFC 2326: DESCRIBE, SETUP with ``RTP/AVP/TCP`` interleaved transport, PLAY;
+Basic and Digest authentication, RFC 7617 / RFC 2617; OPTIONS as keep-alive at half the session's
+timeout) with blocking socket calls and a deadline,
+then hands over a socket that the runner's I/O loop (:mod:`dvpipe.deploy._live_loop`) polls with the
+other cameras' sockets: :meth:`RtspConnection.receive` takes what the kernel has and never waits.
+
+What it reads:
+
+* interleaved frames (``$``, channel, 16-bit length) on the RTP and RTCP channels SETUP agreed, and
+  RTSP responses between them (keep-alive answers: skipped);
+* RTP packets of one video stream (RFC 3550), depacketised into Annex B access units: H.264 per
+  RFC 6184 (single NAL unit packets, STAP-A, FU-A; packetisation modes 0 and 1), H.265 per RFC 7798
+  (single NAL unit packets, aggregation packets, fragmentation units; no DONL fields). An access unit
+  ends at the marker bit or at a new RTP timestamp. A gap in the sequence numbers, or a fragment that
+  lost its first or last piece, marks the access units it touches as damaged (with the numbers lost);
+* RTCP sender reports (RFC 3550 6.4.1): the first one gives the sender's wall clock of the stream's
+  first RTP timestamp, as FFmpeg's ``start_time_realtime`` does.
+
+Not supported (the source falls back to FFmpeg's client, ``client: ffmpeg``): UDP transport,
+``rtsps://``, RTP/RTCP multiplexed on one channel with other media, H.264 interleaved mode (STAP-B,
+MTAP, FU-B), H.265 with DONL fields (``sprop-max-don-diff`` > 0), codecs other than H.264/H.265.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import select
+import socket
+import struct
+import time
+import urllib.parse
+from collections import deque
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Optional
+
+from .base import SourceError, StreamLost
+
+__all__ = ["RtspConnection", "SdpVideo", "parse_sdp", "RtpDepacketiser", "RtpUnit", "digest_response"]
+
+_NTP_UNIX_OFFSET_S = 2_208_988_800  # seconds from 1900-01-01 (NTP) to 1970-01-01 (Unix)
+_RECV_BYTES = 1 << 18
+_MAX_BUFFER = 16 << 20  # bytes of unparsed input before the stream counts as garbage
+_MAX_UNIT = 32 << 20  # bytes of one access unit
+_USER_AGENT = "dvpipe"
+
+
+@dataclass(frozen=True)
+class SdpVideo:
+    """The video stream a DESCRIBE answer offers.
+
+    Attributes:
+        codec: ``h264`` or ``h265``.
+        payload_type: the RTP payload type (``m=video ... RTP/AVP <pt>``).
+        clock_rate: RTP timestamp units per second (90000 for video).
+        control: the absolute URL to SETUP.
+        parameter_sets: SPS/PPS (and VPS) from ``sprop-*`` as Annex B bytes (empty when not given).
+        fps: ``a=framerate`` when given, else None.
+    """
+
+    codec: str
+    payload_type: int
+    clock_rate: int
+    control: str
+    parameter_sets: bytes = b""
+    fps: Optional[float] = None
+
+
+def _b64_nal(text: str) -> bytes:
+    try:
+        nal = base64.b64decode(text.strip() + "=" * (-len(text.strip()) % 4), validate=False)
+    except (ValueError, TypeError):
+        return b""
+    return b"\x00\x00\x00\x01" + nal if nal else b""
+
+
+def _resolve(base: str, control: str) -> str:
+    if not control or control == "*":
+        return base
+    if re.match(r"^rtsps?://", control, re.I):
+        return control
+    return base + ("" if base.endswith("/") else "/") + control.lstrip("/")
+
+
+def parse_sdp(text: str, base_url: str) -> SdpVideo:
+    """The first H.264/H.265 video stream of an SDP description (RFC 4566).
+
+    ``base_url``: the Content-Base (else Content-Location, else the DESCRIBE URL), against which a
+    relative ``a=control`` resolves. Raises :class:`SourceError` when there is no stream this client
+    can read (the reason says which client can)."""
+    session_control = ""
+    medias: list[dict] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if len(line) < 2 or line[1] != "=":
+            continue
+        kind, value = line[0], line[2:]
+        if kind == "m":
+            parts = value.split()
+            medias.append({"media": parts[0] if parts else "", "proto": parts[2] if len(parts) > 2 else "",
+                           "pts": parts[3:], "attrs": []})
+        elif kind == "a":
+            if medias:
+                medias[-1]["attrs"].append(value)
+            elif value.startswith("control:"):
+                session_control = value[len("control:"):].strip()
+    base = _resolve(base_url, session_control) if session_control and session_control != "*" else base_url
+    seen = []
+    for m in medias:
+        if m["media"] != "video":
+            continue
+        rtpmap: dict[int, tuple[str, int]] = {}
+        fmtp: dict[int, dict[str, str]] = {}
+        control, fps = "", None
+        for a in m["attrs"]:
+            name, _, rest = a.partition(":")
+            if name == "rtpmap":
+                pt, _, enc = rest.partition(" ")
+                enc_name, _, clock = enc.partition("/")
+                if pt.strip().isdigit():
+                    rtpmap[int(pt)] = (enc_name.strip().upper(), int(clock.split("/")[0] or 90000)
+                                       if clock.split("/")[0].strip().isdigit() else 90000)
+            elif name == "fmtp":
+                pt, _, params = rest.partition(" ")
+                if pt.strip().isdigit():
+                    fmtp[int(pt)] = {k.strip().lower(): v.strip() for k, _, v in
+                                     (p.partition("=") for p in params.split(";")) if k.strip()}
+            elif name == "control":
+                control = rest.strip()
+            elif name in ("framerate", "x-framerate"):
+                try:
+                    fps = float(rest.strip())
+                except ValueError:
+                    fps = None
+        for pt_text in m["pts"]:
+            if not pt_text.isdigit():
+                continue
+            pt = int(pt_text)
+            enc, clock = rtpmap.get(pt, ("", 90000))
+            seen.append(enc or f"payload type {pt}")
+            params = fmtp.get(pt, {})
+            if enc == "H264":
+                if params.get("packetization-mode", "0") not in ("0", "1"):
+                    raise SourceError(f"the stream's H.264 packetization-mode is {params['packetization-mode']} "
+                                      "(interleaved); dvpipe's RTSP client reads modes 0 and 1: set client: ffmpeg")
+                sets = b"".join(_b64_nal(s) for s in params.get("sprop-parameter-sets", "").split(",") if s)
+                codec = "h264"
+            elif enc in ("H265", "HEVC"):
+                if int(params.get("sprop-max-don-diff", "0") or 0) > 0:
+                    raise SourceError("the stream's H.265 RTP carries decoding order numbers (sprop-max-don-diff "
+                                      "> 0); dvpipe's RTSP client does not read them: set client: ffmpeg")
+                sets = b"".join(_b64_nal(params.get(k, "")) for k in ("sprop-vps", "sprop-sps", "sprop-pps")
+                                if params.get(k))
+                codec = "h265"
+            else:
+                continue
+            if "TCP" in m["proto"].upper() and "RTP" not in m["proto"].upper():
+                continue
+            return SdpVideo(codec, pt, clock if clock > 0 else 90000, _resolve(base, control), sets,
+                            fps if fps and 0 < fps <= 1000 else None)
+    offered = ", ".join(seen) if seen else "no video stream"
+    raise SourceError(f"the server offers {offered}; dvpipe's RTSP client reads H.264/H.265 video (set "
+                      "client: ffmpeg for other codecs)")
+
+
+def digest_response(user: str, password: str, realm: str, nonce: str, method: str, uri: str,
+                    qop: Optional[str] = None, nc: str = "00000001", cnonce: str = "") -> str:
+    """The ``response`` of HTTP Digest authentication with MD5 (RFC 2617 3.2.2), as RTSP uses it."""
+    def md5(s: str) -> str:
+        return hashlib.md5(s.encode("utf-8")).hexdigest()  # noqa: S324 - the protocol's hash, not a secret store
+
+    ha1, ha2 = md5(f"{user}:{realm}:{password}"), md5(f"{method}:{uri}")
+    if qop:
+        return md5(f"{ha1}:{nonce}:{nc}:{cnonce}:{qop}:{ha2}")
+    return md5(f"{ha1}:{nonce}:{ha2}")
+
+
+@dataclass
+class RtpUnit:
+    """One depacketised access unit, shaped as the demuxer's packets are for the source's reader:
+    ``bytes(unit)`` is the Annex B data, ``pts * time_base`` its presentation time in seconds from the
+    stream's first RTP timestamp, ``damage`` what is known to be lost (None: intact)."""
+
+    data: bytes
+    pts: int
+    time_base: Fraction
+    damage: Optional[str] = None
+    dts = None
+    is_keyframe = False
+    is_corrupt = False
+    is_discard = False
+
+    def __bytes__(self) -> bytes:
+        return self.data
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+class RtpDepacketiser:
+    """RTP packets of one H.264/H.265 stream -> :class:`RtpUnit` access units (decode order).
+
+    ``packet(rtp_bytes)`` returns the access units it completed (usually none or one)."""
+
+    _START = b"\x00\x00\x00\x01"
+
+    def __init__(self, codec: str, payload_type: int, clock_rate: int = 90000):
+        self.codec = codec
+        self.payload_type = payload_type
+        self.time_base = Fraction(1, clock_rate)
+        self.first_ts: Optional[int] = None  # unwrapped RTP timestamp of the first packet
+        self._last_ts32: Optional[int] = None
+        self._ts_high = 0
+        self._next_seq: Optional[int] = None
+        self._ts: Optional[int] = None  # unwrapped timestamp of the unit being assembled
+        self._nals: list[bytes] = []
+        self._size = 0
+        self._fu: Optional[list[bytes]] = None  # the fragmented NAL unit being joined
+        self._damage: list[str] = []
+        self.packets = 0
+        self.lost = 0
+
+    def unwrap(self, ts32: int) -> int:
+        """A 32-bit RTP timestamp as a count that does not wrap (steps of either sign below 2^31)."""
+        if self._last_ts32 is not None:
+            delta = (ts32 - self._last_ts32) & 0xFFFFFFFF
+            if delta >= 1 << 31:
+                delta -= 1 << 32
+            self._ts_high += delta
+        else:
+            self._ts_high = ts32
+        self._last_ts32 = ts32
+        return self._ts_high
+
+    def packet(self, pkt: bytes) -> list[RtpUnit]:
+        if len(pkt) < 12 or pkt[0] >> 6 != 2:
+            return []
+        b0, b1 = pkt[0], pkt[1]
+        if b1 & 0x7F != self.payload_type:
+            return []
+        seq, ts32 = struct.unpack_from(">HI", pkt, 2)
+        start = 12 + 4 * (b0 & 0x0F)
+        if b0 & 0x10:  # header extension
+            if len(pkt) < start + 4:
+                return []
+            start += 4 + 4 * struct.unpack_from(">H", pkt, start + 2)[0]
+        end = len(pkt)
+        if b0 & 0x20:  # padding: its length is the last byte
+            end -= pkt[-1]
+        if end <= start:
+            return []
+        self.packets += 1
+        ts = self.unwrap(ts32)
+        if self.first_ts is None:
+            self.first_ts = ts
+        out: list[RtpUnit] = []
+        gap = None
+        if self._next_seq is not None and seq != self._next_seq:
+            missing = (seq - self._next_seq) & 0xFFFF
+            if missing < 0x8000:  # packets lost (not a late duplicate)
+                self.lost += missing
+                gap = (f"RTP packets lost (sequence numbers {self._next_seq}..{(seq - 1) & 0xFFFF}, "
+                       f"{missing} packet{'s' if missing != 1 else ''})")
+            else:
+                return []  # a late or duplicate packet: already counted as lost
+        self._next_seq = (seq + 1) & 0xFFFF
+        if self._ts is not None and ts != self._ts:  # a new picture before the last one's marker
+            if gap is None:
+                self._damage.append("the access unit's last RTP packet (marker) never came")
+            out.extend(self._flush())
+        if gap is not None:
+            if self._ts is not None or self._fu is not None:
+                self._damage.append(gap)  # the unit being assembled lost packets
+            out.extend(self._flush())
+            self._damage.append(gap)  # ... and this one may have lost its beginning
+        self._ts = ts
+        self._payload(memoryview(pkt)[start:end])
+        if b1 & 0x80:  # marker: the access unit's last packet
+            out.extend(self._flush())
+        return out
+
+    def _add(self, nal: bytes) -> None:
+        self._size += len(nal) + 4
+        if self._size > _MAX_UNIT:
+            raise StreamLost(f"an access unit over {_MAX_UNIT >> 20} MB (no marker bit): not a video stream "
+                             "dvpipe can read")
+        self._nals.append(nal)
+
+    def _payload(self, p: memoryview) -> None:
+        if self.codec == "h264":
+            kind, header_len = p[0] & 0x1F, 1
+            single, aggregate, fragment = 1 <= kind <= 23, kind == 24, kind == 28
+        else:
+            if len(p) < 2:
+                return
+            kind, header_len = (p[0] >> 1) & 0x3F, 2
+            single, aggregate, fragment = kind < 48, kind == 48, kind == 49
+        if self._fu is not None and not fragment:
+            self._damage.append("a fragmented NAL unit lost its last fragment")
+            self._fu = None
+        if single:
+            self._add(bytes(p))
+        elif aggregate:
+            i = header_len
+            while i + 2 <= len(p):
+                n = (p[i] << 8) | p[i + 1]
+                if n == 0 or i + 2 + n > len(p):
+                    self._damage.append("an aggregation packet's sizes do not fit it")
+                    break
+                self._add(bytes(p[i + 2:i + 2 + n]))
+                i += 2 + n
+        elif fragment:
+            if len(p) <= header_len + 1:
+                return
+            fu = p[header_len]
+            first, last = bool(fu & 0x80), bool(fu & 0x40)
+            if first:
+                if self._fu is not None:
+                    self._damage.append("a fragmented NAL unit lost its last fragment")
+                if self.codec == "h264":
+                    head = bytes([(p[0] & 0xE0) | (fu & 0x1F)])
+                else:
+                    head = bytes([(p[0] & 0x81) | ((fu & 0x3F) << 1), p[1]])
+                self._fu = [head]
+            elif self._fu is None:
+                self._damage.append("a fragmented NAL unit lost its first fragment")
+                return
+            self._fu.append(bytes(p[header_len + 1:]))
+            if last:
+                self._add(b"".join(self._fu))
+                self._fu = None
+        else:
+            self._damage.append(f"RTP payload of NAL type {kind} (not read by dvpipe's RTSP client)")
+
+    def _flush(self) -> list[RtpUnit]:
+        if self._fu is not None:
+            self._damage.append("a fragmented NAL unit lost its last fragment")
+            self._fu = None
+        out = []
+        if self._nals and self._ts is not None:
+            assert self.first_ts is not None
+            data = self._START + self._START.join(self._nals)
+            damage = "; ".join(dict.fromkeys(self._damage)) if self._damage else None
+            out.append(RtpUnit(data, self._ts - self.first_ts, self.time_base, damage))
+        self._nals, self._size, self._ts = [], 0, None
+        self._damage = []
+        return out
+
+
+@dataclass
+class _Response:
+    status: int
+    reason: str
+    headers: dict[str, str]
+    body: bytes = b""
+
+
+@dataclass
+class _Url:
+    text: str  # without credentials
+    host: str
+    port: int
+    user: Optional[str] = None
+    password: Optional[str] = None
+
+
+def _parse_url(url: str) -> _Url:
+    u = urllib.parse.urlsplit(url)
+    if u.scheme.lower() != "rtsp" or not u.hostname:
+        raise SourceError(f"dvpipe's RTSP client reads rtsp://host[:port]/path URLs, not {url!r} (client: ffmpeg "
+                          "reads rtsps://)")
+    try:
+        port = u.port or 554
+    except ValueError:
+        raise SourceError(f"{url!r}: the port is not a number from 1 to 65535") from None
+    host = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
+    clean = urllib.parse.urlunsplit(("rtsp", f"{host}:{u.port}" if u.port else host, u.path or "/", u.query, ""))
+    user = urllib.parse.unquote(u.username) if u.username is not None else None
+    password = urllib.parse.unquote(u.password) if u.password is not None else None
+    return _Url(clean, u.hostname, port, user, password)
+
+
+@dataclass
+class RtspConnection:
+    """One RTSP session carrying one video stream over the RTSP TCP connection.
+
+    ``open()`` connects and plays (blocking, within ``open_timeout_s``); then ``receive()`` reads what
+    has arrived without waiting and queues access units (``units``), ``fileno()`` is the socket to poll,
+    ``close()`` sends TEARDOWN (without waiting for the answer) and closes.
+    """
+
+    url: str
+    open_timeout_s: float = 5.0
+    video: Optional[SdpVideo] = None
+    units: deque = field(default_factory=deque)
+    #: the sender's wall clock (ns since the Unix epoch) of the stream's first RTP timestamp, from the
+    #: first RTCP sender report; None until one came
+    sender_origin_ns: Optional[int] = None
+    sender_reports: int = 0
+
+    def __post_init__(self) -> None:
+        self._url = _parse_url(self.url)
+        self._sock: Optional[socket.socket] = None
+        self._cseq = 0
+        self._session: Optional[str] = None
+        self._session_timeout_s = 60.0
+        self._auth: Optional[dict] = None
+        self._buf = bytearray()
+        self._rtp_channel, self._rtcp_channel = 0, 1
+        self._depacketiser: Optional[RtpDepacketiser] = None
+        self._first_report: Optional[tuple[int, int]] = None  # (NTP ns since the Unix epoch, unwrapped RTP ts)
+        self._keepalive_at = 0.0
+        self._deadline = 0.0
+
+    # -- handshake (blocking, with a deadline) -------------------------------------------------------
+    def open(self) -> SdpVideo:
+        self._deadline = time.monotonic() + self.open_timeout_s
+        where = f"{self._url.host}:{self._url.port}"
+        try:
+            self._sock = socket.create_connection((self._url.host, self._url.port), timeout=self.open_timeout_s)
+        except socket.timeout:
+            raise SourceError(f"cannot open {self._url.text}: no answer from {where} within "
+                              f"{self.open_timeout_s:g} s") from None
+        except OSError as e:
+            raise SourceError(f"cannot open {self._url.text}: {e.strerror or e}") from None
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            return self._handshake()
+        except BaseException:
+            self.close(teardown=False)
+            raise
+
+    def _handshake(self) -> SdpVideo:
+        url = self._url.text
+        for _ in range(3):  # follow at most two redirects
+            reply = self._request("DESCRIBE", url, {"Accept": "application/sdp"})
+            if reply.status in (301, 302, 303, 307) and reply.headers.get("location"):
+                url = reply.headers["location"]
+                continue
+            break
+        self._check(reply, "DESCRIBE", url)
+        base = reply.headers.get("content-base") or reply.headers.get("content-location") or url
+        video = parse_sdp(reply.body.decode("utf-8", "replace"), base)
+        reply = self._request("SETUP", video.control, {"Transport": "RTP/AVP/TCP;unicast;interleaved=0-1"})
+        if reply.status == 461:
+            raise SourceError(f"{self._url.text}: the server does not send RTP over the RTSP connection (461 "
+                              "Unsupported Transport); set client: ffmpeg and transport: udp")
+        self._check(reply, "SETUP", video.control)
+        session = reply.headers.get("session", "")
+        self._session = session.split(";")[0].strip() or None
+        m = re.search(r"timeout\s*=\s*(\d+)", session)
+        if m and int(m.group(1)) > 0:
+            self._session_timeout_s = float(m.group(1))
+        m = re.search(r"interleaved\s*=\s*(\d+)(?:-(\d+))?", reply.headers.get("transport", ""))
+        if m:
+            self._rtp_channel = int(m.group(1))
+            self._rtcp_channel = int(m.group(2)) if m.group(2) else self._rtp_channel + 1
+        play_url = base if base.rstrip("/") != video.control.rstrip("/") else video.control
+        reply = self._request("PLAY", play_url, {"Range": "npt=0.000-"})
+        self._check(reply, "PLAY", play_url)
+        self.video = video
+        self._depacketiser = RtpDepacketiser(video.codec, video.payload_type, video.clock_rate)
+        assert self._sock is not None
+        self._sock.setblocking(False)
+        self._keepalive_at = time.monotonic() + self._session_timeout_s / 2
+        self._parse()  # what came right after PLAY's answer
+        return video
+
+    def _check(self, reply: _Response, method: str, url: str) -> None:
+        if reply.status == 200:
+            return
+        hint = ""
+        if reply.status == 401:
+            hint = (" (give user:password@ in the URL)" if self._url.user is None
+                    else " (the URL's user name or password was refused)")
+        elif reply.status == 404:
+            hint = " (no stream at this path)"
+        raise SourceError(f"cannot open {self._url.text}: {method} answered {reply.status} {reply.reason}{hint}")
+
+    def _request(self, method: str, url: str, headers: dict[str, str]) -> _Response:
+        reply = self._exchange(method, url, headers)
+        if reply.status == 401 and self._url.user is not None and self._auth is None:
+            self._auth = self._challenge(reply.headers.get("www-authenticate", ""))
+            if self._auth is not None:
+                reply = self._exchange(method, url, headers)
+        return reply
+
+    def _challenge(self, header: str) -> Optional[dict]:
+        scheme = header.split(" ", 1)[0].lower()
+        params = dict(re.findall(r'(\w+)\s*=\s*"?([^",]*)"?', header))
+        if scheme == "digest" and "nonce" in params:
+            qop = params.get("qop", "")
+            return {"scheme": "digest", "realm": params.get("realm", ""), "nonce": params["nonce"],
+                    "opaque": params.get("opaque"), "qop": "auth" if "auth" in qop.split(",") else None, "nc": 0}
+        if scheme == "basic":
+            return {"scheme": "basic"}
+        return None
+
+    def _authorization(self, method: str, url: str) -> Optional[str]:
+        a, user, password = self._auth, self._url.user or "", self._url.password or ""
+        if a is None:
+            return None
+        if a["scheme"] == "basic":
+            return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        a["nc"] += 1
+        nc, cnonce = f"{a['nc']:08x}", os.urandom(8).hex()
+        resp = digest_response(user, password, a["realm"], a["nonce"], method, url, a["qop"], nc, cnonce)
+        text = f'Digest username="{user}", realm="{a["realm"]}", nonce="{a["nonce"]}", uri="{url}", response="{resp}"'
+        if a["qop"]:
+            text += f', qop={a["qop"]}, nc={nc}, cnonce="{cnonce}"'
+        if a["opaque"]:
+            text += f', opaque="{a["opaque"]}"'
+        return text
+
+    def _request_bytes(self, method: str, url: str, headers: dict[str, str]) -> bytes:
+        self._cseq += 1
+        lines = [f"{method} {url} RTSP/1.0", f"CSeq: {self._cseq}", f"User-Agent: {_USER_AGENT}"]
+        if self._session:
+            lines.append(f"Session: {self._session}")
+        auth = self._authorization(method, url)
+        if auth:
+            lines.append(f"Authorization: {auth}")
+        lines.extend(f"{k}: {v}" for k, v in headers.items())
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    def _exchange(self, method: str, url: str, headers: dict[str, str]) -> _Response:
+        assert self._sock is not None
+        self._send_all(self._request_bytes(method, url, headers))
+        cseq = str(self._cseq)
+        while True:
+            reply = self._read_response()
+            if reply.headers.get("cseq", cseq) == cseq:
+                return reply
+
+    def _send_all(self, data: bytes) -> None:
+        assert self._sock is not None
+        self._sock.settimeout(max(0.001, self._deadline - time.monotonic()))
+        try:
+            self._sock.sendall(data)
+        except socket.timeout:
+            raise SourceError(f"cannot open {self._url.text}: the server took no request within "
+                              f"{self.open_timeout_s:g} s") from None
+        except OSError as e:
+            raise SourceError(f"cannot open {self._url.text}: {e.strerror or e}") from None
+
+    def _recv_more(self) -> None:
+        assert self._sock is not None
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise SourceError(f"cannot open {self._url.text}: no answer within {self.open_timeout_s:g} s")
+        self._sock.settimeout(left)
+        try:
+            chunk = self._sock.recv(65536)
+        except socket.timeout:
+            raise SourceError(f"cannot open {self._url.text}: no answer within {self.open_timeout_s:g} s") from None
+        except OSError as e:
+            raise SourceError(f"cannot open {self._url.text}: {e.strerror or e}") from None
+        if not chunk:
+            raise SourceError(f"cannot open {self._url.text}: the server closed the connection")
+        self._buf += chunk
+
+    def _read_response(self) -> _Response:
+        while True:
+            buf = self._buf
+            if buf[:1] == b"$":  # interleaved data before PLAY's answer: keep for later? skip it
+                if len(buf) >= 4 and len(buf) >= 4 + ((buf[2] << 8) | buf[3]):
+                    del buf[:4 + ((buf[2] << 8) | buf[3])]
+                    continue
+            elif buf.startswith(b"RTSP/") or len(buf) < 5:
+                end = buf.find(b"\r\n\r\n")
+                if end >= 0:
+                    head = bytes(buf[:end]).decode("latin-1").split("\r\n")
+                    headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in head[1:])}
+                    try:
+                        length = int(headers.get("content-length", "0") or 0)
+                    except ValueError:
+                        length = 0
+                    if len(buf) >= end + 4 + length:
+                        body = bytes(buf[end + 4:end + 4 + length])
+                        del buf[:end + 4 + length]
+                        status_line = head[0].split(" ", 2)
+                        try:
+                            status = int(status_line[1])
+                        except (IndexError, ValueError):
+                            raise SourceError(f"cannot open {self._url.text}: not an RTSP answer "
+                                              f"({head[0][:60]!r})") from None
+                        return _Response(status, status_line[2] if len(status_line) > 2 else "", headers, body)
+            else:
+                raise SourceError(f"cannot open {self._url.text}: not an RTSP server (it answered "
+                                  f"{bytes(buf[:40])!r})")
+            self._recv_more()
+
+    # -- streaming (non-blocking) --------------------------------------------------------------------
+    def fileno(self) -> int:
+        return self._sock.fileno() if self._sock is not None else -1
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block until data arrives (True) or ``timeout_s`` passes (False): for a reader of its own."""
+        if self._sock is None:
+            return False
+        readable, _, _ = select.select([self._sock], [], [], max(0.0, timeout_s))
+        return bool(readable)
+
+    def receive(self) -> int:
+        """Take what the kernel holds (never waits) and queue the access units completed; the number
+        of bytes taken. Raises :class:`StreamLost` when the server closed or reset the connection."""
+        if self._sock is None:
+            raise StreamLost(f"{self._url.text}: the connection is closed")
+        taken = 0
+        while True:
+            try:
+                chunk = self._sock.recv(_RECV_BYTES)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as e:
+                raise StreamLost(f"{self._url.text}: {e.strerror or e}") from None
+            if not chunk:
+                self._parse()
+                raise StreamLost(f"{self._url.text}: the server closed the connection")
+            self._buf += chunk
+            taken += len(chunk)
+            if len(chunk) < _RECV_BYTES:
+                break
+        self._parse()
+        now = time.monotonic()
+        if now >= self._keepalive_at:
+            self._keepalive_at = now + self._session_timeout_s / 2
+            self._send_nowait(self._request_bytes("OPTIONS", self._url.text, {}))
+        return taken
+
+    def _send_nowait(self, data: bytes) -> None:
+        try:
+            if self._sock is not None:
+                self._sock.send(data)  # a few hundred bytes: the socket's send buffer takes them
+        except OSError:
+            pass  # a broken connection shows in the next receive
+
+    def _parse(self) -> None:
+        buf, pos, n = self._buf, 0, len(self._buf)
+        dep = self._depacketiser
+        while pos + 4 <= n:
+            if buf[pos] == 0x24:  # '$'
+                length = (buf[pos + 2] << 8) | buf[pos + 3]
+                if pos + 4 + length > n:
+                    break
+                channel = buf[pos + 1]
+                payload = bytes(buf[pos + 4:pos + 4 + length])
+                pos += 4 + length
+                if channel == self._rtp_channel and dep is not None:
+                    self.units.extend(dep.packet(payload))
+                    if self.sender_origin_ns is None and self._first_report is not None:
+                        self._anchor()
+                elif channel == self._rtcp_channel:
+                    self._rtcp(payload)
+            elif buf[pos:pos + 5] == b"RTSP/" or buf[pos:pos + 4] in (b"OPTI", b"GET_", b"SET_", b"ANNO"):
+                end = buf.find(b"\r\n\r\n", pos)  # an answer to a keep-alive, or a request from the server
+                if end < 0:
+                    break
+                m = re.search(rb"(?i)content-length:\s*(\d+)", buf[pos:end])
+                length = int(m.group(1)) if m else 0
+                if end + 4 + length > n:
+                    break
+                pos = end + 4 + length
+            else:  # not a frame boundary: skip to the next '$'
+                nxt = buf.find(b"$", pos + 1)
+                pos = n if nxt < 0 else nxt
+        if pos:
+            del buf[:pos]
+        if len(buf) > _MAX_BUFFER:
+            raise StreamLost(f"{self._url.text}: {len(buf) >> 20} MB of input that is no RTP frame")
+
+    def _rtcp(self, data: bytes) -> None:
+        """Sender reports in a compound RTCP packet: the first one anchors the sender's clock."""
+        i = 0
+        while i + 8 <= len(data):
+            pt = data[i + 1]
+            length = 4 * (((data[i + 2] << 8) | data[i + 3]) + 1)
+            if pt == 200 and i + 20 <= len(data):  # SR: SSRC, NTP seconds, NTP fraction, RTP timestamp
+                sec, frac, ts32 = struct.unpack_from(">III", data, i + 8)
+                self.sender_reports += 1
+                if self._first_report is None and sec:
+                    ntp_ns = (sec - _NTP_UNIX_OFFSET_S) * 1_000_000_000 + (frac * 1_000_000_000 >> 32)
+                    if self._depacketiser is not None:  # the same clock as the RTP packets: one unwrapping
+                        self._first_report = (ntp_ns, self._depacketiser.unwrap(ts32))
+            i += length
+        self._anchor()
+
+    def _anchor(self) -> None:
+        """``sender_origin_ns`` once both the first report and the first RTP packet came."""
+        dep = self._depacketiser
+        if self.sender_origin_ns is not None or self._first_report is None or dep is None or dep.first_ts is None:
+            return
+        ntp_ns, ts = self._first_report
+        self.sender_origin_ns = ntp_ns - (ts - dep.first_ts) * 1_000_000_000 * dep.time_base.numerator \
+            // dep.time_base.denominator
+
+    @property
+    def packets_lost(self) -> int:
+        return self._depacketiser.lost if self._depacketiser is not None else 0
+
+    def close(self, teardown: bool = True) -> None:
+        """Send TEARDOWN (without waiting for the answer) and close the connection. Safe to call twice."""
+        sock, self._sock = self._sock, None
+        if sock is None:
+            return
+        if teardown and self._session and self.video is not None:
+            try:
+                sock.setblocking(False)
+                self._sock = sock
+                sock.send(self._request_bytes("TEARDOWN", self._url.text, {}))
+            except OSError:
+                pass
+            self._sock = None
+        try:
+            sock.close()
+        except OSError:
+            pass
