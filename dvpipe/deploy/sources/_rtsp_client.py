@@ -270,15 +270,12 @@ class RtpDepacketiser:
             else:
                 return []  # a late or duplicate packet: already counted as lost
         self._next_seq = (seq + 1) & 0xFFFF
-        if self._ts is not None and ts != self._ts:  # a new picture before the last one's marker
-            if gap is None:
-                self._damage.append("the access unit's last RTP packet (marker) never came")
+        if self._ts is not None and ts != self._ts:  # a new picture, the last one had no marker bit
+            if gap is not None:
+                self._damage.append(gap)  # it may have lost its end (its marker packet)
             out.extend(self._flush())
-        if gap is not None:
-            if self._ts is not None or self._fu is not None:
-                self._damage.append(gap)  # the unit being assembled lost packets
-            out.extend(self._flush())
-            self._damage.append(gap)  # ... and this one may have lost its beginning
+        if gap is not None:  # this picture lost packets, or its beginning, or pictures before it were lost
+            self._damage.append(gap)
         self._ts = ts
         self._payload(memoryview(pkt)[start:end])
         if b1 & 0x80:  # marker: the access unit's last packet

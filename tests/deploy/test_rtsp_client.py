@@ -1,0 +1,291 @@
+"""dvpipe's own RTSP client (dvpipe.deploy.sources._rtsp_client) and the runner's I/O loop serving it.
+
+References: RTP packets built by hand from RFC 6184 / RFC 7798 (what each packet must give), the
+RFC 2617 worked example of Digest authentication, the access units of the files GStreamer's RTSP
+server streams as FFmpeg demuxes them, and FFmpeg's RTSP client's sender clock on the same server.
+"""
+from __future__ import annotations
+
+import shutil
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from dvpipe import Camera
+from dvpipe.bitstream import nal_units
+from dvpipe.deploy import Runner, load_deployment
+from dvpipe.deploy.config import SourceConfig
+from dvpipe.deploy.sources import SourceError
+from dvpipe.deploy.sources._rtsp_client import RtpDepacketiser, RtspConnection, digest_response, parse_sdp
+from dvpipe.deploy.sources.video import RtspSource
+from dvpipe.testing.deployments import encode_access_units
+from dvpipe.testing.rtsp_server import LoopbackRtspServer, RtspStream
+
+from ..video.test_structures import media
+from .test_rtsp import check_accounted, rtsp_deployment
+from .test_rtsp_bframes import GstServer, _gst_rtsp_missing
+
+START = b"\x00\x00\x00\x01"
+
+
+def rtp(seq: int, ts: int, payload: bytes, marker: bool = False, pt: int = 96) -> bytes:
+    """An RTP packet (RFC 3550 5.1): version 2, no padding/extension/CSRC."""
+    return bytes([0x80, (0x80 if marker else 0) | pt]) + struct.pack(">HII", seq & 0xFFFF, ts & 0xFFFFFFFF,
+                                                                       0x1234ABCD) + payload
+
+
+# H.264 NAL units (header byte: F | NRI | type)
+SPS, PPS = bytes([0x67, 0x42, 0x00, 0x1E, 0xAB]), bytes([0x68, 0xCE, 0x38, 0x80])
+IDR = bytes([0x65]) + bytes(range(200))
+P1, P2 = bytes([0x41, 9, 8, 7]), bytes([0x41, 6, 5, 4])
+
+
+def h264_stream() -> list[bytes]:
+    """Three pictures: STAP-A (SPS, PPS) + IDR in three FU-As; then two single NAL unit packets."""
+    stap = bytes([0x78]) + struct.pack(">H", len(SPS)) + SPS + struct.pack(">H", len(PPS)) + PPS
+    ind = (IDR[0] & 0xE0) | 28
+    fus = [bytes([ind, 0x80 | 5]) + IDR[1:101], bytes([ind, 5]) + IDR[101:151], bytes([ind, 0x40 | 5]) + IDR[151:]]
+    return [rtp(10, 0, stap), rtp(11, 0, fus[0]), rtp(12, 0, fus[1]), rtp(13, 0, fus[2], marker=True),
+            rtp(14, 3000, P1, marker=True), rtp(15, 6000, P2, marker=True)]
+
+
+def depacketise(codec: str, packets: list[bytes]):
+    d = RtpDepacketiser(codec, 96)
+    return [u for p in packets for u in d.packet(p)], d
+
+
+def test_h264_single_stap_a_and_fu_a_give_the_access_units_of_rfc_6184():
+    units, d = depacketise("h264", h264_stream())
+    assert [bytes(u) for u in units] == [START + SPS + START + PPS + START + IDR, START + P1, START + P2]
+    assert [u.pts for u in units] == [0, 3000, 6000] and all(u.damage is None for u in units)
+    assert float(units[1].pts * units[1].time_base) == pytest.approx(1 / 30)
+    assert d.lost == 0
+
+
+def test_h265_aggregation_and_fragmentation_units_give_the_access_units_of_rfc_7798():
+    vps, sps, pps = bytes([0x40, 0x01, 1, 2]), bytes([0x42, 0x01, 3, 4, 5]), bytes([0x44, 0x01, 6])
+    idr = bytes([0x26, 0x01]) + bytes(range(100, 250))  # IDR_W_RADL (19)
+    trail = bytes([0x02, 0x01, 7, 7])  # TRAIL_R (1)
+    ap = bytes([0x60, 0x01]) + b"".join(struct.pack(">H", len(n)) + n for n in (vps, sps, pps))
+    fu = bytes([0x62, 0x01])  # type 49, layer 0, tid 1
+    pkts = [rtp(65534, 90000, ap), rtp(65535, 90000, fu + bytes([0x80 | 19]) + idr[2:80]),
+            rtp(0, 90000, fu + bytes([0x40 | 19]) + idr[80:], marker=True),  # the sequence number wraps
+            rtp(1, 93000, trail, marker=True)]
+    units, d = depacketise("h265", pkts)
+    assert [bytes(u) for u in units] == [START + vps + START + sps + START + pps + START + idr, START + trail]
+    assert [u.pts for u in units] == [0, 3000] and d.lost == 0
+
+
+def test_lost_packets_damage_the_units_they_touch_and_only_those():
+    pkts = h264_stream()
+    # the IDR's middle fragment lost: the IDR is damaged (named by sequence number), P1 and P2 are not
+    units, d = depacketise("h264", pkts[:2] + pkts[3:])
+    assert [u.pts for u in units] == [0, 3000, 6000]
+    assert units[0].damage is not None and "12..12" in units[0].damage and d.lost == 1
+    assert units[1].damage is None and units[2].damage is None
+    # P1 lost whole: P2 follows a lost picture (its reference chain is broken)
+    units, _ = depacketise("h264", pkts[:4] + pkts[5:])
+    assert [u.pts for u in units] == [0, 6000] and units[0].damage is None and "14..14" in units[1].damage
+    # the IDR's last fragment (the marker) lost: the IDR ends at P1's new timestamp, damaged; P1 may have
+    # lost its beginning: damaged too
+    units, _ = depacketise("h264", pkts[:3] + pkts[4:])
+    assert [u.pts for u in units] == [0, 3000, 6000]
+    assert units[0].damage and units[1].damage and units[2].damage is None
+    # a late duplicate is ignored, not counted twice
+    units, d = depacketise("h264", pkts[:4] + [pkts[2]] + pkts[4:])
+    assert [bytes(u) for u in units][1:] == [START + P1, START + P2] and d.lost == 0
+
+
+def test_a_sender_without_marker_bits_loses_nothing():
+    pkts = [p[:1] + bytes([p[1] & 0x7F]) + p[2:] for p in h264_stream()]
+    units, _ = depacketise("h264", pkts)
+    assert [u.pts for u in units] == [0, 3000] and all(u.damage is None for u in units)  # the last waits
+
+
+def test_digest_response_of_rfc_2617_worked_example():
+    # RFC 2617 section 3.5
+    assert digest_response("Mufasa", "Circle Of Life", "testrealm@host.com", "dcd98b7102dd2f0e8b11d0f600bfb0c093",
+                           "GET", "/dir/index.html", "auth", "00000001", "0a4f113b") == \
+        "6629fae49393a05397450978507c4ef1"
+
+
+def test_sdp_of_a_camera():
+    sdp = ("v=0\r\no=- 1 1 IN IP4 192.168.1.64\r\ns=Media Presentation\r\nt=0 0\r\na=control:*\r\n"
+           "m=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\n"
+           "a=fmtp:96 profile-level-id=420029; packetization-mode=1; sprop-parameter-sets=Z01AKI2NQDwBE/LCAAAOEAACvyAI,aO44gA==\r\n"
+           "a=framerate:25\r\na=control:trackID=1\r\n"
+           "m=audio 0 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\na=control:trackID=2\r\n")
+    v = parse_sdp(sdp, "rtsp://192.168.1.64:554/Streaming/Channels/101/")
+    assert (v.codec, v.payload_type, v.clock_rate, v.fps) == ("h264", 96, 90000, 25.0)
+    assert v.control == "rtsp://192.168.1.64:554/Streaming/Channels/101/trackID=1"
+    sets = nal_units(v.parameter_sets)
+    assert [n[0] & 0x1F for n in sets] == [7, 8] and sets[1] == bytes([0x68, 0xEE, 0x38, 0x80])
+    with pytest.raises(SourceError, match="client: ffmpeg"):
+        parse_sdp(sdp.replace("H264/90000", "MP4V-ES/90000"), "rtsp://h/")
+    with pytest.raises(SourceError, match="packetization-mode"):
+        parse_sdp(sdp.replace("packetization-mode=1", "packetization-mode=2"), "rtsp://h/")
+
+
+def test_interleaved_frames_split_anywhere_with_answers_between_them():
+    """The connection's parser against the hand-built stream, delivered a few bytes at a time with an
+    answer to a keep-alive and an RTCP packet between the RTP frames."""
+    a, b = socket.socketpair()
+    conn = RtspConnection("rtsp://127.0.0.1:1/x")
+    conn._sock = b
+    conn._depacketiser = RtpDepacketiser("h264", 96)
+    b.setblocking(False)
+    wire = bytearray()
+    for k, p in enumerate(h264_stream()):
+        wire += b"$\x00" + struct.pack(">H", len(p)) + p
+        if k == 2:
+            wire += b"RTSP/1.0 200 OK\r\nCSeq: 7\r\nContent-Length: 4\r\n\r\nabcd"
+            rr = bytes([0x80, 201, 0, 1]) + b"\0\0\0\1"  # an empty receiver report
+            wire += b"$\x01" + struct.pack(">H", len(rr)) + rr
+    for i in range(0, len(wire), 7):
+        a.send(bytes(wire[i:i + 7]))
+        time.sleep(0.0005)
+        conn.receive()
+    conn.receive()
+    assert [bytes(u) for u in conn.units] == [START + SPS + START + PPS + START + IDR, START + P1, START + P2]
+    assert a.recv(4096).startswith(b"OPTIONS rtsp://127.0.0.1:1/x RTSP/1.0\r\n")  # the keep-alive, once
+    a.close()
+    with pytest.raises(SourceError, match="closed the connection"):
+        conn.receive()
+    conn.close()
+
+
+@pytest.mark.parametrize("codec", ["h264", "h265"])
+def test_own_and_ffmpeg_clients_read_the_same_access_units(codec):
+    aus = encode_access_units(16, 96, 64, codec=codec, gop=8)
+    got = {}
+    with LoopbackRtspServer({"cam": RtspStream(codec, aus, fps=60)}) as srv:
+        for client in ("dvpipe", "ffmpeg"):
+            src = RtspSource(Camera("cam", width=96, height=64, encoding=codec),
+                             SourceConfig("rtsp", srv.url("cam"), {"client": client}))
+            src.open()
+            items = [src.read() for _ in range(10)]
+            src.close()
+            got[client] = [[n for u in it.frame.data.units if hasattr(u, "data") for n in nal_units(u.data)]
+                           for it in items]
+    assert got["dvpipe"] == got["ffmpeg"] == [nal_units(au) for au in aus[:10]]
+
+
+def _threads(prefix: str) -> int:
+    return sum(1 for t in threading.enumerate() if t.name.startswith(prefix))
+
+
+def test_twelve_rtsp_cameras_are_read_by_one_thread():
+    aus = encode_access_units(30, 96, 64, codec="h264", gop=10)
+    streams = {f"c{i}": RtspStream("h264", aus, fps=30) for i in range(12)}
+    counts: dict[str, int] = {}
+    with LoopbackRtspServer(streams) as srv:
+        dep = load_deployment(rtsp_deployment({n: srv.url(n) for n in streams}, run={"duration_s": 1.5}))
+        runner = Runner(dep, write_outputs=False)
+        seen = threading.Event()
+
+        def look(r):
+            if r.sets_done == 20:
+                counts.update({k: _threads(k) for k in ("dvpipe-src-", "dvpipe-live-io", "dvpipe-connect")})
+                seen.set()
+
+        runner.progress = look
+        result = runner.run()
+    check_accounted(result)
+    assert seen.is_set()
+    assert counts["dvpipe-src-"] == 0 and counts["dvpipe-live-io"] == 1 and counts["dvpipe-connect"] <= 8, counts
+    assert all(result.accounting.emitted[c] >= 20 for c in streams), result.accounting.emitted
+    assert all(h.stalls == 0 and h.disconnects == 0 for h in result.accounting.health.values())
+
+
+def test_ffmpeg_client_keeps_a_reader_thread_per_camera():
+    aus = encode_access_units(30, 96, 64, codec="h264", gop=10)
+    streams = {f"c{i}": RtspStream("h264", aus, fps=30) for i in range(3)}
+    counts: dict[str, int] = {}
+    with LoopbackRtspServer(streams) as srv:
+        spec = rtsp_deployment({n: srv.url(n) for n in streams}, run={"duration_s": 1.0})
+        for cam in spec["cameras"]:
+            cam["source"]["client"] = "ffmpeg"
+        runner = Runner(load_deployment(spec), write_outputs=False)
+        runner.progress = lambda r: counts.setdefault("src", _threads("dvpipe-src-")) if r.sets_done == 5 else None
+        result = runner.run()
+    check_accounted(result)
+    assert counts["src"] == 3
+
+
+def test_client_dvpipe_with_udp_is_refused_in_one_line():
+    from dvpipe.errors import ConfigError
+
+    spec = rtsp_deployment({"A": "rtsp://127.0.0.1:1/a"})
+    spec["cameras"][0]["source"].update({"client": "dvpipe", "transport": "udp"})
+    with pytest.raises(ConfigError, match=r"cameras\[0\]\.source\.client.*transport: tcp"):
+        load_deployment(spec)
+
+
+@pytest.mark.skipif(bool(_gst_rtsp_missing()), reason=_gst_rtsp_missing() or "ok")
+@pytest.mark.parametrize("codec", ["h264", "h265"])
+def test_units_from_gstreamer_are_the_files_pictures_and_the_sender_clock_agrees_with_ffmpeg(codec, tmp_path):
+    """GStreamer's RTSP server (rtph264pay / rtph265pay) streams a file: every slice dvpipe's client
+    receives is the file's slice as FFmpeg demuxes it, at the file's pts; its sender clock (first RTCP
+    report) agrees with FFmpeg client's ``start_time_realtime`` and the server's own start."""
+    if codec == "h264":
+        path = media.make_h264_bframes(tmp_path, n=120)
+    else:
+        path = tmp_path / "cam.h265.mp4"
+        shutil.move(media.make_h265_default(tmp_path, n=120), path)
+    want = _file_slices(path, codec)
+    server = GstServer({"A": path})
+    origins = {}
+    try:
+        for client in ("dvpipe", "ffmpeg"):
+            src = RtspSource(Camera("A", width=128, height=72, encoding=codec),
+                             SourceConfig("rtsp", server.url("A"), {"client": client, "lookahead": 0}))
+            src.open()
+            got = []
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 3.2:  # the first report comes ~2.5 s into the session
+                it = src.read()
+                got.extend(u for u in it.frame.data.units if hasattr(u, "data"))
+            origins[client] = src._sender_origin_ns()
+            if client == "dvpipe":
+                slices = [(u.pts_ns, _slices(u.data, codec)) for u in got]
+                assert src._conn.packets_lost == 0
+            src.close()
+            time.sleep(0.3)
+    finally:
+        server.close()
+    # decode order; pts from the session's first picture
+    base = want[0][0]
+    assert len(slices) >= 60
+    assert [s for _p, s in slices] == [s for _p, s in want[:len(slices)]]
+    assert all(abs(p - (q - base)) <= 100_000 for (p, _s), (q, _t) in zip(slices, want))  # 0.1 ms: rounding
+    starts = server.starts["A"]
+    assert origins["dvpipe"] is not None and origins["ffmpeg"] is not None
+    # each session's sender clock against the server's own report of when it started (which is ~100 ms
+    # late and jitters by tens of ms: it reads the pipeline's position once): a wrong NTP epoch, fraction,
+    # clock rate or RTP offset would be seconds off
+    ours, ffmpeg = origins["dvpipe"] - starts[0], origins["ffmpeg"] - starts[1]
+    assert abs(ffmpeg) <= 300e6 and abs(ours) <= 300e6 and abs(ours - ffmpeg) <= 60e6, (ours / 1e6, ffmpeg / 1e6)
+
+
+def _slices(au: bytes, codec: str) -> list[bytes]:
+    """The coded slices of an access unit (what the pictures are; parameter sets and SEI may be repeated
+    or dropped by a payloader)."""
+    if codec == "h264":
+        return [n for n in nal_units(au) if 1 <= n[0] & 0x1F <= 5]
+    return [n for n in nal_units(au) if (n[0] >> 1) & 0x3F < 32]
+
+
+def _file_slices(path, codec: str) -> list[tuple[int, list[bytes]]]:
+    import av
+
+    out = []
+    with av.open(str(path)) as c:
+        st = c.streams.video[0]
+        bsf = av.BitStreamFilterContext("h264_mp4toannexb" if codec == "h264" else "hevc_mp4toannexb", st)
+        for pkt in c.demux(st):
+            for p in bsf.filter(pkt if pkt.size else None):
+                out.append((int(round(float(p.pts * p.time_base) * 1e9)), _slices(bytes(p), codec)))
+    return out
