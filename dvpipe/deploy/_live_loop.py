@@ -62,20 +62,18 @@ class _Camera:
 
 
 class LiveLoop:
-    """Serves ``cams`` (their sources :func:`polled`) for ``runner`` on one thread, :attr:`thread`."""
+    """Serves the cameras of ``states`` (their sources :func:`polled`) for ``runner`` on one thread,
+    :attr:`thread`, connecting at most ``max_connecting`` at once."""
 
-    def __init__(self, runner: "Runner", cams: list[str], max_connecting: int):
-        from .runner import _ReadState
-
+    def __init__(self, runner: "Runner", states: "list[_ReadState]", max_connecting: int):
         self.r = runner
-        self._cams = {c: _Camera(c, runner._sources[c], _ReadState(c, runner._sources[c], runner.acc.health[c]))
-                      for c in cams}
+        self._cams = {st.cam: _Camera(st.cam, st.src, st) for st in states}
         self._sel = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
         self._connected: queue.SimpleQueue = queue.SimpleQueue()  # (camera, None or why it did not connect)
-        self._pool = ThreadPoolExecutor(max(1, min(max_connecting, len(cams))), thread_name_prefix="dvpipe-connect")
+        self._pool = ThreadPoolExecutor(max(1, min(max_connecting, len(states))), thread_name_prefix="dvpipe-connect")
         self._timers: list[tuple[float, int, str]] = []  # (time.monotonic() due, tie-break, camera): reconnect
         self._tie = itertools.count()
         self.thread = threading.Thread(target=self._run, name="dvpipe-live-io", daemon=True)

@@ -91,7 +91,8 @@ docs/deployments.md)::
     {type: video, uri: FILE.mp4, start_ns: INT, lookahead: 16, stream: 0}
     {type: elementary, uri: FILE.h264, codec: h264|h265, fps: 30, start_ns: INT, lookahead: 32}
     {type: rtsp, uri: rtsp://HOST/PATH, transport: tcp|udp, open_timeout_s: 5, read_timeout_s: 2, lookahead: 0,
-     reconnect: {initial_ms: 250, max_ms: 5000, factor: 2, attempts: 0}, stall_reconnect_s: 10}
+     reconnect: {initial_ms: 250, max_ms: 5000, factor: 2, attempts: 0}, stall_reconnect_s: 10,
+     client: dvpipe|ffmpeg}
     {type: v4l2, uri: /dev/video0, input_format: mjpeg, fps: 30, size: [W, H], stall_reconnect_s: 10}
     {type: synthetic, fps: 30, resolution: [W, H], cycle: 16, quality: 90, frames: N, start_ns: INT,
      realtime: true}

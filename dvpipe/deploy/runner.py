@@ -309,7 +309,8 @@ class Runner:
             self._threads.append(threading.Thread(target=self._shared_reader, args=(shared,), name="dvpipe-src-files",
                                                   daemon=True))
         if polled_cams:
-            self._threads.append(LiveLoop(self, polled_cams, OPEN_CONCURRENCY).thread)
+            states = [_ReadState(cam, self._sources[cam], self.acc.health[cam]) for cam in polled_cams]
+            self._threads.append(LiveLoop(self, states, OPEN_CONCURRENCY).thread)
         for t in self._threads:
             t.start()
         self._go.set()

@@ -48,7 +48,7 @@ class StreamStalled(StreamLost):
     code that knows only that one reconnects, as before.)"""
 
 
-class NothingYet(Exception):
+class NothingYet(DvpipeError):
     """A source read without waiting (``nonblocking``, served by the runner's I/O loop) has no frame now:
     poll its socket and read again once data came. Not an error."""
 
