@@ -134,6 +134,8 @@ W, H = 96, 64
 READ_TIMEOUT_S = 0.25  #: the RTSP sources' read timeout: short, since the tests wait on counted timeouts
 RECONNECT_S = 0.1  #: the first reconnect back-off: a failed reconnect is followed by at least this wait
 EVENT_BOUND_S = 60.0  #: longest wait for an event the test expects (a failure message, not a hang)
+#: dvpipe's RTSP client (the runner's I/O loop) and FFmpeg's (a reader thread each) report outages alike
+CLIENTS = pytest.mark.parametrize("client", ["dvpipe", "ffmpeg"])
 
 
 @pytest.fixture(scope="module")
@@ -141,9 +143,9 @@ def units():
     return encode_access_units(30, W, H, codec="h264", gop=10)
 
 
-def deployment(urls: dict, stall_reconnect_s: float | None = None, **run):
+def deployment(urls: dict, stall_reconnect_s: float | None = None, client: str = "dvpipe", **run):
     rig = tiny_rig(list(urls), W, H, encoding="h264")
-    rtsp = {"type": "rtsp", "open_timeout_s": 2, "read_timeout_s": READ_TIMEOUT_S,
+    rtsp = {"type": "rtsp", "open_timeout_s": 2, "read_timeout_s": READ_TIMEOUT_S, "client": client,
             "reconnect": {"initial_ms": RECONNECT_S * 1000, "max_ms": 200, "attempts": 0}}
     if stall_reconnect_s:
         rtsp["stall_reconnect_s"] = stall_reconnect_s
@@ -193,7 +195,8 @@ def the_outage(h, kind: str, after_ns: int):
     return found[0]
 
 
-def test_rtsp_sender_pause_is_a_stall_not_a_disconnect(units):
+@CLIENTS
+def test_rtsp_sender_pause_is_a_stall_not_a_disconnect(units, client):
     broken: list[int] = []  # when the test broke the stream (runner clock)
     streams = {"A": RtspStream("h264", units, fps=25), "B": RtspStream("h264", units, fps=25)}
 
@@ -208,7 +211,7 @@ def test_rtsp_sender_pause_is_a_stall_not_a_disconnect(units):
         runner.request_stop("test done")
 
     with LoopbackRtspServer(streams) as srv:
-        result = run_while(deployment({n: srv.url(n) for n in streams}, duration_s=20), pause_a)
+        result = run_while(deployment({n: srv.url(n) for n in streams}, client=client, duration_s=20), pause_a)
     acc = result.accounting
     assert acc.check() == []
     h = acc.health["A"]
@@ -221,7 +224,8 @@ def test_rtsp_sender_pause_is_a_stall_not_a_disconnect(units):
     assert acc.health["B"].disconnects == 0
 
 
-def test_rtsp_server_restart_is_a_disconnect_with_frames_lost(units):
+@CLIENTS
+def test_rtsp_server_restart_is_a_disconnect_with_frames_lost(units, client):
     broken: list[int] = []  # when the test broke the stream (runner clock)
     streams = {"A": RtspStream("h264", units, fps=25)}
 
@@ -237,7 +241,7 @@ def test_rtsp_server_restart_is_a_disconnect_with_frames_lost(units):
 
     srv = LoopbackRtspServer(streams).start()
     try:
-        result = run_while(deployment({"A": srv.url("A")}, duration_s=20), restart)
+        result = run_while(deployment({"A": srv.url("A")}, client=client, duration_s=20), restart)
     finally:
         srv.stop()
     acc = result.accounting
@@ -255,7 +259,8 @@ def test_rtsp_server_restart_is_a_disconnect_with_frames_lost(units):
     assert h.outage_ns >= o.duration_ns and h.disconnected_ns >= o.disconnected_ns
 
 
-def test_rtsp_stall_past_the_limit_reconnects(units):
+@CLIENTS
+def test_rtsp_stall_past_the_limit_reconnects(units, client):
     broken: list[int] = []  # when the test broke the stream (runner clock)
     streams = {"A": RtspStream("h264", units, fps=25)}
 
@@ -269,7 +274,7 @@ def test_rtsp_stall_past_the_limit_reconnects(units):
         runner.request_stop("test done")
 
     with LoopbackRtspServer(streams) as srv:
-        result = run_while(deployment({"A": srv.url("A")}, stall_reconnect_s=1.2, duration_s=20), pause_a)
+        result = run_while(deployment({"A": srv.url("A")}, stall_reconnect_s=1.2, client=client, duration_s=20), pause_a)
     acc = result.accounting
     assert acc.check() == []
     h = acc.health["A"]

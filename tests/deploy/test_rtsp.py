@@ -1,6 +1,7 @@
 """RTSP sources against a loopback RTSP server started by the test (dvpipe.testing.rtsp_server:
 RTP over the RTSP TCP connection, H.264/H.265): streaming, reconnect with back-off after the
-server drops the connection, a stalled stream, and a server that is not there. Loopback only."""
+server drops the connection, a stalled stream, and a server that is not there, through dvpipe's
+own client (the runner's I/O loop) and FFmpeg's (a reader thread each). Loopback only."""
 from __future__ import annotations
 
 import socket
@@ -22,13 +23,14 @@ W, H = 96, 64
 def rtsp_deployment(urls: dict, **kw) -> dict:
     rig = tiny_rig(list(urls), W, H, encoding=kw.pop("encoding", "h264"))
     reconnect = kw.pop("reconnect", {"initial_ms": 100, "max_ms": 400, "attempts": 20})
+    client = kw.pop("client", None)
     return {
         "name": "rtsp-test",
         "rig": rig,
         "pipeline": {"stages": ["decode", {"normalise": {"mean": [128] * 3, "std": [64] * 3}},
                                 {"pad": {"size_divisor": 32}}], "backends": ["cpu"]},
         "cameras": [{"name": n, "source": {"type": "rtsp", "uri": u, "open_timeout_s": 3, "read_timeout_s": 1,
-                                           "reconnect": reconnect}} for n, u in urls.items()],
+                                           "reconnect": reconnect, "client": client}} for n, u in urls.items()],
         # the server's cameras are not synchronised: only assert on accounting, not on set contents
         "sync": {"tolerance_ms": 15, "deadline_ms": 40, "on_late": "mask"},
         "run": dict({"queue_size": 1, "stall_timeout_ms": 300}, **kw.pop("run", {})),
@@ -82,11 +84,13 @@ def test_rtsp_source_reads_access_units(codec):
     assert caps == sorted(caps)
 
 
-def test_rtsp_deployment_reconnects_after_the_server_drops_it(h264_units):
+@pytest.mark.parametrize("client", ["dvpipe", "ffmpeg"])
+def test_rtsp_deployment_reconnects_after_the_server_drops_it(h264_units, client):
     streams = {"A": RtspStream("h264", h264_units, fps=30, drop_after=25),
                "B": RtspStream("h264", h264_units, fps=30)}
     with LoopbackRtspServer(streams) as srv:
-        dep = load_deployment(rtsp_deployment({n: srv.url(n) for n in streams}, run={"duration_s": 2.5}))
+        dep = load_deployment(rtsp_deployment({n: srv.url(n) for n in streams}, run={"duration_s": 2.5},
+                                              client=client))
         result = Runner(dep, write_outputs=False).run()
     check_accounted(result)
     acc = result.accounting
@@ -99,11 +103,12 @@ def test_rtsp_deployment_reconnects_after_the_server_drops_it(h264_units):
     assert "corrupt" not in acc.dropped["A"]
 
 
-def test_rtsp_stall_is_reported_and_does_not_block_the_other_camera(h264_units):
+@pytest.mark.parametrize("client", ["dvpipe", "ffmpeg"])
+def test_rtsp_stall_is_reported_and_does_not_block_the_other_camera(h264_units, client):
     streams = {"A": RtspStream("h264", h264_units, fps=30, pause_at=15, pause_s=0.8),
                "B": RtspStream("h264", h264_units, fps=30)}
     with LoopbackRtspServer(streams) as srv:
-        dep = load_deployment(rtsp_deployment({n: srv.url(n) for n in streams},
+        dep = load_deployment(rtsp_deployment({n: srv.url(n) for n in streams}, client=client,
                                               reconnect={"initial_ms": 100, "attempts": 5},
                                               run={"duration_s": 2.5, "stall_timeout_ms": 300}))
         result = Runner(dep, write_outputs=False).run()
@@ -120,13 +125,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_rtsp_server_that_is_not_there(h264_units):
+@pytest.mark.parametrize("client", ["dvpipe", "ffmpeg"])
+def test_rtsp_server_that_is_not_there(h264_units, client):
     port = _free_port()  # nothing listens here
     with pytest.raises(SourceError, match="cannot open"):
         RtspSource(Camera("X", width=W, height=H, encoding="h264"),
-                   SourceConfig("rtsp", f"rtsp://127.0.0.1:{port}/x", {"open_timeout_s": 1.0})).open()
+                   SourceConfig("rtsp", f"rtsp://127.0.0.1:{port}/x", {"open_timeout_s": 1.0, "client": client})).open()
     with LoopbackRtspServer({"B": RtspStream("h264", h264_units, fps=30)}) as srv:
-        dep = load_deployment(rtsp_deployment({"A": f"rtsp://127.0.0.1:{port}/x", "B": srv.url("B")},
+        dep = load_deployment(rtsp_deployment({"A": f"rtsp://127.0.0.1:{port}/x", "B": srv.url("B")}, client=client,
                                               reconnect={"initial_ms": 50, "max_ms": 100, "attempts": 3},
                                               run={"duration_s": 1.5}))
         result = Runner(dep, write_outputs=False).run()
