@@ -1,7 +1,7 @@
 """GStreamer's RTSP server (gst-rtsp-server, Debian's gstreamer1.0-rtsp and gir1.2-gst-rtsp-server-1.0)
 serving MP4 files on 127.0.0.1, run by the system Python (python3-gi) as a subprocess of the tests.
 
-    /usr/bin/python3 tests/_gst_rtsp_server.py PORT NAME=FILE.mp4 [NAME=FILE.mp4 ...]
+    /usr/bin/python3 tests/_gst_rtsp_server.py PORT [auth=basic|digest:USER:PASSWORD] NAME=FILE.mp4 [...]
 
 Each file is served at ``rtsp://127.0.0.1:PORT/NAME``: demuxed (qtdemux) and payloaded as RTP
 (rtph264pay, or h265parse and rtph265pay for ``*.h265.mp4``) with the file's timestamps, in real time. Prints
@@ -14,8 +14,9 @@ import time
 import gi
 
 gi.require_version("Gst", "1.0")
+gi.require_version("GstRtsp", "1.0")
 gi.require_version("GstRtspServer", "1.0")
-from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
+from gi.repository import GLib, Gst, GstRtsp, GstRtspServer  # noqa: E402
 
 Gst.init(None)
 
@@ -34,18 +35,44 @@ def report(media, name):
     return False
 
 
+def require_auth(server, spec):
+    """``basic:USER:PASSWORD`` or ``digest:USER:PASSWORD``: every mount needs that user."""
+    method, user, password = spec.split(":", 2)
+    auth = GstRtspServer.RTSPAuth()
+    token = GstRtspServer.RTSPToken()
+    token.set_string("media.factory.role", "viewer")
+    if method == "digest":
+        auth.set_supported_methods(GstRtsp.RTSPAuthMethod.DIGEST)
+        auth.add_digest(user, password, token)
+    else:
+        auth.set_supported_methods(GstRtsp.RTSPAuthMethod.BASIC)
+        auth.add_basic(GstRtspServer.RTSPAuth.make_basic(user, password), token)
+    server.set_auth(auth)
+    permissions = GstRtspServer.RTSPPermissions()
+    permissions.add_role_from_structure(Gst.Structure.new_empty("viewer"))
+    permissions.add_permission_for_role("viewer", "media.factory.access", True)
+    permissions.add_permission_for_role("viewer", "media.factory.construct", True)
+    return permissions
+
+
 port, mounts = sys.argv[1], sys.argv[2:]
 server = GstRtspServer.RTSPServer()
 server.set_address("127.0.0.1")
 server.set_service(port)
 points = server.get_mount_points()
+permissions = None
 for mount in mounts:
     name, path = mount.split("=", 1)
+    if name == "auth":
+        permissions = require_auth(server, path)
+        continue
     factory = GstRtspServer.RTSPMediaFactory()
     # h265parse: rtph265pay takes FFmpeg's hev1 MP4 samples only as parsed (it changes no slice)
     pay = "h265parse ! rtph265pay" if path.endswith(".h265.mp4") else "rtph264pay"
     factory.set_launch(f"( filesrc location={path} ! qtdemux name=d d.video_0 ! queue ! {pay} name=pay0 pt=96 "
                        "config-interval=-1 )")
+    if permissions is not None:
+        factory.set_permissions(permissions)
     factory.connect("media-configure", lambda f, media, name=name: media.connect("new-state", on_state, name))
     points.add_factory("/" + name, factory)
 if server.attach(None) == 0:

@@ -289,3 +289,30 @@ def _file_slices(path, codec: str) -> list[tuple[int, list[bytes]]]:
             for p in bsf.filter(pkt if pkt.size else None):
                 out.append((int(round(float(p.pts * p.time_base) * 1e9)), _slices(bytes(p), codec)))
     return out
+
+
+@pytest.mark.skipif(bool(_gst_rtsp_missing()), reason=_gst_rtsp_missing() or "ok")
+@pytest.mark.parametrize("method", ["basic", "digest"])
+def test_authentication_against_gstreamers_server(method, tmp_path):
+    """GStreamer's RTSP server asking for a user (RFC 7617 Basic or RFC 2617 Digest): the URL's user and
+    password open the stream; a wrong password and none are refused in one line that says so."""
+    path = media.make_h264_no_bframes(tmp_path, n=60)
+    server = GstServer({"auth": f"{method}:cam-user:s3cret pass", "A": path})
+    host = server.url("A").split("//", 1)[1]
+
+    def source(userinfo: str) -> RtspSource:
+        return RtspSource(Camera("A", width=96, height=64, encoding="h264"),
+                          SourceConfig("rtsp", f"rtsp://{userinfo}{host}", {"client": "dvpipe"}))
+
+    try:
+        src = source("cam-user:s3cret%20pass@")
+        src.open()
+        items = [src.read() for _ in range(5)]
+        src.close()
+        assert all(it is not None for it in items) and items[0].keyframe
+        with pytest.raises(SourceError, match="401 .*password was refused"):
+            source("cam-user:wrong@").open()
+        with pytest.raises(SourceError, match="401 .*give user:password@"):
+            source("").open()
+    finally:
+        server.close()
