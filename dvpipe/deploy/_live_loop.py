@@ -3,8 +3,9 @@
 A source is served here when it is ``pollable`` (dvpipe's own RTSP client: ``fileno()`` to poll,
 ``receive()`` to take what arrived, ``read()`` raising :class:`~dvpipe.deploy.sources.NothingYet`
 when no frame is complete), so the run's thread count does not grow with its cameras: one thread
-polls every socket (``selectors``), and (re)connecting runs on a pool of at most
-:data:`~dvpipe.deploy.runner.OPEN_CONCURRENCY` threads, because the RTSP handshake waits for answers.
+polls every socket (``selectors``), and each (re)connection attempt runs on a thread that ends with it
+(at most :data:`~dvpipe.deploy.runner.OPEN_CONCURRENCY` at once), because the RTSP handshake waits for
+answers.
 
 What a reader thread of its own does, the loop does the same way (and reports it the same way):
 a read timeout on an open connection (``read_timeout_s`` without a byte) is a stall; a stall past
@@ -22,7 +23,7 @@ import selectors
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from .sources.base import Item, NothingYet, Source, SourceError, StreamLost
@@ -73,7 +74,10 @@ class LiveLoop:
         self._wake_r.setblocking(False)
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
         self._connected: queue.SimpleQueue = queue.SimpleQueue()  # (camera, None or why it did not connect)
-        self._pool = ThreadPoolExecutor(max(1, min(max_connecting, len(states))), thread_name_prefix="dvpipe-connect")
+        self._max_connecting = max(1, max_connecting)
+        self._waiting: deque[tuple[str, bool]] = deque()  # attempts to start: (camera, reopen)
+        self._attempts: list[threading.Thread] = []  # attempts started (pruned as they end)
+        self._running = 0  # attempts started and not yet taken by the loop
         self._timers: list[tuple[float, int, str]] = []  # (time.monotonic() due, tie-break, camera): reconnect
         self._tie = itertools.count()
         self.thread = threading.Thread(target=self._run, name="dvpipe-live-io", daemon=True)
@@ -101,7 +105,8 @@ class LiveLoop:
                 self._offer_held()
                 self._check_read_timeouts(now)
         finally:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            for t in self._attempts:  # each ends within its source's open timeout (the handshake's deadline)
+                t.join()
             for c in self._cams.values():
                 if c.held is not None:  # read before the stop: it enters and is dropped as "shutdown"
                     r.sync.push(c.held, r.stop_event, on_enter=r.acc.enter)
@@ -133,7 +138,19 @@ class LiveLoop:
 
     def _connect(self, c: _Camera) -> None:
         c.attempt += 1
-        self._pool.submit(self._attempt, c.cam, not c.first or c.attempt > 1)
+        self._waiting.append((c.cam, not c.first or c.attempt > 1))
+        self._start_attempts()
+
+    def _start_attempts(self) -> None:
+        """Start waiting attempts, each on a thread of its own that ends with it, at most
+        ``max_connecting`` at once: no thread is kept for cameras that are streaming."""
+        while self._waiting and self._running < self._max_connecting and not self.r.stop_event.is_set():
+            cam, again = self._waiting.popleft()
+            self._attempts = [t for t in self._attempts if t.is_alive()]
+            t = threading.Thread(target=self._attempt, args=(cam, again), name="dvpipe-connect", daemon=True)
+            self._attempts.append(t)
+            self._running += 1
+            t.start()
 
     def _attempt(self, cam: str, again: bool) -> None:
         src = self._cams[cam].src
@@ -158,7 +175,9 @@ class LiveLoop:
             try:
                 cam, reason = self._connected.get_nowait()
             except queue.Empty:
+                self._start_attempts()
                 return
+            self._running -= 1
             c = self._cams[cam]
             h = c.st.health
             if r.stop_event.is_set():
