@@ -4,8 +4,13 @@ Threads::
 
     one reader for all recordings:  each camera with room in its buffer: source.read() -> arrival
                                     stamp -> Synchroniser.offer (a full camera holds its frame)
-    a reader per other source:      live streams, paced replays, sources with injected faults or
-                                    decoding in the source: source.read() -> Synchroniser.push
+    one I/O loop for polled live    RTSP through dvpipe's own client (dvpipe.deploy._live_loop):
+    sources:                        poll every socket -> receive -> source.read() until NothingYet
+                                    -> arrival stamp -> Synchroniser.offer; a thread per connection
+                                    attempt (8 at once), ending with it
+    a reader per other source:      other live streams (FFmpeg's RTSP client, V4L2), paced replays,
+                                    sources with injected faults or decoding in the source:
+                                    source.read() -> Synchroniser.push
     runner (calling) thread:        Synchroniser.poll -> Pipeline.submit (the pipeline's threads decode
                                     the cameras; the next set is submitted before this one is finished,
                                     so no core waits at a per-set barrier) -> result -> late-camera

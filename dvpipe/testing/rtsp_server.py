@@ -6,8 +6,8 @@ packetisation: single NAL unit packets and fragmentation units), paced at the st
 looping. It implements what an FFmpeg client needs: OPTIONS, DESCRIBE, SETUP (TCP interleaved
 only), PLAY, GET_PARAMETER/SET_PARAMETER (keep-alive), TEARDOWN.
 
-It binds **only to loopback addresses** (127.0.0.0/8, ::1) and can misbehave on purpose: drop the
-connection after n access units (to test reconnects), pause at a given access unit or whenever the
+It binds **only to loopback addresses** (127.0.0.0/8, ::1) and can misbehave on purpose: lose RTP
+packets, drop the connection after n access units (to test reconnects), pause at a given access unit or whenever the
 test says (:meth:`RtspStream.pause` / :meth:`RtspStream.resume`: the connection stays open, nothing
 is sent, the stream resumes where it was), or go away and come back on the same port
 (:meth:`LoopbackRtspServer.suspend` / :meth:`LoopbackRtspServer.resume`: a crashed and restarted
@@ -92,6 +92,9 @@ class RtspStream:
             ``drop_connections`` connections (reconnect tests).
         pause_at / pause_s: stop sending for ``pause_s`` seconds before access unit ``pause_at``
             (stall tests), on every connection.
+        lose: RTP packets lost on the way, on every connection, as ``(k, j)``: packet ``j`` of access
+            unit ``k`` (counted from the connection's start), or all of its packets for ``j`` None; their
+            sequence numbers are used up as if they had been sent (packet-loss tests).
     """
 
     codec: str
@@ -102,6 +105,7 @@ class RtspStream:
     drop_connections: int = 1
     pause_at: Optional[int] = None
     pause_s: float = 0.0
+    lose: Sequence[tuple[int, Optional[int]]] = ()
     connections: int = 0
     sent: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -371,9 +375,11 @@ class LoopbackRtspServer:
                 au = st.access_units[k % len(st.access_units)]
                 ts = int(k * 90000 * period) & 0xFFFFFFFF
                 packets = self._packetise(au, st.codec)
-                for payload, marker in packets:
+                for j, (payload, marker) in enumerate(packets):
                     hdr = struct.pack(">BBHII", 0x80, (0x80 if marker else 0) | 96, seq & 0xFFFF, ts, ssrc)
                     seq += 1
+                    if (k, None) in st.lose or (k, j) in st.lose:
+                        continue
                     rtp = hdr + payload
                     if not send(b"$\x00" + struct.pack(">H", len(rtp)) + rtp):
                         return

@@ -316,3 +316,22 @@ def test_authentication_against_gstreamers_server(method, tmp_path):
             source("").open()
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("client", ["dvpipe", "ffmpeg"])
+def test_a_picture_lost_on_the_way_breaks_the_chain_until_the_next_keyframe(client):
+    """The server loses picture 13's RTP packet (GOP 10: pictures 0, 10, 20 are IDRs). dvpipe's client
+    sees the gap in the sequence numbers: picture 14 is a ``corrupt`` drop naming it, 15-19 wait for the
+    keyframe, 20 on are emitted. (FFmpeg's client does not flag the loss: its decoder conceals it and
+    dvpipe's own checks find the gap in frame_num instead; the counts are the same.)"""
+    aus = encode_access_units(40, 96, 64, codec="h264", gop=10)
+    streams = {"A": RtspStream("h264", aus, fps=30, lose=[(13, None)])}
+    with LoopbackRtspServer(streams) as srv:  # 1.2 s: about 36 pictures, within the first loop (40)
+        spec = rtsp_deployment({"A": srv.url("A")}, client=client, run={"duration_s": 1.2, "queue_size": 8})
+        result = Runner(load_deployment(spec), write_outputs=False).run()
+    check_accounted(result)
+    acc = result.accounting
+    assert 25 <= acc.entered["A"] <= 39 and acc.health["A"].disconnects == 0  # picture 13 is no frame
+    assert acc.dropped["A"].get("corrupt") == 1 and acc.dropped["A"].get("keyframe_wait") == 5, acc.dropped["A"]
+    if client == "dvpipe":
+        assert "RTP packets lost" in acc.examples[("A", "corrupt")], acc.examples
