@@ -308,7 +308,8 @@ class LiveLoop:
             if now - c.last_data < timeout:
                 continue
             c.last_data = now
-            reason = f"{c.src.describe()}: no data for {timeout:g} s (read timeout; the connection is open)"
+            where = getattr(c.src.cfg, "uri", None) or c.src.describe()
+            reason = f"{where}: no data for {timeout:g} s (read timeout; the connection is open)"
             without_ns = c.st.health.read_timed_out(r.clock(), reason)
             limit = c.src.stall_reconnect_s
             if c.src.backoff is not None and limit is not None and without_ns >= limit * 1e9:

@@ -709,11 +709,9 @@ class RtspConnection:
         if teardown and self._session and self.video is not None:
             try:
                 sock.setblocking(False)
-                self._sock = sock
                 sock.send(self._request_bytes("TEARDOWN", self._url.text, {}))
             except OSError:
                 pass
-            self._sock = None
         try:
             sock.close()
         except OSError:
