@@ -317,6 +317,15 @@ TABLE: dict[tuple[str, str, str], Bound] = {
              "rounding and server pacing"),
     ("rtsp_session_start", "any", "frames"): Bound(
         4.0, "the test RTSP server reports each session's start from its pipeline position: within ~4 frames"),
+    ("rtp_pts", "any", "ns"): Bound(
+        100_000.0, "a pts from a 90 kHz RTP timestamp vs the file's pts in its own time base: 0.1 ms of rounding"),
+    ("rtsp_sender_origin", "any", "ns"): Bound(
+        300e6, "a client's sender clock of pts 0 vs GStreamer's report of the session's start, which reads the "
+               "pipeline's position once (~100 ms late, tens of ms of jitter); a wrong NTP epoch, fraction or "
+               "clock rate is seconds off"),
+    ("rtsp_sender_origin_clients", "any", "ns"): Bound(
+        60e6, "dvpipe's and FFmpeg's clients' sender-clock offsets from that report, two sessions apart: the "
+              "report's jitter"),
 }
 
 
