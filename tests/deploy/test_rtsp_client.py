@@ -19,7 +19,8 @@ from dvpipe.bitstream import nal_units
 from dvpipe.deploy import Runner, load_deployment
 from dvpipe.deploy.config import SourceConfig
 from dvpipe.deploy.sources import SourceError
-from dvpipe.deploy.sources._rtsp_client import RtpDepacketiser, RtspConnection, digest_response, parse_sdp
+from dvpipe.deploy.sources._rtp import RtpDepacketiser
+from dvpipe.deploy.sources._rtsp_client import RtspConnection, digest_response, parse_sdp
 from dvpipe.deploy.sources.video import RtspSource
 from dvpipe.testing.deployments import encode_access_units
 from dvpipe.testing.rtsp_server import LoopbackRtspServer, RtspStream

@@ -1,0 +1,189 @@
+"""RTP packets of one H.264/H.265 stream -> Annex B access units (RFC 3550, RFC 6184, RFC 7798).
+
+H.264: single NAL unit packets, STAP-A and FU-A (packetisation modes 0 and 1). H.265: single NAL unit
+packets, aggregation packets and fragmentation units, without DONL fields. An access unit ends at the
+marker bit or at a new RTP timestamp. A gap in the sequence numbers, or a fragment that lost its first
+or last piece, marks the access units it touches as damaged, with the sequence numbers lost.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Optional
+
+from .base import StreamLost
+
+__all__ = ["RtpDepacketiser", "RtpUnit"]
+
+_MAX_UNIT = 32 << 20  # bytes of one access unit
+
+
+@dataclass
+class RtpUnit:
+    """One depacketised access unit, shaped as the demuxer's packets are for the source's reader:
+    ``bytes(unit)`` is the Annex B data, ``pts * time_base`` its presentation time in seconds from the
+    stream's first RTP timestamp, ``damage`` what is known to be lost (None: intact)."""
+
+    data: bytes
+    pts: int
+    time_base: Fraction
+    damage: Optional[str] = None
+    dts = None
+    is_keyframe = False
+    is_corrupt = False
+    is_discard = False
+
+    def __bytes__(self) -> bytes:
+        return self.data
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+class RtpDepacketiser:
+    """RTP packets of one H.264/H.265 stream -> :class:`RtpUnit` access units (decode order).
+
+    ``packet(rtp_bytes)`` returns the access units it completed (usually none or one)."""
+
+    _START = b"\x00\x00\x00\x01"
+
+    def __init__(self, codec: str, payload_type: int, clock_rate: int = 90000):
+        self.codec = codec
+        self.payload_type = payload_type
+        self.time_base = Fraction(1, clock_rate)
+        self.first_ts: Optional[int] = None  # unwrapped RTP timestamp of the first packet
+        self._last_ts32: Optional[int] = None
+        self._ts_high = 0
+        self._next_seq: Optional[int] = None
+        self._ts: Optional[int] = None  # unwrapped timestamp of the unit being assembled
+        self._nals: list[bytes] = []
+        self._size = 0
+        self._fu: Optional[list[bytes]] = None  # the fragmented NAL unit being joined
+        self._damage: list[str] = []
+        self.packets = 0
+        self.lost = 0
+
+    def unwrap(self, ts32: int) -> int:
+        """A 32-bit RTP timestamp as a count that does not wrap (steps of either sign below 2^31)."""
+        if self._last_ts32 is not None:
+            delta = (ts32 - self._last_ts32) & 0xFFFFFFFF
+            if delta >= 1 << 31:
+                delta -= 1 << 32
+            self._ts_high += delta
+        else:
+            self._ts_high = ts32
+        self._last_ts32 = ts32
+        return self._ts_high
+
+    def packet(self, pkt: bytes) -> list[RtpUnit]:
+        if len(pkt) < 12 or pkt[0] >> 6 != 2:
+            return []
+        b0, b1 = pkt[0], pkt[1]
+        if b1 & 0x7F != self.payload_type:
+            return []
+        seq, ts32 = struct.unpack_from(">HI", pkt, 2)
+        start = 12 + 4 * (b0 & 0x0F)
+        if b0 & 0x10:  # header extension
+            if len(pkt) < start + 4:
+                return []
+            start += 4 + 4 * struct.unpack_from(">H", pkt, start + 2)[0]
+        end = len(pkt)
+        if b0 & 0x20:  # padding: its length is the last byte
+            end -= pkt[-1]
+        if end <= start:
+            return []
+        self.packets += 1
+        ts = self.unwrap(ts32)
+        if self.first_ts is None:
+            self.first_ts = ts
+        out: list[RtpUnit] = []
+        gap = None
+        if self._next_seq is not None and seq != self._next_seq:
+            missing = (seq - self._next_seq) & 0xFFFF
+            if missing < 0x8000:  # packets lost (not a late duplicate)
+                self.lost += missing
+                gap = (f"RTP packets lost (sequence numbers {self._next_seq}..{(seq - 1) & 0xFFFF}, "
+                       f"{missing} packet{'s' if missing != 1 else ''})")
+            else:
+                return []  # a late or duplicate packet: already counted as lost
+        self._next_seq = (seq + 1) & 0xFFFF
+        if self._ts is not None and ts != self._ts:  # a new picture, the last one had no marker bit
+            if gap is not None:
+                self._damage.append(gap)  # it may have lost its end (its marker packet)
+            out.extend(self._flush())
+        if gap is not None:  # this picture lost packets, or its beginning, or pictures before it were lost
+            self._damage.append(gap)
+        self._ts = ts
+        self._payload(memoryview(pkt)[start:end])
+        if b1 & 0x80:  # marker: the access unit's last packet
+            out.extend(self._flush())
+        return out
+
+    def _add(self, nal: bytes) -> None:
+        self._size += len(nal) + 4
+        if self._size > _MAX_UNIT:
+            raise StreamLost(f"an access unit over {_MAX_UNIT >> 20} MB (no marker bit): not a video stream "
+                             "dvpipe can read")
+        self._nals.append(nal)
+
+    def _payload(self, p: memoryview) -> None:
+        if self.codec == "h264":
+            kind, header_len = p[0] & 0x1F, 1
+            single, aggregate, fragment = 1 <= kind <= 23, kind == 24, kind == 28
+        else:
+            if len(p) < 2:
+                return
+            kind, header_len = (p[0] >> 1) & 0x3F, 2
+            single, aggregate, fragment = kind < 48, kind == 48, kind == 49
+        if self._fu is not None and not fragment:
+            self._damage.append("a fragmented NAL unit lost its last fragment")
+            self._fu = None
+        if single:
+            self._add(bytes(p))
+        elif aggregate:
+            i = header_len
+            while i + 2 <= len(p):
+                n = (p[i] << 8) | p[i + 1]
+                if n == 0 or i + 2 + n > len(p):
+                    self._damage.append("an aggregation packet's sizes do not fit it")
+                    break
+                self._add(bytes(p[i + 2:i + 2 + n]))
+                i += 2 + n
+        elif fragment:
+            if len(p) <= header_len + 1:
+                return
+            fu = p[header_len]
+            first, last = bool(fu & 0x80), bool(fu & 0x40)
+            if first:
+                if self._fu is not None:
+                    self._damage.append("a fragmented NAL unit lost its last fragment")
+                if self.codec == "h264":
+                    head = bytes([(p[0] & 0xE0) | (fu & 0x1F)])
+                else:
+                    head = bytes([(p[0] & 0x81) | ((fu & 0x3F) << 1), p[1]])
+                self._fu = [head]
+            elif self._fu is None:
+                self._damage.append("a fragmented NAL unit lost its first fragment")
+                return
+            self._fu.append(bytes(p[header_len + 1:]))
+            if last:
+                self._add(b"".join(self._fu))
+                self._fu = None
+        else:
+            self._damage.append(f"RTP payload of NAL type {kind} (not read by dvpipe's RTSP client)")
+
+    def _flush(self) -> list[RtpUnit]:
+        if self._fu is not None:
+            self._damage.append("a fragmented NAL unit lost its last fragment")
+            self._fu = None
+        out = []
+        if self._nals and self._ts is not None:
+            assert self.first_ts is not None
+            data = self._START + self._START.join(self._nals)
+            damage = "; ".join(dict.fromkeys(self._damage)) if self._damage else None
+            out.append(RtpUnit(data, self._ts - self.first_ts, self.time_base, damage))
+        self._nals, self._size, self._ts = [], 0, None
+        self._damage = []
+        return out
