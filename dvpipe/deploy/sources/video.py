@@ -1,4 +1,5 @@
-"""Video sources through PyAV: files (MP4, MKV, ...), raw H.264/H.265 elementary streams, RTSP and V4L2.
+"""Video sources: files (MP4, MKV, ...), raw H.264/H.265 elementary streams, RTSP and V4L2, through
+PyAV; RTSP H.264/H.265 over TCP through dvpipe's own client by default (:mod:`._rtsp_client`).
 
 Cameras that declare ``encoding: h264`` / ``h265`` receive **access units** (Annex B bytes, one
 coded picture each; MP4/MKV ``avcC``/``hvcC`` packets are converted with FFmpeg's
