@@ -4,7 +4,7 @@ serving MP4 files on 127.0.0.1, run by the system Python (python3-gi) as a subpr
     /usr/bin/python3 tests/_gst_rtsp_server.py PORT [auth=basic|digest:USER:PASSWORD] NAME=FILE.mp4 [...]
 
 Each file is served at ``rtsp://127.0.0.1:PORT/NAME``: demuxed (qtdemux) and payloaded as RTP
-(rtph264pay, or h265parse and rtph265pay for ``*.h265.mp4``) with the file's timestamps, in real time. Prints
+(rtph264pay, or rtph265pay for ``*.h265.mp4``, tagged ``hvc1``) with the file's timestamps, in real time. Prints
 ``ready`` once listening, and for each session, 0.3 s after it starts playing, ``start NAME NS``:
 the wall clock (ns since the epoch) at which the file's pts 0 was due (now - the position it plays).
 """
@@ -67,8 +67,7 @@ for mount in mounts:
         permissions = require_auth(server, path)
         continue
     factory = GstRtspServer.RTSPMediaFactory()
-    # h265parse: rtph265pay takes FFmpeg's hev1 MP4 samples only as parsed (it changes no slice)
-    pay = "h265parse ! rtph265pay" if path.endswith(".h265.mp4") else "rtph264pay"
+    pay = "rtph265pay" if path.endswith(".h265.mp4") else "rtph264pay"  # H.265: tagged hvc1 (rtph265pay's caps)
     factory.set_launch(f"( filesrc location={path} ! qtdemux name=d d.video_0 ! queue ! {pay} name=pay0 pt=96 "
                        "config-interval=-1 )")
     if permissions is not None:

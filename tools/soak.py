@@ -12,8 +12,12 @@ schema), three camera groups, real-time pacing, looping:
 * ``video``: H.264 MP4s with B-frames (libx264 ``bframes=3``, made with PyAV at start), looped;
   faults ``corrupt_every`` (damaged access units) and ``lose`` (packets lost in the source).
 * ``rtsp``: the loopback server (:mod:`dvpipe.testing.rtsp_server`, 127.0.0.1) serving H.264 (no
-  B-frames, as camera encoders stream); this tool stops it every ``--restart-every-s`` seconds for
-  ``--outage-s`` seconds (server restarts: disconnect, outage, reconnect); fault ``lose`` too.
+  B-frames, as camera encoders stream), read by dvpipe's RTSP client on the runner's one I/O thread
+  (``--rtsp-client ffmpeg``: FFmpeg's, a reader thread each);
+  this tool stops the server every ``--restart-every-s`` seconds for ``--outage-s`` seconds (server
+  restarts: disconnect, outage, reconnect), and the server loses the RTP packets of every
+  ``--lose-every``-th picture of a connection (the next picture a ``corrupt`` drop, then
+  ``keyframe_wait`` until the keyframe).
 
 Outputs on, in ``--out`` (default a new temporary folder): ``summary.json``, ``latency.json``,
 ``trace.json`` and dumps. Resident memory (``/proc/self/statm``) is sampled every ``--sample-s``
@@ -223,8 +227,13 @@ def make_media(args, work: Path) -> dict:
                 media["frames_per_pass"][name] = 2 * n
             else:
                 pics = sequence(n, args.width, args.height, seed)
+                # pictures whose RTP packets the server loses on the way (counted on each connection)
+                total = int(args.minutes * 60 * args.fps) + 10 * fps
+                lost = [(k, None) for k in range(args.lose_every // 2 + 3, total, args.lose_every)] \
+                    if args.lose_every else []
                 media["rtsp"][name] = RtspStream("h264", encode_access_units(n, args.width, args.height, "h264",
-                                                                             gop=fps, images=pics), fps=args.fps)
+                                                                             gop=fps, images=pics), fps=args.fps,
+                                                 lose=lost)
     return media
 
 
@@ -254,8 +263,8 @@ def soak_deployment(args, media: dict, rtsp_urls: dict[str, str], out_dir: Path,
     for name, url in rtsp_urls.items():
         src = {"type": "rtsp", "uri": url, "transport": "tcp", "open_timeout_s": 3, "read_timeout_s": 1,
                "reconnect": {"initial_ms": 200, "max_ms": 1000, "factor": 2, "attempts": 0}}
-        if lose:
-            src["faults"] = {"lose": [k + 3 for k in lose]}
+        if args.rtsp_client:
+            src["client"] = args.rtsp_client
         cameras.append({"name": name, "source": src})
     dep = {
         "name": "soak-images-video-rtsp",
@@ -356,6 +365,8 @@ def main(argv=None) -> int:
     ap.add_argument("--backends", default="cpu")
     ap.add_argument("--corrupt-every", type=int, default=97, help="video: damage every n-th access unit (0: never)")
     ap.add_argument("--lose-every", type=int, default=151, help="video, RTSP: lose every n-th frame (0: never)")
+    ap.add_argument("--rtsp-client", choices=("dvpipe", "ffmpeg"), default=None,
+                    help="the RTSP cameras' client (default: dvpipe's, every camera on the runner's I/O thread)")
     ap.add_argument("--restart-every-s", type=float, default=30.0, help="restart the RTSP server this often (0: never)")
     ap.add_argument("--outage-s", type=float, default=2.0, help="how long the RTSP server stays down (default 2)")
     ap.add_argument("--sample-s", type=float, default=5.0, help="sample RSS every N seconds (default 5)")

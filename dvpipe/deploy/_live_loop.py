@@ -129,7 +129,7 @@ class LiveLoop:
         except (BlockingIOError, InterruptedError):
             pass
 
-    # -- connecting (on the pool: the handshake waits for the server) -------------------------------------
+    # -- connecting (a thread per attempt: the handshake waits for the server) ----------------------------
     def _start_series(self, c: _Camera) -> None:
         """The first attempt of a series (the first connection, or a reconnect): at once, then the back-off."""
         c.delays = c.src.backoff.delays_s() if c.src.backoff is not None else iter(())

@@ -6,7 +6,6 @@ server streams as FFmpeg demuxes them, and FFmpeg's RTSP client's sender clock o
 """
 from __future__ import annotations
 
-import shutil
 import socket
 import struct
 import threading
@@ -235,8 +234,7 @@ def test_units_from_gstreamer_are_the_files_pictures_and_the_sender_clock_agrees
     if codec == "h264":
         path = media.make_h264_bframes(tmp_path, n=120)
     else:
-        path = tmp_path / "cam.h265.mp4"
-        shutil.move(media.make_h265_default(tmp_path, n=120), path)
+        path = _tagged_hvc1(media.make_h265_default(tmp_path, n=120), tmp_path / "cam.h265.mp4")
     want = _file_slices(path, codec)
     server = GstServer({"A": path})
     origins = {}
@@ -269,6 +267,22 @@ def test_units_from_gstreamer_are_the_files_pictures_and_the_sender_clock_agrees
     ours, ffmpeg = origins["dvpipe"] - starts[0], origins["ffmpeg"] - starts[1]
     bound, between = tol("rtsp_sender_origin").atol, tol("rtsp_sender_origin_clients").atol
     assert abs(ffmpeg) <= bound and abs(ours) <= bound and abs(ours - ffmpeg) <= between, (ours / 1e6, ffmpeg / 1e6)
+
+
+def _tagged_hvc1(src, dst):
+    """``src`` (FFmpeg's MP4 muxer tags H.265 ``hev1``) remuxed as ``hvc1``, what rtph265pay takes: the
+    same packets, parameter sets in the sample description only."""
+    import av
+
+    with av.open(str(src)) as inp, av.open(str(dst), "w") as out:
+        st = inp.streams.video[0]
+        o = out.add_stream_from_template(st)
+        o.codec_tag = "hvc1"
+        for pkt in inp.demux(st):
+            if pkt.size:
+                pkt.stream = o
+                out.mux(pkt)
+    return dst
 
 
 def _slices(au: bytes, codec: str) -> list[bytes]:
