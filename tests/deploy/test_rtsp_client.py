@@ -350,3 +350,47 @@ def test_a_picture_lost_on_the_way_breaks_the_chain_until_the_next_keyframe(clie
     assert acc.dropped["A"].get("corrupt") == 1 and acc.dropped["A"].get("keyframe_wait") == 5, acc.dropped["A"]
     if client == "dvpipe":
         assert "RTP packets lost" in acc.examples[("A", "corrupt")], acc.examples
+
+
+def test_rtp_sent_before_the_answer_to_play_is_kept():
+    """A server that starts streaming before it answers PLAY (allowed: the answer and the data share the
+    connection): the pictures sent first are part of the stream, in order."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    frames = [b"$\x00" + struct.pack(">H", len(p)) + p for p in h264_stream()]
+
+    def serve():
+        conn, _ = listener.accept()
+        buf = b""
+        while True:
+            while b"\r\n\r\n" not in buf:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    return
+                buf += chunk
+            head, buf = buf.split(b"\r\n\r\n", 1)
+            method, cseq = head.split(b" ", 1)[0], head.split(b"CSeq: ")[1].split(b"\r\n")[0]
+            ok = b"RTSP/1.0 200 OK\r\nCSeq: " + cseq + b"\r\n"
+            if method == b"DESCRIBE":
+                sdp = b"v=0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=control:track1\r\n"
+                conn.sendall(ok + b"Content-Length: %d\r\n\r\n" % len(sdp) + sdp)
+            elif method == b"SETUP":
+                conn.sendall(ok + b"Session: 42\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n\r\n")
+            elif method == b"PLAY":
+                conn.sendall(b"".join(frames[:4]) + ok + b"Session: 42\r\n\r\n" + b"".join(frames[4:]))
+            else:
+                conn.close()
+                return
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    conn = RtspConnection(f"rtsp://127.0.0.1:{port}/cam", open_timeout_s=5)
+    video = conn.open()
+    assert video.control == f"rtsp://127.0.0.1:{port}/cam/track1"
+    deadline = time.monotonic() + 5
+    while len(conn.units) < 3 and time.monotonic() < deadline:
+        conn.wait(0.1)
+        conn.receive()
+    assert [bytes(u) for u in conn.units] == [START + SPS + START + PPS + START + IDR, START + P1, START + P2]
+    conn.close()
+    listener.close()

@@ -232,6 +232,7 @@ class RtspConnection:
         self._session_timeout_s = 60.0
         self._auth: Optional[dict] = None
         self._buf = bytearray()
+        self._early = bytearray()  # interleaved frames that came before an answer
         self._rtp_channel, self._rtcp_channel = 0, 1
         self._depacketiser: Optional[RtpDepacketiser] = None
         self._first_report: Optional[tuple[int, int]] = None  # (NTP ns since the Unix epoch, unwrapped RTP ts)
@@ -289,7 +290,8 @@ class RtspConnection:
         assert self._sock is not None
         self._sock.setblocking(False)
         self._keepalive_at = time.monotonic() + self._session_timeout_s / 2
-        self._parse()  # what came right after PLAY's answer
+        self._buf[:0], self._early = self._early, bytearray()
+        self._parse()  # what came before and right after PLAY's answer
         return video
 
     def _check(self, reply: _Response, method: str, url: str) -> None:
@@ -388,9 +390,11 @@ class RtspConnection:
     def _read_response(self) -> _Response:
         while True:
             buf = self._buf
-            if buf[:1] == b"$":  # interleaved data before PLAY's answer: keep for later? skip it
+            if buf[:1] == b"$":  # RTP before PLAY's answer (some servers start at once): kept for the stream
                 if len(buf) >= 4 and len(buf) >= 4 + ((buf[2] << 8) | buf[3]):
-                    del buf[:4 + ((buf[2] << 8) | buf[3])]
+                    n = 4 + ((buf[2] << 8) | buf[3])
+                    self._early += buf[:n]
+                    del buf[:n]
                     continue
             elif buf.startswith(b"RTSP/") or len(buf) < 5:
                 end = buf.find(b"\r\n\r\n")
