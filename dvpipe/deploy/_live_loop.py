@@ -221,6 +221,12 @@ class LiveLoop:
             return
         self._start_series(c)
 
+    def _end(self, c: _Camera, reason: str, state: str = "failed") -> None:
+        """``c``'s reading is over (the source failed or ended)."""
+        self._unregister(c)
+        self.r._fail(c.cam, reason, state=state)
+        c.done = True
+
     def _unregister(self, c: _Camera) -> None:
         if c.connected:
             c.connected = False
@@ -253,19 +259,13 @@ class LiveLoop:
                 self._lost(c, e.reason)
                 return
             except SourceError as e:
-                self._unregister(c)
-                r._fail(c.cam, e.reason)
-                c.done = True
+                self._end(c, e.reason)
                 return
             except Exception as e:  # noqa: BLE001 - a broken source must not take the others down
-                self._unregister(c)
-                r._fail(c.cam, f"{type(e).__name__}: {e}")
-                c.done = True
+                self._end(c, f"{type(e).__name__}: {e}")
                 return
             if item is None:
-                self._unregister(c)
-                r._fail(c.cam, "end of input", state="ended")
-                c.done = True
+                self._end(c, "end of input", "ended")
                 return
             c.held = r._arrived(c.st, item)
             self._offer(c)

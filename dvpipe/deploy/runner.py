@@ -62,8 +62,8 @@ from ..latency import LatencyStats, Timeline, now_ns, wall_ns
 from ..types import Frame
 from ..video import GAP, VideoPacket, as_packet, merge_packets
 from ._assembly import AUTO_BACKENDS, build_pipeline, load_model, resolve_backends
-from ._live_loop import LiveLoop, polled
 from ._budget import camera_problem, memory_problem, output_buffers, plan_output
+from ._live_loop import LiveLoop, polled
 from ._progress import ProgressLine, format_eta
 from .config import VIDEO_ENCODINGS, Deployment
 from .exporters import EXPORTERS, BatchResult, Exporter, RunContext, run_exporter_options
@@ -139,7 +139,7 @@ class Runner:
             "max_events": 400}, "report": True, "prometheus": False}``; checked like the YAML.
         write_outputs: False writes no files at all (tests, soak runs); exporters that write no files
             (Prometheus) still run.
-        opening: called (from the reader threads) each time a camera's source opened or finally failed
+        opening: called (from the reader threads or the I/O loop) each time a camera's source opened or finally failed
             to (``sources_opened`` of ``len(cameras)``), for a display while many cameras open.
         clock: the runner's monotonic clock in ns (run limits, stall detection, arrival stamps, the
             model wait, elapsed time); default :func:`dvpipe.latency.clock.now_ns`. The pipeline's
