@@ -26,7 +26,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
-from .sources.base import Item, NothingYet, Source, SourceError, StreamLost
+from .sources.base import Item, NothingYet, Source, SourceError, StreamLost, StreamStalled
 
 if TYPE_CHECKING:
     from .runner import Runner, _ReadState
@@ -51,7 +51,7 @@ class _Camera:
 
     def __init__(self, cam: str, src: Source, st: "_ReadState"):
         self.cam, self.st = cam, st
-        self.src: Any = src  # a Source with fileno(), receive() and nonblocking (:func:`polled`)
+        self.src: Any = src  # a Source with fileno(), receive(), read_timeout_s and nonblocking (:func:`polled`)
         self.first = True  # the first series of attempts (not a reconnect)
         self.attempt = 0
         self.delays: Iterator[float] = iter(())
@@ -304,12 +304,11 @@ class LiveLoop:
         for c in self._cams.values():
             if not c.connected or c.held is not None:
                 continue
-            timeout = float(c.src.options.get("read_timeout_s", 2.0))
+            timeout = c.src.read_timeout_s
             if now - c.last_data < timeout:
                 continue
             c.last_data = now
-            where = getattr(c.src.cfg, "uri", None) or c.src.describe()
-            reason = f"{where}: no data for {timeout:g} s (read timeout; the connection is open)"
+            reason = StreamStalled.read_timeout(c.src.cfg.uri, timeout).reason
             without_ns = c.st.health.read_timed_out(r.clock(), reason)
             limit = c.src.stall_reconnect_s
             if c.src.backoff is not None and limit is not None and without_ns >= limit * 1e9:

@@ -157,9 +157,6 @@ class Runner:
     #: (:func:`~dvpipe.deploy._budget.output_buffers`) has room for one ahead, and ``run.pictures_per_job``
     #: sets ahead when that is more
     sets_ahead = 1
-    #: live sources that read without blocking (dvpipe's RTSP client) share one I/O thread
-    #: (:mod:`dvpipe.deploy._live_loop`); False gives each its own reader thread
-    poll_live = True
 
     def __init__(self, deployment: Deployment, *, model: Optional[Callable] = None,
                  progress: Optional[Callable[["Runner"], None]] = None,
@@ -304,7 +301,7 @@ class Runner:
                 if self.share_reader and shares_reader(src):
                     shared.append(cam)
                     continue
-            elif self.poll_live and polled(src):
+            elif polled(src):
                 polled_cams.append(cam)
                 continue
             t = threading.Thread(target=self._reader, args=(cam, src, cam in opened), name=f"dvpipe-src-{cam}",

@@ -28,8 +28,8 @@ from .infos import InfoSource  # noqa: E402,F401
 from .wrappers import Faulty, Limited, Looped, Paced, ReplayClock
 
 __all__ = ["SOURCES", "open_source", "register_source", "option", "source_class", "SourceContext", "Source",
-           "SourceError", "StreamLost", "StreamStalled", "NothingYet", "Item", "Backoff", "SourceWrapper", "Looped", "Limited",
-           "Paced", "ReplayClock", "Faulty"]
+           "SourceError", "StreamLost", "StreamStalled", "NothingYet", "Item", "Backoff", "SourceWrapper", "Looped",
+           "Limited", "Paced", "ReplayClock", "Faulty"]
 
 
 def open_source(camera: Camera, cfg, *, loop: bool = False, clock: Optional[ReplayClock] = None,

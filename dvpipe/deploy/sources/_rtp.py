@@ -37,10 +37,6 @@ class RtpUnit:
     def __bytes__(self) -> bytes:
         return self.data
 
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
 
 class RtpDepacketiser:
     """RTP packets of one H.264/H.265 stream -> :class:`RtpUnit` access units (decode order).
@@ -62,8 +58,7 @@ class RtpDepacketiser:
         self._size = 0
         self._fu: Optional[list[bytes]] = None  # the fragmented NAL unit being joined
         self._damage: list[str] = []
-        self.packets = 0
-        self.lost = 0
+        self.lost = 0  # packets
 
     def unwrap(self, ts32: int) -> int:
         """A 32-bit RTP timestamp as a count that does not wrap (steps of either sign below 2^31)."""
@@ -94,7 +89,6 @@ class RtpDepacketiser:
             end -= pkt[-1]
         if end <= start:
             return []
-        self.packets += 1
         ts = self.unwrap(ts32)
         if self.first_ts is None:
             self.first_ts = ts

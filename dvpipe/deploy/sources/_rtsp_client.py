@@ -95,8 +95,7 @@ def parse_sdp(text: str, base_url: str) -> SdpVideo:
         kind, value = line[0], line[2:]
         if kind == "m":
             parts = value.split()
-            medias.append({"media": parts[0] if parts else "", "proto": parts[2] if len(parts) > 2 else "",
-                           "pts": parts[3:], "attrs": []})
+            medias.append({"media": parts[0] if parts else "", "pts": parts[3:], "attrs": []})
         elif kind == "a":
             if medias:
                 medias[-1]["attrs"].append(value)
@@ -113,11 +112,12 @@ def parse_sdp(text: str, base_url: str) -> SdpVideo:
         for a in m["attrs"]:
             name, _, rest = a.partition(":")
             if name == "rtpmap":
-                pt, _, enc = rest.partition(" ")
+                pt, _, enc = rest.partition(" ")  # "96 H264/90000"
                 enc_name, _, clock = enc.partition("/")
+                clock = clock.split("/")[0].strip()
                 if pt.strip().isdigit():
-                    rtpmap[int(pt)] = (enc_name.strip().upper(), int(clock.split("/")[0] or 90000)
-                                       if clock.split("/")[0].strip().isdigit() else 90000)
+                    rate = int(clock) if clock.isdigit() and int(clock) else 90000
+                    rtpmap[int(pt)] = (enc_name.strip().upper(), rate)
             elif name == "fmtp":
                 pt, _, params = rest.partition(" ")
                 if pt.strip().isdigit():
@@ -152,9 +152,7 @@ def parse_sdp(text: str, base_url: str) -> SdpVideo:
                 codec = "h265"
             else:
                 continue
-            if "TCP" in m["proto"].upper() and "RTP" not in m["proto"].upper():
-                continue
-            return SdpVideo(codec, pt, clock if clock > 0 else 90000, _resolve(base, control), sets,
+            return SdpVideo(codec, pt, clock, _resolve(base, control), sets,
                             fps if fps and 0 < fps <= 1000 else None)
     offered = ", ".join(seen) if seen else "no video stream"
     raise SourceError(f"the server offers {offered}; dvpipe's RTSP client reads H.264/H.265 video (set "
@@ -222,7 +220,6 @@ class RtspConnection:
     #: the sender's wall clock (ns since the Unix epoch) of the stream's first RTP timestamp, from the
     #: first RTCP sender report; None until one came
     sender_origin_ns: Optional[int] = None
-    sender_reports: int = 0
 
     def __post_init__(self) -> None:
         self._url = _parse_url(self.url)
@@ -474,7 +471,7 @@ class RtspConnection:
                 if pos + 4 + length > n:
                     break
                 channel = buf[pos + 1]
-                payload = bytes(buf[pos + 4:pos + 4 + length])
+                payload = buf[pos + 4:pos + 4 + length]  # a bytearray slice: one copy (bytes() made two)
                 pos += 4 + length
                 if channel == self._rtp_channel and dep is not None:
                     self.units.extend(dep.packet(payload))
@@ -507,7 +504,6 @@ class RtspConnection:
             length = 4 * (((data[i + 2] << 8) | data[i + 3]) + 1)
             if pt == 200 and i + 20 <= len(data):  # SR: SSRC, NTP seconds, NTP fraction, RTP timestamp
                 sec, frac, ts32 = struct.unpack_from(">III", data, i + 8)
-                self.sender_reports += 1
                 if self._first_report is None and sec:
                     ntp_ns = (sec - _NTP_UNIX_OFFSET_S) * 1_000_000_000 + (frac * 1_000_000_000 >> 32)
                     if self._depacketiser is not None:  # the same clock as the RTP packets: one unwrapping

@@ -47,6 +47,12 @@ class StreamStalled(StreamLost):
     disconnect. The source can be read again as it is. (A subclass of :class:`StreamLost`, so that
     code that knows only that one reconnects, as before.)"""
 
+    @classmethod
+    def read_timeout(cls, where: str, seconds: Optional[float]) -> "StreamStalled":
+        """The stall of a read that waited ``seconds`` (None: unknown) for data from ``where``."""
+        waited = f" for {seconds:g} s" if seconds else ""
+        return cls(f"{where}: no data{waited} (read timeout; the connection is open)")
+
 
 class NothingYet(DvpipeError):
     """A source read without waiting (``nonblocking``, served by the runner's I/O loop) has no frame now:

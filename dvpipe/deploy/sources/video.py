@@ -51,7 +51,7 @@ __all__ = ["VideoFile", "ElementaryStream", "RtspSource", "V4l2Source", "AvStrea
            "ElementaryOptions", "RtspOptions", "Reconnect", "V4l2Options"]
 
 _CODEC_ENCODING = {"h264": "h264", "hevc": "h265"}
-_AV_CODEC = {"h264": "h264", "h265": "hevc"}
+_AV_CODEC = {enc: codec for codec, enc in _CODEC_ENCODING.items()}  # encoding -> FFmpeg's codec name
 _PARAM_SETS = {"h264": frozenset((7, 8)), "h265": frozenset((32, 33, 34))}  # SPS/PPS (+ VPS) NAL types
 _LIVE_REANCHOR_NS = 100_000_000
 _MAX_SENDER_LAG_NS = 2_000_000_000  # a stream's data arriving later than this after the sender says it was taken
@@ -535,8 +535,7 @@ class _LiveStream(AvStream):
                 return next(self._demux)
             except _av().error.ExitError:
                 self._demux = self._container.demux(self._stream)
-                waited = f" for {self._timeout_s:g} s" if self._timeout_s else ""
-                raise StreamStalled(f"{self._url}: no data{waited} (read timeout; the connection is open)") from None
+                raise StreamStalled.read_timeout(self._url, self._timeout_s) from None
 
     def __init__(self, camera, cfg):
         super().__init__(camera, cfg)
@@ -735,9 +734,8 @@ class RtspSource(_LiveStream):
         while not conn.units:
             if self.nonblocking:
                 raise NothingYet()
-            timeout = float(self.options.get("read_timeout_s", 2.0))
-            if not conn.wait(timeout):
-                raise StreamStalled(f"{self._url()}: no data for {timeout:g} s (read timeout; the connection is open)")
+            if not conn.wait(self.read_timeout_s):
+                raise StreamStalled.read_timeout(self._url(), self.read_timeout_s)
             conn.receive()
         return conn.units.popleft()
 
@@ -762,8 +760,13 @@ class RtspSource(_LiveStream):
         # second of frames at open (and every reconnect); the packets read at open are kept
         return {"rtsp_transport": self.options.get("transport", "tcp"), "analyzeduration": "0", "probesize": "1024"}
 
+    @property
+    def read_timeout_s(self) -> float:
+        """A read waiting longer than this (s) is a stall (``read_timeout_s``)."""
+        return float(self.options.get("read_timeout_s", 2.0))
+
     def _timeout(self):
-        return (self.options.get("open_timeout_s", 5.0), self.options.get("read_timeout_s", 2.0))
+        return (self.options.get("open_timeout_s", 5.0), self.read_timeout_s)
 
 
 @dataclass
