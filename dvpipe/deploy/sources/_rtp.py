@@ -72,7 +72,7 @@ class RtpDepacketiser:
         self._last_ts32 = ts32
         return self._ts_high
 
-    def packet(self, pkt: bytes) -> list[RtpUnit]:
+    def packet(self, pkt: bytes | bytearray) -> list[RtpUnit]:
         if len(pkt) < 12 or pkt[0] >> 6 != 2:
             return []
         b0, b1 = pkt[0], pkt[1]

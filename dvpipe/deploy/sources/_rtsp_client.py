@@ -496,7 +496,7 @@ class RtspConnection:
         if len(buf) > _MAX_BUFFER:
             raise StreamLost(f"{self._url.text}: {len(buf) >> 20} MB of input that is no RTP frame")
 
-    def _rtcp(self, data: bytes) -> None:
+    def _rtcp(self, data: bytes | bytearray) -> None:
         """Sender reports in a compound RTCP packet: the first one anchors the sender's clock."""
         i = 0
         while i + 8 <= len(data):
