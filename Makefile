@@ -20,10 +20,12 @@ LOWEST_TESTS = tests/backends/test_cpu.py tests/test_geometry.py tests/test_pipe
                tests/deploy/test_video_sources.py tests/video/test_structures.py tests/video/test_yuv_path.py \
                tests/backends/test_swscale_exact.py
 
-#   make test-deps   - the Debian packages some tests use (GStreamer's RTSP server for tests/deploy/test_rtsp_bframes.py),
+#   make test-deps   - the Debian packages some tests use (GStreamer's RTSP server for tests/deploy/test_rtsp_bframes.py;
+#                      QEMU and v4l-utils for the V4L2 reader's tests on a guest with the kernel's vivid driver,
+#                      tests/deploy/test_v4l2.py, which also fetches a Debian kernel package once, ~70 MB),
 #                      installed with apt-get when run as root; without them those tests skip, saying so
 TEST_APT = gstreamer1.0-rtsp gir1.2-gst-rtsp-server-1.0 gir1.2-gstreamer-1.0 gstreamer1.0-plugins-base \
-           gstreamer1.0-plugins-good python3-gi
+           gstreamer1.0-plugins-good python3-gi qemu-system-x86 v4l-utils
 
 .PHONY: run test typecheck test-lowest test-slow test-deps bench clean
 

@@ -317,6 +317,13 @@ TABLE: dict[tuple[str, str, str], Bound] = {
              "rounding and server pacing"),
     ("rtsp_session_start", "any", "frames"): Bound(
         4.0, "the test RTSP server reports each session's start from its pipeline position: within ~4 frames"),
+    ("vivid_colour_bars", "any", "uint8"): Bound(
+        3.0, "vivid's 75% bars (191 or 0 per primary) through 8-bit limited-range Y'CbCr and back: the "
+             "driver's and the conversion's roundings, 1-2 levels; a wrong matrix, range or byte order is 20+"),
+    ("v4l2_frame_period", "any", "s"): Bound(
+        0.02, "a driver's timestamps one frame apart (0.1 s at 10 fps): vivid stamps each frame from its "
+              "own frame counter, a few ms of jitter on an emulated CPU; a stamp taken at the read instead is "
+              "off by the reader's scheduling, a frame counter mistaken for time by whole periods"),
     ("rtp_pts", "any", "ns"): Bound(
         100_000.0, "a pts from a 90 kHz RTP timestamp vs the file's pts in its own time base: 0.1 ms of rounding"),
     ("rtsp_sender_origin", "any", "ns"): Bound(

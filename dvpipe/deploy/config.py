@@ -93,7 +93,8 @@ docs/deployments.md)::
     {type: rtsp, uri: rtsp://HOST/PATH, transport: tcp|udp, open_timeout_s: 5, read_timeout_s: 2, lookahead: 0,
      reconnect: {initial_ms: 250, max_ms: 5000, factor: 2, attempts: 0}, stall_reconnect_s: 10,
      client: dvpipe|ffmpeg}
-    {type: v4l2, uri: /dev/video0, input_format: mjpeg, fps: 30, size: [W, H], stall_reconnect_s: 10}
+    {type: v4l2, uri: /dev/video0, fps: 30, size: [W, H], stall_reconnect_s: 10, reader: dvpipe|ffmpeg,
+     input_format: mjpeg}
     {type: synthetic, fps: 30, resolution: [W, H], cycle: 16, quality: 90, frames: N, start_ns: INT,
      realtime: true}
     {type: infos, uri: nuscenes_infos_temporal_val.pkl, data_root: DIR, camera: CAM_FRONT}

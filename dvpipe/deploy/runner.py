@@ -544,10 +544,12 @@ class Runner:
         t = self.clock()
         item.arrival_ns = t
         seq = item.frame.seq
-        item.discontinuity = (item.discontinuity or st.gap_next
+        item.discontinuity = (item.discontinuity or st.gap_next or item.lost_before > 0
                               or (st.last_seq is not None and seq != st.last_seq + 1))
         st.gap_next = False
         st.last_seq = seq
+        if item.lost_before:
+            st.health.lost_at_source_before(item.lost_before)
         st.health.arrived(t, item.media_ns)
         return item
 

@@ -123,6 +123,7 @@ class CameraHealth:
     outages: int = 0
     outage_ns: int = 0
     lost_in_outage: int = 0
+    lost_at_source: int = 0  # frames the source knows were lost before it read them (V4L2 sequence gaps)
     nominal_fps: Optional[float] = None
     last_arrival_ns: Optional[int] = None
     last_media_ns: Optional[int] = None
@@ -165,6 +166,13 @@ class CameraHealth:
             if self.state == "stalled":
                 self.state = "streaming"
             return ended
+
+    def lost_at_source_before(self, n: int) -> None:
+        """The source skipped ``n`` frames it knows of (a V4L2 driver dropped them: no free buffer)."""
+        with self._lock:
+            self.lost_at_source += n
+            self.note(f"{n} frame{'s' if n != 1 else ''} lost at the source (the device's sequence numbers skipped "
+                      f"{'them' if n != 1 else 'it'})")
 
     def check_stall(self, t: int, limit_ns: int) -> bool:
         """The runner's check at ``t``: no frame for more than ``limit_ns`` while streaming (and the
@@ -379,6 +387,7 @@ class Accounting:
     def totals(self) -> dict[str, int]:
         return {"entered": sum(self.entered.values()), "emitted": sum(self.emitted.values()),
                 "dropped": self.dropped_total(), "lost_in_outage": self.lost_in_outage(),
+                "lost_at_source": sum(h.lost_at_source for h in self.health.values()),
                 "masked_slots": sum(sum(m.values()) for m in self.masked.values()),
                 "stale_slots": sum(self.stale.values()), "flagged_corrupt": sum(self.flagged.values()),
                 "greyscale": sum(self.greyscale.values()),
@@ -404,7 +413,7 @@ class Accounting:
             h = self.health[c]
             cams[c] = {
                 "entered": self.entered[c], "emitted": self.emitted[c], "dropped": dict(self.dropped[c]),
-                "lost_in_outage": h.lost_in_outage,
+                "lost_in_outage": h.lost_in_outage, "lost_at_source": h.lost_at_source,
                 "masked_slots": dict(self.masked[c]), "stale_slots": self.stale[c],
                 "flagged_corrupt": self.flagged[c], "greyscale": self.greyscale[c],
                 "fallbacks": dict(self.fallbacks[c]),
@@ -420,7 +429,7 @@ def _source_dict(h: CameraHealth, origin_ns: int) -> dict[str, Any]:
     return {"state": h.state, "detail": h.detail, "disconnects": h.disconnects, "reconnects": h.reconnects,
             "stalls": h.stalls, "read_timeouts": h.read_timeouts, "outages": h.outages,
             "outage_s": h.outage_ns / 1e9, "stalled_s": h.stalled_ns / 1e9, "disconnected_s": h.disconnected_ns / 1e9,
-            "backpressure_s": h.blocked_ns / 1e9, "lost_in_outage": h.lost_in_outage,
+            "backpressure_s": h.blocked_ns / 1e9, "lost_in_outage": h.lost_in_outage, "lost_at_source": h.lost_at_source,
             "frame_period_ms": None if h.period_ns() is None else round(cast(int, h.period_ns()) / 1e6, 3),
             "outage_log": [o.to_dict(origin_ns) for o in h.outage_log],
             "events": list(h.events), "events_total": h.events_total}
@@ -452,6 +461,8 @@ def format_summary(acc: Accounting) -> str:
         if h.outages:
             extra.append(f"{h.outages} outage{'s' if h.outages != 1 else ''} {h.outage_ns / 1e9:.1f} s"
                          + (f", ~{h.lost_in_outage} lost" if h.lost_in_outage else ""))
+        if h.lost_at_source:
+            extra.append(f"{h.lost_at_source} lost at the source")
         if h.blocked_ns > 1e8:
             extra.append(f"back-pressure {h.blocked_ns / 1e9:.1f} s")
         if h.state == "failed" and h.detail:
@@ -472,7 +483,9 @@ def format_summary(acc: Accounting) -> str:
              + ("" if not acc.check() else "  (NOT ACCOUNTED: " + "; ".join(acc.check()) + ")")
              + f"; {t['sets']} frame sets"
              + (f"; ~{t['lost_in_outage']} more lost in outages (estimated, never entered)"
-                if t["lost_in_outage"] else "")]
+                if t["lost_in_outage"] else "")
+             + (f"; {t['lost_at_source']} more lost at the source (the device's count, never entered)"
+                if t["lost_at_source"] else "")]
     lines += _table(rows, right=set(range(1, len(head) - 1)))
     by_reason: dict[tuple[str, str], list[str]] = {}
     for (cam, cat), text in acc.examples.items():

@@ -75,6 +75,8 @@ class Item:
             connection of a live source; None when unknown. Used to count frames lost in an outage.
         reorder_span_ns: ``(arrival of the frame's own data, emission)`` (monotonic) when a live video
             source held the frame in its reordering look-ahead (B-frames): latency of its own.
+        lost_before: frames of this camera the source knows were lost just before this one and never
+            read (a V4L2 driver's sequence numbers skipped them): counted as lost at the source.
     """
 
     frame: Frame
@@ -85,6 +87,7 @@ class Item:
     discontinuity: bool = False
     media_ns: Optional[int] = None
     reorder_span_ns: Optional[tuple[int, int]] = None
+    lost_before: int = 0
 
 
 @dataclass(frozen=True)

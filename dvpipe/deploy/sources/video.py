@@ -35,7 +35,7 @@ from typing import Any, Literal, Optional
 
 from ...codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ...types import short_repr as _show
-from ...latency import now_ns, to_monotonic_ns, wall_ns
+from ...latency import now_ns, to_epoch_ns, to_monotonic_ns, wall_ns
 from ...types import PixelFormat
 from ...bitstream import StreamHeaders
 from ...errors import FrameError
@@ -44,6 +44,7 @@ from ...video import (ELEMENTARY_LOOKAHEAD, FILE_LOOKAHEAD, RESET, AccessUnit, F
 from . import _options
 from ._probe import probe_elementary, probe_video
 from ._rtsp_client import RtspConnection
+from ._v4l2 import FOURCC as V4L2_FOURCC, V4l2Capture, V4l2Lost, reader_refusal as v4l2_reader_refusal
 from .base import Backoff, Item, NothingYet, Source, SourceError, StreamLost, StreamStalled
 from .registry import SourceContext, option, register_source
 
@@ -179,6 +180,10 @@ class AvStream(Source):
         return FILE_LOOKAHEAD if n is None else int(n)
 
     def _close(self) -> None:
+        # packets first: FFmpeg's V4L2 input hands out packets that point into the driver's buffers,
+        # and freeing one after its container is use after free
+        self._pending = []
+        self._demux = None
         c = getattr(self, "_container", None)
         if c is not None:
             try:
@@ -773,15 +778,41 @@ class RtspSource(_LiveStream):
 class V4l2Options:
     """The keys of ``type: v4l2``."""
 
-    input_format: Optional[str] = option(None, "the device's pixel format or codec (FFmpeg's name, e.g. mjpeg)")
+    input_format: Optional[str] = option(None, "the device's pixel format or codec (FFmpeg's name, e.g. mjpeg; "
+                                               "default: the camera's encoding's)")
     fps: Optional[float] = _options.fps(None, "frames per second to ask the device for")
-    size: Optional[tuple[int, int]] = option(None, "frame size to ask the device for")
+    size: Optional[tuple[int, int]] = option(None, "frame size to ask the device for (default: the camera's)")
     stall_reconnect_s: Optional[float] = _options.stall_reconnect_s(10.0)
+    reader: Optional[Literal["dvpipe", "ffmpeg"]] = option(
+        None, "V4L2 reader: dvpipe (its own: memory-mapped buffers read by the runner's one I/O thread with the "
+              "other cameras, the driver's timestamps and sequence numbers; yuyv, uyvy, nv12, jpeg cameras) or "
+              "ffmpeg (a reader thread per camera; h264, h265, raw, multi-planar devices); default: dvpipe "
+              "where it can")
+
+
+#: FFmpeg's ``input_format`` names of the pixel formats dvpipe's V4L2 reader takes (camera encoding -> name)
+_FFMPEG_V4L2_NAME = {"yuyv": "yuyv422", "uyvy": "uyvy422", "nv12": "nv12", "jpeg": "mjpeg"}
+
+
+def _v4l2_reader(encoding: str, input_format: Optional[str]) -> Optional[str]:
+    """Why dvpipe's own V4L2 reader cannot read this camera, or None when it can."""
+    if encoding not in V4L2_FOURCC:
+        return f"it takes yuyv, uyvy, nv12 and jpeg (MJPEG) cameras, not {encoding}"
+    if input_format and input_format.lower() not in (_FFMPEG_V4L2_NAME[encoding], V4L2_FOURCC[encoding].lower()):
+        return f"it reads the camera's encoding {encoding} ({V4L2_FOURCC[encoding]}), not input_format {input_format}"
+    return v4l2_reader_refusal()
 
 
 @register_source("v4l2")
 class V4l2Source(_LiveStream):
-    """V4L2 capture device through PyAV's libavdevice ``v4l2`` input; capture time: the arrival clock."""
+    """V4L2 capture device; capture time: the driver's timestamp of each frame (dvpipe's reader), else
+    the arrival clock.
+
+    Read by dvpipe's own reader (:mod:`._v4l2`) where it can (``reader: dvpipe``, the default for
+    yuyv, uyvy, nv12 and jpeg cameras): the runner's I/O loop then serves the camera with the others on
+    one thread (:attr:`pollable`); frames the driver dropped (its sequence numbers) are counted as lost
+    at the source, a buffer the driver flags is a corrupt drop. Else by PyAV's libavdevice ``v4l2``
+    input on a reader thread of its own."""
 
     format = "v4l2"
     Options = V4l2Options
@@ -793,30 +824,138 @@ class V4l2Source(_LiveStream):
             ctx.err("uri", "required: a V4L2 device such as /dev/video0")
         elif not os.path.exists(ctx.uri):
             ctx.warn(f"device {ctx.uri} does not exist on this machine", "uri")
+        if options.reader == "dvpipe":
+            why = _v4l2_reader(ctx.encoding, options.input_format)
+            if why:
+                ctx.err("reader", f"dvpipe's V4L2 reader cannot read this camera: {why} (reader: ffmpeg can)")
         return options
 
     def __init__(self, camera, cfg):
         super().__init__(camera, cfg)
         self.backoff = Backoff(500.0, 5000.0, 2.0, 0)
+        reader = self.options.get("reader")
+        if reader is None:
+            reader = "ffmpeg" if _v4l2_reader(camera.encoding, self.options.get("input_format")) else "dvpipe"
+        #: whether the runner's I/O loop can serve it (:meth:`fileno`, :meth:`receive`, ``nonblocking``)
+        self.pollable = reader == "dvpipe"
+        #: set by the I/O loop: :meth:`read` raises :class:`NothingYet` instead of waiting for a frame
+        self.nonblocking = False
+        self._device: Optional[V4l2Capture] = None
 
     def _container_options(self) -> dict:
+        cam = self.camera
         o = {}
-        if self.options.get("input_format"):
-            o["input_format"] = str(self.options["input_format"])
+        fmt = self.options.get("input_format") or _FFMPEG_V4L2_NAME.get(cam.encoding)
+        if fmt:
+            o["input_format"] = str(fmt)
         if self.options.get("fps"):
             o["framerate"] = f"{self.options['fps']:g}"
-        if self.options.get("size"):
-            h, w = self.options["size"]
-            o["video_size"] = f"{w}x{h}"
+        h, w = self.options.get("size") or (cam.height, cam.width)
+        o["video_size"] = f"{w}x{h}"
         return o
 
     def _open(self) -> None:
+        if not os.path.exists(self.cfg.uri):
+            raise SourceError(f"no such V4L2 device: {self.cfg.uri}")
+        if self.pollable:
+            self._open_device()
+            return
         av = _av()
         if not any("v4l2" in f.split(",") for f in av.formats_available):
             raise SourceError("this PyAV/FFmpeg build has no v4l2 input device")
-        if not os.path.exists(self.cfg.uri):
-            raise SourceError(f"no such V4L2 device: {self.cfg.uri}")
         super()._open()
 
+    def _open_device(self) -> None:
+        cam = self.camera
+        size = self.options.get("size") or (cam.height, cam.width)
+        device = V4l2Capture(self.cfg.uri, V4L2_FOURCC[cam.encoding], tuple(size), self.options.get("fps"))
+        try:
+            got = device.open()
+        except OSError as e:
+            raise SourceError(str(e)) from None
+        problem = None
+        if (got.height, got.width) != (cam.height, cam.width):
+            problem = (f"{self.cfg.uri} captures {got.width}x{got.height}; camera {cam.name} is "
+                       f"{cam.width}x{cam.height} (ask the device for the camera's size, or declare the device's)")
+        elif cam.encoding in RAW_YUV_ENCODINGS:
+            from ...backends._raw_yuv import colour_of
+
+            declared = colour_of(cam)
+            if declared != (got.yuv_matrix, got.yuv_range):
+                problem = (f"{self.cfg.uri} says its {got.fourcc} is {got.yuv_matrix} {got.yuv_range} range; camera "
+                           f"{cam.name} is converted as {declared[0]} {declared[1]} (set the camera's yuv_matrix: "
+                           f"{got.yuv_matrix} and yuv_range: {got.yuv_range})")
+        if problem:
+            device.close()
+            raise SourceError(problem)
+        self._device = device
+        self._mode = "packets"
+        self._last_sequence: Optional[int] = None
+        self._stamp_ahead_ns = 0  # the most the driver's stamps were ahead of the frames' arrival (ns)
+        self._begin_live()
+
+    # -- dvpipe's reader: what the I/O loop calls ------------------------------------------------------
+    def fileno(self) -> int:
+        """The device's descriptor (for the I/O loop's poll), -1 when closed."""
+        return self._device.fileno() if self._device is not None else -1
+
+    def receive(self) -> int:
+        """Take the frames the driver filled (never waits); raises :class:`StreamLost` when the
+        device stopped streaming. Returns how many frames came."""
+        if self._device is None:
+            raise StreamLost(f"{self.cfg.uri}: not open")
+        try:
+            return self._device.receive()
+        except V4l2Lost as e:
+            raise StreamLost(str(e)) from None
+
+    @property
+    def read_timeout_s(self) -> float:
+        """A read waiting longer than this (s) is a stall."""
+        return 2.0
+
+    def _read(self) -> Optional[Item]:
+        device = self._device
+        if device is None:
+            return super()._read()
+        t0 = now_ns()
+        while not device.frames:
+            if self.nonblocking:
+                raise NothingYet()
+            if not device.wait(self.read_timeout_s):
+                raise StreamStalled.read_timeout(self.cfg.uri, self.read_timeout_s)
+            self.receive()
+        f = device.frames.popleft()
+        arrival_mono = now_ns()
+        lost = 0
+        if self._last_sequence is not None:
+            lost = (f.sequence - self._last_sequence - 1) % (1 << 32)
+            lost = 0 if lost >= 1 << 31 else lost  # the driver's counter restarted
+        self._last_sequence = f.sequence
+        mono = arrival_mono
+        if f.timestamp_ns is not None:
+            # no frame is captured after it was read: a driver that stamps ahead of delivery (vivid stamps
+            # the end of the frame's period and hands the frame over before it) is moved back by the
+            # most it was ahead on this connection
+            ahead = f.timestamp_ns - arrival_mono
+            self._stamp_ahead_ns = max(self._stamp_ahead_ns, ahead)
+            mono = f.timestamp_ns - self._stamp_ahead_ns
+        self._media_ns = f.timestamp_ns  # the driver's clock: frames lost in an outage, from its gaps
+        data: Any = FrameError(f"{self.cfg.uri}: corrupt frame: {f.damaged}") if f.damaged else f.data
+        item = self._item(data, to_epoch_ns(mono), capture_mono_ns=mono, read_span_ns=(t0, now_ns()))
+        item.lost_before = lost
+        return item
+
+    def nominal_fps(self) -> Optional[float]:
+        if self._device is not None and self._device.negotiated is not None and self._device.negotiated.fps:
+            return self._device.negotiated.fps
+        return super().nominal_fps()
+
+    def _close(self) -> None:
+        device, self._device = self._device, None
+        if device is not None:
+            device.close()
+        super()._close()
+
     def _timeout(self):
-        return (5.0, 2.0)
+        return (5.0, self.read_timeout_s)

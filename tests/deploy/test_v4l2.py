@@ -1,0 +1,174 @@
+"""dvpipe's V4L2 reader (dvpipe/deploy/sources/_v4l2.py): its structures against the kernel's own
+header, its reading of V4L2's colorimetry codes, the ``reader`` key; and, on a QEMU guest with the
+kernel's virtual video driver vivid, the device tests of tests/deploy/test_v4l2_vivid.py."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dvpipe.deploy import load_deployment
+from dvpipe.deploy.config import SourceConfig
+from dvpipe.deploy.sources import _v4l2
+from dvpipe.deploy.sources.video import V4l2Source
+from dvpipe.errors import ConfigError
+from dvpipe.testing.deployments import tiny_rig
+from dvpipe.types import Camera
+
+ROOT = Path(__file__).resolve().parents[2]
+HEADER = Path("/usr/include/linux/videodev2.h")
+
+_ABI_PROGRAM = r"""
+#include <stddef.h>
+#include <stdio.h>
+#include <linux/videodev2.h>
+#define S(t) printf("sizeof %s %zu\n", #t, sizeof(struct t))
+#define O(t, f) printf("offsetof %s.%s %zu\n", #t, #f, offsetof(struct t, f))
+#define I(n) printf("ioctl %s %lu\n", #n, (unsigned long)n)
+int main(void) {
+    S(v4l2_capability); S(v4l2_fmtdesc); S(v4l2_format); S(v4l2_requestbuffers); S(v4l2_buffer);
+    S(v4l2_streamparm);
+    O(v4l2_capability, capabilities); O(v4l2_capability, device_caps);
+    O(v4l2_fmtdesc, pixelformat);
+    O(v4l2_format, fmt.pix.width); O(v4l2_format, fmt.pix.bytesperline); O(v4l2_format, fmt.pix.colorspace);
+    O(v4l2_format, fmt.pix.ycbcr_enc); O(v4l2_format, fmt.pix.quantization); O(v4l2_format, fmt.pix.xfer_func);
+    O(v4l2_buffer, bytesused); O(v4l2_buffer, flags); O(v4l2_buffer, timestamp); O(v4l2_buffer, sequence);
+    O(v4l2_buffer, memory); O(v4l2_buffer, m.offset); O(v4l2_buffer, length);
+    O(v4l2_streamparm, parm.capture.capability); O(v4l2_streamparm, parm.capture.timeperframe.numerator);
+    O(v4l2_streamparm, parm.capture.timeperframe.denominator);
+    I(VIDIOC_QUERYCAP); I(VIDIOC_ENUM_FMT); I(VIDIOC_G_FMT); I(VIDIOC_S_FMT); I(VIDIOC_REQBUFS);
+    I(VIDIOC_QUERYBUF); I(VIDIOC_QBUF); I(VIDIOC_DQBUF); I(VIDIOC_STREAMON); I(VIDIOC_STREAMOFF);
+    I(VIDIOC_G_PARM); I(VIDIOC_S_PARM);
+    printf("const V4L2_BUF_FLAG_ERROR %u\nconst V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC %u\n"
+           "const V4L2_BUF_FLAG_TSTAMP_SRC_SOE %u\nconst V4L2_CAP_STREAMING %u\n",
+           V4L2_BUF_FLAG_ERROR, V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC, V4L2_BUF_FLAG_TSTAMP_SRC_SOE, V4L2_CAP_STREAMING);
+    printf("fourcc YUYV %u\nfourcc NV12 %u\nfourcc MJPG %u\n", V4L2_PIX_FMT_YUYV, V4L2_PIX_FMT_NV12, V4L2_PIX_FMT_MJPEG);
+    return 0;
+}
+"""
+
+
+def _offset(st, field_index: int) -> int:
+    """Byte offset of the ``field_index``-th value of a ``struct.Struct`` layout (no alignment: '=')."""
+    import struct as _struct
+
+    codes = re.findall(r"(\d*)([a-zA-Z])", st.format.lstrip("=<>!@"))
+    offset, index = 0, 0
+    for count, code in codes:
+        n = int(count or 1)
+        if code == "x":
+            offset += n
+            continue
+        size = _struct.calcsize("=" + code)
+        if code == "s":
+            if index == field_index:
+                return offset
+            offset += n
+            index += 1
+            continue
+        for _ in range(n):
+            if index == field_index:
+                return offset
+            offset += size
+            index += 1
+    raise IndexError(field_index)
+
+
+@pytest.mark.skipif(not HEADER.exists() or shutil.which("gcc") is None, reason="no gcc or no linux/videodev2.h")
+def test_structures_and_ioctls_are_the_kernel_headers(tmp_path):
+    """Every size, field offset, ioctl number and flag the reader uses, as gcc lays them out from the
+    kernel's own header (64-bit)."""
+    src = tmp_path / "abi.c"
+    src.write_text(_ABI_PROGRAM)
+    subprocess.run(["gcc", "-o", str(tmp_path / "abi"), str(src)], check=True)
+    facts = dict(line.rsplit(" ", 1) for line in subprocess.run([str(tmp_path / "abi")], capture_output=True,
+                                                                text=True, check=True).stdout.splitlines())
+    facts = {k: int(v) for k, v in facts.items()}
+    v = _v4l2
+    sizes = {"v4l2_capability": v._CAPABILITY, "v4l2_fmtdesc": v._FMTDESC, "v4l2_format": v._FORMAT,
+             "v4l2_requestbuffers": v._REQBUFS, "v4l2_buffer": v._BUFFER, "v4l2_streamparm": v._STREAMPARM}
+    for name, st in sizes.items():
+        assert st.size == facts[f"sizeof {name}"], name
+    # each field the reader reads or writes, by its index in the Struct's values
+    fields = {"v4l2_capability.capabilities": (v._CAPABILITY, 4), "v4l2_capability.device_caps": (v._CAPABILITY, 5),
+              "v4l2_fmtdesc.pixelformat": (v._FMTDESC, 4),
+              "v4l2_format.fmt.pix.width": (v._FORMAT, 1), "v4l2_format.fmt.pix.bytesperline": (v._FORMAT, 5),
+              "v4l2_format.fmt.pix.colorspace": (v._FORMAT, 7), "v4l2_format.fmt.pix.ycbcr_enc": (v._FORMAT, 10),
+              "v4l2_format.fmt.pix.quantization": (v._FORMAT, 11), "v4l2_format.fmt.pix.xfer_func": (v._FORMAT, 12),
+              "v4l2_buffer.bytesused": (v._BUFFER, 2), "v4l2_buffer.flags": (v._BUFFER, 3),
+              "v4l2_buffer.timestamp": (v._BUFFER, 5), "v4l2_buffer.sequence": (v._BUFFER, 8),
+              "v4l2_buffer.memory": (v._BUFFER, 9), "v4l2_buffer.m.offset": (v._BUFFER, 10),
+              "v4l2_buffer.length": (v._BUFFER, 11),
+              "v4l2_streamparm.parm.capture.capability": (v._STREAMPARM, 1),
+              "v4l2_streamparm.parm.capture.timeperframe.numerator": (v._STREAMPARM, 3),
+              "v4l2_streamparm.parm.capture.timeperframe.denominator": (v._STREAMPARM, 4)}
+    for name, (st, index) in fields.items():
+        assert _offset(st, index) == facts[f"offsetof {name}"], name
+    for name in ("QUERYCAP", "ENUM_FMT", "G_FMT", "S_FMT", "REQBUFS", "QUERYBUF", "QBUF", "DQBUF", "STREAMON",
+                 "STREAMOFF", "G_PARM", "S_PARM"):
+        assert getattr(v, f"VIDIOC_{name}") == facts[f"ioctl VIDIOC_{name}"], name
+    assert v._BUF_FLAG_ERROR == facts["const V4L2_BUF_FLAG_ERROR"]
+    assert v._BUF_TIMESTAMP_MONOTONIC == facts["const V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC"]
+    assert v._BUF_TSTAMP_SRC_SOE == facts["const V4L2_BUF_FLAG_TSTAMP_SRC_SOE"]
+    assert v._CAP_STREAMING == facts["const V4L2_CAP_STREAMING"]
+    for text in ("YUYV", "NV12", "MJPG"):
+        assert v.fourcc_code(text) == facts[f"fourcc {text}"] and v.fourcc_text(facts[f"fourcc {text}"]) == text
+
+
+@pytest.mark.parametrize("colorspace, ycbcr_enc, quantization, want", [
+    (8, 0, 0, ("bt601", "limited")),  # sRGB, defaults: the header maps sRGB to 601, limited for Y'CbCr
+    (3, 0, 0, ("bt709", "limited")),  # Rec. 709
+    (7, 0, 0, ("bt601", "full")),  # JPEG: 601, full range
+    (1, 2, 1, ("bt709", "full")),  # SMPTE 170M colorspace, but the encoding and range said outright
+    (10, 0, 0, ("bt2020", "limited")),
+])
+def test_colorimetry_codes(colorspace, ycbcr_enc, quantization, want):
+    assert _v4l2._colorimetry(colorspace, ycbcr_enc, quantization) == want
+
+
+def _spec(encoding: str, **source) -> dict:
+    return {"name": "v", "rig": tiny_rig(["A"], 64, 48, encoding=encoding), "pipeline": {"stages": ["decode"]},
+            "cameras": [{"name": "A", "source": dict({"type": "v4l2", "uri": "/dev/video0"}, **source)}],
+            "outputs": {"metrics": False}}
+
+
+def test_reader_key_is_checked_in_one_line():
+    with pytest.raises(ConfigError, match=r"cameras\[0\]\.source\.reader: .*not h264 .*reader: ffmpeg"):
+        load_deployment(_spec("h264", reader="dvpipe"))
+    with pytest.raises(ConfigError, match=r"cameras\[0\]\.source\.reader: .*not input_format mjpeg"):
+        load_deployment(_spec("yuyv", reader="dvpipe", input_format="mjpeg"))
+    load_deployment(_spec("yuyv", reader="dvpipe", input_format="yuyv422"))
+
+
+@pytest.mark.parametrize("encoding, options, pollable", [("yuyv", {}, True), ("nv12", {}, True), ("jpeg", {}, True),
+                                                         ("h264", {}, False), ("raw", {}, False),
+                                                         ("yuyv", {"reader": "ffmpeg"}, False)])
+def test_default_reader(encoding, options, pollable):
+    src = V4l2Source(Camera("A", width=64, height=48, encoding=encoding), SourceConfig("v4l2", "/dev/video0", options))
+    assert src.pollable is pollable
+
+
+def test_on_a_guest_with_vivid():
+    """tests/deploy/test_v4l2_vivid.py on a QEMU guest with six vivid devices (about 40 s under emulation)."""
+    sys.path.insert(0, str(ROOT / "tools" / "vivid_vm"))
+    try:
+        import run as vivid_vm
+    finally:
+        sys.path.pop(0)
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--color=no", "-rfEs",
+               "tests/deploy/test_v4l2_vivid.py"]
+    try:
+        vivid_vm.needs()
+    except vivid_vm.Missing as e:
+        pytest.skip(f"no guest with vivid here: {e} (make test-deps installs it)")
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "vivid_vm" / "run.py"), "--vivid",
+                           "n_devs=6 node_types=0x1 input_types=0x0", "--timeout", "400", "--", *command],
+                          cwd=ROOT, capture_output=True, text=True, timeout=500)
+    out = proc.stdout + proc.stderr
+    summary = re.findall(r"^(\d+ passed.*|.*failed.*|.*error.*) in [\d.]+s", out, re.M)
+    assert proc.returncode == 0, out[-6000:]
+    assert summary and "skipped" not in summary[-1] and "failed" not in summary[-1], out[-6000:]
