@@ -1,18 +1,20 @@
 """The runner's I/O loop: every live camera whose source reads without blocking, on one thread.
 
-A source is served here when it is ``pollable`` (dvpipe's own RTSP client: ``fileno()`` to poll,
-``receive()`` to take what arrived, ``read()`` raising :class:`~dvpipe.deploy.sources.NothingYet`
-when no frame is complete), so the run's thread count does not grow with its cameras: one thread
-polls every socket (``selectors``), and each (re)connection attempt runs on a thread that ends with it
-(at most :data:`~dvpipe.deploy.runner.OPEN_CONCURRENCY` at once), because the RTSP handshake waits for
-answers.
+A source is served here when it is ``pollable`` (dvpipe's own RTSP client and V4L2 reader:
+``fileno()`` to poll, ``receive()`` to take what arrived, ``read()`` raising
+:class:`~dvpipe.deploy.sources.NothingYet` when no frame is complete), so the run's thread count does
+not grow with its cameras: one thread polls every socket and device (``selectors``), and each
+(re)connection attempt runs on a thread that ends with it (at most
+:data:`~dvpipe.deploy.runner.OPEN_CONCURRENCY` at once), because the RTSP handshake waits for answers
+(and a V4L2 device's setup may take a while).
 
 What a reader thread of its own does, the loop does the same way (and reports it the same way):
 a read timeout on an open connection (``read_timeout_s`` without a byte) is a stall; a stall past
 ``stall_reconnect_s`` or a lost connection reconnects with the source's back-off (timers of the
 loop, not sleeping threads); frames enter the synchroniser as they are read (latest-frame policy: a
 full buffer drops its oldest; without it a full buffer holds the frame and stops reading that
-socket, which is TCP's back-pressure on the sender).
+socket, which is TCP's back-pressure on the sender; a V4L2 driver then runs out of buffers and drops
+frames, counted as lost at the source).
 """
 from __future__ import annotations
 

@@ -142,6 +142,20 @@ def test_colour_bars_come_out_as_the_patterns_colours(encoding):
     assert np.abs(got - want).max() <= tol("vivid_colour_bars", "any", "uint8").atol, got
 
 
+def test_what_the_device_refuses_is_one_line():
+    """A format the device does not offer (vivid has no MJPEG) and a size it does not capture."""
+    from dvpipe.deploy.sources.base import SourceError
+
+    for encoding, size, match in (("jpeg", (W, H), r"does not capture MJPG; it offers YUYV, UYVY, .*\(\d+ in all\)"),
+                                  ("yuyv", (W, H - 3), r"does not capture YUYV at 320x177; it chose 320x180")):
+        src = V4l2Source(Camera("cam", width=size[0], height=size[1], encoding=encoding),
+                         SourceConfig("v4l2", DEVICES[0], {"fps": FPS}))
+        with pytest.raises(SourceError, match=match) as e:
+            src.open()
+        assert "\n" not in e.value.reason
+        src.close()
+
+
 @pytest.mark.parametrize("stamp", ["end_of_frame", "start_of_exposure"])
 def test_capture_times_are_the_drivers_clock(stamp):
     """Each frame's capture time is the driver's CLOCK_MONOTONIC stamp: after streaming began, before

@@ -27,6 +27,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Optional
 
+from .base import SourceError, StreamLost
+
 __all__ = ["V4l2Capture", "Captured", "Negotiated", "FOURCC", "BUFFERS", "V4l2Error", "V4l2Lost", "reader_refusal"]
 
 #: driver buffers mapped per device: the frames the driver can fill before the reader takes one
@@ -90,8 +92,9 @@ def fourcc_code(text: str) -> int:
 
 
 def fourcc_text(code: int) -> str:
-    """V4L2's ``pixelformat`` integer as its four characters."""
-    return struct.pack("<I", code).decode("ascii", "replace").rstrip()
+    """V4L2's ``pixelformat`` integer as its four characters (``-BE``: the big-endian flag, bit 31)."""
+    text = struct.pack("<I", code & 0x7FFFFFFF).decode("ascii", "replace").rstrip()
+    return text + "-BE" if code & 0x80000000 else text
 
 
 def reader_refusal() -> Optional[str]:
@@ -102,11 +105,11 @@ def reader_refusal() -> Optional[str]:
     return None
 
 
-class V4l2Error(OSError):
+class V4l2Error(SourceError):
     """The device refused something (the message says what, and what it offers)."""
 
 
-class V4l2Lost(V4l2Error):
+class V4l2Lost(StreamLost):
     """The device stopped streaming: unplugged (``ENODEV``), a fatal driver error (``EIO``, ``EPIPE``)."""
 
 
@@ -182,7 +185,7 @@ class V4l2Capture:
         try:
             self._fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as e:
-            raise V4l2Error(e.errno, f"cannot open {self.path}: {e.strerror}") from None
+            raise V4l2Error(f"cannot open {self.path}: {e.strerror}") from None
         try:
             self._check_capabilities()
             self.negotiated = self._set_format()
@@ -200,7 +203,7 @@ class V4l2Capture:
             fcntl.ioctl(self._fd, request, buf, True)
         except OSError as e:
             cls = V4l2Lost if e.errno in (errno.ENODEV, errno.EIO, errno.EPIPE) else V4l2Error
-            raise cls(e.errno, f"{self.path}: cannot {what}: {e.strerror}") from None
+            raise cls(f"{self.path}: cannot {what}: {e.strerror}") from None
         return buf
 
     def _check_capabilities(self) -> None:
@@ -238,8 +241,9 @@ class V4l2Capture:
         got = _FORMAT.unpack(self._ioctl(VIDIOC_S_FMT, _FORMAT.pack(_CAPTURE, *want), f"set format {self.fourcc}"))
         _, w, h, pixelformat, field, bpl, sizeimage, colorspace, _, _, ycbcr_enc, quantization, _ = got
         if fourcc_text(pixelformat) != self.fourcc:
-            raise V4l2Error(f"{self.path} does not capture {self.fourcc}; it offers "
-                            f"{', '.join(self.offered_formats()) or 'nothing'}")
+            offered = self.offered_formats()
+            listed = ", ".join(offered[:12]) + (f", ... ({len(offered)} in all)" if len(offered) > 12 else "")
+            raise V4l2Error(f"{self.path} does not capture {self.fourcc}; it offers {listed or 'nothing'}")
         if (h, w) != (height, width):
             raise V4l2Error(f"{self.path} does not capture {self.fourcc} at {width}x{height}; it chose {w}x{h}")
         if field not in (0, _FIELD_NONE):
@@ -280,7 +284,7 @@ class V4l2Capture:
         """Dequeue every filled buffer into :attr:`frames` (never waits); returns how many.
         :class:`V4l2Lost` when the device stopped streaming."""
         if self._fd < 0:
-            raise V4l2Lost(errno.EBADF, f"{self.path}: not open")
+            raise V4l2Lost(f"{self.path}: not open")
         n = 0
         while True:
             buf = bytearray(self._buffer(0))
@@ -289,7 +293,7 @@ class V4l2Capture:
             except OSError as e:
                 if e.errno == errno.EAGAIN:
                     return n
-                raise V4l2Lost(e.errno, f"{self.path}: the device stopped streaming: {e.strerror}") from None
+                raise V4l2Lost(f"{self.path}: the device stopped streaming: {e.strerror}") from None
             index, _, bytesused, flags, _, sec, usec, _, sequence = _BUFFER.unpack(buf)[:9]
             try:
                 self.frames.append(self._frame(index, bytesused, flags, sec, usec, sequence))

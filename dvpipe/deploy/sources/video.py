@@ -44,7 +44,7 @@ from ...video import (ELEMENTARY_LOOKAHEAD, FILE_LOOKAHEAD, RESET, AccessUnit, F
 from . import _options
 from ._probe import probe_elementary, probe_video
 from ._rtsp_client import RtspConnection
-from ._v4l2 import FOURCC as V4L2_FOURCC, V4l2Capture, V4l2Lost, reader_refusal as v4l2_reader_refusal
+from ._v4l2 import FOURCC as V4L2_FOURCC, V4l2Capture, reader_refusal as v4l2_reader_refusal
 from .base import Backoff, Item, NothingYet, Source, SourceError, StreamLost, StreamStalled
 from .registry import SourceContext, option, register_source
 
@@ -869,10 +869,7 @@ class V4l2Source(_LiveStream):
         cam = self.camera
         size = self.options.get("size") or (cam.height, cam.width)
         device = V4l2Capture(self.cfg.uri, V4L2_FOURCC[cam.encoding], tuple(size), self.options.get("fps"))
-        try:
-            got = device.open()
-        except OSError as e:
-            raise SourceError(str(e)) from None
+        got = device.open()
         problem = None
         if (got.height, got.width) != (cam.height, cam.width):
             problem = (f"{self.cfg.uri} captures {got.width}x{got.height}; camera {cam.name} is "
@@ -889,7 +886,6 @@ class V4l2Source(_LiveStream):
             device.close()
             raise SourceError(problem)
         self._device = device
-        self._mode = "packets"
         self._last_sequence: Optional[int] = None
         self._stamp_ahead_ns = 0  # the most the driver's stamps were ahead of the frames' arrival (ns)
         self._begin_live()
@@ -904,10 +900,7 @@ class V4l2Source(_LiveStream):
         device stopped streaming. Returns how many frames came."""
         if self._device is None:
             raise StreamLost(f"{self.cfg.uri}: not open")
-        try:
-            return self._device.receive()
-        except V4l2Lost as e:
-            raise StreamLost(str(e)) from None
+        return self._device.receive()
 
     @property
     def read_timeout_s(self) -> float:
