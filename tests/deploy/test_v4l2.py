@@ -169,6 +169,8 @@ def test_on_a_guest_with_vivid():
                            "n_devs=6 node_types=0x1 input_types=0x0", "--timeout", "400", "--", *command],
                           cwd=ROOT, capture_output=True, text=True, timeout=500)
     out = proc.stdout + proc.stderr
+    if proc.returncode == 3 and out.startswith("vivid-vm: "):  # what it lacks, found only now (the kernel package)
+        pytest.skip(f"no guest with vivid here: {out.strip()}")
     summary = re.findall(r"^(\d+ passed.*|.*failed.*|.*error.*) in [\d.]+s", out, re.M)
     assert proc.returncode == 0, out[-6000:]
     assert summary and "skipped" not in summary[-1] and "failed" not in summary[-1], out[-6000:]

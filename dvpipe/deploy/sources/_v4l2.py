@@ -326,8 +326,9 @@ class V4l2Capture:
         """Whether a buffer is filled within ``timeout_s`` seconds."""
         if self._fd < 0:
             return False
-        ready, _, _ = select.select([self._fd], [], [], max(0.0, timeout_s))
-        return bool(ready)
+        poller = select.poll()  # not select(): descriptors above 1023 (many cameras and sockets)
+        poller.register(self._fd, select.POLLIN)
+        return bool(poller.poll(max(0.0, timeout_s) * 1000.0))
 
     # -- closing -------------------------------------------------------------------------------------------
     def close(self) -> None:
