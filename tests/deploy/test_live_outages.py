@@ -116,6 +116,22 @@ def test_summary_reports_outages_beside_the_invariant():
     assert "1 outage 2.0 s" in text and "down 2.0 s" in text
 
 
+def test_frames_lost_at_the_source_are_reported_beside_the_account():
+    """A V4L2 driver skipped 3 + 2 sequence numbers: 5 lost at the source, exact, not drops."""
+    acc = Accounting(["A", "B"])
+    for _ in range(8):
+        acc.enter("A")
+        acc.emit("A")
+    acc.health["A"].lost_at_source_before(3)
+    acc.health["A"].lost_at_source_before(2)
+    d = acc.to_dict()
+    assert d["accounted"] and d["totals"]["lost_at_source"] == 5 and d["cameras"]["A"]["lost_at_source"] == 5
+    assert d["cameras"]["A"]["source"]["lost_at_source"] == 5 and d["cameras"]["B"]["lost_at_source"] == 0
+    text = format_summary(acc)
+    assert "8 in = 8 emitted + 0 dropped" in text and "5 more lost at the source" in text
+    assert any(line.split()[0] == "A" and line.endswith("(5 lost at the source)") for line in text.splitlines())
+
+
 def test_health_lists_are_bounded():
     h = CameraHealth()
     t = streaming(h, 2)
