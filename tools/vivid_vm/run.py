@@ -5,8 +5,9 @@ driver, vivid (drivers/media/test-drivers/vivid), in a QEMU guest that sees this
     python tools/vivid_vm/run.py [--vivid "n_devs=2 ..."] [--timeout 300] -- COMMAND [ARG ...]
 
 COMMAND runs as root in the guest, in the current directory, with this machine's root file system
-mounted read-only (the project's virtual environment included) and a fresh /tmp; its output is
-printed, and its exit status is this program's. Nothing on this machine is written but the cache.
+and the current directory mounted read-only (the project's virtual environment included) and a fresh
+/tmp (so nothing else of this machine's /tmp); its output is printed, and its exit status is this
+program's. Nothing on this machine is written but the cache.
 
 The guest runs under QEMU's software emulation (TCG): slower than KVM (Python starts in ~8 s), but it
 needs no virtualisation from the host (the machines this project is tested on cannot nest KVM).
@@ -35,6 +36,7 @@ CACHE = Path(os.environ.get("DVPIPE_VIVID_VM_CACHE", Path.home() / ".cache" / "d
 #: modules the guest needs besides vivid: 9p over virtio for the host's files
 BASE_MODULES = ("virtio_pci", "9pnet_virtio", "9p")
 DEFAULT_VIVID = "n_devs=1 node_types=0x1 input_types=0x0"
+_P9_OPTIONS = "trans=virtio,version=9p2000.L,cache=loose,msize=512000"
 
 
 class Missing(Exception):
@@ -154,7 +156,11 @@ def run(command: list[str], vivid_args: str = DEFAULT_VIVID, timeout_s: float = 
         out.mkdir()
         initrd = Path(tmp) / "initrd.cpio"
         initrd.write_bytes(initramfs(build_init(), modules, vivid_args))
-        (out / "run.sh").write_text(f"cd {shlex.quote(os.getcwd())} || exit 126\n"
+        cwd = shlex.quote(os.getcwd())
+        # the current directory is shared on its own too: the guest's /tmp is its own, and a checkout
+        # may live under this machine's /tmp
+        (out / "run.sh").write_text(f"mkdir -p {cwd} && mount -t 9p -o ro,{_P9_OPTIONS} cwd {cwd} && cd {cwd} "
+                                    "|| exit 126\n"
                                     f"exec {' '.join(shlex.quote(c) for c in command)} </dev/null\n")
         vmlinuz = next(kernel.glob("boot/vmlinuz-*"))
         args = [qemu, "-accel", "tcg", "-cpu", "max", "-smp", str(os.cpu_count() or 1), "-m", str(memory_mb),
@@ -162,6 +168,7 @@ def run(command: list[str], vivid_args: str = DEFAULT_VIVID, timeout_s: float = 
                 "-kernel", str(vmlinuz), "-initrd", str(initrd),
                 "-append", "console=ttyS0 panic=-1 quiet loglevel=3",
                 "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+                "-virtfs", f"local,path={os.getcwd()},mount_tag=cwd,security_model=none,readonly=on,multidevs=remap",
                 "-virtfs", f"local,path={out},mount_tag=out,security_model=none"]
         try:
             subprocess.run(args, timeout=timeout_s, stdout=subprocess.DEVNULL if quiet else None, check=False)
