@@ -53,29 +53,12 @@ int main(void) {
 
 
 def _offset(st, field_index: int) -> int:
-    """Byte offset of the ``field_index``-th value of a ``struct.Struct`` layout (no alignment: '=')."""
-    import struct as _struct
-
-    codes = re.findall(r"(\d*)([a-zA-Z])", st.format.lstrip("=<>!@"))
-    offset, index = 0, 0
-    for count, code in codes:
-        n = int(count or 1)
-        if code == "x":
-            offset += n
-            continue
-        size = _struct.calcsize("=" + code)
-        if code == "s":
-            if index == field_index:
-                return offset
-            offset += n
-            index += 1
-            continue
-        for _ in range(n):
-            if index == field_index:
-                return offset
-            offset += size
-            index += 1
-    raise IndexError(field_index)
+    """Byte offset of the ``field_index``-th value of a ``struct.Struct``: pack zeros but that one, find it."""
+    values: list = []
+    for count, code in re.findall(r"(\d*)([a-wyzA-Z])", st.format):  # x: padding, no value
+        values += [b""] if code == "s" else [0] * int(count or 1)
+    values[field_index] = b"\x5a" if isinstance(values[field_index], bytes) else 0x5A
+    return st.pack(*values).index(b"\x5a")
 
 
 @pytest.mark.skipif(not HEADER.exists() or shutil.which("gcc") is None, reason="no gcc or no linux/videodev2.h")
