@@ -169,10 +169,8 @@ class CameraHealth:
 
     def lost_at_source_before(self, n: int) -> None:
         """The source skipped ``n`` frames it knows of (a V4L2 driver dropped them: no free buffer)."""
-        with self._lock:
+        with self._lock:  # a count, not an event: a camera that is always behind would fill the event log
             self.lost_at_source += n
-            self.note(f"{n} frame{'s' if n != 1 else ''} lost at the source (the device's sequence numbers skipped "
-                      f"{'them' if n != 1 else 'it'})")
 
     def check_stall(self, t: int, limit_ns: int) -> bool:
         """The runner's check at ``t``: no frame for more than ``limit_ns`` while streaming (and the

@@ -522,6 +522,11 @@ class _LiveStream(AvStream):
 
     live = True
     STALL_RECONNECT_S = 10.0
+    #: whether the runner's I/O loop can serve it (:meth:`fileno`, :meth:`receive`, ``nonblocking``):
+    #: set by the types that read without blocking (dvpipe's RTSP client and V4L2 reader)
+    pollable = False
+    #: set by the I/O loop: :meth:`read` raises :class:`NothingYet` instead of waiting for data
+    nonblocking = False
 
     class _TimeoutGuard:
         """Iterates a container's packets; a read timeout raises :class:`StreamStalled` and the next
@@ -556,6 +561,26 @@ class _LiveStream(AvStream):
         self._begin_live()
         timeout = self._timeout()
         self._demux = self._TimeoutGuard(self._container, self._stream, self._url(), timeout and timeout[1])
+
+    @property
+    def read_timeout_s(self) -> float:
+        """A read waiting longer than this (s) is a stall."""
+        return 2.0
+
+    def receive(self) -> int:  # pragma: no cover - per pollable type
+        """Take what arrived without waiting (pollable types); how much came."""
+        raise NotImplementedError
+
+    def _next_ready(self, ready: deque, waiter: Any) -> Any:
+        """The first of ``ready`` (what :meth:`receive` filled), waiting for it on ``waiter.wait(s)``:
+        :class:`NothingYet` when the I/O loop serves this source, a stall after ``read_timeout_s``."""
+        while not ready:
+            if self.nonblocking:
+                raise NothingYet()
+            if not waiter.wait(self.read_timeout_s):
+                raise StreamStalled.read_timeout(self._url(), self.read_timeout_s)
+            self.receive()
+        return ready.popleft()
 
     def _begin_live(self) -> None:
         self._offset: Optional[int] = None  # capture = pts + offset (wall clock ns)
@@ -699,10 +724,7 @@ class RtspSource(_LiveStream):
         if client is None:
             client = "ffmpeg" if _rtsp_client(self.options.get("transport", "tcp"), camera.encoding,
                                               getattr(cfg, "uri", None)) else "dvpipe"
-        #: whether the runner's I/O loop can serve it (:meth:`fileno`, :meth:`receive`, ``nonblocking``)
         self.pollable = client == "dvpipe"
-        #: set by the I/O loop: :meth:`read` raises :class:`NothingYet` instead of waiting for data
-        self.nonblocking = False
         self._conn: Optional[RtspConnection] = None
 
     def _open(self) -> None:
@@ -736,13 +758,7 @@ class RtspSource(_LiveStream):
         conn = self._conn
         if conn is None:
             return super()._next_packet()
-        while not conn.units:
-            if self.nonblocking:
-                raise NothingYet()
-            if not conn.wait(self.read_timeout_s):
-                raise StreamStalled.read_timeout(self._url(), self.read_timeout_s)
-            conn.receive()
-        return conn.units.popleft()
+        return self._next_ready(conn.units, conn)
 
     def _sender_origin_ns(self) -> Optional[int]:
         if self._conn is not None:
@@ -836,10 +852,7 @@ class V4l2Source(_LiveStream):
         reader = self.options.get("reader")
         if reader is None:
             reader = "ffmpeg" if _v4l2_reader(camera.encoding, self.options.get("input_format")) else "dvpipe"
-        #: whether the runner's I/O loop can serve it (:meth:`fileno`, :meth:`receive`, ``nonblocking``)
         self.pollable = reader == "dvpipe"
-        #: set by the I/O loop: :meth:`read` raises :class:`NothingYet` instead of waiting for a frame
-        self.nonblocking = False
         self._device: Optional[V4l2Capture] = None
 
     def _container_options(self) -> dict:
@@ -850,9 +863,14 @@ class V4l2Source(_LiveStream):
             o["input_format"] = str(fmt)
         if self.options.get("fps"):
             o["framerate"] = f"{self.options['fps']:g}"
-        h, w = self.options.get("size") or (cam.height, cam.width)
+        h, w = self._size()
         o["video_size"] = f"{w}x{h}"
         return o
+
+    def _size(self) -> tuple[int, int]:
+        """``(height, width)`` to ask the device for: the ``size`` option, else the camera's."""
+        h, w = self.options.get("size") or (self.camera.height, self.camera.width)
+        return int(h), int(w)
 
     def _open(self) -> None:
         if not os.path.exists(self.cfg.uri):
@@ -867,8 +885,7 @@ class V4l2Source(_LiveStream):
 
     def _open_device(self) -> None:
         cam = self.camera
-        size = self.options.get("size") or (cam.height, cam.width)
-        device = V4l2Capture(self.cfg.uri, V4L2_FOURCC[cam.encoding], tuple(size), self.options.get("fps"))
+        device = V4l2Capture(self.cfg.uri, V4L2_FOURCC[cam.encoding], self._size(), self.options.get("fps"))
         got = device.open()
         problem = None
         if (got.height, got.width) != (cam.height, cam.width):
@@ -902,23 +919,12 @@ class V4l2Source(_LiveStream):
             raise StreamLost(f"{self.cfg.uri}: not open")
         return self._device.receive()
 
-    @property
-    def read_timeout_s(self) -> float:
-        """A read waiting longer than this (s) is a stall."""
-        return 2.0
-
     def _read(self) -> Optional[Item]:
         device = self._device
         if device is None:
             return super()._read()
         t0 = now_ns()
-        while not device.frames:
-            if self.nonblocking:
-                raise NothingYet()
-            if not device.wait(self.read_timeout_s):
-                raise StreamStalled.read_timeout(self.cfg.uri, self.read_timeout_s)
-            self.receive()
-        f = device.frames.popleft()
+        f = self._next_ready(device.frames, device)
         arrival_mono = now_ns()
         lost = 0
         if self._last_sequence is not None:
