@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Sequence
 
-__all__ = ["MAX_CAMERAS", "OUTPUT_BUFFERS", "MAX_PICTURES_PER_JOB", "output_buffers", "camera_problem", "memory_needed",
-           "memory_budget", "memory_problem", "format_bytes"]
+__all__ = ["MAX_CAMERAS", "OUTPUT_BUFFERS", "MAX_PICTURES_PER_JOB", "AUTO_LOCALITY_MAX_PIXELS", "output_buffers",
+           "pictures_per_job", "camera_problem", "memory_needed", "memory_budget", "memory_problem", "format_bytes"]
 
 #: the most cameras one deployment takes (one reader thread each)
 MAX_CAMERAS = 256
@@ -29,12 +29,53 @@ OUTPUT_BUFFERS = 3
 #: the most consecutive pictures of one camera a worker decodes (``run.pictures_per_job``): a recording's
 #: GOP at 2 s / 12 fps (decoding pictures in runs keeps paying off up to a GOP: docs/performance.md)
 MAX_PICTURES_PER_JOB = 24
+#: ``run.pictures_per_job: auto`` decodes pictures of at most this many pixels in runs: measured here, runs
+#: of 24 pictures cost 0.79x one picture per camera in turn at 1600x900, and nothing less at 3840x2160, where
+#: one camera's reference pictures alone outgrow the caches (docs/performance.md)
+AUTO_LOCALITY_MAX_PIXELS = 1920 * 1088
+#: under ``auto`` the ring's extra batches take at most this share of the memory budget
+AUTO_LOCALITY_MEMORY_SHARE = 0.25
 
 
 def output_buffers(pictures_per_job: int = 1) -> int:
     """Batches in the runner's ring: :data:`OUTPUT_BUFFERS`, plus one per further set started ahead
     (``run.pictures_per_job``)."""
     return OUTPUT_BUFFERS + max(1, pictures_per_job) - 1
+
+
+def pictures_per_job(dep: Any, plan: Any, threads: int) -> tuple[int, str]:
+    """``run.pictures_per_job`` as a run of ``dep`` uses it, and why (words for ``summary.json``).
+
+    A number in the deployment is used as it is. ``auto`` (the default) decodes in runs of up to
+    :data:`MAX_PICTURES_PER_JOB` pictures where that is known to pay and costs nothing the deployment asked
+    for: every camera H.264/H.265, read from recordings as fast as possible (no live camera, no
+    ``run.realtime``), no latency budget (a run of N pictures delays each frame set by up to N pictures'
+    work), every step of ``plan`` on the CPU with ``threads`` > 1, pictures of at most
+    :data:`AUTO_LOCALITY_MAX_PIXELS`; N is lowered until the ring's extra batches fit in
+    :data:`AUTO_LOCALITY_MEMORY_SHARE` of the memory budget. Anywhere else ``auto`` is 1.
+    """
+    import numpy as np
+
+    if dep.run.pictures_per_job is not None:
+        return dep.run.pictures_per_job, "run.pictures_per_job"
+    cams = [dep.rig[c.name] for c in dep.cameras]
+    steps = [s for cp in plan.cameras for s in cp.steps]
+    why = ("live cameras" if any(c.source.live for c in dep.cameras) else
+           "run.realtime" if dep.run.realtime else
+           "a latency budget is set" if dep.latency.budgets_ns() else
+           "cameras other than H.264/H.265" if any(c.encoding not in ("h264", "h265") for c in cams) else
+           "one pipeline thread" if threads < 2 else
+           "steps off the CPU" if any(s.backend.family != "cpu" for s in steps) else
+           "pictures above 1920x1088" if max(c.width * c.height for c in cams) > AUTO_LOCALITY_MAX_PIXELS else
+           None)
+    if why is not None:
+        return 1, f"auto: {why}"
+    batch = int(np.prod(plan.out_shape)) * np.dtype(plan.out_dtype).itemsize
+    room = int(memory_budget(dep.run.memory_budget_mb) * AUTO_LOCALITY_MEMORY_SHARE)
+    n = max(1, min(MAX_PICTURES_PER_JOB, 1 + room // max(1, batch)))
+    return n, ("auto: H.264/H.265 recordings read as fast as possible" if n == MAX_PICTURES_PER_JOB else
+               f"auto: H.264/H.265 recordings read as fast as possible; {n}, not {MAX_PICTURES_PER_JOB}: the ring's "
+               f"extra batches within {AUTO_LOCALITY_MEMORY_SHARE:.0%} of the memory budget")
 
 
 def camera_problem(n_cameras: int) -> Optional[str]:
@@ -87,7 +128,7 @@ def memory_problem(dep: Any, out_shape: Sequence[int], out_dtype: str) -> Option
     import numpy as np
 
     cams = [dep.rig[c.name] for c in dep.cameras]
-    ring = output_buffers(dep.run.pictures_per_job)
+    ring = output_buffers(dep.run.pictures_per_job or 1)  # auto fits its ring in the budget's room (pictures_per_job)
     need = memory_needed(out_shape, np.dtype(out_dtype).itemsize, [(c.height, c.width) for c in cams], ring)
     budget = memory_budget(dep.run.memory_budget_mb)
     if need["total"] <= budget:

@@ -139,8 +139,9 @@ class RunConfig:
     overlap_model: bool = True
     memory_budget_mb: Optional[float] = None  # host memory the run may plan for (None: half of this machine's)
     #: recordings read as fast as possible: a worker decodes up to this many consecutive pictures of one camera
-    #: (frame sets started that far ahead), for cache locality; each set's latency grows (docs/performance.md)
-    pictures_per_job: int = 1
+    #: (frame sets started that far ahead), for cache locality; each set's latency grows (docs/performance.md);
+    #: None: auto (:func:`dvpipe.deploy._budget.pictures_per_job`)
+    pictures_per_job: Optional[int] = None
 
 
 @dataclass(frozen=True)

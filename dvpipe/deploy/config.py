@@ -54,8 +54,10 @@ Schema (every key optional unless marked)::
       latest_only: auto | true | false # live: drop the oldest waiting frame rather than block
       stall_timeout_ms: 1000           # no frame for this long: the camera is "stalled"
       overlap_model: true              # preprocess set k+1 while the model runs on set k
-      pictures_per_job: 1              # recordings, not realtime: a worker decodes up to N consecutive pictures
-                                       #   of one camera (sets started N ahead): faster, each set's latency longer
+      pictures_per_job: auto | N       # recordings, not realtime: a worker decodes up to N consecutive pictures
+                                       #   of one camera (sets started N ahead): faster, each set's latency longer;
+                                       #   auto: 24 for H.264/H.265 recordings up to 1920x1088 with no latency
+                                       #   budget on the CPU (fewer if memory is short), else 1
       memory_budget_mb: auto           # host memory the run may plan for (default: half of this machine's);
                                        #   cameras x output buffers beyond it are refused before anything is read
     latency:
@@ -682,10 +684,21 @@ def _parse_run(v: Any, V: _V) -> RunConfig:
         stall_timeout_ms=V.number(rm, "stall_timeout_ms", "run", 1000.0, minimum=0, exclusive_min=True,
                                   maximum=_DAY_MS),
         overlap_model=V.boolean(rm, "overlap_model", "run", True),
-        memory_budget_mb=V.number(rm, "memory_budget_mb", "run", None, minimum=0, exclusive_min=True,
-                                  allow_none=True, maximum=_NUMBER_MAX),
-        pictures_per_job=V.number(rm, "pictures_per_job", "run", 1, integer=True, minimum=1, maximum=MAX_PICTURES_PER_JOB),
+        memory_budget_mb=_auto_or_number(rm, "memory_budget_mb", V, minimum=0, exclusive_min=True),
+        pictures_per_job=_auto_or_number(rm, "pictures_per_job", V, integer=True, minimum=1,
+                                         maximum=MAX_PICTURES_PER_JOB),
     )
+
+
+def _auto_or_number(rm: Mapping, key: str, V: _V, **limits: Any) -> Any:
+    """``run.<key>``: None for ``auto`` (or absent), else a number within ``limits`` (as :meth:`_V.number`)."""
+    v = rm.get(key)
+    if v == "auto":
+        return None
+    if isinstance(v, str):
+        V.err(f"run.{key}", f"expected auto or a number, got {_show(v)}")
+        return None
+    return V.number(rm, key, "run", None, allow_none=True, **limits)
 
 
 def _parse_latency(v: Any, V: _V) -> LatencyConfig:
@@ -759,7 +772,7 @@ def _check_across(rig: Optional[Rig], rig_path: Optional[str], pipeline: Pipelin
                                  "undistort the images offline or use an images source with the rig's calibration")
     live_cams = [c.name for c in cameras if c.source.live]
     recorded = [c.name for c in cameras if not c.source.live]
-    if run.pictures_per_job > 1 and (live_cams or run.realtime):
+    if (run.pictures_per_job or 1) > 1 and (live_cams or run.realtime):
         V.err("run.pictures_per_job", "is for recordings read as fast as possible: it starts frame sets ahead and "
                                       "delays each one, which a live or paced run ("
                                       + (f"live cameras {', '.join(live_cams)}" if live_cams else "run.realtime: true")

@@ -62,7 +62,7 @@ from ..latency import LatencyStats, Timeline, now_ns, wall_ns
 from ..types import Frame
 from ..video import GAP, VideoPacket, as_packet, merge_packets
 from ._assembly import AUTO_BACKENDS, build_pipeline, load_model, resolve_backends
-from ._budget import camera_problem, memory_problem, output_buffers, plan_output
+from ._budget import camera_problem, memory_problem, output_buffers, pictures_per_job, plan_output
 from ._live_loop import LiveLoop, polled
 from ._progress import ProgressLine, format_eta
 from .config import VIDEO_ENCODINGS, Deployment
@@ -168,6 +168,9 @@ class Runner:
         self.cameras = [c.name for c in dep.cameras]
         check_memory(dep)  # before the pipeline allocates its output buffers
         self.pipe, self.backend_notes = build_pipeline(dep)
+        #: ``run.pictures_per_job`` as this run uses it (``auto`` resolved on the plan), and why
+        self.pictures_per_job, self.pictures_per_job_reason = pictures_per_job(dep, self.pipe.plan,
+                                                                                   getattr(self.pipe, "threads", 1))
         if getattr(self.pipe.plan, "device_batch", None) and dep.sync.on_late == "reuse":
             getattr(self.pipe, "close", lambda: None)()
             raise ConfigError("sync.on_late: reuse keeps host copies of each camera's image, but on the AIPP route "
@@ -200,7 +203,7 @@ class Runner:
         latest = {"auto": live, "true": True, "false": False}[dep.run.latest_only]
         # with pictures per job, the next N sets' frames wait read (encoded: small) while the last N finish
         self.sync = Synchroniser(self.cameras, dep.sync, live=live,
-                                 capacity=max(dep.run.queue_size, dep.run.pictures_per_job),
+                                 capacity=max(dep.run.queue_size, self.pictures_per_job),
                                  latest_only=latest, wait_ms=dep.run.stall_timeout_ms)
         self.stop_event = threading.Event()
         self.opening = opening
@@ -243,10 +246,10 @@ class Runner:
         #: frame sets handed to the pipeline and not yet finished: (set, PendingBatch, timeline), oldest first
         self._inflight: deque = deque()
         # the ring holds the sets in flight and the one the model reads (the memory budget counts them)
-        self.pipe.reserve_output_buffers(output_buffers(dep.run.pictures_per_job))
+        self.pipe.reserve_output_buffers(output_buffers(self.pictures_per_job))
         self.pipe.touch_output_buffers()
-        self.sets_ahead = max(self.sets_ahead, dep.run.pictures_per_job)
-        self.pipe.locality = dep.run.pictures_per_job
+        self.sets_ahead = max(self.sets_ahead, self.pictures_per_job)
+        self.pipe.locality = self.pictures_per_job
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def __enter__(self) -> "Runner":
@@ -921,7 +924,8 @@ class Runner:
                   # what each exporter's observe cost the completion thread (not part of any set's latency)
                   "exporters": {name: {"observe_calls": c[0], "observe_ns_sum": c[1], "observe_ns_max": c[2]}
                                 for name, c in ((n, self._exporter_ns.get(n, [0, 0, 0])) for n in self.exporters)},
-                  "startup": dict(self.startup)})
+                  "startup": dict(self.startup),
+                  "pictures_per_job": {"value": self.pictures_per_job, "why": self.pictures_per_job_reason}})
         if self.model_error:
             d["model_error"] = self.model_error
         return d

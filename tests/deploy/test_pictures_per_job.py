@@ -45,3 +45,59 @@ def test_pictures_per_job_is_refused_for_a_paced_run():
         load_deployment(synthetic_deployment(2, run={"pictures_per_job": 0}))
     with pytest.raises(DeploymentError, match=r"run.pictures_per_job: must be <= 24"):
         load_deployment(synthetic_deployment(2, run={"pictures_per_job": 25}))
+
+
+def _auto(**kw) -> Runner:
+    threads = kw.pop("threads", 2)
+    dep = synthetic_deployment(3, **kw)
+    dep["pipeline"]["threads"] = threads
+    return Runner(load_deployment(dep), write_outputs=False)
+
+
+def test_auto_decodes_h264_recordings_in_runs_of_24():
+    r = _auto(encoding="h264", frames=4)
+    try:
+        assert (r.pictures_per_job, r.sets_ahead, r.pipe.locality) == (24, 24, 24)
+        assert len(r.pipe._buffers) == 26 and r.sync.capacity == 24
+        assert r.summary_dict()["pictures_per_job"] == {
+            "value": 24, "why": "auto: H.264/H.265 recordings read as fast as possible"}
+    finally:
+        r.close()
+
+
+@pytest.mark.parametrize("kw, why", [
+    (dict(encoding="jpeg"), "cameras other than H.264/H.265"),
+    (dict(encoding="h264", realtime=True, run={"realtime": True}), "live cameras"),
+    (dict(encoding="h264", latency={"budget_ms": 100}), "a latency budget is set"),
+    (dict(encoding="h264", latency={"steps_ms": {"decode": 5}}), "a latency budget is set"),
+    (dict(encoding="h264", threads=1), "one pipeline thread"),
+    (dict(encoding="h264", width=1920, height=1096), "pictures above 1920x1088"),
+])
+def test_auto_is_one_where_runs_do_not_pay_or_cost_what_was_asked(kw, why):
+    r = _auto(frames=2, **kw)
+    try:
+        assert (r.pictures_per_job, r.pictures_per_job_reason) == (1, f"auto: {why}")
+        assert r.pipe.locality == 1 and len(r.pipe._buffers) == output_buffers(1)
+    finally:
+        r.close()
+
+
+def test_auto_fits_its_extra_batches_in_a_quarter_of_the_memory_budget():
+    # 3 cameras x 3 x 64 x 96 float32 (96x64 padded to multiples of 32: already) = 221184 bytes a batch
+    batch = 3 * 3 * 64 * 96 * 4
+    budget_mb = 40 * batch / 2 ** 20  # a quarter: 10 batches of room -> 1 + 10 = 11 pictures per job
+    r = _auto(encoding="h264", frames=2, run={"memory_budget_mb": budget_mb})
+    try:
+        assert r.pipe.plan.out_shape == (3, 3, 64, 96)
+        assert r.pictures_per_job == 11 and "11, not 24" in r.pictures_per_job_reason
+        assert len(r.pipe._buffers) == output_buffers(11) == 13
+    finally:
+        r.close()
+
+
+def test_auto_and_a_number_in_the_yaml():
+    assert load_deployment(synthetic_deployment(2, run={"pictures_per_job": "auto"})).run.pictures_per_job is None
+    assert load_deployment(synthetic_deployment(2, run={"pictures_per_job": 5})).run.pictures_per_job == 5
+    assert load_deployment(synthetic_deployment(2, run={"memory_budget_mb": "auto"})).run.memory_budget_mb is None
+    with pytest.raises(DeploymentError, match=r"run.pictures_per_job: expected auto or a number, got 'some'"):
+        load_deployment(synthetic_deployment(2, run={"pictures_per_job": "some"}))
