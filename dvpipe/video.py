@@ -470,12 +470,12 @@ class ReorderingDecoder:
         return None
 
     def _feed(self, unit) -> None:
-        if unit == GAP:
+        if isinstance(unit, str) and unit == GAP:  # (an AccessUnit's own == is a slow Python call)
             self._break(self._next_tag - 1)
             if self._headers is not None:
                 self._headers.lost()
             return
-        if unit == RESET:
+        if isinstance(unit, str) and unit == RESET:
             self._drain()
             self._restart = None
             self._header_damage.clear()
@@ -610,10 +610,13 @@ class ReorderingDecoder:
         """
         self._by = packet.by
         self._pending.extend(packet.units)
-        while RESET in self._pending:  # a new stream: the old one's leftover units are never wanted
-            unit = self._pending.popleft()
-            if not isinstance(unit, AccessUnit):
-                self._feed(unit)
+        # a new stream: the old one's leftover units are never wanted (none is left from an earlier call, so
+        # look only when this packet brings a marker: an AccessUnit's own == is a slow Python call)
+        if any(isinstance(u, str) for u in packet.units):
+            while RESET in self._pending:
+                unit = self._pending.popleft()
+                if not isinstance(unit, AccessUnit):
+                    self._feed(unit)
         want = cast(int, packet.want)  # set for by pts/index; by unit: replaced below
         if self._early:
             self._early = False

@@ -157,6 +157,7 @@ class AvStream(Source):
     def _begin_reading(self, codec: str, extradata: bytes) -> None:
         """The reading state of a stream just opened (``codec``: FFmpeg's name; ``extradata`` as the
         container gives it)."""
+        self._time_base: Optional[tuple[int, int]] = None  # (numerator x 1e9, denominator), see _pts_ns
         self._keys_flagged = False  # see index_flags_keys: set once a flagged packet is a keyframe by its NAL units
         self._corrupt_before = False  # the last packet carried the demuxer's corrupt flag
         self._pending: list = []
@@ -269,7 +270,12 @@ class AvStream(Source):
         t = pkt.pts if pkt.pts is not None else pkt.dts
         if t is None:
             return None
-        return int(round(float(t * pkt.time_base) * 1e9))
+        if self._time_base is None:  # the stream's: every packet of it has it (a Fraction per packet is slow)
+            tb = pkt.time_base
+            self._time_base = (tb.numerator * 1_000_000_000, tb.denominator)
+        scale, den = self._time_base
+        q, r = divmod(t * scale, den)  # t x time base in ns, rounded half to even as round() rounds
+        return q + (2 * r > den or (2 * r == den and q & 1))
 
     def _capture_epoch_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:  # pragma: no cover - per type
         raise NotImplementedError
