@@ -6,7 +6,7 @@ One command::
     .venv/bin/python tools/bench/video.py                    # 6 x 1600x900 H.264 (B-frames), 1 and 2 threads
     .venv/bin/python tools/bench/video.py --scaling          # + 12 and 24 cameras and 6 x 3840x2160
     .venv/bin/python tools/bench/video.py --runner-ab        # + the Runner with a reader per camera, one set at a time
-    .venv/bin/python tools/bench/video.py --whole-runs --pictures-per-job 24   # + whole runs against the floor
+    .venv/bin/python tools/bench/video.py --whole-runs       # + whole dvpipe runs against the floor
     .venv/bin/python tools/bench/video.py --decode-runs      # + decoding R pictures of a camera in a row (R = 1..24)
     .venv/bin/python tools/bench/video.py --quick            # 8 rounds, a smoke run
     .venv/bin/python tools/bench/video.py --json out/video.json
@@ -47,11 +47,13 @@ rotated every round; ms per frame set of N cameras):
   picture through the fused 2x2 kernel, which ran until 2026-12-05).
 * ``dvpipe fast, submitted ahead`` -- the same pipeline through ``Pipeline.submit`` with one frame set
   kept ahead (set k+1's cameras start while set k's slowest camera finishes: no per-set barrier).
-* ``Runner fast, 3 pictures per job`` -- the same with ``run.pictures_per_job: 3`` (a worker decodes up to
-  three consecutive pictures of one camera; sets started three ahead); ``--pictures-per-job N`` for another N.
 * ``Runner fast`` / ``Runner reference`` -- what ``dvpipe run`` times: a :class:`dvpipe.deploy.Runner` on the
   same access units muxed into one Matroska file per camera (``type: video`` sources), the same
-  pipeline, no model, no files: reading, synchronising, preprocessing, accounting and statistics.
+  pipeline, no model, no files: reading, synchronising, preprocessing, accounting and statistics;
+  ``run.pictures_per_job`` left at ``auto`` as a deployment leaves it (24 up to 1920x1088: a worker
+  decodes up to 24 consecutive pictures of one camera, sets started 24 ahead; 1 at 4K).
+* ``Runner fast, 1 picture per job`` -- the same with ``run.pictures_per_job: 1`` (one picture per camera
+  in turn, set by set, as a live rig runs); ``--pictures-per-job N`` for another N.
   Each round takes 24 frame sets from ``Runner.batches()``; between its rounds its readers wait on
   full buffers. After the rounds, ``dvpipe run (fast)`` is a whole run of the same deployment timed
   by the run's own clock (``RunResult.elapsed_s`` per set, the sources opened before it starts), with
@@ -114,7 +116,7 @@ GOP = 24  # pictures per IDR period of the bench's streams
 #: 10th percentile. Times are reported per frame set.
 SETS_PER_RUN = GOP
 ROWS: list[str] = []  # --rows: keep only the rows whose names start with these (memory: 4K decoders are large)
-PICTURES_PER_JOB = 3  # --pictures-per-job: the locality row's run.pictures_per_job
+PICTURES_PER_JOB: int | str = 1  # --pictures-per-job: the second Runner row's run.pictures_per_job
 RUNNER_AB = False  # --runner-ab: also the Runner with a reader per camera, and one set at a time (the designs before)
 WHOLE_RUNS = False  # --whole-runs: also whole dvpipe runs against the floor over the same sets
 MEAN = np.array([123.675, 116.28, 103.53])
@@ -378,9 +380,11 @@ class PyAVParallel(PyAV):
                      "kernel": "floor: decode+kernel, camera-parallel"}[mode]
         self.ring = None
         if mode == "kernel":
-            from dvpipe.deploy._budget import output_buffers
+            from dvpipe.deploy._budget import AUTO_LOCALITY_MAX_PIXELS, MAX_PICTURES_PER_JOB, output_buffers
 
-            self.ring = [np.zeros_like(self.out) for _ in range(output_buffers(PICTURES_PER_JOB))]
+            # as large as the Runner's ring at run.pictures_per_job auto (24 up to 1920x1088, else 1)
+            auto = MAX_PICTURES_PER_JOB if s.w * s.h <= AUTO_LOCALITY_MAX_PIXELS else 1
+            self.ring = [np.zeros_like(self.out) for _ in range(output_buffers(auto))]
             self.mean, self.inv_std = tuple(float(x) for x in MEAN), tuple(float(x) for x in 1.0 / STD)
             self.spec = FrameSpec(width=s.w, height=s.h, pixel_format=PixelFormat.ENCODED, encoding="h264")
 
@@ -421,11 +425,12 @@ class RunnerMethod(Method):
     written; each round takes ``SETS_PER_RUN`` frame sets from :meth:`~dvpipe.deploy.Runner.batches` (reading,
     synchronising, preprocessing, accounting and statistics: everything ``dvpipe run`` times)."""
 
-    def __init__(self, s, threads, fidelity, share_reader=True, sets_ahead=None, pictures_per_job=1):
+    def __init__(self, s, threads, fidelity, share_reader=True, sets_ahead=None, pictures_per_job="auto"):
         super().__init__(s, threads)
         self.name = (f"Runner {fidelity}" + ("" if share_reader else ", a reader per camera")
                      + ("" if sets_ahead is None else f", {sets_ahead} set(s) ahead")
-                     + ("" if pictures_per_job == 1 else f", {pictures_per_job} pictures per job"))
+                     + ("" if pictures_per_job == "auto" else
+                        f", {pictures_per_job} picture{'' if pictures_per_job == 1 else 's'} per job"))
         self.fidelity = fidelity
         self.runner = make_runner(s, threads, fidelity, pictures_per_job=pictures_per_job)
         self.runner.share_reader = share_reader  # before batches() starts it
@@ -461,7 +466,7 @@ def runner_files(s: Streams) -> list[Path]:
     return out
 
 
-def make_runner(s: Streams, threads: int, fidelity: str, frames=None, pictures_per_job=1):
+def make_runner(s: Streams, threads: int, fidelity: str, frames=None, pictures_per_job="auto"):
     from dvpipe.deploy import Runner, load_deployment
 
     rig = _rig(s)
@@ -514,13 +519,14 @@ def first_set_floors(s: Streams, threads: int) -> dict:
 
 
 def first_set_rounds(s: Streams, threads: int, fidelity: str, rounds: int = 5) -> dict:
-    """``dvpipe run``'s first-set latency (``startup["first_set_ms"]``, runs of 2 sets) and
-    :func:`first_set_floors`, interleaved; medians of ``rounds``."""
+    """``dvpipe run``'s first-set latency (``startup["first_set_ms"]``, runs of 48 sets: long enough for the
+    sets started ahead and the runs of pictures per camera to have their say) and :func:`first_set_floors`,
+    interleaved; medians of ``rounds``."""
     got: dict[str, list] = {"dvpipe run": [], "reorder": [], "idr": []}
     for _ in range(rounds):
         for k, v in first_set_floors(s, threads).items():
             got[k].append(v)
-        r = make_runner(s, threads, fidelity, frames=2)
+        r = make_runner(s, threads, fidelity, frames=min(48, s.sets - 1))
         r.run()
         got["dvpipe run"].append(r.startup["first_set_ms"])
     return {k: float(np.median(v)) for k, v in got.items()} | {"rounds": rounds}
@@ -548,7 +554,7 @@ def decode_runs(s: Streams, log, reps: int = 3, runs=(1, 2, 3, 4, 6, 12, 24)) ->
     return best
 
 
-def whole_runs(s: Streams, threads: int, log, sets: int = 192, reps: int = 5, pictures_per_job=(1, 24),
+def whole_runs(s: Streams, threads: int, log, sets: int = 192, reps: int = 5, pictures_per_job=("auto", 1),
                fidelity: str = "fast") -> dict:
     """Whole runs against the camera-parallel floor over the same frame sets, interleaved: each rep times
     the floor (fresh decoders, ``sets`` sets, each camera decoding a round's 24 pictures in one job; for
@@ -703,7 +709,7 @@ def peers(s: Streams, threads: int, only=None) -> tuple[list[Method], dict]:
                         PyAV(s, threads, "bgr24"), PyAVParallel(s, threads, "bgr24"),
                         Dvpipe(s, threads, "fast"), Dvpipe(s, threads, "reference"), DvpipeAhead(s, threads, "fast"),
                         RunnerMethod(s, threads, "fast"), RunnerMethod(s, threads, "reference"), OpenCV(s, threads)]
-    if PICTURES_PER_JOB > 1:  # N = 1 is the default row
+    if PICTURES_PER_JOB != "auto":  # auto is the default row
         ms.append(RunnerMethod(s, threads, "fast", pictures_per_job=PICTURES_PER_JOB))
     from dvpipe.video import FFmpegEngine
 
@@ -725,8 +731,9 @@ def peers(s: Streams, threads: int, only=None) -> tuple[list[Method], dict]:
         except Exception as e:  # noqa: BLE001 - an optional peer that does not load here is a skip with its reason
             skips[name] = skip_reason(e)
     if RUNNER_AB:
-        ms.append(RunnerMethod(s, threads, "fast", share_reader=False))
-        ms.append(RunnerMethod(s, threads, "fast", sets_ahead=0))
+        # the designs before, set by set (one picture per camera per set), as a live rig runs
+        ms.append(RunnerMethod(s, threads, "fast", share_reader=False, pictures_per_job=1))
+        ms.append(RunnerMethod(s, threads, "fast", sets_ahead=0, pictures_per_job=1))
     if ROWS:  # --rows: only these (prefixes); the rest are closed before they run
         keep = [m for m in ms if m.name.startswith(tuple(ROWS))]
         for m in ms:
@@ -881,7 +888,8 @@ def run_block(label, s: Streams, threads, rounds, log, only=None, run_timing=("f
             f"FFmpeg until each camera's first picture {fs['reorder']:.0f} ms, the first IDR alone {fs['idr']:.0f} ms")
     out = {"rows": rows, "rows_quiet": rows_quiet, "others": others.tolist(), "skips": skips, "dvpipe_run": runs}
     if WHOLE_RUNS and threads > 1:
-        out["whole_runs"] = {fid: whole_runs(s, threads, log, pictures_per_job=tuple(sorted({1, PICTURES_PER_JOB})), fidelity=fid)
+        out["whole_runs"] = {fid: whole_runs(s, threads, log, pictures_per_job=tuple(dict.fromkeys(("auto", PICTURES_PER_JOB))),
+                                             fidelity=fid)
                              for fid in run_timing}
     return out
 
@@ -925,7 +933,8 @@ def main(argv=None):
     ap.add_argument("--scaling", action="store_true", help="also 12 and 24 cameras and 6 x 3840x2160")
     ap.add_argument("--only", default="", help="peer rows to keep (prefixes, comma-separated); floors and dvpipe always run")
     ap.add_argument("--quick", action="store_true", help="8 rounds")
-    ap.add_argument("--pictures-per-job", type=int, default=3, help="run.pictures_per_job of the locality Runner row")
+    ap.add_argument("--pictures-per-job", default="1", help="run.pictures_per_job of the second Runner row (the "
+                    "first is the default, auto); also the second of the whole runs")
     ap.add_argument("--runner-ab", action="store_true", help="also the Runner with a reader thread per camera, and one frame set at a time (sets_ahead 0)")
     ap.add_argument("--no-4k", action="store_true", help="--scaling without the 6 x 3840x2160 block")
     ap.add_argument("--blocks", default="6", help="frame sets to run: 6, 12, 24, 4k (comma-separated; --scaling: all)")
@@ -933,8 +942,8 @@ def main(argv=None):
                     "followed by a space, so that 'floor: decode, camera-parallel' is one; the "
                     "set-by-set YUV floor always runs; ratios to a floor left out are to it instead): a 4K block with every "
                     "row needs ~18 GB")
-    ap.add_argument("--whole-runs", action="store_true", help="also whole dvpipe runs (192 sets, pictures_per_job 1 "
-                    "and --pictures-per-job) against the camera-parallel floor over the same sets, interleaved")
+    ap.add_argument("--whole-runs", action="store_true", help="also whole dvpipe runs (192 sets, pictures_per_job "
+                    "auto and --pictures-per-job) against the camera-parallel floor over the same sets, interleaved")
     ap.add_argument("--decode-runs", action="store_true", help="also what decoding R consecutive pictures of a camera "
                     "at a time costs against one picture per camera in turn (1 thread)")
     ap.add_argument("--json", default=None)
@@ -942,7 +951,7 @@ def main(argv=None):
     rounds = 8 if a.quick else a.rounds
     global RUNNER_AB, PICTURES_PER_JOB, WHOLE_RUNS
     RUNNER_AB, WHOLE_RUNS = a.runner_ab, a.whole_runs
-    PICTURES_PER_JOB = a.pictures_per_job
+    PICTURES_PER_JOB = a.pictures_per_job if a.pictures_per_job == "auto" else int(a.pictures_per_job)
     if a.rows:
         # prefixes split at commas not followed by a space: row names have ", " in them ("floor: decode, camera-parallel")
         ROWS[:] = ["floor: decode (PyAV -> YUV)"] + [r.strip() for r in re.split(r",(?! )", a.rows) if r.strip()]
@@ -1009,7 +1018,7 @@ def main(argv=None):
             log(f"{key}: dvpipe fast {f['median_ms']:.1f} ms = {f['to_decode']:.2f}x the YUV decode floor (target <= 1.15; "
                 f"p10 {f['to_decode_p10']:.2f}x); dvpipe reference {ref['median_ms']:.1f} ms = {ref['to_bgr']:.2f}x "
                 f"decode + bgr24 (target <= 1.15; p10 {ref['to_bgr_p10']:.2f}x)")
-        for name in ("Runner fast", f"Runner fast, {PICTURES_PER_JOB} pictures per job"):
+        for name in [n for n in r if n.startswith("Runner fast")]:
             if name in r:
                 rf = r[name]
                 log(f"{key}: {name} {rf['median_ms']:.1f} ms = {rf['to_parallel']:.2f}x the camera-parallel YUV floor "
