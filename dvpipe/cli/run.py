@@ -236,6 +236,10 @@ def main(args: argparse.Namespace) -> int:
     if result.stats.batches:
         print("", file=out)
         print(result.stats.report(title="latency (ms)"), file=out)
+        if runner.pictures_per_job > 1:
+            print(f"run.pictures_per_job {runner.pictures_per_job} ({runner.pictures_per_job_reason}): sets started "
+                  f"{runner.pictures_per_job} ahead, so a set's latency includes the others' work; "
+                  "run.pictures_per_job: 1 or a latency budget measures each set alone", file=out)
     elif result.sets:
         print(f"\nlatency: all {result.sets} frame sets were warm-up (latency.warmup_sets); none measured", file=out)
     if result.model_error:

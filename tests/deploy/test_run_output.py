@@ -79,6 +79,17 @@ def test_the_stop_line_names_the_flag_only_when_the_user_passed_it(tmp_path, cap
     assert "stopped: --frames 3" in capsys.readouterr().out
 
 
+def test_the_output_says_when_sets_ran_ahead_in_runs_of_pictures(tmp_path, capsys):
+    dep = synthetic_deployment(2, encoding="h264", frames=6, run={"frames": 6})
+    dep["pipeline"]["threads"] = 2
+    assert cli_main(["run", _write(tmp_path, dep), "--no-outputs"]) == 0
+    assert ("run.pictures_per_job 24 (auto: H.264/H.265 recordings read as fast as possible): sets started 24 "
+            "ahead, so a set's latency includes the others' work") in capsys.readouterr().out
+    dep["latency"] = {"budget_ms": 1000}
+    assert cli_main(["run", _write(tmp_path, dep), "--no-outputs"]) == 0
+    assert "run.pictures_per_job" not in capsys.readouterr().out
+
+
 # -------------------------------------------------------------------------------- warm-up
 def _timeline(index: int, decode_ms: float) -> Timeline:
     tl = Timeline(index=index)
