@@ -29,9 +29,10 @@ OUTPUT_BUFFERS = 3
 #: the most consecutive pictures of one camera a worker decodes (``run.pictures_per_job``): a recording's
 #: GOP at 2 s / 12 fps (decoding pictures in runs keeps paying off up to a GOP: docs/performance.md)
 MAX_PICTURES_PER_JOB = 24
-#: ``run.pictures_per_job: auto`` decodes pictures of at most this many pixels in runs: measured here, runs
-#: of 24 pictures cost 0.79x one picture per camera in turn at 1600x900, and nothing less at 3840x2160, where
-#: one camera's reference pictures alone outgrow the caches (docs/performance.md)
+#: ``run.pictures_per_job: auto`` decodes pictures of at most this many pixels in runs: measured on a 2-core
+#: machine, runs of 24 pictures cost 0.83-0.87x one picture per camera in turn from 1280x720 to 1920x1080, but
+#: 0.97x at 2560x1440 and 3840x2160, where one camera's reference pictures alone outgrow the caches
+#: (docs/performance.md, "Runs of pictures by default")
 AUTO_LOCALITY_MAX_PIXELS = 1920 * 1088
 #: under ``auto`` the ring's extra batches take at most this share of the memory budget
 AUTO_LOCALITY_MEMORY_SHARE = 0.25
