@@ -103,3 +103,19 @@ def test_auto_and_a_number_in_the_yaml():
     assert load_deployment(synthetic_deployment(2, run={"memory_budget_mb": "auto"})).run.memory_budget_mb is None
     with pytest.raises(DeploymentError, match=r"run.pictures_per_job: expected auto or a number, got 'some'"):
         load_deployment(synthetic_deployment(2, run={"pictures_per_job": "some"}))
+
+
+def test_auto_is_one_when_a_step_runs_off_the_cpu():
+    from types import SimpleNamespace
+
+    from dvpipe.deploy._budget import pictures_per_job
+
+    dep = load_deployment(synthetic_deployment(3, encoding="h264"))
+
+    def plan(family: str) -> SimpleNamespace:
+        step = SimpleNamespace(backend=SimpleNamespace(family=family))
+        return SimpleNamespace(cameras=[SimpleNamespace(steps=[step])] * 3, out_shape=(3, 3, 64, 96),
+                               out_dtype="float32")
+
+    assert pictures_per_job(dep, plan("torch"), threads=2) == (1, "auto: steps off the CPU")
+    assert pictures_per_job(dep, plan("cpu"), threads=2)[0] == 24
