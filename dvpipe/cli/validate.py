@@ -24,7 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def check(path: str, plan: bool = True) -> dict:
-    """``{"path", "ok", "errors": [[key path, message]], "warnings", "plan"}`` for one deployment file.
+    """``{"path", "ok", "errors": [[key path, message]], "warnings", "plan", "pictures_per_job"}`` for one
+    deployment file (``pictures_per_job``: ``{"value", "why"}`` as a run would resolve it, once planned).
 
     Never raises for a bad deployment: a failure of dvpipe itself while checking is reported as one
     problem line too (naming the exception, to be reported).
@@ -57,6 +58,7 @@ def _problems(path: str, plan: bool, result: dict) -> list[list[str]]:
     too_big = _output_too_large(dep)
     if too_big:
         return [["pipeline", too_big]]
+    from ..deploy._budget import pictures_per_job
     from ..deploy.runner import build_pipeline
 
     try:
@@ -67,6 +69,8 @@ def _problems(path: str, plan: bool, result: dict) -> list[list[str]]:
         return [["pipeline", f"planning failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"]]
     result["plan"] = str(pipe.plan)
     result["backend_notes"] = notes
+    n, why = pictures_per_job(dep, pipe.plan, getattr(pipe, "threads", 1))
+    result["pictures_per_job"] = {"value": n, "why": why}
     getattr(pipe, "close", lambda: None)()
     return []
 
@@ -99,6 +103,9 @@ def main(args: argparse.Namespace) -> int:
         if r["ok"]:
             print(f"ok: {r['path']}")
             print("\n".join("  " + line for line in r["summary"].splitlines()[1:]))
+            if r.get("pictures_per_job"):
+                ppj = r["pictures_per_job"]
+                print(f"  run.pictures_per_job: {ppj['value']} ({ppj['why']})")
             if args.plan and r["plan"]:
                 print("\n".join("  " + line for line in r["plan"].splitlines()))
         else:

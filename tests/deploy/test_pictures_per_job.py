@@ -119,3 +119,20 @@ def test_auto_is_one_when_a_step_runs_off_the_cpu():
 
     assert pictures_per_job(dep, plan("torch"), threads=2) == (1, "auto: steps off the CPU")
     assert pictures_per_job(dep, plan("cpu"), threads=2)[0] == 24
+
+
+def test_validate_says_what_a_run_would_use(tmp_path, capsys):
+    import yaml
+
+    from dvpipe.cli import main as cli_main
+
+    dep = synthetic_deployment(3, encoding="h264")
+    dep["pipeline"]["threads"] = 2
+    path = tmp_path / "dep.yaml"
+    path.write_text(yaml.safe_dump(dep))
+    assert cli_main(["validate", str(path)]) == 0
+    assert "run.pictures_per_job: 24 (auto: H.264/H.265 recordings read as fast as possible)" in capsys.readouterr().out
+    dep["run"] = {"realtime": True}
+    path.write_text(yaml.safe_dump(dep))
+    assert cli_main(["validate", str(path)]) == 0
+    assert "run.pictures_per_job: 1 (auto: run.realtime)" in capsys.readouterr().out
