@@ -52,12 +52,12 @@ rotated every round; ms per frame set of N cameras):
   pipeline, no model, no files: reading, synchronising, preprocessing, accounting and statistics;
   ``run.pictures_per_job`` left at ``auto`` as a deployment leaves it (24 up to 1920x1088: a worker
   decodes up to 24 consecutive pictures of one camera, sets started 24 ahead; 1 at 4K).
-* ``Runner fast, 1 picture per job`` -- the same with ``run.pictures_per_job: 1`` (one picture per camera
-  in turn, set by set, as a live rig runs); ``--pictures-per-job N`` for another N.
   Each round takes 24 frame sets from ``Runner.batches()``; between its rounds its readers wait on
   full buffers. After the rounds, ``dvpipe run (fast)`` is a whole run of the same deployment timed
   by the run's own clock (``RunResult.elapsed_s`` per set, the sources opened before it starts), with
   the start-up reported apart (``summary.json["startup"]``).
+* ``Runner fast, 1 picture per job`` -- the same with ``run.pictures_per_job: 1`` (one picture per camera
+  in turn, set by set, as a live rig runs); ``--pictures-per-job N`` for another N.
 * ``OpenCV VideoCapture`` -- ``cv2.VideoCapture`` on the same elementary stream, ``read()`` (BGR).
 * ``torchcodec CPU`` -- ``torchcodec.decoders.VideoDecoder(device="cpu")`` (one FFmpeg thread per
   camera, its default), frames in order as RGB CHW uint8 tensors; it reads a container, so it gets
