@@ -34,8 +34,10 @@ MAX_PICTURES_PER_JOB = 24
 #: 0.97x at 2560x1440 and 3840x2160, where one camera's reference pictures alone outgrow the caches
 #: (docs/performance.md, "Runs of pictures by default")
 AUTO_LOCALITY_MAX_PIXELS = 1920 * 1088
-#: under ``auto`` the ring's extra batches take at most this share of the memory budget
+#: under ``auto`` the ring's extra batches take at most this share of the memory budget, and at most
+#: :data:`AUTO_LOCALITY_MAX_BYTES` (the ring is written once when the run is built: ~1.2 s a GiB on a 2-core VM)
 AUTO_LOCALITY_MEMORY_SHARE = 0.25
+AUTO_LOCALITY_MAX_BYTES = 1 << 30
 
 
 def output_buffers(pictures_per_job: int = 1) -> int:
@@ -53,7 +55,8 @@ def pictures_per_job(dep: Any, plan: Any, threads: int) -> tuple[int, str]:
     ``run.realtime``), no latency budget (a run of N pictures delays each frame set by up to N pictures'
     work), every step of ``plan`` on the CPU with ``threads`` > 1, pictures of at most
     :data:`AUTO_LOCALITY_MAX_PIXELS`; N is lowered until the ring's extra batches fit in
-    :data:`AUTO_LOCALITY_MEMORY_SHARE` of the memory budget. Anywhere else ``auto`` is 1.
+    :data:`AUTO_LOCALITY_MEMORY_SHARE` of the memory budget and in :data:`AUTO_LOCALITY_MAX_BYTES`. Anywhere
+    else ``auto`` is 1.
     """
     import numpy as np
 
@@ -72,11 +75,15 @@ def pictures_per_job(dep: Any, plan: Any, threads: int) -> tuple[int, str]:
     if why is not None:
         return 1, f"auto: {why}"
     batch = int(np.prod(plan.out_shape)) * np.dtype(plan.out_dtype).itemsize
-    room = int(memory_budget(dep.run.memory_budget_mb) * AUTO_LOCALITY_MEMORY_SHARE)
+    share = int(memory_budget(dep.run.memory_budget_mb) * AUTO_LOCALITY_MEMORY_SHARE)
+    room = min(share, AUTO_LOCALITY_MAX_BYTES)
     n = max(1, min(MAX_PICTURES_PER_JOB, 1 + room // max(1, batch)))
-    return n, ("auto: H.264/H.265 recordings read as fast as possible" if n == MAX_PICTURES_PER_JOB else
-               f"auto: H.264/H.265 recordings read as fast as possible; {n}, not {MAX_PICTURES_PER_JOB}: the ring's "
-               f"extra batches within {AUTO_LOCALITY_MEMORY_SHARE:.0%} of the memory budget")
+    if n == MAX_PICTURES_PER_JOB:
+        return n, "auto: H.264/H.265 recordings read as fast as possible"
+    bound = (f"{AUTO_LOCALITY_MEMORY_SHARE:.0%} of the memory budget" if share < AUTO_LOCALITY_MAX_BYTES else
+             format_bytes(AUTO_LOCALITY_MAX_BYTES))
+    return n, (f"auto: H.264/H.265 recordings read as fast as possible; {n}, not {MAX_PICTURES_PER_JOB}: the ring's "
+               f"extra batches within {bound}")
 
 
 def camera_problem(n_cameras: int) -> Optional[str]:

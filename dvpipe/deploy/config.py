@@ -57,7 +57,7 @@ Schema (every key optional unless marked)::
       pictures_per_job: auto | N       # recordings, not realtime: a worker decodes up to N consecutive pictures
                                        #   of one camera (sets started N ahead): faster, each set's latency longer;
                                        #   auto: 24 for H.264/H.265 recordings up to 1920x1088 with no latency
-                                       #   budget on the CPU (fewer if memory is short), else 1
+                                       #   budget on the CPU (fewer above 1 GiB of ring), else 1
       memory_budget_mb: auto           # host memory the run may plan for (default: half of this machine's);
                                        #   cameras x output buffers beyond it are refused before anything is read
     latency:

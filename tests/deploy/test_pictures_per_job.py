@@ -136,3 +136,16 @@ def test_validate_says_what_a_run_would_use(tmp_path, capsys):
     path.write_text(yaml.safe_dump(dep))
     assert cli_main(["validate", str(path)]) == 0
     assert "run.pictures_per_job: 1 (auto: run.realtime)" in capsys.readouterr().out
+
+
+def test_auto_keeps_the_rings_extra_batches_within_a_gib():
+    from types import SimpleNamespace
+
+    from dvpipe.deploy._budget import pictures_per_job
+
+    dep = load_deployment(synthetic_deployment(3, encoding="h264", run={"memory_budget_mb": 100_000}))
+    cpu = SimpleNamespace(steps=[SimpleNamespace(backend=SimpleNamespace(family="cpu"))])
+    # 3 cameras x 3 x 1088 x 1920 float32 = 75,202,560 bytes a batch; 2**30 // that = 14 extra batches
+    plan = SimpleNamespace(cameras=[cpu] * 3, out_shape=(3, 3, 1088, 1920), out_dtype="float32")
+    assert pictures_per_job(dep, plan, threads=2) == (
+        15, "auto: H.264/H.265 recordings read as fast as possible; 15, not 24: the ring's extra batches within 1.0 GiB")
