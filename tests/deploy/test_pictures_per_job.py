@@ -1,19 +1,21 @@
 """``run.pictures_per_job``: recordings read as fast as possible decode several consecutive pictures of a
-camera per worker job (frame sets started ahead), giving the batches the default run gives; refused
-where a run is live or paced."""
+camera per worker job (frame sets started ahead), giving the batches one picture per job gives; refused
+where a run is live or paced; ``auto`` (the default) resolved where runs pay and cost nothing asked for."""
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from dvpipe.deploy import DeploymentError, Runner, load_deployment
-from dvpipe.deploy._budget import output_buffers
+from dvpipe.deploy._budget import output_buffers, pictures_per_job
 from dvpipe.testing.deployments import synthetic_deployment
 
 from .test_runner import assert_accounted
 
 
-def _batches(ppj: int, encoding: str) -> tuple[list, tuple[int, int, int, int]]:
+def _batches(ppj: int, encoding: str) -> tuple[list, tuple[int, ...]]:
     dep = synthetic_deployment(3, encoding=encoding, frames=20, cycle=20, run={"pictures_per_job": ppj})
     dep["pipeline"]["threads"] = 2
     r = Runner(load_deployment(dep), write_outputs=False)
@@ -26,7 +28,7 @@ def _batches(ppj: int, encoding: str) -> tuple[list, tuple[int, int, int, int]]:
 
 
 @pytest.mark.parametrize("encoding", ["h264", "jpeg"])
-def test_several_pictures_per_job_give_the_default_runs_batches(encoding):
+def test_several_pictures_per_job_give_the_batches_of_one_per_job(encoding):
     want, _ = _batches(1, encoding)
     got, (ahead, first, locality, ring, waiting) = _batches(4, encoding)
     # runs of pictures only once the first set is out: its cameras do not wait behind the others' runs
@@ -105,20 +107,16 @@ def test_auto_and_a_number_in_the_yaml():
         load_deployment(synthetic_deployment(2, run={"pictures_per_job": "some"}))
 
 
+def _plan(family: str, out_shape: tuple[int, ...]) -> SimpleNamespace:
+    """A plan as pictures_per_job reads it: 3 cameras, one step each on a backend of ``family``."""
+    cam = SimpleNamespace(steps=[SimpleNamespace(backend=SimpleNamespace(family=family))])
+    return SimpleNamespace(cameras=[cam] * 3, out_shape=out_shape, out_dtype="float32")
+
+
 def test_auto_is_one_when_a_step_runs_off_the_cpu():
-    from types import SimpleNamespace
-
-    from dvpipe.deploy._budget import pictures_per_job
-
     dep = load_deployment(synthetic_deployment(3, encoding="h264"))
-
-    def plan(family: str) -> SimpleNamespace:
-        step = SimpleNamespace(backend=SimpleNamespace(family=family))
-        return SimpleNamespace(cameras=[SimpleNamespace(steps=[step])] * 3, out_shape=(3, 3, 64, 96),
-                               out_dtype="float32")
-
-    assert pictures_per_job(dep, plan("torch"), threads=2) == (1, "auto: steps off the CPU")
-    assert pictures_per_job(dep, plan("cpu"), threads=2)[0] == 24
+    assert pictures_per_job(dep, _plan("torch", (3, 3, 64, 96)), threads=2) == (1, "auto: steps off the CPU")
+    assert pictures_per_job(dep, _plan("cpu", (3, 3, 64, 96)), threads=2)[0] == 24
 
 
 def test_validate_says_what_a_run_would_use(tmp_path, capsys):
@@ -139,13 +137,7 @@ def test_validate_says_what_a_run_would_use(tmp_path, capsys):
 
 
 def test_auto_keeps_the_rings_extra_batches_within_a_gib():
-    from types import SimpleNamespace
-
-    from dvpipe.deploy._budget import pictures_per_job
-
     dep = load_deployment(synthetic_deployment(3, encoding="h264", run={"memory_budget_mb": 100_000}))
-    cpu = SimpleNamespace(steps=[SimpleNamespace(backend=SimpleNamespace(family="cpu"))])
     # 3 cameras x 3 x 1088 x 1920 float32 = 75,202,560 bytes a batch; 2**30 // that = 14 extra batches
-    plan = SimpleNamespace(cameras=[cpu] * 3, out_shape=(3, 3, 1088, 1920), out_dtype="float32")
-    assert pictures_per_job(dep, plan, threads=2) == (
+    assert pictures_per_job(dep, _plan("cpu", (3, 3, 1088, 1920)), threads=2) == (
         15, "auto: H.264/H.265 recordings read as fast as possible; 15, not 24: the ring's extra batches within 1.0 GiB")
