@@ -400,3 +400,30 @@ def test_rig_frame_keys_are_checked(camera, message):
 
     with pytest.raises(ConfigError, match=message):
         Rig.from_dict({"cameras": [dict({"name": "CAM_FRONT", "width": 8, "height": 8}, **camera)]})
+
+
+def test_a_source_thread_waits_on_descriptors_above_1023():
+    """select() refuses descriptors above 1023 ("filedescriptor out of range"); a run with many cameras and
+    sockets reaches them, so the readers' wait (RTSP client, V4L2 reader) must not use it."""
+    import os
+    import resource
+    import socket
+
+    from dvpipe.deploy.sources.base import wait_readable
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this process may open at most {hard} files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    a, b = socket.socketpair()
+    high = os.dup2(a.fileno(), 1100)
+    try:
+        assert high == 1100
+        assert not wait_readable(high, 0.01)  # nothing sent yet
+        b.send(b"x")
+        assert wait_readable(high, 5.0)
+    finally:
+        os.close(high)
+        a.close()
+        b.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -23,7 +23,6 @@ import base64
 import hashlib
 import os
 import re
-import select
 import socket
 import struct
 import time
@@ -33,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ._rtp import RtpDepacketiser
-from .base import SourceError, StreamLost
+from .base import SourceError, StreamLost, wait_readable
 
 __all__ = ["RtspConnection", "SdpVideo", "parse_sdp", "digest_response"]
 
@@ -425,8 +424,7 @@ class RtspConnection:
         """Block until data arrives (True) or ``timeout_s`` passes (False): for a reader of its own."""
         if self._sock is None:
             return False
-        readable, _, _ = select.select([self._sock], [], [], max(0.0, timeout_s))
-        return bool(readable)
+        return wait_readable(self._sock.fileno(), timeout_s)
 
     def receive(self) -> int:
         """Take what the kernel holds (never waits) and queue the access units completed; the number

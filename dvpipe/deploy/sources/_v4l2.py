@@ -21,7 +21,6 @@ import errno
 import fcntl
 import mmap
 import os
-import select
 import struct
 from collections import deque
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from typing import Optional
 
 import numpy as np
 
-from .base import SourceError, StreamLost
+from .base import SourceError, StreamLost, wait_readable
 
 __all__ = ["V4l2Capture", "Captured", "Negotiated", "FOURCC", "BUFFERS", "V4l2Error", "V4l2Lost", "reader_refusal"]
 
@@ -330,9 +329,7 @@ class V4l2Capture:
         """Whether a buffer is filled within ``timeout_s`` seconds."""
         if self._fd < 0:
             return False
-        poller = select.poll()  # not select(): descriptors above 1023 (many cameras and sockets)
-        poller.register(self._fd, select.POLLIN)
-        return bool(poller.poll(max(0.0, timeout_s) * 1000.0))
+        return wait_readable(self._fd, timeout_s)
 
     # -- closing -------------------------------------------------------------------------------------------
     def close(self) -> None:

@@ -16,6 +16,7 @@ no meaningful capture-to-output latency.
 """
 from __future__ import annotations
 
+import select
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Sequence
@@ -27,7 +28,8 @@ if TYPE_CHECKING:  # names for the type checker only
     from .._schema import CameraConfig, SourceConfig
     from .registry import DeploymentContext, SourceContext
 
-__all__ = ["Item", "Source", "SourceError", "StreamLost", "StreamStalled", "NothingYet", "Backoff", "SourceWrapper"]
+__all__ = ["Item", "Source", "SourceError", "StreamLost", "StreamStalled", "NothingYet", "Backoff", "SourceWrapper",
+           "wait_readable"]
 
 
 class SourceError(DvpipeError, RuntimeError):
@@ -57,6 +59,15 @@ class StreamStalled(StreamLost):
 class NothingYet(DvpipeError):
     """A source read without waiting (``nonblocking``, served by the runner's I/O loop) has no frame now:
     poll its socket and read again once data came. Not an error."""
+
+
+def wait_readable(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` (a socket, a device) has data within ``timeout_s`` seconds: for a source read by a
+    thread of its own. ``poll()``, not ``select()``, which refuses descriptors above 1023 (a run with
+    many cameras and sockets reaches them)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0.0, timeout_s) * 1000.0))
 
 
 @dataclass
