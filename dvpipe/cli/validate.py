@@ -69,7 +69,7 @@ def _problems(path: str, plan: bool, result: dict) -> list[list[str]]:
         return [["pipeline", f"planning failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"]]
     result["plan"] = str(pipe.plan)
     result["backend_notes"] = notes
-    n, why = pictures_per_job(dep, pipe.plan, getattr(pipe, "threads", 1))
+    n, why = pictures_per_job(dep, pipe)
     result["pictures_per_job"] = {"value": n, "why": why}
     getattr(pipe, "close", lambda: None)()
     return []

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Sequence
 
-__all__ = ["MAX_CAMERAS", "OUTPUT_BUFFERS", "MAX_PICTURES_PER_JOB", "AUTO_LOCALITY_MAX_PIXELS", "output_buffers",
+__all__ = ["MAX_CAMERAS", "OUTPUT_BUFFERS", "MAX_PICTURES_PER_JOB", "AUTO_LOCALITY_MAX_SIZE", "output_buffers",
            "pictures_per_job", "camera_problem", "memory_needed", "memory_budget", "memory_problem", "format_bytes"]
 
 #: the most cameras one deployment takes (one reader thread each)
@@ -29,11 +29,11 @@ OUTPUT_BUFFERS = 3
 #: the most consecutive pictures of one camera a worker decodes (``run.pictures_per_job``): a recording's
 #: GOP at 2 s / 12 fps (decoding pictures in runs keeps paying off up to a GOP: docs/performance.md)
 MAX_PICTURES_PER_JOB = 24
-#: ``run.pictures_per_job: auto`` decodes pictures of at most this many pixels in runs: measured on a 2-core
+#: ``run.pictures_per_job: auto`` decodes pictures of at most this many pixels (width, height) in runs: measured on a 2-core
 #: machine, runs of 24 pictures cost 0.83-0.87x one picture per camera in turn from 1280x720 to 1920x1080, but
 #: 0.97x at 2560x1440 and 3840x2160, where one camera's reference pictures alone outgrow the caches
 #: (docs/performance.md, "Runs of pictures by default")
-AUTO_LOCALITY_MAX_PIXELS = 1920 * 1088
+AUTO_LOCALITY_MAX_SIZE = (1920, 1088)
 #: under ``auto`` the ring's extra batches take at most this share of the memory budget, and at most
 #: :data:`AUTO_LOCALITY_MAX_BYTES` (the ring is written once when the run is built: ~1.2 s a GiB on a 2-core VM)
 AUTO_LOCALITY_MEMORY_SHARE = 0.25
@@ -46,31 +46,35 @@ def output_buffers(pictures_per_job: int = 1) -> int:
     return OUTPUT_BUFFERS + max(1, pictures_per_job) - 1
 
 
-def pictures_per_job(dep: Any, plan: Any, threads: int) -> tuple[int, str]:
-    """``run.pictures_per_job`` as a run of ``dep`` uses it, and why (words for ``summary.json``).
+def pictures_per_job(dep: Any, pipe: Any) -> tuple[int, str]:
+    """``run.pictures_per_job`` as a run of ``dep`` on the pipeline ``pipe`` (built, planned) uses it, and why
+    (words for ``summary.json``).
 
     A number in the deployment is used as it is. ``auto`` (the default) decodes in runs of up to
     :data:`MAX_PICTURES_PER_JOB` pictures where that is known to pay and costs nothing the deployment asked
     for: every camera H.264/H.265, read from recordings as fast as possible (no live camera, no
     ``run.realtime``), no latency budget (a run of N pictures delays each frame set by up to N pictures'
-    work), every step of ``plan`` on the CPU with ``threads`` > 1, pictures of at most
-    :data:`AUTO_LOCALITY_MAX_PIXELS`; N is lowered until the ring's extra batches fit in
+    work), every step of the plan on the CPU with more than one pipeline thread, pictures of at most
+    :data:`AUTO_LOCALITY_MAX_SIZE` pixels; N is lowered until the ring's extra batches fit in
     :data:`AUTO_LOCALITY_MEMORY_SHARE` of the memory budget and in :data:`AUTO_LOCALITY_MAX_BYTES`. Anywhere
     else ``auto`` is 1.
     """
     import numpy as np
 
+    from ..codecs import VIDEO_ENCODINGS
+
     if dep.run.pictures_per_job is not None:
         return dep.run.pictures_per_job, "run.pictures_per_job"
+    plan = pipe.plan
     cams = [dep.rig[c.name] for c in dep.cameras]
-    steps = [s for cp in plan.cameras for s in cp.steps]
+    max_w, max_h = AUTO_LOCALITY_MAX_SIZE
     why = ("live cameras" if any(c.source.live for c in dep.cameras) else
            "run.realtime" if dep.run.realtime else
            "a latency budget is set" if dep.latency.budgets_ns() else
-           "cameras other than H.264/H.265" if any(c.encoding not in ("h264", "h265") for c in cams) else
-           "one pipeline thread" if threads < 2 else
-           "steps off the CPU" if any(s.backend.family != "cpu" for s in steps) else
-           "pictures above 1920x1088" if max(c.width * c.height for c in cams) > AUTO_LOCALITY_MAX_PIXELS else
+           "cameras other than H.264/H.265" if any(c.encoding not in VIDEO_ENCODINGS for c in cams) else
+           "one pipeline thread" if getattr(pipe, "threads", 1) < 2 else
+           "steps off the CPU" if any(s.backend.family != "cpu" for cp in plan.cameras for s in cp.steps) else
+           f"pictures above {max_w}x{max_h}" if max(c.width * c.height for c in cams) > max_w * max_h else
            None)
     if why is not None:
         return 1, f"auto: {why}"

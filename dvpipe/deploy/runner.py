@@ -169,8 +169,7 @@ class Runner:
         check_memory(dep)  # before the pipeline allocates its output buffers
         self.pipe, self.backend_notes = build_pipeline(dep)
         #: ``run.pictures_per_job`` as this run uses it (``auto`` resolved on the plan), and why
-        self.pictures_per_job, self.pictures_per_job_reason = pictures_per_job(dep, self.pipe.plan,
-                                                                                   getattr(self.pipe, "threads", 1))
+        self.pictures_per_job, self.pictures_per_job_reason = pictures_per_job(dep, self.pipe)
         if getattr(self.pipe.plan, "device_batch", None) and dep.sync.on_late == "reuse":
             getattr(self.pipe, "close", lambda: None)()
             raise ConfigError("sync.on_late: reuse keeps host copies of each camera's image, but on the AIPP route "
@@ -754,12 +753,12 @@ class Runner:
             output = self._call_model(tl, batch)
         tl.finish(self.clock())
         if self.sets_done == 0:
-            self.pipe.locality = self.pictures_per_job
-        if self.sets_done == 0 and self.started_ns is not None:
-            self.startup["first_set_ms"] = (self.clock() - self.started_ns) / 1e6
-            arrival = tl.end_to_end_ns("arrival")  # from the set's first frame's arrival
-            if arrival is not None:
-                self.startup["first_set_latency_ms"] = arrival / 1e6
+            self.pipe.locality = self.pictures_per_job  # the first set is out: runs of pictures from now on
+            if self.started_ns is not None:
+                self.startup["first_set_ms"] = (self.clock() - self.started_ns) / 1e6
+                arrival = tl.end_to_end_ns("arrival")  # from the set's first frame's arrival
+                if arrival is not None:
+                    self.startup["first_set_latency_ms"] = arrival / 1e6
         warm_before = self.stats.warmup_batches
         record = self.stats.add(tl)
         if self.exporters:

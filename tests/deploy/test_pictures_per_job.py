@@ -107,16 +107,17 @@ def test_auto_and_a_number_in_the_yaml():
         load_deployment(synthetic_deployment(2, run={"pictures_per_job": "some"}))
 
 
-def _plan(family: str, out_shape: tuple[int, ...]) -> SimpleNamespace:
-    """A plan as pictures_per_job reads it: 3 cameras, one step each on a backend of ``family``."""
+def _pipe(family: str, out_shape: tuple[int, ...]) -> SimpleNamespace:
+    """A pipeline as pictures_per_job reads it: 2 threads, 3 cameras of one step each on a ``family`` backend."""
     cam = SimpleNamespace(steps=[SimpleNamespace(backend=SimpleNamespace(family=family))])
-    return SimpleNamespace(cameras=[cam] * 3, out_shape=out_shape, out_dtype="float32")
+    return SimpleNamespace(threads=2, plan=SimpleNamespace(cameras=[cam] * 3, out_shape=out_shape,
+                                                           out_dtype="float32"))
 
 
 def test_auto_is_one_when_a_step_runs_off_the_cpu():
     dep = load_deployment(synthetic_deployment(3, encoding="h264"))
-    assert pictures_per_job(dep, _plan("torch", (3, 3, 64, 96)), threads=2) == (1, "auto: steps off the CPU")
-    assert pictures_per_job(dep, _plan("cpu", (3, 3, 64, 96)), threads=2)[0] == 24
+    assert pictures_per_job(dep, _pipe("torch", (3, 3, 64, 96))) == (1, "auto: steps off the CPU")
+    assert pictures_per_job(dep, _pipe("cpu", (3, 3, 64, 96)))[0] == 24
 
 
 def test_validate_says_what_a_run_would_use(tmp_path, capsys):
@@ -139,5 +140,5 @@ def test_validate_says_what_a_run_would_use(tmp_path, capsys):
 def test_auto_keeps_the_rings_extra_batches_within_a_gib():
     dep = load_deployment(synthetic_deployment(3, encoding="h264", run={"memory_budget_mb": 100_000}))
     # 3 cameras x 3 x 1088 x 1920 float32 = 75,202,560 bytes a batch; 2**30 // that = 14 extra batches
-    assert pictures_per_job(dep, _plan("cpu", (3, 3, 1088, 1920)), threads=2) == (
+    assert pictures_per_job(dep, _pipe("cpu", (3, 3, 1088, 1920))) == (
         15, "auto: H.264/H.265 recordings read as fast as possible; 15, not 24: the ring's extra batches within 1.0 GiB")

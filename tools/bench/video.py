@@ -380,10 +380,11 @@ class PyAVParallel(PyAV):
                      "kernel": "floor: decode+kernel, camera-parallel"}[mode]
         self.ring = None
         if mode == "kernel":
-            from dvpipe.deploy._budget import AUTO_LOCALITY_MAX_PIXELS, MAX_PICTURES_PER_JOB, output_buffers
+            from dvpipe.deploy._budget import AUTO_LOCALITY_MAX_SIZE, MAX_PICTURES_PER_JOB, output_buffers
 
             # as large as the Runner's ring at run.pictures_per_job auto (24 up to 1920x1088, else 1)
-            auto = MAX_PICTURES_PER_JOB if s.w * s.h <= AUTO_LOCALITY_MAX_PIXELS else 1
+            max_w, max_h = AUTO_LOCALITY_MAX_SIZE
+            auto = MAX_PICTURES_PER_JOB if s.w * s.h <= max_w * max_h else 1
             self.ring = [np.zeros_like(self.out) for _ in range(output_buffers(auto))]
             self.mean, self.inv_std = tuple(float(x) for x in MEAN), tuple(float(x) for x in 1.0 / STD)
             self.spec = FrameSpec(width=s.w, height=s.h, pixel_format=PixelFormat.ENCODED, encoding="h264")

@@ -320,7 +320,7 @@ class V4l2Capture:
                             damaged or f"a short frame: {bytesused} of {tight} bytes from the driver")
         if stride == row:
             return Captured(view[:tight], sequence, stamp, soe, damaged)
-        padded = np.frombuffer(view, np.uint8, rows * stride - (stride - row)).reshape(-1)  # an export of the map
+        padded = np.frombuffer(view, np.uint8, rows * stride - (stride - row))  # an export of the map
         data = np.lib.stride_tricks.as_strided(padded, (rows, row), (stride, 1)).tobytes()  # one copy, rows tight
         del padded  # the map cannot close while exported
         return Captured(data, sequence, stamp, soe, damaged)
