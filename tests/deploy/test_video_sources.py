@@ -198,3 +198,20 @@ def test_units_of_a_dropped_frame_wait_for_a_later_frame_of_their_camera():
         assert [u.data for u in last.units] == [aus[3], marker]
     finally:
         r.close()
+
+
+@pytest.mark.parametrize("time_base", ["1/90000", "1001/30000", "1/3", "1/2000000000", "1/1000"])
+def test_a_packets_time_in_ns_is_its_exact_time_rounded_half_to_even(time_base):
+    """The reader's integer arithmetic against exact rationals (Python's round() of a Fraction: half to
+    even), on the time bases of MPEG-TS, NTSC rates, a third, one where half nanoseconds occur, and ms."""
+    from fractions import Fraction
+    from types import SimpleNamespace
+
+    from dvpipe.deploy.sources.video import AvStream
+
+    tb = Fraction(time_base)
+    reader = SimpleNamespace(_order=SimpleNamespace(by="pts"), _time_base=None)
+    ts = list(range(-50, 50)) + [2 ** 33 - 1, 2 ** 40 + 1, 123_456_789_013]
+    got = [AvStream._pts_ns(reader, SimpleNamespace(pts=t, dts=None, time_base=tb)) for t in ts]
+    assert got == [round(t * tb * 10 ** 9) for t in ts]
+    assert AvStream._pts_ns(reader, SimpleNamespace(pts=None, dts=7, time_base=tb)) == round(7 * tb * 10 ** 9)
