@@ -1,7 +1,7 @@
 """The runner's I/O loop: every live camera whose source reads without blocking, on one thread.
 
 A source is served here when it is ``pollable`` (dvpipe's own RTSP client and V4L2 reader:
-``fileno()`` to poll, ``receive()`` to take what arrived, ``read()`` raising
+``filenos()`` to poll, ``receive()`` to take what arrived, ``read()`` raising
 :class:`~dvpipe.deploy.sources.NothingYet` when no frame is complete), so the run's thread count does
 not grow with its cameras: one thread polls every socket and device (``selectors``), and each
 (re)connection attempt runs on a thread that ends with it (at most
@@ -53,7 +53,7 @@ class _Camera:
 
     def __init__(self, cam: str, src: Source, st: "_ReadState"):
         self.cam, self.st = cam, st
-        self.src: Any = src  # a Source with fileno(), receive(), read_timeout_s and nonblocking (:func:`polled`)
+        self.src: Any = src  # a Source with filenos(), receive(), read_timeout_s and nonblocking (:func:`polled`)
         self.first = True  # the first series of attempts (not a reconnect)
         self.attempt = 0
         self.delays: Iterator[float] = iter(())
@@ -195,7 +195,7 @@ class LiveLoop:
                 c.first, c.attempt, c.connected = False, 0, True
                 c.src.nonblocking = True
                 c.last_data = time.monotonic()
-                self._sel.register(c.src.fileno(), selectors.EVENT_READ, c)
+                self._watch(c)
                 self._drain(c)  # what came with the answer to PLAY
                 continue
             delay = next(c.delays, None)
@@ -232,8 +232,16 @@ class LiveLoop:
     def _unregister(self, c: _Camera) -> None:
         if c.connected:
             c.connected = False
+            self._unwatch(c)
+
+    def _watch(self, c: _Camera) -> None:
+        for fd in c.src.filenos():
+            self._sel.register(fd, selectors.EVENT_READ, c)
+
+    def _unwatch(self, c: _Camera) -> None:
+        for fd in c.src.filenos():
             try:
-                self._sel.unregister(c.src.fileno())
+                self._sel.unregister(fd)
             except (KeyError, ValueError):
                 pass
 
@@ -281,7 +289,7 @@ class LiveLoop:
                 c.held_since = r.clock()
                 c.st.health.pushing_frame(True, c.held_since)
                 if c.connected:
-                    self._sel.unregister(c.src.fileno())
+                    self._unwatch(c)
             return
         if c.held_since is not None:
             t = r.clock()
@@ -289,7 +297,7 @@ class LiveLoop:
             r.sync.blocked_ns[c.cam] += t - c.held_since
             c.held_since = None
             if c.connected:
-                self._sel.register(c.src.fileno(), selectors.EVENT_READ, c)
+                self._watch(c)
         c.held = None  # entered, or the synchroniser is closed (the run is stopping: it was never counted)
 
     def _offer_held(self) -> None:

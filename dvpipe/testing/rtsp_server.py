@@ -1,10 +1,11 @@
 """A minimal RTSP server on the loopback interface, for tests and demos without cameras.
 
 It serves H.264/H.265 access units (from an MP4/MKV file, an elementary stream, or a list built in
-code) as RTP over the RTSP TCP connection (RFC 2326 interleaved transport; RFC 6184 / RFC 7798
-packetisation: single NAL unit packets and fragmentation units), paced at the stream's frame rate,
-looping. It implements what an FFmpeg client needs: OPTIONS, DESCRIBE, SETUP (TCP interleaved
-only), PLAY, GET_PARAMETER/SET_PARAMETER (keep-alive), TEARDOWN.
+code) as RTP over the RTSP TCP connection (RFC 2326 interleaved transport) or over UDP (to the
+client's ``client_port``, from a socket of the server's), with RFC 6184 / RFC 7798 packetisation
+(single NAL unit packets and fragmentation units), paced at the stream's frame rate, looping. It
+implements what an FFmpeg client needs: OPTIONS, DESCRIBE, SETUP, PLAY, GET_PARAMETER/SET_PARAMETER
+(keep-alive), TEARDOWN.
 
 It binds **only to loopback addresses** (127.0.0.0/8, ::1) and can misbehave on purpose: lose RTP
 packets, drop the connection after n access units (to test reconnects), pause at a given access unit or whenever the
@@ -23,6 +24,7 @@ import argparse
 import base64
 import ipaddress
 import os
+import re
 import socket
 import struct
 import sys
@@ -95,6 +97,8 @@ class RtspStream:
         lose: RTP packets lost on the way, on every connection, as ``(k, j)``: packet ``j`` of access
             unit ``k`` (counted from the connection's start), or all of its packets for ``j`` None; their
             sequence numbers are used up as if they had been sent (packet-loss tests).
+        reorder: access units (counted from the connection's start) whose RTP packets are sent last
+            first, as a UDP network may deliver them (the sequence numbers say the order).
     """
 
     codec: str
@@ -106,6 +110,7 @@ class RtspStream:
     pause_at: Optional[int] = None
     pause_s: float = 0.0
     lose: Sequence[tuple[int, Optional[int]]] = ()
+    reorder: Sequence[int] = ()
     connections: int = 0
     sent: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -222,6 +227,7 @@ class LoopbackRtspServer:
         session = f"{int(time.time() * 1000) & 0xFFFFFFF:08d}"
         path: Optional[str] = None
         streaming: Optional[threading.Event] = None
+        udp: Optional[tuple[socket.socket, tuple]] = None  # (the server's RTP socket, the client's RTP address)
         conn.settimeout(0.2)
 
         def send(data: bytes) -> bool:
@@ -231,6 +237,15 @@ class LoopbackRtspServer:
                     return True
                 except OSError:
                     return False
+
+        def send_rtp(rtp: bytes) -> bool:
+            if udp is None:
+                return send(b"$\x00" + struct.pack(">H", len(rtp)) + rtp)
+            try:
+                udp[0].sendto(rtp, udp[1])
+            except OSError:
+                pass  # UDP: a datagram the client's host refused is lost, the session goes on
+            return True
 
         try:
             while not self._stop.is_set():
@@ -282,13 +297,25 @@ class LoopbackRtspServer:
                                          body=sdp))
                     elif method == "SETUP":
                         transport = headers.get("transport", "")
-                        if "TCP" not in transport.upper():
+                        ports = re.search(r"client_port=(\d+)(?:-(\d+))?", transport)
+                        if "TCP" not in transport.upper() and ports is None:
                             send(self._reply(cseq, status="461 Unsupported Transport"))
                             continue
                         if path is None:
                             path = req_path.split("/")[0]
-                        send(self._reply(cseq, "Transport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n"
-                                               f"Session: {session};timeout=60"))
+                        if "TCP" in transport.upper():
+                            send(self._reply(cseq, "Transport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n"
+                                                   f"Session: {session};timeout=60"))
+                            continue
+                        assert ports is not None  # not TCP: the client's ports were given
+                        if udp is None:
+                            rtp_sock = socket.socket(conn.family, socket.SOCK_DGRAM)
+                            rtp_sock.bind((conn.getsockname()[0], 0))
+                            udp = (rtp_sock, (conn.getpeername()[0], int(ports.group(1))))
+                        mine = udp[0].getsockname()[1]
+                        send(self._reply(cseq, f"Transport: RTP/AVP;unicast;client_port={ports.group(1)}-"
+                                               f"{ports.group(2) or int(ports.group(1)) + 1};server_port={mine}-"
+                                               f"{mine + 1}\r\nSession: {session};timeout=60"))
                     elif method == "PLAY":
                         if path not in self.streams:
                             send(self._reply(cseq, status="454 Session Not Found"))
@@ -297,7 +324,7 @@ class LoopbackRtspServer:
                                                f"RTP-Info: url={url.rstrip('/')}/track0;seq=0;rtptime=0"))
                         if streaming is None:
                             streaming = threading.Event()
-                            t = threading.Thread(target=self._stream, args=(conn, send, self.streams[path], streaming),
+                            t = threading.Thread(target=self._stream, args=(conn, send_rtp, self.streams[path], streaming),
                                                  name="rtsp-stream", daemon=True)
                             t.start()
                     elif method in ("GET_PARAMETER", "SET_PARAMETER"):
@@ -314,6 +341,8 @@ class LoopbackRtspServer:
                 conn.close()
             except OSError:
                 pass
+            if udp is not None:
+                udp[0].close()
 
     @staticmethod
     def _reply(cseq: str, headers: str = "", status: str = "200 OK", body: bytes = b"") -> bytes:
@@ -340,7 +369,7 @@ class LoopbackRtspServer:
         return ("v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=dvpipe loopback\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
                 f"m=video 0 RTP/AVP 96\r\na=rtpmap:96 {enc}/90000\r\n{fmtp}a=control:track0\r\n")
 
-    def _stream(self, conn: socket.socket, send, st: RtspStream, done: threading.Event) -> None:
+    def _stream(self, conn: socket.socket, send_rtp, st: RtspStream, done: threading.Event) -> None:
         with st.lock:
             st.connections += 1
             conn_no = st.connections
@@ -374,14 +403,14 @@ class LoopbackRtspServer:
                     break
                 au = st.access_units[k % len(st.access_units)]
                 ts = int(k * 90000 * period) & 0xFFFFFFFF
-                packets = self._packetise(au, st.codec)
-                for j, (payload, marker) in enumerate(packets):
+                out = []
+                for j, (payload, marker) in enumerate(self._packetise(au, st.codec)):
                     hdr = struct.pack(">BBHII", 0x80, (0x80 if marker else 0) | 96, seq & 0xFFFF, ts, ssrc)
                     seq += 1
-                    if (k, None) in st.lose or (k, j) in st.lose:
-                        continue
-                    rtp = hdr + payload
-                    if not send(b"$\x00" + struct.pack(">H", len(rtp)) + rtp):
+                    if (k, None) not in st.lose and (k, j) not in st.lose:
+                        out.append(hdr + payload)
+                for rtp in reversed(out) if k in st.reorder else out:
+                    if not send_rtp(rtp):
                         return
                 with st.lock:
                     st.sent += 1

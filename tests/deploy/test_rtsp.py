@@ -24,13 +24,15 @@ def rtsp_deployment(urls: dict, **kw) -> dict:
     rig = tiny_rig(list(urls), W, H, encoding=kw.pop("encoding", "h264"))
     reconnect = kw.pop("reconnect", {"initial_ms": 100, "max_ms": 400, "attempts": 20})
     client = kw.pop("client", None)
+    transport = kw.pop("transport", "tcp")
     return {
         "name": "rtsp-test",
         "rig": rig,
         "pipeline": {"stages": ["decode", {"normalise": {"mean": [128] * 3, "std": [64] * 3}},
                                 {"pad": {"size_divisor": 32}}], "backends": ["cpu"]},
         "cameras": [{"name": n, "source": {"type": "rtsp", "uri": u, "open_timeout_s": 3, "read_timeout_s": 1,
-                                           "reconnect": reconnect, "client": client}} for n, u in urls.items()],
+                                           "reconnect": reconnect, "client": client, "transport": transport}}
+                     for n, u in urls.items()],
         # the server's cameras are not synchronised: only assert on accounting, not on set contents
         "sync": {"tolerance_ms": 15, "deadline_ms": 40, "on_late": "mask"},
         "run": dict({"queue_size": 1, "stall_timeout_ms": 300}, **kw.pop("run", {})),

@@ -18,7 +18,7 @@ from dvpipe.bitstream import nal_units
 from dvpipe.deploy import Runner, load_deployment
 from dvpipe.deploy.config import SourceConfig
 from dvpipe.deploy.sources import SourceError
-from dvpipe.deploy.sources._rtp import RtpDepacketiser
+from dvpipe.deploy.sources._rtp import RtpDepacketiser, RtpReorder
 from dvpipe.deploy.sources._rtsp_client import RtspConnection, digest_response, parse_sdp
 from dvpipe.deploy.sources.video import RtspSource
 from dvpipe.testing.deployments import encode_access_units
@@ -178,12 +178,14 @@ def _threads(prefix: str) -> int:
     return sum(1 for t in threading.enumerate() if t.name.startswith(prefix))
 
 
-def test_twelve_rtsp_cameras_are_read_by_one_thread():
+@pytest.mark.parametrize("transport", ["tcp", "udp"])
+def test_twelve_rtsp_cameras_are_read_by_one_thread(transport):
     aus = encode_access_units(30, 96, 64, codec="h264", gop=10)
     streams = {f"c{i}": RtspStream("h264", aus, fps=30) for i in range(12)}
     counts: dict[str, int] = {}
     with LoopbackRtspServer(streams) as srv:
-        dep = load_deployment(rtsp_deployment({n: srv.url(n) for n in streams}, run={"duration_s": 1.5}))
+        dep = load_deployment(rtsp_deployment({n: srv.url(n) for n in streams}, transport=transport,
+                                              run={"duration_s": 1.5}))
         runner = Runner(dep, write_outputs=False)
         seen = threading.Event()
 
@@ -216,21 +218,126 @@ def test_ffmpeg_client_keeps_a_reader_thread_per_camera():
     assert counts["src"] == 3
 
 
-def test_client_dvpipe_with_udp_is_refused_in_one_line():
+def test_client_dvpipe_with_rtsps_is_refused_in_one_line():
     from dvpipe.errors import ConfigError
 
-    spec = rtsp_deployment({"A": "rtsp://127.0.0.1:1/a"})
-    spec["cameras"][0]["source"].update({"client": "dvpipe", "transport": "udp"})
-    with pytest.raises(ConfigError, match=r"cameras\[0\]\.source\.client.*transport: tcp"):
+    spec = rtsp_deployment({"A": "rtsps://127.0.0.1:1/a"})
+    spec["cameras"][0]["source"].update({"client": "dvpipe"})
+    with pytest.raises(ConfigError, match=r"cameras\[0\]\.source\.client.*TLS.*client: ffmpeg can"):
         load_deployment(spec)
 
 
+@pytest.mark.parametrize("transport", ["tcp", "udp"])
+def test_dvpipe_reads_h264_over_either_transport_by_default(transport):
+    src = RtspSource(Camera("A", width=96, height=64, encoding="h264"),
+                     SourceConfig("rtsp", "rtsp://127.0.0.1:1/a", {"transport": transport}))
+    assert src.pollable
+
+
+def test_the_first_sequence_number_is_the_video_streams_in_rtp_info():
+    """RFC 2326 12.33: one ``url=...;seq=...;rtptime=...`` entry per stream, comma-separated."""
+    from dvpipe.deploy.sources._rtsp_client import _first_seq
+
+    both = "url=rtsp://cam/live/trackID=1;seq=7;rtptime=10,url=rtsp://cam/live/trackID=2;seq=65535;rtptime=3"
+    assert _first_seq(both, "rtsp://cam/live/trackID=2") == 65535
+    assert _first_seq(both, "rtsp://cam/live/trackID=1") == 7
+    assert _first_seq("url=rtsp://cam/live/stream=0;seq=4711;rtptime=0", "rtsp://other/x") == 4711  # the only one
+    assert _first_seq("url=rtsp://cam/live/stream=0;rtptime=0", "rtsp://cam/live/stream=0") is None
+    assert _first_seq("", "rtsp://cam/live") is None
+
+
+def _reordered(packets: list[bytes], order: list[int], reorder: RtpReorder, clock: list[float]) -> list[bytes]:
+    out = []
+    for i in order:
+        clock[0] += 0.001
+        out += reorder.push(packets[i], clock[0])
+    return out
+
+
+def test_packets_out_of_order_give_the_units_of_the_packets_in_order():
+    """UDP may deliver RTP packets in any order: put back by sequence number, they give the access units
+    the stream has (RFC 6184 by hand: h264_stream), with nothing lost or late."""
+    packets = h264_stream()
+    want = [START + SPS + START + PPS + START + IDR, START + P1, START + P2]
+    for order in ([0, 2, 1, 3, 4, 5], [0, 3, 2, 1, 5, 4], [0, 5, 4, 3, 2, 1], [0, 1, 2, 3, 4, 5]):
+        reorder, clock = RtpReorder(), [0.0]
+        got, d = depacketise("h264", _reordered(packets, order, reorder, clock))
+        assert [bytes(u) for u in got] == want, order
+        assert d.lost == 0 and reorder.late == 0 and all(u.damage is None for u in got)
+
+
+def test_a_missing_packet_is_waited_for_then_counted_lost_and_dropped_when_it_comes_late():
+    """Packet 12 (the IDR's second fragment) does not come within max_delay_s: the packets after it go
+    on, the IDR is damaged by its loss and the P pictures are intact; when 12 comes after all, it is
+    dropped as late. Duplicates are dropped the same way."""
+    packets = h264_stream()
+    reorder, clock = RtpReorder(max_delay_s=0.1), [0.0]
+    passed = _reordered(packets, [0, 1, 3, 4, 5], reorder, clock)
+    assert passed == packets[:2]  # 13, 14, 15 wait for 12
+    passed += reorder.expire(clock[0] + 0.05)
+    assert passed == packets[:2]
+    passed += reorder.expire(clock[0] + 0.2)
+    assert passed == packets[:2] + packets[3:]
+    assert reorder.push(packets[2], clock[0] + 0.3) == [] and reorder.push(packets[4], clock[0] + 0.3) == []
+    assert reorder.late == 2
+    got, d = depacketise("h264", passed)
+    assert d.lost == 1
+    assert [bytes(u) for u in got[1:]] == [START + P1, START + P2] and got[1].damage is None
+    assert "sequence numbers 12..12" in got[0].damage
+
+
+def test_too_many_packets_waiting_give_up_on_the_gap():
+    """At most max_packets wait: one more gives up on the gap, without waiting for max_delay_s."""
+    packets = [rtp(seq, 3000 * k, bytes([0x41, k]), marker=True) for k, seq in enumerate(range(100, 110))]
+    reorder = RtpReorder(max_delay_s=10.0, max_packets=3)
+    assert reorder.push(packets[0], 0.0) == [packets[0]]
+    assert [reorder.push(p, 0.0) for p in packets[2:5]] == [[], [], []]
+    assert reorder.push(packets[5], 0.0) == packets[2:6]  # the fourth waiting packet: 101 is given up on
+    assert reorder.push(packets[1], 0.0) == [] and reorder.late == 1
+
+
+def test_reordering_across_the_sequence_number_wrap():
+    packets = [rtp(seq, 3000 * k, bytes([0x41, k]), marker=True) for k, seq in enumerate(range(65533, 65539))]
+    reorder, clock = RtpReorder(), [0.0]
+    got = _reordered(packets, [0, 2, 1, 4, 3, 5], reorder, clock)
+    assert got == packets and reorder.late == 0
+    units, d = depacketise("h264", got)
+    assert len(units) == 6 and d.lost == 0
+
+
+def test_udp_packets_out_of_order_on_the_way_lose_no_picture():
+    """The test server sends the RTP packets of pictures 0 (the IDR) and 3-7 last first over UDP: dvpipe's
+    client, which starts at the packet PLAY's RTP-Info names, reads every picture whole, the access units
+    sent. FFmpeg's client with transport udp reads the same from picture 1 on (it starts at the first
+    packet to arrive, and drops the IDR's earlier slices as late)."""
+    aus = encode_access_units(16, 320, 240, codec="h264", gop=8)
+    assert len(LoopbackRtspServer._packetise(aus[0], "h264")) >= 3  # the IDR is several packets
+    got = {}
+    with LoopbackRtspServer({"cam": RtspStream("h264", aus, fps=60, reorder=[0, 3, 4, 5, 6, 7])}) as srv:
+        for client in ("dvpipe", "ffmpeg"):
+            src = RtspSource(Camera("cam", width=320, height=240, encoding="h264"),
+                             SourceConfig("rtsp", srv.url("cam"), {"client": client, "transport": "udp"}))
+            src.open()
+            items = [src.read() for _ in range(10)]
+            if client == "dvpipe":
+                assert src._conn._udp is not None
+                assert src._conn.packets_lost == 0 and src._conn.packets_late == 0
+                assert all(u.damage is None for it in items for u in it.frame.data.units if hasattr(u, "damage"))
+            src.close()
+            got[client] = [[n for u in it.frame.data.units if hasattr(u, "data") for n in nal_units(u.data)]
+                           for it in items]
+    want = [nal_units(au) for au in aus[:10]]
+    assert got["dvpipe"] == want and got["ffmpeg"][1:] == want[1:]
+
+
 @pytest.mark.skipif(bool(_gst_rtsp_missing()), reason=_gst_rtsp_missing() or "ok")
-@pytest.mark.parametrize("codec", ["h264", "h265"])
-def test_units_from_gstreamer_are_the_files_pictures_and_the_sender_clock_agrees_with_ffmpeg(codec, tmp_path):
-    """GStreamer's RTSP server (rtph264pay / rtph265pay) streams a file: every slice dvpipe's client
-    receives is the file's slice as FFmpeg demuxes it, at the file's pts; its sender clock (first RTCP
-    report) agrees with FFmpeg client's ``start_time_realtime`` and the server's own start."""
+@pytest.mark.parametrize("codec, transport", [("h264", "tcp"), ("h265", "tcp"), ("h264", "udp")])
+def test_units_from_gstreamer_are_the_files_pictures_and_the_sender_clock_agrees_with_ffmpeg(codec, transport,
+                                                                                              tmp_path):
+    """GStreamer's RTSP server (rtph264pay / rtph265pay) streams a file, over the RTSP connection or over
+    UDP: every slice dvpipe's client receives is the file's slice as FFmpeg demuxes it, at the file's
+    pts; its sender clock (first RTCP report) agrees with FFmpeg client's ``start_time_realtime`` (the
+    same transport) and the server's own start."""
     if codec == "h264":
         path = media.make_h264_bframes(tmp_path, n=120)
     else:
@@ -241,7 +348,8 @@ def test_units_from_gstreamer_are_the_files_pictures_and_the_sender_clock_agrees
     try:
         for client in ("dvpipe", "ffmpeg"):
             src = RtspSource(Camera("A", width=128, height=72, encoding=codec),
-                             SourceConfig("rtsp", server.url("A"), {"client": client, "lookahead": 0}))
+                             SourceConfig("rtsp", server.url("A"), {"client": client, "lookahead": 0,
+                                                                    "transport": transport}))
             src.open()
             got = []
             t0 = time.monotonic()
@@ -251,7 +359,7 @@ def test_units_from_gstreamer_are_the_files_pictures_and_the_sender_clock_agrees
             origins[client] = src._sender_origin_ns()
             if client == "dvpipe":
                 slices = [(u.pts_ns, _slices(u.data, codec)) for u in got]
-                assert src._conn.packets_lost == 0
+                assert src._conn.packets_lost == 0 and (src._conn._udp is not None) == (transport == "udp")
             src.close()
             time.sleep(0.3)
     finally:
@@ -333,8 +441,8 @@ def test_authentication_against_gstreamers_server(method, tmp_path):
         server.close()
 
 
-@pytest.mark.parametrize("client", ["dvpipe", "ffmpeg"])
-def test_a_picture_lost_on_the_way_breaks_the_chain_until_the_next_keyframe(client):
+@pytest.mark.parametrize("client, transport", [("dvpipe", "tcp"), ("ffmpeg", "tcp"), ("dvpipe", "udp")])
+def test_a_picture_lost_on_the_way_breaks_the_chain_until_the_next_keyframe(client, transport):
     """The server loses picture 13's RTP packet (GOP 10: pictures 0, 10, 20 are IDRs). dvpipe's client
     sees the gap in the sequence numbers: picture 14 is a ``corrupt`` drop naming it, 15-19 wait for the
     keyframe, 20 on are emitted. (FFmpeg's client does not flag the loss: its decoder conceals it and
@@ -342,7 +450,8 @@ def test_a_picture_lost_on_the_way_breaks_the_chain_until_the_next_keyframe(clie
     aus = encode_access_units(40, 96, 64, codec="h264", gop=10)
     streams = {"A": RtspStream("h264", aus, fps=30, lose=[(13, None)])}
     with LoopbackRtspServer(streams) as srv:  # 1.2 s: about 36 pictures, within the first loop (40)
-        spec = rtsp_deployment({"A": srv.url("A")}, client=client, run={"duration_s": 1.2, "queue_size": 8})
+        spec = rtsp_deployment({"A": srv.url("A")}, client=client, transport=transport,
+                               run={"duration_s": 1.2, "queue_size": 8})
         result = Runner(load_deployment(spec), write_outputs=False).run()
     check_accounted(result)
     acc = result.accounting

@@ -6,13 +6,15 @@ One command::
 
     .venv/bin/python tools/bench/rtsp.py                          # 6, 12 and 24 cameras, 3 rounds of 8 s
     .venv/bin/python tools/bench/rtsp.py --cameras 12 --rounds 5 --seconds 10 --json out/rtsp.json
+    .venv/bin/python tools/bench/rtsp.py --transport udp          # RTP over UDP (both clients)
 
 Streams: each camera a 1600x900 H.264 stream (libx264 ``veryfast``, ``crf 23``, no B-frames, GOP 24,
 12 fps) made here from the nuScenes frames in ``--data`` (``../shared/data/nuscenes-sample`` when
 present; else synthetic camera-like scenes), slowly zoomed and panned with sensor-like noise
 (``tools/bench/video.py``'s :func:`camera_frames`), 48 pictures looped. They are served, paced at
 12 fps, by ``python -m dvpipe.testing.rtsp_server`` in a process of its own on 127.0.0.1 (RTP over
-the RTSP connection: 45-70 RTP packets a picture), so its work is not in the numbers.
+the RTSP connection, or over UDP with ``--transport udp``: 45-70 RTP packets a picture), so its work
+is not in the numbers.
 
 Each round runs the deployment (``bevformer-tiny`` at ``fast``, CPU, ``run.duration_s``) once with
 ``client: dvpipe`` and once with ``client: ffmpeg``, in an order alternated every round, and reports
@@ -112,14 +114,14 @@ def rig(n: int) -> dict:
     return tiny_rig([f"c{i}" for i in range(n)], W, H, encoding="h264")
 
 
-def one_run(n: int, port: int, client: str, seconds: float, threads: int) -> dict:
+def one_run(n: int, port: int, client: str, seconds: float, threads: int, transport: str = "tcp") -> dict:
     from dvpipe.deploy import Runner, load_deployment
 
     dep = load_deployment({
         "name": "bench-rtsp", "rig": rig(n),
         "pipeline": {"profile": "bevformer-tiny", "fidelity": "fast", "backends": ["cpu"], "threads": threads},
         "cameras": [{"name": f"c{i}", "source": {"type": "rtsp", "uri": f"rtsp://127.0.0.1:{port}/c{i}",
-                                                 "client": client}} for i in range(n)],
+                                                 "client": client, "transport": transport}} for i in range(n)],
         "sync": {"tolerance_ms": 42, "deadline_ms": 100, "on_late": "mask"},  # half a period: unsynchronised cameras
         "run": {"duration_s": seconds}, "latency": {"warmup_sets": 12}, "outputs": {"metrics": False}})
     runner = Runner(dep, write_outputs=False)
@@ -141,7 +143,7 @@ def one_run(n: int, port: int, client: str, seconds: float, threads: int) -> dic
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     switches = (after.ru_nvcsw - before.ru_nvcsw) + (after.ru_nivcsw - before.ru_nivcsw)
     e2e = runner.stats.end_to_end()
-    return {"client": client, "cameras": n, "read": read, "emitted": sum(acc.emitted.values()),
+    return {"client": client, "transport": transport, "cameras": n, "read": read, "emitted": sum(acc.emitted.values()),
             "dropped": {reason: sum(d.get(reason, 0) for d in acc.dropped.values())
                         for reason in sorted({k for d in acc.dropped.values() for k in d})},
             "cpu_ms_per_frame": 1000 * cpu / max(1, read), "cpu_cores": cpu / wall,
@@ -160,6 +162,7 @@ def main(argv=None) -> int:
     ap.add_argument("--frames", type=int, default=48, help="pictures per camera before the stream loops")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "nuscenes-sample")
     ap.add_argument("--port", type=int, default=18554)
+    ap.add_argument("--transport", choices=("tcp", "udp"), default="tcp", help="RTP transport of every camera")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     counts = [int(c) for c in args.cameras.split(",")]
@@ -175,7 +178,7 @@ def main(argv=None) -> int:
                 for r in range(args.rounds):
                     order = ("dvpipe", "ffmpeg") if r % 2 == 0 else ("ffmpeg", "dvpipe")
                     for client in order:
-                        row = one_run(n, args.port, client, args.seconds, args.threads)
+                        row = one_run(n, args.port, client, args.seconds, args.threads, args.transport)
                         row["round"] = r
                         rows.append(row)
                         print(f"{n:3d} cameras, round {r}, {client:6s}: {row['cpu_ms_per_frame']:.2f} CPU ms/frame "
@@ -193,7 +196,7 @@ def main(argv=None) -> int:
                                   for r in range(args.rounds)) if b[key]]
                     ratios[key] = float(np.median(per_round)) if per_round else None
                 out["ratios"][n] = ratios
-                print(f"{n:3d} cameras: dvpipe / ffmpeg, median of rounds: "
+                print(f"{n:3d} cameras ({args.transport}): dvpipe / ffmpeg, median of rounds: "
                       + ", ".join(f"{k} {v:.3f}" for k, v in ratios.items() if v is not None), flush=True)
             finally:
                 server.terminate()

@@ -4,17 +4,20 @@ H.264: single NAL unit packets, STAP-A and FU-A (packetisation modes 0 and 1). H
 packets, aggregation packets and fragmentation units, without DONL fields. An access unit ends at the
 marker bit or at a new RTP timestamp. A gap in the sequence numbers, or a fragment that lost its first
 or last piece, marks the access units it touches as damaged, with the sequence numbers lost.
+Over UDP, packets may arrive out of order: :class:`RtpReorder` puts them back in sequence-number order
+first (waiting a bounded time for a missing one), so that only packets that did not come count as lost.
 """
 from __future__ import annotations
 
 import struct
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional
 
 from .base import StreamLost
 
-__all__ = ["RtpDepacketiser", "RtpUnit"]
+__all__ = ["RtpDepacketiser", "RtpReorder", "RtpUnit"]
 
 _MAX_UNIT = 32 << 20  # bytes of one access unit
 
@@ -180,4 +183,64 @@ class RtpDepacketiser:
             out.append(RtpUnit(data, self._ts - self.first_ts, self.time_base, damage))
         self._nals, self._size, self._ts = [], 0, None
         self._damage = []
+        return out
+
+
+class RtpReorder:
+    """RTP packets as UDP delivers them (out of order, duplicated) -> in sequence-number order.
+
+    ``push(packet, now_s)`` returns the packets now in order (usually just this one). A packet ahead of
+    the next one expected waits for those before it, at most ``max_delay_s`` seconds (``now_s``: a
+    monotonic clock) and while fewer than ``max_packets`` wait -- FFmpeg's RTP demuxer has the same
+    bounds (``max_delay``, ``reorder_queue_size``) -- then the missing packets are given up on: the
+    depacketiser sees the gap and counts them as lost. A packet behind the next one expected (a
+    duplicate, or one that came after its gap was given up on) is dropped and counted in ``late``.
+    :meth:`expire` gives up on gaps without a new packet (call it when time passes). The first packet
+    expected is the one :meth:`start_at` names (RTSP's ``RTP-Info: seq``), else the first to arrive.
+    """
+
+    def __init__(self, max_delay_s: float = 0.1, max_packets: int = 500):
+        self.max_delay_s = max_delay_s
+        self.max_packets = max_packets
+        self.late = 0
+        self._next: Optional[int] = None  # the 16-bit sequence number expected next
+        self._held: dict[int, tuple[bytes, float]] = {}  # sequence number -> (packet, arrival s)
+
+    def start_at(self, seq: int) -> None:
+        """The stream's first packet is ``seq`` (those that came before it are dropped as late)."""
+        self._next = seq & 0xFFFF
+
+    def push(self, pkt: bytes, now_s: Optional[float] = None) -> list[bytes]:
+        if len(pkt) < 12:
+            return [pkt]  # not RTP: the depacketiser refuses it
+        now = time.monotonic() if now_s is None else now_s
+        seq = (pkt[2] << 8) | pkt[3]
+        if self._next is None:
+            self._next = seq
+        ahead = (seq - self._next) & 0xFFFF
+        if ahead >= 0x8000 or seq in self._held:
+            self.late += 1
+            return []
+        if ahead:
+            self._held[seq] = (pkt, now)
+            return self.expire(now)
+        self._next = (seq + 1) & 0xFFFF
+        return [pkt] + self._in_order() + self.expire(now)
+
+    def expire(self, now_s: float) -> list[bytes]:
+        """The waiting packets whose gap is given up on (too many wait, or the oldest waited too long)."""
+        out: list[bytes] = []
+        held = self._held
+        while held and (len(held) > self.max_packets or now_s - min(a for _p, a in held.values()) > self.max_delay_s):
+            assert self._next is not None
+            nxt = self._next
+            self._next = min(held, key=lambda s: (s - nxt) & 0xFFFF)  # the gap before it: lost
+            out.extend(self._in_order())
+        return out
+
+    def _in_order(self) -> list[bytes]:
+        out = []
+        while self._next in self._held:
+            out.append(self._held.pop(self._next)[0])
+            self._next = (self._next + 1) & 0xFFFF
         return out

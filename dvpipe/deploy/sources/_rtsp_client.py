@@ -1,19 +1,31 @@
-"""dvpipe's own RTSP client: RTP over the RTSP TCP connection, read without blocking.
+"""dvpipe's own RTSP client: RTP over the RTSP TCP connection or over UDP, read without blocking.
 
 FFmpeg's RTSP demuxer blocks in its read, so each camera read through it needs a thread. This client
-does the RTSP handshake (RFC 2326: DESCRIBE, SETUP with ``RTP/AVP/TCP`` interleaved transport, PLAY;
-Basic and Digest authentication, RFC 7617 / RFC 2617; OPTIONS as keep-alive at half the session's
-timeout) with blocking socket calls and a deadline, then hands over a socket that the runner's I/O
-loop (:mod:`dvpipe.deploy._live_loop`) polls with the other cameras' sockets:
-:meth:`RtspConnection.receive` takes what the kernel has and never waits.
+does the RTSP handshake (RFC 2326: DESCRIBE, SETUP, PLAY; Basic and Digest authentication, RFC 7617 /
+RFC 2617; OPTIONS as keep-alive at half the session's timeout) with blocking socket calls and a
+deadline, then hands over sockets that the runner's I/O loop (:mod:`dvpipe.deploy._live_loop`) polls
+with the other cameras' sockets: :meth:`RtspConnection.receive` takes what the kernel has and never
+waits.
 
-What it reads: interleaved frames (``$``, channel, 16-bit length) on the RTP and RTCP channels SETUP
-agreed, and RTSP responses between them (keep-alive answers: skipped); RTP packets of one video
-stream, depacketised into access units by :mod:`._rtp`; RTCP sender reports (RFC 3550 6.4.1): the
-first one gives the sender's wall clock of the stream's first RTP timestamp, as FFmpeg's
-``start_time_realtime`` does.
+Transports (SETUP):
 
-Not read: UDP transport, ``rtsps://`` and cameras that are not H.264/H.265 (the source picks FFmpeg's
+* ``tcp`` (``RTP/AVP/TCP;unicast;interleaved=0-1``): interleaved frames (``$``, channel, 16-bit
+  length) on the RTP and RTCP channels SETUP agreed, with RTSP responses between them (keep-alive
+  answers: skipped).
+* ``udp`` (``RTP/AVP;unicast;client_port=N-N+1``, RFC 3550 / RFC 2326 12.39): RTP on a UDP socket of
+  an even port N, RTCP on N+1, both bound to the address of the RTSP connection and taking datagrams
+  only from the server's host (or the ``source`` SETUP names); packets are put back in sequence-number
+  order (:class:`._rtp.RtpReorder`: a missing packet is waited for at most 100 ms, then counted as
+  lost); an RTCP receiver report with the client's CNAME is sent to the server's RTCP port after PLAY
+  and every 5 s (RFC 3550 6.2: receivers report; it also opens a NAT or firewall on the way). The
+  receive buffer asked for is 4 MB (the kernel caps it at ``net.core.rmem_max``): a datagram dropped
+  by a full buffer shows as a lost packet, and the picture it belonged to as damaged.
+
+What it reads: RTP packets of one video stream, depacketised into access units by :mod:`._rtp`; RTCP
+sender reports (RFC 3550 6.4.1): the first one gives the sender's wall clock of the stream's first RTP
+timestamp, as FFmpeg's ``start_time_realtime`` does.
+
+Not read: ``rtsps://``, multicast and cameras that are not H.264/H.265 (the source picks FFmpeg's
 client for those by default), H.264 interleaved mode (STAP-B, MTAP, FU-B), H.265 with DONL fields
 (``sprop-max-don-diff`` > 0) and other codecs (refused at open in one line that names ``client: ffmpeg``).
 """
@@ -31,7 +43,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ._rtp import RtpDepacketiser
+from ._rtp import RtpDepacketiser, RtpReorder
 from .base import SourceError, StreamLost, wait_readable
 
 __all__ = ["RtspConnection", "SdpVideo", "parse_sdp", "digest_response"]
@@ -40,6 +52,8 @@ _NTP_UNIX_OFFSET_S = 2_208_988_800  # seconds from 1900-01-01 (NTP) to 1970-01-0
 _RECV_BYTES = 1 << 18
 _MAX_BUFFER = 16 << 20  # bytes of unparsed input before the stream counts as garbage
 _USER_AGENT = "dvpipe"
+_UDP_RECEIVE_BUFFER = 4 << 20  # bytes asked for each RTP socket (a 4K keyframe is ~1 MB of datagrams)
+_RECEIVER_REPORT_S = 5.0  # seconds between RTCP receiver reports (RFC 3550's minimum interval)
 
 
 @dataclass(frozen=True)
@@ -205,15 +219,17 @@ def _parse_url(url: str) -> _Url:
 
 @dataclass
 class RtspConnection:
-    """One RTSP session carrying one video stream over the RTSP TCP connection.
+    """One RTSP session carrying one video stream, over the RTSP TCP connection (``transport="tcp"``)
+    or over UDP (``"udp"``).
 
     ``open()`` connects and plays (blocking, within ``open_timeout_s``); then ``receive()`` reads what
-    has arrived without waiting and queues access units (``units``), ``fileno()`` is the socket to poll,
-    ``close()`` sends TEARDOWN (without waiting for the answer) and closes.
+    has arrived without waiting and queues access units (``units``), ``filenos()`` are the sockets to
+    poll, ``close()`` sends TEARDOWN (without waiting for the answer) and closes.
     """
 
     url: str
     open_timeout_s: float = 5.0
+    transport: str = "tcp"
     video: Optional[SdpVideo] = None
     units: deque = field(default_factory=deque)
     #: the sender's wall clock (ns since the Unix epoch) of the stream's first RTP timestamp, from the
@@ -234,6 +250,7 @@ class RtspConnection:
         self._first_report: Optional[tuple[int, int]] = None  # (NTP ns since the Unix epoch, unwrapped RTP ts)
         self._keepalive_at = 0.0
         self._deadline = 0.0
+        self._udp: Optional[_UdpPair] = None
 
     # -- handshake (blocking, with a deadline) -------------------------------------------------------
     def open(self) -> SdpVideo:
@@ -264,23 +281,42 @@ class RtspConnection:
         self._check(reply, "DESCRIBE", url)
         base = reply.headers.get("content-base") or reply.headers.get("content-location") or url
         video = parse_sdp(reply.body.decode("utf-8", "replace"), base)
-        reply = self._request("SETUP", video.control, {"Transport": "RTP/AVP/TCP;unicast;interleaved=0-1"})
+        if self.transport == "udp":
+            assert self._sock is not None
+            self._udp = _UdpPair.bind(self._sock)
+            wanted = f"RTP/AVP;unicast;client_port={self._udp.port}-{self._udp.port + 1}"
+        else:
+            wanted = "RTP/AVP/TCP;unicast;interleaved=0-1"
+        reply = self._request("SETUP", video.control, {"Transport": wanted})
         if reply.status == 461:
-            raise SourceError(f"{self._url.text}: the server does not send RTP over the RTSP connection (461 "
-                              "Unsupported Transport); set client: ffmpeg and transport: udp")
+            other = "udp" if self.transport == "tcp" else "tcp"
+            raise SourceError(f"{self._url.text}: the server does not send RTP over "
+                              f"{'the RTSP connection' if self.transport == 'tcp' else 'UDP'} (461 Unsupported "
+                              f"Transport); set transport: {other}")
         self._check(reply, "SETUP", video.control)
+        transport = reply.headers.get("transport", "")
+        if self._udp is not None:
+            if "interleaved" in transport.lower():  # the server chose RTP over the connection after all
+                self._udp.close()
+                self._udp = None
+            else:
+                assert self._sock is not None
+                self._udp.agree(transport, self._sock.getpeername()[0])
         session = reply.headers.get("session", "")
         self._session = session.split(";")[0].strip() or None
         m = re.search(r"timeout\s*=\s*(\d+)", session)
         if m and int(m.group(1)) > 0:
             self._session_timeout_s = float(m.group(1))
-        m = re.search(r"interleaved\s*=\s*(\d+)(?:-(\d+))?", reply.headers.get("transport", ""))
+        m = re.search(r"interleaved\s*=\s*(\d+)(?:-(\d+))?", transport)
         if m:
             self._rtp_channel = int(m.group(1))
             self._rtcp_channel = int(m.group(2)) if m.group(2) else self._rtp_channel + 1
         play_url = base if base.rstrip("/") != video.control.rstrip("/") else video.control
         reply = self._request("PLAY", play_url, {"Range": "npt=0.000-"})
         self._check(reply, "PLAY", play_url)
+        first = _first_seq(reply.headers.get("rtp-info", ""), video.control)
+        if self._udp is not None and first is not None:
+            self._udp.reorder.start_at(first)
         self.video = video
         self._depacketiser = RtpDepacketiser(video.codec, video.payload_type, video.clock_rate)
         assert self._sock is not None
@@ -288,6 +324,8 @@ class RtspConnection:
         self._keepalive_at = time.monotonic() + self._session_timeout_s / 2
         self._buf[:0], self._early = self._early, bytearray()
         self._parse()  # what came before and right after PLAY's answer
+        if self._udp is not None:
+            self._udp.start()
         return video
 
     def _check(self, reply: _Response, method: str, url: str) -> None:
@@ -417,20 +455,29 @@ class RtspConnection:
             self._recv_more()
 
     # -- streaming (non-blocking) --------------------------------------------------------------------
-    def fileno(self) -> int:
-        return self._sock.fileno() if self._sock is not None else -1
+    def filenos(self) -> list[int]:
+        """The sockets to poll: the RTSP connection, and with UDP the RTP and RTCP sockets; none when closed."""
+        if self._sock is None:
+            return []
+        return [self._sock.fileno()] + (self._udp.filenos() if self._udp is not None else [])
 
     def wait(self, timeout_s: float) -> bool:
         """Block until data arrives (True) or ``timeout_s`` passes (False): for a reader of its own."""
-        if self._sock is None:
-            return False
-        return wait_readable(self._sock.fileno(), timeout_s)
+        fds = self.filenos()
+        return bool(fds) and wait_readable(fds, timeout_s)
 
     def receive(self) -> int:
         """Take what the kernel holds (never waits) and queue the access units completed; the number
         of bytes taken. Raises :class:`StreamLost` when the server closed or reset the connection."""
         if self._sock is None:
             raise StreamLost(f"{self._url.text}: the connection is closed")
+        taken = self._receive_connection()
+        if self._udp is not None:
+            taken += self._udp.receive(self._rtp, self._rtcp, self._url.text)
+        return taken
+
+    def _receive_connection(self) -> int:
+        assert self._sock is not None
         taken = 0
         while True:
             try:
@@ -453,6 +500,13 @@ class RtspConnection:
             self._send_nowait(self._request_bytes("OPTIONS", self._url.text, {}))
         return taken
 
+    def _rtp(self, packet: bytes | bytearray) -> None:
+        if self._depacketiser is None:
+            return
+        self.units.extend(self._depacketiser.packet(packet))
+        if self.sender_origin_ns is None and self._first_report is not None:
+            self._anchor()
+
     def _send_nowait(self, data: bytes) -> None:
         try:
             if self._sock is not None:
@@ -472,9 +526,7 @@ class RtspConnection:
                 payload = buf[pos + 4:pos + 4 + length]  # a bytearray slice: one copy (bytes() made two)
                 pos += 4 + length
                 if channel == self._rtp_channel and dep is not None:
-                    self.units.extend(dep.packet(payload))
-                    if self.sender_origin_ns is None and self._first_report is not None:
-                        self._anchor()
+                    self._rtp(payload)
                 elif channel == self._rtcp_channel:
                     self._rtcp(payload)
             elif buf[pos:pos + 5] == b"RTSP/" or buf[pos:pos + 4] in (b"OPTI", b"GET_", b"SET_", b"ANNO"):
@@ -522,9 +574,17 @@ class RtspConnection:
     def packets_lost(self) -> int:
         return self._depacketiser.lost if self._depacketiser is not None else 0
 
+    @property
+    def packets_late(self) -> int:
+        """UDP packets that came after their gap was given up on, or twice (dropped)."""
+        return self._udp.reorder.late if self._udp is not None else 0
+
     def close(self, teardown: bool = True) -> None:
         """Send TEARDOWN (without waiting for the answer) and close the connection. Safe to call twice."""
         sock, self._sock = self._sock, None
+        udp, self._udp = self._udp, None
+        if udp is not None:
+            udp.close()
         if sock is None:
             return
         if teardown and self._session and self.video is not None:
@@ -537,3 +597,124 @@ class RtspConnection:
             sock.close()
         except OSError:
             pass
+
+
+def _first_seq(rtp_info: str, control: str) -> Optional[int]:
+    """The sequence number of the stream's first RTP packet from PLAY's ``RTP-Info`` (RFC 2326 12.33:
+    ``url=...;seq=N;rtptime=T`` per stream, comma-separated): the entry of ``control``, or the only one."""
+    found = []  # (url, seq) of each entry with a seq
+    for entry in rtp_info.split(","):
+        seq = re.search(r"seq\s*=\s*(\d+)", entry)
+        if seq is not None:
+            where = re.search(r"url\s*=\s*([^;\s]+)", entry)
+            found.append((where.group(1).rstrip("/") if where else "", int(seq.group(1)) & 0xFFFF))
+    track = control.rstrip("/").rsplit("/", 1)[-1]
+    for url, first in found:
+        if len(found) == 1 or url.endswith(track):
+            return first
+    return None
+
+
+class _UdpPair:
+    """The RTP (even port) and RTCP (port + 1) sockets of a UDP session, bound to the RTSP connection's
+    local address; datagrams from other hosts than the server's are not read."""
+
+    def __init__(self, rtp: socket.socket, rtcp: socket.socket):
+        self.rtp, self.rtcp = rtp, rtcp
+        self.port = rtp.getsockname()[1]
+        self.reorder = RtpReorder()
+        self.foreign = 0  # datagrams from other hosts (dropped)
+        self._hosts: set[str] = set()
+        self._server_rtcp: Optional[tuple[str, int]] = None
+        self._ssrc = struct.unpack(">I", os.urandom(4))[0]
+        self._report_at = 0.0
+
+    @classmethod
+    def bind(cls, connection: socket.socket) -> "_UdpPair":
+        local = connection.getsockname()[0]
+        for _ in range(64):
+            rtp = socket.socket(connection.family, socket.SOCK_DGRAM)
+            rtp.bind((local, 0))
+            port = rtp.getsockname()[1]
+            if port % 2 == 0 and port < 65535:
+                rtcp = socket.socket(connection.family, socket.SOCK_DGRAM)
+                try:
+                    rtcp.bind((local, port + 1))
+                except OSError:
+                    rtcp.close()
+                else:
+                    rtp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _UDP_RECEIVE_BUFFER)
+                    return cls(rtp, rtcp)
+            rtp.close()
+        raise SourceError(f"no two neighbouring free UDP ports on {local} for RTP and RTCP")
+
+    def agree(self, transport: str, server_host: str) -> None:
+        """What the server's answer to SETUP says: its RTCP port and the host it sends from."""
+        self._hosts = {server_host}
+        m = re.search(r"source\s*=\s*([^;\s]+)", transport)
+        if m:
+            self._hosts.add(m.group(1))
+        m = re.search(r"server_port\s*=\s*(\d+)(?:-(\d+))?", transport)
+        if m:
+            port = int(m.group(2)) if m.group(2) else int(m.group(1)) + 1
+            self._server_rtcp = (server_host, port)
+
+    def start(self) -> None:
+        self.rtp.setblocking(False)
+        self.rtcp.setblocking(False)
+        self._report()
+
+    def filenos(self) -> list[int]:
+        return [self.rtp.fileno(), self.rtcp.fileno()]
+
+    def receive(self, on_rtp, on_rtcp, url: str) -> int:
+        """Hand the datagrams that came to ``on_rtp`` (in sequence-number order) and ``on_rtcp``; the
+        number of bytes taken."""
+        taken = 0
+        now = time.monotonic()
+        for sock, rtp in ((self.rtp, True), (self.rtcp, False)):
+            while True:
+                try:
+                    data, addr = sock.recvfrom(65536)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except ConnectionRefusedError:  # an ICMP answer to a report sent: not this socket's data
+                    continue
+                except OSError as e:
+                    raise StreamLost(f"{url}: {e.strerror or e}") from None
+                if addr[0] not in self._hosts:
+                    self.foreign += 1
+                    continue
+                taken += len(data)
+                if rtp:
+                    for packet in self.reorder.push(data, now):
+                        on_rtp(packet)
+                else:
+                    on_rtcp(data)
+        for packet in self.reorder.expire(now):
+            on_rtp(packet)
+        if now >= self._report_at:
+            self._report()
+        return taken
+
+    def _report(self) -> None:
+        """An RTCP receiver report without report blocks, with the client's CNAME (RFC 3550 6.4.2, 6.5.1)."""
+        self._report_at = time.monotonic() + _RECEIVER_REPORT_S
+        if self._server_rtcp is None:
+            return
+        cname = f"{_USER_AGENT}@{socket.gethostname()}".encode()[:255]
+        items = bytes([1, len(cname)]) + cname + b"\0"
+        items += b"\0" * (-len(items) % 4)
+        rr = struct.pack(">BBHI", 0x80, 201, 1, self._ssrc)
+        sdes = struct.pack(">BBHI", 0x81, 202, (4 + len(items)) // 4, self._ssrc) + items
+        try:
+            self.rtcp.sendto(rr + sdes, self._server_rtcp)
+        except OSError:
+            pass  # a report is best effort: the stream shows whether the server still sends
+
+    def close(self) -> None:
+        for sock in (self.rtp, self.rtcp):
+            try:
+                sock.close()
+            except OSError:
+                pass

@@ -61,12 +61,13 @@ class NothingYet(DvpipeError):
     poll its socket and read again once data came. Not an error."""
 
 
-def wait_readable(fd: int, timeout_s: float) -> bool:
-    """Whether ``fd`` (a socket, a device) has data within ``timeout_s`` seconds: for a source read by a
-    thread of its own. ``poll()``, not ``select()``, which refuses descriptors above 1023 (a run with
-    many cameras and sockets reaches them)."""
+def wait_readable(fds: int | Sequence[int], timeout_s: float) -> bool:
+    """Whether ``fds`` (a descriptor or several: sockets, a device) have data within ``timeout_s``
+    seconds: for a source read by a thread of its own. ``poll()``, not ``select()``, which refuses
+    descriptors above 1023 (a run with many cameras and sockets reaches them)."""
     poller = select.poll()
-    poller.register(fd, select.POLLIN)
+    for fd in (fds,) if isinstance(fds, int) else fds:
+        poller.register(fd, select.POLLIN)
     return bool(poller.poll(max(0.0, timeout_s) * 1000.0))
 
 

@@ -528,7 +528,7 @@ class _LiveStream(AvStream):
 
     live = True
     STALL_RECONNECT_S = 10.0
-    #: whether the runner's I/O loop can serve it (:meth:`fileno`, :meth:`receive`, ``nonblocking``):
+    #: whether the runner's I/O loop can serve it (:meth:`filenos`, :meth:`receive`, ``nonblocking``):
     #: set by the types that read without blocking (dvpipe's RTSP client and V4L2 reader)
     pollable = False
     #: set by the I/O loop: :meth:`read` raises :class:`NothingYet` instead of waiting for data
@@ -572,6 +572,10 @@ class _LiveStream(AvStream):
     def read_timeout_s(self) -> float:
         """A read waiting longer than this (s) is a stall."""
         return 2.0
+
+    def filenos(self) -> list[int]:  # pragma: no cover - per pollable type
+        """The descriptors the I/O loop polls for this source (pollable types); none when closed."""
+        raise NotImplementedError
 
     def receive(self) -> int:  # pragma: no cover - per pollable type
         """Take what arrived without waiting (pollable types); how much came."""
@@ -682,14 +686,12 @@ class RtspOptions:
     stall_reconnect_s: Optional[float] = _options.stall_reconnect_s(10.0)
     client: Optional[Literal["dvpipe", "ffmpeg"]] = option(
         None, "RTSP client: dvpipe (its own: read by the runner's one I/O thread with the other cameras; "
-              "TCP, H.264/H.265) or ffmpeg (a reader thread per camera; UDP, rtsps, MJPEG, raw); default: "
-              "dvpipe where it can")
+              "TCP or UDP, H.264/H.265) or ffmpeg (a reader thread per camera; also rtsps, MJPEG, raw); "
+              "default: dvpipe where it can")
 
 
-def _rtsp_client(transport: str, encoding: str, uri: Optional[str]) -> Optional[str]:
+def _rtsp_client(encoding: str, uri: Optional[str]) -> Optional[str]:
     """Why dvpipe's own RTSP client cannot read this stream, or None when it can."""
-    if transport != "tcp":
-        return "it reads RTP over the RTSP connection (transport: tcp), not UDP"
     if encoding not in VIDEO_ENCODINGS:
         return f"it hands over H.264/H.265 access units, not {encoding} frames"
     if uri is not None and uri.lower().startswith("rtsps:"):
@@ -719,7 +721,7 @@ class RtspSource(_LiveStream):
             ctx.err(None, f"an RTSP source needs camera encoding h264, h265, jpeg (MJPEG) or raw; "
                           f"camera {ctx.camera} declares {ctx.encoding}")
         elif options.client == "dvpipe":
-            why = _rtsp_client(options.transport, ctx.encoding, ctx.uri)
+            why = _rtsp_client(ctx.encoding, ctx.uri)
             if why:
                 ctx.err("client", f"dvpipe's RTSP client cannot read this stream: {why} (client: ffmpeg can)")
         return options
@@ -728,8 +730,7 @@ class RtspSource(_LiveStream):
         super().__init__(camera, cfg)
         client = self.options.get("client")
         if client is None:
-            client = "ffmpeg" if _rtsp_client(self.options.get("transport", "tcp"), camera.encoding,
-                                              getattr(cfg, "uri", None)) else "dvpipe"
+            client = "ffmpeg" if _rtsp_client(camera.encoding, getattr(cfg, "uri", None)) else "dvpipe"
         self.pollable = client == "dvpipe"
         self._conn: Optional[RtspConnection] = None
 
@@ -737,7 +738,8 @@ class RtspSource(_LiveStream):
         if not self.pollable:
             super()._open()
             return
-        conn = RtspConnection(self._url(), float(self.options.get("open_timeout_s", 5.0)))
+        conn = RtspConnection(self._url(), float(self.options.get("open_timeout_s", 5.0)),
+                              transport=self.options.get("transport", "tcp"))
         video = conn.open()
         if video.codec != self.camera.encoding:
             conn.close()
@@ -749,9 +751,10 @@ class RtspSource(_LiveStream):
         self._begin_reading(_AV_CODEC[video.codec], b"")
         self._begin_live()
 
-    def fileno(self) -> int:
-        """The connection's socket (for the I/O loop's poll), -1 when closed."""
-        return self._conn.fileno() if self._conn is not None else -1
+    def filenos(self) -> list[int]:
+        """The connection's sockets (for the I/O loop's poll): the RTSP connection's, and with UDP the
+        RTP and RTCP sockets; none when closed."""
+        return self._conn.filenos() if self._conn is not None else []
 
     def receive(self) -> int:
         """Take the bytes that arrived (never waits); raises :class:`StreamLost` when the connection
@@ -914,9 +917,9 @@ class V4l2Source(_LiveStream):
         self._begin_live()
 
     # -- dvpipe's reader: what the I/O loop calls ------------------------------------------------------
-    def fileno(self) -> int:
-        """The device's descriptor (for the I/O loop's poll), -1 when closed."""
-        return self._device.fileno() if self._device is not None else -1
+    def filenos(self) -> list[int]:
+        """The device's descriptor (for the I/O loop's poll); none when closed."""
+        return [self._device.fileno()] if self._device is not None else []
 
     def receive(self) -> int:
         """Take the frames the driver filled (never waits); raises :class:`StreamLost` when the
