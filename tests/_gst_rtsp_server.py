@@ -1,9 +1,10 @@
 """GStreamer's RTSP server (gst-rtsp-server, Debian's gstreamer1.0-rtsp and gir1.2-gst-rtsp-server-1.0)
 serving MP4 files on 127.0.0.1, run by the system Python (python3-gi) as a subprocess of the tests.
 
-    /usr/bin/python3 tests/_gst_rtsp_server.py PORT [auth=basic|digest:USER:PASSWORD] NAME=FILE.mp4 [...]
+    /usr/bin/python3 tests/_gst_rtsp_server.py PORT [auth=basic|digest:USER:PASSWORD] [tls=CERT.pem:KEY.pem] NAME=FILE.mp4 [...]
 
-Each file is served at ``rtsp://127.0.0.1:PORT/NAME``: demuxed (qtdemux) and payloaded as RTP
+Each file is served at ``rtsp://127.0.0.1:PORT/NAME`` (``rtsps://`` with ``tls=``: RTSP in TLS with that
+certificate and key): demuxed (qtdemux) and payloaded as RTP
 (rtph264pay, or rtph265pay for ``*.h265.mp4``, tagged ``hvc1``) with the file's timestamps, in real time. Prints
 ``ready`` once listening, and for each session, 0.3 s after it starts playing, ``start NAME NS``:
 the wall clock (ns since the epoch) at which the file's pts 0 was due (now - the position it plays).
@@ -16,7 +17,7 @@ import gi
 gi.require_version("Gst", "1.0")
 gi.require_version("GstRtsp", "1.0")
 gi.require_version("GstRtspServer", "1.0")
-from gi.repository import GLib, Gst, GstRtsp, GstRtspServer  # noqa: E402
+from gi.repository import Gio, GLib, Gst, GstRtsp, GstRtspServer  # noqa: E402
 
 Gst.init(None)
 
@@ -65,6 +66,19 @@ for mount in mounts:
     name, path = mount.split("=", 1)
     if name == "auth":
         permissions = require_auth(server, path)
+        continue
+    if name == "tls":  # a server auth object that presents the certificate, every user let in
+        cert, key = path.split(":", 1)
+        auth = server.get_auth() or GstRtspServer.RTSPAuth()
+        auth.set_tls_certificate(Gio.TlsCertificate.new_from_files(cert, key))
+        token = GstRtspServer.RTSPToken()
+        token.set_string("media.factory.role", "anonymous")
+        auth.set_default_token(token)
+        server.set_auth(auth)
+        permissions = GstRtspServer.RTSPPermissions()
+        permissions.add_role_from_structure(Gst.Structure.new_empty("anonymous"))
+        permissions.add_permission_for_role("anonymous", "media.factory.access", True)
+        permissions.add_permission_for_role("anonymous", "media.factory.construct", True)
         continue
     factory = GstRtspServer.RTSPMediaFactory()
     pay = "rtph265pay" if path.endswith(".h265.mp4") else "rtph264pay"  # H.265: tagged hvc1 (rtph265pay's caps)

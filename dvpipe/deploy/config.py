@@ -92,9 +92,9 @@ docs/deployments.md)::
      unit: auto|ns|us|ms|s, sidecar: FILE, fps: 10, start_ns: INT, max_file_bytes: INT}
     {type: video, uri: FILE.mp4, start_ns: INT, lookahead: 16, stream: 0}
     {type: elementary, uri: FILE.h264, codec: h264|h265, fps: 30, start_ns: INT, lookahead: 32}
-    {type: rtsp, uri: rtsp://HOST/PATH, transport: tcp|udp, open_timeout_s: 5, read_timeout_s: 2, lookahead: 0,
+    {type: rtsp, uri: rtsp[s]://HOST/PATH, transport: tcp|udp, open_timeout_s: 5, read_timeout_s: 2, lookahead: 0,
      reconnect: {initial_ms: 250, max_ms: 5000, factor: 2, attempts: 0}, stall_reconnect_s: 10,
-     client: dvpipe|ffmpeg}
+     client: dvpipe|ffmpeg, tls_verify: true, ca_file: CA.pem}
     {type: v4l2, uri: /dev/video0, fps: 30, size: [W, H], stall_reconnect_s: 10, reader: dvpipe|ffmpeg,
      input_format: mjpeg}
     {type: synthetic, fps: 30, resolution: [W, H], cycle: 16, quality: 90, frames: N, start_ns: INT,

@@ -5,7 +5,7 @@ code) as RTP over the RTSP TCP connection (RFC 2326 interleaved transport) or ov
 client's ``client_port``, from a socket of the server's), with RFC 6184 / RFC 7798 packetisation
 (single NAL unit packets and fragmentation units), paced at the stream's frame rate, looping. It
 implements what an FFmpeg client needs: OPTIONS, DESCRIBE, SETUP, PLAY, GET_PARAMETER/SET_PARAMETER
-(keep-alive), TEARDOWN.
+(keep-alive), TEARDOWN. With ``tls=(certificate, key)`` (PEM files) it speaks RTSP in TLS: ``rtsps://``.
 
 It binds **only to loopback addresses** (127.0.0.0/8, ::1) and can misbehave on purpose: lose RTP
 packets, drop the connection after n access units (to test reconnects), pause at a given access unit or whenever the
@@ -25,7 +25,9 @@ import base64
 import ipaddress
 import os
 import re
+import select
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -144,9 +146,14 @@ class LoopbackRtspServer:
     ``with LoopbackRtspServer({"cam": stream}) as srv: url = srv.url("cam")``; port 0 picks a free one.
     """
 
-    def __init__(self, streams: dict[str, RtspStream], host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, streams: dict[str, RtspStream], host: str = "127.0.0.1", port: int = 0,
+                 tls: Optional[tuple[str, str]] = None):
         if not _is_loopback(host):
             raise ConfigError(f"the test RTSP server binds to loopback addresses only, not {host!r}")
+        self._tls: Optional[ssl.SSLContext] = None
+        if tls is not None:
+            self._tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self._tls.load_cert_chain(*tls)
         self.streams = dict(streams)
         self.host = host
         self._sock = self._listen(port)
@@ -176,7 +183,7 @@ class LoopbackRtspServer:
 
     def url(self, path: str) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"rtsp://{host}:{self.port}/{path}"
+        return f"{'rtsps' if self._tls else 'rtsp'}://{host}:{self.port}/{path}"
 
     def start(self) -> "LoopbackRtspServer":
         t = threading.Thread(target=self._accept, name="rtsp-accept", daemon=True)
@@ -216,6 +223,8 @@ class LoopbackRtspServer:
             except OSError:
                 return
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._tls is not None:  # the handshake on the connection's own thread
+                conn = self._tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
             self._conns.append(conn)
             t = threading.Thread(target=self._serve, args=(conn,), name="rtsp-conn", daemon=True)
             t.start()
@@ -228,6 +237,13 @@ class LoopbackRtspServer:
         path: Optional[str] = None
         streaming: Optional[threading.Event] = None
         udp: Optional[tuple[socket.socket, tuple]] = None  # (the server's RTP socket, the client's RTP address)
+        if isinstance(conn, ssl.SSLSocket):
+            conn.settimeout(5.0)
+            try:
+                conn.do_handshake()
+            except (ssl.SSLError, OSError):  # the client refused the certificate, or went away
+                conn.close()
+                return
         conn.settimeout(0.2)
 
         def send(data: bytes) -> bool:
@@ -237,6 +253,16 @@ class LoopbackRtspServer:
                     return True
                 except OSError:
                     return False
+
+        def receive() -> bytes:
+            """What the client sent (socket.timeout after 0.2 s without). A TLS connection is read under
+            the send lock: OpenSSL's connection may not read and write on two threads at once."""
+            if not isinstance(conn, ssl.SSLSocket):
+                return conn.recv(65536)
+            if not conn.pending() and not select.select([conn], [], [], 0.2)[0]:
+                raise socket.timeout()
+            with send_lock:
+                return conn.recv(65536)
 
         def send_rtp(rtp: bytes) -> bool:
             if udp is None:
@@ -250,7 +276,7 @@ class LoopbackRtspServer:
         try:
             while not self._stop.is_set():
                 try:
-                    chunk = conn.recv(65536)
+                    chunk = receive()
                 except socket.timeout:
                     if streaming is not None and streaming.is_set():
                         return  # the streamer ended the connection

@@ -6,8 +6,10 @@ server streams as FFmpeg demuxes them, and FFmpeg's RTSP client's sender clock o
 """
 from __future__ import annotations
 
+import shutil
 import socket
 import struct
+import subprocess
 import threading
 import time
 
@@ -178,14 +180,37 @@ def _threads(prefix: str) -> int:
     return sum(1 for t in threading.enumerate() if t.name.startswith(prefix))
 
 
-@pytest.mark.parametrize("transport", ["tcp", "udp"])
-def test_twelve_rtsp_cameras_are_read_by_one_thread(transport):
+def _certificate(folder, name: str) -> tuple[str, str]:
+    """A self-signed certificate and its key (PEM) for ``name`` (an IP address or a DNS name), by openssl."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl (the command) is needed to make a test certificate")
+    cert, key = folder / f"{name}.crt", folder / f"{name}.key"
+    san = f"IP:{name}" if name[0].isdigit() else f"DNS:{name}"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", f"/CN={name}", "-addext", f"subjectAltName={san}"],
+                   check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory):
+    """The loopback server's certificate (127.0.0.1) and one for another name."""
+    d = tmp_path_factory.mktemp("tls")
+    return {"loopback": _certificate(d, "127.0.0.1"), "other": _certificate(d, "camera.example")}
+
+
+@pytest.mark.parametrize("transport, scheme", [("tcp", "rtsp"), ("udp", "rtsp"), ("tcp", "rtsps")])
+def test_twelve_rtsp_cameras_are_read_by_one_thread(transport, scheme, request):
     aus = encode_access_units(30, 96, 64, codec="h264", gop=10)
     streams = {f"c{i}": RtspStream("h264", aus, fps=30) for i in range(12)}
     counts: dict[str, int] = {}
-    with LoopbackRtspServer(streams) as srv:
-        dep = load_deployment(rtsp_deployment({n: srv.url(n) for n in streams}, transport=transport,
-                                              run={"duration_s": 1.5}))
+    cert = request.getfixturevalue("tls")["loopback"] if scheme == "rtsps" else None
+    with LoopbackRtspServer(streams, tls=cert) as srv:
+        spec = rtsp_deployment({n: srv.url(n) for n in streams}, transport=transport, run={"duration_s": 1.5})
+        if cert is not None:
+            for cam in spec["cameras"]:
+                cam["source"]["ca_file"] = cert[0]
+        dep = load_deployment(spec)
         runner = Runner(dep, write_outputs=False)
         seen = threading.Event()
 
@@ -218,20 +243,59 @@ def test_ffmpeg_client_keeps_a_reader_thread_per_camera():
     assert counts["src"] == 3
 
 
-def test_client_dvpipe_with_rtsps_is_refused_in_one_line():
+def test_client_dvpipe_for_mjpeg_and_a_missing_ca_file_are_refused_in_one_line(tmp_path):
     from dvpipe.errors import ConfigError
 
-    spec = rtsp_deployment({"A": "rtsps://127.0.0.1:1/a"})
+    spec = rtsp_deployment({"A": "rtsps://127.0.0.1:1/a"}, encoding="jpeg")
     spec["cameras"][0]["source"].update({"client": "dvpipe"})
-    with pytest.raises(ConfigError, match=r"cameras\[0\]\.source\.client.*TLS.*client: ffmpeg can"):
+    with pytest.raises(ConfigError, match=r"cameras\[0\]\.source\.client.*not jpeg frames.*client: ffmpeg can"):
+        load_deployment(spec)
+    spec = rtsp_deployment({"A": "rtsps://127.0.0.1:1/a"})
+    spec["cameras"][0]["source"]["ca_file"] = str(tmp_path / "missing.pem")
+    with pytest.raises(ConfigError, match=r"cameras\[0\]\.source\.ca_file"):
         load_deployment(spec)
 
 
+@pytest.mark.parametrize("url", ["rtsp://127.0.0.1:1/a", "rtsps://127.0.0.1:1/a"])
 @pytest.mark.parametrize("transport", ["tcp", "udp"])
-def test_dvpipe_reads_h264_over_either_transport_by_default(transport):
+def test_dvpipe_reads_h264_over_either_transport_and_scheme_by_default(transport, url):
     src = RtspSource(Camera("A", width=96, height=64, encoding="h264"),
-                     SourceConfig("rtsp", "rtsp://127.0.0.1:1/a", {"transport": transport}))
+                     SourceConfig("rtsp", url, {"transport": transport}))
     assert src.pollable
+
+
+def test_rtsps_checks_the_servers_certificate_and_reads_what_ffmpeg_reads(tls):
+    """The loopback server speaks RTSP in TLS with a self-signed certificate for 127.0.0.1: dvpipe's client
+    reads the access units sent when that certificate is its ca_file (over TCP and UDP) or tls_verify is
+    off; FFmpeg's client (which checks nothing) reads the same. Without ca_file, or with a certificate
+    for another name, the camera is refused in one line that says what to set."""
+    aus = encode_access_units(12, 320, 240, codec="h264", gop=6)
+    want = [nal_units(au) for au in aus[:6]]
+    cert = tls["loopback"][0]
+
+    def units(url: str, **options) -> list:
+        src = RtspSource(Camera("cam", width=320, height=240, encoding="h264"), SourceConfig("rtsp", url, options))
+        src.open()
+        try:
+            assert src.pollable == (options.get("client") != "ffmpeg")
+            items = [src.read() for _ in range(6)]
+        finally:
+            src.close()
+        return [[n for u in it.frame.data.units if hasattr(u, "data") for n in nal_units(u.data)] for it in items]
+
+    with LoopbackRtspServer({"cam": RtspStream("h264", aus, fps=60)}, tls=tls["loopback"]) as srv:
+        url = srv.url("cam")
+        assert url.startswith("rtsps://")
+        assert units(url, ca_file=cert) == want
+        assert units(url, ca_file=cert, transport="udp") == want
+        assert units(url, tls_verify=False) == want
+        assert units(url, client="ffmpeg") == want
+        with pytest.raises(SourceError, match=r"certificate was not accepted \(self.signed.*ca_file.*tls_verify: false"):
+            units(url)
+    with LoopbackRtspServer({"cam": RtspStream("h264", aus, fps=60)}, tls=tls["other"]) as srv:
+        with pytest.raises(SourceError, match=r"certificate was not accepted \(.*(mismatch|match).*ca_file"):
+            units(srv.url("cam"), ca_file=tls["other"][0])
+        assert units(srv.url("cam"), tls_verify=False) == want
 
 
 def test_the_first_sequence_number_is_the_video_streams_in_rtp_info():
@@ -375,6 +439,29 @@ def test_units_from_gstreamer_are_the_files_pictures_and_the_sender_clock_agrees
     ours, ffmpeg = origins["dvpipe"] - starts[0], origins["ffmpeg"] - starts[1]
     bound, between = tol("rtsp_sender_origin").atol, tol("rtsp_sender_origin_clients").atol
     assert abs(ffmpeg) <= bound and abs(ours) <= bound and abs(ours - ffmpeg) <= between, (ours / 1e6, ffmpeg / 1e6)
+
+
+@pytest.mark.skipif(bool(_gst_rtsp_missing()), reason=_gst_rtsp_missing() or "ok")
+def test_rtsps_from_gstreamers_server_gives_the_files_pictures(tls, tmp_path):
+    """GStreamer's RTSP server in TLS (its certificate: ``tls``'s self-signed one for 127.0.0.1): dvpipe's
+    client, trusting that certificate, reads the file's slices in decode order over TCP and over UDP."""
+    path = media.make_h264_no_bframes(tmp_path, n=60)
+    want = [s for _p, s in _file_slices(path, "h264")]
+    cert, key = tls["loopback"]
+    server = GstServer({"tls": f"{cert}:{key}", "A": path})
+    try:
+        for transport in ("tcp", "udp"):
+            src = RtspSource(Camera("A", width=96, height=64, encoding="h264"),
+                             SourceConfig("rtsp", server.url("A").replace("rtsp://", "rtsps://"),
+                                          {"ca_file": cert, "transport": transport, "lookahead": 0}))
+            src.open()
+            items = [src.read() for _ in range(20)]
+            assert (src._conn._udp is not None) == (transport == "udp") and src._conn.packets_lost == 0
+            src.close()
+            got = [_slices(u.data, "h264") for it in items for u in it.frame.data.units if hasattr(u, "data")]
+            assert got == want[:len(got)] and len(got) >= 20, transport
+    finally:
+        server.close()
 
 
 def _tagged_hvc1(src, dst):

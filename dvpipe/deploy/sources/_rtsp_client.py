@@ -1,4 +1,5 @@
-"""dvpipe's own RTSP client: RTP over the RTSP TCP connection or over UDP, read without blocking.
+"""dvpipe's own RTSP client: RTP over the RTSP TCP connection or over UDP, rtsp:// or rtsps:// (TLS),
+read without blocking.
 
 FFmpeg's RTSP demuxer blocks in its read, so each camera read through it needs a thread. This client
 does the RTSP handshake (RFC 2326: DESCRIBE, SETUP, PLAY; Basic and Digest authentication, RFC 7617 /
@@ -21,11 +22,15 @@ Transports (SETUP):
   receive buffer asked for is 4 MB (the kernel caps it at ``net.core.rmem_max``): a datagram dropped
   by a full buffer shows as a lost packet, and the picture it belonged to as damaged.
 
+``rtsps://`` (RFC 7826's scheme; port 322 by default): the RTSP connection in TLS (Python's ``ssl``:
+the server's certificate checked against the system's CAs, or ``ca_file``, and its name against the
+URL's host, unless ``tls_verify`` is off); RTP over it, or over UDP as above.
+
 What it reads: RTP packets of one video stream, depacketised into access units by :mod:`._rtp`; RTCP
 sender reports (RFC 3550 6.4.1): the first one gives the sender's wall clock of the stream's first RTP
 timestamp, as FFmpeg's ``start_time_realtime`` does.
 
-Not read: ``rtsps://``, multicast and cameras that are not H.264/H.265 (the source picks FFmpeg's
+Not read: SRTP (RTP/SAVP), multicast and cameras that are not H.264/H.265 (the source picks FFmpeg's
 client for those by default), H.264 interleaved mode (STAP-B, MTAP, FU-B), H.265 with DONL fields
 (``sprop-max-don-diff`` > 0) and other codecs (refused at open in one line that names ``client: ffmpeg``).
 """
@@ -36,6 +41,7 @@ import hashlib
 import os
 import re
 import socket
+import ssl
 import struct
 import time
 import urllib.parse
@@ -199,28 +205,30 @@ class _Url:
     port: int
     user: Optional[str] = None
     password: Optional[str] = None
+    tls: bool = False
 
 
 def _parse_url(url: str) -> _Url:
     u = urllib.parse.urlsplit(url)
-    if u.scheme.lower() != "rtsp" or not u.hostname:
-        raise SourceError(f"dvpipe's RTSP client reads rtsp://host[:port]/path URLs, not {url!r} (client: ffmpeg "
-                          "reads rtsps://)")
+    scheme = u.scheme.lower()
+    if scheme not in ("rtsp", "rtsps") or not u.hostname:
+        raise SourceError(f"dvpipe's RTSP client reads rtsp:// and rtsps://host[:port]/path URLs, not {url!r}")
     try:
-        port = u.port or 554
+        port = u.port or (322 if scheme == "rtsps" else 554)
     except ValueError:
         raise SourceError(f"{url!r}: the port is not a number from 1 to 65535") from None
     host = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
-    clean = urllib.parse.urlunsplit(("rtsp", f"{host}:{u.port}" if u.port else host, u.path or "/", u.query, ""))
+    clean = urllib.parse.urlunsplit((scheme, f"{host}:{u.port}" if u.port else host, u.path or "/", u.query, ""))
     user = urllib.parse.unquote(u.username) if u.username is not None else None
     password = urllib.parse.unquote(u.password) if u.password is not None else None
-    return _Url(clean, u.hostname, port, user, password)
+    return _Url(clean, u.hostname, port, user, password, scheme == "rtsps")
 
 
 @dataclass
 class RtspConnection:
     """One RTSP session carrying one video stream, over the RTSP TCP connection (``transport="tcp"``)
-    or over UDP (``"udp"``).
+    or over UDP (``"udp"``); for ``rtsps://`` URLs the connection is TLS, the server's certificate
+    checked against ``ca_file`` (a PEM file; default: the system's CAs) unless ``tls_verify`` is False.
 
     ``open()`` connects and plays (blocking, within ``open_timeout_s``); then ``receive()`` reads what
     has arrived without waiting and queues access units (``units``), ``filenos()`` are the sockets to
@@ -230,6 +238,8 @@ class RtspConnection:
     url: str
     open_timeout_s: float = 5.0
     transport: str = "tcp"
+    tls_verify: bool = True
+    ca_file: Optional[str] = None
     video: Optional[SdpVideo] = None
     units: deque = field(default_factory=deque)
     #: the sender's wall clock (ns since the Unix epoch) of the stream's first RTP timestamp, from the
@@ -264,11 +274,36 @@ class RtspConnection:
         except OSError as e:
             raise SourceError(f"cannot open {self._url.text}: {e.strerror or e}") from None
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._url.tls:
+            self._sock = self._start_tls(self._sock)
         try:
             return self._handshake()
         except BaseException:
             self.close(teardown=False)
             raise
+
+    def _start_tls(self, sock: socket.socket) -> ssl.SSLSocket:
+        """The connection in TLS (the handshake within the open timeout), or a one-line SourceError."""
+        what = f"cannot open {self._url.text}"
+        try:
+            ctx = ssl.create_default_context(cafile=self.ca_file)
+            if not self.tls_verify:
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+            return ctx.wrap_socket(sock, server_hostname=self._url.host)
+        except ssl.SSLCertVerificationError as e:
+            sock.close()
+            raise SourceError(f"{what}: the server's certificate was not accepted ({e.verify_message}); give the "
+                              "CA that signed it as ca_file (a PEM file), or set tls_verify: false") from None
+        except FileNotFoundError:
+            sock.close()
+            raise SourceError(f"{what}: ca_file {self.ca_file} does not exist") from None
+        except socket.timeout:
+            sock.close()
+            raise SourceError(f"{what}: no TLS handshake within {self.open_timeout_s:g} s") from None
+        except (ssl.SSLError, OSError) as e:
+            sock.close()
+            raise SourceError(f"{what}: the TLS handshake failed ({getattr(e, 'reason', None) or e})") from None
 
     def _handshake(self) -> SdpVideo:
         url = self._url.text
@@ -482,7 +517,7 @@ class RtspConnection:
         while True:
             try:
                 chunk = self._sock.recv(_RECV_BYTES)
-            except (BlockingIOError, InterruptedError):
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 break
             except OSError as e:
                 raise StreamLost(f"{self._url.text}: {e.strerror or e}") from None
@@ -491,7 +526,7 @@ class RtspConnection:
                 raise StreamLost(f"{self._url.text}: the server closed the connection")
             self._buf += chunk
             taken += len(chunk)
-            if len(chunk) < _RECV_BYTES:
+            if len(chunk) < _RECV_BYTES and not self._url.tls:  # TLS: until the records decrypted are taken too
                 break
         self._parse()
         now = time.monotonic()

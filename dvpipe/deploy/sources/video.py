@@ -676,6 +676,10 @@ class RtspOptions:
     """The keys of ``type: rtsp``."""
 
     transport: Literal["tcp", "udp"] = option("tcp", "RTP transport")
+    tls_verify: bool = option(True, "rtsps:// with client dvpipe: check the server's certificate (against ca_file, "
+                                    "else the system's CAs) and its name (FFmpeg's client checks neither)")
+    ca_file: Optional[str] = option(None, "rtsps:// with client dvpipe: PEM file of the CAs to trust (a camera's "
+                                          "self-signed certificate)", path="file")
     open_timeout_s: float = option(5.0, "longest wait for the stream to open (s)", minimum=0, exclusive_min=True,
                                    maximum=_options.HOUR_S)
     read_timeout_s: float = option(2.0, "a read waiting longer is a stall (s)", minimum=0, exclusive_min=True,
@@ -686,16 +690,14 @@ class RtspOptions:
     stall_reconnect_s: Optional[float] = _options.stall_reconnect_s(10.0)
     client: Optional[Literal["dvpipe", "ffmpeg"]] = option(
         None, "RTSP client: dvpipe (its own: read by the runner's one I/O thread with the other cameras; "
-              "TCP or UDP, H.264/H.265) or ffmpeg (a reader thread per camera; also rtsps, MJPEG, raw); "
-              "default: dvpipe where it can")
+              "TCP or UDP, rtsp or rtsps, H.264/H.265) or ffmpeg (a reader thread per camera; also multicast, "
+              "MJPEG, raw); default: dvpipe where it can")
 
 
-def _rtsp_client(encoding: str, uri: Optional[str]) -> Optional[str]:
-    """Why dvpipe's own RTSP client cannot read this stream, or None when it can."""
+def _rtsp_client(encoding: str) -> Optional[str]:
+    """Why dvpipe's own RTSP client cannot read this camera's stream, or None when it can."""
     if encoding not in VIDEO_ENCODINGS:
         return f"it hands over H.264/H.265 access units, not {encoding} frames"
-    if uri is not None and uri.lower().startswith("rtsps:"):
-        return "it does not speak TLS (rtsps://)"
     return None
 
 
@@ -721,7 +723,7 @@ class RtspSource(_LiveStream):
             ctx.err(None, f"an RTSP source needs camera encoding h264, h265, jpeg (MJPEG) or raw; "
                           f"camera {ctx.camera} declares {ctx.encoding}")
         elif options.client == "dvpipe":
-            why = _rtsp_client(ctx.encoding, ctx.uri)
+            why = _rtsp_client(ctx.encoding)
             if why:
                 ctx.err("client", f"dvpipe's RTSP client cannot read this stream: {why} (client: ffmpeg can)")
         return options
@@ -730,7 +732,7 @@ class RtspSource(_LiveStream):
         super().__init__(camera, cfg)
         client = self.options.get("client")
         if client is None:
-            client = "ffmpeg" if _rtsp_client(camera.encoding, getattr(cfg, "uri", None)) else "dvpipe"
+            client = "ffmpeg" if _rtsp_client(camera.encoding) else "dvpipe"
         self.pollable = client == "dvpipe"
         self._conn: Optional[RtspConnection] = None
 
@@ -739,7 +741,8 @@ class RtspSource(_LiveStream):
             super()._open()
             return
         conn = RtspConnection(self._url(), float(self.options.get("open_timeout_s", 5.0)),
-                              transport=self.options.get("transport", "tcp"))
+                              transport=self.options.get("transport", "tcp"),
+                              tls_verify=bool(self.options.get("tls_verify", True)), ca_file=self.options.get("ca_file"))
         video = conn.open()
         if video.codec != self.camera.encoding:
             conn.close()
