@@ -5,7 +5,7 @@ serving MP4 files on 127.0.0.1, run by the system Python (python3-gi) as a subpr
 
 Each file is served at ``rtsp://127.0.0.1:PORT/NAME`` (``rtsps://`` with ``tls=``: RTSP in TLS with that
 certificate and key): demuxed (qtdemux) and payloaded as RTP
-(rtph264pay, or rtph265pay for ``*.h265.mp4``, tagged ``hvc1``) with the file's timestamps, in real time. Prints
+(rtph264pay, or rtph265pay for ``*.h265.mp4``, tagged ``hvc1``, or rtpjpegpay for ``*.mjpeg.mov``) with the file's timestamps, in real time. Prints
 ``ready`` once listening, and for each session, 0.3 s after it starts playing, ``start NAME NS``:
 the wall clock (ns since the epoch) at which the file's pts 0 was due (now - the position it plays).
 """
@@ -82,8 +82,11 @@ for mount in mounts:
         continue
     factory = GstRtspServer.RTSPMediaFactory()
     pay = "rtph265pay" if path.endswith(".h265.mp4") else "rtph264pay"  # H.265: tagged hvc1 (rtph265pay's caps)
-    factory.set_launch(f"( filesrc location={path} ! qtdemux name=d d.video_0 ! queue ! {pay} name=pay0 pt=96 "
-                       "config-interval=-1 )")
+    if path.endswith(".mjpeg.mov"):  # MJPEG in QuickTime: RFC 2435 RTP (the JPEGs' own quantisation tables)
+        pay = "rtpjpegpay"
+    options = "" if pay == "rtpjpegpay" else " config-interval=-1"  # parameter sets before every keyframe
+    factory.set_launch(f"( filesrc location={path} ! qtdemux name=d d.video_0 ! queue ! {pay} name=pay0 pt=96"
+                       f"{options} )")
     if permissions is not None:
         factory.set_permissions(permissions)
     factory.connect("media-configure", lambda f, media, name=name: media.connect("new-state", on_state, name))

@@ -243,12 +243,12 @@ def test_ffmpeg_client_keeps_a_reader_thread_per_camera():
     assert counts["src"] == 3
 
 
-def test_client_dvpipe_for_mjpeg_and_a_missing_ca_file_are_refused_in_one_line(tmp_path):
+def test_client_dvpipe_for_raw_and_a_missing_ca_file_are_refused_in_one_line(tmp_path):
     from dvpipe.errors import ConfigError
 
-    spec = rtsp_deployment({"A": "rtsps://127.0.0.1:1/a"}, encoding="jpeg")
+    spec = rtsp_deployment({"A": "rtsps://127.0.0.1:1/a"}, encoding="raw")
     spec["cameras"][0]["source"].update({"client": "dvpipe"})
-    with pytest.raises(ConfigError, match=r"cameras\[0\]\.source\.client.*not jpeg frames.*client: ffmpeg can"):
+    with pytest.raises(ConfigError, match=r"cameras\[0\]\.source\.client.*not raw pictures.*client: ffmpeg can"):
         load_deployment(spec)
     spec = rtsp_deployment({"A": "rtsps://127.0.0.1:1/a"})
     spec["cameras"][0]["source"]["ca_file"] = str(tmp_path / "missing.pem")
@@ -256,12 +256,15 @@ def test_client_dvpipe_for_mjpeg_and_a_missing_ca_file_are_refused_in_one_line(t
         load_deployment(spec)
 
 
+@pytest.mark.parametrize("encoding", ["h264", "h265", "jpeg"])
 @pytest.mark.parametrize("url", ["rtsp://127.0.0.1:1/a", "rtsps://127.0.0.1:1/a"])
 @pytest.mark.parametrize("transport", ["tcp", "udp"])
-def test_dvpipe_reads_h264_over_either_transport_and_scheme_by_default(transport, url):
-    src = RtspSource(Camera("A", width=96, height=64, encoding="h264"),
+def test_dvpipe_reads_either_transport_and_scheme_by_default(transport, url, encoding):
+    src = RtspSource(Camera("A", width=96, height=64, encoding=encoding),
                      SourceConfig("rtsp", url, {"transport": transport}))
     assert src.pollable
+    raw = RtspSource(Camera("A", width=96, height=64, encoding="raw"), SourceConfig("rtsp", url, {"transport": transport}))
+    assert not raw.pollable
 
 
 def test_rtsps_checks_the_servers_certificate_and_reads_what_ffmpeg_reads(tls):
@@ -460,6 +463,71 @@ def test_rtsps_from_gstreamers_server_gives_the_files_pictures(tls, tmp_path):
             src.close()
             got = [_slices(u.data, "h264") for it in items for u in it.frame.data.units if hasattr(u, "data")]
             assert got == want[:len(got)] and len(got) >= 20, transport
+    finally:
+        server.close()
+
+
+def _mjpeg_file(path, n: int = 40):
+    """``n`` JPEG pictures (FFmpeg's MJPEG encoder, 4:2:0, the standard Huffman tables RFC 2435 assumes)
+    of the test pictures in a QuickTime file, and each picture's JPEG bytes."""
+    import av
+    import cv2
+
+    with av.open(str(path), "w") as out:
+        st = out.add_stream("mjpeg", rate=30)
+        st.width, st.height, st.pix_fmt = 320, 240, "yuvj420p"
+        st.codec_context.options = {"huffman": "default"}
+        for k in range(n):
+            img = cv2.resize(media.frame_image(k), (320, 240))
+            for pkt in st.encode(av.VideoFrame.from_ndarray(img, format="bgr24")):
+                out.mux(pkt)
+        for pkt in st.encode(None):
+            out.mux(pkt)
+    with av.open(str(path)) as c:
+        return [bytes(pkt) for pkt in c.demux(c.streams.video[0]) if pkt.size]
+
+
+@pytest.mark.skipif(bool(_gst_rtsp_missing()), reason=_gst_rtsp_missing() or "ok")
+def test_mjpeg_from_gstreamers_server_decodes_to_the_files_pixels(tmp_path):
+    """GStreamer's rtpjpegpay (RFC 2435, the JPEGs' quantisation tables in band) serves an MJPEG file:
+    every JPEG dvpipe's client rebuilds, over TCP and over UDP, decodes (OpenCV) to the pixels of the
+    file's own JPEG, as FFmpeg's client's frames do; the camera is served by the I/O loop (pollable).
+    Once the first RTCP sender report came (~2.5 s in), each frame's capture time is the sender's clock
+    of its RTP timestamp, and that clock agrees with the server's own start of the session."""
+    import cv2
+    import numpy as np
+
+    path = tmp_path / "cam.mjpeg.mov"
+    files = _mjpeg_file(path, n=120)  # 4 s: the first sender report comes ~2.5 s in
+
+    def pixels(jpeg: bytes):
+        img = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
+        assert img is not None
+        return img
+
+    server = GstServer({"A": path})
+    try:
+        for client, transport in (("dvpipe", "tcp"), ("dvpipe", "udp"), ("ffmpeg", "tcp")):
+            src = RtspSource(Camera("A", width=320, height=240, encoding="jpeg"),
+                             SourceConfig("rtsp", server.url("A"), {"client": client, "transport": transport}))
+            src.open()
+            try:
+                assert src.pollable == (client == "dvpipe")
+                items = [src.read() for _ in range(12)]
+                if client == "dvpipe" and transport == "tcp":
+                    t0 = time.monotonic()
+                    while time.monotonic() - t0 < 3.0:
+                        items.append(src.read())
+                    origin, timed = src._sender_origin_ns(), items[-5:]  # the last read after the report
+            finally:
+                src.close()
+            frames = [it.frame.data for it in items[:len(files)]]
+            assert all(isinstance(f, bytes) for f in frames), (client, transport)
+            assert all(np.array_equal(pixels(f), pixels(files[k])) for k, f in enumerate(frames)), (client, transport)
+        assert origin is not None
+        assert abs(origin - server.starts["A"][0]) <= tol("rtsp_sender_origin").atol
+        assert all(it.frame.capture_epoch_ns == origin + it.media_ns for it in timed), \
+            [(it.frame.capture_epoch_ns - origin - it.media_ns) / 1e6 for it in timed]
     finally:
         server.close()
 

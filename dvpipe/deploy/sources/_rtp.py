@@ -1,4 +1,5 @@
-"""RTP packets of one H.264/H.265 stream -> Annex B access units (RFC 3550, RFC 6184, RFC 7798).
+"""RTP packets of one H.264/H.265 stream -> Annex B access units (RFC 3550, RFC 6184, RFC 7798); of
+one JPEG stream -> JPEG files (RFC 2435, :mod:`._rtp_jpeg`).
 
 H.264: single NAL unit packets, STAP-A and FU-A (packetisation modes 0 and 1). H.265: single NAL unit
 packets, aggregation packets and fragmentation units, without DONL fields. An access unit ends at the
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional
 
+from ._rtp_jpeg import JpegFrames
 from .base import StreamLost
 
 __all__ = ["RtpDepacketiser", "RtpReorder", "RtpUnit"]
@@ -42,14 +44,18 @@ class RtpUnit:
 
 
 class RtpDepacketiser:
-    """RTP packets of one H.264/H.265 stream -> :class:`RtpUnit` access units (decode order).
+    """RTP packets of one H.264/H.265 stream -> :class:`RtpUnit` access units (decode order); of a JPEG
+    stream (``codec="jpeg"``) -> one unit per frame, a whole JPEG file (``dimensions``: the SDP's
+    ``a=x-dimensions`` for frames whose header gives no size).
 
     ``packet(rtp_bytes)`` returns the access units it completed (usually none or one)."""
 
     _START = b"\x00\x00\x00\x01"
 
-    def __init__(self, codec: str, payload_type: int, clock_rate: int = 90000):
+    def __init__(self, codec: str, payload_type: int, clock_rate: int = 90000,
+                 dimensions: Optional[tuple[int, int]] = None):
         self.codec = codec
+        self._jpeg = JpegFrames(dimensions) if codec == "jpeg" else None
         self.payload_type = payload_type
         self.time_base = Fraction(1, clock_rate)
         self.first_ts: Optional[int] = None  # unwrapped RTP timestamp of the first packet
@@ -126,6 +132,9 @@ class RtpDepacketiser:
         self._nals.append(nal)
 
     def _payload(self, p: memoryview) -> None:
+        if self._jpeg is not None:
+            self._jpeg.payload(p)
+            return
         if self.codec == "h264":
             kind, header_len = p[0] & 0x1F, 1
             single, aggregate, fragment = 1 <= kind <= 23, kind == 24, kind == 28
@@ -172,6 +181,8 @@ class RtpDepacketiser:
             self._damage.append(f"RTP payload of NAL type {kind} (not read by dvpipe's RTSP client)")
 
     def _flush(self) -> list[RtpUnit]:
+        if self._jpeg is not None:
+            return self._flush_jpeg()
         if self._fu is not None:
             self._damage.append("a fragmented NAL unit lost its last fragment")
             self._fu = None
@@ -181,6 +192,18 @@ class RtpDepacketiser:
             data = self._START + self._START.join(self._nals)
             damage = "; ".join(dict.fromkeys(self._damage)) if self._damage else None
             out.append(RtpUnit(data, self._ts - self.first_ts, self.time_base, damage))
+        self._nals, self._size, self._ts = [], 0, None
+        self._damage = []
+        return out
+
+    def _flush_jpeg(self) -> list[RtpUnit]:
+        assert self._jpeg is not None
+        data, damage = self._jpeg.finish()
+        out = []
+        if data is not None and self._ts is not None:
+            assert self.first_ts is not None
+            why = list(dict.fromkeys(self._damage + ([damage] if damage else [])))
+            out.append(RtpUnit(data, self._ts - self.first_ts, self.time_base, "; ".join(why) if why else None))
         self._nals, self._size, self._ts = [], 0, None
         self._damage = []
         return out

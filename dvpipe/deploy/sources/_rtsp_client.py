@@ -26,12 +26,13 @@ Transports (SETUP):
 the server's certificate checked against the system's CAs, or ``ca_file``, and its name against the
 URL's host, unless ``tls_verify`` is off); RTP over it, or over UDP as above.
 
-What it reads: RTP packets of one video stream, depacketised into access units by :mod:`._rtp`; RTCP
+What it reads: RTP packets of one H.264, H.265 or JPEG (MJPEG, RFC 2435) video stream, depacketised
+into access units or JPEG files by :mod:`._rtp`; RTCP
 sender reports (RFC 3550 6.4.1): the first one gives the sender's wall clock of the stream's first RTP
 timestamp, as FFmpeg's ``start_time_realtime`` does.
 
-Not read: SRTP (RTP/SAVP), multicast and cameras that are not H.264/H.265 (the source picks FFmpeg's
-client for those by default), H.264 interleaved mode (STAP-B, MTAP, FU-B), H.265 with DONL fields
+Not read: SRTP (RTP/SAVP), multicast and ``raw`` cameras (the source picks FFmpeg's client for those by
+default), JPEG types other than 0/1 (4:2:2 / 4:2:0) and 64/65 (with restart markers), H.264 interleaved mode (STAP-B, MTAP, FU-B), H.265 with DONL fields
 (``sprop-max-don-diff`` > 0) and other codecs (refused at open in one line that names ``client: ffmpeg``).
 """
 from __future__ import annotations
@@ -67,12 +68,13 @@ class SdpVideo:
     """The video stream a DESCRIBE answer offers.
 
     Attributes:
-        codec: ``h264`` or ``h265``.
+        codec: ``h264``, ``h265`` or ``jpeg``.
         payload_type: the RTP payload type (``m=video ... RTP/AVP <pt>``).
         clock_rate: RTP timestamp units per second (90000 for video).
         control: the absolute URL to SETUP.
         parameter_sets: SPS/PPS (and VPS) from ``sprop-*`` as Annex B bytes (empty when not given).
         fps: ``a=framerate`` when given, else None.
+        dimensions: ``a=x-dimensions:W,H`` when given (JPEG frames wider or taller than 2040 pixels).
     """
 
     codec: str
@@ -81,6 +83,7 @@ class SdpVideo:
     control: str
     parameter_sets: bytes = b""
     fps: Optional[float] = None
+    dimensions: Optional[tuple[int, int]] = None
 
 
 def _b64_nal(text: str) -> bytes:
@@ -100,7 +103,7 @@ def _resolve(base: str, control: str) -> str:
 
 
 def parse_sdp(text: str, base_url: str) -> SdpVideo:
-    """The first H.264/H.265 video stream of an SDP description (RFC 4566).
+    """The first H.264/H.265/JPEG video stream of an SDP description (RFC 4566).
 
     ``base_url``: the Content-Base (else Content-Location, else the DESCRIBE URL), against which a
     relative ``a=control`` resolves. Raises :class:`SourceError` when there is no stream this client
@@ -127,7 +130,7 @@ def parse_sdp(text: str, base_url: str) -> SdpVideo:
             continue
         rtpmap: dict[int, tuple[str, int]] = {}
         fmtp: dict[int, dict[str, str]] = {}
-        control, fps = "", None
+        control, fps, dimensions = "", None, None
         for a in m["attrs"]:
             name, _, rest = a.partition(":")
             if name == "rtpmap":
@@ -144,6 +147,10 @@ def parse_sdp(text: str, base_url: str) -> SdpVideo:
                                      (p.partition("=") for p in params.split(";")) if k.strip()}
             elif name == "control":
                 control = rest.strip()
+            elif name == "x-dimensions":
+                size = re.match(r"\s*(\d+)\s*,\s*(\d+)", rest)
+                if size and int(size.group(1)) and int(size.group(2)):
+                    dimensions = (int(size.group(1)), int(size.group(2)))
             elif name in ("framerate", "x-framerate"):
                 try:
                     fps = float(rest.strip())
@@ -153,7 +160,7 @@ def parse_sdp(text: str, base_url: str) -> SdpVideo:
             if not pt_text.isdigit():
                 continue
             pt = int(pt_text)
-            enc, clock = rtpmap.get(pt, ("", 90000))
+            enc, clock = rtpmap.get(pt, ("JPEG" if pt == 26 else "", 90000))  # 26: JPEG's static type (RFC 3551)
             seen.append(enc or f"payload type {pt}")
             params = fmtp.get(pt, {})
             if enc == "H264":
@@ -169,12 +176,14 @@ def parse_sdp(text: str, base_url: str) -> SdpVideo:
                 sets = b"".join(_b64_nal(params.get(k, "")) for k in ("sprop-vps", "sprop-sps", "sprop-pps")
                                 if params.get(k))
                 codec = "h265"
+            elif enc == "JPEG":
+                sets, codec = b"", "jpeg"
             else:
                 continue
             return SdpVideo(codec, pt, clock, _resolve(base, control), sets,
-                            fps if fps and 0 < fps <= 1000 else None)
+                            fps if fps and 0 < fps <= 1000 else None, dimensions)
     offered = ", ".join(seen) if seen else "no video stream"
-    raise SourceError(f"the server offers {offered}; dvpipe's RTSP client reads H.264/H.265 video (set "
+    raise SourceError(f"the server offers {offered}; dvpipe's RTSP client reads H.264/H.265/JPEG video (set "
                       "client: ffmpeg for other codecs)")
 
 
@@ -353,7 +362,7 @@ class RtspConnection:
         if self._udp is not None and first is not None:
             self._udp.reorder.start_at(first)
         self.video = video
-        self._depacketiser = RtpDepacketiser(video.codec, video.payload_type, video.clock_rate)
+        self._depacketiser = RtpDepacketiser(video.codec, video.payload_type, video.clock_rate, video.dimensions)
         assert self._sock is not None
         self._sock.setblocking(False)
         self._keepalive_at = time.monotonic() + self._session_timeout_s / 2

@@ -1,5 +1,6 @@
 """Video sources: files (MP4, MKV, ...), raw H.264/H.265 elementary streams, RTSP and V4L2, through
-PyAV; RTSP H.264/H.265 over TCP through dvpipe's own client by default (:mod:`._rtsp_client`).
+PyAV; RTSP H.264, H.265 and MJPEG (over TCP or UDP, rtsp:// or rtsps://) through dvpipe's own client by
+default (:mod:`._rtsp_client`).
 
 Cameras that declare ``encoding: h264`` / ``h265`` receive **access units** (Annex B bytes, one
 coded picture each; MP4/MKV ``avcC``/``hvcC`` packets are converted with FFmpeg's
@@ -21,7 +22,8 @@ Capture times:
   arrived), moved when the units keep arriving more than 100 ms later than it says (sender clock
   drift, pts jumps). With B-frames a picture waits in the reordering look-ahead after its data
   arrived: its capture time is still its own, and the wait is the ``reorder`` step of the latency
-  table.
+  table. RTSP MJPEG frames are timed the same way (each frame a unit); MJPEG read by FFmpeg's V4L2
+  input takes its arrival.
 """
 from __future__ import annotations
 
@@ -81,6 +83,9 @@ class AvStream(Source):
     """Common demux loop: open a container, pick the video stream, yield its packets as frames."""
 
     format: Optional[str] = None
+    #: whether MJPEG frames (the ``packets`` mode) take their capture times from their pts as access units
+    #: do (:meth:`_arrived`; an RTSP stream's RTP timestamps), rather than from their arrival
+    _PACKETS_BY_PTS = False
     #: the container's keyframe flags come from its index (MP4 sync samples, Matroska key blocks): once a
     #: flagged packet has proved to be a keyframe by its NAL units, an unflagged packet is taken as not one
     #: without scanning it (the scan reads every byte of the picture). A file that flags nothing, or flags
@@ -341,15 +346,21 @@ class AvStream(Source):
         pkt = self._next_packet()
         if pkt is None:
             return self._at_end()
+        damage = getattr(pkt, "damage", None)  # dvpipe's RTSP client: what was lost of the frame
         if isinstance(pkt, _Damaged):
             data: Any = FrameError("corrupt MJPEG packet (the demuxer could not read it)")
+        elif damage:
+            data = FrameError(f"corrupt MJPEG frame: {damage}")
         else:
             data = bytes(pkt)
         pts = pkt.pts_ns if isinstance(pkt, _Damaged) else self._pts_ns(pkt)
         packet = VideoPacket([], pts, "pts")
         if pts is None:
             packet = VideoPacket([], self.seq, "index")
-        capture = self._capture_epoch_ns(packet, wall_ns())
+        arrival = wall_ns()
+        if self._PACKETS_BY_PTS and isinstance(data, bytes):  # its arrival against its pts, as access units
+            self._arrived(AccessUnit(data, pts, True, True), arrival)
+        capture = self._capture_epoch_ns(packet, arrival)
         return self._item(data, capture, capture_mono_ns=self._capture_mono(capture), read_span_ns=(t0, now_ns()))
 
     def _at_end(self) -> Optional[Item]:
@@ -690,14 +701,14 @@ class RtspOptions:
     stall_reconnect_s: Optional[float] = _options.stall_reconnect_s(10.0)
     client: Optional[Literal["dvpipe", "ffmpeg"]] = option(
         None, "RTSP client: dvpipe (its own: read by the runner's one I/O thread with the other cameras; "
-              "TCP or UDP, rtsp or rtsps, H.264/H.265) or ffmpeg (a reader thread per camera; also multicast, "
-              "MJPEG, raw); default: dvpipe where it can")
+              "TCP or UDP, rtsp or rtsps, H.264/H.265/MJPEG) or ffmpeg (a reader thread per camera; also "
+              "multicast, raw); default: dvpipe where it can")
 
 
 def _rtsp_client(encoding: str) -> Optional[str]:
     """Why dvpipe's own RTSP client cannot read this camera's stream, or None when it can."""
-    if encoding not in VIDEO_ENCODINGS:
-        return f"it hands over H.264/H.265 access units, not {encoding} frames"
+    if encoding not in VIDEO_ENCODINGS + ("jpeg",):
+        return f"it hands over H.264/H.265 access units and JPEG frames, not {encoding} pictures"
     return None
 
 
@@ -712,6 +723,7 @@ class RtspSource(_LiveStream):
 
     Options = RtspOptions
     uri_help = "rtsp://host[:port]/path (required)"
+    _PACKETS_BY_PTS = True
 
     @classmethod
     def validate(cls, options: RtspOptions, ctx: SourceContext) -> RtspOptions:
@@ -749,9 +761,10 @@ class RtspSource(_LiveStream):
             raise SourceError(f"{self._url()} is {video.codec} video but camera {self.camera.name} declares "
                               f"{self.camera.encoding}")
         self._conn, self._container, self._stream = conn, None, None
-        self._codec, self._mode, self._bsf = video.codec, "access_units", None
+        jpeg = video.codec == "jpeg"
+        self._codec, self._mode, self._bsf = (None, "packets", None) if jpeg else (video.codec, "access_units", None)
         self._extradata_annexb = video.parameter_sets
-        self._begin_reading(_AV_CODEC[video.codec], b"")
+        self._begin_reading("mjpeg" if jpeg else _AV_CODEC[video.codec], b"")
         self._begin_live()
 
     def filenos(self) -> list[int]:

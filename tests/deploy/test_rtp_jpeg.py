@@ -1,0 +1,154 @@
+"""RTP payload of JPEG (RFC 2435) in dvpipe's RTSP client (dvpipe.deploy.sources._rtp_jpeg).
+
+References: libjpeg's own files (Pillow writes them: quality Q, standard Huffman tables, 4:2:0 or
+4:2:2, restart markers), cut into RTP packets by the RFC's rules here; the JPEG dvpipe rebuilds must
+decode (OpenCV) to the very pixels of the file it came from, and the tables of RFC 2435 Appendix A
+must be libjpeg's for every quality.
+"""
+from __future__ import annotations
+
+import io
+import struct
+
+import cv2
+import numpy as np
+import pytest
+from PIL import Image
+
+from dvpipe.deploy.sources._rtp import RtpDepacketiser
+from dvpipe.deploy.sources._rtp_jpeg import scaled_tables
+from dvpipe.deploy.sources._rtsp_client import parse_sdp
+
+
+def _jpeg(quality: int, subsampling: int, w: int = 160, h: int = 96, restart_blocks: int = 0) -> bytes:
+    """A libjpeg file of a textured test picture (Pillow: subsampling 2 = 4:2:0, 1 = 4:2:2)."""
+    y, x = np.mgrid[0:h, 0:w]
+    img = np.stack([(x * 255 // w), (y * 255 // h), ((x * y) % 256)], -1).astype(np.uint8)
+    img = (img.astype(int) + np.random.default_rng(0).integers(-20, 20, img.shape)).clip(0, 255).astype(np.uint8)
+    out = io.BytesIO()
+    extra = {"restart_marker_blocks": restart_blocks} if restart_blocks else {}
+    Image.fromarray(img).save(out, "JPEG", quality=quality, subsampling=subsampling, optimize=False, **extra)
+    return out.getvalue()
+
+
+def _parts(jpeg: bytes) -> dict:
+    """The file's quantisation tables (zig-zag, as stored), restart interval and scan (SOS's data to EOI)."""
+    i, tables, restart = 2, {}, 0
+    while True:
+        marker, length = jpeg[i + 1], struct.unpack(">H", jpeg[i + 2:i + 4])[0]
+        body = jpeg[i + 4:i + 2 + length]
+        if marker == 0xDB:
+            j = 0
+            while j < len(body):
+                tables[body[j] & 15] = body[j + 1:j + 65]
+                j += 65
+        elif marker == 0xDD:
+            restart = struct.unpack(">H", body)[0]
+        elif marker == 0xDA:
+            return {"tables": tables[0] + tables[1], "restart": restart, "scan": jpeg[i + 2 + length:]}
+        i += 2 + length
+
+
+def _packets(parts: dict, kind: int, q: int, w: int, h: int, seq: int = 0, ts: int = 0, mtu: int = 700,
+             send_tables: bool = True) -> list[bytes]:
+    """One frame as RFC 2435 RTP packets (payload type 26, sequence numbers from ``seq``), the scan cut
+    every ``mtu`` bytes."""
+    scan, out = parts["scan"], []
+    for k, off in enumerate(range(0, len(scan), mtu)):
+        payload = bytes([0]) + struct.pack(">I", off)[1:] + bytes([kind, q, w // 8, h // 8])
+        if kind >= 64:
+            payload += struct.pack(">HH", parts["restart"], 0xFFFF)  # F = L = 1, count 0x3FFF
+        if off == 0 and q >= 128:
+            tables = parts["tables"] if send_tables else b""
+            payload += struct.pack(">BBH", 0, 0, len(tables)) + tables
+        payload += scan[off:off + mtu]
+        last = off + mtu >= len(scan)
+        out.append(bytes([0x80, (0x80 if last else 0) | 26]) + struct.pack(">HII", (seq + k) & 0xFFFF, ts, 7)
+                   + payload)
+    return out
+
+
+def _decode(jpeg: bytes) -> np.ndarray:
+    img = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
+    assert img is not None
+    return img
+
+
+@pytest.mark.parametrize("quality", [5, 10, 25, 50, 75, 90, 99])
+def test_the_tables_for_q_1_to_99_are_libjpegs_for_that_quality(quality):
+    assert scaled_tables(quality) == _parts(_jpeg(quality, 2))["tables"]
+
+
+@pytest.mark.parametrize("subsampling, kind", [(2, 1), (1, 0)])
+@pytest.mark.parametrize("quality, q", [(50, 50), (80, 80), (80, 255)])
+def test_a_frame_over_rtp_decodes_to_the_pixels_of_the_file(subsampling, kind, quality, q):
+    """Q 1-99: the receiver makes the tables; Q 255: they come in the first packet. Type 1 is 4:2:0,
+    type 0 4:2:2. Three frames in a row, the third with Q 255 and no tables (RFC 2435 3.1.8: the
+    tables sent before with that Q)."""
+    w, h = 160, 96
+    jpeg = _jpeg(quality, subsampling, w, h)
+    parts = _parts(jpeg)
+    first = _packets(parts, kind, q, w, h, 0, 0)
+    second = _packets(parts, kind, q, w, h, len(first), 3000)
+    third = _packets(parts, kind, q, w, h, 2 * len(first), 6000, send_tables=False)
+    assert len(first) >= 3
+    d = RtpDepacketiser("jpeg", 26)
+    units = [u for p in first + second + third for u in d.packet(p)]
+    assert [u.pts for u in units] == [0, 3000, 6000]
+    want = _decode(jpeg)
+    for u in units:
+        assert u.damage is None
+        assert np.array_equal(_decode(u.data), want)
+
+
+def test_restart_markers_type_65():
+    w, h = 160, 96
+    jpeg = _jpeg(70, 2, w, h, restart_blocks=4)
+    parts = _parts(jpeg)
+    assert parts["restart"] == 4 and b"\xff\xd0" in parts["scan"]
+    d = RtpDepacketiser("jpeg", 26)
+    units = [u for p in _packets(parts, 65, 70, w, h) for u in d.packet(p)]
+    assert len(units) == 1 and units[0].damage is None
+    assert np.array_equal(_decode(units[0].data), _decode(jpeg))
+
+
+def test_a_lost_fragment_damages_its_frame_only():
+    w, h = 160, 96
+    parts = _parts(_jpeg(60, 2, w, h))
+    first = _packets(parts, 1, 60, w, h, 0, 0, mtu=300)
+    second = _packets(parts, 1, 60, w, h, len(first), 3000, mtu=300)
+    assert len(first) >= 3
+    d = RtpDepacketiser("jpeg", 26)
+    units = [u for p in first[:1] + first[2:] + second for u in d.packet(p)]
+    assert len(units) == 2
+    assert "sequence numbers 1..1" in units[0].damage and "fragment at byte 600 where byte 300" in units[0].damage
+    assert units[1].damage is None
+
+
+def test_a_frame_without_its_first_packet_is_an_empty_damaged_unit():
+    w, h = 160, 96
+    parts = _parts(_jpeg(60, 2, w, h))
+    d = RtpDepacketiser("jpeg", 26)
+    units = [u for p in _packets(parts, 1, 60, w, h, mtu=300)[1:] for u in d.packet(p)]
+    assert len(units) == 1 and units[0].data == b"" and "fragment at byte 300 where byte 0" in units[0].damage
+
+
+def test_unsupported_types_and_sizes_are_named():
+    parts = _parts(_jpeg(60, 2))
+    d = RtpDepacketiser("jpeg", 26)
+    p = _packets(parts, 1, 60, 160, 96, mtu=100000)[0]
+    units = d.packet(p[:12 + 4] + bytes([3]) + p[17:])  # type 3
+    assert "RTP JPEG type 3" in units[0].damage
+    units = d.packet(_packets(parts, 1, 60, 0, 0, seq=1, ts=3000, mtu=100000)[0])
+    assert "size 0 and no a=x-dimensions" in units[0].damage
+    d = RtpDepacketiser("jpeg", 26, dimensions=(160, 96))
+    units = d.packet(_packets(parts, 1, 60, 0, 0, mtu=100000)[0])
+    assert units[0].damage is None and np.array_equal(_decode(units[0].data), _decode(_jpeg(60, 2)))
+
+
+def test_sdp_of_an_mjpeg_camera():
+    sdp = ("v=0\r\no=- 1 1 IN IP4 10.0.0.2\r\ns=cam\r\nt=0 0\r\nm=audio 0 RTP/AVP 0\r\na=control:trackID=0\r\n"
+           "m=video 0 RTP/AVP 26\r\na=control:trackID=1\r\na=x-dimensions:2560,1440\r\na=framerate:15\r\n")
+    v = parse_sdp(sdp, "rtsp://10.0.0.2/mjpeg")
+    assert (v.codec, v.payload_type, v.clock_rate, v.control, v.dimensions, v.fps) == \
+        ("jpeg", 26, 90000, "rtsp://10.0.0.2/mjpeg/trackID=1", (2560, 1440), 15.0)
