@@ -372,6 +372,22 @@ def test_reordering_across_the_sequence_number_wrap():
     assert len(units) == 6 and d.lost == 0
 
 
+def test_a_receive_buffer_smaller_than_asked_is_told_once(monkeypatch):
+    """Whatever the machine's net.core.rmem_max, 1 GB is more than it gives: one warning that names it."""
+    from dvpipe.deploy.sources import _rtsp_client
+
+    monkeypatch.setattr(_rtsp_client, "_UDP_RECEIVE_BUFFER", 1 << 30)
+    monkeypatch.setattr(_rtsp_client, "_small_buffer_told", False)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as a, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as b:
+        with pytest.warns(RuntimeWarning, match=r"KB receive buffer per camera .*net.core.rmem_max.*transport: tcp"):
+            _rtsp_client._receive_buffer(a)
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            _rtsp_client._receive_buffer(b)  # told once
+
+
 def test_udp_packets_out_of_order_on_the_way_lose_no_picture():
     """The test server sends the RTP packets of pictures 0 (the IDR) and 3-7 last first over UDP: dvpipe's
     client, which starts at the packet PLAY's RTP-Info names, reads every picture whole, the access units

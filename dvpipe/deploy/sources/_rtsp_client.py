@@ -46,6 +46,7 @@ import ssl
 import struct
 import time
 import urllib.parse
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Optional
@@ -659,6 +660,23 @@ def _first_seq(rtp_info: str, control: str) -> Optional[int]:
     return None
 
 
+_small_buffer_told = False
+
+
+def _receive_buffer(sock: socket.socket) -> None:
+    """Ask for :data:`_UDP_RECEIVE_BUFFER` bytes of receive buffer; a warning, once per process, when the
+    kernel gives less (Linux: ``net.core.rmem_max``, 208 KB by default)."""
+    global _small_buffer_told
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _UDP_RECEIVE_BUFFER)
+    granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)  # Linux reports twice what it keeps
+    if granted < _UDP_RECEIVE_BUFFER and not _small_buffer_told:
+        _small_buffer_told = True
+        warnings.warn(f"dvpipe: RTP over UDP gets a {granted >> 10} KB receive buffer per camera (asked "
+                      f"{_UDP_RECEIVE_BUFFER >> 20} MB; Linux caps it at net.core.rmem_max): a burst larger than "
+                      "that (a high-bitrate keyframe) loses packets; raise it (sysctl -w "
+                      f"net.core.rmem_max={_UDP_RECEIVE_BUFFER}) or use transport: tcp", RuntimeWarning, stacklevel=2)
+
+
 class _UdpPair:
     """The RTP (even port) and RTCP (port + 1) sockets of a UDP session, bound to the RTSP connection's
     local address; datagrams from other hosts than the server's are not read."""
@@ -687,7 +705,7 @@ class _UdpPair:
                 except OSError:
                     rtcp.close()
                 else:
-                    rtp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _UDP_RECEIVE_BUFFER)
+                    _receive_buffer(rtp)
                     return cls(rtp, rtcp)
             rtp.close()
         raise SourceError(f"no two neighbouring free UDP ports on {local} for RTP and RTCP")

@@ -12,8 +12,10 @@ start of exposure) and its error flag (``V4L2_BUF_FLAG_ERROR``: the data may be 
 
 Only the single-planar capture API and the formats whose frame is one buffer are spoken here
 (:data:`FOURCC`: YUYV, UYVY, NV12, MJPEG); the structure layouts are those of 64-bit Linux (x86-64,
-AArch64), checked against the kernel's header by the tests. Everything else (multi-planar devices,
-H.264 cameras, 32-bit systems) is read by FFmpeg's ``v4l2`` input (``reader: ffmpeg``).
+AArch64), checked against the kernel's header by the tests. H.264 cameras and 32-bit systems are read
+by FFmpeg's ``v4l2`` input (``reader: ffmpeg``); multi-planar-only devices and devices without
+streaming I/O by neither (FFmpeg's input refuses both too: it asks for ``V4L2_CAP_VIDEO_CAPTURE`` and
+``V4L2_CAP_STREAMING``).
 """
 from __future__ import annotations
 
@@ -216,11 +218,12 @@ class V4l2Capture:
         name = f"{self.path} ({card_name}, driver {driver_name})"
         if not caps & _CAP_VIDEO_CAPTURE:
             if caps & _CAP_VIDEO_CAPTURE_MPLANE:
-                raise V4l2Error(f"{name} is a multi-planar capture device; dvpipe's reader speaks the "
-                                "single-planar API (reader: ffmpeg reads it)")
+                raise V4l2Error(f"{name} is a multi-planar capture device; dvpipe's reader and FFmpeg's v4l2 "
+                                "input speak the single-planar API only")
             raise V4l2Error(f"{name} is not a video capture device")
         if not caps & _CAP_STREAMING:
-            raise V4l2Error(f"{name} has no streaming I/O (reader: ffmpeg reads it)")
+            raise V4l2Error(f"{name} has no streaming I/O (memory-mapped buffers), which dvpipe's reader and "
+                            "FFmpeg's v4l2 input both need")
 
     def offered_formats(self) -> list[str]:
         """The pixel formats the device offers for capture (four-character codes, in its order)."""
