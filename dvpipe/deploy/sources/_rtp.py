@@ -204,8 +204,7 @@ class RtpDepacketiser:
             assert self.first_ts is not None
             why = list(dict.fromkeys(self._damage + ([damage] if damage else [])))
             out.append(RtpUnit(data, self._ts - self.first_ts, self.time_base, "; ".join(why) if why else None))
-        self._nals, self._size, self._ts = [], 0, None
-        self._damage = []
+        self._ts, self._damage = None, []
         return out
 
 
@@ -214,8 +213,8 @@ class RtpReorder:
 
     ``push(packet, now_s)`` returns the packets now in order (usually just this one). A packet ahead of
     the next one expected waits for those before it, at most ``max_delay_s`` seconds (``now_s``: a
-    monotonic clock) and while fewer than ``max_packets`` wait -- FFmpeg's RTP demuxer has the same
-    bounds (``max_delay``, ``reorder_queue_size``) -- then the missing packets are given up on: the
+    monotonic clock) and while at most ``max_packets`` wait -- the defaults of FFmpeg's RTSP client over
+    UDP (``max_delay`` 100 ms, ``reorder_queue_size`` 500) -- then the missing packets are given up on: the
     depacketiser sees the gap and counts them as lost. A packet behind the next one expected (a
     duplicate, or one that came after its gap was given up on) is dropped and counted in ``late``.
     :meth:`expire` gives up on gaps without a new packet (call it when time passes). The first packet
