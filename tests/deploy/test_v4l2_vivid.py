@@ -43,7 +43,25 @@ def _vivid_devices() -> list[str]:
     return out
 
 
-DEVICES = _vivid_devices()
+def _multiplanar(device: str) -> bool:
+    """Whether the device speaks only the multi-planar capture API (vivid's ``multiplanar=2``)."""
+    import fcntl
+
+    from dvpipe.deploy.sources import _v4l2
+
+    fd = os.open(device, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        buf = bytearray(_v4l2._CAPABILITY.size)
+        fcntl.ioctl(fd, _v4l2.VIDIOC_QUERYCAP, buf, True)
+    finally:
+        os.close(fd)
+    caps = _v4l2._CAPABILITY.unpack(buf)[5]  # device_caps
+    return bool(caps & _v4l2._CAP_VIDEO_CAPTURE_MPLANE) and not caps & _v4l2._CAP_VIDEO_CAPTURE
+
+
+#: single-planar devices (FFmpeg's input reads them too) and multi-planar ones (the guest has one)
+DEVICES = [d for d in _vivid_devices() if not _multiplanar(d)]
+MPLANE_DEVICES = [d for d in _vivid_devices() if _multiplanar(d)]
 pytestmark = pytest.mark.skipif(not DEVICES or shutil.which("v4l2-ctl") is None,
                                 reason="no vivid capture device or no v4l2-ctl here (tests/deploy/test_v4l2.py "
                                        "runs these on a guest that has them)")
@@ -58,7 +76,7 @@ def ctl(device: str, **controls) -> None:
 @pytest.fixture(autouse=True)
 def quiet_devices():
     """Every device: colour bars without the moving text overlay, nothing dropped."""
-    for d in DEVICES:
+    for d in DEVICES + MPLANE_DEVICES:
         ctl(d, osd_text_mode=2, percentage_of_dropped_buffers=0, test_pattern=0, timestamp_source=0)
     yield
 
@@ -140,6 +158,62 @@ def test_colour_bars_come_out_as_the_patterns_colours(encoding):
     got = np.array([bgr[H // 4, k * bar + bar // 2, ::-1] for k in range(8)], dtype=float)
     want = 191.0 * np.array(bars_rgb)
     assert np.abs(got - want).max() <= tol("vivid_colour_bars", "any", "uint8").atol, got
+
+
+@pytest.mark.skipif(not MPLANE_DEVICES, reason="no multi-planar vivid device (vivid's multiplanar=2)")
+@pytest.mark.parametrize("fourcc, planes", [("YUYV", 1), ("NV12", 1), ("NM12", 2)])
+@pytest.mark.parametrize("pad", [0, 64])
+def test_a_multi_planar_device_gives_the_frames_of_a_single_planar_one(fourcc, planes, pad):
+    """A multi-planar-only device (which FFmpeg's V4L2 input does not open) read through the multi-planar
+    API: the frames, rows padded or not, are byte for byte those of a single-planar device showing the
+    same pattern (read as checked against FFmpeg above); NV12 in two memory planes (NM12: luma, then
+    chroma, each buffer its own) comes out as one NV12 frame."""
+    tight = W * 2 if fourcc == "YUYV" else W
+    cap = V4l2Capture(MPLANE_DEVICES[0], fourcc, (H, W), FPS, bytesperline=tight + pad if pad else 0)
+    neg = cap.open()
+    try:
+        assert cap._type == 9 and cap._planes == planes
+        ours = take(cap, 2)[-1]
+    finally:
+        cap.close()
+    single = V4l2Capture(DEVICES[0], "NV12" if fourcc == "NM12" else fourcc, (H, W), FPS)
+    single.open()
+    try:
+        theirs = take(single, 2)[-1]
+    finally:
+        single.close()
+    assert (neg.width, neg.height, neg.fourcc, neg.bytesperline) == (W, H, fourcc, tight + pad)
+    assert ours.damaged is None and ours.data == theirs.data
+    assert len(ours.data) == (W * H * 2 if fourcc == "YUYV" else W * H * 3 // 2)
+
+
+@pytest.mark.skipif(not MPLANE_DEVICES, reason="no multi-planar vivid device (vivid's multiplanar=2)")
+def test_a_multi_planar_camera_runs_on_the_io_thread():
+    """An nv12 camera on the multi-planar device, beside a single-planar one, in one run: both on the I/O
+    thread, every frame accounted, the colour bars right."""
+    from dvpipe.backends._raw_yuv import to_bgr_cv2
+
+    src = V4l2Source(Camera("cam", width=W, height=H, encoding="nv12"), SourceConfig("v4l2", MPLANE_DEVICES[0],
+                                                                                     {"fps": FPS}))
+    assert src.pollable
+    src.open()
+    try:
+        item = [src.read() for _ in range(3)][-1]
+    finally:
+        src.close()
+    bgr = to_bgr_cv2(item.frame.data, "nv12", W, H, "bt601", "limited")
+    bar = W // 8
+    got = np.array([bgr[H // 4, k * bar + bar // 2, ::-1] for k in range(8)], dtype=float)
+    want = 191.0 * np.array([(1, 1, 1), (1, 1, 0), (0, 1, 1), (0, 1, 0), (1, 0, 1), (1, 0, 0), (0, 0, 1), (0, 0, 0)])
+    assert np.abs(got - want).max() <= tol("vivid_colour_bars", "any", "uint8").atol, got
+    counts: dict[str, int] = {}
+    runner = Runner(load_deployment(_deployment([DEVICES[0], MPLANE_DEVICES[0]], "dvpipe", duration_s=3.0)),
+                    write_outputs=False)
+    runner.progress = lambda r: counts.update({k: _threads(k) for k in ("dvpipe-src-", "dvpipe-live-io")}) \
+        if r.sets_done == 5 and not counts else None
+    acc = runner.run().accounting
+    assert acc.check() == [] and counts == {"dvpipe-src-": 0, "dvpipe-live-io": 1}, counts
+    assert all(acc.emitted[c] >= 5 for c in acc.cameras), (acc.emitted, acc.dropped, acc.examples)
 
 
 def test_what_the_device_refuses_is_one_line():

@@ -10,12 +10,14 @@ its sequence number (a gap: frames the driver dropped, usually for want of a fre
 timestamp (``CLOCK_MONOTONIC``, dvpipe's clock, when the driver stamps that clock; end of frame or
 start of exposure) and its error flag (``V4L2_BUF_FLAG_ERROR``: the data may be damaged).
 
-Only the single-planar capture API and the formats whose frame is one buffer are spoken here
-(:data:`FOURCC`: YUYV, UYVY, NV12, MJPEG); the structure layouts are those of 64-bit Linux (x86-64,
-AArch64), checked against the kernel's header by the tests. H.264 cameras and 32-bit systems are read
-by FFmpeg's ``v4l2`` input (``reader: ffmpeg``); multi-planar-only devices and devices without
-streaming I/O by neither (FFmpeg's input refuses both too: it asks for ``V4L2_CAP_VIDEO_CAPTURE`` and
-``V4L2_CAP_STREAMING``).
+Both capture APIs are spoken: the single-planar one and the multi-planar one
+(``V4L2_CAP_VIDEO_CAPTURE_MPLANE``, which many SoC camera interfaces offer alone, and which FFmpeg's
+``v4l2`` input does not read): a frame whose planes come in separate buffers (NV12 as ``NM12``, luma
+and chroma apart) is joined into the one layout of the camera's encoding. Formats: :data:`FOURCC`
+(YUYV, UYVY, NV12 -- or NM12 where the device has no NV12 --, MJPEG). The structure layouts are those
+of 64-bit Linux (x86-64, AArch64), checked against the kernel's header by the tests. H.264 cameras and
+32-bit systems are read by FFmpeg's ``v4l2`` input (``reader: ffmpeg``); a device without streaming
+I/O by neither (FFmpeg's input asks for ``V4L2_CAP_STREAMING`` too).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import errno
 import fcntl
 import mmap
 import os
+import ctypes
 import struct
 from collections import deque
 from dataclasses import dataclass
@@ -48,9 +51,19 @@ _FMTDESC = struct.Struct("=III32sII12x")  # struct v4l2_fmtdesc, 64 bytes
 # flags, ycbcr_enc, quantization, xfer_func), the rest of the 200-byte union
 _FORMAT = struct.Struct("=I4x12I152x")
 _REQBUFS = struct.Struct("=IIIIB3x")  # struct v4l2_requestbuffers, 20 bytes
+# the same with struct v4l2_pix_format_mplane (packed): width, height, pixelformat, field, colorspace,
+# 8 x struct v4l2_plane_pix_format (sizeimage, bytesperline, 12 reserved bytes), num_planes, flags,
+# ycbcr_enc, quantization, xfer_func, 7 reserved bytes; then the union's last 8 bytes
+_FORMAT_MP = struct.Struct("=I4x5I" + "II12x" * 8 + "5B7x8x")
 # struct v4l2_buffer, 88 bytes: index, type, bytesused, flags, field, (pad), timeval, timecode,
 # sequence, memory, m.offset (the union's first 4 of 8 bytes), length, reserved2, request_fd, (pad)
 _BUFFER = struct.Struct("=IIIII4xqq16sIII4xIIi4x")
+# the same for the multi-planar API: m.planes, a pointer to ``length`` struct v4l2_plane
+_BUFFER_MP = struct.Struct("=IIIII4xqq16sIIQIIi4x")
+# struct v4l2_plane, 64 bytes: bytesused, length, m.mem_offset (the union's first 4 of 8 bytes),
+# data_offset, 44 reserved bytes
+_PLANE = struct.Struct("=III4xI44x")
+_MAX_PLANES = 8
 # struct v4l2_streamparm, 204 bytes: type, struct v4l2_captureparm (capability, capturemode,
 # timeperframe numerator / denominator, extendedmode, readbuffers, reserved[4]), the union's rest
 _STREAMPARM = struct.Struct("=IIIIIII16x160x")
@@ -74,7 +87,7 @@ VIDIOC_STREAMOFF = _ioc(_WRITE, 19, 4)
 VIDIOC_G_PARM = _ioc(_BOTH, 21, _STREAMPARM.size)
 VIDIOC_S_PARM = _ioc(_BOTH, 22, _STREAMPARM.size)
 
-_CAPTURE = 1  # V4L2_BUF_TYPE_VIDEO_CAPTURE
+_CAPTURE, _CAPTURE_MPLANE = 1, 9  # V4L2_BUF_TYPE_VIDEO_CAPTURE, V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE
 _MMAP = 1  # V4L2_MEMORY_MMAP
 _FIELD_NONE = 1  # progressive frames
 _CAP_VIDEO_CAPTURE, _CAP_VIDEO_CAPTURE_MPLANE = 0x1, 0x1000
@@ -154,8 +167,20 @@ class Captured:
     damaged: Optional[str] = None
 
 
-def _tight_bytes(fourcc: str, width: int, height: int) -> int:
-    return width * height * 2 if fourcc in ("YUYV", "UYVY") else width * height * 3 // 2 if fourcc == "NV12" else 0
+def _plane_rows(fourcc: str, width: int, height: int) -> list[tuple[int, int]]:
+    """``(rows, bytes per row)`` of each memory plane of a raw frame, tightly packed; [] for compressed
+    formats (the bytes the driver filled)."""
+    if fourcc in ("YUYV", "UYVY"):
+        return [(height, width * 2)]
+    if fourcc == "NV12":
+        return [(height * 3 // 2, width)]
+    if fourcc == "NM12":  # NV12 with luma and chroma in two buffers
+        return [(height, width), (height // 2, width)]
+    return []
+
+
+#: the multi-planar form of a camera's format, read where the device does not offer the single-buffer one
+_SEPARATE_PLANES = {"NV12": "NM12"}
 
 
 class V4l2Capture:
@@ -176,8 +201,12 @@ class V4l2Capture:
         self.frames: deque[Captured] = deque()
         self.negotiated: Optional[Negotiated] = None
         self._fd = -1
-        self._maps: list[mmap.mmap] = []
+        self._maps: list[list[mmap.mmap]] = []  # per buffer, its planes' maps
         self._streaming = False
+        self._type = _CAPTURE  # or _CAPTURE_MPLANE: the API the device speaks
+        self._planes = 1  # memory planes per buffer (multi-planar API)
+        self._plane_array = ctypes.create_string_buffer(_PLANE.size * _MAX_PLANES)  # m.planes of each ioctl
+        self._strides: tuple[int, ...] = ()
 
     # -- opening ---------------------------------------------------------------------------------------
     def open(self) -> Negotiated:
@@ -193,7 +222,7 @@ class V4l2Capture:
             self._check_capabilities()
             self.negotiated = self._set_format()
             self._map_buffers()
-            self._ioctl(VIDIOC_STREAMON, struct.pack("=I", _CAPTURE), "start streaming (VIDIOC_STREAMON)")
+            self._ioctl(VIDIOC_STREAMON, struct.pack("=I", self._type), "start streaming (VIDIOC_STREAMON)")
             self._streaming = True
         except BaseException:
             self.close()
@@ -216,10 +245,11 @@ class V4l2Capture:
             caps = device_caps
         card_name, driver_name = (t.rstrip(b"\0").decode(errors="replace") for t in (card, driver))
         name = f"{self.path} ({card_name}, driver {driver_name})"
-        if not caps & _CAP_VIDEO_CAPTURE:
-            if caps & _CAP_VIDEO_CAPTURE_MPLANE:
-                raise V4l2Error(f"{name} is a multi-planar capture device; dvpipe's reader and FFmpeg's v4l2 "
-                                "input speak the single-planar API only")
+        if caps & _CAP_VIDEO_CAPTURE:
+            self._type = _CAPTURE
+        elif caps & _CAP_VIDEO_CAPTURE_MPLANE:
+            self._type = _CAPTURE_MPLANE
+        else:
             raise V4l2Error(f"{name} is not a video capture device")
         if not caps & _CAP_STREAMING:
             raise V4l2Error(f"{name} has no streaming I/O (memory-mapped buffers), which dvpipe's reader and "
@@ -230,13 +260,15 @@ class V4l2Capture:
         out = []
         for index in range(256):
             try:
-                got = self._ioctl(VIDIOC_ENUM_FMT, _FMTDESC.pack(index, _CAPTURE, 0, b"", 0, 0), "list formats")
+                got = self._ioctl(VIDIOC_ENUM_FMT, _FMTDESC.pack(index, self._type, 0, b"", 0, 0), "list formats")
             except V4l2Error:
                 break
             out.append(fourcc_text(_FMTDESC.unpack(got)[4]))
         return out
 
     def _set_format(self) -> Negotiated:
+        if self._type == _CAPTURE_MPLANE:
+            return self._set_format_mplane()
         current = _FORMAT.unpack(self._ioctl(VIDIOC_G_FMT, _FORMAT.pack(_CAPTURE, *([0] * 12)), "read its format"))
         height, width = self.size if self.size is not None else (current[2], current[1])
         want = list(current[1:])
@@ -253,31 +285,83 @@ class V4l2Capture:
         if field not in (0, _FIELD_NONE):
             raise V4l2Error(f"{self.path} gives interlaced fields (field {field}); dvpipe's reader takes "
                             "progressive frames")
+        self._strides = (bpl,)
         matrix, rng = _colorimetry(colorspace, ycbcr_enc, quantization)
         return Negotiated(w, h, self.fourcc, bpl, sizeimage, self._set_rate(), matrix, rng)
 
+    def _set_format_mplane(self) -> Negotiated:
+        """The multi-planar API's negotiation: the camera's format, or its separate-planes form (NM12 for
+        NV12) where the device offers only that; each plane's row stride."""
+        blank = [0] * (len(_FORMAT_MP.unpack(bytes(_FORMAT_MP.size))) - 1)
+        current = _FORMAT_MP.unpack(self._ioctl(VIDIOC_G_FMT, _FORMAT_MP.pack(_CAPTURE_MPLANE, *blank),
+                                                "read its format"))
+        height, width = self.size if self.size is not None else (current[2], current[1])
+        fourcc = self.fourcc
+        if fourcc in _SEPARATE_PLANES and fourcc not in self.offered_formats():
+            fourcc = _SEPARATE_PLANES[fourcc]
+        want = list(current[1:])
+        want[0:4] = [width, height, fourcc_code(fourcc), _FIELD_NONE]
+        for i in range(_MAX_PLANES):  # sizeimage and bytesperline of each plane: the driver's (or the stride asked)
+            want[5 + 2 * i:7 + 2 * i] = [0, self.bytesperline if i < 2 else 0]
+        got = _FORMAT_MP.unpack(self._ioctl(VIDIOC_S_FMT, _FORMAT_MP.pack(_CAPTURE_MPLANE, *want),
+                                            f"set format {fourcc}"))
+        _, w, h, pixelformat, field, colorspace = got[:6]
+        planes = got[6:6 + 2 * _MAX_PLANES]
+        num_planes, _flags, ycbcr_enc, quantization = got[22:26]
+        if fourcc_text(pixelformat) != fourcc:
+            offered = self.offered_formats()
+            listed = ", ".join(offered[:12]) + (f", ... ({len(offered)} in all)" if len(offered) > 12 else "")
+            raise V4l2Error(f"{self.path} does not capture {self.fourcc}; it offers {listed or 'nothing'}")
+        if (h, w) != (height, width):
+            raise V4l2Error(f"{self.path} does not capture {fourcc} at {width}x{height}; it chose {w}x{h}")
+        if field not in (0, _FIELD_NONE):
+            raise V4l2Error(f"{self.path} gives interlaced fields (field {field}); dvpipe's reader takes "
+                            "progressive frames")
+        expected = len(_plane_rows(fourcc, w, h)) or 1
+        if not 1 <= num_planes <= _MAX_PLANES or num_planes != expected:
+            raise V4l2Error(f"{self.path} gives {fourcc} in {num_planes} memory planes; dvpipe's reader expects "
+                            f"{expected}")
+        self._planes = num_planes
+        self._strides = tuple(planes[2 * i + 1] for i in range(num_planes))
+        matrix, rng = _colorimetry(colorspace, ycbcr_enc, quantization)
+        return Negotiated(w, h, fourcc, self._strides[0], sum(planes[2 * i] for i in range(num_planes)),
+                          self._set_rate(), matrix, rng)
+
     def _set_rate(self) -> Optional[float]:
-        parm = self._ioctl(VIDIOC_G_PARM, _STREAMPARM.pack(_CAPTURE, *([0] * 6)), "read its frame rate")
+        parm = self._ioctl(VIDIOC_G_PARM, _STREAMPARM.pack(self._type, *([0] * 6)), "read its frame rate")
         _, capability, mode, num, den, ext, rb = _STREAMPARM.unpack(parm)
         if self.fps and capability & _CAP_TIMEPERFRAME:
-            want = _STREAMPARM.pack(_CAPTURE, capability, mode, 1000, int(round(self.fps * 1000)), ext, rb)
+            want = _STREAMPARM.pack(self._type, capability, mode, 1000, int(round(self.fps * 1000)), ext, rb)
             _, _, _, num, den, _, _ = _STREAMPARM.unpack(self._ioctl(VIDIOC_S_PARM, want, "set the frame rate"))
         return den / num if num and den else None
 
     def _map_buffers(self) -> None:
-        got = self._ioctl(VIDIOC_REQBUFS, _REQBUFS.pack(self.buffers, _CAPTURE, _MMAP, 0, 0), "allocate buffers")
+        got = self._ioctl(VIDIOC_REQBUFS, _REQBUFS.pack(self.buffers, self._type, _MMAP, 0, 0), "allocate buffers")
         count = _REQBUFS.unpack(got)[0]
         if count < 2:
             raise V4l2Error(f"{self.path} gave {count} capture buffer(s); at least 2 are needed")
         for index in range(count):
-            info = _BUFFER.unpack(self._ioctl(VIDIOC_QUERYBUF, self._buffer(index), "query a buffer"))
-            offset, length = info[10], info[11]
-            self._maps.append(mmap.mmap(self._fd, length, mmap.MAP_SHARED, mmap.PROT_READ, offset=offset))
+            info = self._ioctl(VIDIOC_QUERYBUF, self._buffer(index), "query a buffer")
+            if self._type == _CAPTURE:
+                offset, length = _BUFFER.unpack(info)[10:12]
+                places = [(offset, length)]
+            else:  # each plane's (bytesused, length, mem_offset, data_offset)
+                places = [(plane[2], plane[1]) for plane in self._plane_info()]
+            self._maps.append([mmap.mmap(self._fd, length, mmap.MAP_SHARED, mmap.PROT_READ, offset=offset)
+                               for offset, length in places])
             self._ioctl(VIDIOC_QBUF, self._buffer(index), "queue a buffer")
 
-    @staticmethod
-    def _buffer(index: int) -> bytes:
-        return _BUFFER.pack(index, _CAPTURE, 0, 0, 0, 0, 0, b"", 0, _MMAP, 0, 0, 0, 0)
+    def _buffer(self, index: int) -> bytes:
+        """A struct v4l2_buffer naming buffer ``index`` (multi-planar: its planes in :attr:`_plane_array`)."""
+        if self._type == _CAPTURE:
+            return _BUFFER.pack(index, _CAPTURE, 0, 0, 0, 0, 0, b"", 0, _MMAP, 0, 0, 0, 0)
+        ctypes.memset(self._plane_array, 0, _PLANE.size * _MAX_PLANES)
+        return _BUFFER_MP.pack(index, _CAPTURE_MPLANE, 0, 0, 0, 0, 0, b"", 0, _MMAP,
+                               ctypes.addressof(self._plane_array), self._planes, 0, 0)
+
+    def _plane_info(self) -> list[tuple[int, int, int, int]]:
+        """``(bytesused, length, mem_offset, data_offset)`` of each plane the last ioctl filled in."""
+        return [_PLANE.unpack_from(self._plane_array, i * _PLANE.size) for i in range(self._planes)]
 
     # -- reading -----------------------------------------------------------------------------------------
     def fileno(self) -> int:
@@ -299,34 +383,41 @@ class V4l2Capture:
                     return n
                 raise V4l2Lost(f"{self.path}: the device stopped streaming: {e.strerror}") from None
             index, _, bytesused, flags, _, sec, usec, _, sequence = _BUFFER.unpack(buf)[:9]
+            # where each plane's data is: (bytes filled, from byte) of each plane's map
+            used = [(bytesused, 0)] if self._type == _CAPTURE else [(u, d) for u, _, _, d in self._plane_info()]
             try:
-                self.frames.append(self._frame(index, bytesused, flags, sec, usec, sequence))
+                self.frames.append(self._frame(index, used, flags, sec, usec, sequence))
             finally:
                 self._ioctl(VIDIOC_QBUF, self._buffer(index), "give a buffer back")
             n += 1
 
-    def _frame(self, index: int, bytesused: int, flags: int, sec: int, usec: int, sequence: int) -> Captured:
+    def _frame(self, index: int, used: list[tuple[int, int]], flags: int, sec: int, usec: int,
+               sequence: int) -> Captured:
+        """Buffer ``index``'s frame: ``used`` is each plane's (bytes filled, data offset) in its map."""
         neg = self.negotiated
         assert neg is not None  # open() negotiated before streaming
         monotonic = flags & _BUF_TIMESTAMP_MASK == _BUF_TIMESTAMP_MONOTONIC
         stamp = sec * 1_000_000_000 + usec * 1000 if monotonic else None
         soe = flags & _BUF_TSTAMP_SRC_MASK == _BUF_TSTAMP_SRC_SOE
-        tight = _tight_bytes(neg.fourcc, neg.width, neg.height)
         damaged = "the driver flagged the buffer (V4L2_BUF_FLAG_ERROR)" if flags & _BUF_FLAG_ERROR else None
-        view = self._maps[index]
-        if not tight:  # compressed: the bytes the driver filled
-            return Captured(view[:bytesused], sequence, stamp, soe, damaged)
-        rows = neg.height if neg.fourcc in ("YUYV", "UYVY") else neg.height * 3 // 2
-        row, stride = tight // rows, neg.bytesperline
-        if bytesused < (rows - 1) * stride + row:
-            return Captured(b"", sequence, stamp, soe,
-                            damaged or f"a short frame: {bytesused} of {tight} bytes from the driver")
-        if stride == row:
-            return Captured(view[:tight], sequence, stamp, soe, damaged)
-        padded = np.frombuffer(view, np.uint8, rows * stride - (stride - row))  # an export of the map
-        data = np.lib.stride_tricks.as_strided(padded, (rows, row), (stride, 1)).tobytes()  # one copy, rows tight
-        del padded  # the map cannot close while exported
-        return Captured(data, sequence, stamp, soe, damaged)
+        maps, layout = self._maps[index], _plane_rows(neg.fourcc, neg.width, neg.height)
+        if not layout:  # compressed: the bytes the driver filled
+            filled, start = used[0]
+            return Captured(maps[0][start:filled], sequence, stamp, soe, damaged)
+        parts = []
+        for view, (rows, row), stride, (filled, start) in zip(maps, layout, self._strides, used):
+            if filled - start < (rows - 1) * stride + row:
+                tight = sum(r * w for r, w in layout)
+                return Captured(b"", sequence, stamp, soe,
+                                damaged or f"a short frame: {filled - start} bytes of a plane of {rows * row} "
+                                           f"({tight} in all) from the driver")
+            if stride == row:
+                parts.append(view[start:start + rows * row])
+                continue
+            padded = np.frombuffer(view, np.uint8, rows * stride - (stride - row), start)  # an export of the map
+            parts.append(np.lib.stride_tricks.as_strided(padded, (rows, row), (stride, 1)).tobytes())  # rows tight
+            del padded  # the map cannot close while exported
+        return Captured(parts[0] if len(parts) == 1 else b"".join(parts), sequence, stamp, soe, damaged)
 
     def wait(self, timeout_s: float) -> bool:
         """Whether a buffer is filled within ``timeout_s`` seconds."""
@@ -341,12 +432,13 @@ class V4l2Capture:
             return
         if self._streaming:
             try:
-                fcntl.ioctl(self._fd, VIDIOC_STREAMOFF, struct.pack("=I", _CAPTURE))
+                fcntl.ioctl(self._fd, VIDIOC_STREAMOFF, struct.pack("=I", self._type))
             except OSError:
                 pass
             self._streaming = False
-        for m in self._maps:
-            m.close()
+        for planes in self._maps:
+            for m in planes:
+                m.close()
         self._maps = []
         try:
             os.close(self._fd)

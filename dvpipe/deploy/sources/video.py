@@ -827,8 +827,7 @@ class V4l2Options:
     reader: Optional[Literal["dvpipe", "ffmpeg"]] = option(
         None, "V4L2 reader: dvpipe (its own: memory-mapped buffers read by the runner's one I/O thread with the "
               "other cameras, the driver's timestamps and sequence numbers; yuyv, uyvy, nv12, jpeg cameras) or "
-              "ffmpeg (a reader thread per camera; h264, h265, raw; neither reads multi-planar devices); "
-              "default: dvpipe "
+              "ffmpeg (a reader thread per camera; h264, h265, raw; not multi-planar devices); default: dvpipe "
               "where it can")
 
 
