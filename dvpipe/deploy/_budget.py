@@ -2,7 +2,7 @@
 is read or allocated (``dvpipe validate`` and :class:`~dvpipe.deploy.Runner` before it plans).
 
 * **Cameras.** The runner reads the recordings that only hand over bytes with one thread and every other
-  source (live streams and devices, which block in their own reads; paced replays) with a thread of its
+  source (live streams and devices FFmpeg reads, which block in their own reads) with a thread of its
   own; a deployment takes at most :data:`MAX_CAMERAS` cameras, so a run starts at most that many reader
   threads (plus the pipeline's workers, at most one per CPU by default, and the model's). A larger rig
   is split into several deployments, one process each.

@@ -3,12 +3,13 @@
 Threads::
 
     one reader for all recordings:  each camera with room in its buffer: source.read() -> arrival
-                                    stamp -> Synchroniser.offer (a full camera holds its frame)
+                                    stamp -> Synchroniser.offer (a full camera holds its frame);
+                                    paced (run.realtime): read_early(), held until its release
     one I/O loop for polled live    RTSP through dvpipe's own client (dvpipe.deploy._live_loop):
     sources:                        poll every socket -> receive -> source.read() until NothingYet
                                     -> arrival stamp -> Synchroniser.offer; a thread per connection
                                     attempt (8 at once), ending with it
-    a reader per other source:      other live streams (FFmpeg's RTSP client, V4L2), paced replays,
+    a reader per other source:      other live streams (FFmpeg's RTSP client and V4L2 input),
                                     sources with injected faults or decoding in the source:
                                     source.read() -> Synchroniser.push
     runner (calling) thread:        Synchroniser.poll -> Pipeline.submit (the pipeline's threads decode
@@ -264,10 +265,11 @@ class Runner:
 
         Recordings (sources that are not live) are opened here, :data:`OPEN_CONCURRENCY` at once,
         before the run's clock starts (``open_ms`` in :attr:`startup`): opening renders, probes and
-        seeks, none of which is a frame set's work. Those that only read bytes (not paced by
-        ``run.realtime``, no injected faults, no decoding in the source: see :func:`shares_reader`) are
-        then read by one thread for all of them; every other source has its own reader thread, which
-        opens it (a live stream connects when its reader can take its frames at once).
+        seeks, none of which is a frame set's work; recordings paced by ``run.realtime`` too. Those that
+        only read bytes (no injected faults, no decoding in the source: see :func:`shares_reader`) are
+        then read by one thread for all of them, which holds a paced frame until its release; every
+        other source has its own reader thread (a live stream connects when its reader can take its
+        frames at once).
         """
         if self.started_ns is not None:
             return
@@ -279,7 +281,7 @@ class Runner:
             src.set_stop(self.stop_event)
             self._sources[cc.name] = src
         t0 = self.clock()
-        recordings = [cam for cam, src in self._sources.items() if not src.live]
+        recordings = [cam for cam, src in self._sources.items() if not src.live or _paced(src) is not None]
         opened: dict[str, Optional[str]] = {}
         if recordings:
             ex = ThreadPoolExecutor(min(OPEN_CONCURRENCY, len(recordings)), thread_name_prefix="dvpipe-open")
@@ -464,17 +466,33 @@ class Runner:
         try:
             while active and not self.stop_event.is_set():
                 progressed = False
+                wait_s = 0.05  # the longest sleep: until the next release of a paced frame read early
                 for st in list(active):
                     if st.held is None:
-                        item = self._read_item(st)
-                        if item is _END:
-                            active.remove(st)
-                            continue
-                        progressed = True
-                        if item is _AGAIN:
-                            continue
-                        assert isinstance(item, Item)
-                        st.held, st.held_since = item, None
+                        pace = _paced(st.src)
+                        if st.early is None:
+                            item = self._read_item(st, early=pace is not None)
+                            if item is _END:
+                                active.remove(st)
+                                continue
+                            progressed = True
+                            if item is _AGAIN:
+                                continue
+                            assert isinstance(item, Item)
+                            if pace is not None:
+                                st.early = item
+                            else:
+                                st.held, st.held_since = item, None
+                        if pace is not None and st.early is not None:  # a paced frame arrives at its release
+                            release = st.early.capture_mono_ns
+                            assert release is not None  # Paced.read_early sets it
+                            ahead_ns = release - pace.clock.now()
+                            if ahead_ns > 0:
+                                wait_s = min(wait_s, ahead_ns / 1e9)
+                                continue
+                            st.held, st.held_since, st.early = self._arrived(st, st.early), None, None
+                            progressed = True
+                    assert st.held is not None
                     entered = self.sync.offer(st.held, on_enter=self.acc.enter)
                     if entered is False:  # closed: the run is stopping
                         return
@@ -490,7 +508,7 @@ class Runner:
                     st.held = None
                     progressed = True
                 if not progressed:
-                    self.sync.wait_for_room([st.cam for st in active], 0.05)
+                    self.sync.wait_for_room([st.cam for st in active if st.early is None], wait_s)
         finally:
             for st in states:
                 if st.held is not None:  # read before the stop: it enters and is dropped as "shutdown"
@@ -498,16 +516,18 @@ class Runner:
                     st.health.pushing_frame(False, self.clock())
                 st.health.finish(self.clock())
 
-    def _read_item(self, st: "_ReadState") -> "Item | object":
+    def _read_item(self, st: "_ReadState", early: bool = False) -> "Item | object":
         """The camera's next frame, stamped on arrival; :data:`_AGAIN` (read again: a stall, a skipped
         file, a reconnect) or :data:`_END` (the input ended, the run stopped or the source failed).
+        ``early``: a paced recording's next frame before its release, not stamped (the caller stamps it
+        when it is due).
 
         A read timeout on an open connection (:class:`StreamStalled`) is a stall: the reader reads on,
         and reconnects only when the camera has been without frames for ``src.stall_reconnect_s``.
         """
         cam, src, h = st.cam, st.src, st.health
         try:
-            item = src.read()
+            item = src.read_early() if early else src.read()  # type: ignore[attr-defined]  # early: a Paced
         except StreamStalled as e:
             without_ns = h.read_timed_out(self.clock(), e.reason)
             limit = src.stall_reconnect_s
@@ -541,7 +561,7 @@ class Runner:
             if not self.stop_event.is_set():
                 self._fail(cam, "end of input", state="ended")
             return _END
-        return self._arrived(st, item)
+        return item if early else self._arrived(st, item)
 
     def _arrived(self, st: "_ReadState", item: Item) -> Item:
         """Stamp a frame just read: its arrival time, whether frames were lost before it."""
@@ -941,7 +961,7 @@ _END = object()  # _read_item: this camera's reading is over
 class _ReadState:
     """What a reader keeps per camera between reads."""
 
-    __slots__ = ("cam", "src", "health", "last_seq", "gap_next", "held", "held_since")
+    __slots__ = ("cam", "src", "health", "last_seq", "gap_next", "held", "held_since", "early")
 
     def __init__(self, cam: str, src: Source, health):
         self.cam, self.src, self.health = cam, src, health
@@ -949,23 +969,31 @@ class _ReadState:
         self.gap_next = False  # the next frame follows a reconnect: a discontinuity
         self.held: Optional[Item] = None  # read, waiting for room in the camera's buffer (the shared reader)
         self.held_since: Optional[int] = None
+        self.early: Optional[Item] = None  # a paced frame read before its release (the shared reader)
 
 
 def shares_reader(src: Source) -> bool:
-    """Whether a recording is read by the runner's one thread for all recordings: it is not live, not paced
-    (``run.realtime``), has no injected faults (they sleep) and hands over bytes (a ``raw`` camera's source
-    decodes in its reader: each keeps its own thread)."""
+    """Whether a recording is read by the runner's one thread for all recordings: it is a recording (paced
+    by ``run.realtime`` or not: that thread holds each paced frame until its release), has no injected
+    faults (they sleep) and hands over bytes (a ``raw`` camera's source decodes in its reader: each keeps
+    its own thread)."""
     from .sources.wrappers import Faulty, Paced
 
-    if src.live or src.camera.encoding == "raw":
+    if src.camera.encoding == "raw" or (src.live and not isinstance(src, Paced)):
         return False
     s: Any = src
-    while True:
-        if isinstance(s, (Faulty, Paced)):
+    while isinstance(s, SourceWrapper):
+        if isinstance(s, Faulty):
             return False
-        if not isinstance(s, SourceWrapper):
-            return True
         s = s.inner
+    return not s.live
+
+
+def _paced(src: Source) -> Any:
+    """``src`` itself when it is a paced recording (``run.realtime``: a ``Paced``), else None."""
+    from .sources.wrappers import Paced
+
+    return src if isinstance(src, Paced) else None
 
 
 def check_memory(dep: Deployment) -> None:

@@ -33,6 +33,30 @@ def test_recordings_are_read_by_one_thread_whatever_the_number_of_cameras():
     assert res.accounting.emitted["CAM3"] == 5 and sum(res.accounting.dropped["CAM3"].values()) == 1
 
 
+def test_paced_recordings_share_the_reader_and_no_frame_arrives_before_its_release():
+    """``run.realtime``: eight recordings at 40 fps, paced by the one reader thread (it reads a camera's
+    next frame at once and holds it until its release, as the thread of a paced camera sleeps until then):
+    no thread per camera; every frame arrives at or after its release (its capture time on the replay
+    clock), in capture order, each camera's releases one frame period apart; every frame emitted."""
+    dep = load_deployment(synthetic_deployment(8, frames=10, fps=40.0, width=32, height=32,
+                                               run={"realtime": True}))
+    threads: list[list[str]] = []
+    late: list[int] = []
+    releases: dict[str, list[int]] = {c: [] for c in dep.rig.names}
+    with Runner(dep, write_outputs=False) as r:
+        for rb in r.batches():
+            threads.append(_reader_threads())
+            for cam, it in rb.frame_set.members.items():
+                late.append(it.arrival_ns - it.capture_mono_ns)
+                releases[cam].append(it.capture_mono_ns)
+        res = r.finish()
+    assert min(late) >= 0, min(late)
+    assert threads[0] == ["dvpipe-src-files"], threads[0]
+    assert res.sets == 10 and all(res.accounting.emitted[c] == 10 for c in dep.rig.names)
+    for cam, times in releases.items():
+        assert [b - a for a, b in zip(times, times[1:])] == [25_000_000] * 9, (cam, times)
+
+
 def test_one_reader_keeps_order_and_back_pressure_per_camera():
     """queue_size 1 and a slow consumer: each camera's buffer is full most of the time. Every frame is
     emitted once, in capture order per camera, in the set of its own index (the recordings are in step),

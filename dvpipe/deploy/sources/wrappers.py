@@ -143,14 +143,21 @@ class Paced(SourceWrapper):
         self.clock = clock or ReplayClock()
 
     def read(self) -> Optional[Item]:
-        item = self.inner.read()
+        item = self.read_early()
         if item is None:
             return None
-        release = self.clock.release_ns(item.frame.capture_epoch_ns)
-        wait = release - self.clock.now()
+        assert item.capture_mono_ns is not None  # read_early sets it
+        wait = item.capture_mono_ns - self.clock.now()
         if wait > 0 and self.clock.wait(self.stop, wait / 1e9):
             return None
-        item.capture_mono_ns = release
+        return item
+
+    def read_early(self) -> Optional[Item]:
+        """The next frame at once, ``capture_mono_ns`` its release time (monotonic ns): the caller holds
+        it until then (the runner's one reader thread for all recordings does, for every paced camera)."""
+        item = self.inner.read()
+        if item is not None:
+            item.capture_mono_ns = self.clock.release_ns(item.frame.capture_epoch_ns)
         return item
 
 
