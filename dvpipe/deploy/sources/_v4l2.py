@@ -276,15 +276,7 @@ class V4l2Capture:
         want[4:6] = [self.bytesperline, 0]  # sizeimage: the driver's
         got = _FORMAT.unpack(self._ioctl(VIDIOC_S_FMT, _FORMAT.pack(_CAPTURE, *want), f"set format {self.fourcc}"))
         _, w, h, pixelformat, field, bpl, sizeimage, colorspace, _, _, ycbcr_enc, quantization, _ = got
-        if fourcc_text(pixelformat) != self.fourcc:
-            offered = self.offered_formats()
-            listed = ", ".join(offered[:12]) + (f", ... ({len(offered)} in all)" if len(offered) > 12 else "")
-            raise V4l2Error(f"{self.path} does not capture {self.fourcc}; it offers {listed or 'nothing'}")
-        if (h, w) != (height, width):
-            raise V4l2Error(f"{self.path} does not capture {self.fourcc} at {width}x{height}; it chose {w}x{h}")
-        if field not in (0, _FIELD_NONE):
-            raise V4l2Error(f"{self.path} gives interlaced fields (field {field}); dvpipe's reader takes "
-                            "progressive frames")
+        self._check_agreed(self.fourcc, pixelformat, (width, height), (w, h), field)
         self._strides = (bpl,)
         matrix, rng = _colorimetry(colorspace, ycbcr_enc, quantization)
         return Negotiated(w, h, self.fourcc, bpl, sizeimage, self._set_rate(), matrix, rng)
@@ -308,15 +300,7 @@ class V4l2Capture:
         _, w, h, pixelformat, field, colorspace = got[:6]
         planes = got[6:6 + 2 * _MAX_PLANES]
         num_planes, _flags, ycbcr_enc, quantization = got[22:26]
-        if fourcc_text(pixelformat) != fourcc:
-            offered = self.offered_formats()
-            listed = ", ".join(offered[:12]) + (f", ... ({len(offered)} in all)" if len(offered) > 12 else "")
-            raise V4l2Error(f"{self.path} does not capture {self.fourcc}; it offers {listed or 'nothing'}")
-        if (h, w) != (height, width):
-            raise V4l2Error(f"{self.path} does not capture {fourcc} at {width}x{height}; it chose {w}x{h}")
-        if field not in (0, _FIELD_NONE):
-            raise V4l2Error(f"{self.path} gives interlaced fields (field {field}); dvpipe's reader takes "
-                            "progressive frames")
+        self._check_agreed(fourcc, pixelformat, (width, height), (w, h), field)
         expected = len(_plane_rows(fourcc, w, h)) or 1
         if not 1 <= num_planes <= _MAX_PLANES or num_planes != expected:
             raise V4l2Error(f"{self.path} gives {fourcc} in {num_planes} memory planes; dvpipe's reader expects "
@@ -326,6 +310,21 @@ class V4l2Capture:
         matrix, rng = _colorimetry(colorspace, ycbcr_enc, quantization)
         return Negotiated(w, h, fourcc, self._strides[0], sum(planes[2 * i] for i in range(num_planes)),
                           self._set_rate(), matrix, rng)
+
+    def _check_agreed(self, fourcc: str, pixelformat: int, asked: tuple[int, int], got: tuple[int, int],
+                      field: int) -> None:
+        """A one-line :class:`V4l2Error` unless the driver agreed to ``fourcc`` at the ``asked`` (width,
+        height), progressive; a format it does not offer lists what it offers."""
+        if fourcc_text(pixelformat) != fourcc:
+            offered = self.offered_formats()
+            listed = ", ".join(offered[:12]) + (f", ... ({len(offered)} in all)" if len(offered) > 12 else "")
+            raise V4l2Error(f"{self.path} does not capture {self.fourcc}; it offers {listed or 'nothing'}")
+        if got != asked:
+            raise V4l2Error(f"{self.path} does not capture {fourcc} at {asked[0]}x{asked[1]}; it chose "
+                            f"{got[0]}x{got[1]}")
+        if field not in (0, _FIELD_NONE):
+            raise V4l2Error(f"{self.path} gives interlaced fields (field {field}); dvpipe's reader takes "
+                            "progressive frames")
 
     def _set_rate(self) -> Optional[float]:
         parm = self._ioctl(VIDIOC_G_PARM, _STREAMPARM.pack(self._type, *([0] * 6)), "read its frame rate")
