@@ -13,8 +13,9 @@ a read timeout on an open connection (``read_timeout_s`` without a byte) is a st
 ``stall_reconnect_s`` or a lost connection reconnects with the source's back-off (timers of the
 loop, not sleeping threads); frames enter the synchroniser as they are read (latest-frame policy: a
 full buffer drops its oldest; without it a full buffer holds the frame and stops reading that
-socket, which is TCP's back-pressure on the sender; a V4L2 driver then runs out of buffers and drops
-frames, counted as lost at the source).
+camera's sockets, which is TCP's back-pressure on the sender; RTP over UDP has none: the kernel's
+receive buffer fills and drops datagrams, which show as lost packets and damaged pictures; a V4L2
+driver runs out of buffers and drops frames, counted as lost at the source).
 """
 from __future__ import annotations
 
