@@ -132,6 +132,12 @@ def test_sdp_of_a_camera():
         parse_sdp(sdp.replace("packetization-mode=1", "packetization-mode=2"), "rtsp://h/")
 
 
+def test_an_srtp_stream_is_refused_in_one_line():
+    sdp = "v=0\r\nm=video 0 RTP/SAVP 96\r\na=rtpmap:96 H264/90000\r\na=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:x\r\n"
+    with pytest.raises(SourceError, match=r"SRTP \(RTP/SAVP\).*client: ffmpeg"):
+        parse_sdp(sdp, "rtsp://10.0.0.2/s")
+
+
 def test_interleaved_frames_split_anywhere_with_answers_between_them():
     """The connection's parser against the hand-built stream, delivered a few bytes at a time with an
     answer to a keep-alive and an RTCP packet between the RTP frames."""

@@ -31,9 +31,11 @@ into access units or JPEG files by :mod:`._rtp`; RTCP
 sender reports (RFC 3550 6.4.1): the first one gives the sender's wall clock of the stream's first RTP
 timestamp, as FFmpeg's ``start_time_realtime`` does.
 
-Not read: SRTP (RTP/SAVP), multicast and ``raw`` cameras (the source picks FFmpeg's client for those by
-default), JPEG types other than 0/1 (4:2:2 / 4:2:0) and 64/65 (with restart markers), H.264 interleaved mode (STAP-B, MTAP, FU-B), H.265 with DONL fields
-(``sprop-max-don-diff`` > 0) and other codecs (refused at open in one line that names ``client: ffmpeg``).
+Not read: ``raw`` cameras (the source picks FFmpeg's client for them by default); multicast (neither client
+is asked for it: ``transport`` is tcp or udp, unicast); SRTP (RTP/SAVP), JPEG types other than 0/1
+(4:2:2 / 4:2:0) and 64/65 (with restart markers), H.264 interleaved mode (STAP-B, MTAP, FU-B), H.265
+with DONL fields (``sprop-max-don-diff`` > 0) and other codecs (refused at open in one line that names
+``client: ffmpeg``).
 """
 from __future__ import annotations
 
@@ -118,7 +120,8 @@ def parse_sdp(text: str, base_url: str) -> SdpVideo:
         kind, value = line[0], line[2:]
         if kind == "m":
             parts = value.split()
-            medias.append({"media": parts[0] if parts else "", "pts": parts[3:], "attrs": []})
+            medias.append({"media": parts[0] if parts else "", "proto": parts[2] if len(parts) > 2 else "",
+                           "pts": parts[3:], "attrs": []})
         elif kind == "a":
             if medias:
                 medias[-1]["attrs"].append(value)
@@ -129,6 +132,9 @@ def parse_sdp(text: str, base_url: str) -> SdpVideo:
     for m in medias:
         if m["media"] != "video":
             continue
+        if "SAVP" in m["proto"].upper():
+            raise SourceError(f"the stream is SRTP ({m['proto']}); dvpipe's RTSP client reads plain RTP: set "
+                              "client: ffmpeg")
         rtpmap: dict[int, tuple[str, int]] = {}
         fmtp: dict[int, dict[str, str]] = {}
         control, fps, dimensions = "", None, None

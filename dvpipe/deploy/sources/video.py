@@ -702,7 +702,7 @@ class RtspOptions:
     client: Optional[Literal["dvpipe", "ffmpeg"]] = option(
         None, "RTSP client: dvpipe (its own: read by the runner's one I/O thread with the other cameras; "
               "TCP or UDP, rtsp or rtsps, H.264/H.265/MJPEG) or ffmpeg (a reader thread per camera; also "
-              "multicast, raw); default: dvpipe where it can")
+              "raw cameras); default: dvpipe where it can")
 
 
 def _rtsp_client(encoding: str) -> Optional[str]:
