@@ -56,8 +56,8 @@ def pictures_per_job(dep: Any, pipe: Any) -> tuple[int, str]:
     ``run.realtime``), no latency budget (a run of N pictures delays each frame set by up to N pictures'
     work), every step of the plan on the CPU with more than one pipeline thread, pictures of at most
     :data:`AUTO_LOCALITY_MAX_SIZE` pixels; N is lowered until the ring's extra batches fit in
-    :data:`AUTO_LOCALITY_MEMORY_SHARE` of the memory budget and in :data:`AUTO_LOCALITY_MAX_BYTES`. Anywhere
-    else ``auto`` is 1.
+    :data:`AUTO_LOCALITY_MEMORY_SHARE` of the memory budget, in :data:`AUTO_LOCALITY_MAX_BYTES` and in what
+    the budget leaves beside the run at one picture per job. Anywhere else ``auto`` is 1.
     """
     import numpy as np
 
@@ -78,14 +78,18 @@ def pictures_per_job(dep: Any, pipe: Any) -> tuple[int, str]:
            None)
     if why is not None:
         return 1, f"auto: {why}"
-    batch = int(np.prod(plan.out_shape)) * np.dtype(plan.out_dtype).itemsize
-    share = int(memory_budget(dep.run.memory_budget_mb) * AUTO_LOCALITY_MEMORY_SHARE)
-    room = min(share, AUTO_LOCALITY_MAX_BYTES)
-    n = max(1, min(MAX_PICTURES_PER_JOB, 1 + room // max(1, batch)))
+    itemsize = np.dtype(plan.out_dtype).itemsize
+    batch = int(np.prod(plan.out_shape)) * itemsize
+    budget = memory_budget(dep.run.memory_budget_mb)
+    left = budget - memory_needed(plan.out_shape, itemsize, [(c.height, c.width) for c in cams],
+                                  output_buffers(1))["total"]
+    bounds = {f"{AUTO_LOCALITY_MEMORY_SHARE:.0%} of the memory budget": int(budget * AUTO_LOCALITY_MEMORY_SHARE),
+              format_bytes(AUTO_LOCALITY_MAX_BYTES): AUTO_LOCALITY_MAX_BYTES,
+              "the memory budget left at one picture per job": left}
+    bound = min(bounds, key=lambda k: bounds[k])
+    n = max(1, min(MAX_PICTURES_PER_JOB, 1 + bounds[bound] // max(1, batch)))
     if n == MAX_PICTURES_PER_JOB:
         return n, "auto: H.264/H.265 recordings read as fast as possible"
-    bound = (f"{AUTO_LOCALITY_MEMORY_SHARE:.0%} of the memory budget" if share < AUTO_LOCALITY_MAX_BYTES else
-             format_bytes(AUTO_LOCALITY_MAX_BYTES))
     return n, (f"auto: H.264/H.265 recordings read as fast as possible; {n}, not {MAX_PICTURES_PER_JOB}: the ring's "
                f"extra batches within {bound}")
 

@@ -99,6 +99,20 @@ def test_auto_fits_its_extra_batches_in_a_quarter_of_the_memory_budget():
         r.close()
 
 
+def test_auto_never_takes_the_run_past_its_memory_budget():
+    """A budget of 4 batches: one picture per job already needs 3 batches and 3 decoded pictures (a quarter of
+    the budget would allow one more batch, which the budget has no room for): auto stays at 1."""
+    batch = 3 * 3 * 64 * 96 * 4
+    dep = load_deployment(synthetic_deployment(3, encoding="h264", run={"memory_budget_mb": 4 * batch / 2 ** 20}))
+    assert pictures_per_job(dep, _pipe("cpu", (3, 3, 64, 96))) == (
+        1, "auto: H.264/H.265 recordings read as fast as possible; 1, not 24: the ring's extra batches within "
+           "the memory budget left at one picture per job")
+    # with room for one more batch beside the 3 and the decoded pictures (3 x 64 x 96 x 3 bytes): 2
+    dep = load_deployment(synthetic_deployment(3, encoding="h264", run={
+        "memory_budget_mb": (4 * batch + 3 * 64 * 96 * 3) / 2 ** 20}))
+    assert pictures_per_job(dep, _pipe("cpu", (3, 3, 64, 96)))[0] == 2
+
+
 def test_auto_and_a_number_in_the_yaml():
     assert load_deployment(synthetic_deployment(2, run={"pictures_per_job": "auto"})).run.pictures_per_job is None
     assert load_deployment(synthetic_deployment(2, run={"pictures_per_job": 5})).run.pictures_per_job == 5
