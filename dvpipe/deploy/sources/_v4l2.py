@@ -403,7 +403,7 @@ class V4l2Capture:
         if not layout:  # compressed: the bytes the driver filled
             filled, start = used[0]
             return Captured(maps[0][start:filled], sequence, stamp, soe, damaged)
-        parts = []
+        parts: list = []  # each plane's rows, tight: a view of its map, or a copy where the rows are padded
         for view, (rows, row), stride, (filled, start) in zip(maps, layout, self._strides, used):
             if filled - start < (rows - 1) * stride + row:
                 tight = sum(r * w for r, w in layout)
@@ -411,12 +411,14 @@ class V4l2Capture:
                                 damaged or f"a short frame: {filled - start} bytes of a plane of {rows * row} "
                                            f"({tight} in all) from the driver")
             if stride == row:
-                parts.append(view[start:start + rows * row])
+                parts.append(memoryview(view)[start:start + rows * row])
                 continue
             padded = np.frombuffer(view, np.uint8, rows * stride - (stride - row), start)  # an export of the map
             parts.append(np.lib.stride_tricks.as_strided(padded, (rows, row), (stride, 1)).tobytes())  # rows tight
-            del padded  # the map cannot close while exported
-        return Captured(parts[0] if len(parts) == 1 else b"".join(parts), sequence, stamp, soe, damaged)
+            del padded
+        data = bytes(parts[0]) if len(parts) == 1 else b"".join(parts)  # one copy of the map's bytes
+        parts.clear()  # the views export the maps, which cannot close while exported
+        return Captured(data, sequence, stamp, soe, damaged)
 
     def wait(self, timeout_s: float) -> bool:
         """Whether a buffer is filled within ``timeout_s`` seconds."""
