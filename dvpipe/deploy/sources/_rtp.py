@@ -11,7 +11,6 @@ first (waiting a bounded time for a missing one), so that only packets that did 
 from __future__ import annotations
 
 import struct
-import time
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional
@@ -232,10 +231,9 @@ class RtpReorder:
         """The stream's first packet is ``seq`` (those that came before it are dropped as late)."""
         self._next = seq & 0xFFFF
 
-    def push(self, pkt: bytes, now_s: Optional[float] = None) -> list[bytes]:
+    def push(self, pkt: bytes, now_s: float) -> list[bytes]:
         if len(pkt) < 12:
             return [pkt]  # not RTP: the depacketiser refuses it
-        now = time.monotonic() if now_s is None else now_s
         seq = (pkt[2] << 8) | pkt[3]
         if self._next is None:
             self._next = seq
@@ -244,10 +242,12 @@ class RtpReorder:
             self.late += 1
             return []
         if ahead:
-            self._held[seq] = (pkt, now)
-            return self.expire(now)
+            self._held[seq] = (pkt, now_s)
+            return self.expire(now_s)
         self._next = (seq + 1) & 0xFFFF
-        return [pkt] + self._in_order() + self.expire(now)
+        if not self._held:  # in order, nothing waiting: the usual case
+            return [pkt]
+        return [pkt] + self._in_order() + self.expire(now_s)
 
     def expire(self, now_s: float) -> list[bytes]:
         """The waiting packets whose gap is given up on (too many wait, or the oldest waited too long)."""
