@@ -14,6 +14,7 @@ a frame with a missing fragment (its offsets do not join) make the frame damaged
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 from typing import Optional
 
 __all__ = ["JpegFrames", "jpeg_headers", "scaled_tables"]
@@ -55,6 +56,7 @@ _AC_CHROMA = (bytes([0, 2, 1, 2, 4, 4, 3, 4, 7, 5, 4, 4, 0, 1, 2, 0x77]), bytes(
 _MAX_FRAME = 32 << 20  # bytes of one JPEG frame
 
 
+@lru_cache(maxsize=8)
 def scaled_tables(q: int) -> bytes:
     """RFC 2435 Appendix A's tables for Q 1-99: the standard tables scaled as libjpeg's quality
     setting scales them (factor 5000 / Q below 50, 200 - 2 Q from 50), each value clamped to 1-255;
@@ -67,6 +69,7 @@ def _segment(marker: int, body: bytes) -> bytes:
     return struct.pack(">BBH", 0xFF, marker, len(body) + 2) + body
 
 
+@lru_cache(maxsize=8)  # a stream's frames share their headers: built once, not per frame
 def jpeg_headers(kind: int, width: int, height: int, tables: bytes, precision: int = 0,
                  restart_interval: int = 0) -> bytes:
     """SOI to SOS of the JPEG a frame's scan belongs to (RFC 2435 Appendix B).
