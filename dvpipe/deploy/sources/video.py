@@ -722,7 +722,7 @@ class RtspSource(_LiveStream):
     thread (:attr:`pollable`); else by PyAV/FFmpeg's client on a reader thread of its own."""
 
     Options = RtspOptions
-    uri_help = "rtsp://host[:port]/path (required)"
+    uri_help = "rtsp[s]://host[:port]/path (required)"
     _PACKETS_BY_PTS = True
 
     @classmethod
