@@ -1,10 +1,10 @@
 """What a deployment will hold in memory and how many threads it will start, checked before anything
 is read or allocated (``dvpipe validate`` and :class:`~dvpipe.deploy.Runner` before it plans).
 
-* **Cameras.** The runner reads the recordings that only hand over bytes with one thread and every other
-  source (live streams and devices FFmpeg reads, which block in their own reads) with a thread of its
-  own; a deployment takes at most :data:`MAX_CAMERAS` cameras, so a run starts at most that many reader
-  threads (plus the pipeline's workers, at most one per CPU by default, and the model's). A larger rig
+* **Cameras.** The runner reads the recordings that only hand over bytes with one thread, the cameras of
+  dvpipe's own RTSP client and V4L2 reader with one I/O thread, and every other source (streams and devices
+  FFmpeg reads, which block in their own reads) with a thread of its own; a deployment takes at most
+  :data:`MAX_CAMERAS` cameras, so a run starts at most that many reader threads (plus the pipeline's workers, at most one per CPU by default, and the model's). A larger rig
   is split into several deployments, one process each.
 * **Memory.** The host memory a run holds whatever its input: the ring of
   :func:`output_buffers` output batches (cameras x C x H x W x the output's bytes per value) and one
@@ -21,7 +21,7 @@ from typing import Any, Optional, Sequence
 __all__ = ["MAX_CAMERAS", "OUTPUT_BUFFERS", "MAX_PICTURES_PER_JOB", "AUTO_LOCALITY_MAX_SIZE", "output_buffers",
            "pictures_per_job", "camera_problem", "memory_needed", "memory_budget", "memory_problem", "format_bytes"]
 
-#: the most cameras one deployment takes (one reader thread each)
+#: the most cameras one deployment takes (bounds the reader threads: one per source that FFmpeg reads)
 MAX_CAMERAS = 256
 #: output batches the runner's pipeline keeps in its ring: the set preprocessed ahead, the one being
 #: finished, the one the model reads (a batch stays valid while the model reads it)
@@ -98,9 +98,8 @@ def camera_problem(n_cameras: int) -> Optional[str]:
     """Why ``n_cameras`` cameras are too many for one deployment, or None."""
     if n_cameras <= MAX_CAMERAS:
         return None
-    return (f"{n_cameras} cameras: dvpipe reads each camera in a thread of its own and runs at most {MAX_CAMERAS} "
-            f"cameras in one deployment; split the rig into deployments of at most {MAX_CAMERAS} cameras "
-            "(one dvpipe run each)")
+    return (f"{n_cameras} cameras: a deployment takes at most {MAX_CAMERAS} cameras (a source FFmpeg reads takes a "
+            f"thread of its own); split the rig into deployments of at most {MAX_CAMERAS} cameras (one dvpipe run each)")
 
 
 def memory_needed(out_shape: Sequence[int], out_itemsize: int, camera_sizes: Sequence[tuple[int, int]],

@@ -152,7 +152,7 @@ def decode_jpeg_batch(frames: list[bytes], device: str = "cuda") -> list:
     """Decode several JPEGs in one ``torchvision.io.decode_jpeg`` call (nvJPEG batched decode on CUDA).
 
     Returns ``3 x H x W`` RGB uint8 tensors. Used by ``tools/bench/gpu.py`` to compare batched
-    with per-camera decode; the pipeline decodes per camera (one thread per camera).
+    with per-camera decode; the pipeline decodes each camera as its own job on its worker threads.
     """
     why = torchvision_error()
     if why:
