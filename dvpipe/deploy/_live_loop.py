@@ -256,6 +256,16 @@ class LiveLoop:
             if c.connected:
                 self._lost(c, e.reason)
             return
+        except SourceError as e:
+            self._drain(c)
+            if c.connected:
+                self._end(c, e.reason)
+            return
+        except Exception as e:  # noqa: BLE001 - a broken source must not take the others (and this thread) down
+            self._drain(c)
+            if c.connected:
+                self._end(c, f"{type(e).__name__}: {e}")
+            return
         self._drain(c)
 
     def _drain(self, c: _Camera) -> None:

@@ -234,6 +234,31 @@ def test_twelve_rtsp_cameras_are_read_by_one_thread(transport, scheme, request):
     assert all(h.stalls == 0 and h.disconnects == 0 for h in result.accounting.health.values())
 
 
+def test_a_camera_whose_receive_breaks_fails_alone_and_the_io_thread_serves_the_others(monkeypatch):
+    # an unexpected error inside one camera's receive() (a driver or parser bug) used to end the I/O thread
+    # that serves every polled camera: the others then stopped without a word
+    aus = encode_access_units(30, 96, 64, codec="h264", gop=10)
+    streams = {f"c{i}": RtspStream("h264", aus, fps=30) for i in range(2)}
+    real, calls = RtspSource.receive, {"c0": 0}
+
+    def receive(self):
+        if self.camera.name == "c0":
+            calls["c0"] += 1
+            if calls["c0"] == 20:
+                raise RuntimeError("a parser bug")
+        return real(self)
+
+    monkeypatch.setattr(RtspSource, "receive", receive)
+    with LoopbackRtspServer(streams) as srv:
+        dep = load_deployment(rtsp_deployment({n: srv.url(n) for n in streams}, run={"duration_s": 1.5}))
+        result = Runner(dep, write_outputs=False).run()
+    check_accounted(result)
+    health = result.accounting.health
+    assert calls["c0"] == 20
+    assert health["c0"].state == "failed" and "RuntimeError: a parser bug" in health["c0"].detail
+    assert health["c1"].state != "failed" and result.accounting.emitted["c1"] >= 30, result.accounting.emitted
+
+
 def test_ffmpeg_client_keeps_a_reader_thread_per_camera():
     aus = encode_access_units(30, 96, 64, codec="h264", gop=10)
     streams = {f"c{i}": RtspStream("h264", aus, fps=30) for i in range(3)}
