@@ -57,6 +57,9 @@ int main(void) {
            "const V4L2_BUF_FLAG_TSTAMP_SRC_SOE %u\nconst V4L2_CAP_STREAMING %u\n",
            V4L2_BUF_FLAG_ERROR, V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC, V4L2_BUF_FLAG_TSTAMP_SRC_SOE, V4L2_CAP_STREAMING);
     printf("fourcc YUYV %u\nfourcc NV12 %u\nfourcc MJPG %u\n", V4L2_PIX_FMT_YUYV, V4L2_PIX_FMT_NV12, V4L2_PIX_FMT_MJPEG);
+    for (int cs = 0; cs <= V4L2_COLORSPACE_DCI_P3; cs++)  /* what "default" means for a Y'CbCr format */
+        printf("default %d %d\n", cs, V4L2_MAP_YCBCR_ENC_DEFAULT(cs) * 10 + V4L2_MAP_QUANTIZATION_DEFAULT(0, cs, 0));
+    printf("quantization full %d\n", V4L2_QUANTIZATION_FULL_RANGE);
     return 0;
 }
 """
@@ -127,6 +130,11 @@ def test_structures_and_ioctls_are_the_kernel_headers(tmp_path):
     assert v._CAP_STREAMING == facts["const V4L2_CAP_STREAMING"]
     for text in ("YUYV", "NV12", "MJPG"):
         assert v.fourcc_code(text) == facts[f"fourcc {text}"] and v.fourcc_text(facts[f"fourcc {text}"]) == text
+    # each colorspace's default encoding and range, as the header's V4L2_MAP_*_DEFAULT macros resolve them
+    full = facts["quantization full"]
+    for cs in range(13):
+        enc, quantization = divmod(facts[f"default {cs}"], 10)
+        assert v._colorimetry(cs, 0, 0) == (v._YCBCR_ENC[enc], "full" if quantization == full else "limited"), cs
 
 
 @pytest.mark.parametrize("colorspace, ycbcr_enc, quantization, want", [
@@ -135,6 +143,9 @@ def test_structures_and_ioctls_are_the_kernel_headers(tmp_path):
     (7, 0, 0, ("bt601", "full")),  # JPEG: 601, full range
     (1, 2, 1, ("bt709", "full")),  # SMPTE 170M colorspace, but the encoding and range said outright
     (10, 0, 0, ("bt2020", "limited")),
+    (2, 0, 0, ("smpte240m", "limited")),  # SMPTE 240M is colorspace 2 (4 is BT.878: 601)
+    (4, 0, 0, ("bt601", "limited")),
+    (10, 7, 0, ("bt2020 constant luminance", "limited")),  # not BT.2020's matrix: refused by the source
 ])
 def test_colorimetry_codes(colorspace, ycbcr_enc, quantization, want):
     assert _v4l2._colorimetry(colorspace, ycbcr_enc, quantization) == want
@@ -160,6 +171,72 @@ def test_reader_key_is_checked_in_one_line():
 def test_default_reader(encoding, options, pollable):
     src = V4l2Source(Camera("A", width=64, height=48, encoding=encoding), SourceConfig("v4l2", "/dev/video0", options))
     assert src.pollable is pollable
+
+
+def _capture(fourcc: str, width: int = 64, height: int = 48, strides: tuple = ()) -> _v4l2.V4l2Capture:
+    """A V4l2Capture as open() leaves it, without a device: negotiated, one buffer of one plane."""
+    dev = _v4l2.V4l2Capture("/dev/video9", fourcc, (height, width))
+    dev.negotiated = _v4l2.Negotiated(width, height, fourcc, strides[0] if strides else 0, 0, None, "bt601", "limited")
+    dev._strides = strides
+    return dev
+
+
+def test_mjpeg_buffers_that_hold_no_picture_are_damaged_frames():
+    jpeg = b"\xff\xd8\xff\xe0" + bytes(60) + b"\xff\xd9"
+    for data, used, reason in [(jpeg, (len(jpeg), 0), None), (jpeg + b"\0" * 8, (len(jpeg) + 8, 0), None),
+                               (jpeg, (0, 0), "empty frame"), (b"\0\0" + jpeg, (len(jpeg) + 2, 0), "no SOI")]:
+        dev = _capture("MJPG")
+        dev._maps = [[bytearray(data)]]
+        got = dev._frame(0, [used], 0, 0, 0, 7)
+        assert (got.damaged is None) if reason is None else (reason in got.damaged), (used, got.damaged)
+        assert reason is not None or got.data == data[:used[0]]
+
+
+def test_a_row_stride_shorter_than_a_row_is_refused():
+    _capture("YUYV", strides=(128,))._check_strides("YUYV", 64, 48)  # 64 pixels x 2 bytes: fits
+    with pytest.raises(_v4l2.V4l2Error, match="stride of 100 bytes, shorter than a row of 64 pixels .128 bytes."):
+        _capture("YUYV", strides=(100,))._check_strides("YUYV", 64, 48)
+    with pytest.raises(_v4l2.V4l2Error, match="plane 1 a stride of 32"):
+        _capture("NM12", strides=(64, 32))._check_strides("NM12", 64, 48)
+
+
+def test_a_driver_without_frame_rate_control_opens_at_its_own_rate(monkeypatch):
+    # the kernel answers VIDIOC_G_PARM with ENOTTY for a driver with neither g_parm nor g_std (v4l2-dev.c);
+    # rkisp1's and other SoC capture nodes have neither: the rate is then unknown, not an error
+    dev = _capture("NV12")
+    dev._fd = 3
+
+    def ioctl(fd, request, buf, mutate):
+        assert request == _v4l2.VIDIOC_G_PARM
+        raise OSError(25, "Inappropriate ioctl for device")
+
+    monkeypatch.setattr(_v4l2.fcntl, "ioctl", ioctl)
+    assert dev._set_rate() is None
+    dev._fd = -1
+
+
+def test_the_reader_refuses_machines_whose_ioctls_are_numbered_otherwise(monkeypatch):
+    # powerpc numbers them with 3 direction bits (read 2, write 4, none 1): VIDIOC_QUERYCAP is 0x40685600
+    # there, 0x80685600 on x86-64 and aarch64
+    for machine, ok in (("x86_64", True), ("aarch64", True), ("ppc64le", False), ("mips64", False)):
+        monkeypatch.setattr(_v4l2.platform, "machine", lambda m=machine: m)
+        why = _v4l2.reader_refusal()
+        assert (why is None) == ok and (ok or machine in why), (machine, why)
+
+
+def test_a_device_whose_format_does_not_serve_the_camera_is_closed(monkeypatch):
+    closed = []
+    got = _v4l2.Negotiated(64, 48, "YUYV", 128, 6144, 30.0, "bt2020", "limited")
+    monkeypatch.setattr(_v4l2.V4l2Capture, "open", lambda self: got)
+    monkeypatch.setattr(_v4l2.V4l2Capture, "close", lambda self: closed.append(self.path))
+    monkeypatch.setattr(V4l2Source, "pollable", True)
+    src = V4l2Source(Camera("A", width=64, height=48, encoding="yuyv"), SourceConfig("v4l2", "/dev/video9", {}))
+    with pytest.raises(Exception, match="says its YUYV is bt2020 limited range, which dvpipe does not convert"):
+        src._open_device()
+    monkeypatch.setattr(V4l2Source, "_device_problem", lambda self, got: 1 / 0)  # any failure of the checks
+    with pytest.raises(ZeroDivisionError):
+        src._open_device()
+    assert closed == ["/dev/video9", "/dev/video9"]
 
 
 def test_on_a_guest_with_vivid():

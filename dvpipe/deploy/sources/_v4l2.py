@@ -25,6 +25,7 @@ import errno
 import fcntl
 import mmap
 import os
+import platform
 import ctypes
 import struct
 from collections import deque
@@ -98,8 +99,9 @@ _BUF_TIMESTAMP_MASK, _BUF_TIMESTAMP_MONOTONIC = 0xE000, 0x2000
 _BUF_TSTAMP_SRC_MASK, _BUF_TSTAMP_SRC_SOE = 0x70000, 0x10000
 
 # V4L2's colorimetry codes -> dvpipe's yuv_matrix / yuv_range (the header's V4L2_MAP_*_DEFAULT rules)
-_COLORSPACE_REC709, _COLORSPACE_JPEG, _COLORSPACE_BT2020, _COLORSPACE_DCI_P3 = 3, 7, 10, 12
-_YCBCR_ENC = {1: "bt601", 2: "bt709", 3: "bt601", 4: "bt709", 5: "bt601", 6: "bt2020", 7: "bt2020", 8: "smpte240m"}
+_COLORSPACE_SMPTE240M, _COLORSPACE_REC709, _COLORSPACE_JPEG, _COLORSPACE_BT2020, _COLORSPACE_DCI_P3 = 2, 3, 7, 10, 12
+_YCBCR_ENC = {1: "bt601", 2: "bt709", 3: "bt601", 4: "bt709", 5: "bt601", 6: "bt2020",
+              7: "bt2020 constant luminance", 8: "smpte240m"}
 
 
 def fourcc_code(text: str) -> int:
@@ -113,11 +115,20 @@ def fourcc_text(code: int) -> str:
     return text + "-BE" if code & 0x80000000 else text
 
 
+#: machines (``platform.machine()``) whose kernel numbers ioctls the generic way (asm-generic/ioctl.h: 2
+#: direction bits, read 2, write 1); powerpc, mips, sparc, alpha and parisc number them otherwise
+_GENERIC_IOCTL_MACHINES = ("x86_64", "amd64", "aarch64", "arm64", "riscv64", "loongarch64", "s390x")
+
+
 def reader_refusal() -> Optional[str]:
-    """Why this process cannot use :class:`V4l2Capture` at all (a 32-bit Python: other structure
-    layouts), or None."""
+    """Why this process cannot use :class:`V4l2Capture` at all (a 32-bit Python: other structure layouts;
+    a machine whose ioctl numbers are not the generic ones), or None."""
     if struct.calcsize("P") != 8:
         return "dvpipe's V4L2 reader speaks the 64-bit structure layout; this Python is 32-bit"
+    machine = platform.machine().lower()
+    if machine not in _GENERIC_IOCTL_MACHINES:
+        return (f"dvpipe's V4L2 reader numbers its ioctls as x86-64, aarch64, riscv64, loongarch64 and s390x do, "
+                f"not as {machine or 'this machine'} does")
     return None
 
 
@@ -278,6 +289,7 @@ class V4l2Capture:
         _, w, h, pixelformat, field, bpl, sizeimage, colorspace, _, _, ycbcr_enc, quantization, _ = got
         self._check_agreed(self.fourcc, pixelformat, (width, height), (w, h), field)
         self._strides = (bpl,)
+        self._check_strides(self.fourcc, w, h)
         matrix, rng = _colorimetry(colorspace, ycbcr_enc, quantization)
         return Negotiated(w, h, self.fourcc, bpl, sizeimage, self._set_rate(), matrix, rng)
 
@@ -307,6 +319,7 @@ class V4l2Capture:
                             f"{expected}")
         self._planes = num_planes
         self._strides = tuple(planes[2 * i + 1] for i in range(num_planes))
+        self._check_strides(fourcc, w, h)
         matrix, rng = _colorimetry(colorspace, ycbcr_enc, quantization)
         return Negotiated(w, h, fourcc, self._strides[0], sum(planes[2 * i] for i in range(num_planes)),
                           self._set_rate(), matrix, rng)
@@ -326,8 +339,21 @@ class V4l2Capture:
             raise V4l2Error(f"{self.path} gives interlaced fields (field {field}); dvpipe's reader takes "
                             "progressive frames")
 
+    def _check_strides(self, fourcc: str, width: int, height: int) -> None:
+        """A one-line :class:`V4l2Error` where the driver gives a raw plane's rows a stride (bytesperline)
+        shorter than the row: its frames cannot be read as rows (they would overlap)."""
+        for k, ((_rows, row), stride) in enumerate(zip(_plane_rows(fourcc, width, height), self._strides)):
+            if stride < row:
+                raise V4l2Error(f"{self.path} gives {fourcc} rows of plane {k} a stride of {stride} bytes, shorter "
+                                f"than a row of {width} pixels ({row} bytes)")
+
     def _set_rate(self) -> Optional[float]:
-        parm = self._ioctl(VIDIOC_G_PARM, _STREAMPARM.pack(self._type, *([0] * 6)), "read its frame rate")
+        """The frame rate the device runs at after asking for :attr:`fps` (frames per second), or None where it
+        does not say: a driver without VIDIOC_G_PARM (many SoC capture nodes: the rate is the sensor's)."""
+        try:
+            parm = self._ioctl(VIDIOC_G_PARM, _STREAMPARM.pack(self._type, *([0] * 6)), "read its frame rate")
+        except V4l2Error:  # (unplugged: V4l2Lost, raised)
+            return None
         _, capability, mode, num, den, ext, rb = _STREAMPARM.unpack(parm)
         if self.fps and capability & _CAP_TIMEPERFRAME:
             want = _STREAMPARM.pack(self._type, capability, mode, 1000, int(round(self.fps * 1000)), ext, rb)
@@ -400,9 +426,14 @@ class V4l2Capture:
         soe = flags & _BUF_TSTAMP_SRC_MASK == _BUF_TSTAMP_SRC_SOE
         damaged = "the driver flagged the buffer (V4L2_BUF_FLAG_ERROR)" if flags & _BUF_FLAG_ERROR else None
         maps, layout = self._maps[index], _plane_rows(neg.fourcc, neg.width, neg.height)
-        if not layout:  # compressed: the bytes the driver filled
+        if not layout:  # compressed (MJPEG): the bytes the driver filled
             filled, start = used[0]
-            return Captured(maps[0][start:filled], sequence, stamp, soe, damaged)
+            data = maps[0][start:filled] if filled > start else b""
+            if not data:
+                damaged = damaged or "an empty frame from the driver (0 bytes filled)"
+            elif not data.startswith(b"\xff\xd8"):
+                damaged = damaged or "not a JPEG picture (no SOI marker at its start)"
+            return Captured(data, sequence, stamp, soe, damaged)
         parts: list = []  # each plane's rows, tight: a view of its map, or a copy where the rows are padded
         for view, (rows, row), stride, (filled, start) in zip(maps, layout, self._strides, used):
             if filled - start < (rows - 1) * stride + row:
@@ -453,7 +484,7 @@ def _colorimetry(colorspace: int, ycbcr_enc: int, quantization: int) -> tuple[st
     ``V4L2_MAP_YCBCR_ENC_DEFAULT`` and ``V4L2_MAP_QUANTIZATION_DEFAULT`` (Y'CbCr formats) do."""
     if ycbcr_enc == 0:
         matrix = ("bt709" if colorspace in (_COLORSPACE_REC709, _COLORSPACE_DCI_P3) else
-                  "bt2020" if colorspace == _COLORSPACE_BT2020 else "smpte240m" if colorspace == 4 else "bt601")
+                  "bt2020" if colorspace == _COLORSPACE_BT2020 else "smpte240m" if colorspace == _COLORSPACE_SMPTE240M else "bt601")
     else:
         matrix = _YCBCR_ENC.get(ycbcr_enc, f"code {ycbcr_enc}")
     if quantization == 0:

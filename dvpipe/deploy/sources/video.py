@@ -912,18 +912,11 @@ class V4l2Source(_LiveStream):
         cam = self.camera
         device = V4l2Capture(self.cfg.uri, V4L2_FOURCC[cam.encoding], self._size(), self.options.get("fps"))
         got = device.open()
-        problem = None
-        if (got.height, got.width) != (cam.height, cam.width):
-            problem = (f"{self.cfg.uri} captures {got.width}x{got.height}; camera {cam.name} is "
-                       f"{cam.width}x{cam.height} (ask the device for the camera's size, or declare the device's)")
-        elif cam.encoding in RAW_YUV_ENCODINGS:
-            from ...backends._raw_yuv import colour_of
-
-            declared = colour_of(cam)
-            if declared != (got.yuv_matrix, got.yuv_range):
-                problem = (f"{self.cfg.uri} says its {got.fourcc} is {got.yuv_matrix} {got.yuv_range} range; camera "
-                           f"{cam.name} is converted as {declared[0]} {declared[1]} (set the camera's yuv_matrix: "
-                           f"{got.yuv_matrix} and yuv_range: {got.yuv_range})")
+        try:
+            problem = self._device_problem(got)
+        except BaseException:
+            device.close()
+            raise
         if problem:
             device.close()
             raise SourceError(problem)
@@ -931,6 +924,26 @@ class V4l2Source(_LiveStream):
         self._last_sequence: Optional[int] = None
         self._stamp_ahead_ns = 0  # the most the driver's stamps were ahead of the frames' arrival (ns)
         self._begin_live()
+
+    def _device_problem(self, got) -> Optional[str]:
+        """Why the device's negotiated format (:class:`~._v4l2.Negotiated`) does not serve this camera, or None."""
+        cam = self.camera
+        if (got.height, got.width) != (cam.height, cam.width):
+            return (f"{self.cfg.uri} captures {got.width}x{got.height}; camera {cam.name} is "
+                    f"{cam.width}x{cam.height} (ask the device for the camera's size, or declare the device's)")
+        if cam.encoding not in RAW_YUV_ENCODINGS:
+            return None
+        from ...backends._raw_yuv import MATRICES, colour_of
+
+        if got.yuv_matrix not in MATRICES:
+            return (f"{self.cfg.uri} says its {got.fourcc} is {got.yuv_matrix} {got.yuv_range} range, which dvpipe "
+                    f"does not convert (it converts {', '.join(MATRICES)})")
+        declared = colour_of(cam)
+        if declared != (got.yuv_matrix, got.yuv_range):
+            return (f"{self.cfg.uri} says its {got.fourcc} is {got.yuv_matrix} {got.yuv_range} range; camera "
+                    f"{cam.name} is converted as {declared[0]} {declared[1]} (set the camera's yuv_matrix: "
+                    f"{got.yuv_matrix} and yuv_range: {got.yuv_range})")
+        return None
 
     # -- dvpipe's reader: what the I/O loop calls ------------------------------------------------------
     def filenos(self) -> list[int]:
