@@ -572,9 +572,7 @@ class Runner:
                               or (st.last_seq is not None and seq != st.last_seq + 1))
         st.gap_next = False
         st.last_seq = seq
-        if item.lost_before:
-            st.health.lost_at_source_before(item.lost_before)
-        st.health.arrived(t, item.media_ns)
+        st.health.arrived(t, item.media_ns, item.lost_before)
         return item
 
     def _reconnect(self, cam: str, src: Source, h, reason: str) -> bool:

@@ -152,10 +152,15 @@ class CameraHealth:
         return None
 
     # -- events ----------------------------------------------------------------------------------------
-    def arrived(self, t: int, media_ns: Optional[int] = None) -> Optional[Outage]:
-        """A frame arrived at ``t``; returns the outage it ended, if any."""
+    def arrived(self, t: int, media_ns: Optional[int] = None, lost_before: int = 0) -> Optional[Outage]:
+        """A frame arrived at ``t``; returns the outage it ended, if any. ``lost_before``: frames the source
+        itself counted as skipped just before this one (a V4L2 driver's sequence numbers): exact, so an
+        outage this frame ends has lost those (not an estimate from the time gap, which would count them
+        twice), and outside an outage they are :attr:`lost_at_source`."""
         with self._lock:
-            ended = self._end_outage(t, media_ns) if self.outage is not None else None
+            ended = self._end_outage(t, media_ns, known_lost=lost_before or None) if self.outage is not None else None
+            if ended is None:
+                self.lost_at_source += lost_before
             if ended is None and self.last_arrival_ns is not None:
                 same_clock = media_ns is not None and self.last_media_ns is not None
                 step = (cast(int, media_ns) - cast(int, self.last_media_ns) if same_clock
@@ -166,11 +171,6 @@ class CameraHealth:
             if self.state == "stalled":
                 self.state = "streaming"
             return ended
-
-    def lost_at_source_before(self, n: int) -> None:
-        """The source skipped ``n`` frames it knows of (a V4L2 driver dropped them: no free buffer)."""
-        with self._lock:  # a count, not an event: a camera that is always behind would fill the event log
-            self.lost_at_source += n
 
     def check_stall(self, t: int, limit_ns: int) -> bool:
         """The runner's check at ``t``: no frame for more than ``limit_ns`` while streaming (and the
@@ -265,13 +265,14 @@ class CameraHealth:
             o.disconnected_ns += d
             self.disconnected_ns += d
 
-    def _end_outage(self, t: int, media_ns: Optional[int], still_down: bool = False) -> Outage:
+    def _end_outage(self, t: int, media_ns: Optional[int], still_down: bool = False,
+                    known_lost: Optional[int] = None) -> Outage:
         o = self.outage
         assert o is not None  # called while an outage is open
         t = max(t, o.phase_since_ns)
         self._charge(o, t)
         o.end_ns, o.phase_since_ns = t, t
-        o.lost = self._lost(o, media_ns, still_down)
+        o.lost = known_lost if known_lost is not None else self._lost(o, media_ns, still_down)
         self.outages += 1
         self.outage_ns += o.duration_ns
         self.lost_in_outage += o.lost or 0

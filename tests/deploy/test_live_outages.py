@@ -58,6 +58,18 @@ def test_stall_with_a_pts_jump_counts_the_skipped_frames():
     assert o.lost == 29 and h.lost_in_outage == 29
 
 
+def test_frames_the_source_counted_as_skipped_end_an_outage_once():
+    # a V4L2 driver that drops frames inside (uvcvideo with nodrop=0) goes on counting its sequence: the
+    # frame after a 3.6 s stall says 89 were skipped, and its timestamp jumped by 90 periods. Counted once.
+    h = CameraHealth()
+    last = streaming(h, 10)
+    h.check_stall(last + 3000 * MS, 300 * MS)
+    o = h.arrived(last + 90 * P, 9 * P + 90 * P, lost_before=89)
+    assert o.lost == 89 and h.lost_in_outage == 89 and h.lost_at_source == 0
+    h.arrived(last + 91 * P, 9 * P + 92 * P, lost_before=1)  # outside an outage: lost at the source
+    assert h.lost_in_outage == 89 and h.lost_at_source == 1
+
+
 def test_disconnect_and_reconnect_split_the_outage_and_estimate_from_arrivals():
     h = CameraHealth()
     last = streaming(h, 10)
@@ -122,8 +134,9 @@ def test_frames_lost_at_the_source_are_reported_beside_the_account():
     for _ in range(8):
         acc.enter("A")
         acc.emit("A")
-    acc.health["A"].lost_at_source_before(3)
-    acc.health["A"].lost_at_source_before(2)
+    acc.health["A"].arrived(0, 0)
+    acc.health["A"].arrived(4 * P, 4 * P, lost_before=3)
+    acc.health["A"].arrived(7 * P, 7 * P, lost_before=2)
     d = acc.to_dict()
     assert d["accounted"] and d["totals"]["lost_at_source"] == 5 and d["cameras"]["A"]["lost_at_source"] == 5
     assert d["cameras"]["A"]["source"]["lost_at_source"] == 5 and d["cameras"]["B"]["lost_at_source"] == 0
