@@ -347,8 +347,7 @@ class Runner:
         if self._finished:
             return
         self._finished = True
-        self.stop_event.set()
-        self.sync.close()  # from now on a frame a reader still gets never enters
+        self.stop_event.set()  # the readers stop: a frame one has read enters and is dropped as "shutdown"
         if self._model_pool is not None:  # sets handed to the model are emitted: let them finish
             for fut in self._pending:
                 try:
@@ -359,6 +358,7 @@ class Runner:
             self._model_pool.shutdown(wait=True)
         for t in self._threads:
             t.join(timeout=5.0)
+        self.sync.close()  # from now on a frame a reader still gets (one that outlived its join) never enters
         for fs, _pending, _tl in self._inflight:  # handed to the pipeline, not finished (closing it stops them)
             for it in fs.members.values():
                 self._account_drop(Dropped(it, "shutdown", "the run stopped while its set was processed"))
@@ -511,6 +511,8 @@ class Runner:
                     self.sync.wait_for_room([st.cam for st in active if st.early is None], wait_s)
         finally:
             for st in states:
+                if st.early is not None:  # a paced frame read before its release
+                    st.held, st.early = self._arrived(st, st.early), None
                 if st.held is not None:  # read before the stop: it enters and is dropped as "shutdown"
                     self.sync.push(st.held, self.stop_event, on_enter=self.acc.enter)
                     st.health.pushing_frame(False, self.clock())

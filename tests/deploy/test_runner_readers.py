@@ -87,6 +87,32 @@ def test_a_stop_while_the_reader_holds_frames_accounts_for_them():
         assert acc.entered[cam] == acc.emitted[cam] + sum(acc.dropped[cam].values())
 
 
+@pytest.mark.parametrize("share_reader", [True, False])
+@pytest.mark.parametrize("realtime", [False, True])
+def test_every_frame_a_reader_read_enters_the_account_when_the_run_stops(monkeypatch, share_reader, realtime):
+    # a frame read as the run stopped -- held by the shared reader for a full camera, read early for its
+    # release (paced), or waiting for its release in Paced.read -- used to vanish uncounted: read, never entered
+    from dvpipe.deploy.sources.synthetic import SyntheticSource
+
+    reads: dict[str, int] = {}
+    real = SyntheticSource.read
+
+    def read(self):
+        item = real(self)
+        if item is not None:
+            reads[self.camera.name] = reads.get(self.camera.name, 0) + 1
+        return item
+
+    monkeypatch.setattr(SyntheticSource, "read", read)
+    run = dict({"duration_s": 0.4, "loop": True, "queue_size": 2}, **({"realtime": True} if realtime else {}))
+    dep = load_deployment(synthetic_deployment(2, frames=None, fps=30.0, width=32, height=32, run=run))
+    r = Runner(dep, write_outputs=False, model=lambda batch: time.sleep(0.03))
+    r.share_reader = share_reader
+    res = r.run()
+    assert "duration" in res.stopped_by and res.sets > 0
+    assert reads == dict(res.accounting.entered), (reads, dict(res.accounting.entered))
+
+
 def test_recordings_open_before_the_clock_starts_in_parallel(monkeypatch):
     """Each open advances the injected clock by one second: the run's elapsed time and its first frame set
     do not include them; ``startup.open_ms`` reports them."""

@@ -148,8 +148,10 @@ class Paced(SourceWrapper):
             return None
         assert item.capture_mono_ns is not None  # read_early sets it
         wait = item.capture_mono_ns - self.clock.now()
-        if wait > 0 and self.clock.wait(self.stop, wait / 1e9):
-            return None
+        if wait > 0:
+            # a stop cuts the wait short: the frame, read, is still handed over (it enters and is dropped as
+            # "shutdown" with the others)
+            self.clock.wait(self.stop, wait / 1e9)
         return item
 
     def read_early(self) -> Optional[Item]:
@@ -266,8 +268,7 @@ class Faulty(SourceWrapper):
                 return None
             seq = item.frame.seq
             if seq in self._stall and self._once("stall", seq):
-                if self.stop.wait(self._stall[seq]):
-                    return None
+                self.stop.wait(self._stall[seq])  # (a stop ends the wait: the frame read is handed over)
             if seq in self.faults.disconnect and self._once("disconnect", seq):
                 raise StreamLost(f"injected fault: stream lost before frame {seq}")
             if seq in self.faults.lose:
@@ -290,8 +291,7 @@ class Faulty(SourceWrapper):
         if seq in self.faults.corrupt or (every and seq % every == every - 1):
             f.data = corrupt_data(f.data, f.pixel_format)
         if seq in self._late:
-            if self.stop.wait(self._late[seq] / 1000.0):
-                return None
+            self.stop.wait(self._late[seq] / 1000.0)
         return item
 
     def _resized(self, data):
