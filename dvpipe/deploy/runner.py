@@ -153,11 +153,6 @@ class Runner:
     #: recordings that only hand over bytes share one reader thread (:func:`shares_reader`); False gives
     #: each its own (``tools/bench/video.py`` compares the two)
     share_reader = True
-    #: frame sets preprocessed at once beyond the one being finished (0: one set at a time, with a
-    #: barrier between sets; ``tools/bench/video.py`` compares the two); the output ring
-    #: (:func:`~dvpipe.deploy._budget.output_buffers`) has room for one ahead, and ``run.pictures_per_job``
-    #: sets ahead when that is more
-    sets_ahead = 1
 
     def __init__(self, deployment: Deployment, *, model: Optional[Callable] = None,
                  progress: Optional[Callable[["Runner"], None]] = None,
@@ -248,10 +243,26 @@ class Runner:
         # the ring holds the sets in flight and the one the model reads (the memory budget counts them)
         self.pipe.reserve_output_buffers(output_buffers(self.pictures_per_job))
         self.pipe.touch_output_buffers()
-        self.sets_ahead = max(self.sets_ahead, self.pictures_per_job)
+        self._sets_ahead = self.pictures_per_job
         # runs of pictures once the first set is out: before, the first set's cameras would wait behind the
         # runs of those the workers took first (a first set after ~0.5 s instead of ~70 ms, 12 x 1600x900)
         self.pipe.locality = 1
+
+    @property
+    def sets_ahead(self) -> int:
+        """Frame sets preprocessed at once beyond the one being finished: ``run.pictures_per_job`` (1 by
+        default), as many as the output ring (:func:`~dvpipe.deploy._budget.output_buffers`) holds beside
+        the set being finished and the one the model reads. Fewer may be set (0: one set at a time, with a
+        barrier between sets; ``tools/bench/video.py`` compares the two), not more (ConfigError): the ring
+        would hand a batch still in use to the next set."""
+        return self._sets_ahead
+
+    @sets_ahead.setter
+    def sets_ahead(self, sets: int) -> None:
+        if not 0 <= sets <= self.pictures_per_job:
+            raise ConfigError(f"sets_ahead {sets}: this runner's output ring holds at most {self.pictures_per_job} "
+                              "set(s) ahead (run.pictures_per_job)")
+        self._sets_ahead = sets
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def __enter__(self) -> "Runner":

@@ -10,6 +10,7 @@ import pytest
 
 from dvpipe.deploy import DeploymentError, Runner, load_deployment
 from dvpipe.deploy._budget import output_buffers, pictures_per_job
+from dvpipe.errors import ConfigError
 from dvpipe.testing.deployments import synthetic_deployment
 
 from .test_runner import assert_accounted
@@ -156,3 +157,18 @@ def test_auto_keeps_the_rings_extra_batches_within_a_gib():
     # 3 cameras x 3 x 1088 x 1920 float32 = 75,202,560 bytes a batch; 2**30 // that = 14 extra batches
     assert pictures_per_job(dep, _pipe("cpu", (3, 3, 1088, 1920))) == (
         15, "auto: H.264/H.265 recordings read as fast as possible; 15, not 24: the ring's extra batches within 1.0 GiB")
+
+
+def test_sets_ahead_beyond_the_output_ring_is_refused():
+    # the ring (run.pictures_per_job + 2 batches) holds that many sets ahead beside the set being finished and
+    # the one the model reads: one more handed the model's batch to a new set (a stale batch, or a refused submit)
+    for ppj, frames in ((1, 4), (3, 12)):
+        r = _auto(encoding="h264", frames=frames, run={"pictures_per_job": ppj})
+        try:
+            assert r.sets_ahead == ppj and len(r.pipe._buffers) == ppj + 2
+            with pytest.raises(ConfigError, match=rf"sets_ahead {ppj + 1}: .* at most {ppj} set"):
+                r.sets_ahead = ppj + 1
+            r.sets_ahead = 0  # one set at a time: fewer is always possible
+            assert sum(1 for _ in r.batches()) == frames
+        finally:
+            r.close()
