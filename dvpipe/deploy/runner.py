@@ -771,9 +771,11 @@ class Runner:
         if self._model_pool is None:
             yield self._complete(fs, batch, tl, self.clock())
             return
-        while self._pending:  # at most one set in the model's hands: its output buffer is still in use
-            yield self._pending.popleft().result()
-        self._pending.append(self._model_pool.submit(self._complete, fs, batch, tl, self.clock()))
+        try:
+            while self._pending:  # at most one set in the model's hands: its output buffer is still in use
+                yield self._pending.popleft().result()
+        finally:  # settled (its frames counted as emitted): it completes even if the caller stops iterating here
+            self._pending.append(self._model_pool.submit(self._complete, fs, batch, tl, self.clock()))
 
     def _complete(self, fs: FrameSet, batch, tl: Timeline, ready_ns: int) -> RunBatch:
         started = self.clock()

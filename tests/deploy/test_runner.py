@@ -270,6 +270,24 @@ def test_frames_and_duration_limits_and_ctrl_c():
     assert sum(r.accounting.dropped[c].get("shutdown", 0) for c in ("CAM0", "CAM1")) >= 2
 
 
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_caller_that_stops_iterating_gets_every_emitted_set_to_the_model(overlap):
+    # with the model on its own thread, the next set was settled (its frames counted as emitted) before the
+    # previous set's result was handed over; a caller that stopped there left it emitted, never modelled
+    calls = []
+    r = Runner(load_deployment(synthetic_deployment(2, frames=20, run={"overlap_model": overlap})),
+               write_outputs=False, model=lambda batch: calls.append(1))
+    got = 0
+    for _ in r.batches():
+        got += 1
+        if got == 3:
+            break
+    result = r.finish()
+    assert_accounted(result)
+    emitted = result.accounting.emitted
+    assert emitted["CAM0"] == emitted["CAM1"] == result.sets == len(calls) >= 3, (dict(emitted), result.sets, calls)
+
+
 def test_per_camera_backends_plan_into_one_batch():
     dep = synthetic_deployment(3, frames=2, backends=["cpu"])
     dep["cameras"][1]["backends"] = ["reference"]
