@@ -152,3 +152,43 @@ def test_sdp_of_an_mjpeg_camera():
     v = parse_sdp(sdp, "rtsp://10.0.0.2/mjpeg")
     assert (v.codec, v.payload_type, v.clock_rate, v.control, v.dimensions, v.fps) == \
         ("jpeg", 26, 90000, "rtsp://10.0.0.2/mjpeg/trackID=1", (2560, 1440), 15.0)
+
+
+def _frame_packet(kind: int, q: int, extra: bytes = b"", scan: bytes = b"\x12\x34" * 8, seq: int = 0) -> bytes:
+    """A whole frame in one RTP packet (RFC 2435 3.1: type-specific 0, fragment offset 0, type, Q, 80 x 48
+    pixels), ``extra`` the headers after the main one; sequence number ``seq``, timestamp 3000 x ``seq``."""
+    return bytes([0x80, 0x80 | 26]) + struct.pack(">HII", seq, 3000 * seq, 7) + bytes([0, 0, 0, 0, kind, q, 10, 6]) \
+        + extra + scan
+
+
+@pytest.mark.parametrize("kind", [2, 63, 66, 127, 128, 129, 192, 193, 255])
+def test_types_other_than_0_1_64_65_give_a_damaged_frame(kind):
+    """RFC 2435 3.1.3: types 128-255 are dynamic (their meaning is the sender's: not 0/1 by type modulo 64),
+    2-63 and 66-127 are not ones dvpipe reads; their frames are damaged, with the type named."""
+    extra = struct.pack(">HH", 4, 0xFFFF) if 64 <= kind % 128 else b""
+    units = RtpDepacketiser("jpeg", 26).packet(_frame_packet(kind, 50, extra))
+    assert len(units) == 1 and units[0].data == b"" and f"RTP JPEG type {kind} " in units[0].damage
+    units = RtpDepacketiser("jpeg", 26).packet(_frame_packet(kind % 2, 50))  # the same frame as type 0 or 1
+    assert len(units) == 1 and units[0].damage is None
+
+
+@pytest.mark.parametrize("q", [0, 100, 110, 127])
+def test_reserved_q_values_give_a_damaged_frame(q):
+    """RFC 2435 3.1.4: Q 0 and 100-127 are reserved (1-99 scale the standard tables, 128-255 send them)."""
+    units = RtpDepacketiser("jpeg", 26).packet(_frame_packet(1, q))
+    assert len(units) == 1 and units[0].data == b"" and units[0].damage == f"RTP JPEG Q {q} (reserved)"
+
+
+def test_quantisation_tables_longer_than_their_packet_give_a_damaged_frame():
+    """RFC 2435 3.1.8: the quantisation table header's length is the bytes of tables that follow it. Here it
+    says 128 and the packet holds 100: the frame is damaged, its tables are none (a frame after it with
+    the same Q and no tables has none "sent before"), and a packet with the 128 bytes is whole."""
+    d = RtpDepacketiser("jpeg", 26)
+    tables = bytes(range(1, 129))
+    units = d.packet(_frame_packet(1, 255, struct.pack(">BBH", 0, 0, 128), scan=tables[:100]))
+    assert len(units) == 1 and units[0].data == b"" and "quantisation tables" in units[0].damage
+    units = d.packet(_frame_packet(1, 255, struct.pack(">BBH", 0, 0, 0), seq=1))
+    assert "without its quantisation tables (none came before)" in units[0].damage
+    units = d.packet(_frame_packet(1, 255, struct.pack(">BBH", 0, 0, 128) + tables, seq=2))
+    assert units[0].damage is None
+    assert bytes([0xFF, 0xDB, 0, 132, 0]) + tables[:64] + bytes([1]) + tables[64:] in units[0].data  # DQT

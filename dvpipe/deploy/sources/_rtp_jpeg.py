@@ -8,8 +8,10 @@ from the packet (Q >= 128) or the standard tables scaled by Q (Q 1-99, Appendix 
 of 3 components (type 0: 4:2:2, type 1: 4:2:0), the standard Huffman tables of JPEG Annex K.3 (the
 payload format has no others: a camera that encodes with its own tables cannot be sent this way).
 
-Types 0, 1, 64 and 65 are read; other types, a size of 0 without ``a=x-dimensions`` in the SDP, and
-a frame with a missing fragment (its offsets do not join) make the frame damaged.
+Types 0, 1, 64 and 65 are read; other types (2-63 and 66-127 are unassigned, 128-255 dynamic: their
+meaning is the sender's), Q 0 and 100-127 (reserved), quantisation tables longer than their packet, a
+size of 0 without ``a=x-dimensions`` in the SDP, and a frame with a missing fragment (its offsets do not
+join) make the frame damaged.
 """
 from __future__ import annotations
 
@@ -60,7 +62,9 @@ _MAX_FRAME = 32 << 20  # bytes of one JPEG frame
 def scaled_tables(q: int) -> bytes:
     """RFC 2435 Appendix A's tables for Q 1-99: the standard tables scaled as libjpeg's quality
     setting scales them (factor 5000 / Q below 50, 200 - 2 Q from 50), each value clamped to 1-255;
-    luma then chroma, 64 bytes each, zig-zag order."""
+    luma then chroma, 64 bytes each, zig-zag order. Q 100-127 are reserved (RFC 2435 3.1.4): no tables."""
+    if not 1 <= q <= 99:
+        raise ValueError(f"RTP JPEG Q {q} has no standard tables (1-99)")
     factor = 5000 // q if q < 50 else 200 - 2 * q
     return bytes(min(255, max(1, (v * factor + 50) // 100)) for v in _LUMA_Q + _CHROMA_Q)
 
@@ -130,13 +134,13 @@ class JpegFrames:
         offset = (p[1] << 16) | (p[2] << 8) | p[3]
         kind, q, width, height = p[4], p[5], p[6] * 8, p[7] * 8
         i, restart_interval = 8, 0
-        if 64 <= kind <= 127:
+        if kind not in (0, 1, 64, 65):  # RFC 2435 3.1.3: 128-255 are dynamic (the sender's own), not these
+            return f"RTP JPEG type {kind} (dvpipe's RTSP client reads types 0, 1, 64 and 65)"
+        if kind >= 64:
             if len(p) < i + 4:
                 return "an RTP JPEG packet shorter than its restart header"
             restart_interval = (p[i] << 8) | p[i + 1]
             i += 4
-        if kind % 64 > 1:
-            return f"RTP JPEG type {kind} (dvpipe's RTSP client reads types 0, 1, 64 and 65)"
         if offset != self._size:
             return f"RTP JPEG fragment at byte {offset} where byte {self._size} was due (packets lost)"
         if offset == 0:
@@ -145,6 +149,8 @@ class JpegFrames:
                 if len(p) < i + 4:
                     return "an RTP JPEG packet shorter than its quantisation table header"
                 precision, length = p[i + 1], (p[i + 2] << 8) | p[i + 3]
+                if len(p) < i + 4 + length:
+                    return f"an RTP JPEG packet shorter than its {length} bytes of quantisation tables"
                 tables = bytes(p[i + 4:i + 4 + length])
                 i += 4 + length
                 if length:
@@ -153,8 +159,8 @@ class JpegFrames:
                     tables, precision = self._tables[q]
                 else:
                     return f"RTP JPEG Q {q} without its quantisation tables (none came before)"
-            elif q == 0:
-                return "RTP JPEG Q 0 (reserved)"
+            elif q == 0 or q >= 100:
+                return f"RTP JPEG Q {q} (reserved)"
             else:
                 tables = scaled_tables(q)
             if not width or not height:
