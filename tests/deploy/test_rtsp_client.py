@@ -34,10 +34,10 @@ from tolerances import tol
 START = b"\x00\x00\x00\x01"
 
 
-def rtp(seq: int, ts: int, payload: bytes, marker: bool = False, pt: int = 96) -> bytes:
+def rtp(seq: int, ts: int, payload: bytes, marker: bool = False, pt: int = 96, ssrc: int = 0x1234ABCD) -> bytes:
     """An RTP packet (RFC 3550 5.1): version 2, no padding/extension/CSRC."""
     return bytes([0x80, (0x80 if marker else 0) | pt]) + struct.pack(">HII", seq & 0xFFFF, ts & 0xFFFFFFFF,
-                                                                       0x1234ABCD) + payload
+                                                                       ssrc) + payload
 
 
 # H.264 NAL units (header byte: F | NRI | type)
@@ -705,3 +705,316 @@ def test_rtp_sent_before_the_answer_to_play_is_kept():
     assert [bytes(u) for u in conn.units] == [START + SPS + START + PPS + START + IDR, START + P1, START + P2]
     conn.close()
     listener.close()
+
+
+def test_a_picture_lost_whole_damages_the_next_unit_even_when_some_of_its_fragments_came():
+    """Picture 2 is one FU-A NAL unit of three fragments (RFC 6184 5.8) whose first is lost: no NAL unit
+    of it can be rebuilt, so it gives no unit; picture 3 refers to it and is damaged by the loss, as it
+    is when picture 2 is lost whole."""
+    ind = (P1[0] & 0xE0) | 28
+    fus = [bytes([ind, 0x80 | 1]) + b"\x11" * 10, bytes([ind, 1]) + b"\x22" * 10, bytes([ind, 0x40 | 1]) + b"\x33" * 10]
+    pkts = [rtp(10, 0, IDR, marker=True), rtp(12, 3000, fus[1]), rtp(13, 3000, fus[2], marker=True),
+            rtp(14, 6000, P2, marker=True)]  # 11 (fus[0]) lost
+    units, d = depacketise("h264", pkts)
+    assert [(bytes(u), u.pts) for u in units] == [(START + IDR, 0), (START + P2, 6000)]
+    assert units[0].damage is None and "sequence numbers 11..11" in units[1].damage and d.lost == 1
+
+
+def test_a_packet_without_payload_counts_in_the_sequence():
+    """RFC 3550 5.1: the sequence number counts every packet. Packet 11 is padding only (P bit, its last
+    byte the padding length 4), packet 13 a header extension (X bit, 1 word) and nothing after it:
+    nothing is lost."""
+    head = lambda b0, seq, ts: bytes([b0, 96]) + struct.pack(">HII", seq, ts, 0x1234ABCD)
+    padding_only = head(0xA0, 11, 0) + b"\0\0\0\x04"
+    extension_only = head(0x90, 13, 3000) + struct.pack(">HH", 0xBEDE, 1) + b"\x10\xAA\0\0"
+    pkts = [rtp(10, 0, IDR, marker=True), padding_only, rtp(12, 3000, P1, marker=True), extension_only,
+            rtp(14, 6000, P2, marker=True)]
+    units, d = depacketise("h264", pkts)
+    assert [(bytes(u), u.pts, u.damage) for u in units] == [(START + IDR, 0, None), (START + P1, 3000, None),
+                                                            (START + P2, 6000, None)]
+    assert d.lost == 0
+    # a gap before a packet without payload still damages the next picture
+    units, d = depacketise("h264", pkts[:1] + pkts[3:])
+    assert [u.pts for u in units] == [0, 6000] and "sequence numbers 11..12" in units[1].damage and d.lost == 2
+
+
+def _session(seq: int, ts: int, n: int, ssrc: int = 0x1234ABCD) -> list[bytes]:
+    """``n`` pictures of one packet each, 3000 ticks apart (30 fps), the first an IDR."""
+    return [rtp(seq + k, ts + 3000 * k, IDR if k == 0 else bytes([0x41, k]), marker=True, ssrc=ssrc)
+            for k in range(n)]
+
+
+@pytest.mark.parametrize("new_ssrc", [0x9999, 0x1234ABCD])
+@pytest.mark.parametrize("new_seq", [30000, 45000, 40007])
+def test_a_sender_restarting_its_rtp_session_is_followed(new_ssrc, new_seq):
+    """A camera restarts its encoder mid-stream: new random sequence numbers and timestamps (RFC 3550
+    5.1), with a new SSRC or not. RFC 3550 A.1: a new SSRC, or a jump beyond MAX_DROPOUT (3000) ahead or
+    MAX_MISORDER (100) behind followed by the next packet, starts the sequence afresh. Every picture of
+    the new session comes; the timestamps go on 3000 ticks a picture; the first is damaged (the chain
+    starts again), nothing is lost or late. Over TCP (the depacketiser alone) and over UDP (the reorder
+    buffer first). 40007 with the same SSRC is no restart: 3 packets are lost."""
+    old = _session(40000, 1000, 5)
+    new = _session(new_seq, 5_000_000, 20, new_ssrc)
+    restart = new_ssrc != 0x1234ABCD or new_seq != 40007
+    for udp in (False, True):
+        if udp:
+            reorder, clock = RtpReorder(), [0.0]
+            packets = _reordered(old + new, list(range(25)), reorder, clock) + reorder.expire(clock[0] + 1)
+            assert packets == old + new and reorder.late == 0
+        else:
+            packets = old + new
+        units, d = depacketise("h264", packets)
+        assert [u.pts for u in units] == [3000 * k for k in range(25 if restart else 25 + 3)][:25] if restart \
+            else [3000 * k for k in range(5)] + [3000 * (k + 8) for k in range(20)]
+        assert [bytes(u) for u in units] == [START + p[12:] for p in old + new]
+        damaged = [k for k, u in enumerate(units) if u.damage]
+        assert damaged == [5], [u.damage for u in units]
+        if restart:
+            assert "restarted its RTP stream" in units[5].damage and d.lost == 0 and d.restarts == 1
+        else:
+            assert "sequence numbers 40005..40006" in units[5].damage and d.lost == 2 and d.restarts == 0
+        assert d.late == 0
+
+
+def test_a_stray_packet_far_from_the_sequence_is_late_not_a_restart():
+    """RFC 3550 A.1: a jump that the next packet does not follow is dropped (counted late), and so is a
+    packet up to MAX_MISORDER (100) behind; a gap up to MAX_DROPOUT (3000) ahead is packets lost."""
+    pkts = _session(100, 0, 6)
+    stray, behind = rtp(20000, 99, P1, marker=True), rtp(30, 99, P1, marker=True)
+    units, d = depacketise("h264", pkts[:2] + [stray] + pkts[2:4] + [behind] + pkts[4:])
+    assert [u.pts for u in units] == [0, 3000, 6000, 9000, 12000, 15000]
+    assert all(u.damage is None for u in units) and d.late == 2 and d.lost == 0 and d.restarts == 0
+    reorder = RtpReorder()
+    assert _reordered(pkts[:2] + [stray] + pkts[2:4] + [behind] + pkts[4:], list(range(8)), reorder, [0.0]) == pkts
+    assert reorder.late == 2
+    # 2998 lost (packets 102 .. 3099): still the same session
+    units, d = depacketise("h264", pkts[:2] + [rtp(3100, 6000, P1, marker=True)])
+    assert [u.pts for u in units] == [0, 3000, 6000] and d.lost == 2998 and d.restarts == 0
+    assert "sequence numbers 102..3099" in units[2].damage
+
+
+def test_late_packets_over_tcp_are_counted():
+    conn = RtspConnection("rtsp://127.0.0.1:1/x")
+    conn._depacketiser = RtpDepacketiser("h264", 96)
+    pkts = h264_stream()
+    for p in pkts[:5] + [pkts[3]] + pkts[5:]:  # packet 13 twice
+        conn._rtp(p)
+    assert len(conn.units) == 3 and conn.packets_late == 1 and conn.packets_lost == 0
+
+
+def test_the_sender_clock_is_anchored_again_after_a_restart():
+    """RTCP sender reports (RFC 3550 6.4.1): NTP time 1 s after the Unix epoch (2208988801) at RTP
+    timestamp T. The old session's report gives pts 0 the time 1 s - (report's T - first T) / 90000; after
+    a restart (new SSRC) the anchor is the new session's first report, at its own timestamps."""
+    def sr(ssrc: int, ntp_s: int, ts: int) -> bytes:
+        return struct.pack(">BBHIIII", 0x80, 200, 6, ssrc, ntp_s, 0, ts) + bytes(8)
+
+    conn = RtspConnection("rtsp://127.0.0.1:1/x")
+    conn._depacketiser = RtpDepacketiser("h264", 96)
+    for p in _session(40000, 1000, 3):
+        conn._rtp(p)
+    conn._rtcp(sr(0x1234ABCD, 2208988801, 1000 + 9000))  # 1 s at pts 9000 (0.1 s)
+    assert conn.sender_origin_ns == 900_000_000
+    new = _session(500, 7_000_000, 3, ssrc=0x9999)
+    conn._rtp(new[0])  # pts 9000 (the old session's last picture, 6000, and one step)
+    assert conn.sender_origin_ns is None
+    conn._rtcp(sr(0x1234ABCD, 2208988805, 1000 + 9000))  # a late report of the old session: not taken
+    assert conn.sender_origin_ns is None
+    conn._rtcp(sr(0x9999, 2208988810, 7_000_000 + 18000))  # 10 s at the new session's pts 9000 + 18000
+    assert conn.sender_origin_ns == 10_000_000_000 - 27000 * 1_000_000_000 // 90000
+    assert [u.pts for u in conn.units] == [0, 3000, 6000, 9000]
+
+
+def test_an_answer_split_after_its_first_four_bytes_loses_no_frame():
+    """An answer to a keep-alive comes between RTP frames, and the connection's read ends right after
+    its "RTSP": the parser waits for the rest. (The session id holds a '$', which RFC 2326 3.4 allows:
+    read as a frame, it would take the frames after it.)"""
+    frame = lambda p: b"$\x00" + struct.pack(">H", len(p)) + p
+    pkts = _session(100, 0, 50)
+    answer = b"RTSP/1.0 200 OK\r\nCSeq: 9\r\nSession: 12$45678\r\n\r\n"
+    wire = frame(pkts[0]) + answer + b"".join(frame(p) for p in pkts[1:])
+    cut = len(frame(pkts[0])) + 4
+    conn = RtspConnection("rtsp://127.0.0.1:1/x")
+    conn._depacketiser = RtpDepacketiser("h264", 96)
+    for chunk in (wire[:cut], wire[cut:]):
+        conn._buf += chunk
+        conn._parse()
+    assert [bytes(u) for u in conn.units] == [START + p[12:] for p in pkts]
+    assert conn.packets_lost == 0 and all(u.damage is None for u in conn.units)
+
+
+def test_h265_parameter_set_lists_give_every_nal_unit():
+    """RFC 7798 7.1: sprop-vps, sprop-sps and sprop-pps are comma-separated lists of base64 NAL units."""
+    import base64
+
+    vps, sps = bytes([0x40, 0x01, 0x0C, 0x01]), bytes([0x42, 0x01, 0x01, 0x01, 0x60])
+    pps0, pps1 = bytes([0x44, 0x01, 0xC1, 0x72, 0xB4]), bytes([0x44, 0x01, 0xC0, 0xF7, 0xC0])
+    b64 = lambda n: base64.b64encode(n).decode()
+    sdp = ("v=0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H265/90000\r\n"
+           f"a=fmtp:96 sprop-vps={b64(vps)};sprop-sps={b64(sps)};sprop-pps={b64(pps0)},{b64(pps1)}\r\n"
+           "a=control:trackID=1\r\n")
+    assert parse_sdp(sdp, "rtsp://cam/s").parameter_sets == START + vps + START + sps + START + pps0 + START + pps1
+
+
+@pytest.mark.parametrize("value", ['"2"', "x", "-1", "1.5"])
+def test_a_malformed_sprop_max_don_diff_is_refused_in_one_line(value):
+    sdp = f"v=0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H265/90000\r\na=fmtp:96 sprop-max-don-diff={value}\r\n"
+    with pytest.raises(SourceError, match=r"sprop-max-don-diff .*client: ffmpeg") as e:
+        parse_sdp(sdp, "rtsp://cam/s")
+    assert "\n" not in str(e.value)
+    assert parse_sdp(sdp.replace(value, "0"), "rtsp://cam/s").codec == "h265"
+
+
+RFC2617_CHALLENGE = ('Digest realm="testrealm@host.com", qop="auth,auth-int", '
+                     'nonce="dcd98b7102dd2f0e8b11d0f600bfb0c093", opaque="5ccc069c403ebaf9f0171e9517f40e41"')
+
+
+@pytest.mark.parametrize("headers", [
+    [RFC2617_CHALLENGE, 'Basic realm="testrealm@host.com"'],
+    ['Basic realm="testrealm@host.com"', RFC2617_CHALLENGE],
+    ['Basic realm="testrealm@host.com", ' + RFC2617_CHALLENGE.replace('"auth,auth-int"', '"auth-int,auth"')],
+])
+def test_digest_is_chosen_over_basic_and_answers_rfc_2617s_worked_example(headers, monkeypatch):
+    """A 401 answer with a Digest and a Basic challenge (two headers, or both in one), in either order:
+    the answer is Digest's, the response RFC 2617 3.5's for its user, password, nonce and cnonce."""
+    import os
+
+    conn = RtspConnection("rtsp://Mufasa:Circle%20Of%20Life@127.0.0.1:1/x")
+    conn._buf = bytearray(b"RTSP/1.0 401 Unauthorized\r\nCSeq: 1\r\n"
+                          + b"".join(b"WWW-Authenticate: " + h.encode() + b"\r\n" for h in headers) + b"\r\n")
+    reply = conn._read_response()
+    conn._auth = conn._challenge(reply.challenges)
+    monkeypatch.setattr(os, "urandom", lambda n: bytes.fromhex("0a4f113b"))
+    assert conn._authorization("GET", "/dir/index.html") == (
+        'Digest username="Mufasa", realm="testrealm@host.com", nonce="dcd98b7102dd2f0e8b11d0f600bfb0c093", '
+        'uri="/dir/index.html", response="6629fae49393a05397450978507c4ef1", qop=auth, nc=00000001, '
+        'cnonce="0a4f113b", opaque="5ccc069c403ebaf9f0171e9517f40e41"')
+
+
+def test_quoted_challenge_values_may_hold_commas():
+    conn = RtspConnection("rtsp://u:p@127.0.0.1:1/x")
+    auth = conn._challenge(['Digest realm="Acme, Inc", nonce="a,b", qop="auth-int, auth", opaque="x\\"y"'])
+    assert auth is not None
+    assert (auth["realm"], auth["nonce"], auth["qop"], auth["opaque"]) == ("Acme, Inc", "a,b", "auth", 'x"y')
+    assert conn._challenge(['Digest realm="r", nonce="n", qop="auth-int"'])["qop"] is None
+    assert conn._challenge(['Basic realm="Acme, Inc"']) == {"scheme": "basic"}
+
+
+def _fake_server(answer) -> tuple[socket.socket, list]:
+    """An RTSP server on 127.0.0.1 that answers each request with ``answer(method, url, headers)`` (the
+    answer's text, ``CSEQ`` replaced by the request's CSeq); the listening socket and the requests."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    log: list = []
+
+    def serve():
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        buf = b""
+        with conn:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    try:
+                        chunk = conn.recv(4096)
+                    except OSError:  # the client reset the connection
+                        return
+                    if not chunk:
+                        return
+                    buf += chunk
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                lines = head.decode().split("\r\n")
+                method, url = lines[0].split(" ")[:2]
+                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+                log.append((method, url, headers))
+                conn.sendall(answer(method, url, headers).replace("CSEQ", headers["cseq"]).encode())
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, log
+
+
+_SDP = "v=0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=control:track1\r\n"
+
+
+def _ok(method: str, extra: str = "") -> str:
+    if method == "DESCRIBE":
+        return f"RTSP/1.0 200 OK\r\nCSeq: CSEQ\r\nContent-Length: {len(_SDP)}\r\n\r\n{_SDP}"
+    if method == "SETUP" and not extra:
+        extra = "Session: 42\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n"
+    return f"RTSP/1.0 200 OK\r\nCSeq: CSEQ\r\n{extra}\r\n"
+
+
+def test_a_new_nonce_is_answered_once_more():
+    """RFC 2617 3.2.1: a 401 with a new nonce (``stale=TRUE``: the old one expired) asks for the request
+    again with it. The server's nonce changes at SETUP; the answers are checked as RFC 2617 3.2.2 computes
+    them (MD5 of user:realm:password, method:uri and those with the nonce). The same nonce refused twice
+    is a wrong password."""
+    import hashlib
+
+    md5 = lambda t: hashlib.md5(t.encode()).hexdigest()
+    state = {"nonce": "n1", "password": "pw"}
+
+    def answer(method, url, headers):
+        if method == "SETUP" and state["nonce"] == "n1":
+            state["nonce"] = "n2"
+        auth = headers.get("authorization", "")
+        want = md5(f"{md5('u:r:' + state['password'])}:{state['nonce']}:{md5(method + ':' + url)}")
+        if f'response="{want}"' not in auth:
+            stale = ', stale=TRUE' if f'nonce="{state["nonce"]}"' not in auth and auth else ""
+            return f'RTSP/1.0 401 Unauthorized\r\nCSeq: CSEQ\r\nWWW-Authenticate: Digest realm="r", ' \
+                   f'nonce="{state["nonce"]}"{stale}\r\n\r\n'
+        return _ok(method)
+
+    listener, log = _fake_server(answer)
+    port = listener.getsockname()[1]
+    conn = RtspConnection(f"rtsp://u:pw@127.0.0.1:{port}/cam", open_timeout_s=5)
+    conn.open()
+    nonces = [(m, h.get("authorization", "nonce=\"-\"").split('nonce="')[1].split('"')[0]) for m, _u, h in log]
+    assert nonces == [("DESCRIBE", "-"), ("DESCRIBE", "n1"), ("SETUP", "n1"), ("SETUP", "n2"), ("PLAY", "n2")]
+    conn.close()
+    listener.close()
+    state.update(nonce="n1", password="other")
+    listener, log = _fake_server(answer)
+    conn = RtspConnection(f"rtsp://u:pw@127.0.0.1:{listener.getsockname()[1]}/cam", open_timeout_s=5)
+    with pytest.raises(SourceError, match="DESCRIBE answered 401 .*user name or password was refused"):
+        conn.open()
+    assert [m for m, _u, _h in log] == ["DESCRIBE", "DESCRIBE"]
+    listener.close()
+
+
+def test_udp_setup_opens_the_way_for_the_stream_before_play():
+    """As FFmpeg's client (ff_rtp_send_punch_packets): after SETUP, before PLAY, an RTP header (version 2,
+    12 bytes) from the client's RTP port to the server's RTP port, and an RTCP receiver report (packet
+    type 201, RFC 3550 6.4.2) from the client's RTCP port to the server's RTCP port."""
+    import select
+
+    rtp_sock, rtcp_sock = (socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(2))
+    for s in (rtp_sock, rtcp_sock):
+        s.bind(("127.0.0.1", 0))
+    seen: dict = {}
+
+    def answer(method, url, headers):
+        if method == "SETUP":
+            seen["client_port"] = int(headers["transport"].split("client_port=")[1].split("-")[0])
+            return _ok(method, f"Session: 42\r\nTransport: RTP/AVP;unicast;client_port={seen['client_port']}-"
+                               f"{seen['client_port'] + 1};server_port={rtp_sock.getsockname()[1]}-"
+                               f"{rtcp_sock.getsockname()[1]}\r\n")
+        if method == "PLAY":
+            for s in (rtp_sock, rtcp_sock):
+                if select.select([s], [], [], 2.0)[0]:
+                    seen[s] = s.recvfrom(2048)
+        return _ok(method)
+
+    listener, _log = _fake_server(answer)
+    conn = RtspConnection(f"rtsp://127.0.0.1:{listener.getsockname()[1]}/cam", open_timeout_s=5, transport="udp")
+    conn.open()
+    try:
+        assert rtp_sock in seen and rtcp_sock in seen, seen
+        (rtp_data, rtp_from), (rtcp_data, rtcp_from) = seen[rtp_sock], seen[rtcp_sock]
+        assert len(rtp_data) == 12 and rtp_data[0] >> 6 == 2 and rtp_from == ("127.0.0.1", seen["client_port"])
+        assert rtcp_data[0] >> 6 == 2 and rtcp_data[1] == 201 and rtcp_from == ("127.0.0.1", seen["client_port"] + 1)
+    finally:
+        conn.close()
+        listener.close()
+        rtp_sock.close()
+        rtcp_sock.close()

@@ -17,8 +17,10 @@ Transports (SETUP):
   an even port N, RTCP on N+1, both bound to the address of the RTSP connection and taking datagrams
   only from the server's host (or the ``source`` SETUP names); packets are put back in sequence-number
   order (:class:`._rtp.RtpReorder`: a missing packet is waited for at most 100 ms, then counted as
-  lost); an RTCP receiver report with the client's CNAME is sent to the server's RTCP port after PLAY
-  and every 5 s (RFC 3550 6.2: receivers report; it also opens a NAT or firewall on the way). The
+  lost). Right after SETUP, an RTP header without payload goes from the RTP socket to the server's RTP
+  port and an RTCP receiver report from the RTCP socket to its RTCP port, as FFmpeg's client sends
+  them: they open a NAT or stateful firewall on the way for the stream. A receiver report with the
+  client's CNAME is sent again after PLAY and every 5 s (RFC 3550 6.2: receivers report). The
   receive buffer asked for is 4 MB (the kernel caps it at ``net.core.rmem_max``): a datagram dropped
   by a full buffer shows as a lost packet, and the picture it belonged to as damaged.
 
@@ -27,15 +29,20 @@ the server's certificate checked against the system's CAs, or ``ca_file``, and i
 URL's host, unless ``tls_verify`` is off); RTP over it, or over UDP as above.
 
 What it reads: RTP packets of one H.264, H.265 or JPEG (MJPEG, RFC 2435) video stream, depacketised
-into access units or JPEG files by :mod:`._rtp`; RTCP
+into access units or JPEG files by :mod:`._rtp` (a sender that restarts its RTP session -- a new SSRC
+or sequence -- is followed, the first unit after it damaged, and the sender clock anchored again by the
+new session's first report); RTCP
 sender reports (RFC 3550 6.4.1): the first one gives the sender's wall clock of the stream's first RTP
 timestamp, as FFmpeg's ``start_time_realtime`` does.
 
 Not read: ``raw`` cameras (the source picks FFmpeg's client for them by default); multicast (neither client
-is asked for it: ``transport`` is tcp or udp, unicast); SRTP (RTP/SAVP), JPEG types other than 0/1
-(4:2:2 / 4:2:0) and 64/65 (with restart markers), H.264 interleaved mode (STAP-B, MTAP, FU-B), H.265
-with DONL fields (``sprop-max-don-diff`` > 0) and other codecs (refused at open in one line that names
-``client: ffmpeg``).
+is asked for it: ``transport`` is tcp or udp, unicast); SRTP (RTP/SAVP), H.264 interleaved mode (STAP-B,
+MTAP, FU-B), H.265 with DONL fields (``sprop-max-don-diff`` > 0, or not a number) and other codecs
+(refused at open in one line that names ``client: ffmpeg``); JPEG types other than 0/1 (4:2:2 / 4:2:0)
+and 64/65 (with restart markers), whose frames are damaged.
+
+Authentication: of the challenges a 401 answer offers (every ``WWW-Authenticate`` header), Digest with
+MD5 before Basic; a later 401 with a new challenge (a new nonce: ``stale=TRUE``) is answered once more.
 """
 from __future__ import annotations
 
@@ -177,11 +184,17 @@ def parse_sdp(text: str, base_url: str) -> SdpVideo:
                 sets = b"".join(_b64_nal(s) for s in params.get("sprop-parameter-sets", "").split(",") if s)
                 codec = "h264"
             elif enc in ("H265", "HEVC"):
-                if int(params.get("sprop-max-don-diff", "0") or 0) > 0:
+                don_diff = params.get("sprop-max-don-diff", "0") or "0"
+                if not don_diff.isdigit():
+                    raise SourceError(f"the stream's H.265 sprop-max-don-diff is {don_diff[:20]!r}, not a number; "
+                                      "dvpipe's RTSP client cannot tell whether its RTP carries decoding order "
+                                      "numbers: set client: ffmpeg")
+                if int(don_diff) > 0:
                     raise SourceError("the stream's H.265 RTP carries decoding order numbers (sprop-max-don-diff "
                                       "> 0); dvpipe's RTSP client does not read them: set client: ffmpeg")
-                sets = b"".join(_b64_nal(params.get(k, "")) for k in ("sprop-vps", "sprop-sps", "sprop-pps")
-                                if params.get(k))
+                # RFC 7798 7.1: each a comma-separated list of NAL units
+                sets = b"".join(_b64_nal(nal) for k in ("sprop-vps", "sprop-sps", "sprop-pps")
+                                for nal in params.get(k, "").split(",") if nal.strip())
                 codec = "h265"
             elif enc == "JPEG":
                 sets, codec = b"", "jpeg"
@@ -210,8 +223,31 @@ def digest_response(user: str, password: str, realm: str, nonce: str, method: st
 class _Response:
     status: int
     reason: str
-    headers: dict[str, str]
+    headers: dict[str, str]  # the last of each name
     body: bytes = b""
+    challenges: list[str] = field(default_factory=list)  # every WWW-Authenticate header
+
+
+# RFC 7235 2.1: an auth-scheme, or an auth-param (token "=" token or quoted-string)
+_AUTH_ITEM = re.compile(r'[\s,]*([^\s,=]+)(?:\s*=\s*("(?:[^"\\]|\\.)*"|[^\s,]*))?')
+
+
+def _challenges(headers: list[str]) -> list[tuple[str, dict[str, str]]]:
+    """The challenges of WWW-Authenticate headers (RFC 7235 4.1; one header may hold several): the
+    scheme (lower case) and its parameters (names in lower case, quoted strings unquoted)."""
+    out: list[tuple[str, dict[str, str]]] = []
+    for header in headers:
+        pos = 0
+        while (m := _AUTH_ITEM.match(header, pos)) is not None and m.end() > pos:
+            pos = m.end()
+            name, value = m.group(1), m.group(2)
+            if value is None:
+                out.append((name.lower(), {}))
+            elif out:
+                if value.startswith('"'):
+                    value = re.sub(r"\\(.)", r"\1", value[1:-1])
+                out[-1][1][name.lower()] = value
+    return out
 
 
 @dataclass
@@ -353,6 +389,7 @@ class RtspConnection:
             else:
                 assert self._sock is not None
                 self._udp.agree(transport, self._sock.getpeername()[0])
+                self._udp.punch()
         session = reply.headers.get("session", "")
         self._session = session.split(";")[0].strip() or None
         m = re.search(r"timeout\s*=\s*(\d+)", session)
@@ -391,21 +428,27 @@ class RtspConnection:
         raise SourceError(f"cannot open {self._url.text}: {method} answered {reply.status} {reply.reason}{hint}")
 
     def _request(self, method: str, url: str, headers: dict[str, str]) -> _Response:
+        """The answer to a request; a 401 with a challenge not answered yet (the first, or a new nonce:
+        RFC 2617 3.2.1's ``stale``) is answered once with the credentials."""
         reply = self._exchange(method, url, headers)
-        if reply.status == 401 and self._url.user is not None and self._auth is None:
-            self._auth = self._challenge(reply.headers.get("www-authenticate", ""))
-            if self._auth is not None:
+        if reply.status == 401 and self._url.user is not None:
+            auth = self._challenge(reply.challenges)
+            if auth is not None and (self._auth is None or auth["scheme"] != self._auth["scheme"]
+                                     or auth.get("nonce") != self._auth.get("nonce")):
+                self._auth = auth
                 reply = self._exchange(method, url, headers)
         return reply
 
-    def _challenge(self, header: str) -> Optional[dict]:
-        scheme = header.split(" ", 1)[0].lower()
-        params = dict(re.findall(r'(\w+)\s*=\s*"?([^",]*)"?', header))
-        if scheme == "digest" and "nonce" in params:
-            qop = params.get("qop", "")
-            return {"scheme": "digest", "realm": params.get("realm", ""), "nonce": params["nonce"],
-                    "opaque": params.get("opaque"), "qop": "auth" if "auth" in qop.split(",") else None, "nc": 0}
-        if scheme == "basic":
+    def _challenge(self, headers: str | list[str]) -> Optional[dict]:
+        """The challenge of WWW-Authenticate headers to answer: Digest (MD5, qop auth or none) before
+        Basic; None when neither is offered."""
+        offered = _challenges([headers] if isinstance(headers, str) else headers)
+        for scheme, params in offered:
+            if scheme == "digest" and "nonce" in params and params.get("algorithm", "MD5").upper() == "MD5":
+                qops = [q.strip().lower() for q in params.get("qop", "").split(",")]
+                return {"scheme": "digest", "realm": params.get("realm", ""), "nonce": params["nonce"],
+                        "opaque": params.get("opaque"), "qop": "auth" if "auth" in qops else None, "nc": 0}
+        if any(scheme == "basic" for scheme, _ in offered):
             return {"scheme": "basic"}
         return None
 
@@ -485,7 +528,8 @@ class RtspConnection:
                 end = buf.find(b"\r\n\r\n")
                 if end >= 0:
                     head = bytes(buf[:end]).decode("latin-1").split("\r\n")
-                    headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in head[1:])}
+                    fields = [(k.strip().lower(), v.strip()) for k, _, v in (h.partition(":") for h in head[1:])]
+                    headers = dict(fields)
                     try:
                         length = int(headers.get("content-length", "0") or 0)
                     except ValueError:
@@ -499,7 +543,8 @@ class RtspConnection:
                         except (IndexError, ValueError):
                             raise SourceError(f"cannot open {self._url.text}: not an RTSP answer "
                                               f"({head[0][:60]!r})") from None
-                        return _Response(status, status_line[2] if len(status_line) > 2 else "", headers, body)
+                        return _Response(status, status_line[2] if len(status_line) > 2 else "", headers, body,
+                                         [v for k, v in fields if k == "www-authenticate"])
             else:
                 raise SourceError(f"cannot open {self._url.text}: not an RTSP server (it answered "
                                   f"{bytes(buf[:40])!r})")
@@ -552,9 +597,13 @@ class RtspConnection:
         return taken
 
     def _rtp(self, packet: bytes | bytearray) -> None:
-        if self._depacketiser is None:
+        dep = self._depacketiser
+        if dep is None:
             return
-        self.units.extend(self._depacketiser.packet(packet))
+        restarts = dep.restarts
+        self.units.extend(dep.packet(packet))
+        if dep.restarts != restarts:  # a new RTP session: its timestamps are anchored by its own reports
+            self._first_report, self.sender_origin_ns = None, None
         if self.sender_origin_ns is None and self._first_report is not None:
             self._anchor()
 
@@ -580,8 +629,9 @@ class RtspConnection:
                     self._rtp(payload)
                 elif channel == self._rtcp_channel:
                     self._rtcp(payload)
-            elif buf[pos:pos + 5] == b"RTSP/" or buf[pos:pos + 4] in (b"OPTI", b"GET_", b"SET_", b"ANNO"):
-                end = buf.find(b"\r\n\r\n", pos)  # an answer to a keep-alive, or a request from the server
+            elif buf[pos:pos + 5] in (b"RTSP/", b"RTSP") or buf[pos:pos + 4] in (b"OPTI", b"GET_", b"SET_", b"ANNO"):
+                # an answer to a keep-alive (its "/" maybe not come yet), or a request from the server
+                end = buf.find(b"\r\n\r\n", pos)
                 if end < 0:
                     break
                 m = re.search(rb"(?i)content-length:\s*(\d+)", buf[pos:end])
@@ -604,8 +654,9 @@ class RtspConnection:
             pt = data[i + 1]
             length = 4 * (((data[i + 2] << 8) | data[i + 3]) + 1)
             if pt == 200 and i + 20 <= len(data):  # SR: SSRC, NTP seconds, NTP fraction, RTP timestamp
-                sec, frac, ts32 = struct.unpack_from(">III", data, i + 8)
-                if self._first_report is None and sec:
+                ssrc, sec, frac, ts32 = struct.unpack_from(">IIII", data, i + 4)
+                dep = self._depacketiser
+                if self._first_report is None and sec and (dep is None or not dep.restarts or ssrc == dep.ssrc):
                     ntp_ns = (sec - _NTP_UNIX_OFFSET_S) * 1_000_000_000 + (frac * 1_000_000_000 >> 32)
                     if self._depacketiser is not None:  # the same clock as the RTP packets: one unwrapping
                         self._first_report = (ntp_ns, self._depacketiser.unwrap(ts32))
@@ -627,8 +678,9 @@ class RtspConnection:
 
     @property
     def packets_late(self) -> int:
-        """UDP packets that came after their gap was given up on, or twice (dropped)."""
-        return self._udp.reorder.late if self._udp is not None else 0
+        """Packets that came after their gap was given up on (UDP), or behind the sequence, or twice (dropped)."""
+        late = self._depacketiser.late if self._depacketiser is not None else 0
+        return late + (self._udp.reorder.late if self._udp is not None else 0)
 
     def close(self, teardown: bool = True) -> None:
         """Send TEARDOWN (without waiting for the answer) and close the connection. Safe to call twice."""
@@ -693,6 +745,7 @@ class _UdpPair:
         self.reorder = RtpReorder()
         self.foreign = 0  # datagrams from other hosts (dropped)
         self._hosts: set[str] = set()
+        self._server_rtp: Optional[tuple[str, int]] = None
         self._server_rtcp: Optional[tuple[str, int]] = None
         self._ssrc = struct.unpack(">I", os.urandom(4))[0]
         self._report_at = 0.0
@@ -725,7 +778,19 @@ class _UdpPair:
         m = re.search(r"server_port\s*=\s*(\d+)(?:-(\d+))?", transport)
         if m:
             port = int(m.group(2)) if m.group(2) else int(m.group(1)) + 1
-            self._server_rtcp = (server_host, port)
+            self._server_rtp, self._server_rtcp = (server_host, int(m.group(1))), (server_host, port)
+
+    def punch(self) -> None:
+        """Open the way for the stream through a NAT or stateful firewall, as FFmpeg's client does after
+        SETUP (``ff_rtp_send_punch_packets``): an RTP header without payload (payload type 0, sequence
+        number, timestamp and SSRC 0) from the RTP socket to the server's RTP port, and a receiver report
+        from the RTCP socket to its RTCP port."""
+        if self._server_rtp is not None:
+            try:
+                self.rtp.sendto(bytes([0x80, 0]) + bytes(10), self._server_rtp)
+            except OSError:
+                pass  # best effort, as the reports
+        self._report()
 
     def start(self) -> None:
         self.rtp.setblocking(False)
