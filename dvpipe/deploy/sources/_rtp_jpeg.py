@@ -63,8 +63,7 @@ def scaled_tables(q: int) -> bytes:
     """RFC 2435 Appendix A's tables for Q 1-99: the standard tables scaled as libjpeg's quality
     setting scales them (factor 5000 / Q below 50, 200 - 2 Q from 50), each value clamped to 1-255;
     luma then chroma, 64 bytes each, zig-zag order. Q 100-127 are reserved (RFC 2435 3.1.4): no tables."""
-    if not 1 <= q <= 99:
-        raise ValueError(f"RTP JPEG Q {q} has no standard tables (1-99)")
+    assert 1 <= q <= 99, f"RTP JPEG Q {q} has no standard tables (1-99): the caller refuses it"
     factor = 5000 // q if q < 50 else 200 - 2 * q
     return bytes(min(255, max(1, (v * factor + 50) // 100)) for v in _LUMA_Q + _CHROMA_Q)
 
