@@ -148,8 +148,9 @@ class Picture:
         picture_hash: H.265 decoded-picture-hash SEI: ``(kind, values per colour component)``, kind
             ``md5`` (16 bytes each), ``crc`` or ``checksum`` (ints); None when the unit has none.
         coded_size: ``(height, width)`` of the decoded picture before cropping (H.265; hashes cover it).
-        hashed_stream: every picture of the stream so far carried a decoded picture hash: each picture
-            decoded from this one on is judged by its own hash (a damaged reference shows in it).
+        hashed_stream: every picture of the stream so far carried a decoded picture hash that dvpipe checks
+            (MD5 or checksum, pictures not cropped): each picture decoded from this one on is judged by its
+            own hash (a damaged reference shows in it).
     """
 
     poc: Optional[int] = None
@@ -405,6 +406,7 @@ class _Sps265:
     chroma_format: int = 1
     sao: bool = False
     temporal_mvp: bool = False
+    cropped: bool = False  # a conformance window: pictures are output smaller than coded (and hashed)
 
 
 @dataclass
@@ -584,9 +586,9 @@ def _sps265(rbsp: bytes) -> tuple[int, _Sps265]:
     separate = r.flag() if chroma == 3 else False
     width = r.ue(1 << 16)
     height = r.ue(1 << 16)
+    cropped = False
     if r.flag():  # conformance window
-        for _ in range(4):
-            r.ue()
+        cropped = any([r.ue() for _ in range(4)])
     r.ue(8)
     r.ue(8)  # bit depths
     log2_max_poc_lsb = r.ue(12) + 4
@@ -616,7 +618,7 @@ def _sps265(rbsp: bytes) -> tuple[int, _Sps265]:
             lt_sps.append((r.u(log2_max_poc_lsb), r.flag()))
     temporal_mvp = r.flag()
     return sps_id, _Sps265(log2_max_poc_lsb, separate, sets, long_term, lt_sps, (height, width), chroma, sao,
-                           temporal_mvp)
+                           temporal_mvp, cropped)
 
 
 def _sei_picture_hash(rbsp: bytes, components: int) -> Optional[tuple[str, list]]:
@@ -741,6 +743,7 @@ class _H265:
         self.leading_of_restart = False  # RASL pictures now lead an IRAP that started decoding
         self._pps_id = -1  # of the last slice read
         self.hashed = 0  # pictures in a row that carried a decoded picture hash SEI
+        self.hash_kind = ""  # of the last one: md5, crc or checksum
 
     def read(self, nals: list[bytes]) -> Picture:
         slice_nal = None
@@ -781,7 +784,11 @@ class _H265:
             for nal in hash_nals:
                 pic.picture_hash = pic.picture_hash or _sei_picture_hash(
                     _rbsp(nal[2:], _HEAD_BYTES), 1 if active.chroma_format == 0 else 3)
-        pic.hashed_stream = self.hashed >= 2
+        # the chain of references is kept through damage only where every picture's own hash will be checked:
+        # not a CRC, nor a cropped picture (its hash covers the samples before cropping: picture_hash_mismatch)
+        if pic.picture_hash is not None:
+            self.hash_kind = pic.picture_hash[0]
+        pic.hashed_stream = self.hashed >= 2 and active is not None and not active.cropped and self.hash_kind != "crc"
         if pic.picture_hash is not None:
             self.hashed += 1
         elif self.hashed >= 2 and pic.damage is None:  # a hash on every picture so far, and none here

@@ -174,6 +174,20 @@ def test_a_picture_hash_sei_catches_damage_inside_slice_data(folder, kind):
                                     f"{place[victim]}, damaged {sorted(wrong)}: {acc.examples}")
 
 
+def test_a_hashed_stream_whose_pictures_are_cropped_breaks_the_chain_at_damage(folder):
+    # 256x198 is coded as 256x200 with a conformance window: each picture's hash covers the 200 rows FFmpeg
+    # does not output, so no hash is checked, and a damaged reference must cut the chain as in an unhashed
+    # stream (it did not: the pictures after it were emitted valid and wrong)
+    path = encode_es(folder, "md5_cropped", "hash=1:bframes=0", n=30, size=(198, 256))
+    units = media.annexb_units(path, "hevc")
+    clean = clean_decode(path)
+    damaged = list(units)
+    damaged[10] = units[10][:len(units[10]) // 2]
+    out = write_units(folder / "md5_cropped_damaged.h265", damaged)
+    emitted, d, _acc = check_es_run(out, clean, 198, 256, "hash, cropped")  # every frame emitted is right
+    assert d.get("corrupt", 0) >= 1 and d.get("keyframe_wait", 0) >= 1, d
+
+
 def test_a_slice_cut_before_its_last_wavefront_row_is_a_corrupt_drop(folder):
     path = encode_es(folder, "wpp", "", n=30, size=(192, 320))
     units = media.annexb_units(path, "hevc")
