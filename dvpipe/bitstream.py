@@ -516,10 +516,11 @@ def _skip_scaling_list_data(r: _Bits) -> None:
                     r.se()
 
 
-def _st_ref_pic_set(r: _Bits, idx: int, sets: list) -> tuple:
-    """H.265 7.3.7 / 7.4.8: ``(negative deltas, positive deltas, used neg, used pos)``."""
+def _st_ref_pic_set(r: _Bits, idx: int, sets: list, in_slice: bool = False) -> tuple:
+    """H.265 7.3.7 / 7.4.8: ``(negative deltas, positive deltas, used neg, used pos)``. ``in_slice``: the set
+    of a slice header (stRpsIdx == num_short_term_ref_pic_sets), the only one with ``delta_idx_minus1``."""
     if idx != 0 and r.flag():  # inter_ref_pic_set_prediction_flag
-        delta_idx = r.ue(idx - 1) + 1 if idx == len(sets) else 1
+        delta_idx = r.ue(idx - 1) + 1 if in_slice else 1
         sign = r.u(1)
         delta_rps = (1 - 2 * sign) * (r.ue(32767) + 1)
         neg_r, pos_r, used_neg_r, used_pos_r = sets[idx - delta_idx]
@@ -841,7 +842,7 @@ class _H265:
                     raise HeaderError("a slice names a reference picture set the SPS does not have")
                 neg, pos, used_neg, used_pos = sps.rps[idx]
             else:
-                neg, pos, used_neg, used_pos = _st_ref_pic_set(r, len(sps.rps), sps.rps)
+                neg, pos, used_neg, used_pos = _st_ref_pic_set(r, len(sps.rps), sps.rps, in_slice=True)
             st = [(d, u) for d, u in zip(neg, used_neg)] + [(d, u) for d, u in zip(pos, used_pos)]
             lt = self._long_term(r, sps) if sps.long_term_present else []
         else:

@@ -188,6 +188,51 @@ def test_a_hashed_stream_whose_pictures_are_cropped_breaks_the_chain_at_damage(f
     assert d.get("corrupt", 0) >= 1 and d.get("keyframe_wait", 0) >= 1, d
 
 
+class _BitWriter:
+    """Exp-Golomb and fixed-length fields, MSB first, into an RBSP (H.265 7.2, 9.2)."""
+
+    def __init__(self):
+        self.bits: list[int] = []
+
+    def u(self, n: int, v: int) -> None:
+        self.bits += [(v >> (n - 1 - i)) & 1 for i in range(n)]
+
+    def ue(self, v: int) -> None:
+        v += 1
+        self.u(v.bit_length() - 1, 0)
+        self.u(v.bit_length(), v)
+
+    def rbsp(self) -> bytes:
+        b = self.bits + [1]  # rbsp_stop_one_bit, then byte alignment
+        b += [0] * (-len(b) % 8)
+        return bytes(int("".join(map(str, b[i:i + 8])), 2) for i in range(0, len(b), 8))
+
+
+def test_an_sps_with_an_inter_predicted_reference_picture_set_is_read_as_the_spec_writes_it():
+    # 7.3.7: delta_idx_minus1 exists only in a slice header's set; in the SPS the set predicts from the one
+    # before it. HM-style encoders write such SPSs; reading a delta_idx there put every later field one bit off.
+    from dvpipe.bitstream import _sps265
+
+    w = _BitWriter()
+    w.u(4, 0), w.u(3, 0), w.u(1, 1)  # vps id, max_sub_layers_minus1 0, temporal_id_nesting
+    w.u(2, 0), w.u(1, 0), w.u(5, 1), w.u(32, 0x60000000), w.u(4, 0b1001), w.u(32, 0), w.u(12, 0), w.u(8, 93)  # PTL
+    w.ue(0), w.ue(1), w.ue(64), w.ue(64), w.u(1, 0)  # sps id, 4:2:0, 64x64, no conformance window
+    w.ue(0), w.ue(0), w.ue(4)  # 8-bit luma and chroma, log2_max_pic_order_cnt_lsb 8
+    w.u(1, 1), w.ue(4), w.ue(2), w.ue(0)  # sub_layer_ordering_info: dpb 5, reorder 2, latency 0
+    for v in (0, 3, 0, 3, 0, 0):  # coding / transform block sizes, hierarchy depths
+        w.ue(v)
+    w.u(1, 0), w.u(1, 1), w.u(1, 1), w.u(1, 0)  # no scaling lists, amp, sao, no pcm
+    w.ue(2)  # two short-term reference picture sets
+    w.ue(1), w.ue(0), w.ue(0), w.u(1, 1)  # set 0: one negative picture, delta POC -1, used
+    w.u(1, 1), w.u(1, 1), w.ue(0), w.u(1, 1), w.u(1, 1)  # set 1: predicted from set 0, deltaRps -1, both used
+    w.u(1, 1), w.ue(1), w.u(8, 5), w.u(1, 1)  # long-term pictures present: one, POC lsb 5, used
+    w.u(1, 1), w.u(1, 1), w.u(1, 0), w.u(1, 0)  # temporal MVP, strong intra smoothing, no VUI, no extension
+    _id, sps = _sps265(w.rbsp())
+    # 7-61 with deltaRps = -1 on set 0 {-1}: -1 (deltaRps itself), then -1 + -1 = -2
+    assert sps.rps == [([-1], [], [True], []), ([-1, -2], [], [True, True], [])]
+    assert sps.long_term_present and sps.lt_sps == [(5, True)] and sps.temporal_mvp
+
+
 def test_a_slice_cut_before_its_last_wavefront_row_is_a_corrupt_drop(folder):
     path = encode_es(folder, "wpp", "", n=30, size=(192, 320))
     units = media.annexb_units(path, "hevc")
