@@ -148,6 +148,10 @@ class Picture:
         picture_hash: H.265 decoded-picture-hash SEI: ``(kind, values per colour component)``, kind
             ``md5`` (16 bytes each), ``crc`` or ``checksum`` (ints); None when the unit has none.
         coded_size: ``(height, width)`` of the decoded picture before cropping (H.265; hashes cover it).
+        output_in_decode_order: H.264 with picture order count type 2: pictures are output in decode order,
+            and their POC steps (2 after a reference picture, 1 after a non-reference one) do not tell a
+            lost picture's place.
+        lost_references: reference pictures missing just before this one (H.264: the gap in ``frame_num``).
         hashed_stream: every picture of the stream so far carried a decoded picture hash that dvpipe checks
             (MD5 or checksum, pictures not cropped): each picture decoded from this one on is judged by its
             own hash (a damaged reference shows in it).
@@ -161,6 +165,8 @@ class Picture:
     damage: Optional[str] = None
     picture_hash: Optional[tuple[str, list]] = None
     coded_size: Optional[tuple[int, int]] = None
+    output_in_decode_order: bool = False
+    lost_references: int = 0
     hashed_stream: bool = False
 
 
@@ -336,8 +342,11 @@ class _H264:
         if not idr and self.started and not sps.gaps_allowed and self.prev_ref is not None:
             prev = self.prev_ref[2]
             if frame_num not in (prev, (prev + 1) % max_frame_num):
+                pic.lost_references = (frame_num - prev - 1) % max_frame_num
                 pic.damage = (f"a reference picture is missing (frame_num {frame_num} after {prev}: "
-                              f"{(frame_num - prev - 1) % max_frame_num} lost)")
+                              f"{pic.lost_references} lost)")
+                # 8.2.5.2: the frames of the gap are inferred, the last of them the previous reference picture
+                self.prev_ref = (self.prev_ref[0], self.prev_ref[1], (frame_num - 1) % max_frame_num)
         self.started = self.started or idr or recovery
         # picture order count (8.2.1)
         if sps.poc_type == 0:
@@ -365,6 +374,7 @@ class _H264:
                 offset = self.prev_frame_num_offset
             if sps.poc_type == 2:
                 pic.poc = 0 if idr else 2 * (offset + frame_num) - (0 if ref_idc else 1)
+                pic.output_in_decode_order = True
             else:
                 pic.poc = self._poc_type1(sps, offset, frame_num, ref_idc, delta, field_pic, bottom)
             self.prev_frame_num_offset = offset

@@ -14,7 +14,9 @@ Capture times:
   (0 when absent). Cameras recorded together keep their relative timing through their pts.
 * elementary stream (no timestamps in the format): ``start_ns + k / fps``, ``k`` the picture's place in
   presentation order, from the picture order count in its slice headers (:mod:`dvpipe.bitstream`;
-  a picture missing from the stream leaves its place empty).
+  a picture missing from the stream leaves its place empty). H.264 with POC type 2 is output in decode
+  order: each picture takes the next place, after those of the reference pictures its ``frame_num`` says
+  were lost.
 * RTSP / V4L2 (live): the sender's clock where the stream says it and it agrees with the arrival
   clock (RTSP: RTCP sender reports, NTP time per RFC 3550, as FFmpeg's ``start_time_realtime``, from
   the first report on); else the picture's pts (RTP timestamp) plus the clock offset learnt from the
@@ -39,7 +41,7 @@ from ...codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ...types import short_repr as _show
 from ...latency import now_ns, to_epoch_ns, to_monotonic_ns, wall_ns
 from ...types import PixelFormat
-from ...bitstream import StreamHeaders
+from ...bitstream import Picture, StreamHeaders
 from ...errors import FrameError
 from ...video import (ELEMENTARY_LOOKAHEAD, FILE_LOOKAHEAD, RESET, AccessUnit, FFmpegEngine, Lookahead,
                             PresentationOrder, ReorderingDecoder, VideoPacket, bgr24, is_keyframe, nal_types)
@@ -500,14 +502,21 @@ class ElementaryStream(AvStream):
         if not unit.data:
             return unit
         pic = self._headers.read(unit.data)
+        return AccessUnit(unit.data, self._place_key(pic), unit.keyframe, unit.show and not pic.second_field,
+                          unit.damage)
+
+    def _place_key(self, pic: Picture) -> int:
+        """The order key of a picture (its headers read in decode order): its place in presentation order."""
         if pic.poc is None:  # headers unreadable: a frame after the ones known (the decoder judges it)
             key = self._max_key + 1
+        elif pic.output_in_decode_order:  # the next place, after those of the reference pictures lost
+            key = self._max_key + 1 + pic.lost_references
         else:
             if pic.new_sequence:
                 self._sequence_base = self._max_key + 1 + (1 << 32)  # above every key so far, even leading POCs < 0
             key = self._sequence_base + pic.poc
         self._max_key = max(self._max_key, key)
-        return AccessUnit(unit.data, key, unit.keyframe, unit.show and not pic.second_field, unit.damage)
+        return key
 
     def _lookahead(self):
         n = self.options.get("lookahead")
