@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Iterator, Optional
 from .errors import ConfigError, DvpipeError
 
-__all__ = ["Picture", "StreamHeaders", "HeaderError", "split_nal_units", "nal_units", "picture_hash_mismatch"]
+__all__ = ["Picture", "StreamHeaders", "HeaderError", "split_nal_units", "nal_units", "picture_hash_mismatch",
+           "has_recovery_point_sei"]
 
 
 class HeaderError(DvpipeError, ValueError):
@@ -261,6 +262,15 @@ def _sei_recovery_point(rbsp: bytes) -> bool:
     return False
 
 
+def has_recovery_point_sei(au: bytes) -> bool:
+    """Whether an H.264 access unit (Annex B) holds a recovery-point SEI message (payload type 6), in any of
+    its SEI NAL units and at any place in one (cameras group several messages in one unit)."""
+    for start, end in _nal_bounds(au):
+        if start < len(au) and au[start] & 0x1F == 6 and _sei_recovery_point(_rbsp(au[start + 1:end], end - start)):
+            return True
+    return False
+
+
 class _H264:
     def __init__(self) -> None:
         self.sps: dict[int, _Sps264] = {}
@@ -290,7 +300,7 @@ class _H264:
                 r.u(1)
                 self.pps[pps_id] = (sps_id, r.flag())
             elif t == 6:
-                recovery = recovery or _sei_recovery_point(_rbsp(nal[1:], 64))
+                recovery = recovery or _sei_recovery_point(_rbsp(nal[1:], _HEAD_BYTES))
             elif t in (1, 5) and slice_nal is None:
                 slice_nal = nal
         if slice_nal is None:

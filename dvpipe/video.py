@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, cast
 
 import numpy as np
 
-from .bitstream import StreamHeaders, picture_hash_mismatch
+from .bitstream import StreamHeaders, has_recovery_point_sei, picture_hash_mismatch
 from .codecs import VIDEO_ENCODINGS
 from .errors import ConfigError, CorruptFrameError, FrameError
 
@@ -171,22 +171,6 @@ def nal_types(au: bytes, codec: str) -> list[int]:
     return types
 
 
-def _h264_recovery_point(au: bytes) -> bool:
-    """Whether an H.264 access unit has a recovery-point SEI (payload type 6): an open-GOP I picture."""
-    i = au.find(b"\x00\x00\x01")
-    while 0 <= i < len(au) - 4:
-        if au[i + 3] & 0x1F == 6:
-            j = i + 4
-            ptype = 0
-            while j < len(au) and au[j] == 0xFF:  # first SEI message's payload type
-                ptype += 255
-                j += 1
-            if j < len(au) and ptype + au[j] == 6:
-                return True
-        i = au.find(b"\x00\x00\x01", i + 3)
-    return False
-
-
 def is_keyframe(au: bytes, codec: str, types: Optional[list[int]] = None) -> bool:
     """True when a decoder can start at this access unit: H.264 IDR (or an I picture with a
     recovery-point SEI, as open-GOP encoders write), H.265 IRAP (BLA, IDR, CRA).
@@ -196,7 +180,7 @@ def is_keyframe(au: bytes, codec: str, types: Optional[list[int]] = None) -> boo
     if types is None:
         types = nal_types(au, codec)
     if codec == "h264":
-        return 5 in types or (6 in types and 1 in types and _h264_recovery_point(au))
+        return 5 in types or (6 in types and 1 in types and has_recovery_point_sei(au))
     return any(16 <= t <= 23 for t in types)
 
 

@@ -96,3 +96,28 @@ def test_an_access_unit_cut_in_half_costs_its_gop_not_the_rest_of_the_stream(med
     assert intact <= emitted, f"{label}: lost intact pictures {sorted(intact - emitted)}"
     damaged = {k for k, r in enumerate(clean) if not np.array_equal(r["image"], ref[k]["image"])}
     assert 16 in damaged and not damaged & emitted, f"{label}: damaged {sorted(damaged)} emitted"
+
+
+def _sei_grouped(au: bytes) -> bytes:
+    """``au`` with a user-data-unregistered message (payload type 5, 20 bytes) put before the messages of
+    each SEI NAL unit: valid H.264 (7.3.2.3), as cameras that group several messages in one unit write it."""
+    from dvpipe.bitstream import nal_units
+
+    out = b""
+    for nal in nal_units(au):
+        if nal[0] & 0x1F == 6:
+            nal = bytes([nal[0], 5, 20]) + bytes(range(16)) + b"dvpx" + nal[1:]
+        out += b"\x00\x00\x00\x01" + nal
+    return out
+
+
+@pytest.mark.parametrize("name", ["h264_open_gop_es", "h264_refresh_es"])
+def test_a_recovery_point_is_found_behind_other_sei_messages_of_its_unit(media_dir, name):
+    # the recovery point was looked for only as the first message of an SEI unit: grouped behind another,
+    # a stream without IDRs had no place to start decoding
+    from dvpipe.video import is_keyframe
+
+    units = media.annexb_units(media_file(name, media_dir), "h264")
+    starts = [i for i, u in enumerate(units) if is_keyframe(u, "h264")]
+    assert starts  # x264 writes each message in a unit of its own: the first message there
+    assert [i for i, u in enumerate(units) if is_keyframe(_sei_grouped(u), "h264")] == starts
