@@ -97,9 +97,9 @@ class Synchroniser:
         self.live = live
         self.capacity = max(1, int(capacity))
         self.latest_only = latest_only
-        self.tol_ns = int(cfg.tolerance_ms * 1e6)
-        self.deadline_ns = int(cfg.deadline_ms * 1e6)
-        self.wait_ns = int(wait_ms * 1e6)
+        self.tol_ns = round(cfg.tolerance_ms * 1e6)  # to the nearest ns: int() makes 4.1 ms 4_099_999 ns
+        self.deadline_ns = round(cfg.deadline_ms * 1e6)
+        self.wait_ns = round(wait_ms * 1e6)
         self.pending: dict[str, deque[Item]] = {c: deque() for c in self.cameras}
         self.ended: dict[str, str] = {}
         self.last_set_ns: Optional[int] = None

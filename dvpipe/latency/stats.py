@@ -50,6 +50,8 @@ END_TO_END_KEYS = ("end_to_end", "end_to_end_capture", "end_to_end_arrival")
 # When spans on the critical path overlap, the instant goes to the most specific category.
 _PRIORITY: tuple[str, ...] = ("model", "dvpp", "npu_gpu", "transfer", "cpu", "io", "wait", "source")
 _PRIO_INDEX = {c: i for i, c in enumerate(_PRIORITY)}
+#: The pipeline's wait of a camera's job for a worker thread: depends on the order threads took the cameras.
+_WORKER_WAIT = "worker_wait"
 _OVER_TIME_POINTS = 4096  # points of end-to-end latency over time kept for plots (evenly thinned beyond)
 
 
@@ -157,17 +159,22 @@ def sweep_categories(intervals: Sequence[tuple[int, int, str]], lo_ns: int, hi_n
 def critical_path(tl: Timeline, order: Sequence[str] = ()) -> tuple[str | None, list[Span], int]:
     """``(camera, spans, assembly_wait_ns)`` of the camera the batch waited for.
 
-    Each camera is *ready* at its origin (arrival, else capture, else its first span's start) plus its
-    own busy time after that origin: the union of its spans other than waits (an outer host span and
-    the device span inside it count once). The critical camera is the one ready last; ties go to the
-    camera first in ``order`` (rig order), then first seen. Because waits and the time a camera's frame
-    sat queued for a worker thread are not busy time, the answer does not depend on the order in which
-    worker threads happened to pick the cameras up (the camera submitted last to a pool finishes last
-    whatever its cost). The spans are that camera's plus the batch-level ones (camera None), by start
-    time; ``assembly_wait_ns`` is the critical camera's ready time minus the earliest one's.
+    Each camera's clock starts at its origin (arrival, else capture, else its first span's start), or
+    later at the end of its own waits that precede its first busy span (a frame that arrived early
+    waits in the synchroniser, ``queue_wait``, until its set forms): those waits are not its work, but
+    it could not start before them. The camera is *ready* at that start plus its own busy time after
+    it: the union of its spans other than waits (an outer host span and the device span inside it
+    count once). The critical camera is the one ready last; ties go to the camera first in ``order``
+    (rig order), then first seen. The time a camera's job sat queued for a worker thread
+    (``worker_wait``) neither moves its start nor counts as busy time, so the answer does not depend on
+    the order in which worker threads happened to pick the cameras up (the camera submitted last to a
+    pool finishes last whatever its cost). The spans are that camera's plus the batch-level ones
+    (camera None), by start time; ``assembly_wait_ns`` is the critical camera's ready time minus the
+    earliest one's.
     """
     spans = list(tl.spans)
     own: dict[str, list[tuple[int, int, str]]] = {}
+    waits: dict[str, list[int]] = {}  # camera -> end of each of its waits (but the wait for a worker thread)
     first_start: dict[str, int] = {}
     for s in spans:
         if s.camera is None:
@@ -177,6 +184,8 @@ def critical_path(tl: Timeline, order: Sequence[str] = ()) -> tuple[str | None, 
         own.setdefault(s.camera, [])
         if cat != "wait":
             own[s.camera].append((s.start_ns, s.end_ns, cat))
+        elif s.name != _WORKER_WAIT:
+            waits.setdefault(s.camera, []).append(s.end_ns)
     ready: dict[str, int] = {}
     for cam in list(tl.cameras) + [c for c in first_start if c not in tl.cameras]:
         st = tl.cameras.get(cam)
@@ -188,8 +197,10 @@ def critical_path(tl: Timeline, order: Sequence[str] = ()) -> tuple[str | None, 
         if origin is None:
             continue
         intervals = own.get(cam, [])
-        hi = max((e for _s, e, _c in intervals), default=origin)
-        ready[cam] = origin + sum(sweep_categories(intervals, origin, hi, count_unaccounted=False).values())
+        busy_from = min((max(s, origin) for s, e, _c in intervals if e > origin), default=None)
+        start = max([origin] + [e for e in waits.get(cam, ()) if busy_from is None or e <= busy_from])
+        hi = max((e for _s, e, _c in intervals), default=start)
+        ready[cam] = start + sum(sweep_categories(intervals, start, hi, count_unaccounted=False).values())
     if not ready:
         return None, sorted(spans, key=lambda s: s.start_ns), 0
     rank = {c: i for i, c in enumerate(order)}
@@ -249,7 +260,7 @@ class LatencyStats:
         for key, value in (budgets or {}).items():
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
                 raise ConfigError(f"budgets[{key!r}]: expected a positive number of ns, got {value!r}")
-            self.budgets[str(key)] = int(value)
+            self.budgets[str(key)] = round(value)  # nearest ns: int(4.1 * 1e6) would be 4_099_999
         self.window = int(window)
         self.max_samples = int(max_samples)
         self.counters_only = bool(counters_only)

@@ -220,3 +220,17 @@ def test_a_latest_only_replacement_does_not_restart_the_wait():
     assert s.poll(140 * MS) == []
     (fs,) = s.poll(150 * MS)  # 50 ms after the first frame arrived at 100 ms, not after 130 ms
     assert set(fs.members) == {"A", "B"} and set(fs.late) == {"C"}
+
+
+def test_millisecond_settings_are_rounded_to_the_nearest_ns():
+    """4.1 ms is 4_100_000 ns; int(4.1 * 1e6) would give 4_099_999 and put a frame exactly at the
+    tolerance outside it (and cut the deadline and wait 1 ns short)."""
+    cfg = SyncConfig(tolerance_ms=4.1, deadline_ms=50.3, anchor="earliest")
+    s = Synchroniser(["A", "B"], cfg, live=True, wait_ms=100.7)
+    assert (s.tol_ns, s.deadline_ns, s.wait_ns) == (4_100_000, 50_300_000, 100_700_000)
+    cap = 100 * MS
+    s.push(Item(Frame("A", 0, cap, b"x"), None, cap, cap))
+    s.push(Item(Frame("B", 0, cap + 4_100_000, b"x"), None, cap + 4_100_000, 101 * MS))  # skew = the tolerance
+    (fs,) = s.poll(101 * MS)  # complete at once: nothing late, no deadline wait
+    assert set(fs.members) == {"A", "B"} and not fs.late
+    assert fs.skew_ns("B") == 4_100_000
