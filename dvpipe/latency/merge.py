@@ -55,6 +55,7 @@ from typing import Any, Optional, Sequence
 
 from ..errors import DvpipeError
 from .profiler_ranges import parse_range_name
+from .trace import _us
 
 __all__ = ["MergeError", "FORMATS", "ALIGNMENTS", "Export", "Alignment", "load_export", "merge_traces",
            "write_merged"]
@@ -389,13 +390,13 @@ def merge_traces(dvpipe_trace: str | os.PathLike[str], exports: Sequence[str | o
         starts = [t - a.offset_ns for t in ex.ts_ns if t is not None]
         if starts:
             out_base = min(out_base, min(starts))
-    shift_us = (base_ns - out_base) / 1e3
+    shift_ns = base_ns - out_base
     events: list[dict[str, Any]] = []
     used_pids = set()
     for ev in trace["traceEvents"]:
         ev = dict(ev)
         if "ts" in ev and ev.get("ph") != "M":
-            ev["ts"] = round(ev["ts"] + shift_us, 3)
+            ev["ts"] = _us(round(ev["ts"] * 1000) + shift_ns)  # dvpipe's times: exact ns under round()
         used_pids.add(ev.get("pid"))
         events.append(ev)
     for k, (ex, a) in enumerate(zip(loaded, aligns)):
@@ -456,9 +457,9 @@ def _mapped(ex: Export, a: Alignment, k: int, out_base: int, used_pids: set) -> 
             ev["args"] = args
         else:
             assert ts is not None
-            ev["ts"] = round((ts - a.offset_ns - out_base) / 1e3, 3)
+            ev["ts"] = _us(ts - a.offset_ns - out_base)
             if dur is not None:
-                ev["dur"] = round(dur / 1e3, 3)
+                ev["dur"] = _us(dur)
         out.append(ev)
     for orig, pid in pids.items():
         if pid not in named_procs:

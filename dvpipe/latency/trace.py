@@ -4,9 +4,12 @@ The file is a JSON object ``{"traceEvents": [...], "displayTimeUnit": "ms", "oth
 that opens in https://ui.perfetto.dev and chrome://tracing:
 
 * every span is a complete event ``{"ph": "X", "name", "cat": kind, "ts", "dur", "pid", "tid", "args"}``
-  with ``ts``/``dur`` in microseconds (floats, ns resolution) relative to ``otherData.base_ns`` on the
-  ``now_ns`` clock (``span.start_ns = base_ns + round(ts * 1000)``); ``args`` carry ``batch``,
-  ``camera``, ``category`` and the span's attributes (``unit``, ``stream``, ...);
+  with ``ts``/``dur`` in microseconds relative to ``otherData.base_ns`` on the ``now_ns`` clock, written
+  a quarter ns past the exact value (``1001 ns -> 1.00125``) so that a reader that truncates
+  ``value * 1000`` (Perfetto's JSON importer, older versions) and one that rounds it (newer ones,
+  dvpipe: ``span.start_ns = base_ns + round(ts * 1000)``) both get the exact ns; ``args`` carry
+  ``batch`` (the batch index, else the async slice's ``id``), ``camera``, ``category`` and the span's
+  attributes (``unit``, ``stream``, ...);
 * tracks (``tid``) are named by metadata events (``ph: "M"``, ``thread_name``): ``batcher`` (batch-level
   work: assembly, model, output), one ``camera <name>`` per camera worker, one ``stream <name>`` per
   device stream (device-kind spans), plus any explicit ``span.track``;
@@ -99,6 +102,18 @@ def _track_sort_key(name: str) -> tuple[int, str]:
     return (3, "")
 
 
+def _us(ns: int) -> float:
+    """``ns`` as trace microseconds, a quarter ns past the exact value: truncating or rounding ``value * 1000``
+    gives ``ns`` back (``round(1001 / 1e3, 3)`` = 1.001 reads as 1.000999... and truncates to 1000 ns)."""
+    return round((ns + 0.25) / 1e3, 5)
+
+
+def _ns(us: Any) -> int:
+    """A ``ts``/``dur`` in ns as Perfetto's JSON importer reads it: ``static_cast<int64_t>(value * 1000.0)``
+    (json_utils.cc ``CoerceToTs``), a truncation."""
+    return int(float(us) * 1000)
+
+
 #: Default bound of a :class:`TraceWriter`: events held (about 600 bytes each, so ~30 MB; ~1,350 frame
 #: sets of a 6-camera deployment recording spans).
 DEFAULT_MAX_EVENTS = 50_000
@@ -163,11 +178,12 @@ class TraceWriter:
         pid = self.pid if pid is None else pid
         self._processes.setdefault(pid, process_name or self.process_name)
         index = tl.index
+        bid = index if index is not None else self.batches_added  # the batch's id, also without an index
         events: list[dict[str, Any]] = []
         for s in list(tl.spans):
             track = track_of(s)
             self._tracks.setdefault((pid, track), None)
-            args: dict[str, Any] = {"batch": index, "camera": s.camera,
+            args: dict[str, Any] = {"batch": bid, "camera": s.camera,
                                     "category": category_of(s.kind, s.attrs.get("unit"))}
             if s.track:
                 args["track"] = s.track
@@ -184,7 +200,7 @@ class TraceWriter:
         end = tl.end_ns
         if start is not None and end is not None:
             self._tracks.setdefault((pid, BATCHER_TRACK), None)
-            bargs: dict[str, Any] = {"batch": index, "capture_mono_ns": tl._capture_mono_ns,
+            bargs: dict[str, Any] = {"batch": bid, "capture_mono_ns": tl._capture_mono_ns,
                                      "arrival_ns": tl._arrival_ns, "output_ns": tl.output_ns, "end_to_end_ns": end - start,
                                      "cameras": {c: {"capture_mono_ns": st.capture_mono_ns, "arrival_ns": st.arrival_ns}
                                                  for c, st in tl.cameras.items()},
@@ -194,7 +210,6 @@ class TraceWriter:
             if tl.counters_only:
                 bargs["counters"] = [[n, c, k, u, *v] for (n, c, k, u), v in tl.counters().items()]
             name = f"batch {index}" if index is not None else "batch"
-            bid = index if index is not None else self.batches_added
             events.append({"ph": "b", "name": name, "cat": "batch", "id": bid, "ts_ns": start, "pid": pid,
                            "track": BATCHER_TRACK, "args": bargs})
             events.append({"ph": "e", "name": name, "cat": "batch", "id": bid, "ts_ns": end, "pid": pid,
@@ -256,10 +271,10 @@ class TraceWriter:
             events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
                            "args": {"sort_index": tid}})
         for i, r in enumerate(raw):
-            ev = {"ph": r["ph"], "name": r["name"], "cat": r["cat"], "ts": round((r["ts_ns"] - base_ns) / 1e3, 3),
+            ev = {"ph": r["ph"], "name": r["name"], "cat": r["cat"], "ts": _us(r["ts_ns"] - base_ns),
                   "pid": r["pid"], "tid": tids[(r["pid"], lanes.get(i, r["track"]))]}
             if "dur_ns" in r:
-                ev["dur"] = round(r["dur_ns"] / 1e3, 3)
+                ev["dur"] = _us(r["dur_ns"])
             if "id" in r:
                 ev["id"] = r["id"]
             ev["args"] = r["args"]
@@ -336,7 +351,8 @@ def validate_trace(obj: Mapping[str, Any] | list[Any], *, check_nesting: bool = 
     """Check the trace event format (ph, ts, dur for X, pid, tid, ...); return the number of events.
 
     With ``check_nesting``, complete events on one (pid, tid) must also nest properly (no partial
-    overlap), which viewers need to draw them; dvpipe's writer guarantees it.
+    overlap), which viewers need to draw them; dvpipe's writer guarantees it. Nesting is checked on
+    the ns a trace viewer reads (Perfetto truncates ``ts * 1000`` and ``dur * 1000`` to integers).
     Raises :class:`TraceFormatError` listing every problem found.
     """
     problems: list[str] = []
@@ -389,18 +405,19 @@ def validate_trace(obj: Mapping[str, Any] | list[Any], *, check_nesting: bool = 
 
 
 def _nesting_problems(events: list[Any]) -> list[str]:
-    by_thread: dict[tuple[Any, Any], list[tuple[float, float, int]]] = {}
+    by_thread: dict[tuple[Any, Any], list[tuple[int, int, int]]] = {}
     for i, ev in enumerate(events):
         if ev.get("ph") == "X":
-            by_thread.setdefault((ev["pid"], ev["tid"]), []).append((ev["ts"], ev["ts"] + ev["dur"], i))
+            start = _ns(ev["ts"])
+            by_thread.setdefault((ev["pid"], ev["tid"]), []).append((start, start + _ns(ev["dur"]), i))
     problems = []
     for (pid, tid), items in by_thread.items():
         items.sort(key=lambda x: (x[0], -(x[1] - x[0])))
-        stack: list[tuple[float, int]] = []
+        stack: list[tuple[int, int]] = []
         for start, end, i in items:
             while stack and stack[-1][0] <= start:
                 stack.pop()
-            if stack and end > stack[-1][0] + 1e-6:
+            if stack and end > stack[-1][0]:
                 problems.append(f"traceEvents[{i}] (pid {pid}, tid {tid}): overlaps traceEvents[{stack[-1][1]}] "
                                 "without nesting inside it")
             stack.append((end, i))

@@ -269,6 +269,21 @@ def test_budget_violations_against_a_hand_made_list():
         stats.violations("model")
 
 
+def test_a_span_exactly_at_a_fractional_ms_budget_is_not_a_violation():
+    # steps_ms {decode: 4.1} arrives as 4.1 * 1e6 = 4099999.9999999995 ns: the budget is 4_100_000 ns,
+    # and only a sample strictly above it is a violation
+    stats = LatencyStats(budgets={"decode": 4.1 * 1e6, "end_to_end": 4.1 * 1e6})
+    for k, dur in enumerate((4_100_000, 4_100_001)):
+        tl = Timeline(index=k, capture_mono_ns=0)
+        tl.record("decode", 0, dur, camera="A")
+        tl.finish(dur)
+        stats.add(tl)
+    assert stats.budgets == {"decode": 4_100_000, "end_to_end": 4_100_000}
+    rep = stats.budget_report()
+    assert (rep["decode"]["violations"], rep["decode"]["worst_ns"]) == (1, 4_100_001)
+    assert (rep["end_to_end"]["violations"], rep["end_to_end"]["worst_ns"]) == (1, 4_100_001)
+
+
 def test_sliding_window_uses_only_the_last_n_batches():
     stats = _synthetic({"decode": [float(i) for i in range(1, 11)]}, window=3)
     w = stats.step("decode", window=True)
@@ -362,6 +377,43 @@ def test_critical_path_and_assembly_wait_attribution():
     assert stats.step("batch_assembly_wait", "B").count == 1
     assert rec.camera_capture_to_output_ns == {"A": 17 * MS, "B": 17 * MS, "C": 17 * MS}
     assert rec.camera_arrival_to_output_ns["C"] == 13 * MS
+
+
+def test_a_frame_waiting_for_its_set_starts_its_chain_when_the_set_forms():
+    """A arrives at 0 ms, B at 90 ms; the set forms at 90 (A waited in the synchroniser: queue_wait 0-90).
+    A decodes 90-130, B 90-100, the model runs 130-140. The batch waited for A's decode, not for B's
+    arrival: A is critical (ready at 130), B ready at 100, so the assembly wait is 30 ms."""
+    tl = Timeline(index=0)
+    tl.set_frame("A", capture_mono_ns=0, arrival_ns=0)
+    tl.set_frame("B", capture_mono_ns=85 * MS, arrival_ns=90 * MS)
+    tl.record("queue_wait", 0, 90 * MS, "wait", camera="A")
+    tl.record("queue_wait", 90 * MS, 90 * MS, "wait", camera="B")
+    tl.record("decode", 90 * MS, 130 * MS, camera="A")
+    tl.record("decode", 90 * MS, 100 * MS, camera="B")
+    tl.record("model", 130 * MS, 140 * MS, "model")
+    tl.finish(140 * MS)
+    for order in (("A", "B"), ("B", "A")):
+        cam, path, wait_ns = critical_path(tl, order)
+        assert cam == "A" and wait_ns == 30 * MS
+        assert [(s.name, s.camera) for s in path] == [("queue_wait", "A"), ("decode", "A"), ("model", None)]
+    rec = LatencyStats(camera_order=["A", "B"]).add(tl)
+    assert rec.critical_camera == "A" and rec.assembly_wait_ns == 30 * MS
+    # along A's chain from capture (0) to output (140): waiting 90, its decode 40 (cpu), the model 10
+    assert rec.breakdown_ns == {"wait": 90 * MS, "cpu": 40 * MS, "model": 10 * MS}
+    assert rec.end_to_end_ns == 140 * MS
+    # one worker thread took B first: A's job waited for it 90-100 and decoded 100-140. Still A, 30 ms:
+    # the wait for a thread is neither A's work nor a reason its chain started later
+    tl = Timeline(index=1)
+    tl.set_frame("A", capture_mono_ns=0, arrival_ns=0)
+    tl.set_frame("B", capture_mono_ns=85 * MS, arrival_ns=90 * MS)
+    tl.record("queue_wait", 0, 90 * MS, "wait", camera="A")
+    tl.record("queue_wait", 90 * MS, 90 * MS, "wait", camera="B")
+    tl.record("worker_wait", 90 * MS, 100 * MS, "wait", camera="A")
+    tl.record("decode", 100 * MS, 140 * MS, camera="A")
+    tl.record("decode", 90 * MS, 100 * MS, camera="B")
+    tl.finish(140 * MS)
+    cam, _path, wait_ns = critical_path(tl, ("B", "A"))
+    assert cam == "A" and wait_ns == 30 * MS
 
 
 def test_sweep_prefers_device_over_the_host_span_around_it():

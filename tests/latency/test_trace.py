@@ -60,7 +60,7 @@ def test_trace_validates_and_contains_every_span_of_every_batch():
         assert isinstance(ev["ts"], float) and isinstance(ev["dur"], float)
         assert {"ph", "ts", "dur", "pid", "tid", "name", "cat", "args"} <= set(ev)
     decode0 = next(ev for ev in spans if ev["name"] == "decode" and ev["args"]["camera"] == "CAM_FRONT")
-    assert decode0["dur"] == 4000.0  # microseconds
+    assert int(decode0["dur"] * 1000) == 4 * MS  # microseconds, read as Perfetto does (truncating x 1000)
     assert decode0["cat"] == "host" and decode0["args"]["category"] == "cpu"
 
 
@@ -78,7 +78,7 @@ def test_tracks_per_camera_worker_device_stream_and_batcher():
     assert wait["tid"] == by_name["batcher"] and wait["args"]["camera"] == "CAM_BACK"
     resize = [ev for ev in trace["traceEvents"] if ev.get("name") == "resize"]
     assert all(names[ev["tid"]].startswith("stream dvpp:0") for ev in resize)
-    assert all(ev["args"]["device_duration_ns"] == 2 * MS and ev["dur"] == 2000.0 for ev in resize)
+    assert all(ev["args"]["device_duration_ns"] == 2 * MS and int(ev["dur"] * 1000) == 2 * MS for ev in resize)
     proc = [ev for ev in trace["traceEvents"] if ev["ph"] == "M" and ev["name"] == "process_name"]
     assert proc[0]["args"]["name"] == "dvpipe"
     slices = [ev for ev in trace["traceEvents"] if ev["ph"] in "be"]
@@ -219,3 +219,76 @@ def test_load_trace_accepts_array_format_and_foreign_traces(tmp_path):
     (tmp_path / "junk.json").write_text("{not json")
     with pytest.raises(TraceFormatError, match="not JSON"):
         load_trace(tmp_path / "junk.json")
+
+
+def _perfetto_ns(us: float) -> int:
+    """Perfetto's JSON importer (json_utils.cc CoerceToTs): ``static_cast<int64_t>(value * 1000.0)``, truncating."""
+    return int(us * 1000.0)
+
+
+def test_times_read_back_to_the_exact_ns_by_a_truncating_reader():
+    """Every ts/dur must come back to its ns when ``value * 1000`` is truncated (Perfetto) or rounded (newer
+    Perfetto, dvpipe), so that a child ending where its parent ends stays inside it. The old writer's
+    ``round(1001 / 1e3, 3)`` = 1.001 reads as 1000 ns."""
+    tl = Timeline(index=0)
+    tl.record("outer", 0, 0, camera="A")  # pins base_ns at 0: ts in the file is the span's ns / 1000
+    want = {}
+    for k in range(400):
+        p = 1000 + k * 1001  # parent [p, p + 50], child [p + d, p + 50]: ends together
+        d = 1 + k % 19
+        tl.record(f"parent {k}", p, p + 50, camera="A")
+        tl.record(f"child {k}", p + d, p + 50, camera="A")
+        want[f"parent {k}"], want[f"child {k}"] = (p, 50), (p + d, 50 - d)
+    tl.finish(500_000)
+    trace = json.loads(json.dumps(to_chrome_trace([tl])))  # as a viewer gets it: through JSON text
+    assert trace["otherData"]["base_ns"] == 0
+    spans = {ev["name"]: ev for ev in trace["traceEvents"] if ev["ph"] == "X"}
+    for name, (start, dur) in want.items():
+        ev = spans[name]
+        assert (_perfetto_ns(ev["ts"]), _perfetto_ns(ev["dur"])) == (start, dur), (name, ev["ts"], ev["dur"])
+        assert (round(ev["ts"] * 1000.0), round(ev["dur"] * 1000.0)) == (start, dur), name
+    for k in range(400):
+        parent, child = spans[f"parent {k}"], spans[f"child {k}"]
+        assert parent["tid"] == child["tid"]
+        end = _perfetto_ns(parent["ts"]) + _perfetto_ns(parent["dur"])
+        assert _perfetto_ns(child["ts"]) + _perfetto_ns(child["dur"]) == end
+    validate_trace(trace, check_nesting=True)
+    assert [s.start_ns for s in timelines_from_trace(trace)[0].spans] == [s.start_ns for s in tl.spans]
+
+
+def test_nesting_is_checked_on_the_ns_a_truncating_reader_sees():
+    """ts 1.001 us parses to 1.000999... and Perfetto truncates it to 1000 ns: the parent is [1000, 1050] ns
+    and the child [1002, 1051] ns, which overlaps its end. Exact decimals (1.0 + 0.05) nest."""
+    def thread(parent_ts, parent_dur, child_ts, child_dur):
+        return [{"ph": "X", "name": "parent", "ts": parent_ts, "dur": parent_dur, "pid": 1, "tid": 1},
+                {"ph": "X", "name": "child", "ts": child_ts, "dur": child_dur, "pid": 1, "tid": 1}]
+
+    assert _perfetto_ns(1.001) == 1000 and _perfetto_ns(1.002) + _perfetto_ns(0.049) == 1051
+    with pytest.raises(TraceFormatError, match="without nesting"):
+        validate_trace(thread(1.001, 0.05, 1.002, 0.049), check_nesting=True)
+    assert validate_trace(thread(1.0, 0.05, 1.01, 0.04), check_nesting=True) == 2
+    assert validate_trace(thread(1.00125, 0.05025, 1.00225, 0.04925), check_nesting=True) == 2
+
+
+def test_timelines_without_an_index_stay_apart_in_a_trace():
+    """Timelines without an index (LatencyStats numbers them) carry their async slice's id as ``batch``, so
+    reading the trace back gives one timeline per batch, not one merging all of them."""
+    tls = []
+    for k in range(3):
+        base = 1_000 * MS + k * 100 * MS
+        tl = Timeline(capture_mono_ns=base, arrival_ns=base + MS)
+        tl.record("decode", base + 2 * MS, base + (7 + k) * MS, camera="A")
+        tl.finish(base + 10 * MS)
+        tls.append(tl)
+    trace = to_chrome_trace(tls)
+    spans = [ev for ev in trace["traceEvents"] if ev["ph"] == "X"]
+    begins = [ev for ev in trace["traceEvents"] if ev["ph"] == "b"]
+    assert [ev["args"]["batch"] for ev in spans] == [0, 1, 2]
+    assert [ev["args"]["batch"] for ev in begins] == [ev["id"] for ev in begins] == [0, 1, 2]
+    back = timelines_from_trace(trace)
+    assert len(back) == 3 and [len(t.spans) for t in back] == [1, 1, 1]
+    assert [t.spans[0].end_ns - t.spans[0].start_ns for t in back] == [5 * MS, 6 * MS, 7 * MS]
+    stats = stats_from_trace(trace)
+    assert stats.batches == 3
+    assert sorted(stats.end_to_end_samples("capture")) == [10 * MS] * 3
+    assert sorted(stats.step_samples("decode")) == [5 * MS, 6 * MS, 7 * MS]

@@ -31,6 +31,11 @@ E = 1_767_225_595_000_000_000  # dvpipe's epoch offset in the trace: epoch ns = 
 T0 = 5_000_000_000
 
 
+def _ns(us) -> int:
+    """A merged trace's time (µs) in ns as Perfetto's JSON importer reads it: ``int(value * 1000)``."""
+    return int(float(us) * 1000)
+
+
 def _dvpipe_trace(tmp_path, sets=(0, 1)):
     tls = []
     for k in sets:
@@ -145,7 +150,7 @@ def test_msprof_export_aligned_on_the_ranges(tmp_path):
     assert 1 in names and not (msprof_pids & {1})  # dvpipe's process and the export's stay apart
     # aclmdlExecute at epoch 1767225600002100.000 µs -> dvpipe ns 5_002_100_000 - 27_000 -> 2073.0 µs from base
     (acl,) = _by_name(merged, "aclmdlExecute", msprof_pids)
-    assert acl["ts"] == 2073.0 and acl["dur"] == 1500.0
+    assert _ns(acl["ts"]) == 2_073_000 and _ns(acl["dur"]) == 1_500_000
     # each range lands on its span (the 2 µs push delay is common to all, so the median absorbs it)
     spans = {(ev["name"], ev["args"]["camera"], round(ev["ts"])) for ev in merged["traceEvents"]
              if ev.get("ph") == "X" and ev["pid"] == 1}
@@ -160,7 +165,7 @@ def test_msprof_export_aligned_on_the_epoch(tmp_path):
     merged, (a,) = merge_traces(_dvpipe_trace(tmp_path), [_msprof_export(tmp_path)], align="epoch")
     assert a.method == "epoch" and a.offset_ns == E
     (acl,) = _by_name(merged, "aclmdlExecute", {p for p, n in _proc_names(merged).items() if n.startswith("msprof")})
-    assert acl["ts"] == 2100.0  # 5_002_100_000 - 5_000_000_000 ns
+    assert _ns(acl["ts"]) == 2_100_000  # 5_002_100_000 - 5_000_000_000 ns
 
 
 def test_torch_export(tmp_path):
@@ -173,7 +178,7 @@ def test_torch_export(tmp_path):
     assert a.ranges_matched == 6  # the gpu_user_annotation copy is not a host range
     torch_pids = {p for p, n in _proc_names(merged).items() if n.startswith("torch: ")}
     (add,) = _by_name(merged, "aten::add", torch_pids)
-    assert add["ts"] == 2460.5 and add["dur"] == 10.25  # (2_500_500 - 40_000) ns from T0
+    assert _ns(add["ts"]) == 2_460_500 and _ns(add["dur"]) == 10_250  # (2_500_500 - 40_000) ns from T0
     assert _proc_names(merged)[next(iter(_by_name(merged, "aten::add", torch_pids)))["pid"]] == "torch: python3"
 
 
@@ -181,7 +186,7 @@ def test_torch_export_without_ranges_falls_back_to_the_epoch(tmp_path):
     merged, (a,) = merge_traces(_dvpipe_trace(tmp_path), [_torch_export(tmp_path, with_ranges=False)])
     assert a.method == "epoch" and a.ranges_matched == 0
     torch_pids = {p for p, n in _proc_names(merged).items() if n.startswith("torch: ")}
-    assert _by_name(merged, "aten::add", torch_pids)[0]["ts"] == 2500.5
+    assert _ns(_by_name(merged, "aten::add", torch_pids)[0]["ts"]) == 2_500_500
 
 
 def test_nsys_conversion_aligned_on_ranges_and_string_ids_renumbered(tmp_path):
@@ -189,7 +194,7 @@ def test_nsys_conversion_aligned_on_ranges_and_string_ids_renumbered(tmp_path):
     assert a.format == "chrome" and a.method == "ranges" and a.offset_ns == -4_992_999_500
     assert a.epoch_offset_ns is None
     (kernel,) = [ev for ev in merged["traceEvents"] if ev.get("name") == "vectorAdd"]
-    assert kernel["ts"] == 2499.5 and isinstance(kernel["pid"], int) and isinstance(kernel["tid"], int)
+    assert _ns(kernel["ts"]) == 2_499_500 and isinstance(kernel["pid"], int) and isinstance(kernel["tid"], int)
     names = _proc_names(merged)
     assert names[kernel["pid"]] == "chrome: Device 0"
     threads = {(ev["pid"], ev["tid"]): ev["args"]["name"] for ev in merged["traceEvents"]
