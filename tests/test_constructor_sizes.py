@@ -40,13 +40,14 @@ def test_aipp_for_stages_calls_its_stride_with_height_then_width():
 
     def stride(height: int, width: int) -> tuple[int, int]:
         asked.append((height, width))
-        return height + 7, width + 38  # (height_stride, width_stride): 458 x 848
+        return height + 8, width + 38  # (height_stride, width_stride): 458 x 848
 
-    stages = [dv.Decode(), dv.Resize(size=(451, 810)),
+    # an even picture: AIPP crops YUV420SP_U8 only to even sizes (aclAippInfo), and VPC writes even NV12 sizes
+    stages = [dv.Decode(), dv.Resize(size=(450, 810)),
               dv.Normalise(mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), to_rgb=True)]
     cfg = aipp_for_stages(stages, (900, 1600), colour_standard="jpeg_full", stride=stride).config
-    assert asked == [(451, 810)]  # the DVPP picture after the resize, (height, width)
+    assert asked == [(450, 810)]  # the DVPP picture after the resize, (height, width)
     assert (cfg.src_image_size_h, cfg.src_image_size_w) == (458, 848)
     default = aipp_for_stages(stages, (900, 1600), colour_standard="jpeg_full").config
-    # default: height up to a multiple of 2 (451 -> 452), width up to a multiple of 16 (810 -> 816)
-    assert (default.src_image_size_h, default.src_image_size_w) == (452, 816)
+    # default: height up to a multiple of 2 (450 stays), width up to a multiple of 16 (810 -> 816)
+    assert (default.src_image_size_h, default.src_image_size_w) == (450, 816)

@@ -194,6 +194,9 @@ class AippConfig:
             if yuv and (self.load_start_pos_w % 2 or self.load_start_pos_h % 2):
                 raise ConfigError("YUV420SP_U8: load_start_pos_w/h must be even (ATC, Cropping and Padding "
                                   f"Configuration), got ({self.load_start_pos_w}, {self.load_start_pos_h})")
+            for name in ("crop_size_w", "crop_size_h"):  # aclAippInfo (CANN 8.5.0 aclpythondevg_01_0925), Atlas 500 ATC guide
+                if yuv and getattr(self, name) % 2:
+                    raise ConfigError(f"YUV420SP_U8: {name} must be even (aclAippInfo), got {getattr(self, name)}")
             if w and h and (self.load_start_pos_w + self.crop_size_w > w
                             or self.load_start_pos_h + self.crop_size_h > h):
                 raise ConfigError(f"crop window ({self.load_start_pos_w}, {self.load_start_pos_h}) + "
@@ -741,6 +744,9 @@ def aipp_for_stages(stages: Sequence[Any], camera_size: tuple[int, int], *, colo
     cw, ch = (crop_box[2], crop_box[3]) if crop_box else (w, h)
     oh, ow = pad.padded_size((ch, cw)) if pad is not None else (ch, cw)
     sh, sw = (int(v) for v in stride(h, w))
+    if (cw, ch) != (sw, sh) and (cw % 2 or ch % 2):  # AIPP crops the DVPP picture out of its stride-aligned source
+        raise ConfigError(f"AIPP crops YUV420SP_U8 only to an even size (crop_size_w/h, aclAippInfo), this route needs "
+                          f"a {cw}x{ch} crop; make the Crop/Resize size even, or run this stage list on the dvpp backend")
     order = "rgb" if norm.to_rgb else "bgr"
     cfg = aipp_for(norm.mean, norm.std, channel_order=order, colour_standard=colour_standard, src_size=(sh, sw),
                    content_size=(ch, cw), out_size=(oh, ow), padding_value=pad.value if pad else 0.0,

@@ -556,6 +556,34 @@ def test_documented_range_edges_are_accepted():
     AippConfig(input_format="RGB888_U8", src_image_size_w=2, src_image_size_h=1)
 
 
+# -- YUV420SP_U8 crop size parity (aclAippInfo, CANN 8.5.0 aclpythondevg_01_0925; Atlas 500 ATC guide) ----------
+@pytest.mark.parametrize("name, size", [("crop_size_w", (51, 28)), ("crop_size_h", (52, 27))])
+def test_config_refuses_an_odd_yuv420sp_crop_size(name, size):
+    """The documented rule: for YUV420SP_U8 crop_size_w and crop_size_h are even (a 4:2:0 chroma sample covers 2x2
+    pixels). Each odd size alone is refused, the message names the field."""
+    with pytest.raises(ConfigError, match=f"{name} must be even"):
+        AippConfig(input_format="YUV420SP_U8", src_image_size_w=64, src_image_size_h=32, crop=True,
+                   load_start_pos_w=2, load_start_pos_h=2, crop_size_w=size[0], crop_size_h=size[1])
+
+
+def test_even_yuv420sp_crop_and_odd_rgb888_crop_are_accepted():
+    AippConfig(input_format="YUV420SP_U8", src_image_size_w=64, src_image_size_h=32, crop=True,
+               load_start_pos_w=2, load_start_pos_h=2, crop_size_w=52, crop_size_h=28)
+    AippConfig(input_format="RGB888_U8", src_image_size_w=64, src_image_size_h=32, crop=True,  # rule is YUV420SP's
+               load_start_pos_w=1, load_start_pos_h=1, crop_size_w=51, crop_size_h=27)
+
+
+def test_stage_list_with_an_odd_trailing_crop_is_refused_with_the_reason():
+    """Resize to 128x64, then Crop 127x63 at (0, 0): AIPP would have to crop 127x63 out of the NV12 picture, an odd
+    YUV420SP_U8 crop size."""
+    stages = [Decode(), Resize(size=(64, 128)), Crop(0, 0, 127, 63), Normalise(mean=(123.675, 116.28, 103.53),
+                                                                              std=(58.395, 57.12, 57.375), to_rgb=True)]
+    with pytest.raises(ConfigError, match="even size .*127x63"):
+        aipp_for_stages(stages, (128, 256), colour_standard="jpeg_full")
+    even = aipp_for_stages(stages[:2] + [Crop(0, 0, 126, 62)] + stages[3:], (128, 256), colour_standard="jpeg_full")
+    assert (even.config.crop_size_w, even.config.crop_size_h) == (126, 62)
+
+
 def test_dynamic_calls_refuse_a_padding_value_no_setter_takes():
     """set_aipp_padding_params takes the switch, four sizes and the batch index, no value (aclpythondevg_01_0188):
     a non-zero padding_value cannot reach the device through dynamic AIPP; dropping it would pad with something else."""

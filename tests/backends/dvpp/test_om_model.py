@@ -649,3 +649,40 @@ def test_software_device_refuses_dynamic_parameters_whose_output_is_not_the_mode
         _mdl.unload(rt, mid, desc)
     finally:
         rt.unhold()
+
+
+def test_software_device_refuses_dynamic_parameters_with_an_odd_yuv420sp_crop_size():
+    """aclAippInfo (CANN 8.5.0 aclpythondevg_01_0925) and the Atlas 500 ATC guide: crop_size_w/h are even for
+    YUV420SP_U8. The calls set a 31x16 crop with right padding 1 (the output is the model input's 32x16, so only the
+    parity is wrong); binding them is refused with the device's bad-parameter error."""
+    from dvpipe.backends.dvpp import _mdl
+    from dvpipe.backends.dvpp.aipp import aipp_for, dynamic_aipp_calls
+
+    n, w, h = 1, 32, 16
+    key = sim_model(lambda x: x, inputs=[((n, 3, h, w), "float16")], outputs=[((n, 3, h, w), "float16")],
+                    aipp="dynamic", max_src_image_size=4 * w * h * 3)
+    even = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=(h, w),
+                    content_size=(h, w - 2), out_size=(h, w))  # crop 30x16, pad right 2
+    calls = []
+    for api, args in dynamic_aipp_calls(even, batch_size=n, input_index=1, by_input_index=False):
+        if api.endswith("set_aipp_crop_params"):  # (set, switch, start_w, start_h, size_w, size_h, batch)
+            assert args[4] == w - 2
+            args = (*args[:4], w - 1, *args[5:])
+        elif api.endswith("set_aipp_padding_params"):  # (set, switch, top, bottom, left, right, batch)
+            assert args[5] == 2
+            args = (*args[:5], 1, *args[6:])
+        calls.append((api, args))
+    rt = _acl.runtime("sim", TARGET).hold()
+    try:
+        mid = _mdl.load(rt, path=key)
+        desc, info = _mdl.describe(rt, mid)
+        ptrs = [rt.call("acl.rt.malloc", t.nbytes, 0) for t in info.inputs]
+        ins = _mdl.create_dataset(rt, [(p, t.nbytes) for p, t in zip(ptrs, info.inputs)])
+        with pytest.raises(_acl.InvalidParam, match="crop_size_w must be even"):
+            _mdl.run_aipp_calls(rt, calls, model_id=mid, dataset=ins)
+        _mdl.destroy_dataset(rt, ins)
+        for p in ptrs:
+            rt.call("acl.rt.free", p)
+        _mdl.unload(rt, mid, desc)
+    finally:
+        rt.unhold()
