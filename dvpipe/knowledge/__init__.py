@@ -23,6 +23,7 @@ from .rules import (CONFIDENCES, LEVELS, STATUSES, Confidence, Finding, Knowledg
                     Requirements, Rule, Stride, Verdict, bitstreams, check, combine_confidence, confidence_of,
                     documented_versions, evaluate, open_questions, ops, pixel_formats, requirements, rule_by_id,
                     rule_confidence, rules, stride_for, units)
+from .strides import jpegd_odd_size_question
 from ._data import add_data_dir, extra_data, register_cache, remove_data_dir
 from .socs import (Alias, Family, FamilyFacts, SocInfo, aliases, expand_families, facts, families, family, family_of,
                    find_soc_name, group, groups, known_soc_names, latest_checked, lookup_alias, soc_info, soc_name_re)
@@ -36,7 +37,8 @@ __all__ = [
     # extra data (new families and rules from a directory of YAML files)
     "add_data_dir", "remove_data_dir", "extra_data", "register_cache",
     # queries
-    "Request", "Verdict", "Finding", "check", "evaluate", "stride_for", "Stride", "KnowledgeGap", "requirements",
+    "Request", "Verdict", "Finding", "check", "evaluate", "stride_for", "jpegd_odd_size_question", "Stride",
+    "KnowledgeGap", "requirements",
     "Requirements", "CONFIDENCES", "STATUSES",
     # how sure a verdict is
     "LEVELS", "Confidence", "confidence_of", "rule_confidence", "combine_confidence", "rule_by_id",

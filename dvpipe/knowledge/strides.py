@@ -20,7 +20,7 @@ from .vocabulary import _API_LABEL, KnowledgeGap, _bpp, _norm_api, _norm_pixel, 
 if TYPE_CHECKING:
     from .request import Request
 
-__all__ = ["Stride", "stride_for", "STRIDE_KEYS"]
+__all__ = ["Stride", "stride_for", "STRIDE_KEYS", "jpegd_odd_size_question"]
 
 def _stride_applies(rule: Rule, req: "Request") -> bool:
     """A rule with a stride block applies only to the formats its stride covers (on its side)."""
@@ -186,3 +186,27 @@ def _selectors_on_fmt(when: Mapping[str, Any], probe: Mapping[str, str], side: s
         if k.endswith("_not") == inside:
             return False
     return True
+
+
+def jpegd_odd_size_question(soc: str, cann: VersionLike, width: int, height: int, fmt: str = "nv12") -> Optional[str]:
+    """Why the JPEGD output stride of an odd-size ``width`` x ``height`` JPEG is not settled, or None.
+
+    The decoded YUV420SP picture is floored to even (constraints.md 1.3), but the documentation does not say
+    whether its stride aligns that even size or the JPEG's own (Huawei's samples align the JPEG's own:
+    ``ALIGN_UP128(width)``, ``ALIGN_UP16(height)``). Where the two readings give different strides, dvpipe
+    takes the stricter view: the software DVPP device refuses the decode and the planner keeps it off DVPP.
+    None where the size is even, the readings agree, or no stride is documented (a :class:`KnowledgeGap`
+    the caller meets on its own)."""
+    even_w, even_h = width // 2 * 2, height // 2 * 2
+    if (even_w, even_h) == (width, height):
+        return None
+    try:
+        own = stride_for(soc, cann, "jpegd", fmt, width, height)
+        floored = stride_for(soc, cann, "jpegd", fmt, even_w, even_h)
+    except KnowledgeGap:
+        return None
+    if (own.width_stride, own.height_stride) == (floored.width_stride, floored.height_stride):
+        return None
+    return (f"JPEGD output of a {width}x{height} JPEG: aligning its own size gives stride {own.width_stride}x"
+            f"{own.height_stride}, aligning the even {even_w}x{even_h} it is floored to gives {floored.width_stride}x"
+            f"{floored.height_stride}; the documentation does not say which the device uses [{own.rule_id}]")

@@ -526,7 +526,9 @@ class Runtime:
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def open(self) -> None:
-        """``acl.init``, ``set_device``, ``create_context``, run mode."""
+        """``acl.init``, ``set_device``, ``create_context``, run mode. When a step fails, what the earlier
+        steps did is undone in reverse order (destroy the context, reset the device, ``acl.finalize`` when this
+        runtime initialised ACL) before the error is raised."""
         if self._opened:
             return
         ret = self.acl.init()
@@ -536,13 +538,23 @@ class Runtime:
         # set_device and create_context change the calling thread's current context: keep the one another
         # owner of ACL (torch_npu) had set on this thread, and restore it afterwards
         prev = None if self.owns_acl else self._current_context()
+        undo: list = [(self.acl.finalize, ())] if self.owns_acl else []
         try:
             check(self.acl.rt.set_device(self.device_id), api="acl.rt.set_device", device_id=self.device_id)
+            undo.append((self.acl.rt.reset_device, (self.device_id,)))
             ctx, ret = self.acl.rt.create_context(self.device_id)
             check(ret, api="acl.rt.create_context", device_id=self.device_id)
-            self.context = ctx
+            undo.append((self.acl.rt.destroy_context, (ctx,)))
             mode, ret = self.acl.rt.get_run_mode()
             check(ret, api="acl.rt.get_run_mode")
+            self.context = ctx
+        except Exception:
+            for fn, args in reversed(undo):
+                try:
+                    fn(*args)
+                except Exception:  # noqa: BLE001 - unwinding goes on; the first error is the one raised
+                    pass
+            raise
         finally:
             if prev:
                 self.acl.rt.set_context(prev)
@@ -722,7 +734,11 @@ class Runtime:
 
     def create_channel(self) -> int:
         desc = self.call("acl.media.dvpp_create_channel_desc")
-        self.call("acl.media.dvpp_create_channel", desc)
+        try:
+            self.call("acl.media.dvpp_create_channel", desc)
+        except Exception:
+            self._discard("acl.media.dvpp_destroy_channel_desc", desc)
+            raise
         return desc
 
     def destroy_channel(self, desc: int) -> None:
@@ -731,23 +747,36 @@ class Runtime:
 
     # -- picture descriptors and configs -------------------------------------------------------------------
     def pic_desc(self, ptr: int, size: int, fmt: int, width: int, height: int, ws: int, hs: int) -> int:
-        d = self.call("acl.media.dvpp_create_pic_desc")
-        self.call("acl.media.dvpp_set_pic_desc_data", d, ptr)
-        self.call("acl.media.dvpp_set_pic_desc_size", d, int(size))
-        self.call("acl.media.dvpp_set_pic_desc_format", d, int(fmt))
-        self.call("acl.media.dvpp_set_pic_desc_width", d, int(width))
-        self.call("acl.media.dvpp_set_pic_desc_height", d, int(height))
-        self.call("acl.media.dvpp_set_pic_desc_width_stride", d, int(ws))
-        self.call("acl.media.dvpp_set_pic_desc_height_stride", d, int(hs))
+        d = self.output_pic_desc(ptr, size, fmt)
+        try:
+            self.call("acl.media.dvpp_set_pic_desc_width", d, int(width))
+            self.call("acl.media.dvpp_set_pic_desc_height", d, int(height))
+            self.call("acl.media.dvpp_set_pic_desc_width_stride", d, int(ws))
+            self.call("acl.media.dvpp_set_pic_desc_height_stride", d, int(hs))
+        except Exception:
+            self._discard("acl.media.dvpp_destroy_pic_desc", d)
+            raise
         return d
 
     def output_pic_desc(self, ptr: int, size: int, fmt: int) -> int:
         """A descriptor with only buffer and format set (VDEC writes the geometry)."""
         d = self.call("acl.media.dvpp_create_pic_desc")
-        self.call("acl.media.dvpp_set_pic_desc_data", d, ptr)
-        self.call("acl.media.dvpp_set_pic_desc_size", d, int(size))
-        self.call("acl.media.dvpp_set_pic_desc_format", d, int(fmt))
+        try:
+            self.call("acl.media.dvpp_set_pic_desc_data", d, ptr)
+            self.call("acl.media.dvpp_set_pic_desc_size", d, int(size))
+            self.call("acl.media.dvpp_set_pic_desc_format", d, int(fmt))
+        except Exception:
+            self._discard("acl.media.dvpp_destroy_pic_desc", d)
+            raise
         return d
+
+    def _discard(self, api: str, handle: int) -> None:
+        """Destroy ``handle`` with ``api`` on an error path: best effort, the caller re-raises its own error."""
+        try:
+            with self.bound():
+                self._fn(api)(handle)
+        except Exception:  # noqa: BLE001 - the first error is the one raised
+            pass
 
     def pic_info(self, desc: int) -> tuple[int, int, int, int, int]:
         """``(width, height, width_stride, height_stride, ret_code)`` read back from a descriptor."""

@@ -7,9 +7,11 @@ Call sequence per frame (constraints.md §6, pyACL v1):
    ``acl.media.dvpp_jpeg_predict_dec_size`` for the output buffer;
 2. the bitstream into a pooled DVPP buffer (``acl.rt.memcpy``; DVPP buffers are 128-byte aligned);
 3. an output picture descriptor with the product's strides (``A(w,128) x A(h,16)`` on 310/910,
-   ``A(w,64) x A(h,16)`` on 310P/310B/A2; odd sizes floored to even for YUV420SP);
+   ``A(w,64) x A(h,16)`` on 310P/310B/A2) and buffer, computed from the JPEG's own width and height as
+   Huawei's samples do (the docs do not say whether an odd size is floored before aligning); the picture
+   size is floored to even for YUV420SP;
 4. ``acl.media.dvpp_jpeg_decode_async``, then the VPC calls of the step on the same stream, one
-   ``acl.rt.synchronize_stream``; the decoded size is read back from the descriptor;
+   ``acl.rt.synchronize_stream``; the decoded size and strides are read back from the descriptor;
 5. the last picture handed on in device memory (:meth:`.vpc.StepState.hand_on`): a
    :class:`~dvpipe.device.DeviceTensor`, VPC's output descriptor pointing into the batch slot on the AIPP
    route; a host consumer gets it through the plan's ``transfer`` step (download + NV12 -> BGR).
@@ -86,7 +88,7 @@ def decode_to_device(s: StepState, data: bytes, expect: Optional[tuple[int, int]
     ow, oh = w // 2 * 2, h // 2 * 2
     predicted = rt.jpeg_predict_size(data, PIXEL_FORMAT["nv12"], width=w, height=h)
     out = vpc.new_picture(rt, pool, target, "jpegd", "nv12", ow, oh, "out", min_bytes=predicted,
-                          accept_unknown=s.accept_unknown)
+                          accept_unknown=s.accept_unknown, stride_size=(w, h))  # samples: aligned source size
     inbuf = pool.acquire_stream(len(data), "jpeg")
     try:
         t0 = now_ns()
@@ -126,10 +128,11 @@ def run(s: StepState, data: Any, ctx: Any) -> Any:
         rt.synchronize(s.stream, step="jpegd+vpc", camera=s.camera)
         ctx.device_spans.append(s.span("jpegd" + "".join(f"+vpc.{op.kind}" for op in s.program.ops), t0,
                                        size=f"{info.width}x{info.height}"))
-        dw, dh, _ws, _hs, ret_code = rt.pic_info(first.desc)
-        if ret_code or (dh, dw) != s.program.decode_size:
-            raise StepRefused(f"JPEGD wrote {dw}x{dh} (ret code {ret_code}); the step expects "
-                              f"{s.program.decode_size[1]}x{s.program.decode_size[0]}")
+        dw, dh, dws, dhs, ret_code = rt.pic_info(first.desc)
+        if ret_code or (dh, dw) != s.program.decode_size or dws * dhs * 3 // 2 > first.buf.size:
+            raise StepRefused(f"JPEGD wrote {dw}x{dh} at stride {dws}x{dhs} (ret code {ret_code}); the step expects "
+                              f"{s.program.decode_size[1]}x{s.program.decode_size[0]} in {first.buf.size} bytes")
+        first.width, first.height, first.ws, first.hs = dw, dh, dws, dhs  # what the device wrote, for hand-on
         s.frames += 1
         if on_device(ctx):
             return s.hand_on(pics, slot, ctx.device_spans)

@@ -41,7 +41,7 @@ from typing import Any, Optional, Sequence
 from ..._typing import Fidelity
 from ...codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ...errors import DvpipeError
-from ...knowledge import register_cache as _register_cache
+from ...knowledge import jpegd_odd_size_question, register_cache as _register_cache
 from ...stages.image import Crop, Decode, Resize
 from ...stages.kernel_registry import KernelQuery, KernelVerdict
 from ...types import PixelFormat
@@ -299,6 +299,10 @@ def plan_step(stages: Sequence[Any], spec_in: Any, camera: Any, target: Any,
     if enc == "jpeg":
         source = "jpegd"
         kv = kcheck(target, "jpegd", "decode", w, h, _bitstream(camera), out_fmt="nv12")
+        question = jpegd_odd_size_question(target.soc, str(target.cann), w, h)
+        if question:
+            return KernelVerdict.no(f"{question}: dvpipe takes the stricter reading and keeps this size off DVPP "
+                                    "(the software DVPP device refuses it)"), None
     elif enc in VIDEO_ENCODINGS:
         source = "vdec"
         kv = kcheck(target, "vdec", "decode", w, h, enc, out_fmt="nv12")

@@ -88,10 +88,13 @@ def layout(target: Any, unit: str, fmt: str, width: int, height: int, side: str 
 
 
 def new_picture(rt: Any, pool: BufferPool, target: Any, unit: str, fmt: str, width: int, height: int,
-                side: str = "out", min_bytes: int = 0, accept_unknown: bool = False) -> Picture:
+                side: str = "out", min_bytes: int = 0, accept_unknown: bool = False,
+                stride_size: Optional[tuple[int, int]] = None) -> Picture:
     """A pooled buffer and a descriptor for a ``width x height`` picture written by ``unit``
-    (``accept_unknown``: see :func:`layout`)."""
-    st = layout(target, unit, fmt, width, height, side, accept_unknown)
+    (``accept_unknown``: see :func:`layout`); ``stride_size`` is the ``(width, height)`` the stride and the
+    buffer are computed from when it is not the picture's (JPEGD: the source size of an odd-size JPEG)."""
+    sw, sh = stride_size or (width, height)
+    st = layout(target, unit, fmt, sw, sh, side, accept_unknown)
     size = max(int(st.buffer_bytes), int(min_bytes))
     buf = pool.acquire(size, fmt)
     try:
@@ -164,16 +167,19 @@ def enqueue(rt: Any, pool: BufferPool, target: Any, channel: int, stream: int, s
 
 
 def crop_resize_paste(rt: Any, channel: int, stream: int, src: Picture, canvas: Picture,
-                      crop: tuple[int, int, int, int], paste: tuple[int, int, int, int], cfg: int) -> list:
+                      crop: tuple[int, int, int, int], paste: tuple[int, int, int, int], cfg: int, rois: list) -> None:
     """Queue a crop-resize-paste of ``src``'s ``crop`` box into ``canvas``'s ``paste`` box (both inclusive).
 
     Used to write a picture straight into an aligned canvas (letterboxing, mosaics); the canvas outside
-    the paste box keeps its content. Returns the ROI configurations to destroy after the sync.
+    the paste box keeps its content. Each ROI configuration is appended to ``rois`` as soon as it exists
+    (also when a later call fails), for the caller to destroy after the sync.
     """
-    c, p = rt.roi(*crop), rt.roi(*paste)
+    c = rt.roi(*crop)
+    rois.append(c)
+    p = rt.roi(*paste)
+    rois.append(p)
     rt.vpc_crop_resize_paste(channel, src.desc, canvas.desc, c, p, cfg, stream, crop_box=crop, paste_box=paste,
                              **_ctx(src, "crop_resize_paste", (canvas.height, canvas.width), canvas.fmt))
-    return [c, p]
 
 
 def picture_standard(program: Program, colour_standard: str = "") -> str:
@@ -438,8 +444,8 @@ class StepState:
         if not self.resize_cfg:
             self.resize_cfg = self._handles["resize_cfg"] = rt.resize_config(RESIZE_INTERPOLATION)
         w, h = src.width, src.height
-        rois += crop_resize_paste(rt, self.channel, self.stream, src, canvas, (0, 0, w - 1, h - 1),
-                                  (0, 0, w - 1, h - 1), self.resize_cfg)
+        crop_resize_paste(rt, self.channel, self.stream, src, canvas, (0, 0, w - 1, h - 1), (0, 0, w - 1, h - 1),
+                          self.resize_cfg, rois)
 
     def hand_on(self, pics: list, slot: Any, spans: list) -> Any:
         """The step's device output after the stream sync (see :mod:`dvpipe.backends.dvpp`): a view of

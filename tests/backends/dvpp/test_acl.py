@@ -295,3 +295,117 @@ def test_every_test_the_refusal_table_in_docs_names_exists():
                 current = root / path
             assert current is not None and current.exists(), ref
             assert f"def {name}(" in current.read_text(encoding="utf-8"), ref
+
+
+# -- error paths release what they created (the software device's ledger counts live handles) ------------------
+def _opened(target=T310):
+    sim = SimAcl(target)
+    rt = _acl.Runtime(sim, "sim", 0, target)
+    rt.open()
+    return sim, rt
+
+
+def _close(sim: SimAcl, rt) -> None:
+    rt.close()
+    assert not any(sim.ledger().values()), sim.ledger()
+
+
+def test_failed_crop_resize_paste_hands_both_rois_to_the_caller():
+    """The paste box starts at x = 8: not 16-aligned, refused on Ascend310 (CANN 6.0.1 en aclcppdevg_03_0815).
+    Both ROI configs were created before the call failed; the caller's list holds them, and destroying the list
+    leaves no ROI config alive."""
+    from dvpipe.backends.dvpp import vpc
+    from dvpipe.backends.dvpp.pool import pool_for
+
+    sim, rt = _opened()
+    ch, st, cfg = rt.create_channel(), rt.create_stream(), rt.resize_config(1)
+    pool = pool_for(rt)
+    src = vpc.new_picture(rt, pool, T310, "vpc", "nv12", 200, 100)
+    canvas = vpc.new_picture(rt, pool, T310, "vpc", "nv12", 400, 200)
+    rois: list = []
+    with pytest.raises(_acl.InvalidParam):
+        vpc.crop_resize_paste(rt, ch, st, src, canvas, (0, 0, 199, 99), (8, 0, 207, 99), cfg, rois)
+    assert len(rois) == 2 and sim.ledger()["roi_configs"] == 2
+    for r in rois:
+        rt.destroy_roi(r)
+    assert sim.ledger()["roi_configs"] == 0
+    for pic in (src, canvas):
+        vpc.release(rt, pool, pic)
+    rt.destroy_resize_config(cfg)
+    rt.destroy_stream(st)
+    rt.destroy_channel(ch)
+    _close(sim, rt)
+
+
+def test_crop_roi_is_in_the_callers_list_when_the_paste_roi_cannot_be_made(monkeypatch):
+    from dvpipe.backends.dvpp import vpc
+    from dvpipe.backends.dvpp.pool import pool_for
+
+    sim, rt = _opened()
+    pool = pool_for(rt)
+    src = vpc.new_picture(rt, pool, T310, "vpc", "nv12", 200, 100)
+    canvas = vpc.new_picture(rt, pool, T310, "vpc", "nv12", 400, 200)
+    made = sim.media.dvpp_create_roi_config
+    monkeypatch.setattr(sim.media, "dvpp_create_roi_config",
+                        lambda *a: 0 if sim.ledger()["roi_configs"] else made(*a))  # the second creator returns NULL
+    rois: list = []
+    with pytest.raises(_acl.AclError, match="dvpp_create_roi_config"):
+        vpc.crop_resize_paste(rt, 0, 0, src, canvas, (0, 0, 199, 99), (0, 0, 199, 99), 0, rois)
+    assert len(rois) == 1 == sim.ledger()["roi_configs"]
+    rt.destroy_roi(rois[0])
+    for pic in (src, canvas):
+        vpc.release(rt, pool, pic)
+    _close(sim, rt)
+
+
+def test_failed_channel_creation_destroys_its_description(monkeypatch):
+    sim, rt = _opened()
+    monkeypatch.setattr(sim.media, "dvpp_create_channel", lambda desc: _codes.ACL_ERROR_BAD_ALLOC)
+    with pytest.raises(_acl.AclError) as ei:
+        rt.create_channel()
+    assert ei.value.ret == _codes.ACL_ERROR_BAD_ALLOC  # the device's error, not one from the clean-up
+    assert sim.ledger()["channel_descs"] == 0 and sim.ledger()["dvpp_channels"] == 0
+    _close(sim, rt)
+
+
+_PIC_SETTERS = ([("pic_desc", s) for s in ("data", "size", "format", "width", "height", "width_stride",
+                                              "height_stride")]
+                + [("output_pic_desc", s) for s in ("data", "size", "format")])  # VDEC writes the geometry
+
+
+@pytest.mark.parametrize("maker, setter", _PIC_SETTERS)
+def test_failed_picture_descriptor_setter_destroys_the_descriptor(monkeypatch, maker, setter):
+    sim, rt = _opened()
+    monkeypatch.setattr(sim.media, f"dvpp_set_pic_desc_{setter}", lambda d, v: _codes.ACL_ERROR_INVALID_PARAM)
+    ptr = rt.malloc(208 * 100 * 3 // 2)
+    args = (ptr, 208 * 100 * 3 // 2, 1) + ((200, 100, 208, 100) if maker == "pic_desc" else ())
+    with pytest.raises(_acl.InvalidParam, match=f"dvpp_set_pic_desc_{setter}"):
+        getattr(rt, maker)(*args)
+    assert sim.ledger()["pic_descs"] == 0
+    rt.free(ptr)
+    _close(sim, rt)
+
+
+@pytest.mark.parametrize("step", ["set_device", "create_context", "get_run_mode"])
+@pytest.mark.parametrize("owner", ["dvpipe", "another"])
+def test_failed_open_unwinds_what_it_did(monkeypatch, step, owner):
+    """A failed open leaves the device as it found it: the context destroyed, the device reset (set_device is
+    reference-counted, aclcppdevg_03_0040), acl.finalize only when this runtime's acl.init initialised ACL."""
+    sim = SimAcl(T310)
+    if owner == "another":
+        assert sim.init() == 0  # torch_npu initialised ACL: open's acl.init returns 100002
+    before = sim.ledger()
+    fail = {"set_device": lambda dev: _codes.ACL_ERROR_RT_FAILURE,
+            "create_context": lambda dev: (None, _codes.ACL_ERROR_RT_FAILURE),
+            "get_run_mode": lambda: (0, _codes.ACL_ERROR_RT_FAILURE)}[step]
+    monkeypatch.setattr(sim.rt, step, fail)
+    rt = _acl.Runtime(sim, "sim", 0, T310)
+    with pytest.raises(_acl.AclError) as ei:
+        rt.open()
+    assert ei.value.ret == _codes.ACL_ERROR_RT_FAILURE and f"acl.rt.{step}" in str(ei.value)
+    assert not rt.opened
+    assert sim.ledger() == before, (sim.ledger(), before)
+    if owner == "another":
+        assert sim.ledger()["initialised"] == 1
+        assert sim.finalize() == 0
+    assert not any(sim.ledger().values())

@@ -88,6 +88,40 @@ def test_jpegd_floors_odd_height_and_pads_with_the_sentinel(kitti_jpeg):
     assert error_stats(bgr, ref)["mean_abs"] < 1.0
 
 
+def _up(x: int, n: int) -> int:
+    """x rounded up to a multiple of n (Huawei's samples: ALIGN_UP)."""
+    return -(-x // n) * n
+
+
+@pytest.mark.parametrize("target, wa", [(T310, 128), (T310P, 64)])
+@pytest.mark.parametrize("w, h", [(1281, 721), (1281, 720), (1279, 721)])
+def test_jpegd_refuses_an_odd_size_whose_two_stride_readings_differ(target, wa, w, h):
+    """§1.3/§1.4 do not say whether the output stride of an odd-size JPEG aligns the floored size or the source size
+    (Huawei's samples: ALIGN_UP128(width) / ALIGN_UP16(height) of the source on 310, 64 on 310P). Where the two
+    readings differ the software device refuses the decode with ACL_ERROR_INVALID_PARAM, whichever stride is set."""
+    source, floored = (_up(w, wa), _up(h, 16)), (_up(w // 2 * 2, wa), _up(h // 2 * 2, 16))
+    assert source != floored  # the case under test, by hand
+    data = encode_jpeg(synthetic_bgr(w, h, seed=1))
+    for ws, hs in (source, floored):
+        rt = _rt(target)
+        with pytest.raises(_acl.InvalidParam) as ei:
+            _decode(rt, data, w // 2 * 2, h // 2 * 2, ws, hs)
+        assert ei.value.ret == 100000 and "does not say" in str(ei.value), str(ei.value)
+
+
+@pytest.mark.parametrize("target, wa", [(T310, 128), (T310P, 64)])
+def test_jpegd_odd_size_whose_readings_agree_decodes_at_that_stride(target, wa):
+    """1279x719: aligning 1279x719 or the floored 1278x718 gives the same 1280x720 stride (by hand); the decode
+    runs, the descriptor reads back the floored size (§1.3) and that stride; the predicted buffer is 1280*720*3/2."""
+    w, h = 1279, 719
+    assert (_up(w, wa), _up(h, 16)) == (_up(w - 1, wa), _up(h - 1, 16)) == (1280, 720)
+    data = encode_jpeg(synthetic_bgr(w, h, seed=2))
+    rt = _rt(target)
+    assert rt.jpeg_predict_size(data, NV12) == 1280 * 720 * 3 // 2
+    desc, _out, _size, _ = _decode(rt, data, 1278, 718, 1280, 720)
+    assert rt.pic_info(desc) == (1278, 718, 1280, 720, 0)
+
+
 def test_jpegd_output_stride_follows_the_product_table(kitti_jpeg):
     # §1.4: 310/910 need A(w,128); 310P/310B/A2 need A(w,64). 1242 -> 1280 either way; 1600-wide shows it.
     data = encode_jpeg(synthetic_bgr(1600, 900))

@@ -25,6 +25,7 @@ import numpy as np
 
 from ....codecs import image_info
 from ....errors import FrameError
+from ....knowledge import jpegd_odd_size_question
 from .. import _codes as C
 from .._enums import JPEG_FORMAT, PIXEL_FORMAT_NAME
 from ..colour import (bgr_to_nv12_planes, fill_padding_nv12, fill_padding_packed, nv12_planes, nv12_to_bgr,
@@ -351,7 +352,7 @@ class DvppMedia:
             return 0, self._sim.fail(C.ACL_ERROR_FEATURE_UNSUPPORTED, f"the software device predicts NV12/NV21 "
                                                                       f"sizes only, not format {output_pixel_format}")
         t = self._sim.target
-        w, h = info.width // 2 * 2, info.height // 2 * 2
+        w, h = info.width, info.height  # the source size, as Huawei's samples align it (see dvpp_jpeg_decode_async)
         st, _wa, _ha, gap = _stride(t.soc, str(t.cann), "jpegd", fmt, w, h, "out")
         if st is None:
             if not self._sim.strict_unknown:  # undocumented layout accepted: a buffer for the larger reading
@@ -383,7 +384,10 @@ class DvppMedia:
         ret, _floors = self._judge("jpegd", "decode", info.width, info.height, bitstream, out_fmt=fmt)
         if ret:
             return ret
-        w, h = info.width // 2 * 2, info.height // 2 * 2  # YUV420SP output: odd sizes floored (§1.3)
+        w, h = info.width, info.height  # the stride aligns the JPEG's own size, as Huawei's samples do
+        question = jpegd_odd_size_question(sim.target.soc, str(sim.target.cann), w, h, fmt)
+        if question:  # undocumented: the stricter reading, a bad parameter
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"{question}; the software device refuses this size")
         ret = self._check_layout("jpegd", out, fmt, "out", "JPEGD output", w, h)
         if ret:
             return ret
