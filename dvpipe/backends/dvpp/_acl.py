@@ -798,7 +798,11 @@ class Runtime:
     def resize_config(self, interpolation: Optional[int] = None) -> int:
         cfg = self.call("acl.media.dvpp_create_resize_config")
         if interpolation is not None:
-            self.call("acl.media.dvpp_set_resize_config_interpolation", cfg, int(interpolation))
+            try:
+                self.call("acl.media.dvpp_set_resize_config_interpolation", cfg, int(interpolation))
+            except BaseException:
+                self._discard("acl.media.dvpp_destroy_resize_config", cfg)
+                raise
         return cfg
 
     def destroy_resize_config(self, cfg: int) -> None:

@@ -368,6 +368,15 @@ def test_failed_channel_creation_destroys_its_description(monkeypatch):
     _close(sim, rt)
 
 
+def test_failed_resize_interpolation_destroys_the_config(monkeypatch):
+    sim, rt = _opened()
+    monkeypatch.setattr(sim.media, "dvpp_set_resize_config_interpolation", lambda cfg, v: _codes.ACL_ERROR_INVALID_PARAM)
+    with pytest.raises(_acl.InvalidParam, match="dvpp_set_resize_config_interpolation"):
+        rt.resize_config(1)
+    assert sim.ledger()["resize_configs"] == 0
+    _close(sim, rt)
+
+
 _PIC_SETTERS = ([("pic_desc", s) for s in ("data", "size", "format", "width", "height", "width_stride",
                                               "height_stride")]
                 + [("output_pic_desc", s) for s in ("data", "size", "format")])  # VDEC writes the geometry
