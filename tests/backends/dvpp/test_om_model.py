@@ -620,7 +620,6 @@ def test_software_device_accepts_the_documented_range_edges_and_a_switched_off_c
 def test_software_device_refuses_dynamic_parameters_whose_output_is_not_the_model_input():
     """set_input_aipp restrictions (aclcppdevg_03_0308): the AIPP output (crop, then padding) must have the model
     input's height and width; and a YUV420SP crop must start on an even pixel (aclcppdevg_03_1420)."""
-    from dvpipe.backends.dvpp import _mdl
     from dvpipe.backends.dvpp.aipp import aipp_for, dynamic_aipp_calls
 
     n, w, h = 1, 32, 16
@@ -632,15 +631,23 @@ def test_software_device_refuses_dynamic_parameters_whose_output_is_not_the_mode
            for api, args in dynamic_aipp_calls(aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full",
                                                         src_size=(h, w + 2), content_size=(h, w), out_size=(h, w)),
                                                batch_size=n, input_index=1, by_input_index=False)]
+    _refused_on_binding(key, [(dynamic_aipp_calls(wide, batch_size=n, input_index=1, by_input_index=False),
+                               "AIPP would write 16x40 .* model input is 16x32"),
+                              (odd, "load_start_pos_w/h must be even")])
+
+
+def _refused_on_binding(key, cases) -> None:
+    """Each ``(calls, match)``: binding the dynamic-AIPP ``calls`` to model ``key``'s input is refused
+    (InvalidParam matching ``match``) on the software device; everything made is freed."""
+    from dvpipe.backends.dvpp import _mdl
+
     rt = _acl.runtime("sim", TARGET).hold()
     try:
         mid = _mdl.load(rt, path=key)
         desc, info = _mdl.describe(rt, mid)
         ptrs = [rt.call("acl.rt.malloc", t.nbytes, 0) for t in info.inputs]
         ins = _mdl.create_dataset(rt, [(p, t.nbytes) for p, t in zip(ptrs, info.inputs)])
-        for calls, match in ((dynamic_aipp_calls(wide, batch_size=n, input_index=1, by_input_index=False),
-                              "AIPP would write 16x40 .* model input is 16x32"),
-                             (odd, "load_start_pos_w/h must be even")):
+        for calls, match in cases:
             with pytest.raises(_acl.InvalidParam, match=match):
                 _mdl.run_aipp_calls(rt, calls, model_id=mid, dataset=ins)
         _mdl.destroy_dataset(rt, ins)
@@ -655,7 +662,6 @@ def test_software_device_refuses_dynamic_parameters_with_an_odd_yuv420sp_crop_si
     """aclAippInfo (CANN 8.5.0 aclpythondevg_01_0925) and the Atlas 500 ATC guide: crop_size_w/h are even for
     YUV420SP_U8. The calls set a 31x16 crop with right padding 1 (the output is the model input's 32x16, so only the
     parity is wrong); binding them is refused with the device's bad-parameter error."""
-    from dvpipe.backends.dvpp import _mdl
     from dvpipe.backends.dvpp.aipp import aipp_for, dynamic_aipp_calls
 
     n, w, h = 1, 32, 16
@@ -672,17 +678,4 @@ def test_software_device_refuses_dynamic_parameters_with_an_odd_yuv420sp_crop_si
             assert args[5] == 2
             args = (*args[:5], 1, *args[6:])
         calls.append((api, args))
-    rt = _acl.runtime("sim", TARGET).hold()
-    try:
-        mid = _mdl.load(rt, path=key)
-        desc, info = _mdl.describe(rt, mid)
-        ptrs = [rt.call("acl.rt.malloc", t.nbytes, 0) for t in info.inputs]
-        ins = _mdl.create_dataset(rt, [(p, t.nbytes) for p, t in zip(ptrs, info.inputs)])
-        with pytest.raises(_acl.InvalidParam, match="crop_size_w must be even"):
-            _mdl.run_aipp_calls(rt, calls, model_id=mid, dataset=ins)
-        _mdl.destroy_dataset(rt, ins)
-        for p in ptrs:
-            rt.call("acl.rt.free", p)
-        _mdl.unload(rt, mid, desc)
-    finally:
-        rt.unhold()
+    _refused_on_binding(key, [(calls, "crop_size_w must be even")])
