@@ -95,13 +95,21 @@ class FrameSetDataset(torch.utils.data.IterableDataset):
                 "valid": torch.from_numpy(np.array(kept.valid, dtype=bool)), "cameras": list(kept.cameras),
                 "index": index}
 
-    def _make_builder(self, default_pose: Any = None) -> None:
+    def _make_builder(self, default_pose: Any = None, settings: Optional[tuple] = None) -> None:
+        """The stream-wide builder of the mmdet3d sample dicts, if any. ``settings``: the pipeline's own
+        ``set_metas_format("mmdet3d", ...)`` choices ``(pose, can_bus, scene_gap_s, can_bus_rotation)``, kept
+        (the dataset's ``pose=`` first) when the dataset builds the sample dicts in its place."""
         self._builder = None
-        if self.metas_format == "mmdet3d":
-            from .mmdet3d import JsonPoses, Mmdet3dMetas
+        if self.metas_format != "mmdet3d" and settings is None:
+            return
+        from .mmdet3d import JsonPoses, Mmdet3dMetas
 
-            pose = JsonPoses(self.pose) if isinstance(self.pose, (str, os.PathLike)) else self.pose
-            self._builder = Mmdet3dMetas(pose if pose is not None else default_pose)
+        pose, options = self.pose, {}
+        if settings is not None:
+            pose = pose if pose is not None else settings[0]
+            options = dict(zip(("can_bus", "scene_gap_s", "can_bus_rotation"), settings[1:]))
+        pose = JsonPoses(pose) if isinstance(pose, (str, os.PathLike)) else pose
+        self._builder = Mmdet3dMetas(pose if pose is not None else default_pose, **options)
 
     def __iter__(self) -> Iterator[dict]:
         # The temporal keys (prev_bev_exists, can_bus deltas, scenes) follow the stream, not a worker's
@@ -116,16 +124,26 @@ class FrameSetDataset(torch.utils.data.IterableDataset):
             pipe = pickle.loads(pickle.dumps(self.pipeline)) if n > 1 or wid else self.pipeline
         else:
             pipe = self.pipeline()
-        self._make_builder()
+        # a pipeline set to mmdet3d metas would build them from its share of the sets only: the dataset builds
+        # them stream-wide in its place, with the pipeline's settings, in the pipeline's layout (a list of one)
+        own = pipe._metas_format if pipe._metas_format is not None and pipe._metas_format[0] == "mmdet3d" else None
+        self._make_builder(settings=own[1:] if own is not None else None)
         if self._builder is not None:
             pipe.set_metas_format("per_camera")  # the dataset builds the sample dicts (see above)
+        as_list = own is not None and self.metas_format == "per_camera"
         names = list(pipe.rig.names)
-        for k, frames in enumerate(self.source()):
-            if k % n == wid:
-                batch = pipe.process(frames)
-                yield self._sample(batch, k, self._meta(batch) if self._builder is not None else None)
-            elif self._builder is not None:
-                self._builder.sample(_frame_metas(frames, names), names, np.ones(len(names), dtype=bool))
+        try:
+            for k, frames in enumerate(self.source()):
+                if k % n == wid:
+                    batch = pipe.process(frames)
+                    meta = self._meta(batch) if self._builder is not None else None
+                    yield self._sample(batch, k, [meta] if as_list else meta)
+                elif self._builder is not None:
+                    self._builder.sample(_frame_metas(frames, names), names, np.ones(len(names), dtype=bool))
+        finally:
+            if own is not None and pipe is self.pipeline:  # the caller's pipeline keeps its own choice
+                fmt, pose, can_bus, gap, rotation = own
+                pipe.set_metas_format(fmt, pose=pose, can_bus=can_bus, scene_gap_s=gap, can_bus_rotation=rotation)
 
     def _iter_deployment(self, wid: int, n: int) -> Iterator[dict]:
         from .deploy import Runner, load_deployment

@@ -310,6 +310,29 @@ def test_temporal_keys_follow_the_stream_not_a_workers_share_of_it(tmp_path):
         assert np.allclose(got[k]["can_bus"], _ref_can_bus(info), atol=tol("can_bus").atol)
 
 
+@pytest.mark.parametrize("dataset_format", ["mmdet3d", "per_camera"])
+def test_a_pipeline_set_to_mmdet3d_keeps_its_settings_and_the_stream_in_a_dataset(tmp_path, dataset_format):
+    # the pipeline carries the pose source and can_bus choice; the dataset used to build its sample dicts with
+    # an identity pose (dataset mmdet3d), or each worker's pipeline copy from its share of the sets only
+    torch = pytest.importorskip("torch")
+    from dvpipe.mmdet3d import InfoFile
+    from dvpipe.torch import FrameSetDataset
+
+    path, data = _write_pkl(tmp_path)
+    rig = dv.Rig.from_yaml(SAMPLES / "rig.yaml")
+    pipe = dv.Pipeline.from_profile("bevformer-tiny", rig)
+    pipe.set_metas_format("mmdet3d", pose=InfoFile(path, data_root=SAMPLES / "frames"))
+    ds = FrameSetDataset(_InfoFrameSets(path), pipe, metas_format=dataset_format)
+    got = {s["index"]: s["img_metas"] for s in torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2,
+                                                                            timeout=120)}
+    assert sorted(got) == [0, 1, 2, 3]
+    for k, info in enumerate(data["infos"]):
+        meta = got[k] if dataset_format == "mmdet3d" else got[k][0]  # the pipeline's own layout: a list of one
+        assert meta["sample_idx"] == info["token"] and meta["prev_bev_exists"] == (k > 0)
+        assert np.allclose(meta["can_bus"], _ref_can_bus(info), atol=tol("can_bus").atol)
+    assert pipe._metas_format[0] == "mmdet3d"  # the caller's pipeline keeps its choice
+
+
 def test_dvpipe_run_hands_a_detector_mmdet3d_inputs_from_the_info_file(tmp_path):
     torch = pytest.importorskip("torch")
     path, data = _write_pkl(tmp_path)
