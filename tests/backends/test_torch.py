@@ -479,7 +479,12 @@ def test_transfer_kernel_and_host_upload_are_zero_copy_on_cpu():
     assert np.array_equal(np.asarray(back), img) and ctx.device_spans == []
 
 
-def test_antialias_option_uses_interpolate():
+@pytest.mark.parametrize("size, crop", [
+    ((30, 50), None),
+    ((91, 80), (5, 10, 60, 50)),  # the rows keep their size: a crop after the resize used to stretch them
+    ((30, 161), (7, 4, 100, 20)),
+])
+def test_antialias_option_uses_interpolate(size, crop):
     from dataclasses import dataclass
 
     @dataclass(frozen=True)
@@ -488,13 +493,18 @@ def test_antialias_option_uses_interpolate():
 
     rig = dv.Rig.from_dict(rig_dict([(161, 91)]))
     frames = _frames(rig)
-    stages = [dv.Decode(), dv.Normalise(mean=(0, 0, 0), std=(1, 1, 1)), AAResize(size=(30, 50)), dv.Batch()]
-    pipe = dv.Pipeline(rig, stages, backends=TORCH_CPU)
+    stages = [dv.Decode(), dv.Normalise(mean=(0, 0, 0), std=(1, 1, 1)), AAResize(size=size)]
+    if crop is not None:
+        stages.append(dv.Crop(left=crop[0], top=crop[1], width=crop[2], height=crop[3]))
+    pipe = dv.Pipeline(rig, stages + [dv.Batch()], backends=TORCH_CPU)
     assert "antialiased" in str(pipe.plan)
     got = pipe.process(frames).images[0]
     bgr = cv2.imdecode(np.frombuffer(frames["CAM0"], np.uint8), cv2.IMREAD_COLOR)
     x = torch.from_numpy(bgr).permute(2, 0, 1).float()[None]
-    want = torch.nn.functional.interpolate(x, size=(30, 50), mode="bilinear", align_corners=False, antialias=True)[0]
+    want = torch.nn.functional.interpolate(x, size=size, mode="bilinear", align_corners=False, antialias=True)[0]
+    if crop is not None:
+        left, top, width, height = crop
+        want = want[:, top:top + height, left:left + width]
     assert torch.allclose(got, want, **tol("float_path").allclose)
 
 

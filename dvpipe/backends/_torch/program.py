@@ -36,7 +36,8 @@ class _Axis:
     """Crops and at most one resize along one axis.
 
     Input ``[offset, offset + pre)`` is taken, resized by ``matrix`` (``resized x pre``, or none),
-    then ``[post, post + length)`` of the result is kept.
+    then ``[post, post + length)`` of the result is kept. A resize that keeps the axis's size sets no
+    matrix, and a crop after it moves ``offset``; ``at`` is the offset the resize saw.
     """
 
     offset: int
@@ -44,6 +45,7 @@ class _Axis:
     pre: int = 0
     matrix: Optional[np.ndarray] = None
     post: int = 0
+    at: int = 0
 
     def crop(self, start: int, size: int) -> None:
         if self.matrix is None:
@@ -55,7 +57,7 @@ class _Axis:
     def resize(self, size: int, interpolation: str) -> None:
         from .resample import resize_matrix
 
-        self.pre = self.length
+        self.pre, self.at = self.length, self.offset
         if size != self.length:
             self.matrix = resize_matrix(self.length, size, interpolation)
         self.length = size
@@ -218,11 +220,12 @@ class _Program:
         assert self.antialias is not None  # called only when set
         size, mode = self.antialias
         rows, cols = self.rows_axis, self.cols_axis
-        src = x[rows.offset:rows.offset + rows.pre, cols.offset:cols.offset + cols.pre]
+        src = x[rows.at:rows.at + rows.pre, cols.at:cols.at + cols.pre]  # what the resize reads
         src = src.permute(2, 0, 1)[list(self.perm)].float()[None]
         kw = {"align_corners": False, "antialias": True} if mode == "bilinear" else {}
         out = F.interpolate(src, size=size, mode=mode, **kw)[0]
-        out = out[:, rows.post:rows.post + self.h, cols.post:cols.post + self.w]
+        top, left = rows.post + rows.offset - rows.at, cols.post + cols.offset - cols.at  # the crops after it
+        out = out[:, top:top + self.h, left:left + self.w]
         return out.add_(0.5).floor_() if self.round_u8 else out
 
     def fill_pad(self, full: "torch.Tensor") -> None:
