@@ -382,6 +382,29 @@ def test_nv12_limited_range_agrees_with_opencv():
     tol("uint8_rounding_flip").check(got, want)
 
 
+@pytest.mark.parametrize("colour_range", ["limited", "full"])
+def test_nv12_of_a_bt709_camera_is_converted_with_bt709(colour_range):
+    # the DVPP -> torch_npu route hands torch the decoder's NV12; a camera declared yuv_matrix: bt709 was
+    # converted as BT.601 (27 grey levels off). Reference: BT.709's Kr = 0.2126, Kb = 0.0722 (ITU-R BT.709-6
+    # table 3) written out here; chroma flat, so no upsampling is involved.
+    w, h = 64, 32
+    rng = np.random.default_rng(2)
+    buf = np.empty((h * 3 // 2, w), np.uint8)
+    buf[:h] = rng.integers(16, 236, (h, w))
+    buf[h:] = np.tile(np.array([90, 170], np.uint8), (h // 2, w // 2))
+    cam = dv.Camera("CAM0", width=w, height=h, encoding="h264", extra={"yuv_matrix": "bt709", "yuv_range": colour_range})
+    got, _ = _run_kernel([dv.Normalise()], FrameSpec(width=w, height=h, pixel_format=PixelFormat.NV12, dtype="uint8",
+                                                     channel_order="bgr"), buf, cam)
+    y = buf[:h].astype(np.float64)
+    cb, cr = 90.0 - 128, 170.0 - 128
+    if colour_range == "limited":
+        y, cb, cr = (y - 16) * 255 / 219, cb * 255 / 224, cr * 255 / 224
+    r, g = y + 1.5748 * cr, y - 0.1873242729 * cb - 0.4681242729 * cr
+    b = y + 1.8556 * cb
+    want = np.clip(np.floor(np.stack([b, g, r], axis=-1) + 0.5), 0, 255).astype(np.uint8)
+    tol("uint8_rounding_flip").check(got, want)
+
+
 def test_nv12_through_the_fused_kernel_into_the_batch():
     w, h = 97, 61
     buf = nv12_from_bgr(textured_bgr(w, h, seed=8), "full", (128, 64))

@@ -35,6 +35,23 @@ COEFFS = {
 }
 
 
+def coefficients(matrix: str, colour_range: str) -> tuple[float, ...]:
+    """``(y scale, y offset, R per Cr, G per Cb, G per Cr, B per Cb)`` of a Y'CbCr matrix (``bt601``: the
+    published constants above; ``bt709``: from its Kr, Kb as the standard derives them) and range."""
+    from .._raw_yuv import MATRICES
+
+    if colour_range not in COEFFS:
+        raise ConfigError(f"colour range must be 'full' or 'limited', got {colour_range!r}")
+    if matrix not in MATRICES:
+        raise ConfigError(f"yuv_matrix must be one of {', '.join(MATRICES)}, got {matrix!r}")
+    if matrix == "bt601":
+        return COEFFS[colour_range]
+    kr, kb = MATRICES[matrix]
+    kg = 1.0 - kr - kb
+    ys, y0, c = (1.0, 0.0, 1.0) if colour_range == "full" else (255.0 / 219.0, 16.0, 255.0 / 224.0)
+    return ys, y0, c * 2 * (1 - kr), -c * 2 * (1 - kb) * kb / kg, -c * 2 * (1 - kr) * kr / kg, c * 2 * (1 - kb)
+
+
 def nv12_geometry(rows: int, cols: int, width: int, height: int) -> int:
     """The height stride ``Hs`` of an NV12 buffer of ``rows x cols``; FrameError if it cannot hold the image."""
     if rows % 3 or (rows * 2 // 3) % 2:
@@ -48,9 +65,9 @@ def nv12_geometry(rows: int, cols: int, width: int, height: int) -> int:
 class NV12Converter:
     """Converts NV12 buffers of one size to ``height x width x 3`` float32, reusing its buffers."""
 
-    def __init__(self, width: int, height: int, order: str, colour_range: str, device: torch.device):
-        if colour_range not in COEFFS:
-            raise ConfigError(f"colour range must be 'full' or 'limited', got {colour_range!r}")
+    def __init__(self, width: int, height: int, order: str, colour_range: str, device: torch.device,
+                 matrix: str = "bt601"):
+        self.coeffs = coefficients(matrix, colour_range)
         self.width, self.height, self.order, self.range = width, height, order, colour_range
         self.ch, self.cw = math.ceil(height / 2), math.ceil(width / 2)
         self.rows = make_taps(resize_matrix(self.ch, 2 * self.ch, "linear")[:height], device)
@@ -68,7 +85,7 @@ class NV12Converter:
         cbcr = column_pass(r, self.cols, self.col_index, self.col_w, self.scratch, "uv.cols")  # (h, 2w): Cb | Cr
         cbcr.sub_(128.0)
         cb, cr = cbcr[:, :w], cbcr[:, w:]
-        ys, y0, r_cr, g_cb, g_cr, b_cb = COEFFS[self.range]
+        ys, y0, r_cr, g_cb, g_cr, b_cb = self.coeffs
         yf = self.scratch.get("y", (h, w), torch.float32)
         torch.sub(y, y0, out=yf)
         if ys != 1.0:

@@ -115,9 +115,11 @@ class _Program:
             self.round_u8 = rows.matrix is not None or cols.matrix is not None
         self.nv12 = None
         if nv12:  # the conversion writes the target channel order directly
-            colour_range = ctx.camera.extra.get("yuv_range") or (
-                "limited" if ctx.camera.encoding in VIDEO_ENCODINGS else "full")
-            self.nv12 = NV12Converter(spec.width, spec.height, out_order, colour_range, dev)
+            # the camera's keys (a video file source fills them from the stream's VUI), as the DVPP routes read them
+            colour_range = str(ctx.camera.extra.get("yuv_range") or (
+                "limited" if ctx.camera.encoding in VIDEO_ENCODINGS else "full")).lower()
+            matrix = str(ctx.camera.extra.get("yuv_matrix") or "bt601").lower()
+            self.nv12 = NV12Converter(spec.width, spec.height, out_order, colour_range, dev, matrix)
             # a decoder hands over integers
             self.nv12_round = ctx.fidelity == "reference" or self.out_dtype == torch.uint8
             in_order = out_order
