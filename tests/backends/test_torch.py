@@ -736,3 +736,20 @@ def test_torch_decode_gives_libjpegs_corruption_verdict(fake_torchvision, on_cor
     else:
         assert cpu.valid[0] and cpu.metas[0].get("corrupt") and batch.valid[0] and batch.metas[0].get("corrupt")
     assert pipe.process(frames).valid[0]  # an intact frame is emitted
+
+
+def test_a_device_step_waits_for_its_own_device_not_the_threads_current_one(monkeypatch):
+    # torch.cuda.synchronize() / torch_npu.npu.synchronize() without a device wait for the calling thread's
+    # current device: device 0 on a pipeline worker thread, whatever device the step runs on
+    from dvpipe.backends._torch import device as tdev
+
+    waited = []
+
+    class _Module:  # what device_module() returns for cuda / npu: the calls the step makes
+        Stream = staticmethod(lambda device: None)
+        synchronize = staticmethod(lambda device=None: waited.append(device))
+
+    monkeypatch.setattr(tdev, "device_module", lambda dev: _Module)
+    run = tdev.DeviceRun(torch.device("cuda", 1))
+    run.sync_default()
+    assert waited == [torch.device("cuda", 1)]

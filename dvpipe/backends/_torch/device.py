@@ -186,9 +186,10 @@ class DeviceRun:
         return dst, span
 
     def sync_default(self) -> None:
-        """Wait for the device's queued work (the copy below reads memory the tensor's last user may hold)."""
+        """Wait for the device's queued work (the copy below reads memory the tensor's last user may hold): this
+        step's device, not the calling thread's current one (a worker thread's is device 0)."""
         if self.accel:
-            self.mod.synchronize()
+            self.mod.synchronize(self.dev)
 
     def download(self, t: torch.Tensor, key: str = "out") -> np.ndarray:
         """Device tensor -> host numpy array (through a reused pinned buffer), timed as ``download``."""
