@@ -30,7 +30,7 @@ from .planner import CameraPlan, LiveMeasurements, Plan, PlanStep, plan_pipeline
 from .profiles import Profile, profile_metas, profile_stages
 from .stages.base import Stage
 from .stages.kernel_registry import KernelContext
-from .types import Frame, FrameBatch, PixelFormat, Rig, check_one_size
+from .types import IDENTITY_3X3, Frame, FrameBatch, PixelFormat, Rig, check_one_size
 from .video import VideoPacket
 
 
@@ -458,6 +458,12 @@ class Pipeline:
         unknown = [k for k in frames if k not in self._name_set]
         if unknown:
             raise ConfigError(f"unknown camera(s) {', '.join(map(str, unknown))}; the rig has {', '.join(self._names)}")
+        for name, value in frames.items():
+            aug = value.img_aug if isinstance(value, Frame) else IDENTITY_3X3
+            if aug is not IDENTITY_3X3 and not np.array_equal(aug, IDENTITY_3X3):
+                raise ConfigError(f"camera {name}: the frame's img_aug is not the identity; a pipeline takes the "
+                                  "camera's own pictures (apply image transforms as stages: the plan's img_aug "
+                                  "then says what they did)")
         with self._room:
             while len(self._uncollected) >= len(self._buffers):
                 if not block:

@@ -512,6 +512,11 @@ def check_one_size(cameras: Sequence[Any], what: str) -> Any:
     return cameras[0] if cameras else None
 
 
+#: the identity 3x3 transform (read-only, shared): :attr:`Frame.img_aug` of a camera's own picture
+IDENTITY_3X3 = np.eye(3)
+IDENTITY_3X3.flags.writeable = False
+
+
 @dataclass
 class Frame:
     """One camera's image on its way through a plan.
@@ -525,8 +530,9 @@ class Frame:
             source that could not produce the frame (the pipeline counts it as a drop with its reason).
         pixel_format: what ``data`` holds.
         img_aug: 3x3 image-plane transform already applied to ``data`` (original sensor pixel coords ->
-            coords in ``data``; identity for frames straight from a camera). What a plan applies on
-            top is known at plan time: ``pipe.plan.cameras[i].img_aug`` and ``batch.metas[i]["img_aug"]``.
+            coords in ``data``). A pipeline takes the identity only (the camera's own pictures, and
+            :class:`~dvpipe.errors.ConfigError` otherwise): image transforms are stages, and what a plan
+            applies is known at plan time: ``pipe.plan.cameras[i].img_aug`` and ``batch.metas[i]["img_aug"]``.
     """
 
     camera: str
@@ -534,7 +540,7 @@ class Frame:
     capture_epoch_ns: int
     data: Any
     pixel_format: PixelFormat = PixelFormat.ENCODED
-    img_aug: np.ndarray = field(default_factory=lambda: np.eye(3))
+    img_aug: np.ndarray = field(default_factory=lambda: IDENTITY_3X3)
 
     def __repr__(self) -> str:
         d = f"{len(self.data)} bytes" if isinstance(self.data, (bytes, bytearray, memoryview)) else (

@@ -69,6 +69,20 @@ def test_missing_camera_dropped_unknown_camera_is_config_error():
         pipe.process(frames)
 
 
+def test_a_frame_already_transformed_is_refused_not_given_wrong_metas():
+    # Frame.img_aug said a transform was already applied to the picture, and nothing read it: the metas
+    # (lidar2img, img_aug) then described the camera's own picture. Refused in one line instead.
+    rig, pipe = _pipe()
+    jpeg = encode_jpeg(textured_bgr(64, 48))
+    frames = {c.name: dv.Frame(c.name, 0, 0, jpeg) for c in rig}
+    assert pipe.process(frames).valid.all()  # the default img_aug: the identity
+    frames["CAM1"] = dv.Frame("CAM1", 0, 0, jpeg, img_aug=np.eye(3))  # an identity of the caller's: fine
+    assert pipe.process(frames).valid.all()
+    frames["CAM1"] = dv.Frame("CAM1", 0, 0, jpeg, img_aug=np.diag([0.5, 0.5, 1.0]))
+    with pytest.raises(dv.ConfigError, match="camera CAM1: the frame's img_aug is not the identity"):
+        pipe.process(frames)
+
+
 def test_rig_yaml_errors_name_the_field(tmp_path):
     bad = tmp_path / "rig.yaml"
     bad.write_text("cameras:\n- {name: A, width: 10, height: 10, intrinsics: [[1,0,0],[0,1,0]]}\n"
