@@ -36,20 +36,18 @@ COEFFS = {
 
 
 def coefficients(matrix: str, colour_range: str) -> tuple[float, ...]:
-    """``(y scale, y offset, R per Cr, G per Cb, G per Cr, B per Cb)`` of a Y'CbCr matrix (``bt601``: the
-    published constants above; ``bt709``: from its Kr, Kb as the standard derives them) and range."""
-    from .._raw_yuv import MATRICES
+    """``(y scale, y offset, R per Cr, G per Cb, G per Cr, B per Cb)`` of a Y'CbCr matrix and range: ``bt601``
+    the published constants above, ``bt709`` as :func:`dvpipe.video.yuv_matrix` derives it."""
+    from ...video import yuv_matrix
 
     if colour_range not in COEFFS:
         raise ConfigError(f"colour range must be 'full' or 'limited', got {colour_range!r}")
-    if matrix not in MATRICES:
-        raise ConfigError(f"yuv_matrix must be one of {', '.join(MATRICES)}, got {matrix!r}")
+    if matrix not in ("bt601", "bt709"):
+        raise ConfigError(f"yuv_matrix must be bt601 or bt709, got {matrix!r}")
     if matrix == "bt601":
         return COEFFS[colour_range]
-    kr, kb = MATRICES[matrix]
-    kg = 1.0 - kr - kb
-    ys, y0, c = (1.0, 0.0, 1.0) if colour_range == "full" else (255.0 / 219.0, 16.0, 255.0 / 224.0)
-    return ys, y0, c * 2 * (1 - kr), -c * 2 * (1 - kb) * kb / kg, -c * 2 * (1 - kr) * kr / kg, c * 2 * (1 - kb)
+    ky, y0, crv, cgu, cgv, cbu = yuv_matrix(1, colour_range == "full")  # FFmpeg's code 1: BT.709
+    return ky, y0, crv, -cgu, -cgv, cbu
 
 
 def nv12_geometry(rows: int, cols: int, width: int, height: int) -> int:

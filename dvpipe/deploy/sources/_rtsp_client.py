@@ -439,10 +439,10 @@ class RtspConnection:
                 reply = self._exchange(method, url, headers)
         return reply
 
-    def _challenge(self, headers: str | list[str]) -> Optional[dict]:
+    def _challenge(self, headers: list[str]) -> Optional[dict]:
         """The challenge of WWW-Authenticate headers to answer: Digest (MD5, qop auth or none) before
         Basic; None when neither is offered."""
-        offered = _challenges([headers] if isinstance(headers, str) else headers)
+        offered = _challenges(headers)
         for scheme, params in offered:
             if scheme == "digest" and "nonce" in params and params.get("algorithm", "MD5").upper() == "MD5":
                 qops = [q.strip().lower() for q in params.get("qop", "").split(",")]
