@@ -480,7 +480,7 @@ class Runner:
                 wait_s = 0.05  # the longest sleep: until the next release of a paced frame read early
                 for st in list(active):
                     if st.held is None:
-                        pace = _paced(st.src)
+                        pace = st.pace
                         if st.early is None:
                             item = self._read_item(st, early=pace is not None)
                             if item is _END:
@@ -974,10 +974,11 @@ _END = object()  # _read_item: this camera's reading is over
 class _ReadState:
     """What a reader keeps per camera between reads."""
 
-    __slots__ = ("cam", "src", "health", "last_seq", "gap_next", "held", "held_since", "early")
+    __slots__ = ("cam", "src", "health", "last_seq", "gap_next", "held", "held_since", "early", "pace")
 
     def __init__(self, cam: str, src: Source, health):
         self.cam, self.src, self.health = cam, src, health
+        self.pace = _paced(src)  # the Paced wrapper of a paced recording (run.realtime), else None
         self.last_seq: Optional[int] = None
         self.gap_next = False  # the next frame follows a reconnect: a discontinuity
         self.held: Optional[Item] = None  # read, waiting for room in the camera's buffer (the shared reader)

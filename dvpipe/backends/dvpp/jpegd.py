@@ -7,9 +7,9 @@ Call sequence per frame (constraints.md §6, pyACL v1):
    ``acl.media.dvpp_jpeg_predict_dec_size`` for the output buffer;
 2. the bitstream into a pooled DVPP buffer (``acl.rt.memcpy``; DVPP buffers are 128-byte aligned);
 3. an output picture descriptor with the product's strides (``A(w,128) x A(h,16)`` on 310/910,
-   ``A(w,64) x A(h,16)`` on 310P/310B/A2) and buffer, computed from the JPEG's own width and height as
-   Huawei's samples do (the docs do not say whether an odd size is floored before aligning); the picture
-   size is floored to even for YUV420SP;
+   ``A(w,64) x A(h,16)`` on 310P/310B/A2); the picture size is floored to even for YUV420SP (an odd size
+   reaches JPEGD only where aligning it or its floored size gives the same stride:
+   :func:`dvpipe.knowledge.jpegd_odd_size_question`);
 4. ``acl.media.dvpp_jpeg_decode_async``, then the VPC calls of the step on the same stream, one
    ``acl.rt.synchronize_stream``; the decoded size and strides are read back from the descriptor;
 5. the last picture handed on in device memory (:meth:`.vpc.StepState.hand_on`): a
@@ -88,7 +88,7 @@ def decode_to_device(s: StepState, data: bytes, expect: Optional[tuple[int, int]
     ow, oh = w // 2 * 2, h // 2 * 2
     predicted = rt.jpeg_predict_size(data, PIXEL_FORMAT["nv12"], width=w, height=h)
     out = vpc.new_picture(rt, pool, target, "jpegd", "nv12", ow, oh, "out", min_bytes=predicted,
-                          accept_unknown=s.accept_unknown, stride_size=(w, h))  # samples: aligned source size
+                          accept_unknown=s.accept_unknown)
     inbuf = pool.acquire_stream(len(data), "jpeg")
     try:
         t0 = now_ns()

@@ -84,8 +84,7 @@ def picture_layout(prog: Program, target: Any) -> tuple[str, str, tuple[int, int
     unit = "vpc" if last is not None else prog.source
     fmt = last.out_fmt if last is not None else "nv12"
     h, w = last.out_size if last is not None else prog.decode_size
-    sh, sw = prog.in_size if unit == "jpegd" else (h, w)  # JPEGD aligns the source size (see .jpegd)
-    st = vpc.layout(target, unit, fmt, sw, sh, accept_unknown=True)
+    st = vpc.layout(target, unit, fmt, w, h, accept_unknown=True)
     ws, hs = int(st.width_stride), int(st.height_stride)
     return unit, fmt, (h, w), (ws, hs), ws * hs * 3 // 2 if fmt == "nv12" else ws * hs
 

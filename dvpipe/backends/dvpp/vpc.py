@@ -88,13 +88,10 @@ def layout(target: Any, unit: str, fmt: str, width: int, height: int, side: str 
 
 
 def new_picture(rt: Any, pool: BufferPool, target: Any, unit: str, fmt: str, width: int, height: int,
-                side: str = "out", min_bytes: int = 0, accept_unknown: bool = False,
-                stride_size: Optional[tuple[int, int]] = None) -> Picture:
+                side: str = "out", min_bytes: int = 0, accept_unknown: bool = False) -> Picture:
     """A pooled buffer and a descriptor for a ``width x height`` picture written by ``unit``
-    (``accept_unknown``: see :func:`layout`); ``stride_size`` is the ``(width, height)`` the stride and the
-    buffer are computed from when it is not the picture's (JPEGD: the source size of an odd-size JPEG)."""
-    sw, sh = stride_size or (width, height)
-    st = layout(target, unit, fmt, sw, sh, side, accept_unknown)
+    (``accept_unknown``: see :func:`layout`)."""
+    st = layout(target, unit, fmt, width, height, side, accept_unknown)
     size = max(int(st.buffer_bytes), int(min_bytes))
     buf = pool.acquire(size, fmt)
     try:
