@@ -25,7 +25,7 @@ from .device import DeviceBatch
 from .errors import ConfigError, FrameError
 from .latency.clock import now_ns, to_monotonic_ns
 from .latency.profiler_ranges import ProfilerRanges, profiler_ranges as make_profiler_ranges
-from .latency.timeline import Timeline
+from .latency.timeline import WORKER_WAIT, Timeline
 from .planner import CameraPlan, LiveMeasurements, Plan, PlanStep, plan_pipeline
 from .profiles import Profile, profile_metas, profile_stages
 from .stages.base import Stage
@@ -639,7 +639,7 @@ class _SetWork:
         if self.stamp:
             capture = to_monotonic_ns(value.capture_epoch_ns) if isinstance(value, Frame) else None
             self.tl.set_frame(name, capture_mono_ns=capture, arrival_ns=self.arrival)
-        self.tl.record_checked("worker_wait", self.arrival, now_ns(), "wait", name, {})  # until a thread took it
+        self.tl.record_checked(WORKER_WAIT, self.arrival, now_ns(), "wait", name, {})  # until a thread took it
         self.reasons[i] = pipe._run_camera(i, value, self.images[i], self.tl, self.fallbacks)
         damage = pipe._corrupt[i]  # the camera's, reused by its next frame: kept with this set
         if damage:

@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import ConfigError
 from .records import _PERCENTILES, EMPTY_SUMMARY, BatchRecord, Summary, summarise
 from .report import format_report, to_json
-from .timeline import CATEGORIES, Span, Timeline, category_of
+from .timeline import CATEGORIES, WORKER_WAIT, Span, Timeline, category_of
 
 __all__ = [
     "Summary",
@@ -50,8 +50,6 @@ END_TO_END_KEYS = ("end_to_end", "end_to_end_capture", "end_to_end_arrival")
 # When spans on the critical path overlap, the instant goes to the most specific category.
 _PRIORITY: tuple[str, ...] = ("model", "dvpp", "npu_gpu", "transfer", "cpu", "io", "wait", "source")
 _PRIO_INDEX = {c: i for i, c in enumerate(_PRIORITY)}
-#: The pipeline's wait of a camera's job for a worker thread: depends on the order threads took the cameras.
-_WORKER_WAIT = "worker_wait"
 _OVER_TIME_POINTS = 4096  # points of end-to-end latency over time kept for plots (evenly thinned beyond)
 
 
@@ -184,7 +182,7 @@ def critical_path(tl: Timeline, order: Sequence[str] = ()) -> tuple[str | None, 
         own.setdefault(s.camera, [])
         if cat != "wait":
             own[s.camera].append((s.start_ns, s.end_ns, cat))
-        elif s.name != _WORKER_WAIT:
+        elif s.name != WORKER_WAIT:
             waits.setdefault(s.camera, []).append(s.end_ns)
     ready: dict[str, int] = {}
     for cam in list(tl.cameras) + [c for c in first_start if c not in tl.cameras]:

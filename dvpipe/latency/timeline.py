@@ -51,6 +51,7 @@ __all__ = [
     "DeviceTimer",
     "DIRECTIONS",
     "transfer_direction",
+    "WORKER_WAIT",
 ]
 
 KINDS: tuple[str, ...] = ("host", "device", "transfer", "wait", "model", "io")
@@ -61,6 +62,10 @@ _KIND_SET = frozenset(KINDS)
 CATEGORIES: tuple[str, ...] = (
     "source", "io", "cpu", "dvpp", "npu_gpu", "transfer", "model", "wait", "unaccounted",
 )
+
+#: the span of a camera's job waiting for a pipeline worker thread (its length depends on which thread
+#: took which camera first: the critical path does not count it)
+WORKER_WAIT = "worker_wait"
 
 DVPP_UNITS = frozenset({"dvpp", "jpegd", "jpege", "vpc", "vdec", "venc", "png"})
 ACCELERATOR_UNITS = frozenset({"cuda", "gpu", "npu", "mps", "xpu", "rocm", "hip"})
