@@ -5,7 +5,8 @@ corrupt, whatever the damage). The headers of every access unit say enough to fi
 without decoding, and to know a picture's place in presentation order when the stream carries no
 timestamps (Annex B files):
 
-* **picture order count** (POC): H.264 8.2.1 (types 0, 1 and 2), H.265 8.3.1;
+* **picture order count** (POC): H.264 8.2.1 (types 0, 1 and 2, and its restart after a picture with
+  memory_management_control_operation 5, which the slice header's dec_ref_pic_marking names), H.265 8.3.1;
 * **random access**: H.264 IDR and recovery-point SEI, H.265 IRAP (IDR, CRA, BLA) and which
   pictures lead an IRAP that starts decoding (RASL: they reference pictures before it);
 * **structural damage**: a NAL unit header that breaks the rules (forbidden bit, reserved layer or
@@ -38,6 +39,9 @@ class HeaderError(DvpipeError, ValueError):
 # ------------------------------------------------------------------------------------- bit reading
 #: bytes of a NAL unit read at most: every header dvpipe reads ends well before (slice data is never read)
 _HEAD_BYTES = 4096
+#: bytes of an H.264 slice NAL unit read: through dec_ref_pic_marking even with the longest pred_weight_table
+#: (two lists of 32 references, luma and chroma weights and offsets of 17-bit codes: 832 bytes)
+_SLICE_HEAD_BYTES = 1024
 
 
 class _Nal(bytes):
@@ -140,8 +144,9 @@ class Picture:
     Attributes:
         poc: picture order count (presentation order within its coded video sequence), or None
             (no slice could be read).
-        new_sequence: the picture starts a coded video sequence (POC restarts: H.264 IDR, H.265 IDR/BLA,
-            or a CRA that starts decoding).
+        new_sequence: picture order count restarts at this picture and every picture before it is output
+            first: it starts a coded video sequence (H.264 IDR, H.265 IDR/BLA, or a CRA that starts decoding),
+            or it is an H.264 picture with memory_management_control_operation 5 (8.2.1: its POC counts as 0).
         random_access: a decoder can start here (H.264 IDR or recovery point; H.265 IRAP).
         leading_skipped: an H.265 RASL picture of an IRAP that started decoding: never output.
         second_field: the second field of an H.264 field pair (the pair is one presented frame).
@@ -184,6 +189,20 @@ class _Sps264:
     gaps_allowed: bool = False
     frame_mbs_only: bool = True
     separate_colour_plane: bool = False
+    chroma_array_type: int = 1  # ChromaArrayType (7.4.2.1.1): 0 for monochrome or separate colour planes
+
+
+@dataclass
+class _Pps264:
+    """The picture parameter set fields a slice header depends on up to dec_ref_pic_marking (7.3.2.2)."""
+
+    sps_id: int
+    bottom_field_pic_order_present: bool
+    num_ref_idx_default: tuple[int, int] = (1, 1)  # l0, l1 active references
+    weighted_pred: bool = False
+    weighted_bipred_idc: int = 0
+    redundant_pic_cnt_present: bool = False
+    complete: bool = False  # every field above read (a slice group map too long to read leaves it False)
 
 
 _HIGH_PROFILES = (100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135)
@@ -220,7 +239,8 @@ def _sps264(rbsp: bytes) -> tuple[int, _Sps264]:
                     _skip_scaling_list(r, 16 if i < 6 else 64)
     log2_max_frame_num = r.ue(12) + 4
     poc_type = r.ue(2)
-    sps = _Sps264(log2_max_frame_num, poc_type, separate_colour_plane=separate)
+    sps = _Sps264(log2_max_frame_num, poc_type, separate_colour_plane=separate,
+                  chroma_array_type=0 if separate else chroma)
     if poc_type == 0:
         sps.log2_max_poc_lsb = r.ue(12) + 4
     elif poc_type == 1:
@@ -234,6 +254,82 @@ def _sps264(rbsp: bytes) -> tuple[int, _Sps264]:
     r.ue()  # size in macroblocks
     sps.frame_mbs_only = r.flag()
     return sps_id, sps
+
+
+def _pps264(rbsp: bytes) -> tuple[int, _Pps264]:
+    r = _Bits(rbsp)
+    pps_id, sps_id = r.ue(255), r.ue(31)
+    r.u(1)  # entropy_coding_mode_flag
+    pps = _Pps264(sps_id, r.flag())
+    try:
+        groups = r.ue(7) + 1
+        if groups > 1:  # slice group maps (Baseline's FMO)
+            map_type = r.ue(6)
+            if map_type == 0:
+                for _ in range(groups):
+                    r.ue()
+            elif map_type == 2:
+                for _ in range(2 * (groups - 1)):
+                    r.ue()
+            elif map_type in (3, 4, 5):
+                r.u(1), r.ue()
+            elif map_type == 6:
+                bits = (groups - 1).bit_length()
+                for _ in range(r.ue() + 1):
+                    r.u(bits)
+        pps.num_ref_idx_default = (r.ue(31) + 1, r.ue(31) + 1)
+        pps.weighted_pred, pps.weighted_bipred_idc = r.flag(), r.u(2)
+        r.se(), r.se(), r.se()  # pic_init_qp, pic_init_qs, chroma_qp_index_offset
+        r.u(2)  # deblocking_filter_control_present, constrained_intra_pred
+        pps.redundant_pic_cnt_present = r.flag()
+        pps.complete = True
+    except HeaderError:  # the fields slices need for their picture order count were read; these were not
+        pass
+    return pps_id, pps
+
+
+def _marking_operations(r: _Bits, sps: _Sps264, pps: _Pps264, slice_type: int) -> list[int]:
+    """The memory_management_control_operation values of a non-IDR reference slice (7.3.3.3), ``r`` just
+    after the picture order count fields: the fields between (7.3.3: redundant_pic_cnt, the reference
+    index counts, ref_pic_list_modification 7.3.3.1, pred_weight_table 7.3.3.2) are read past."""
+    if pps.redundant_pic_cnt_present:
+        r.ue(127)
+    kind = slice_type % 5  # 0 P, 1 B, 2 I, 3 SP, 4 SI
+    if kind == 1:
+        r.u(1)  # direct_spatial_mv_pred_flag
+    counts = list(pps.num_ref_idx_default)
+    if kind in (0, 1, 3) and r.flag():  # num_ref_idx_active_override_flag
+        counts[0] = r.ue(31) + 1
+        if kind == 1:
+            counts[1] = r.ue(31) + 1
+    lists = counts[:2 if kind == 1 else 1] if kind in (0, 1, 3) else []
+    for _ in lists:
+        if r.flag():  # ref_pic_list_modification_flag_lX
+            while r.ue(3) != 3:  # modification_of_pic_nums_idc (4 and 5 are MVC's, NAL unit type 20)
+                r.ue()
+    if (pps.weighted_pred and kind in (0, 3)) or (pps.weighted_bipred_idc == 1 and kind == 1):
+        r.ue(7)  # luma_log2_weight_denom
+        if sps.chroma_array_type:
+            r.ue(7)
+        for n in lists:
+            for _ in range(n):
+                if r.flag():
+                    r.se(), r.se()
+                if sps.chroma_array_type and r.flag():
+                    r.se(), r.se(), r.se(), r.se()
+    operations: list[int] = []
+    if r.flag():  # adaptive_ref_pic_marking_mode_flag
+        while (op := r.ue(6)) != 0:
+            operations.append(op)
+            if op in (1, 3):
+                r.ue()  # difference_of_pic_nums_minus1
+            if op == 2:
+                r.ue()  # long_term_pic_num
+            if op in (3, 6):
+                r.ue()  # long_term_frame_idx
+            if op == 4:
+                r.ue()  # max_long_term_frame_idx_plus1
+    return operations
 
 
 def _sei_number(rbsp: bytes, i: int) -> tuple[int, int]:
@@ -274,7 +370,7 @@ def has_recovery_point_sei(au: bytes) -> bool:
 class _H264:
     def __init__(self) -> None:
         self.sps: dict[int, _Sps264] = {}
-        self.pps: dict[int, tuple[int, bool]] = {}  # pps id -> (sps id, bottom_field_pic_order_in_frame_present)
+        self.pps: dict[int, _Pps264] = {}
         self.prev_ref: Optional[tuple[int, int, int]] = None  # (poc msb, poc lsb, frame_num) of the last reference
         self.prev_frame_num = 0
         self.prev_frame_num_offset = 0
@@ -295,10 +391,8 @@ class _H264:
                 sps_id, sps = _sps264(_rbsp(nal[1:], 600))
                 self.sps[sps_id] = sps
             elif t == 8:
-                r = _Bits(_rbsp(nal[1:], 16))
-                pps_id, sps_id = r.ue(255), r.ue(31)
-                r.u(1)
-                self.pps[pps_id] = (sps_id, r.flag())
+                pps_id, pps = _pps264(_rbsp(nal[1:], _HEAD_BYTES))
+                self.pps[pps_id] = pps
             elif t == 6:
                 recovery = recovery or _sei_recovery_point(_rbsp(nal[1:], _HEAD_BYTES))
             elif t in (1, 5) and slice_nal is None:
@@ -310,17 +404,19 @@ class _H264:
     def _slice(self, nal: bytes, recovery: bool, pic: Picture) -> Picture:
         ref_idc = (nal[0] >> 5) & 3
         idr = nal[0] & 0x1F == 5
-        r = _Bits(_rbsp(nal[1:], 48))
+        r = _Bits(_rbsp(nal[1:], _SLICE_HEAD_BYTES))
         r.ue()  # first_mb_in_slice
-        if r.ue() > 9:
+        slice_type = r.ue()
+        if slice_type > 9:
             raise HeaderError("a slice type above 9")
         pps_id = r.ue(255)
-        if pps_id not in self.pps:
+        pps = self.pps.get(pps_id)
+        if pps is None:
             raise HeaderError(f"a slice names picture parameter set {pps_id}, which the stream never sent")
-        sps_id, bottom_present = self.pps[pps_id]
-        sps = self.sps.get(sps_id)
+        bottom_present = pps.bottom_field_pic_order_present
+        sps = self.sps.get(pps.sps_id)
         if sps is None:
-            raise HeaderError(f"a slice names sequence parameter set {sps_id}, which the stream never sent")
+            raise HeaderError(f"a slice names sequence parameter set {pps.sps_id}, which the stream never sent")
         if sps.separate_colour_plane:
             r.u(2)
         frame_num = r.u(sps.log2_max_frame_num)
@@ -341,6 +437,12 @@ class _H264:
             delta[0] = r.se()
             if bottom_present and not field_pic:
                 delta[1] = r.se()
+        reset = False  # memory_management_control_operation 5 (8.2.1, 8.2.5.4)
+        if ref_idc and not idr and pps.complete:
+            try:
+                reset = 5 in _marking_operations(r, sps, pps, slice_type)
+            except HeaderError:  # read no further than before: the picture order count is what it was
+                pass
         max_frame_num = 1 << sps.log2_max_frame_num
         pic.random_access = idr or recovery
         pic.new_sequence = idr
@@ -391,6 +493,15 @@ class _H264:
             if ref_idc:
                 self.prev_ref = (0, 0, frame_num)
         self.prev_frame_num = frame_num
+        if reset:
+            # 8.2.1: the picture's POC becomes 0 (tempPicOrderCnt subtracted) and every picture before it is
+            # output first; the next pictures count from it as from an IDR whose frame_num is 0 (7.4.3) and,
+            # POC type 0, whose TopFieldOrderCnt is its own after the subtraction (0 for a field)
+            pic.poc, pic.new_sequence = 0, True
+            top_after = max(0, -delta_bottom) if sps.poc_type == 0 and not field_pic else 0
+            self.prev_ref = (0, top_after, 0)
+            self.prev_frame_num = self.prev_frame_num_offset = 0
+            frame_num = 0
         self.prev_field = None if (not field_pic or pic.second_field) else (frame_num, bottom, bool(ref_idc))
         return pic
 

@@ -44,6 +44,10 @@ h265_cra_es        Annex-B H.265, libx265 defaults but keyint 12 (open GOP: one 
                    RASL leading pictures), starting at the second CRA
 h264_halfcut_es    Annex-B H.264 as ``h264_open_gop_es`` but from the start (an IDR), with the second
                    half of one P-frame's access unit (GOP 2) removed from the file
+h264_mmco5_es      Annex-B H.264, no B-frames, keyint 24, POC type 2, with memory management
+                   control operation 5 on P-pictures 9 and 17 (slice headers rewritten; see
+                   "memory management control 5" below); ``.clean.h264``: libx264's own stream
+h264_mmco5_poc0_es the same with picture order count type 0 (4-bit LSB: it wraps)
 =================  =========================================================================
 
 The elementary streams cut from a longer encode (``*_es``) write their pictures' indices in the
@@ -325,6 +329,175 @@ def make_h264_halfcut_es(folder: Path, n: int = 48) -> Path:
     return _cut_es(folder, "h264_halfcut_es", "h264", full, 0, halfcut=13)
 
 
+
+# ------------------------------------------------------------------------- memory management control 5
+# No encoder in PyAV's wheels writes memory_management_control_operation 5 (H.264 8.2.5.4: every reference
+# picture unused, frame_num and picture order count restart after the picture). The streams below are
+# libx264's, CAVLC, one reference frame and no B-frames, with the slice headers rewritten from the
+# standard's syntax (7.3.3, 7.3.3.3): the operation added to chosen P-pictures, the frame_num of the
+# pictures after them renumbered from 0 (7.4.3: prevRefFrameNum is 0 after it), for ``poc_type 0``
+# the SPS given picture order count type 0 and every slice its pic_order_cnt_lsb (8.2.1.1: after the
+# operation the previous reference picture counts as POC 0). The slice data is kept bit for bit (CAVLC
+# follows the header without alignment), so FFmpeg's decode of the rewritten stream must equal its
+# decode of libx264's own: the check that the rewrite is valid H.264.
+MMCO5_PICTURES = (9, 17)
+MMCO5_KEYINT = 24
+_HIGH = (100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135)
+
+
+class _BitString:
+    """An RBSP as a string of '0' / '1', read MSB first (H.264 7.2)."""
+
+    def __init__(self, rbsp: bytes):
+        self.bits = "".join(f"{b:08b}" for b in rbsp)
+        self.pos = 0
+
+    def u(self, n: int) -> int:
+        v = int(self.bits[self.pos:self.pos + n] or "0", 2)
+        self.pos += n
+        return v
+
+    def ue(self) -> int:
+        zeros = 0
+        while self.bits[self.pos] == "0":
+            zeros += 1
+            self.pos += 1
+        self.pos += 1
+        return (1 << zeros) - 1 + self.u(zeros)
+
+    def payload_end(self) -> int:
+        """Where rbsp_trailing_bits start (the stop bit: the last 1)."""
+        return self.bits.rstrip("0").__len__() - 1
+
+
+def _ue(v: int) -> str:
+    return f"{v + 1:b}".rjust(2 * (v + 1).bit_length() - 1, "0")
+
+
+def _to_nal(header: int, bits: str) -> bytes:
+    """An Annex B NAL unit from RBSP bits (stop bit and alignment added; emulation prevention, 7.4.1)."""
+    bits += "1"
+    bits += "0" * (-len(bits) % 8)
+    out, zeros = bytearray(), 0
+    for i in range(0, len(bits), 8):
+        byte = int(bits[i:i + 8], 2)
+        if zeros >= 2 and byte <= 3:
+            out.append(3)
+            zeros = 0
+        out.append(byte)
+        zeros = zeros + 1 if byte == 0 else 0
+    return b"\x00\x00\x00\x01" + bytes([header]) + bytes(out)
+
+
+def _unescape(payload: bytes) -> bytes:
+    return payload.replace(b"\x00\x00\x03", b"\x00\x00")
+
+
+def _nals(au: bytes) -> list[bytes]:
+    """The NAL units of an Annex B access unit (the zero byte of a 4-byte start code removed)."""
+    parts = au.split(b"\x00\x00\x01")
+    return [q for q in (p.rstrip(b"\x00") if i < len(parts) - 1 else p for i, p in enumerate(parts)) if q]
+
+
+def _rewrite_sps(nal: bytes, lsb_bits: int) -> tuple[bytes, int]:
+    """The SPS with pic_order_cnt_type 0 (``lsb_bits`` bits of POC LSB) instead of libx264's type 2; returns
+    ``(unit, log2_max_frame_num)``."""
+    r = _BitString(_unescape(nal[1:]))
+    profile = r.u(8)
+    r.u(16), r.ue()
+    if profile in _HIGH:
+        if r.ue() == 3:
+            r.u(1)
+        r.ue(), r.ue(), r.u(1)
+        assert r.u(1) == 0, "an SPS scaling matrix: not rewritten here"
+    log2_max_frame_num = r.ue() + 4
+    at = r.pos
+    assert r.ue() == 2, "libx264 without B-frames writes pic_order_cnt_type 2"
+    bits = r.bits[:at] + _ue(0) + _ue(lsb_bits - 4) + r.bits[r.pos:r.payload_end()]
+    return _to_nal(nal[0], bits), log2_max_frame_num
+
+
+def _rewrite_slice(nal: bytes, log2_max_frame_num: int, frame_num: int, mmco5: bool,
+                   poc_lsb: Optional[tuple[int, int]]) -> bytes:
+    """A CAVLC I/P slice of libx264's (PPS: no weighted prediction, no redundant_pic_cnt) with ``frame_num``,
+    an added memory_management_control_operation 5 (``mmco5``), and ``poc_lsb`` = ``(value, bits)``
+    written after frame_num / idr_pic_id (7.3.3)."""
+    idr, reference = nal[0] & 0x1F == 5, (nal[0] >> 5) & 3
+    r = _BitString(_unescape(nal[1:]))
+    r.ue()
+    slice_type = r.ue() % 5
+    assert slice_type in (0, 2), "I and P slices only"
+    r.ue()
+    fn_at = r.pos
+    r.u(log2_max_frame_num)
+    fn_end = r.pos
+    if idr:
+        r.ue()
+    poc_at = r.pos
+    if slice_type == 0:
+        if r.u(1):  # num_ref_idx_active_override_flag
+            r.ue()
+        if r.u(1):  # ref_pic_list_modification_flag_l0
+            while r.ue() != 3:
+                r.ue()
+    mark_at = r.pos
+    if reference:
+        if idr:
+            r.u(2)
+        else:
+            assert r.u(1) == 0, "libx264 marks by the sliding window"
+    mark_end = r.pos
+    marking = r.bits[mark_at:mark_end]
+    if mmco5:
+        assert reference and not idr
+        marking = "1" + _ue(5) + _ue(0)  # adaptive marking: operation 5, then the end (0)
+    lsb = f"{poc_lsb[0]:0{poc_lsb[1]}b}" if poc_lsb else ""
+    bits = (r.bits[:fn_at] + f"{frame_num:0{log2_max_frame_num}b}" + r.bits[fn_end:poc_at] + lsb
+            + r.bits[poc_at:mark_at] + marking + r.bits[mark_end:r.payload_end()])
+    return _to_nal(nal[0], bits)
+
+
+def _make_mmco5(folder: Path, name: str, poc_type: int, n: int) -> Path:
+    full = _encode(Path(folder) / f"{name}.orig.h264", codec="libx264", fmt="h264", n=n, max_b_frames=0,
+                   options=_x264(f"keyint={MMCO5_KEYINT}:min-keyint={MMCO5_KEYINT}:scenecut=0:bframes=0:ref=1:"
+                                 "cabac=0:weightp=0:threads=1:sliced-threads=0"))
+    lsb_bits = 4  # POC LSB wraps every 8 pictures: 8.2.1.1's wrap handling is exercised too
+    log2_max_frame_num = 0
+    out = b""
+    base = 0  # the last IDR or picture with operation 5 (POC restarts after it)
+    fn_base = 0
+    for k, au in enumerate(annexb_units(full, "h264")):
+        for nal in _nals(au):
+            t = nal[0] & 0x1F
+            if t == 7:
+                unit, log2_max_frame_num = _rewrite_sps(nal, lsb_bits)
+                out += unit if poc_type == 0 else b"\x00\x00\x00\x01" + nal
+            elif t in (1, 5):
+                if t == 5:
+                    base = fn_base = k
+                mmco5 = k in MMCO5_PICTURES
+                frame_num = (k - fn_base) % (1 << log2_max_frame_num)
+                lsb = ((2 * (k - base)) % (1 << lsb_bits), lsb_bits) if poc_type == 0 else None
+                out += _rewrite_slice(nal, log2_max_frame_num, frame_num, mmco5, lsb)
+                if mmco5:
+                    base = fn_base = k
+            else:
+                out += b"\x00\x00\x00\x01" + nal
+    dst = Path(folder) / f"{name}.h264"
+    dst.write_bytes(out)
+    dst.with_suffix(".index").write_text(" ".join(map(str, range(n))) + "\n")
+    full.replace(clean_path(dst))
+    return dst
+
+
+def make_h264_mmco5_es(folder: Path, n: int = 40) -> Path:
+    return _make_mmco5(folder, "h264_mmco5_es", 2, n)
+
+
+def make_h264_mmco5_poc0_es(folder: Path, n: int = 40) -> Path:
+    return _make_mmco5(folder, "h264_mmco5_poc0_es", 0, n)
+
+
 #: name -> maker(folder) -> path
 MEDIA: dict[str, Callable[[Path], Path]] = {
     "h264_bframes": make_h264_bframes,
@@ -341,6 +514,8 @@ MEDIA: dict[str, Callable[[Path], Path]] = {
     "h264_refresh_es": make_h264_refresh_es,
     "h265_cra_es": make_h265_cra_es,
     "h264_halfcut_es": make_h264_halfcut_es,
+    "h264_mmco5_es": make_h264_mmco5_es,
+    "h264_mmco5_poc0_es": make_h264_mmco5_poc0_es,
 }
 
 
