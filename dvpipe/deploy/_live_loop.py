@@ -54,7 +54,7 @@ class _Camera:
 
     def __init__(self, cam: str, src: Source, st: "_ReadState"):
         self.cam, self.st = cam, st
-        self.src: Any = src  # a Source with filenos(), receive(), read_timeout_s and nonblocking (:func:`polled`)
+        self.src: Any = src  # a Source with filenos(), receive(), due_s(), read_timeout_s, nonblocking (:func:`polled`)
         self.first = True  # the first series of attempts (not a reconnect)
         self.attempt = 0
         self.delays: Iterator[float] = iter(())
@@ -94,15 +94,20 @@ class LiveLoop:
                 self._start_series(c)
             while not r.stop_event.is_set() and not all(c.done for c in self._cams.values()):
                 timeout = _HELD_POLL_S if any(c.held is not None for c in self._cams.values()) else _IDLE_POLL_S
+                due = self._due()
                 if self._timers:
-                    timeout = min(timeout, max(0.0, self._timers[0][0] - time.monotonic()))
+                    due = min(due, self._timers[0][0])
+                timeout = min(timeout, max(0.0, due - time.monotonic()))
+                served = set()
                 for key, _events in self._sel.select(timeout):
                     if key.data is None:
                         self._drain_wake()
                     else:
                         self._readable(key.data)
+                        served.add(key.data.cam)
                 self._take_connected()
                 now = time.monotonic()
+                self._serve_due(now, served)
                 while self._timers and self._timers[0][0] <= now:
                     self._connect(self._cams[heapq.heappop(self._timers)[2]])
                 self._offer_held()
@@ -247,6 +252,22 @@ class LiveLoop:
                 pass
 
     # -- reading ----------------------------------------------------------------------------------------
+    def _due(self) -> float:
+        """The earliest time (``time.monotonic()``) a watched camera has work without new data (its
+        source's ``due_s``: a packet reordering wait that ends); infinity when none has."""
+        times = [t for c in self._cams.values() if c.connected and c.held is None
+                 and (t := c.src.due_s()) is not None]
+        return min(times, default=float("inf"))
+
+    def _serve_due(self, now: float, served: set) -> None:
+        """Let each watched camera whose work is due and that had no data this round do it (and hand on
+        the frames it completes)."""
+        for c in self._cams.values():
+            if c.connected and c.held is None and c.cam not in served:
+                due = c.src.due_s()
+                if due is not None and due <= now:
+                    self._readable(c)
+
     def _readable(self, c: _Camera) -> None:
         try:
             if c.src.receive():

@@ -444,6 +444,50 @@ def test_udp_packets_out_of_order_on_the_way_lose_no_picture():
     assert got["dvpipe"] == want and got["ffmpeg"][1:] == want[1:]
 
 
+@pytest.mark.parametrize("reader", ["own thread", "io loop"])
+def test_a_udp_gap_is_given_up_on_when_its_wait_ends_not_when_the_next_packet_comes(reader):
+    """A packet in the middle of picture 2 is lost: the packets after it wait behind the gap for
+    max_delay_s (100 ms), then picture 2 is complete (damaged: the loss named). The camera sends 2
+    pictures a second: picture 2 must be read before picture 3 is sent, not when picture 3's packets come
+    half a second later and find the wait over (the gap was given up on only when a datagram came)."""
+    from dvpipe.testing.deployments import tiny_rig
+
+    w, h = 640, 480
+    aus = encode_access_units(5, w, h, codec="h264", gop=5)
+    lost = 2
+    assert len(LoopbackRtspServer._packetise(aus[lost], "h264")) >= 4  # packets after the one lost
+    stream = RtspStream("h264", aus, fps=2, loop=False, lose=[(lost, 1)])
+    read: list = []  # per frame read: (pictures sent by then, the loss it names)
+    with LoopbackRtspServer({"A": stream}) as srv:
+        if reader == "own thread":
+            src = RtspSource(Camera("A", width=w, height=h, encoding="h264"),
+                             SourceConfig("rtsp", srv.url("A"), {"transport": "udp"}))
+            src.open()
+            try:
+                for _ in range(lost + 1):
+                    item = src.read()
+                    read.append((stream.sent, [u.damage for u in item.frame.data.units if hasattr(u, "damage")]))
+            finally:
+                src.close()
+        else:
+            dep = rtsp_deployment({"A": srv.url("A")}, transport="udp", run={"frames": lost + 2})
+            dep["rig"] = tiny_rig(["A"], w, h, encoding="h264")
+            r = Runner(load_deployment(dep), write_outputs=False)
+            arrived = r._arrived
+
+            def spy(st, item):
+                read.append((stream.sent, [u.damage for u in item.frame.data.units if hasattr(u, "damage")]))
+                return arrived(st, item)
+
+            r._arrived = spy
+            for _ in r.batches():
+                pass
+            check_accounted(r.finish())
+    sent, damage = read[lost]  # picture k is sent when stream.sent becomes k + 1
+    assert any(d and "RTP packets lost" in d for d in damage), read
+    assert sent == lost + 1, read
+
+
 @pytest.mark.skipif(bool(_gst_rtsp_missing()), reason=_gst_rtsp_missing() or "ok")
 @pytest.mark.parametrize("codec, transport", [("h264", "tcp"), ("h265", "tcp"), ("h264", "udp")])
 def test_units_from_gstreamer_are_the_files_pictures_and_the_sender_clock_agrees_with_ffmpeg(codec, transport,

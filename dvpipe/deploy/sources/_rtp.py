@@ -288,7 +288,7 @@ class RtpReorder:
     UDP (``max_delay`` 100 ms, ``reorder_queue_size`` 500) -- then the missing packets are given up on: the
     depacketiser sees the gap and counts them as lost. A packet behind the next one expected (a
     duplicate, or one that came after its gap was given up on) is dropped and counted in ``late``.
-    :meth:`expire` gives up on gaps without a new packet (call it when time passes). The first packet
+    :meth:`expire` gives up on gaps without a new packet (call it by :meth:`deadline`). The first packet
     expected is the one :meth:`start_at` names (RTSP's ``RTP-Info: seq``), else the first to arrive.
     A new SSRC, or a jump of the sequence numbers (RFC 3550 A.1: over :data:`MAX_DROPOUT` ahead or
     :data:`MAX_MISORDER` behind) that the next packet follows, is a sender that restarted: the packets
@@ -347,6 +347,13 @@ class RtpReorder:
         while held and (len(held) > self.max_packets or now_s - min(a for _p, a in held.values()) > self.max_delay_s):
             out.extend(self._skip_gap())
         return out
+
+    def deadline(self) -> Optional[float]:
+        """When (``now_s`` clock) :meth:`expire` gives up on the oldest gap if no packet comes; None when
+        nothing waits."""
+        if not self._held:
+            return None
+        return min(a for _p, a in self._held.values()) + self.max_delay_s
 
     def _restart(self, ssrc: bytes, seq: int) -> list[bytes]:
         """The packets of the old session still waiting (their gaps given up on); the new one goes on

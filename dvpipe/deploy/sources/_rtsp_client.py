@@ -557,6 +557,11 @@ class RtspConnection:
             return []
         return [self._sock.fileno()] + (self._udp.filenos() if self._udp is not None else [])
 
+    def due_s(self) -> Optional[float]:
+        """When (``time.monotonic()``) :meth:`receive` has work without new data: a gap in the UDP packets
+        given up on (their reorder wait over), completing the picture behind it; None when nothing waits."""
+        return self._udp.reorder.deadline() if self._udp is not None else None
+
     def wait(self, timeout_s: float) -> bool:
         """Block until data arrives (True) or ``timeout_s`` passes (False): for a reader of its own."""
         fds = self.filenos()

@@ -32,6 +32,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
+import time
 from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -601,13 +602,23 @@ class _LiveStream(AvStream):
         """Take what arrived without waiting (pollable types); how much came."""
         raise NotImplementedError
 
+    def due_s(self) -> Optional[float]:
+        """When (``time.monotonic()``) :meth:`receive` has work even if nothing arrives (pollable types: a
+        packet reordering wait that ends); None when nothing is due."""
+        return None
+
     def _next_ready(self, ready: deque, waiter: Any) -> Any:
         """The first of ``ready`` (what :meth:`receive` filled), waiting for it on ``waiter.wait(s)``:
         :class:`NothingYet` when the I/O loop serves this source, a stall after ``read_timeout_s``."""
+        stall_at = time.monotonic() + self.read_timeout_s
         while not ready:
             if self.nonblocking:
                 raise NothingYet()
-            if not waiter.wait(self.read_timeout_s):
+            due = self.due_s()
+            until = stall_at if due is None else min(stall_at, due)
+            if waiter.wait(max(0.0, until - time.monotonic())):
+                stall_at = time.monotonic() + self.read_timeout_s
+            elif due is None or time.monotonic() < due:
                 raise StreamStalled.read_timeout(self._url(), self.read_timeout_s)
             self.receive()
         return ready.popleft()
@@ -787,6 +798,9 @@ class RtspSource(_LiveStream):
         if self._conn is None:
             raise StreamLost(f"{self._url()}: not connected")
         return self._conn.receive()
+
+    def due_s(self) -> Optional[float]:
+        return self._conn.due_s() if self._conn is not None else None
 
     def _next_packet(self):
         conn = self._conn
