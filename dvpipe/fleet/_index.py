@@ -172,6 +172,7 @@ def group_frames(dep, items: dict[str, list]) -> tuple[list, dict[str, int]]:
     sets: list = []
     drops: dict[str, int] = {}
     while True:
+        read = 0
         for cam in cams:  # the readers: fill each buffer; a camera ends when its frames are used up
             while cam not in sync.ended and len(sync.pending[cam]) < cap:
                 it = next(feeds[cam], None)
@@ -179,9 +180,13 @@ def group_frames(dep, items: dict[str, list]) -> tuple[list, dict[str, int]]:
                     sync.end(cam, "ended: end of input")
                 else:
                     sync.push(it)
+                    read += 1
         formed = sync.poll(0)  # time stands still: a recording's set never times out waiting
         sets += formed
-        if sync.done or not formed:
+        dropped = sync.take_drops()  # a poll that forms no set may still make room (unmatched, dropped sets)
+        for d in dropped:
+            drops[d.category] = drops.get(d.category, 0) + 1
+        if sync.done or not (formed or dropped or read):
             break
     for d in sync.take_drops() + sync.flush():
         drops[d.category] = drops.get(d.category, 0) + 1

@@ -165,6 +165,33 @@ def test_the_index_forms_the_expected_frame_sets(image_fleet):
     assert image_fleet["meta"]["drives"]["drive1"]["dropped"] == {"unmatched": 8}
 
 
+@pytest.mark.parametrize("sync, gap_cam", [({"tolerance_ms": 40, "on_late": "drop"}, "CAM1"),
+                                           ({"tolerance_ms": 40, "on_late": "mask", "anchor": "CAM0"}, "CAM0")])
+def test_a_camera_dropout_does_not_end_the_drives_index(tmp_path, sync, gap_cam):
+    """Two cameras at 10 fps for 2 s, one without frames 5-9. By the synchroniser's rules (sync.py) the
+    sets of 5-9 are dropped (``on_late: drop``) or the other camera's frames there are unmatched (anchor
+    CAM0 missing them): sets at frames 0-4 and 10-19 either way, as `dvpipe run` forms them. A poll that
+    only dropped frames ended the grouping: the index stopped at frame 4."""
+    for c in ("CAM0", "CAM1"):
+        (tmp_path / c).mkdir()
+        for j in range(20):
+            if c != gap_cam or j not in range(5, 10):
+                ok, buf = cv2.imencode(".jpg", pattern(j, 32, 32))
+                (tmp_path / c / f"{T0 + j * 100_000_000}.jpg").write_bytes(buf.tobytes())
+    dep = {"name": "dropout", "rig": tiny_rig(2, 32, 32, "jpeg"), "pipeline": {"stages": ["decode"], "backends": ["cpu"]},
+           "source": {"type": "images", "uri": f"{tmp_path}/{{camera}}"}, "sync": sync, "outputs": {"metrics": False}}
+    (tmp_path / "dep.yaml").write_text(yaml.safe_dump(dep))
+    dep = load_fleet_deployment(str(tmp_path / "dep.yaml"))
+    rows, _meta = build_index(dep)
+    want = [T0 + j * 100_000_000 for j in [*range(5), *range(10, 20)]]
+    assert [r["time_ns"] for r in rows] == want
+    r = Runner(dep, write_outputs=False)
+    try:
+        assert [rb.frame_set.time_ns for rb in r.batches()] == want
+    finally:
+        r.finish()
+
+
 def test_the_workers_processing_equals_the_in_process_pipeline(image_fleet, image_reference):
     proc = FrameSetProcessor(image_fleet["dep"])
     results = list(proc.image_sets(image_fleet["rows"]))
