@@ -3,6 +3,8 @@
 Layout of an output folder::
 
     DIR/manifest.json                  the run (written last, after every shard)
+    DIR/run.json                       the configuration's fingerprint, written before the first shard:
+                                       a run of another configuration into DIR is refused
     DIR/shards/shard-NNNNN.parquet     (or .tar) the shard's data, renamed into place when complete
     DIR/shards/shard-NNNNN.json        the shard's manifest, written after the rename: the shard is
                                        complete exactly when this file exists and agrees with its data
@@ -32,10 +34,11 @@ import json
 import os
 from typing import Any, Optional
 
-__all__ = ["MANIFEST", "SHARD_SCHEMA", "RUN_SCHEMA", "write_json", "shard_manifest_path", "load_shard_manifest",
+__all__ = ["MANIFEST", "OWNER", "SHARD_SCHEMA", "RUN_SCHEMA", "write_json", "shard_manifest_path", "load_shard_manifest",
            "sha256_file", "fingerprint"]
 
 MANIFEST = "manifest.json"
+OWNER = "run.json"  # the configuration the folder's shards are for: written before the first shard, kept
 SHARD_SCHEMA = "dvpipe.fleet.shard/1"
 RUN_SCHEMA = "dvpipe.fleet/1"
 

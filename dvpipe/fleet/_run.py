@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from typing import Any, Mapping, Optional, Sequence, TextIO
 from ..errors import ConfigError, DvpipeError
 from ._index import read_index
 from ._latency import FleetLatency
-from ._manifest import MANIFEST, RUN_SCHEMA, fingerprint, load_shard_manifest, write_json
+from ._manifest import MANIFEST, OWNER, RUN_SCHEMA, fingerprint, load_shard_manifest, write_json
 from ._writers import WRITERS
 
 __all__ = ["run", "plan_shards", "video_segments", "FleetResult", "FleetError", "Progress", "parse_resources"]
@@ -252,17 +253,7 @@ def run(deployment: str, index: str, out: str, *, workers: int = 1, address: Opt
     out = os.path.abspath(out)
     shards_dir = os.path.join(out, "shards")
     os.makedirs(shards_dir, exist_ok=True)
-    old = os.path.join(out, MANIFEST)
-    if os.path.isfile(old):
-        try:
-            with open(old, encoding="utf-8") as f:
-                prev = json.load(f).get("config_fingerprint")
-        except (OSError, ValueError):
-            prev = None
-        if prev is not None and prev != config_fp:
-            raise ConfigError(f"--out {out} holds the outputs of another deployment, backends or format; "
-                              "use another --out (or remove it)")
-        os.unlink(old)  # the manifest is the last thing written: from now on the folder is a run in progress
+    _claim(out, config_fp)
     done: dict[int, dict] = {}
     for k in range(len(shards)):
         m = load_shard_manifest(shards_dir, k, fps[str(k)])
@@ -283,7 +274,7 @@ def run(deployment: str, index: str, out: str, *, workers: int = 1, address: Opt
         progress.close()
     manifest = _account(dep, deployment, index, meta, rows, shards, done, format, (shard_size, segment_size), config_fp,
                         latency, time.perf_counter() - t_start, len(shards) - len(todo))
-    _clean(shards_dir, done)
+    _clean(shards_dir, done, len(shards))
     write_json(os.path.join(out, MANIFEST), manifest)
     return FleetResult(out, manifest, latency, len(shards) - len(todo), len(todo),
                        time.perf_counter() - t_start, timings)
@@ -416,17 +407,39 @@ def _account(dep, deployment, index, meta, rows, shards, done, fmt, shard_size, 
             "latency_sets": latency.stats.batches, "latency": latency.to_json()}
 
 
-def _clean(shards_dir: str, done: dict) -> None:
-    """Remove temporary files and claims left by killed workers of shards now complete."""
+def _claim(out: str, config_fp: str) -> None:
+    """Make ``out`` this configuration's folder: refused when it holds another's outputs (its
+    :data:`OWNER` file, written before the first shard and kept, or the manifest of a finished run);
+    the run manifest is removed (it is written last: from now on the folder is a run in progress)."""
+    for name in (OWNER, MANIFEST):
+        path = os.path.join(out, name)
+        if not os.path.isfile(path):
+            continue
+        try:
+            with open(path, encoding="utf-8") as f:
+                prev = json.load(f).get("config_fingerprint")
+        except (OSError, ValueError, AttributeError):
+            prev = None
+        if prev is not None and prev != config_fp:
+            raise ConfigError(f"--out {out} holds the outputs of another deployment, backends or format; "
+                              "use another --out (or remove it)")
+    write_json(os.path.join(out, OWNER), {"schema": RUN_SCHEMA, "config_fingerprint": config_fp})
+    if os.path.isfile(os.path.join(out, MANIFEST)):
+        os.unlink(os.path.join(out, MANIFEST))
+
+
+def _clean(shards_dir: str, done: dict, planned: int) -> None:
+    """Remove temporary files and claims left by killed workers of shards now complete, and the files of
+    shards beyond the ``planned`` ones (an earlier run's plan, with another shard size or index: their
+    sets are in this plan's shards; left there, a reader of the folder would see them twice)."""
     for f in os.listdir(shards_dir):
-        if ".tmp-" in f or ".claim-" in f:
+        m = re.match(r"shard-(\d+)\.", f)
+        if m is None:
+            continue
+        k = int(m.group(1))
+        if k >= planned or ((".tmp-" in f or ".claim-" in f) and k in done):
             try:
-                k = int(f.split("-")[1].split(".")[0])
-            except (IndexError, ValueError):
-                continue
-            if k in done:
-                try:
-                    os.unlink(os.path.join(shards_dir, f))
-                except OSError:
-                    pass
+                os.unlink(os.path.join(shards_dir, f))
+            except OSError:
+                pass
 

@@ -454,6 +454,34 @@ def test_rerun_resumes_skips_complete_shards_and_redoes_partial_ones(first_run, 
         fleet.run(image_fleet["dep_path"], image_fleet["index"], str(out), shard_size=4, format="tar")
 
 
+def test_an_interrupted_runs_folder_is_refused_to_another_deployment_and_a_new_plan_leaves_no_old_shards(
+        ray_cluster, image_fleet, tmp_path):
+    """docs/fleet.md: an ``--out`` holding another deployment's outputs is refused -- also when the run
+    that wrote them was interrupted (no run manifest yet: it is written last). A re-run with another shard
+    size leaves only its own shards: the folder read directly (every shard file) holds each set once."""
+    import pyarrow.parquet as pq
+
+    from dvpipe import fleet
+
+    out = tmp_path / "out"
+    fleet.run(image_fleet["dep_path"], image_fleet["index"], str(out), workers=1, shard_size=4)
+    os.unlink(out / "manifest.json")  # the state a Ctrl-C leaves: shards written, no run manifest
+    other = yaml.safe_load(open(image_fleet["dep_path"]))
+    other["name"] = "another-deployment"
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(other))
+    before = sorted(os.listdir(out / "shards"))
+    with pytest.raises(ConfigError, match="another deployment, backends or format"):
+        fleet.run(str(tmp_path / "other.yaml"), image_fleet["index"], str(out), workers=1, shard_size=4)
+    assert sorted(os.listdir(out / "shards")) == before  # nothing of the first run touched
+    res = fleet.run(image_fleet["dep_path"], image_fleet["index"], str(out), workers=1, shard_size=16)
+    _exactly_once(image_fleet, res.manifest)
+    files = sorted(f for f in os.listdir(out / "shards") if f.endswith(".parquet"))
+    assert files == [sh["file"] for sh in res.manifest["shards"]]
+    ids = [i for f in files for i in pq.read_table(out / "shards" / f, columns=["set_id"]).column("set_id").to_pylist()]
+    assert sorted(ids) == sorted(i for sh in res.manifest["shards"] for i in sh["set_ids"])
+    assert len(ids) == len(set(ids))
+
+
 def test_killing_a_worker_mid_shard_loses_and_duplicates_nothing(ray_cluster, image_fleet, image_reference,
                                                                  tmp_path):
     from dvpipe import fleet
