@@ -139,9 +139,14 @@ def _check_opencv() -> None:
                           "(servers) or opencv-python (GUI, mmcv)") from None
 
 
-def _positive(value, flag: str):
-    if value is not None and value <= 0:
-        raise ConfigError(f"{flag} must be positive, got {value:g}")
+def _check_limit(value, flag: str, key: str, maximum: float) -> None:
+    """``--frames`` / ``--duration`` under the rules of the deployment key they replace (``key``)."""
+    from ..deploy._validate import _number_problem
+
+    if value is not None:
+        problem = _number_problem(value, minimum=0, exclusive_min=True, maximum=maximum)
+        if problem:
+            raise ConfigError(f"{flag} (as {key}): {problem}")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -157,8 +162,10 @@ def main(args: argparse.Namespace) -> int:
             raise ConfigError(f"no deployment given and the bundled sample ({SAMPLE}) is not there; "
                               "pass a deployment YAML (see configs/deployments/)")
         path = str(SAMPLE)
-    _positive(args.frames, "--frames")
-    _positive(args.duration, "--duration")
+    from ..deploy._validate import MAX_FRAMES, YEAR_S
+
+    _check_limit(args.frames, "--frames", "run.frames", MAX_FRAMES)
+    _check_limit(args.duration, "--duration", "run.duration_s", YEAR_S)
     dep = load_deployment(path)
     run_changes: dict[str, Any] = {}
     if args.frames is not None:
@@ -204,7 +211,8 @@ def main(args: argparse.Namespace) -> int:
         print(dep.describe(), file=out)
     held = LibraryMessages()  # decoders' C-level lines and Python warnings: counted, summarised below
     with held:
-        progress = None if args.quiet else ProgressLine(dep.run.frames, dep.run.duration_s, stream=sys.stderr)
+        progress = None if quiet or sys.stderr is None else ProgressLine(dep.run.frames, dep.run.duration_s,
+                                                                         stream=sys.stderr)
         opening = OpeningLine(len(dep.cameras)) if len(dep.cameras) >= OPENING_LINE_FROM and not quiet else None
         runner = Runner(dep, progress=progress, outputs=given, write_outputs=not args.no_outputs, opening=opening)
         if dep.latency.profiler_ranges and getattr(runner.pipe, "profiler_ranges", None) is None:

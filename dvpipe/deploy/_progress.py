@@ -1,6 +1,7 @@
 """The one-line progress display of ``dvpipe run`` (:class:`ProgressLine`)."""
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any, Callable, Optional, TextIO
 
@@ -10,7 +11,10 @@ __all__ = ["ProgressLine", "format_eta"]
 
 
 def format_eta(seconds: float) -> str:
-    """``m:ss`` (or ``h:mm:ss`` from an hour) of a number of seconds, rounded to the second (>= 0)."""
+    """``m:ss`` (or ``h:mm:ss`` from an hour) of a number of seconds, rounded to the second (>= 0);
+    ``?`` for a number that is not finite."""
+    if not math.isfinite(seconds):
+        return "?"
     s = int(round(max(0.0, seconds)))
     h, rem = divmod(s, 3600)
     return f"{h}:{rem // 60:02d}:{rem % 60:02d}" if h else f"{rem // 60}:{rem % 60:02d}"
@@ -20,17 +24,25 @@ class ProgressLine:
     """A one-line progress display: sets done (of N), rate, an ETA when the run's length is known
     (``total`` sets: from the rate so far; ``duration_s``: the time left), drops, camera problems.
 
-    On a terminal the line is redrawn in place (at most 10 times a second); elsewhere a line is
-    printed every ``every_s`` seconds. ``runner`` is a :class:`~dvpipe.deploy.Runner` (``sets_done``,
-    ``started_ns``, ``acc``); ``clock`` is its monotonic clock in ns.
+    On a terminal the line is redrawn in place (at most 10 times a second, the rest of the row erased);
+    elsewhere a line is printed every ``every_s`` seconds. A stream that can no longer be written (a
+    reader that went away, a full disk, a closed stderr) ends the display, not the run. ``runner`` is a
+    :class:`~dvpipe.deploy.Runner` (``sets_done``, ``started_ns``, ``acc``); ``clock`` is its monotonic
+    clock in ns.
     """
 
-    def __init__(self, total: Optional[int] = None, duration_s: Optional[float] = None, stream: TextIO = sys.stderr,
-                 every_s: float = 5.0, clock: Callable[[], int] = now_ns):
+    #: the longest line drawn on a terminal (characters)
+    WIDTH = 160
+
+    def __init__(self, total: Optional[int] = None, duration_s: Optional[float] = None,
+                 stream: Optional[TextIO] = sys.stderr, every_s: float = 5.0, clock: Callable[[], int] = now_ns):
         self.total = total
         self.duration_s = duration_s
         self.stream = stream
-        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        try:
+            self.tty = bool(stream is not None and stream.isatty())
+        except (AttributeError, OSError, ValueError):
+            self.tty = False
         self.every_ns = int((0.1 if self.tty else every_s) * 1e9)
         self._last = 0
         self._t0: Optional[int] = None
@@ -74,15 +86,22 @@ class ProgressLine:
                 + (f", {t['masked_slots']} masked" if t["masked_slots"] else "")
                 + (f"  | {', '.join(issues)}" if issues else ""))
         if self.tty:
-            self.stream.write("\r" + line[:160].ljust(100))
+            self._write("\r" + line[:self.WIDTH] + "\x1b[K")  # ECMA-48 EL: erase the old line's tail
             self._drawn = True
         else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+            self._write(line + "\n")
+
+    def _write(self, text: str) -> None:
+        if self.stream is None:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):  # gone (EPIPE, ENOSPC, closed): the run goes on without its display
+            self.stream = None
 
     def close(self, runner: Optional[Any] = None) -> None:
         if runner is not None and (self.tty or runner.sets_done):
             self._draw(runner, self.clock())
         if self.tty and self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
+            self._write("\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+import sys
 import threading
 import time
 from types import SimpleNamespace
@@ -56,6 +57,76 @@ def test_progress_line_has_no_eta_for_an_open_ended_run():
     out = io.StringIO()
     runner_mod.ProgressLine(None, None, stream=out, every_s=0.0, clock=lambda: 5_000_000_000)(_fake_runner(3))
     assert "ETA" not in out.getvalue() and "3 sets" in out.getvalue()
+
+
+def _screen(written: str) -> str:
+    """What a terminal shows on the line after ``written``: ``\\r`` returns to column 0 and the text overwrites;
+    ``ESC [ K`` (ECMA-48 EL, erase in line) clears from the cursor to the end of the line."""
+    screen, col = "", 0
+    for part in re.split(r"(\r|\x1b\[K)", written):
+        if part == "\r":
+            col = 0
+        elif part == "\x1b[K":
+            screen = screen[:col]
+        else:
+            screen = screen[:col] + part + screen[col + len(part):]
+            col += len(part)
+    return screen
+
+
+def test_progress_redrawn_on_a_terminal_leaves_nothing_of_a_longer_line_before():
+    class TTY(io.StringIO):
+        def isatty(self):
+            return True
+
+    cams = [f"CAM_NUMBER_{i}" for i in range(4)]
+    runner = SimpleNamespace(sets_done=1, started_ns=1, acc=Accounting(cams))
+    clock = {"t": 1_000_000_000}
+    out = TTY()
+    line = runner_mod.ProgressLine(100, None, stream=out, clock=lambda: clock["t"])
+    for c in cams:
+        runner.acc.health[c].state = "stalled"
+    line(runner)
+    assert "CAM_NUMBER_2 stalled" in _screen(out.getvalue())
+    for c in cams:
+        runner.acc.health[c].state = "streaming"
+    runner.sets_done, clock["t"] = 2, 2_000_000_000
+    line(runner)
+    assert "stalled" not in _screen(out.getvalue()) and _screen(out.getvalue()).startswith("[")
+
+
+class _Gone(io.TextIOBase):
+    """A stderr that can no longer be written: the reader of a pipe went away, or a full disk."""
+
+    def __init__(self, error: OSError):
+        self.error = error
+
+    def write(self, s):
+        raise self.error
+
+    def isatty(self):
+        return False
+
+
+@pytest.mark.parametrize("error", [BrokenPipeError(32, "Broken pipe"), OSError(28, "No space left on device")])
+def test_a_stderr_that_cannot_be_written_ends_the_progress_display_not_the_run(tmp_path, monkeypatch, capsys, error):
+    # `dvpipe run ... 2>&1 | head -1`, or stderr to a full disk: the run goes to its end and writes its outputs
+    path = _write(tmp_path, synthetic_deployment(2, frames=5, run={"frames": 5}))
+    monkeypatch.setattr(sys, "stderr", _Gone(error))
+    assert cli_main(["run", path, "--json", str(tmp_path / "summary.json")]) == 0
+    assert "5 frame sets in" in capsys.readouterr().out
+    assert (tmp_path / "summary.json").is_file()
+
+
+@pytest.mark.parametrize("flag, value, why", [("--duration", "inf", "finite"), ("--duration", "nan", "finite"),
+                                              ("--duration", "1e300", "<= 31622400"), ("--duration", "0", "> 0"),
+                                              ("--frames", str(10 ** 13), "<= 1000000000000"), ("--frames", "0", "> 0")])
+def test_the_limit_flags_follow_the_deployments_rules(tmp_path, capsys, flag, value, why):
+    # docs/deployments.md, "Limits": run.duration_s a finite number of at most a (leap) year, frame counts <= 10^12
+    path = _write(tmp_path, synthetic_deployment(1, frames=5, run={"frames": 5}))
+    assert cli_main(["run", path, "--no-outputs", flag, value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and flag in err[0] and why in err[0], err
 
 
 # -------------------------------------------------------------------------------- -q and the stop line
