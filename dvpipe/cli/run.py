@@ -193,13 +193,14 @@ def main(args: argparse.Namespace) -> int:
                       cameras=tuple(replace(c, backends=None) for c in dep.cameras))
     if args.out:  # the outputs' relative paths follow the folder
         dep = dep.with_outputs(dir=os.path.abspath(args.out))
-        _check_writable(f"--out {args.out}", os.path.abspath(args.out))
+        if not args.no_outputs:
+            _check_writable(f"--out {args.out}", os.path.abspath(args.out))
     given = {name: options for name, (_flag, options) in flags.items()}
     resolved = run_exporter_options(dep.outputs, given)  # the flags' options checked as the YAML's
-    for name, (flag, _options) in flags.items():  # before the run, not after it
-        for folder in EXPORTERS[name].output_folders(resolved[name]):  # a flag's paths are absolute
-            _check_writable(flag, os.path.join(dep.outputs.dir or os.getcwd(), folder))
     if not args.no_outputs:
+        for name, (flag, _options) in flags.items():  # before the run, not after it
+            for folder in EXPORTERS[name].output_folders(resolved[name]):  # a flag's paths are absolute
+                _check_writable(flag, os.path.join(dep.outputs.dir or os.getcwd(), folder))
         problems = output_problems(dep.outputs, given)
         if problems:  # the deployment's own output folders, before the first frame set
             raise ConfigError("outputs cannot be written: " + "; ".join(f"{k}: {m}" for k, m in problems))
@@ -234,11 +235,12 @@ def main(args: argparse.Namespace) -> int:
     stop = "interrupted (Ctrl-C)" if result.interrupted else f"stopped: {_stop_reason(result.stopped_by, args)}"
     rate = result.sets / result.elapsed_s if result.elapsed_s > 0 else 0.0
     line = f"{result.sets} frame sets in {result.elapsed_s:.2f} s ({rate:.1f} sets/s); {stop}"
+    failed_outputs = {k: v for k, v in result.outputs.items() if str(v).startswith("not written")}
     if quiet:
         print(line + _quiet_tail(result), file=out)
         if result.sets == 0:  # the run failed: the frame account is the error message's detail
             print(result.summary(), file=out)
-        return _exit_code(result)
+        return _exit_code(result, failed_outputs)
     print("\n" + line, file=out)
     print(result.summary(), file=out)
     if result.stats.batches:
@@ -259,7 +261,7 @@ def main(args: argparse.Namespace) -> int:
                 print(f"  {k:<8} {v}", file=out)
     else:
         print("\noutputs: none written", file=out)
-    return _exit_code(result)
+    return _exit_code(result, failed_outputs)
 
 
 #: from this many cameras, ``dvpipe run`` shows how many sources have opened (stderr)
@@ -321,9 +323,11 @@ def _quiet_tail(result) -> str:
     return tail + f"; {t['entered']} frames, {t['dropped']} dropped"
 
 
-def _exit_code(result) -> int:
+def _exit_code(result, failed_outputs: Optional[dict] = None) -> int:
     """130 Ctrl-C, 143 SIGTERM, 1 when the run emitted nothing (no frame set, or every frame dropped:
-    one line on stderr says why), else 0."""
+    one line on stderr says why) or an output was not written (a line on stderr each), else 0."""
+    for name, why in (failed_outputs or {}).items():
+        print(f"dvpipe run: output {name} {why}", file=sys.stderr)
     if result.interrupted:
         return 130
     if result.stopped_by == "SIGTERM":
@@ -335,7 +339,7 @@ def _exit_code(result) -> int:
     if t["emitted"] == 0:
         print(f"dvpipe run: nothing was emitted: {_nothing_emitted(result.accounting)}", file=sys.stderr)
         return 1
-    return 0
+    return 1 if failed_outputs else 0
 
 
 def _nothing_emitted(acc) -> str:

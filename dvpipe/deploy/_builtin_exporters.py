@@ -18,6 +18,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from .._files import write_whole
 from ..errors import ConfigError
 from ..latency.trace import DEFAULT_MAX_EVENTS
 from ..types import short_repr as _show
@@ -50,6 +51,10 @@ def _file_folder(options: Mapping[str, Any]) -> tuple[str, ...]:
     return (os.path.dirname(options["path"]) or ".",)
 
 
+def _file_path(options: Mapping[str, Any]) -> tuple[str, ...]:
+    return (options["path"],)
+
+
 @register_exporter("summary")
 class SummaryExporter(Exporter):
     """``outputs.dir/summary.json`` (``metrics: true``): the frame account, the plan, transfers, routes."""
@@ -66,9 +71,7 @@ class SummaryExporter(Exporter):
 
     def close(self, result: Any) -> dict[str, str]:
         path = self.run.output_path("summary.json")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.run.summary(), f, indent=1)
+        write_whole(path, json.dumps(self.run.summary(), indent=1))
         return {"summary": path}
 
 
@@ -82,6 +85,7 @@ class LatencyJsonExporter(Exporter):
     flag = CliFlag("--json", "PATH", "write the latency statistics as JSON")
     from_flag = staticmethod(_path_flag)
     output_folders = staticmethod(_file_folder)
+    output_files = staticmethod(_file_path)
 
     @dataclass
     class Options:
@@ -96,9 +100,7 @@ class LatencyJsonExporter(Exporter):
         self.path = run.output_path(self.options["path"])
 
     def close(self, result: Any) -> dict[str, str]:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        with open(self.path, "w", encoding="utf-8") as f:
-            json.dump(self.stats.to_json(), f, indent=1)
+        write_whole(self.path, json.dumps(self.stats.to_json(), indent=1))
         return {"latency": self.path}
 
 
@@ -117,6 +119,7 @@ class TraceExporter(Exporter):
     flag = CliFlag("--trace", "PATH", "write a Chrome/Perfetto trace of every frame set")
     from_flag = staticmethod(_path_flag)
     output_folders = staticmethod(_file_folder)
+    output_files = staticmethod(_file_path)
     legacy_keys = {"trace_max_events": "max_events"}
 
     def open(self, run: RunContext) -> None:
@@ -317,6 +320,7 @@ class HtmlReportExporter(Exporter):
     flag = CliFlag("--report", "PATH", "write a one-page HTML report (plots, plan, frame account)")
     from_flag = staticmethod(_path_flag)
     output_folders = staticmethod(_file_folder)
+    output_files = staticmethod(_file_path)
 
     def open(self, run: RunContext) -> None:
         self.path = run.output_path(self.options["path"])

@@ -75,7 +75,7 @@ if TYPE_CHECKING:
     from .sync import FrameSet
 
 __all__ = ["EXPORTERS", "Exporter", "CliFlag", "RunContext", "BatchResult", "register_exporter", "exporter_class",
-           "exporter_option_specs", "parse_exporter_options", "run_exporter_options", "output_folders",
+           "exporter_option_specs", "parse_exporter_options", "run_exporter_options", "output_folders", "output_files",
            "OUTPUT_KEYS", "option", "output_keys", "markdown_reference"]
 
 #: exporter name -> class, in registration order (the built-ins first): the order of open/observe/close
@@ -240,6 +240,12 @@ class Exporter:
     def output_folders(cls, options: Mapping[str, Any]) -> Sequence[str]:
         """The folders it writes into, for the checks before a run (``dvpipe validate``, the flags);
         relative ones are relative to ``outputs.dir``. Default: none besides ``outputs.dir``."""
+        return ()
+
+    @classmethod
+    def output_files(cls, options: Mapping[str, Any]) -> Sequence[str]:
+        """The files it writes whose names the user gives, for the same checks (a name that is a folder);
+        relative ones are relative to ``outputs.dir``. Default: none."""
         return ()
 
     def open(self, run: RunContext) -> None:
@@ -442,6 +448,13 @@ def output_folders(outputs: "OutputsConfig", options: Mapping[str, Mapping[str, 
         for folder in EXPORTERS[name].output_folders(options[name]):
             wanted.append((f"outputs.{name}", _under(outputs.dir, folder)))
     return wanted
+
+
+def output_files(outputs: "OutputsConfig", options: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """``(key path, absolute path)`` of each file the exporters with ``options`` write under a name the
+    user gives (:meth:`Exporter.output_files`, at ``outputs.<name>``)."""
+    return [(f"outputs.{name}", _under(outputs.dir, path)) for name in options if EXPORTERS[name].writes_files
+            for path in EXPORTERS[name].output_files(options[name])]
 
 
 def output_keys() -> tuple[str, ...]:

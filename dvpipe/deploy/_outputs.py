@@ -8,7 +8,7 @@ from typing import Any, Mapping, Optional
 
 from ..types import short_repr as _show
 from ._schema import OutputsConfig
-from .exporters import output_folders, run_exporter_options
+from .exporters import output_files, output_folders, run_exporter_options
 
 __all__ = ["output_problems"]
 
@@ -18,16 +18,21 @@ _NAME_MAX = 255  # bytes of one path component (Linux, macOS, Windows)
 def output_problems(outputs: OutputsConfig, given: Optional[Mapping[str, Any]] = None) -> list[tuple[str, str]]:
     """``(key path, message)`` for each output folder a run could not create or write into: the
     folders of the exporters the run opens (the deployment's, with ``given`` as the runner's
-    ``outputs=``; :meth:`~dvpipe.deploy.exporters.Exporter.output_folders`).
+    ``outputs=``; :meth:`~dvpipe.deploy.exporters.Exporter.output_folders`), and each file named that is
+    a folder (:meth:`~dvpipe.deploy.exporters.Exporter.output_files`).
 
     Checks without leaving anything behind: missing folders are not created (their nearest existing
     ancestor must be a writable folder), and writing is tried with an anonymous temporary file.
     """
     problems = []
-    for key, folder in output_folders(outputs, run_exporter_options(outputs, given)):
+    options = run_exporter_options(outputs, given)
+    for key, folder in output_folders(outputs, options):
         problem = _folder_problem(folder)
         if problem is not None:
             problems.append((key, problem))
+    for key, path in output_files(outputs, options):
+        if os.path.isdir(path):
+            problems.append((key, f"{_show(path, 200)} is a folder; name a file in it"))
     return problems
 
 

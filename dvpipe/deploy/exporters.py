@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from ._builtin_exporters import BUILTIN_EXPORTERS  # registers the built-in exporters first
 from ._exporter_registry import (EXPORTERS, OUTPUT_KEYS, BatchResult, CliFlag, Exporter, RunContext, exporter_class,
-                                 exporter_option_specs, markdown_reference, option, output_folders, output_keys,
+                                 exporter_option_specs, markdown_reference, option, output_files, output_folders, output_keys,
                                  parse_exporter_options, register_exporter, run_exporter_options)
 
 __all__ = ["EXPORTERS", "BUILTIN_EXPORTERS", "OUTPUT_KEYS", "Exporter", "CliFlag", "RunContext", "BatchResult",
            "register_exporter", "option", "exporter_class", "exporter_option_specs", "output_keys",
-           "parse_exporter_options", "run_exporter_options", "output_folders", "markdown_reference"]
+           "parse_exporter_options", "run_exporter_options", "output_folders", "output_files", "markdown_reference"]

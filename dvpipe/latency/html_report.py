@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .._files import write_whole
+
 __all__ = ["render_report", "write_report"]
 
 _CSS = """
@@ -122,7 +124,4 @@ def render_report(result, *, title: str | None = None) -> str:
 
 def write_report(result, path: str | os.PathLike[str], **kwargs: Any) -> Path:
     """Write :func:`render_report` to ``path`` (folders created); returns the path."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(render_report(result, **kwargs), encoding="utf-8")
-    return target
+    return write_whole(path, render_report(result, **kwargs))

@@ -53,6 +53,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from .._files import write_whole
 from ..errors import DvpipeError
 from .profiler_ranges import parse_range_name
 from .trace import _us
@@ -475,7 +476,5 @@ def _mapped(ex: Export, a: Alignment, k: int, out_base: int, used_pids: set) -> 
 def write_merged(out: str | os.PathLike[str], merged: dict[str, Any]) -> Path:
     """Write a merged trace (gzip when the name ends in ``.gz``); return the path."""
     target = Path(out)
-    target.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(merged, separators=(",", ":")).encode()
-    target.write_bytes(gzip.compress(data) if target.suffix == ".gz" else data)
-    return target
+    return write_whole(target, gzip.compress(data) if target.suffix == ".gz" else data)

@@ -15,10 +15,12 @@ threads and headless processes.
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from .._files import write_whole
 from .._optional import require
 from .timeline import CATEGORIES, Timeline, category_of
 from .trace import BATCHER_TRACK, _track_sort_key, track_of
@@ -40,10 +42,9 @@ def _figure(**kwargs: Any):
 
 
 def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(target, dpi=110, bbox_inches="tight")
-    return target
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    return write_whole(path, buf.getvalue())
 
 
 def step_percentiles(stats: "LatencyStats", *, window: bool = False

@@ -28,6 +28,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Union, cast
 
+from .._files import write_whole
 from ..errors import ConfigError, DvpipeError
 from .clock import epoch_offset_ns
 from .timeline import KINDS, FrameStamps, Span, Timeline, _capture_mono, category_of
@@ -291,12 +292,8 @@ class TraceWriter:
         target = Path(path) if path is not None else self.path
         if target is None:
             raise ConfigError("TraceWriter.write: no path given here or to TraceWriter(path)")
-        target.parent.mkdir(parents=True, exist_ok=True)
         data = json.dumps(self.to_dict(), separators=(",", ":")).encode()
-        if target.suffix == ".gz":
-            data = gzip.compress(data)
-        target.write_bytes(data)
-        return target
+        return write_whole(target, gzip.compress(data) if target.suffix == ".gz" else data)
 
     def __enter__(self) -> "TraceWriter":
         return self
@@ -322,10 +319,8 @@ def write_trace(path: str | os.PathLike[str], timelines: Iterable[Timeline] | Ma
                 **kwargs: Any) -> Path:
     """Write :func:`to_chrome_trace` of ``timelines`` to ``path`` (gzip when it ends in ``.gz``); return it."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(to_chrome_trace(timelines, **kwargs), separators=(",", ":")).encode()
-    target.write_bytes(gzip.compress(data) if target.suffix == ".gz" else data)
-    return target
+    return write_whole(target, gzip.compress(data) if target.suffix == ".gz" else data)
 
 
 def load_trace(path: str | os.PathLike[str]) -> dict[str, Any]:

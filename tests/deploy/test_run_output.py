@@ -113,9 +113,9 @@ def test_a_stderr_that_cannot_be_written_ends_the_progress_display_not_the_run(t
     # `dvpipe run ... 2>&1 | head -1`, or stderr to a full disk: the run goes to its end and writes its outputs
     path = _write(tmp_path, synthetic_deployment(2, frames=5, run={"frames": 5}))
     monkeypatch.setattr(sys, "stderr", _Gone(error))
-    assert cli_main(["run", path, "--json", str(tmp_path / "summary.json")]) == 0
+    assert cli_main(["run", path, "--json", str(tmp_path / "latency.json")]) == 0
     assert "5 frame sets in" in capsys.readouterr().out
-    assert (tmp_path / "summary.json").is_file()
+    assert (tmp_path / "latency.json").is_file()
 
 
 @pytest.mark.parametrize("flag, value, why", [("--duration", "inf", "finite"), ("--duration", "nan", "finite"),
@@ -127,6 +127,49 @@ def test_the_limit_flags_follow_the_deployments_rules(tmp_path, capsys, flag, va
     assert cli_main(["run", path, "--no-outputs", flag, value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and flag in err[0] and why in err[0], err
+
+
+def test_an_output_that_cannot_be_written_whole_leaves_the_last_one_and_says_so(tmp_path):
+    """A full disk or a quota, here a file size limit (RLIMIT_FSIZE; Python ignores SIGXFSZ, so the write
+    fails with EFBIG): the trace and report of the run before stay as they were (valid JSON, the same
+    bytes), the failure is a line on stderr with -q too, and the exit status is 1."""
+    import resource
+    import subprocess
+
+    path = _write(tmp_path, synthetic_deployment(2, frames=8, run={"frames": 8}))
+    cmd = [sys.executable, "-m", "dvpipe", "run", path, "-q", "--trace", str(tmp_path / "trace.json")]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    before = (tmp_path / "trace.json").read_bytes()
+    json_ok = __import__("json").loads(before)
+    assert json_ok["traceEvents"] and len(before) > 8192
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    assert second.returncode == 1, (second.stdout, second.stderr)
+    assert "output trace not written: OSError" in second.stderr and "File too large" in second.stderr
+    assert (tmp_path / "trace.json").read_bytes() == before
+    assert [f.name for f in tmp_path.iterdir() if "tmp" in f.name] == []  # no temporary file left
+
+
+def test_an_output_named_as_an_existing_folder_is_refused_before_the_run(tmp_path, capsys):
+    path = _write(tmp_path, synthetic_deployment(1, frames=3, run={"frames": 3}))
+    (tmp_path / "adir").mkdir()
+    assert cli_main(["run", path, "--trace", str(tmp_path / "adir")]) == 2
+    cap = capsys.readouterr()
+    assert "frame sets in" not in cap.out
+    err = cap.err.strip().splitlines()
+    assert len(err) == 1 and "adir' is a folder" in err[0], err
+    assert list((tmp_path / "adir").iterdir()) == []
+
+
+def test_no_outputs_creates_no_folder(tmp_path):
+    path = _write(tmp_path, synthetic_deployment(1, frames=3, run={"frames": 3}))
+    assert cli_main(["run", path, "-q", "--no-outputs", "--out", str(tmp_path / "o"),
+                     "--plots", str(tmp_path / "p"), "--trace", str(tmp_path / "t" / "trace.json")]) == 0
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["dep.yaml"]
 
 
 # -------------------------------------------------------------------------------- -q and the stop line
