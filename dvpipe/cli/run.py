@@ -193,14 +193,13 @@ def main(args: argparse.Namespace) -> int:
                       cameras=tuple(replace(c, backends=None) for c in dep.cameras))
     if args.out:  # the outputs' relative paths follow the folder
         dep = dep.with_outputs(dir=os.path.abspath(args.out))
-        if not args.no_outputs:
-            _check_writable(f"--out {args.out}", os.path.abspath(args.out))
+        _check_writable(f"--out {args.out}", os.path.abspath(args.out))
     given = {name: options for name, (_flag, options) in flags.items()}
     resolved = run_exporter_options(dep.outputs, given)  # the flags' options checked as the YAML's
+    for name, (flag, _options) in flags.items():  # before the run, not after it
+        for folder in EXPORTERS[name].output_folders(resolved[name]):  # a flag's paths are absolute
+            _check_writable(flag, os.path.join(dep.outputs.dir or os.getcwd(), folder))
     if not args.no_outputs:
-        for name, (flag, _options) in flags.items():  # before the run, not after it
-            for folder in EXPORTERS[name].output_folders(resolved[name]):  # a flag's paths are absolute
-                _check_writable(flag, os.path.join(dep.outputs.dir or os.getcwd(), folder))
         problems = output_problems(dep.outputs, given)
         if problems:  # the deployment's own output folders, before the first frame set
             raise ConfigError("outputs cannot be written: " + "; ".join(f"{k}: {m}" for k, m in problems))
@@ -415,11 +414,10 @@ def _stop_on_signals(runner) -> None:
 
 
 def _check_writable(flag: str, folder: str) -> None:
-    """``ConfigError`` naming the flag (``--plots DIR``) when the folder it writes into cannot be
-    created or written."""
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"{flag}: cannot create the folder {folder} ({e.strerror or e})") from None
-    if not os.access(folder, os.W_OK):
-        raise ConfigError(f"{flag}: the folder {folder} is not writable")
+    """``ConfigError`` naming the flag (``--plots DIR``) when the folder it writes into could not be
+    created or written (checked without creating it: the outputs create their folders)."""
+    from ..deploy._outputs import _folder_problem
+
+    problem = _folder_problem(folder)
+    if problem is not None:
+        raise ConfigError(f"{flag}: {problem}")

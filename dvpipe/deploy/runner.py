@@ -147,7 +147,8 @@ class Runner:
             step spans always use ``now_ns``: inject another clock only to test the runner's decisions.
 
     Outputs are the registered exporters the deployment enables (:mod:`dvpipe.deploy.exporters`),
-    opened here, observed after every completed frame set and closed by :meth:`finish`.
+    opened here, observed after every completed frame set and closed by :meth:`finish` (or on leaving
+    a ``with`` block that did not call it).
     """
 
     #: recordings that only hand over bytes share one reader thread (:func:`shares_reader`); False gives
@@ -268,8 +269,16 @@ class Runner:
     def __enter__(self) -> "Runner":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """Close the runner and, unless :meth:`finish` was called, finish it: the exporters close (files
+        written, servers stopped). An exception leaving the block is not hidden by one of finishing."""
         self.close()
+        if not self.exporters_closed:
+            try:
+                self.finish()
+            except Exception:  # noqa: BLE001
+                if exc_type is None:
+                    raise
 
     def start(self) -> None:
         """Open the sources and start reading.

@@ -172,6 +172,16 @@ def test_no_outputs_creates_no_folder(tmp_path):
     assert sorted(f.name for f in tmp_path.iterdir()) == ["dep.yaml"]
 
 
+def test_leaving_a_with_block_writes_the_outputs_and_closes_the_exporters(tmp_path):
+    # the documented form: with Runner(dep) as r: for rb in r.batches(): ...  (finish() never called)
+    d = synthetic_deployment(1, frames=3, run={"frames": 3})
+    d["outputs"] = {"dir": str(tmp_path / "out"), "metrics": True}
+    with Runner(load_deployment(_write(tmp_path, d))) as r:
+        sets = sum(1 for _ in r.batches())
+    assert sets == 3 and r.exporters_closed
+    assert __import__("json").loads((tmp_path / "out" / "summary.json").read_text())["sets"] == 3
+
+
 # -------------------------------------------------------------------------------- -q and the stop line
 def test_quiet_prints_only_the_result_line(tmp_path, capsys):
     path = _write(tmp_path, synthetic_deployment(2, frames=5, run={"frames": 5}))

@@ -360,7 +360,8 @@ def test_run_cli_checks_output_folders_before_running(tmp_path, capsys):
     blocker.write_text("")  # a folder cannot be created below a file
     assert cli_main(["run", str(p), "--plots", str(blocker / "plots"), "--no-outputs"]) == 2
     captured = capsys.readouterr()
-    assert f"--plots {blocker / 'plots'}: cannot create the folder" in captured.err
+    assert f"--plots {blocker / 'plots'}: cannot create " in captured.err
+    assert f"{blocker} is a file, not a folder" in captured.err
     assert "plan:" not in captured.out  # nothing ran
 
 
