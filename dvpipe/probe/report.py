@@ -424,9 +424,12 @@ def replay_dvpp(cam: Camera, stages: Sequence[Any], steps: Sequence[Any], backen
     out: dict = {}
     asked: dict = {}
     pos, run, run_step = 0, None, 0  # run: (start position, {length: (ops, verdict)}) where DVPP kernels start
+    user_ops = {st.op for st in stages}
     for k, step in enumerate(steps):
         if pos >= len(stages):
             break
+        if step.stages and step.stages[0].op not in user_ops:
+            continue  # a step the planner inserted (a transfer between memory domains): none of the user's stages
         kernels = kernels_at([s.op for s in stages[pos:]], "dvpp")
         covered = len(step.stages)
         if kernels:

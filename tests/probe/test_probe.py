@@ -300,6 +300,32 @@ def test_raw_yuv_cameras_are_judged_as_vpc_colour_conversions(capsys):
     assert r["confidence"] == "secondary"
 
 
+def test_vpc_rejection_is_pinned_on_the_resize_not_on_the_inserted_transfer(capsys):
+    """310B at CANN 8.5.0, a 16384x16384 JPEG, bevformer-tiny (resize 0.5 -> 8192x8192): constraints.md
+    §1.2 "310B, A2 (910B), A3 | 32x32 ... 16384x16384" (JPEGD takes it) and §2.1 "acldvpp v1, 310B, A2, A3 |
+    input 10x6 ... 8192x8192 | output 10x6 ... 4096x8192" (VPC refuses the resize). The decode runs alone
+    on DVPP, the planner inserts a device -> host transfer, and the resize is the step that falls back."""
+    from dvpipe.probe.matrix import build_matrix
+    from dvpipe.probe.report import build_report, probe_camera
+
+    rep = build_report([probe_camera("C", 16384, 16384, "jpeg420")], Target("Ascend310B1", "8.5.0"))
+    rows = rep.cameras[0].steps
+    decode, resize = rows[0], next(r for r in rows if "resize" in r.stage)
+    assert (decode.stage, decode.unit, decode.backend, decode.ok) == ("decode", "JPEGD", "dvpp", True)
+    assert (resize.unit, resize.backend, resize.ok, resize.status) == ("VPC", "cpu", False, "rejected")
+    assert "input width 16384 exceeds the maximum 8192" in resize.reason
+    assert resize.confidence is not None  # a documented rule rejected it (the row had none when misplaced)
+    for r in rows:  # every other row (the transfer) is no DVPP failure
+        if r is not resize:
+            assert r.ok and r.status != "rejected", (r.stage, r.status)
+    assert [m.split(" (")[0] for m in rep.require("dvpp")] == ["C: resize+normalise+pad+batch falls back to cpu"]
+    rc, _out, err = run_cli(capsys, "--camera", "C=16384x16384:jpeg420", "--soc", "Ascend310B1", "--cann", "8.5.0",
+                            "--require", "dvpp", "--no-sources")
+    assert rc == 1 and "transfer" not in err and "resize+normalise+pad+batch falls back to cpu (rejected)" in err
+    m = build_matrix("Ascend310B1", ["8.5.0"], sizes=[(16384, 16384)], encodings=["jpeg420"])
+    assert m.cells[(16384, 16384, "jpeg420", "8.5.0")].code == "+-"  # decode on DVPP, resize rejected
+
+
 # ------------------------------------------------------------------------------------------- matrix
 
 def test_matrix_cells_follow_the_documented_rules():
