@@ -12,6 +12,7 @@ import sys
 from typing import Optional, Sequence
 
 from .._version import __version__
+from ._stdout import PipeSafe
 
 #: name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -51,6 +52,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _top_parser().parse_args(argv)  # argparse's "invalid choice" message, exit 2
         return 2
     module_name, help_ = COMMANDS[name]
+    stdout = sys.stdout
+    if stdout is not None:  # `dvpipe validate ... | head -1`: the command goes on and keeps its own status
+        sys.stdout = PipeSafe(stdout)
     try:
         module = importlib.import_module(module_name)
         parser = argparse.ArgumentParser(prog=f"dvpipe {name}", description=help_)
@@ -73,3 +77,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not expected:
             print("  (run with --debug for the traceback, and please report it)", file=sys.stderr)
         return 2
+    finally:
+        if sys.stdout is not stdout:
+            sys.stdout.flush()  # what is buffered, while a reader that left is still handled
+            sys.stdout = stdout

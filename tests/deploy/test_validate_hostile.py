@@ -399,3 +399,19 @@ def test_fuzzed_files_through_the_cli_end_in_ok_or_one_line_per_problem(tmp_path
     assert_one_line_problems(out.out + out.err)
     assert out.err == ""
     assert out.out.count("invalid: ") + out.out.count("ok: ") == len(files)
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_a_reader_that_leaves_early_does_not_change_validates_status(json_out):
+    """``dvpipe validate ... | head -1``: the reader goes after one line; every file is valid, so the status is
+    0 (docs/deployments.md: 0 when every file is valid, 1 otherwise), with nothing on stderr."""
+    import subprocess
+    import sys
+
+    sample = Path(__file__).resolve().parents[2] / "samples" / "deployment.yaml"
+    cmd = [sys.executable, "-m", "dvpipe", "validate", "--no-plan"] + (["--json"] if json_out else [])
+    proc = subprocess.Popen(cmd + [str(sample)] * 60, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline()
+    proc.stdout.close()  # as head -1 does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0 and err == "", err
