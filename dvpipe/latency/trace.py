@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 from collections import deque
 from pathlib import Path
@@ -127,7 +128,8 @@ class TraceWriter:
     enough for one batcher thread calling ``add``; use one writer per process.
 
     **Bounded: a ring of the most recent batches.** The writer holds at most ``max_events`` events
-    (``None``: no bound); past it, the oldest batches' events are dropped whole, so memory and the
+    (``None``: no bound), or the latest batch's alone when that one batch has more; past it, the oldest
+    batches' events are dropped whole, so memory and the
     file stay bounded however long the run (a streamed file would grow without end and a viewer could
     no longer open it; the run-wide figures are in :class:`~dvpipe.latency.stats.LatencyStats`, which
     sees every batch). The file is written once, at the end, as one valid JSON object;
@@ -327,7 +329,10 @@ def load_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a trace file (JSON object or bare event array; plain or gzip); return ``{"traceEvents": [...], ...}``."""
     raw = Path(path).read_bytes()
     if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as e:
+            raise TraceFormatError([f"{path}: damaged gzip file ({e})"]) from None
     try:
         obj = json.loads(raw)
     except json.JSONDecodeError as e:
@@ -355,8 +360,8 @@ def validate_trace(obj: Mapping[str, Any] | list[Any], *, check_nesting: bool = 
     if not isinstance(events, list):
         raise TraceFormatError(["expected a JSON object with a 'traceEvents' list (or a bare list of events)"])
 
-    def num(v: Any) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    def num(v: Any) -> bool:  # JSON numbers as Python reads them: NaN, Infinity and 1e400 are not times
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
     def ident(v: Any) -> bool:
         return (isinstance(v, int) and not isinstance(v, bool)) or isinstance(v, str)

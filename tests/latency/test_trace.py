@@ -292,3 +292,17 @@ def test_timelines_without_an_index_stay_apart_in_a_trace():
     assert stats.batches == 3
     assert sorted(stats.end_to_end_samples("capture")) == [10 * MS] * 3
     assert sorted(stats.step_samples("decode")) == [5 * MS, 6 * MS, 7 * MS]
+
+
+def test_a_trace_with_non_finite_times_or_damaged_gzip_is_a_format_error(tmp_path):
+    # Python's json reads NaN, Infinity and 1e400 (inf) as numbers; the trace event format's ts and dur are
+    # times in microseconds: a viewer cannot place such an event. A cut gzip file is damaged input, not a bug.
+    from dvpipe.latency.trace import TraceFormatError, load_trace
+
+    for ts, dur in (("NaN", "1"), ("1e400", "1"), ("1", "Infinity")):
+        text = '{"traceEvents": [{"ph": "X", "name": "a", "ts": %s, "dur": %s, "pid": 1, "tid": 1}]}' % (ts, dur)
+        with pytest.raises(TraceFormatError, match="'ts'|'dur'"):
+            validate_trace(json.loads(text))
+    (tmp_path / "cut.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}')[:12])
+    with pytest.raises(TraceFormatError, match="damaged gzip file"):
+        load_trace(tmp_path / "cut.json.gz")
