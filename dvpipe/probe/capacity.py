@@ -18,9 +18,13 @@ The model (units: frames per second, milliseconds, pixels = width x height):
   way"; dvpipe's reading, stated as an assumption): fps scale inversely with the pixel count. A camera of
   ``p`` pixels weighs ``w = p / p_ref`` reference frames, ``p_ref`` the reference resolution nearest in pixel
   count (log ratio) to the unit's mean camera. For VPC, ``p`` is the larger of the input and output of the call.
-* Load = sum over cameras of ``fps * w`` (reference frames / s); utilisation = load / total(n); the
-  unit saturates at ``total(n) / sum(w)`` frames / s per camera, and at ``fps`` takes at most the largest
-  n with ``min(n * per, max) >= n * fps * mean(w)`` cameras (and no more than its channel limits).
+* Load = sum over cameras of ``fps * w`` (reference frames / s); utilisation = load / total(n). Each
+  camera has one channel, which gives at most ``total(1)`` reference frames / s: channel use =
+  ``max_i fps_i * w_i / total(1)`` (a 4K camera on the Ascend 310's JPEGD gets 32 fps however many
+  channels share the 64 in total). The unit fits when both are <= 1; it saturates at
+  ``min(total(n) / sum(w), total(1) / max(w))`` frames / s per camera, and at ``fps`` takes at most the
+  largest n with ``min(n * per, max) >= n * fps * mean(w)`` cameras, none when ``total(1) < fps * max(w)``
+  (and no more than its channel limits).
 * Device time of one step on one channel (no other channel busy): ``w / per_channel_fps`` s. Per frame
   set and unit: ``max(max_i w_i / per, sum_i w_i / total(n))`` (channels in parallel, bounded by the total);
   per frame set: the units one after the other (a frame set's decode, then its resize).
@@ -75,6 +79,7 @@ class UnitForecast:
     capacity_fps: Optional[float] = None   # reference frames / s with `channels` channels
     load_fps: Optional[float] = None       # reference frames / s at the cameras' rates
     utilisation: Optional[float] = None
+    channel_utilisation: Optional[float] = None  # the busiest camera's channel: max fps * w / total(1)
     max_fps_per_camera: Optional[float] = None
     max_cameras: Optional[int] = None
     step_ms: dict[str, float] = field(default_factory=dict)
@@ -92,7 +97,7 @@ class UnitForecast:
             return False
         if self.utilisation is None:
             return None
-        return self.utilisation <= 1.0
+        return self.utilisation <= 1.0 and (self.channel_utilisation is None or self.channel_utilisation <= 1.0)
 
     def to_dict(self) -> dict:
         return {"unit": self.unit, "cameras": list(self.cameras), "channels": self.channels,
@@ -102,6 +107,7 @@ class UnitForecast:
                 "max_total_fps": self.max_total_fps, "capacity_fps": _r(self.capacity_fps), "load_fps": _r(self.load_fps),
                 "utilisation": _r(self.utilisation, 4),
                 "headroom": None if self.utilisation is None else _r(1.0 - self.utilisation, 4),
+                "channel_utilisation": _r(self.channel_utilisation, 4),
                 "max_fps_per_camera": _r(self.max_fps_per_camera), "max_cameras": self.max_cameras,
                 "step_ms": {k: _r(v, 4) for k, v in self.step_ms.items()}, "set_ms": _r(self.set_ms, 4),
                 "channel_limits": list(self.limits), "memory": self.memory, "fits": self.fits}
@@ -232,14 +238,17 @@ def _unit(unit: str, items: Sequence[WorkItem], family: str, measured: Optional[
     uf.step_ms = {c: 1e3 * w / per1 for c, w in weights.items()}
     wsum = sum(weights.values())
     uf.set_ms = max(max(uf.step_ms.values()), 1e3 * wsum / cap)
-    uf.max_fps_per_camera = cap / wsum
+    wmax = max(weights.values())
+    # the total bounds the cameras together, one channel bounds each camera (its channel is its own)
+    uf.max_fps_per_camera = min(cap / wsum, per1 / wmax)
     rates = [it.fps for it in items if it.fps is not None]
     if len(rates) == len(items):
         cam_rate = {it.camera: float(it.fps or 0.0) for it in items}
         uf.load_fps = sum(cam_rate[c] * w for c, w in weights.items())
         uf.utilisation = uf.load_fps / cap
+        uf.channel_utilisation = max(cam_rate[c] * w for c, w in weights.items()) / per1
         f = max(rates)
-        uf.max_cameras = _max_cameras(per, mx, f * (wsum / n), _channel_room(uf.limits, n))
+        uf.max_cameras = _max_cameras(per1, mx, f * (wsum / n), _channel_room(uf.limits, n), f * wmax)
     return uf
 
 
@@ -265,11 +274,13 @@ def _channel_room(limits: Sequence[dict], n: int) -> Optional[int]:
     return min(room) if room else None
 
 
-def _max_cameras(per: Optional[float], mx: float, demand_per_camera: float, channel_room: Optional[int]) -> int:
-    """The largest n with ``total(n) >= n * demand`` (and n within the channel room)."""
+def _max_cameras(per: Optional[float], mx: float, demand_per_camera: float, channel_room: Optional[int],
+                 channel_demand: Optional[float] = None) -> int:
+    """The largest n with ``total(n) >= n * demand`` (and n within the channel room); 0 when one channel
+    (``per``, frames / s) cannot carry the busiest camera's ``channel_demand`` (default: ``demand``)."""
     if demand_per_camera <= 0:
         return channel_room if channel_room is not None else 0
-    if per is not None and per < demand_per_camera:
+    if per is not None and per < max(demand_per_camera, channel_demand or 0.0):
         return 0
     n = int(math.floor(mx / demand_per_camera + 1e-9))
     return min(n, channel_room) if channel_room is not None else n

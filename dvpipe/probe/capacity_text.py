@@ -23,7 +23,7 @@ def render(fc: Forecast, *, sources: bool = True) -> str:
              "  predicted from documented figures, not measured on hardware"
              if not any(u.figure is not None and u.figure.measured for u in fc.units) else
              "  documented figures, with the measured ones where the --live cache has them (labelled)"]
-    rows = [["unit", "cams", "ref", "per ch fps", "max fps", "capacity", "load", "use", "headroom", "max fps/cam",
+    rows = [["unit", "cams", "ref", "per ch fps", "max fps", "capacity", "load", "use", "ch use", "headroom", "max fps/cam",
              "max cams", "channels", "step ms", "set ms"]]
     for u in fc.units:
         step = sorted(set(round(v, 2) for v in u.step_ms.values()))
@@ -33,6 +33,7 @@ def render(fc: Forecast, *, sources: bool = True) -> str:
                      "-" if u.max_total_fps is None else f"{u.max_total_fps:g}",
                      _fmt(u.capacity_fps), _fmt(u.load_fps),
                      "unknown" if u.utilisation is None else f"{100 * u.utilisation:.1f}%",
+                     "unknown" if u.channel_utilisation is None else f"{100 * u.channel_utilisation:.1f}%",
                      "unknown" if u.utilisation is None else f"{100 * (1 - u.utilisation):.1f}%",
                      _fmt(u.max_fps_per_camera), "unknown" if u.max_cameras is None else str(u.max_cameras), lim,
                      "unknown" if not step else "/".join(f"{s:.2f}" for s in step), _fmt(u.set_ms, 2)])

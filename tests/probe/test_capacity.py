@@ -78,6 +78,32 @@ def test_310_single_camera_gets_one_channel_rate():
     assert u.max_fps_per_camera == pytest.approx(32.0)
 
 
+def test_310_each_camera_is_bound_by_its_own_channel():
+    """Ascend310 JPEGD (0187): "1-channel 4K 32 FPS; n-channel 4K (n >= 2) 64 FPS". A 4K and a 720p camera at
+    40 fps: the 720p frame is 1280 x 720 / (3840 x 2160) = 1/9 of a 4K frame, so the unit's total use is
+    40 x (1 + 1/9) / 64 = 69.4%, but the 4K camera's own channel needs 40 of its 32 fps (125%): no fit.
+    Each camera reaches at most 32 fps (its channel), not 64 / (10/9) = 57.6."""
+    t = Target("Ascend310", "6.0.1")
+    items = [WorkItem("BIG", "JPEGD", 3840 * 2160, 40.0), WorkItem("SMALL", "JPEGD", 1280 * 720, 40.0)]
+    fc = forecast(items, t)
+    u = fc.units[0]
+    assert u.reference == "4k" and u.capacity_fps == 64
+    assert u.utilisation == pytest.approx(40 * (1 + 1 / 9) / 64)
+    assert u.max_fps_per_camera == pytest.approx(32.0)
+    assert u.fits is False and fc.fits is False
+    assert u.channel_utilisation == pytest.approx(40 / 32)
+    assert u.max_cameras == 0                      # one channel (32 fps) cannot carry a 4K camera at 40 fps
+    assert u.to_dict()["channel_utilisation"] == pytest.approx(1.25)
+    text = render(fc)
+    assert "does NOT fit" in text and "first to saturate: JPEGD at 32.0 fps per camera" in text
+    assert re.search(r"^  JPEGD .* 69\.4%  125\.0% ", text, re.M)  # use, then the busiest channel's use
+    # at 30 fps the 4K channel has 30 of 32 (93.75%), the total 33.3 of 64: it fits; such cameras (mean
+    # weight 5/9, 16.67 4K frames/s each): floor(64 / 16.67) = 3
+    ok = forecast([WorkItem("BIG", "JPEGD", 3840 * 2160, 30.0), WorkItem("SMALL", "JPEGD", 1280 * 720, 30.0)], t)
+    assert ok.units[0].channel_utilisation == pytest.approx(30 / 32) and ok.fits is True
+    assert ok.units[0].max_cameras == 3
+
+
 def test_310_vdec_total_and_channels_by_hand():
     """Ascend310 VDEC (0184): 480 fps in total at 1080p whatever n, 32 channels (aclpythondevg_01_0345)."""
     t = Target("Ascend310", "6.0.1")
