@@ -4,7 +4,9 @@ Every frame a source delivers *enters* the run and leaves exactly once: **emitte
 of a batch) or **dropped** with a reason. :class:`Accounting` counts both per camera and checks the
 invariant ``entered == emitted + dropped`` (frames still inside the runner are ``in_flight``; at
 the end of a run there are none). Slots are counted apart from frames: a **masked** slot (zero
-image, ``valid=False``) or a **stale** slot (a camera's last image reused) is not a frame entering.
+image, ``valid=False``, left so by the synchroniser: the camera's frame was late or missing, by reason)
+or a **stale** slot (a camera's last image reused) is not a frame entering. A slot whose frame entered and
+was dropped (corrupt, wrong size...) is zero and ``valid=False`` too, and is counted once, as that drop.
 
 Drop categories (the ``reason`` column of the summary):
 
