@@ -94,7 +94,10 @@ def _import_plugins_of(path: str) -> bool:
     plugins = data.get("plugins") if isinstance(data, dict) else None
     if not plugins:
         return False
-    _import_plugins(plugins, _V(Path(path).resolve().parent))
+    v = _V(Path(path).resolve().parent)
+    _import_plugins(plugins, v)
+    if v.errors:  # its flags would read as unknown: say why they are missing
+        raise ConfigError("; ".join(f"{key}: {message}" for key, message in v.errors))
     return True
 
 
@@ -194,12 +197,12 @@ def main(args: argparse.Namespace) -> int:
                       cameras=tuple(replace(c, backends=None) for c in dep.cameras))
     if args.out:  # the outputs' relative paths follow the folder
         dep = dep.with_outputs(dir=os.path.abspath(args.out))
-        _check_writable(f"--out {args.out}", os.path.abspath(args.out))
+        _check_writable(f"--out {args.out}", os.path.abspath(args.out), create=not args.no_outputs)
     given = {name: options for name, (_flag, options) in flags.items()}
     resolved = run_exporter_options(dep.outputs, given)  # the flags' options checked as the YAML's
     for name, (flag, _options) in flags.items():  # before the run, not after it
         for folder in EXPORTERS[name].output_folders(resolved[name]):  # a flag's paths are absolute
-            _check_writable(flag, os.path.join(dep.outputs.dir or os.getcwd(), folder))
+            _check_writable(flag, os.path.join(dep.outputs.dir or os.getcwd(), folder), create=not args.no_outputs)
     if not args.no_outputs:
         problems = output_problems(dep.outputs, given)
         if problems:  # the deployment's own output folders, before the first frame set
@@ -377,11 +380,13 @@ def _stop_on_signals(runner) -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: runner.request_stop("SIGTERM"))
 
 
-def _check_writable(flag: str, folder: str) -> None:
-    """``ConfigError`` naming the flag (``--plots DIR``) when the folder it writes into could not be
-    created or written (checked without creating it: the outputs create their folders)."""
+def _check_writable(flag: str, folder: str, create: bool) -> None:
+    """``ConfigError`` naming the flag (``--plots DIR``) when the folder it writes into cannot be created
+    or written; ``create``: create it (exporters may expect their folder), else only check (``--no-outputs``)."""
     from ..deploy._outputs import _folder_problem
 
     problem = _folder_problem(folder)
     if problem is not None:
         raise ConfigError(f"{flag}: {problem}")
+    if create:
+        os.makedirs(folder, exist_ok=True)

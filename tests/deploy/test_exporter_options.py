@@ -126,7 +126,7 @@ def test_a_flag_folder_that_cannot_be_created_is_named_before_the_run(tmp_path, 
     blocker.write_text("")
     assert cli_main(["run", _yaml(tmp_path, {}), "--set-count", str(blocker / "x" / "n.txt"), "-q"]) == 2
     err = capsys.readouterr().err
-    assert f"--set-count {blocker / 'x' / 'n.txt'}: cannot create the folder" in err
+    assert f"--set-count {blocker / 'x' / 'n.txt'}: cannot create " in err and f"{blocker} is a file" in err
 
 
 def test_the_reference_table_lists_its_key_and_flag(set_count):
@@ -276,6 +276,19 @@ def test_the_flag_of_an_exporter_from_the_deployments_plugins_file(tmp_path):
     finally:
         EXPORTERS.pop("plugin_count", None)
     assert (tmp_path / "n.txt").read_text() == "4"
+
+
+def test_a_plugin_that_does_not_import_is_named_not_its_flag(tmp_path, capsys):
+    # the flag comes from the plugin: when the plugin fails to import, the error is the import's, not an
+    # "unrecognized arguments" line about a flag the user read in the plugin's documentation
+    (tmp_path / "count_plugin.py").write_text(PLUGIN + "\ndef broken(:\n", encoding="utf-8")
+    d = synthetic_deployment(1, frames=4, outputs={"dir": str(tmp_path / "out"), "metrics": False})
+    d["plugins"] = ["count_plugin.py"]
+    path = tmp_path / "dep.yaml"
+    path.write_text(yaml.safe_dump(d), encoding="utf-8")
+    assert cli_main(["run", str(path), "--plugin-count", str(tmp_path / "n.txt"), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "plugins[0]: cannot import count_plugin.py" in err[0] and "SyntaxError" in err[0], err
 
 
 def test_the_docs_table_of_exporters_is_the_registrys():
