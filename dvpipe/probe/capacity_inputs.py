@@ -47,22 +47,124 @@ def first_frames(path: str) -> dict[str, bytes]:
     return out
 
 
-def rate_from_deployment(path: str) -> tuple[Optional[float], str]:
-    """The cameras' frame rate a deployment states: ``source.fps``, else (an image sequence named by capture
-    times) the median interval of the first camera's file names. ``(None, why)`` when it states none."""
-    import re
+def _check_fps(v: object, key: str, path: str) -> float:
+    """``v`` as a frame rate, as the deployment loader and ``--fps`` take it (a finite number, 0 < v <= 10000),
+    else a :class:`~dvpipe.errors.ConfigError` naming the file and ``key``."""
+    from ..deploy._validate import MAX_FPS, _number_problem
+    from ..errors import ConfigError
+
+    problem = _number_problem(v, minimum=0, exclusive_min=True, maximum=MAX_FPS)
+    if problem is not None:
+        raise ConfigError(f"{problem} (frames per second, 0 < fps <= {MAX_FPS:g})", f"{path}: {key}")
+    return float(v)  # type: ignore[arg-type]
+
+
+def _check_source_rates(data: dict, path: str) -> None:
+    """Every ``fps`` a source of the deployment states (``source.fps``, ``cameras[i].source.fps``) is a frame rate."""
+    src = data.get("source")
+    if isinstance(src, dict) and src.get("fps") is not None:
+        _check_fps(src["fps"], "source.fps", path)
+    cams = data.get("cameras")
+    for i, cam in enumerate(cams if isinstance(cams, list) else []):
+        csrc = cam.get("source") if isinstance(cam, dict) else None
+        if isinstance(csrc, dict) and csrc.get("fps") is not None:
+            _check_fps(csrc["fps"], f"cameras[{i}].source.fps", path)
+
+
+def _image_timestamps(src: dict) -> str:
+    """Where an image sequence's capture times come from, by the deployment loader's rule
+    (``dvpipe/deploy/sources/images.py``, ``ImageSequence.validate``): ``timestamps:`` if given, else
+    ``sidecar`` when a ``sidecar:`` key is given, ``fps`` when an ``fps:`` key is given, else ``filename``."""
+    return str(src.get("timestamps") or ("sidecar" if "sidecar" in src else "fps" if "fps" in src else "filename"))
+
+
+#: the frame rate of ``timestamps: fps`` without ``fps:`` (``ImageOptions.fps``'s default in the loader)
+IMAGES_DEFAULT_FPS = 10.0
+
+
+def _median_rate(times: list[int]) -> Optional[float]:
+    """Frames per second of the median interval of capture times (ns), or None without two distinct times."""
     import statistics
+
+    times = sorted(times)
+    gaps = [b - a for a, b in zip(times, times[1:]) if b > a]
+    return 1e9 / statistics.median(gaps) if gaps else None
+
+
+def _sidecar_rate(src: dict, path: str) -> tuple[Optional[float], str]:
+    """The rate of the capture times a sidecar file gives the first camera (its files where the deployment's
+    folders are here, else every time the file lists), read as the loader reads it (``images._read_sidecar``)."""
+    import os
+    from pathlib import Path
+
+    from ..deploy.sources.images import _read_sidecar, _to_ns
+    from ..errors import ConfigError
+
+    import yaml
+
+    from ..deploy.sources.base import SourceError
+
+    if src.get("sidecar") is None:
+        return None, "timestamps: sidecar names no sidecar file"
+    _src, files = _image_folders(path)
+    first = next(iter(files), None)
+    name = str(src.get("sidecar"))
+    if "{camera}" in name:
+        if first is None:
+            return None, "the sidecar is per camera and the camera folders are not here"
+        name = name.replace("{camera}", first)
+    side = name if os.path.isabs(name) else os.path.join(os.path.dirname(os.path.abspath(path)), name)
+    unit = str(src.get("unit", "auto"))
+    try:
+        table = _read_sidecar(side)
+        mine = files.get(first, []) if first is not None else []
+        if isinstance(table, list):  # one time per line, for the files in name order
+            raw = table[:len(mine)] if mine else table
+            times = [t if isinstance(t, int) else _to_ns(t, unit) for t in raw]
+        else:
+            picked = [table.get(Path(f).name, table.get(Path(f).stem)) for f in mine]
+            raw = [t for t in picked if t is not None] if mine else list(table.values())
+            times = [_to_ns(t, unit) for t in raw]
+    except OSError as e:
+        return None, f"the sidecar {side} cannot be read here ({e.strerror or e})"
+    except (SourceError, yaml.YAMLError, ValueError, TypeError, KeyError) as e:  # a sidecar the loader refuses as well
+        raise ConfigError(f"cannot read its capture times: {str(e).splitlines()[0]}", f"{path}: source.sidecar") from None
+    rate = _median_rate(times)
+    if rate is None:
+        return None, f"the sidecar {side} gives no capture interval"
+    return rate, f"capture times in the sidecar {os.path.basename(side)}" + (f" for {first}" if mine else "") \
+        + " (median interval)"
+
+
+def rate_from_deployment(path: str) -> tuple[Optional[float], str]:
+    """The cameras' frame rate a deployment states through its default ``source``, with the loader's rules for an
+    image sequence (:func:`_image_timestamps`): ``timestamps: fps`` its ``fps`` (default 10), ``sidecar`` the
+    median interval of the sidecar's times, ``filename`` that of the first camera's file names; any other source
+    its ``fps``. ``(None, why)`` when it states none. A ``fps`` that is not a frame rate (``source.fps``,
+    ``cameras[i].source.fps``) is a :class:`~dvpipe.errors.ConfigError`, as in the loader."""
+    import re
     from pathlib import Path
 
     from ..types import read_yaml
 
     data = read_yaml(path)
+    if isinstance(data, dict):
+        _check_source_rates(data, path)
     src = data.get("source") if isinstance(data, dict) else None
     if not isinstance(src, dict):
         return None, "the deployment has no source"
-    if src.get("fps"):
-        return float(src["fps"]), "source.fps"
-    if src.get("timestamps", "filename") != "filename":
+    if src.get("type") != "images":
+        if src.get("fps") is not None:
+            return float(src["fps"]), "source.fps"
+        return None, "the source states no frame rate"
+    mode = _image_timestamps(src)
+    if mode == "fps":
+        if src.get("fps") is not None:
+            return float(src["fps"]), "source.fps"
+        return IMAGES_DEFAULT_FPS, f"timestamps: fps without fps: (the image source's default, {IMAGES_DEFAULT_FPS:g})"
+    if mode == "sidecar":
+        return _sidecar_rate(src, path)
+    if mode != "filename":
         return None, "the source states no frame rate"
     from ..deploy.sources.images import _to_ns
 
@@ -70,9 +172,8 @@ def rate_from_deployment(path: str) -> tuple[Optional[float], str]:
     if not files:
         return None, "the source states no frame rate"
     first = next(iter(files))
-    times = sorted(_to_ns(re.findall(r"\d+", Path(f).stem)[-1], str(src.get("unit", "auto")))
-                   for f in files[first] if re.findall(r"\d+", Path(f).stem))
-    gaps = [b - a for a, b in zip(times, times[1:]) if b > a]
-    if not gaps:
+    rate = _median_rate([_to_ns(re.findall(r"\d+", Path(f).stem)[-1], str(src.get("unit", "auto")))
+                         for f in files[first] if re.findall(r"\d+", Path(f).stem)])
+    if rate is None:
         return None, "the source's file names give no capture interval"
-    return 1e9 / statistics.median(gaps), f"capture times of {first}'s files (median interval)"
+    return rate, f"capture times of {first}'s files (median interval)"

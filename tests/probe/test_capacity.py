@@ -236,6 +236,74 @@ def test_cli_rate_from_the_sample_capture_times(capsys):
     assert "not measured on hardware" in out
 
 
+def _image_deployment(tmp, source: str, files=("0000000000.jpg", "0000000001.jpg", "0000000002.jpg",
+                                                "0000000003.jpg"), extra: str = "") -> Path:
+    """A deployment of the sample rig whose six cameras have the folders frames/{camera} of ``files`` (copies of
+    a sample frame), with the default ``source:`` mapping ``source`` (YAML flow keys after type and uri)."""
+    import shutil
+
+    frame = sorted((ROOT / "samples" / "frames" / "CAM_FRONT").glob("*.jpg"))[0]
+    for cam in ("CAM_FRONT", "CAM_FRONT_RIGHT", "CAM_FRONT_LEFT", "CAM_BACK", "CAM_BACK_LEFT", "CAM_BACK_RIGHT"):
+        (tmp / "frames" / cam).mkdir(parents=True)
+        for f in files:
+            shutil.copy(frame, tmp / "frames" / cam / f)
+    dep = tmp / "dep.yaml"
+    dep.write_text(f"name: t\nrig: {ROOT / 'samples' / 'rig.yaml'}\npipeline: {{profile: bevformer-tiny, backends: auto}}\n"
+                   f"source: {{type: images, uri: 'frames/{{camera}}'{', ' + source if source else ''}}}\n{extra}",
+                   encoding="utf-8")
+    return dep
+
+
+@pytest.mark.parametrize("fps,why", [
+    ("-5", "must be > 0, got -5"), ("0", "must be > 0, got 0"), ("abc", "expected a number, got 'abc'"),
+    ("20000", "must be <= 10000, got 20000"), (".nan", "expected a finite number"), ("true", "expected a number"),
+])
+def test_cli_source_fps_is_checked_like_the_loader(capsys, tmp_path, fps, why):
+    """source.fps is a frame rate as the loader (dvpipe/deploy/sources/_options.py: 0 < fps <= MAX_FPS = 10000)
+    and --fps (0 < fps <= 10000) take it; anything else is one configuration error naming the key, exit 2,
+    never a forecast (fps -5 gave negative loads and 'verdict: fits')."""
+    dep = _image_deployment(tmp_path, f"fps: {fps}")
+    rc, out, err = run_cli(capsys, str(dep), "--capacity", "--soc", "Ascend310P3", "--cann", "8.5.0", "--no-cpu")
+    assert rc == 2 and "verdict" not in out
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and "please report" not in err
+    assert "source.fps: " in err and why in err
+
+
+def test_cli_camera_source_fps_is_checked(capsys, tmp_path):
+    extra = "cameras:\n  - {name: CAM_BACK, source: {type: images, uri: 'frames/CAM_BACK', fps: -1}}\n"
+    dep = _image_deployment(tmp_path, "", extra=extra)
+    rc, _out, err = run_cli(capsys, str(dep), "--capacity", "--soc", "Ascend310P3", "--cann", "8.5.0", "--no-cpu")
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "cameras[0].source.fps: must be > 0, got -1" in err
+
+
+SIDECAR_YAML = "".join(f"000000000{k}.jpg: 1700000000{k}00000000\n" for k in range(4))   # ns, 0.1 s apart
+SIDECAR_TXT = "".join(f"2011-09-26 13:02:25.{k}64389445\n" for k in range(4))          # KITTI raw, 0.1 s apart
+
+
+@pytest.mark.parametrize("name,text", [("times.yaml", SIDECAR_YAML), ("timestamps.txt", SIDECAR_TXT)])
+def test_cli_rate_from_a_sidecar_as_the_loader_infers_it(capsys, tmp_path, name, text):
+    """KITTI-style frames named by index (0000000000.jpg ...) with ``sidecar:`` and no ``timestamps:``: the loader
+    (images.py, ImageSequence.validate) times them by the sidecar; its times are 0.1 s apart: 10 fps (the file
+    names, read as seconds, would give 1 fps)."""
+    dep = _image_deployment(tmp_path, f"sidecar: {name}")
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    rc, out, err = run_cli(capsys, str(dep), "--capacity", "--soc", "Ascend310P3", "--cann", "8.5.0", "--no-cpu",
+                           "--json")
+    assert rc == 0, err
+    cap = json.loads(out)["capacity"]
+    assert cap["fps"]["CAM_FRONT"] == pytest.approx(10.0, rel=1e-6) and "sidecar" in cap["fps_source"]
+
+
+def test_cli_rate_of_timestamps_fps_without_fps_is_the_loaders_default(capsys, tmp_path):
+    """images.py: ``fps = 10.0 if options.fps is None and timestamps == "fps"`` (ImageOptions: 'default 10')."""
+    dep = _image_deployment(tmp_path, "timestamps: fps")
+    rc, out, err = run_cli(capsys, str(dep), "--capacity", "--soc", "Ascend310P3", "--cann", "8.5.0", "--no-cpu",
+                           "--json")
+    assert rc == 0, err
+    assert json.loads(out)["capacity"]["fps"]["CAM_FRONT"] == pytest.approx(10.0)
+
+
 def test_cli_capacity_arguments(capsys):
     rc, out, err = run_cli(capsys, "--camera", "C=1600x900:jpeg420", "--soc", "Ascend310", "--cann", "6.0.1",
                            "--fps", "10")
