@@ -28,12 +28,14 @@ def main(args: argparse.Namespace) -> int:
     from ..deploy import load_deployment
     from ..deploy.bench import compare_backends, format_deviation
     from ..deploy.config import parse_backends
-    from ..latency.report import format_comparison
+    from ..latency.report import check_percentiles, format_comparison
     from ..probe.environment import detect_target
     from ..target import Target
 
     if args.frames <= 0 or args.reference_sets < 0:
         raise ConfigError("--frames must be positive and --reference-sets non-negative")
+    pct = tuple(p.strip() for p in args.percentiles.split(",") if p.strip())
+    check_percentiles(pct)  # before the plans run, not after
     dep = load_deployment(args.deployment)
     if args.soc or args.cann:
         if not (args.soc and args.cann):
@@ -54,7 +56,6 @@ def main(args: argparse.Namespace) -> int:
         print(f"\n{r.label}:")
         print("\n".join("  " + line for line in str(r.plan).splitlines()))
     print()
-    pct = tuple(p.strip() for p in args.percentiles.split(",") if p.strip())
     print(format_comparison({r.label: r.stats for r in runs}, percentiles=pct, title="latency per step"))
     if any("dvpp-sim" in b for b in backends):
         print("note: dvpp-sim times are the software DVPP device's (a CPU emulation), not DVPP hardware; its rows "

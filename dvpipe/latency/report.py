@@ -226,16 +226,24 @@ def to_json(stats: StatsView, *, per_camera: bool = True) -> dict[str, Any]:
     }
 
 
+#: the columns :func:`format_comparison` shows per run
+COMPARISON_COLUMNS = ("p50", "p90", "p99", "max", "mean", "min")
+
+
+def check_percentiles(percentiles: Sequence[str]) -> None:
+    """:class:`~dvpipe.ConfigError` for a column that is not one of :data:`COMPARISON_COLUMNS`."""
+    for p in percentiles:
+        if p not in COMPARISON_COLUMNS:
+            raise ConfigError(f"Invalid percentile ({p!r}). Supported values are {', '.join(COMPARISON_COLUMNS)}.")
+
+
 def format_comparison(runs: Mapping[str, StatsView], *, percentiles: Sequence[str] = ("p50", "p99"),
                       window: bool = False, title: str | None = None) -> str:
     """Side-by-side table of several runs (e.g. one per backend plan): one row per step and end to end.
 
     ``percentiles`` are Summary fields without the ``_ns`` suffix ("p50", "p90", "p99", "max", "mean").
     """
-    allowed = ("p50", "p90", "p99", "max", "mean", "min")
-    for p in percentiles:
-        if p not in allowed:
-            raise ConfigError(f"Invalid percentile ({p!r}). Supported values are {', '.join(allowed)}.")
+    check_percentiles(percentiles)
     names: dict[str, None] = {}
     for st in runs.values():
         for n in st.step_names:

@@ -50,3 +50,12 @@ def test_bench_checks_every_backend_name_before_running_any(tmp_path, capsys):
     assert rc == 2
     assert "--backends[2]: unknown backend 'dvp-sim'" in captured.err
     assert "latency per step" not in captured.out  # nothing was benchmarked first
+
+
+def test_bench_checks_the_percentile_columns_before_running_any(tmp_path, capsys):
+    path = _write(tmp_path)
+    rc = cli_main(["bench", path, "--backends", "cpu", "--frames", "2", "--percentiles", "p50,p77"])
+    captured = capsys.readouterr()
+    assert rc == 2
+    assert "Invalid percentile ('p77')" in captured.err
+    assert "deployment " not in captured.out and "[" not in captured.err  # no plan ran, no progress line
