@@ -64,8 +64,8 @@ def set_columns(results: Sequence, shape: tuple, dtype) -> dict[str, Any]:
             valid[i] = r.valid
             drops.append([None if ok else str(m.get("drop_reason", "dropped")) for ok, m in zip(r.valid, r.metas)])
             metas.append(encode_metas(r.metas))
-        else:
-            drops.append([None] * shape[0])
+        else:  # no camera has an image: each one's reason is the set's
+            drops.append([f"the frame set failed: {r.error}"] * shape[0])
             metas.append("[]")
         errors.append(r.error)
     return pa.table({
