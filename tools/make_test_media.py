@@ -374,19 +374,23 @@ def _ue(v: int) -> str:
     return f"{v + 1:b}".rjust(2 * (v + 1).bit_length() - 1, "0")
 
 
-def _to_nal(header: int, bits: str) -> bytes:
-    """An Annex B NAL unit from RBSP bits (stop bit and alignment added; emulation prevention, 7.4.1)."""
-    bits += "1"
-    bits += "0" * (-len(bits) % 8)
+def annexb_nal(header: int, rbsp: bytes) -> bytes:
+    """An Annex B NAL unit: start code, header byte, the RBSP with emulation prevention (H.264 7.4.1)."""
     out, zeros = bytearray(), 0
-    for i in range(0, len(bits), 8):
-        byte = int(bits[i:i + 8], 2)
+    for byte in rbsp:
         if zeros >= 2 and byte <= 3:
             out.append(3)
             zeros = 0
         out.append(byte)
         zeros = zeros + 1 if byte == 0 else 0
     return b"\x00\x00\x00\x01" + bytes([header]) + bytes(out)
+
+
+def _to_nal(header: int, bits: str) -> bytes:
+    """An Annex B NAL unit from RBSP bits (stop bit and alignment added)."""
+    bits += "1"
+    bits += "0" * (-len(bits) % 8)
+    return annexb_nal(header, bytes(int(bits[i:i + 8], 2) for i in range(0, len(bits), 8)))
 
 
 def _unescape(payload: bytes) -> bytes:

@@ -9,18 +9,11 @@ from dvpipe.deploy.sources.video import ElementaryStream
 from dvpipe.video import VideoPacket
 
 from .test_h265_damage import _BitWriter
+from .test_structures import media
 
 
 def _nal(header: int, w: _BitWriter) -> bytes:
-    """An Annex B NAL unit: start code, header byte, the RBSP with emulation prevention (7.4.1)."""
-    out, zeros = bytearray(), 0
-    for byte in w.rbsp():
-        if zeros >= 2 and byte <= 3:
-            out.append(3)
-            zeros = 0
-        out.append(byte)
-        zeros = zeros + 1 if byte == 0 else 0
-    return b"\x00\x00\x00\x01" + bytes([header]) + bytes(out)
+    return media.annexb_nal(header, w.rbsp())
 
 
 def _se(w: _BitWriter, v: int) -> None:
