@@ -118,11 +118,59 @@ def test_310_vdec_total_and_channels_by_hand():
     assert "VDEC channels (33 used, at most 32" in render(too_many)
 
 
+VDEC_0479 = "https://www.hiascend.com/document/detail/en/canncommercial/850/API/appdevgapi/aclpythondevg_01_0479.html"
+
+
+def test_310p_vdec_by_hand():
+    """CANN 8.5.0 aclpythondevg_01_0479, "Table 1 Performance specifications of the Atlas inference products":
+    n-channel 1080p (1 <= n <= 12) n * 240fps, (n > 12) 2880 FPS; 4K n * 60fps, (n > 12) 720 FPS.
+    16 x 1080p H.264 cameras at 30 fps: min(16 x 240, 2880) = 2880 of which 480 used (16.7%); per camera
+    min(2880 / 16 = 180, 240 / 1) = 180 fps; at 30 fps floor(2880 / 30) = 96 cameras; one channel 1000 / 240 ms."""
+    fc = forecast(_cams(16, "VDEC", P1080, 30.0), Target("Ascend310P3", "8.5.0"))
+    u = fc.units[0]
+    assert u.figure is not None and u.figure.source == VDEC_0479 and u.why_unknown is None
+    assert u.reference == "1080p" and (u.per_channel_fps, u.max_total_fps) == (240, 2880)
+    assert u.capacity_fps == 2880 and u.load_fps == pytest.approx(480.0) and u.utilisation == pytest.approx(480 / 2880)
+    assert u.max_fps_per_camera == pytest.approx(180.0) and u.max_cameras == 96
+    assert u.step_ms["C0"] == pytest.approx(1000 / 240) and fc.fits is True
+    assert "300V" in u.figure.note                                   # the card with the lower figures is named
+    four_k = forecast(_cams(13, "VDEC", 3840 * 2160, 1.0), Target("Ascend310P3", "8.5.0")).units[0]
+    assert four_k.reference == "4k" and four_k.capacity_fps == 720  # n > 12: 720 FPS
+
+
+def test_310b_vdec_by_hand():
+    """Same page, "Table 2 Performance specifications of the Atlas 200I/500 A2 inference products": n-channel 1080p
+    (1 <= n <= 4) n * 300fps, (n > 4) 1200 (printed "n x 1200", 1200 on aclcppdevg_03_0687); 720p n * 600fps, (n > 4)
+    2400 FPS. 6 x 1080p at 30 fps: min(6 x 300, 1200) = 1200, 180 used (15%); per camera 1200 / 6 = 200 fps."""
+    fc = forecast(_cams(6, "VDEC", P1080, 30.0), Target("Ascend310B1", "8.5.0"))
+    u = fc.units[0]
+    assert u.figure is not None and u.figure.source == VDEC_0479
+    assert u.capacity_fps == 1200 and u.utilisation == pytest.approx(180 / 1200)
+    assert u.max_fps_per_camera == pytest.approx(200.0) and u.step_ms["C0"] == pytest.approx(1000 / 300)
+    small = forecast(_cams(5, "VDEC", 1280 * 720, 10.0), Target("Ascend310B1", "8.5.0")).units[0]
+    assert small.reference == "720p" and small.capacity_fps == 2400   # min(5 x 600, 2400)
+    # JPEGD and VPC on the 310B stay unknown (their 8.5.0 tables have no product headings)
+    jpegd = forecast(_cams(1, "JPEGD", P1080, 10.0), Target("Ascend310B1", "8.5.0")).units[0]
+    assert jpegd.figure is None and "product headings" in jpegd.why_unknown
+
+
+def test_no_unit_is_both_documented_and_open():
+    """A (family, unit) pair with a figure has no 'open' reason left in capacity.yaml."""
+    from dvpipe.knowledge.socs import families
+
+    for fam in families():
+        for unit in ("JPEGD", "VPC", "VDEC", "AIPP"):
+            if capacity.throughput_figure(fam.key, unit) is not None:
+                assert not any(unit in d["units"] and fam.key in capacity._families(d["families"])
+                               for d in capacity._data()["open"]), (fam.key, unit)
+
+
 def test_a2_vdec_saturates_on_channels_without_a_throughput_figure():
-    """Atlas A2 (Ascend910B3): no attributable throughput page, but hi_mpi VDEC at most 32 channels (0707)."""
+    """Atlas A2 (Ascend910B3): no attributable throughput page (the 8.5.0 VDEC page's third table has its
+    heading cut after "Atlas A2 training"), but hi_mpi VDEC at most 32 channels (0707)."""
     fc = forecast(_cams(40, "VDEC", P1080, 30.0), Target("Ascend910B3", "8.5.0"))
     u = fc.units[0]
-    assert u.figure is None and u.utilisation is None and "product headings" in u.why_unknown
+    assert u.figure is None and u.utilisation is None and "heading is cut" in u.why_unknown
     limits = {lim["id"]: lim for lim in u.limits}
     assert limits["channels.himpi.vdec.a2_a3"]["ok"] is False and limits["channels.himpi.vdec.a2_a3"]["used"] == 40
     assert limits["channels.himpi.jpegd_vdec.a2_a3"]["ok"] is True      # 40 of the shared 256
