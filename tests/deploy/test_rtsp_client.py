@@ -1026,6 +1026,40 @@ def test_a_new_nonce_is_answered_once_more():
     listener.close()
 
 
+def test_a_keepalive_refused_for_a_stale_nonce_is_sent_again_with_the_new_one():
+    """While streaming, the server answers the keep-alive (OPTIONS) 401 with a new nonce (RFC 2617 3.2.1,
+    ``stale=TRUE``): the keep-alive goes again at once, its Digest response computed with the new nonce as
+    RFC 2617 3.2.2 computes it; the same challenge once more is not answered again (a loop)."""
+    import hashlib
+
+    md5 = lambda t: hashlib.md5(t.encode()).hexdigest()
+    a, b = socket.socketpair()
+    url = "rtsp://u:pw@127.0.0.1:1/x"
+    conn = RtspConnection(url)
+    conn._sock = b
+    conn._depacketiser = RtpDepacketiser("h264", 96)
+    conn._auth = {"scheme": "digest", "realm": "r", "nonce": "n1", "opaque": None, "qop": None, "nc": 0}
+    b.setblocking(False)
+    conn.receive()  # the first keep-alive, with the old nonce
+    refused = b'RTSP/1.0 401 Unauthorized\r\nCSeq: 5\r\nWWW-Authenticate: Digest realm="r", nonce="n2", stale=TRUE\r\n\r\n'
+    p = h264_stream()[0]
+    a.send(refused + b"$\x00" + struct.pack(">H", len(p)) + p)
+    time.sleep(0.01)
+    conn.receive()
+    a.send(refused)
+    time.sleep(0.01)
+    conn.receive()
+    time.sleep(0.01)
+    sent = a.recv(65536).decode("latin-1").split("\r\n\r\n")
+    requests = [r for r in sent if r.startswith("OPTIONS")]
+    assert len(requests) == 2, requests
+    text = conn._url.text
+    want = md5(f"{md5('u:r:pw')}:n2:{md5('OPTIONS:' + text)}")
+    assert 'nonce="n1"' in requests[0] and f'nonce="n2"' in requests[1] and f'response="{want}"' in requests[1]
+    a.close()
+    conn.close()
+
+
 def test_udp_setup_opens_the_way_for_the_stream_before_play():
     """As FFmpeg's client (ff_rtp_send_punch_packets): after SETUP, before PLAY, an RTP header (version 2,
     12 bytes) from the client's RTP port to the server's RTP port, and an RTCP receiver report (packet

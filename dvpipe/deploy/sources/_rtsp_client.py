@@ -42,7 +42,8 @@ MTAP, FU-B), H.265 with DONL fields (``sprop-max-don-diff`` > 0, or not a number
 and 64/65 (with restart markers), whose frames are damaged.
 
 Authentication: of the challenges a 401 answer offers (every ``WWW-Authenticate`` header), Digest with
-MD5 before Basic; a later 401 with a new challenge (a new nonce: ``stale=TRUE``) is answered once more.
+MD5 before Basic; a later 401 with a new challenge (a new nonce: ``stale=TRUE``) is answered once more,
+to a request of the handshake and to a keep-alive (OPTIONS) while streaming.
 """
 from __future__ import annotations
 
@@ -431,13 +432,30 @@ class RtspConnection:
         """The answer to a request; a 401 with a challenge not answered yet (the first, or a new nonce:
         RFC 2617 3.2.1's ``stale``) is answered once with the credentials."""
         reply = self._exchange(method, url, headers)
-        if reply.status == 401 and self._url.user is not None:
-            auth = self._challenge(reply.challenges)
-            if auth is not None and (self._auth is None or auth["scheme"] != self._auth["scheme"]
-                                     or auth.get("nonce") != self._auth.get("nonce")):
-                self._auth = auth
-                reply = self._exchange(method, url, headers)
+        if reply.status == 401 and self._new_challenge(reply.challenges):
+            reply = self._exchange(method, url, headers)
         return reply
+
+    def _new_challenge(self, headers: list[str]) -> bool:
+        """Take the challenge of a 401's WWW-Authenticate ``headers`` when it is one not answered yet (the
+        first, or a new nonce); False when there is none to answer (or no credentials)."""
+        if self._url.user is None:
+            return False
+        auth = self._challenge(headers)
+        if auth is None or (self._auth is not None and auth["scheme"] == self._auth["scheme"]
+                            and auth.get("nonce") == self._auth.get("nonce")):
+            return False
+        self._auth = auth
+        return True
+
+    def _refused_keepalive(self, head: bytes) -> None:
+        """An answer read between the RTP frames (``head``: status line and headers): a 401 to a keep-alive
+        with a new challenge (RFC 2617 3.2.1: the nonce went stale) gets the keep-alive again, answered."""
+        lines = head.decode("latin-1").split("\r\n")
+        status = lines[0].split(" ", 2)
+        if len(status) > 1 and status[1] == "401" and self._new_challenge(
+                [line.split(":", 1)[1].strip() for line in lines[1:] if line.lower().startswith("www-authenticate:")]):
+            self._send_nowait(self._request_bytes("OPTIONS", self._url.text, {}))
 
     def _challenge(self, headers: list[str]) -> Optional[dict]:
         """The challenge of WWW-Authenticate headers to answer: Digest (MD5, qop auth or none) before
@@ -643,6 +661,8 @@ class RtspConnection:
                 length = int(m.group(1)) if m else 0
                 if end + 4 + length > n:
                     break
+                if buf[pos:pos + 9] == b"RTSP/1.0 ":
+                    self._refused_keepalive(bytes(buf[pos:end]))
                 pos = end + 4 + length
             else:  # not a frame boundary: skip to the next '$'
                 nxt = buf.find(b"$", pos + 1)
