@@ -125,6 +125,9 @@ class Pipeline:
             raise ConfigError(str(e)) from None
         self._metas = [profile_metas(profile, cp.metas_camera, cp.img_aug, cp.prepad_size, cp.out_size, stages=stages)
                        for cp in self.plan.cameras]
+        for m, cp in zip(self._metas, self.plan.cameras):
+            if cp.metas_camera is not cp.camera:  # an Undistort re-projected the image: a sample's own
+                m["undistort_k"] = np.array(cp.intrinsics)  # calibration (mmdet3d metas) starts from K
         self._buffers = [self._allocate() for _ in range(output_buffers)]
         self._device = getattr(self.plan.cameras[0].steps[-1].stages[-1], "device", None)
         self._device_buffers: dict[int, Any] = {}

@@ -259,17 +259,20 @@ def _recalibrate(meta: dict, per_cam: Sequence[Mapping], cameras: Sequence[str],
             l2c.append(np.array(m.get("lidar2cam", np.eye(4)), dtype=np.float64))
             c2i.append(np.array(m.get("cam2img", np.eye(4)), dtype=np.float64))
             continue
-        K, L = np.asarray(c["intrinsics"], dtype=np.float64), np.asarray(c["lidar2cam"], dtype=np.float64)
+        # the image's camera matrix: the sample's K, or K' when the plan undistorted the image (with the
+        # rig's calibration: the pixels are K''s whatever the sample says)
+        K = np.asarray(m["undistort_k"] if "undistort_k" in m else c["intrinsics"], dtype=np.float64)
+        L = np.asarray(c["lidar2cam"], dtype=np.float64)
         # BEVDet keeps the camera matrices unaugmented (post_rot / post_tran carry the augmentation)
         aug = np.eye(3) if "post_rot" in m else np.asarray(m.get("img_aug", np.eye(3)), dtype=np.float64)
         l2i.append(geometry.lidar2img(K, L, aug))
         l2c.append(L.copy())
         c2i.append(geometry.cam2img(K, aug))
     meta["lidar2img"], meta["lidar2cam"], meta["cam2img"] = l2i, l2c, c2i
-    if "intrinsics" in meta:  # PETR's 4x4 (augmented), BEVDet's 3x3 (not)
+    if "intrinsics" in meta:  # PETR's 4x4 (augmented), BEVDet's 3x3 (not): cam2img's, or its K unaugmented
         meta["intrinsics"] = [np.array(m["intrinsics"], dtype=np.float64) if n not in calib
-                              else x.copy() if np.shape(m["intrinsics"]) == (4, 4)
-                              else np.asarray(calib[n]["intrinsics"], float) for x, m, n in zip(c2i, per_cam, cameras)]
+                              else x.copy() if np.shape(m["intrinsics"]) == (4, 4) else x[:3, :3].copy()
+                              for x, m, n in zip(c2i, per_cam, cameras)]
 
 
 def _copy(v):

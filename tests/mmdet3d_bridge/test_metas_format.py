@@ -346,3 +346,35 @@ def test_a_rig_in_another_order_than_the_info_file_is_refused_naming_both(tmp_pa
     (meta,) = dv.Pipeline.from_profile("bevformer-tiny", single, metas_format="mmdet3d", pose=src).process(
         {"CAM_BACK": frames["CAM_BACK"]}).metas
     assert meta["filename"] == [infos[0]["cams"]["CAM_BACK"]["data_path"]]
+
+
+def test_per_sample_calibration_after_undistort_projects_where_opencv_puts_the_point():
+    """A sample's own calibration (an info file's ``cameras``) is recomputed through the plan's image
+    transform; after an Undistort the image is K''s, not the lens's K. Reference: OpenCV -- a lidar point
+    projected through the lens (cv2.projectPoints with K and the distortion), undistorted to K'
+    (cv2.undistortPoints with P = K'), then scaled by the resize as the published pipelines scale their camera
+    matrices (BEVFormer's RandomScaleImageMultiViewImage: ``diag(s, s, 1, 1) @ lidar2img``)."""
+    import cv2
+
+    w, h = 320, 240
+    K = np.array([[200.0, 0.0, 160.5], [0.0, 198.0, 121.0], [0.0, 0.0, 1.0]])
+    coeffs = [-0.28, 0.09, 0.0009, -0.0006, -0.012]
+    L = np.eye(4)
+    L[:3, 3] = [0.3, -0.2, 0.1]
+    rig = dv.Rig.from_dict({"cameras": [{"name": "cam", "width": w, "height": h, "encoding": "raw", "intrinsics": K.tolist(),
+                                         "distortion": {"model": "pinhole", "coeffs": coeffs}, "lidar2cam": L.tolist()}]})
+    pose = lambda t, s: {"translation": (0, 0, 0), "rotation": (1, 0, 0, 0),  # noqa: E731
+                         "cameras": {"cam": {"intrinsics": K, "lidar2cam": L, "filename": "x"}}}
+    pipe = dv.Pipeline(rig, [dv.Decode(), dv.Undistort(alpha=0.0), dv.Resize(size=(120, 160))], "cpu")
+    k_new = pipe.plan.cameras[0].intrinsics
+    pipe.set_metas_format("mmdet3d", pose=pose)
+    m = pipe.process({"cam": np.zeros((h, w, 3), np.uint8)}).metas[0]
+    point = np.array([1.0, 0.5, 5.0])  # lidar frame, 5 m ahead
+    cam_pt = (L @ np.append(point, 1.0))[:3]
+    lens, _ = cv2.projectPoints(cam_pt.reshape(1, 1, 3), np.zeros(3), np.zeros(3), K, np.array(coeffs))
+    undist = cv2.undistortPoints(lens, K, np.array(coeffs), P=k_new).reshape(2)
+    want = undist * 0.5  # 320x240 -> 160x120
+    p = np.asarray(m["lidar2img"][0]) @ np.append(point, 1.0)
+    assert np.allclose(p[:2] / p[2], want, atol=1e-3), (p[:2] / p[2], want)
+    c = np.asarray(m["cam2img"][0]) @ np.append(cam_pt, 1.0)
+    assert np.allclose(c[:2] / c[2], want, atol=1e-3)
