@@ -91,14 +91,18 @@ def apply_to_intrinsics(K: np.ndarray, img_aug: np.ndarray) -> np.ndarray:
 
 
 def cam2img(K: np.ndarray, img_aug: np.ndarray) -> np.ndarray:
-    """4x4 camera-to-image matrix of the transformed image (K' in the top-left of eye(4))."""
+    """4x4 camera-to-image matrix of the transformed image: ``img_aug @ K`` in the top rows of eye(4). ``K``
+    is 3x3, or a 3x4 projection ``[K | t]`` (:attr:`dvpipe.Camera.projection`), whose offset column the
+    pixel map transforms too."""
+    K = np.asarray(K, dtype=np.float64)
     out = np.eye(4)
-    out[:3, :3] = apply_to_intrinsics(K, img_aug)
+    out[:3, :K.shape[1]] = apply_to_intrinsics(K, img_aug)
     return out
 
 
 def lidar2img(K: np.ndarray, lidar2cam: np.ndarray, img_aug: np.ndarray) -> np.ndarray:
-    """4x4 ``cam2img(K, img_aug) @ lidar2cam``: homogeneous lidar point -> ``(u*d, v*d, d, 1)``."""
+    """4x4 ``cam2img(K, img_aug) @ lidar2cam``: homogeneous lidar point -> ``(u*d, v*d, d, 1)`` (``K`` 3x3 or
+    a 3x4 projection)."""
     return cam2img(K, img_aug) @ np.asarray(lidar2cam, dtype=np.float64)
 
 

@@ -127,9 +127,12 @@ class CameraPlan:
         """The camera as the batch's image sees it: ``intrinsics`` K' after an ``Undistort`` (no distortion
         left), else the rig's camera. Profiles build ``cam2img`` / ``lidar2img`` from it and ``img_aug``."""
         k = self.intrinsics
-        if k is None or k is self.camera.intrinsics or np.array_equal(k, self.camera.intrinsics):
-            return self.camera
-        return dataclasses.replace(self.camera, intrinsics=k, distortion=None)
+        cam = self.camera
+        if k is None or k is cam.intrinsics or np.array_equal(k, cam.intrinsics):
+            return cam
+        # P = K [I | b] with the offset t = K b: the re-projected camera keeps b, t' = K' K^-1 t
+        offset = k @ np.linalg.solve(cam.intrinsics, cam.projection_offset)
+        return dataclasses.replace(cam, intrinsics=k, distortion=None, projection_offset=offset)
 
     @property
     def route(self) -> str:

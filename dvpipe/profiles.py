@@ -128,7 +128,7 @@ def _petr_metas(p: "Profile", camera: Camera, img_aug: np.ndarray, metas: dict) 
 def _bevdet_metas(p: "Profile", camera: Camera, img_aug: np.ndarray, metas: dict) -> None:
     rot, tran = geometry.post_rot_tran(img_aug)
     metas["post_rot"], metas["post_tran"] = rot, tran
-    metas["cam2img"] = geometry.cam2img(camera.intrinsics, np.eye(3))
+    metas["cam2img"] = geometry.cam2img(camera.projection, np.eye(3))
     metas["lidar2img"] = camera.lidar2img
     metas["intrinsics"] = np.array(camera.intrinsics)
 
@@ -258,8 +258,8 @@ def generic_metas(camera: Camera, img_aug: np.ndarray, prepad_size: tuple[int, i
     ``CameraPlan.metas_camera`` (K' after an ``Undistort``, :mod:`dvpipe.geometry`)."""
     return {
         "camera": camera.name,
-        "lidar2img": geometry.lidar2img(camera.intrinsics, camera.lidar2cam, img_aug),
-        "cam2img": geometry.cam2img(camera.intrinsics, img_aug),
+        "lidar2img": geometry.lidar2img(camera.projection, camera.lidar2cam, img_aug),
+        "cam2img": geometry.cam2img(camera.projection, img_aug),
         "lidar2cam": np.array(camera.lidar2cam),
         "img_aug": np.array(img_aug),
         "img_shape": (*out_size, 3),

@@ -214,6 +214,10 @@ class Camera:
         lidar2cam: 4x4 rigid transform, ``p_cam = lidar2cam @ [x, y, z, 1]`` (metres).
         distortion: the lens's :class:`Distortion` (``None``: an ideal pinhole, or images already
             undistorted); the ``Undistort`` stage reads it.
+        projection_offset: the fourth column ``t`` of the camera's 3x4 projection ``[K | t]`` (pixels
+            times depth; zero for a projection that is K alone). A rectified stereo camera's projection
+            holds its baseline there (KITTI's P2: ``[44.857, 0.216, 0.00275]``); rig files give it as
+            ``cam2img`` (3x4 or 4x4, mmdet3d's name). ``cam2img`` and ``lidar2img`` include it.
         extra: other keys from the rig file, kept verbatim (``cam2ego``, ``lidar2img``...). The frame
             keys :data:`FRAME_KEYS` (``image``: a file next to the rig file; ``capture_time_ns``) are
             checked by :meth:`Rig.from_dict` and used by deployments: a camera the deployment gives no
@@ -229,6 +233,7 @@ class Camera:
     lidar2cam: np.ndarray = field(default_factory=lambda: np.eye(4))
     extra: Mapping[str, Any] = field(default_factory=dict)
     distortion: "Distortion | None" = None
+    projection_offset: np.ndarray = field(default_factory=lambda: np.zeros(3))
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -244,6 +249,9 @@ class Camera:
             raise ConfigError(f"unknown encoding {short_repr(self.encoding)}; allowed: {', '.join(ENCODINGS)}", f"{path}.encoding")
         object.__setattr__(self, "intrinsics", _matrix(self.intrinsics, (3, 3), f"{path}.intrinsics"))
         object.__setattr__(self, "lidar2cam", _matrix(self.lidar2cam, (4, 4), f"{path}.lidar2cam"))
+        offset = _matrix(np.reshape(np.asarray(self.projection_offset, dtype=object), (1, -1)), (1, 3),
+                         f"{path}.projection_offset")
+        object.__setattr__(self, "projection_offset", offset.reshape(3))
         try:
             object.__setattr__(self, "distortion", Distortion.parse(self.distortion))
         except ConfigError as e:
@@ -251,15 +259,60 @@ class Camera:
             raise ConfigError(sub + e.message, f"{path}.distortion") from None
 
     @property
+    def projection(self) -> np.ndarray:
+        """3x4 ``[K | projection_offset]``: a camera-frame point ``(x, y, z, 1)`` -> ``(u*d, v*d, d)``."""
+        return np.hstack([self.intrinsics, self.projection_offset.reshape(3, 1)])
+
+    @property
     def lidar2img(self) -> np.ndarray:
-        """4x4 ``K4 @ lidar2cam`` for the camera's native image (K4: K in the top-left of eye(4))."""
-        k4 = np.eye(4)
-        k4[:3, :3] = self.intrinsics
-        return k4 @ self.lidar2cam
+        """4x4 ``P4 @ lidar2cam`` for the camera's native image (P4: :attr:`projection` in the top rows of
+        eye(4); K4 when the offset is zero)."""
+        p4 = np.eye(4)
+        p4[:3, :] = self.projection
+        return p4 @ self.lidar2cam
 
     def __repr__(self) -> str:
         return f"Camera({self.name!r}, {self.width}x{self.height}, {self.encoding})"
 
+
+
+def _projection(item: Mapping[str, Any], where: str) -> tuple[Any, Any]:
+    """``(intrinsics, projection offset)`` of a rig camera: ``intrinsics`` (3x3) and/or ``cam2img`` (a 3x4 or
+    4x4 projection ``[K | t]``, mmdet3d's name); given both, K must be the projection's left 3x3."""
+    if "cam2img" not in item:
+        return item.get("intrinsics", np.eye(3)), np.zeros(3)
+    raw = item["cam2img"]
+    try:
+        rows = np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ConfigError(f"expected a 3x4 or 4x4 projection matrix, got {short_repr(raw)}", f"{where}.cam2img") from None
+    if rows.shape == (4, 4):
+        if not np.allclose(rows[3], [0, 0, 0, 1]):
+            raise ConfigError(f"a 4x4 projection's last row must be [0, 0, 0, 1], got {rows[3].tolist()}", f"{where}.cam2img")
+        rows = rows[:3]
+    P = _matrix(rows, (3, 4), f"{where}.cam2img")
+    if "intrinsics" in item:
+        K = _matrix(item["intrinsics"], (3, 3), f"{where}.intrinsics")
+        if not np.allclose(K, P[:, :3], rtol=1e-9, atol=1e-9):
+            raise ConfigError(f"the projection's left 3x3 {P[:, :3].tolist()} differs from intrinsics {K.tolist()}; "
+                              "give one of them, or the same K in both", f"{where}.cam2img")
+    return P[:, :3], P[:, 3]
+
+
+def _check_lidar2img(cam: Camera, item: Mapping[str, Any], where: str) -> None:
+    """A rig camera's own ``lidar2img`` must be the one dvpipe derives (``P4 @ lidar2cam``): a projection
+    with an offset given only there (KITTI's P2 as ``intrinsics`` alone) would be lost silently."""
+    if "lidar2img" not in item:
+        return
+    try:
+        given = np.asarray(item["lidar2img"], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ConfigError(f"expected a 4x4 matrix, got {short_repr(item['lidar2img'])}", f"{where}.lidar2img") from None
+    derived = cam.lidar2img
+    if given.shape != (4, 4) or not np.allclose(given, derived, rtol=1e-6, atol=1e-6 * max(1.0, np.abs(derived).max())):
+        raise ConfigError("differs from the projection and lidar2cam given (lidar2img = P4 @ lidar2cam); a projection "
+                          "with an offset (a rectified stereo camera's baseline, KITTI's P2) goes in cam2img "
+                          "(3x4 or 4x4)", f"{where}.lidar2img")
 
 
 #: Limits on the YAML dvpipe reads (rig files, deployments): far above any real file, far below harm.
@@ -434,6 +487,11 @@ class Rig:
         Every problem is reported at once, each with its key path. Camera names must be safe path
         components here (see :func:`camera_name_problem`): rig files feed deployments, which
         substitute them into ``{camera}`` URIs and output names.
+
+        A camera's projection is ``intrinsics`` (3x3 K) or ``cam2img`` (3x4 or 4x4 ``[K | t]``: a
+        rectified stereo camera's, KITTI's P2, whose offset ``t`` holds the baseline); a ``lidar2img``
+        the file also gives must be ``P4 @ lidar2cam`` (a projection whose offset is only there is refused,
+        not lost).
         """
         prefix = f"{path}." if path else ""
         if not isinstance(data, Mapping) or "cameras" not in data:
@@ -441,7 +499,7 @@ class Rig:
         items = data["cameras"]
         if not isinstance(items, Sequence) or isinstance(items, (str, bytes)):
             raise ConfigError(f"expected a list of cameras, got {type(items).__name__}", f"{prefix}cameras")
-        known = {"name", "width", "height", "encoding", "intrinsics", "lidar2cam", "distortion"}
+        known = {"name", "width", "height", "encoding", "intrinsics", "lidar2cam", "distortion", "cam2img"}
         cams, errors = [], []
         for i, item in enumerate(items):  # frame keys (a scene file as a rig): checked here, used by deployments
             if isinstance(item, Mapping):
@@ -467,14 +525,17 @@ class Rig:
                 errors.append(f"{where}.name: {name_problem}")
                 continue
             try:
+                intrinsics, offset = _projection(item, where)
                 cam = Camera(
                     name=item["name"], width=item["width"], height=item["height"],
                     encoding=item.get("encoding", "jpeg"),
-                    intrinsics=item.get("intrinsics", np.eye(3)),
+                    intrinsics=intrinsics,
                     lidar2cam=item.get("lidar2cam", np.eye(4)),
                     extra={k: v for k, v in item.items() if k not in known},
                     distortion=item.get("distortion"),
+                    projection_offset=offset,
                 )
+                _check_lidar2img(cam, item, where)
                 cams.append(cam)
             except ConfigError as e:
                 field_name = e.path.rsplit(".", 1)[1] if e.path and "." in e.path else ""

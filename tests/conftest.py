@@ -117,6 +117,13 @@ def nuscenes_dir():
 
 
 @pytest.fixture(scope="session")
+def kitti_dir():
+    if not (KITTI / "rig.yaml").exists():
+        pytest.skip(f"real KITTI sample not present at {KITTI}")
+    return KITTI
+
+
+@pytest.fixture(scope="session")
 def samples_dir():
     if not (SAMPLES / "rig.yaml").exists():
         pytest.skip("samples/ not generated (python tools/make_samples.py)")

@@ -155,3 +155,56 @@ def test_nuscenes_box_centres_through_profile(nuscenes_dir, profile):
         meta = pipe._metas[i]
         uv, _ = geometry.project(meta["lidar2img"], p_lidar)
         assert np.abs(geometry.apply(pipe.plan.cameras[i].img_aug, c2d) - uv).max() < tol("box_centre_2d").atol
+
+
+def _kitti_rig_dict(kitti_dir) -> dict:
+    """The sample's rig with its projection under mmdet3d's key (the file calls it ``cam2img_4x4``)."""
+    import yaml
+
+    d = yaml.safe_load((kitti_dir / "rig.yaml").read_text())
+    for c in d["cameras"]:
+        c["cam2img"] = c.pop("cam2img_4x4")
+    return d
+
+
+def test_a_projection_with_an_offset_goes_into_cam2img_and_lidar2img():
+    """A rectified stereo camera's projection P = [K | t] (KITTI's P2 holds its baseline in t): hand-computed
+    u = (fx x + cx z + tx) / (z + tz) of a camera-frame point, then BEVFormer's diag(s, s, 1, 1) scaling."""
+    K = [[721.5377, 0.0, 609.5593], [0.0, 721.5377, 172.854], [0.0, 0.0, 1.0]]
+    t = [44.85728, 0.2163791, 0.002745884]
+    P = [row + [ti] for row, ti in zip(K, t)]
+    rig = dv.Rig.from_dict({"cameras": [{"name": "CAM2", "width": 1242, "height": 375, "encoding": "raw",
+                                         "cam2img": P}]})
+    pipe = dv.Pipeline(rig, [dv.Decode(), dv.Resize(scale=0.5, geometry="nominal")], "cpu")
+    m = pipe._metas[0]
+    x, y, z = -2.7, 0.94, 3.68
+    want = np.array([(721.5377 * x + 609.5593 * z + 44.85728) / (z + 0.002745884),
+                     (721.5377 * y + 172.854 * z + 0.2163791) / (z + 0.002745884)]) * 0.5
+    for key in ("cam2img", "lidar2img"):  # lidar2cam is the identity here
+        p = np.asarray(m[key]) @ [x, y, z, 1.0]
+        assert np.allclose(p[:2] / p[2], want, atol=1e-9), key
+    # given both, intrinsics must be the projection's K; a lidar2img that is not P4 @ lidar2cam is refused
+    with pytest.raises(dv.ConfigError, match=r"cameras\[0\].cam2img: the projection's left 3x3"):
+        dv.Rig.from_dict({"cameras": [{"name": "C", "width": 8, "height": 8, "cam2img": P, "intrinsics": np.eye(3).tolist()}]})
+    with pytest.raises(dv.ConfigError, match=r"cameras\[0\].lidar2img: differs .* goes in cam2img"):
+        dv.Rig.from_dict({"cameras": [{"name": "C", "width": 8, "height": 8, "intrinsics": K,
+                                       "lidar2img": np.r_[np.c_[np.array(K), t], [[0, 0, 0, 1]]].tolist()}]})
+
+
+def test_kitti_box_centres_project_through_p2_with_its_baseline(kitti_dir):
+    """The sample's annotated center_2d (mmdet3d's projection of each 3D box centre through P2) against
+    dvpipe's cam2img and lidar2img of the rig, through a half-size resize (BEVFormer's diag(s, s, 1, 1))."""
+    rig = dv.Rig.from_dict(_kitti_rig_dict(kitti_dir))
+    cam = rig.cameras[0]
+    ann = json.loads((kitti_dir / "annotations.json").read_text())["instances"]
+    pipe = dv.Pipeline(rig, [dv.Decode(), dv.Resize(scale=0.5, geometry="nominal")], "cpu")
+    m = pipe._metas[0]
+    for box in ann:
+        x, y, z, _l, h, _w, _ry = box["bbox_3d_cam"]
+        centre = np.array([x, y - h / 2, z, 1.0])  # mmdet3d's camera boxes: (x, y, z) is the bottom centre
+        c = np.asarray(m["cam2img"]) @ centre
+        lidar_pt = np.linalg.inv(cam.lidar2cam) @ centre
+        p = np.asarray(m["lidar2img"]) @ lidar_pt
+        want = np.array(box["center_2d"]) * 0.5
+        assert np.abs(c[:2] / c[2] - want).max() < tol("box_centre_2d").atol
+        assert np.abs(p[:2] / p[2] - want).max() < tol("box_centre_2d").atol
