@@ -200,6 +200,13 @@ class InfoFile:
             for c in smp["cameras"].values():
                 self._by_time.setdefault(c["timestamp_ns"], k)
         self._sample_ns = np.array([smp["timestamp_ns"] for smp in self.samples], dtype=np.int64)
+        # a looped replay (run.loop) shifts each pass of a camera by its span plus its first frame interval
+        # (dvpipe.deploy.sources.wrappers.Looped): per camera (first capture, that pass length) in ns
+        self._passes: list[tuple[int, int]] = []
+        for name in self.samples[0]["cameras"] if self.samples else ():
+            t = sorted(smp["cameras"][name]["timestamp_ns"] for smp in self.samples if name in smp["cameras"])
+            gap = (t[1] - t[0]) if len(t) > 1 and t[1] > t[0] else (t[-1] - t[0]) or 100_000_000
+            self._passes.append((t[0], t[-1] - t[0] + gap))
         #: a capture time that is no camera's own is matched to the nearest sample within this (ms)
         self.tolerance_ms = 100.0
 
@@ -275,15 +282,22 @@ class InfoFile:
 
     def sample_index(self, timestamp_ns: Optional[int], seq: Optional[int] = None) -> int:
         """The sample of a frame set: the one holding a camera image captured at ``timestamp_ns``
-        (epoch ns), else the sample nearest in time within :attr:`tolerance_ms`; without a capture
-        time, sample ``seq`` (the order of :meth:`frame_sets`)."""
+        (epoch ns) -- in a later pass of a looped replay (``run.loop``), at that time less the passes
+        before -- else the sample nearest in time within :attr:`tolerance_ms`; without a capture time,
+        sample ``seq`` (the order of :meth:`frame_sets`)."""
         if timestamp_ns is None:
             if seq is None or not 0 <= seq < len(self.samples):
                 raise ConfigError(f"{self.path}: no sample {seq!r} (frame sets from InfoFile.frame_sets carry it)")
             return seq
-        k = self._by_time.get(int(timestamp_ns))
+        t = int(timestamp_ns)
+        k = self._by_time.get(t)
         if k is not None:
             return k
+        for first, length in self._passes:  # a later pass of a looped replay: the same sample as in the first
+            if t >= first + length:
+                k = self._by_time.get(first + (t - first) % length)
+                if k is not None:
+                    return k
         i = int(np.argmin(np.abs(self._sample_ns - int(timestamp_ns))))
         if abs(int(self._sample_ns[i]) - int(timestamp_ns)) > self.tolerance_ms * 1e6:
             raise ConfigError(f"{self.path}: no sample within {self.tolerance_ms:g} ms of capture time "

@@ -380,3 +380,18 @@ def test_undistort_with_an_info_file_source_is_refused_not_silently_wrong(tmp_pa
     with pytest.raises(DeploymentError) as e:
         load_deployment(dep)
     assert "pipeline.stages: undistort with an info-file source" in str(e.value)
+
+
+def test_a_looped_replay_finds_each_frame_sets_sample_again(tmp_path):
+    """``run.loop`` (also what ``dvpipe run --frames N`` turns on) replays the file at later capture times:
+    every pass's frame sets still get their samples' poses, in the file's sample order (read from the file)."""
+    from dvpipe.deploy.sources.infos import deployment_poses
+
+    path, data = _write_pkl(tmp_path)
+    tokens = [info["token"] for info in data["infos"]]
+    dep = _deployment(path)
+    dep["run"] = {"loop": True, "frames": 3 * len(tokens)}
+    with Runner(load_deployment(dep), write_outputs=False) as runner:
+        poses = deployment_poses(runner.dep)
+        got = [poses(rb.frame_set.time_ns)["token"] for rb in runner.batches()]
+    assert got == tokens * 3
