@@ -7,7 +7,11 @@ from the file names, a sidecar file, or a frame rate.
 * ``timestamps: sidecar``: a YAML or JSON mapping ``file name -> time``, a CSV with rows
   ``file name, time`` (header optional), or a ``.txt`` with one time per line for the files in name
   order (KITTI raw ``timestamps.txt``: ``2011-09-26 13:02:25.964389445``, UTC); numeric times in
-  ``unit`` (auto as above).
+  ``unit`` (auto as above). A time is a number (its decimal digits converted exactly:
+  ``1317042145.964389445`` s is that many ns, not a binary float's neighbour) or a date-time (UTC
+  unless it names a zone; every fraction digit up to the ns kept), in any of the forms. The loader
+  reads the sidecar: a value that is no time is one problem line at the source's ``sidecar`` key,
+  naming the file and the value.
 * ``timestamps: fps``: frame k is captured at ``start_ns + k / fps``.
 * ``timestamps: rig`` (set by the deployment loader, not written by users): one image named by a
   single-sample rig file's ``image:``, captured at its ``capture_time_ns`` (option ``capture_epoch_ns``).
@@ -29,8 +33,11 @@ import json
 import os
 import re
 from dataclasses import dataclass, replace
+from decimal import ROUND_HALF_EVEN, Context, Decimal
 from pathlib import Path
-from typing import Literal, Optional, Sequence
+from typing import Any, Literal, Mapping, Optional, Sequence
+
+import yaml
 
 from ...codecs import DEFAULT_MAX_PIXELS, max_file_bytes
 from ...latency import now_ns
@@ -46,47 +53,130 @@ _EXTS = (".jpg", ".jpeg", ".png")
 _UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
 
-def _to_ns(value: str | int | float, unit: str) -> int:
-    if unit == "auto":
-        digits = len(str(int(float(value))))
-        unit = "ns" if digits >= 18 else "us" if digits >= 15 else "ms" if digits >= 12 else "s"
-    if isinstance(value, str):
-        value = float(value) if any(c in value for c in ".eE") else int(value)
-    return int(round(value * _UNIT_NS[unit])) if isinstance(value, float) else int(value) * _UNIT_NS[unit]
+_SCALE = {"ns": 0, "us": 3, "ms": 6, "s": 9}  # powers of ten to ns
+_EXACT = Context(prec=100)  # wider than any number _to_ns takes (64 characters): exact
+_NUMBER_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
+_DATETIME_RE = re.compile(r"([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})(?:[Tt]|[ \t]+)([0-9]{1,2}):([0-9]{2}):([0-9]{2})"
+                          r"(?:\.([0-9]*))?[ \t]*(?:([Zz])|([+-])([0-9]{1,2})(?::?([0-9]{2}))?)?")
+_NS_LIMIT = Decimal(1 << 63)  # a capture time (epoch ns) fits an int64
 
 
 def _datetime_ns(text: str) -> int:
-    """``2011-09-26 13:02:25.964389445`` (KITTI raw timestamps.txt, UTC) -> epoch ns."""
+    """``2011-09-26 13:02:25.964389445`` (KITTI raw timestamps.txt; UTC unless a zone ``Z`` / ``+02:00``
+    follows) -> epoch ns, every digit of the fraction up to the ns kept (further ones cut).
+
+    Raises:
+        ValueError: not such a date-time.
+    """
     import datetime as dt
 
-    date, _, frac = text.strip().partition(".")
-    t = dt.datetime.strptime(date.replace("T", " "), "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.timezone.utc)
-    return int(t.timestamp()) * 1_000_000_000 + int((frac + "000000000")[:9] or 0)
+    m = _DATETIME_RE.fullmatch(text.strip())
+    if m is None:
+        raise ValueError(f"expected a date-time YYYY-MM-DD HH:MM:SS[.fraction] (UTC), got {_show(text)}")
+    y, mo, d, h, mi, sec, frac, _z, sign, zh, zm = m.groups()
+    try:
+        t = dt.datetime(int(y), int(mo), int(d), int(h), int(mi), int(sec), tzinfo=dt.timezone.utc)
+    except ValueError as e:
+        raise ValueError(f"{_show(text)} is not a date-time: {e}") from None
+    zone_s = (int(zh) * 3600 + int(zm or 0) * 60) * (1 if sign == "+" else -1) if sign else 0
+    return (int(t.timestamp()) - zone_s) * 1_000_000_000 + int(((frac or "") + "000000000")[:9])
 
 
-def _read_sidecar(path: str):
-    """A mapping file name -> time, or (``.txt``) a list of times in file-name order."""
-    text = Path(path).read_text(encoding="utf-8")
+def _to_ns(value: Any, unit: str) -> int:
+    """A capture time in epoch ns from a number in ``unit`` (``auto``: ns / us / ms / s by the digits of its
+    integer part, 19 / 16 / 13 / 10 as epoch times have now) or its decimal text (``"1317042145.964389445"``:
+    converted exactly, as written, never through a binary float; rounded to the ns), a date-time's text
+    (:func:`_datetime_ns`) or a ``datetime`` (UTC when it names no zone). A float (a number some loader
+    read) is taken as its shortest decimal text.
+
+    Raises:
+        ValueError: not a time (one line: what was expected, the value).
+    """
+    import datetime as dt
+
+    if isinstance(value, dt.datetime):
+        t = value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
+        delta = t - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"expected a number or a date-time, got {_show(value)}")
+    if isinstance(value, int):
+        d = Decimal(value)
+    else:
+        text = repr(value) if isinstance(value, float) else value.strip()
+        if isinstance(value, str) and "-" in text[1:10] and ":" in text:
+            return _datetime_ns(text)
+        if len(text) > 64 or not _NUMBER_RE.fullmatch(text):
+            raise ValueError(f"expected a number (in {'ns, us, ms or s' if unit == 'auto' else unit}) or a date-time, "
+                             f"got {_show(value)}")
+        d = Decimal(text)
+    if unit == "auto":
+        digits = d.adjusted() + 1 if d else 1
+        unit = "ns" if digits >= 18 else "us" if digits >= 15 else "ms" if digits >= 12 else "s"
+    ns = d.scaleb(_SCALE[unit], context=_EXACT).to_integral_value(rounding=ROUND_HALF_EVEN, context=_EXACT)
+    if not -_NS_LIMIT < ns < _NS_LIMIT:
+        raise ValueError(f"{_show(value)} ({unit}) is out of range: a capture time in ns fits 64 bits")
+    return int(ns)
+
+
+class _TextFloatLoader(yaml.SafeLoader):
+    """YAML's safe loader, but a float or a date-time stays its text: :func:`_to_ns` converts it exactly
+    (PyYAML's float is binary, its date-time keeps microseconds)."""
+
+
+def _as_text(loader: yaml.SafeLoader, node: yaml.Node) -> str:
+    return str(loader.construct_scalar(node)).replace("_", "")
+
+
+_TextFloatLoader.add_constructor("tag:yaml.org,2002:float", _as_text)
+_TextFloatLoader.add_constructor("tag:yaml.org,2002:timestamp", _as_text)
+
+
+def _read_sidecar(path: str) -> list[str] | dict[str, Any]:
+    """A mapping file name -> time, or (``.txt``) a list of times, one per line (line i: frame i), as
+    written (text, or a YAML / JSON integer): :func:`_sidecar_ns` converts each."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SourceError(f"cannot read the sidecar {path}: {getattr(e, 'strerror', None) or e}") from None
     if path.lower().endswith(".txt"):
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
-        return [_datetime_ns(ln) if "-" in ln[:10] else ln for ln in lines]
+        return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     if path.lower().endswith((".yaml", ".yml", ".json")):
-        import yaml
-
-        data = json.loads(text) if path.lower().endswith(".json") else yaml.safe_load(text)
+        try:
+            data = (json.loads(text, parse_float=str) if path.lower().endswith(".json")
+                    else yaml.load(text, Loader=_TextFloatLoader))  # noqa: S506 - a safe loader
+        except (ValueError, yaml.YAMLError) as e:
+            raise SourceError(f"sidecar {path}: not valid {'JSON' if path.lower().endswith('.json') else 'YAML'}: "
+                              + " ".join(str(e).split())[:200]) from None
         if isinstance(data, dict):
             return {str(k): v for k, v in data.items()}
-        raise SourceError(f"sidecar {path}: expected a mapping file name -> time")
+        raise SourceError(f"sidecar {path}: expected a mapping file name -> time, got {type(data).__name__}")
     rows = [r for r in csv.reader(text.splitlines()) if r and not r[0].startswith("#")]
     out = {}
-    for r in rows:
+    for i, r in enumerate(rows):
         if len(r) < 2:
-            raise SourceError(f"sidecar {path}: expected rows 'file name, time', got {r!r}")
+            raise SourceError(f"sidecar {path}: expected rows 'file name, time', got {_show(r)}")
         name, t = r[0].strip(), r[1].strip()
-        if not re.match(r"^-?[\d.eE+]+$", t):
+        if i == 0 and not _is_time(t):
             continue  # a header row
         out[name] = t
     return out
+
+
+def _is_time(value: Any) -> bool:
+    try:
+        _to_ns(value, "auto")
+    except ValueError:
+        return False
+    return True
+
+
+def _sidecar_ns(value: Any, unit: str, sidecar: str, file: str) -> int:
+    """One sidecar time in epoch ns; a :class:`SourceError` naming the sidecar, the file and the value."""
+    try:
+        return _to_ns(value, unit)
+    except ValueError as e:
+        raise SourceError(f"sidecar {sidecar}: the time of {os.path.basename(file)}: {e}") from None
 
 
 def scan_images(uri: str, pattern: Optional[str] = None) -> list[str]:
@@ -208,6 +298,49 @@ def too_large_reason(path: str, size: int, cap: int) -> str:
             "default 8 x decode.max_pixels + 16 MiB); not read")
 
 
+def stamp_files(files: Sequence[str], o: Mapping[str, Any]) -> list[tuple[int, str]]:
+    """``(capture time in epoch ns, path)`` of each of ``files`` (in name order) by the options ``o`` of
+    an ``images`` source (``timestamps``, ``unit``, ``sidecar``, ``fps``, ``start_ns``, ``capture_epoch_ns``),
+    in capture order.
+
+    Raises:
+        SourceError: a time cannot be read (one line: the file, the sidecar, the value).
+    """
+    mode, unit = o.get("timestamps", "filename"), o.get("unit", "auto")
+    stamped: list[tuple[int, str]] = []
+    if mode == "filename":
+        for f in files:
+            digits = re.findall(r"\d+", Path(f).stem)
+            if not digits:
+                raise SourceError(f"{f}: no digits in the file name to read a capture time from "
+                                  "(use timestamps: sidecar or fps)")
+            try:
+                stamped.append((_to_ns(digits[-1], unit), f))
+            except ValueError as e:
+                raise SourceError(f"{f}: the capture time in the file name: {e}") from None
+    elif mode == "sidecar":
+        side = o["sidecar"]
+        table = _read_sidecar(side)
+        if isinstance(table, list):  # one time per line, matched to the files in name order
+            if len(table) < len(files):
+                raise SourceError(f"sidecar {side} lists {len(table)} times for {len(files)} images")
+            stamped = [(_sidecar_ns(t, unit, side, f), f) for t, f in zip(table, files)]
+        else:
+            for f in files:
+                t = table.get(Path(f).name, table.get(Path(f).stem))
+                if t is None:
+                    raise SourceError(f"{f}: not listed in the sidecar {side}")
+                stamped.append((_sidecar_ns(t, unit, side, f), f))
+    elif mode == "rig":
+        stamped = [(int(o.get("capture_epoch_ns") or 0), f) for f in files[:1]]
+    else:
+        start = o.get("start_ns") or 0
+        period = 1e9 / o.get("fps", 10.0)
+        stamped = [(start + int(round(k * period)), f) for k, f in enumerate(files)]
+    stamped.sort()
+    return stamped
+
+
 @register_source("images")
 class ImageSequence(StampedFiles):
     """Image sequence (JPEG/PNG): capture times from the file names, a sidecar file or ``start_ns + k / fps``."""
@@ -241,6 +374,14 @@ class ImageSequence(StampedFiles):
         if timestamps == "sidecar" and options.sidecar is None:
             ctx.err("sidecar", "required when timestamps: sidecar (a YAML/JSON/CSV file: image name -> time, "
                                "or a .txt)")
+        elif timestamps == "sidecar" and uri is not None and ctx.ok:  # the run would fail opening the camera
+            try:
+                stamp_files(scan_images(uri, pattern), {"timestamps": "sidecar", "unit": options.unit,
+                                                        "sidecar": options.sidecar})
+            except SourceError as e:
+                ctx.err("sidecar", e.reason)
+            except (OSError, ValueError):
+                pass  # the folder cannot be listed: the run says so (probe_images did above, with probe)
         fps = 10.0 if options.fps is None and timestamps == "fps" else options.fps
         max_bytes = options.max_file_bytes or ctx.max_bytes or None
         if ctx.encoding not in ("jpeg", "png"):
@@ -277,35 +418,7 @@ class ImageSequence(StampedFiles):
         if not files:
             matching = f" matching {o['pattern']}" if o.get("pattern") else ""
             raise SourceError(f"no images in {self.cfg.uri}{matching}")
-        mode, unit = o.get("timestamps", "filename"), o.get("unit", "auto")
-        stamped: list[tuple[int, str]] = []
-        if mode == "filename":
-            for f in files:
-                digits = re.findall(r"\d+", Path(f).stem)
-                if not digits:
-                    raise SourceError(f"{f}: no digits in the file name to read a capture time from "
-                                      "(use timestamps: sidecar or fps)")
-                stamped.append((_to_ns(digits[-1], unit), f))
-        elif mode == "sidecar":
-            table = _read_sidecar(o["sidecar"])
-            if isinstance(table, list):  # one time per line, matched to the files in name order
-                if len(table) < len(files):
-                    raise SourceError(f"sidecar {o['sidecar']} lists {len(table)} times for {len(files)} images")
-                stamped = [(t if isinstance(t, int) else _to_ns(t, unit), f) for t, f in zip(table, files)]
-            else:
-                for f in files:
-                    t = table.get(Path(f).name, table.get(Path(f).stem))
-                    if t is None:
-                        raise SourceError(f"{f}: not listed in the sidecar {o['sidecar']}")
-                    stamped.append((_to_ns(t, unit), f))
-        elif mode == "rig":
-            stamped = [(int(o.get("capture_epoch_ns") or 0), f) for f in files[:1]]
-        else:
-            start = o.get("start_ns") or 0
-            period = 1e9 / o.get("fps", 10.0)
-            stamped = [(start + int(round(k * period)), f) for k, f in enumerate(files)]
-        stamped.sort()
-        self._files = stamped
+        self._files = stamp_files(files, o)
         self._next = 0
 
     @property

@@ -1,0 +1,118 @@
+"""Image sequences' capture times: sidecar values (exact decimals, date-times, bad values), file names
+with decimal seconds, the order of numbered files, KITTI raw ``timestamps.txt`` with a frame missing.
+
+Expected times are computed by hand: 2011-09-26 13:02:25 UTC is 1317042145 s since the epoch and
+2023-11-14 22:13:20 UTC is 1700000000 s (``date -u -d '2011-09-26 13:02:25' +%s``)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import yaml
+
+from dvpipe import Camera
+from dvpipe.deploy.config import SourceConfig
+from dvpipe.deploy.sources import SourceError
+from dvpipe.deploy.sources.images import ImageSequence
+
+T_KITTI = 1317042145  # 2011-09-26 13:02:25 UTC
+T_1700 = 1700000000  # 2023-11-14 22:13:20 UTC
+
+
+def _write(folder: Path, names, ext: str = ".jpg", size: tuple[int, int] = (64, 96)) -> None:
+    """Black images, ``size`` (height, width) pixels: tiny_rig's cameras are 96x64."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = cv2.imencode(ext, np.zeros((*size, 3), np.uint8))[1].tobytes()
+    for n in names:
+        (folder / n).write_bytes(data)
+
+
+def _stamps(folder: Path, encoding: str = "jpeg", **options) -> list[tuple[str, int]]:
+    src = ImageSequence(Camera("C", width=96, height=64, encoding=encoding), SourceConfig("images", str(folder), options))
+    src.open()
+    return [(Path(p).name, t) for t, p in src.stamped_files()]
+
+
+def _deployment(root: Path, source: dict) -> Path:
+    from dvpipe.testing.deployments import tiny_rig
+
+    dep = {"rig": tiny_rig(1), "pipeline": {"profile": "bevformer-tiny", "backends": ["cpu"]}, "source": source}
+    (root / "dep.yaml").write_text(yaml.safe_dump(dep))
+    return root / "dep.yaml"
+
+
+# -- sidecar values --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["csv", "txt", "yaml", "json"])
+def test_numeric_sidecar_times_with_a_fraction_are_exact(tmp_path, kind):
+    """Seconds with 9 fraction digits (KITTI, ROS) are the ns written, not a binary float's neighbour
+    (1317042145.964389445 s through a double is ...389632 ns)."""
+    _write(tmp_path / "img", ["a.jpg", "b.jpg"])
+    a, b = f"{T_KITTI}.964389445", f"{T_1700}.000000001"
+    side = tmp_path / f"t.{kind}"
+    if kind == "csv":
+        side.write_text(f"file,time_s\na.jpg,{a}\nb.jpg,{b}\n")
+    elif kind == "txt":
+        side.write_text(f"{a}\n{b}\n")
+    elif kind == "yaml":
+        side.write_text(f"a.jpg: {a}\nb.jpg: {b}\n")  # plain YAML floats
+    else:
+        side.write_text(f'{{"a.jpg": {a}, "b.jpg": {b}}}')  # JSON numbers
+    assert _stamps(tmp_path / "img", timestamps="sidecar", sidecar=str(side)) == [
+        ("a.jpg", 1317042145_964389445), ("b.jpg", 1700000000_000000001)]
+
+
+def test_microsecond_sidecar_times_with_a_fraction_are_exact(tmp_path):
+    _write(tmp_path / "img", ["a.jpg"])
+    (tmp_path / "t.csv").write_text("a.jpg,1532402927612460.5\n")  # us, half a us
+    assert _stamps(tmp_path / "img", timestamps="sidecar", sidecar=str(tmp_path / "t.csv")) == [
+        ("a.jpg", 1532402927612460500)]
+
+
+def test_yaml_sidecar_date_times_keep_every_ns_digit(tmp_path):
+    """A YAML sidecar may write date-times, as the .txt form does (KITTI raw); PyYAML's own date-time
+    keeps microseconds only, the file says ns."""
+    _write(tmp_path / "img", ["a.jpg", "b.jpg", "c.jpg"])
+    (tmp_path / "t.yaml").write_text("a.jpg: 2011-09-26 13:02:25.964389445\n"
+                                     "b.jpg: 2011-09-26T13:02:26.068528219Z\n"
+                                     "c.jpg: 2011-09-26 15:02:26.5 +02:00\n")
+    assert _stamps(tmp_path / "img", timestamps="sidecar", sidecar=str(tmp_path / "t.yaml")) == [
+        ("a.jpg", T_KITTI * 10**9 + 964389445), ("b.jpg", (T_KITTI + 1) * 10**9 + 68528219),
+        ("c.jpg", (T_KITTI + 1) * 10**9 + 500_000_000)]
+
+
+@pytest.mark.parametrize("name, text, value", [
+    ("t.json", json.dumps({"a.jpg": "1700000000.0s", "b.jpg": 1700000000.1}), "'1700000000.0s'"),
+    ("t.yaml", "a.jpg: soon\nb.jpg: 1700000000.1\n", "'soon'"),
+    ("t.yaml", "a.jpg: [1, 2]\nb.jpg: 1700000000.1\n", "[1, 2]"),
+    ("t.csv", "file,t\na.jpg,n/a\nb.jpg,1700000000.1\n", "'n/a'"),
+    ("t.yaml", "a.jpg: 2011-02-30 13:02:25\nb.jpg: 1700000000.1\n", "'2011-02-30 13:02:25'"),
+])
+def test_a_bad_sidecar_value_is_one_line_at_the_sidecar_key(tmp_path, name, text, value):
+    """Validation reads the sidecar (`dvpipe validate` fails, at `source.sidecar`, naming the sidecar,
+    the file and the value); a source opened anyway raises a SourceError, not a TypeError/ValueError."""
+    from dvpipe.deploy import DeploymentError, load_deployment
+
+    _write(tmp_path / "frames", ["a.jpg", "b.jpg"])
+    (tmp_path / name).write_text(text)
+    with pytest.raises(DeploymentError) as e:
+        load_deployment(_deployment(tmp_path, {"type": "images", "uri": "frames", "sidecar": name}))
+    (line,) = [ln for ln in str(e.value).splitlines() if "source.sidecar" in ln]
+    assert line.strip().startswith("source.sidecar: ")
+    assert str(tmp_path / name) in line and "a.jpg" in line and value in line
+    with pytest.raises(SourceError) as opened:
+        _stamps(tmp_path / "frames", timestamps="sidecar", sidecar=str(tmp_path / name))
+    assert "\n" not in str(opened.value) and "a.jpg" in str(opened.value) and value in str(opened.value)
+
+
+def test_validate_cli_fails_on_a_bad_sidecar_value(tmp_path, capsys):
+    from dvpipe.cli import main as cli_main
+
+    _write(tmp_path / "frames", ["a.jpg", "b.jpg"])
+    (tmp_path / "t.json").write_text(json.dumps({"a.jpg": "1700000000.0s", "b.jpg": "1700000000.1s"}))
+    assert cli_main(["validate", "--no-plan", str(_deployment(tmp_path, {"type": "images", "uri": "frames",
+                                                                          "sidecar": "t.json"}))]) == 1
+    out = capsys.readouterr()
+    assert "source.sidecar:" in out.out + out.err and "Traceback" not in out.out + out.err
