@@ -116,3 +116,16 @@ def test_validate_cli_fails_on_a_bad_sidecar_value(tmp_path, capsys):
                                                                           "sidecar": "t.json"}))]) == 1
     out = capsys.readouterr()
     assert "source.sidecar:" in out.out + out.err and "Traceback" not in out.out + out.err
+
+
+# -- file names ------------------------------------------------------------------------------------------
+def test_file_names_with_decimal_seconds_are_the_seconds_and_their_fraction(tmp_path):
+    """ROS / bag extractors name frames ``<seconds>.<fraction>.jpg``: the time is the whole number
+    (exactly: 9 fraction digits are ns), and the frames keep their order."""
+    _write(tmp_path, ["1700000000.900000.jpg", "1700000001.000000.jpg", "1700000001.100000.jpg",
+                      "cam0_1700000001.123456789.jpg"])
+    assert _stamps(tmp_path) == [
+        ("1700000000.900000.jpg", T_1700 * 10**9 + 900_000_000),
+        ("1700000001.000000.jpg", (T_1700 + 1) * 10**9),
+        ("1700000001.100000.jpg", (T_1700 + 1) * 10**9 + 100_000_000),
+        ("cam0_1700000001.123456789.jpg", (T_1700 + 1) * 10**9 + 123_456_789)]

@@ -4,6 +4,8 @@ from the file names, a sidecar file, or a frame rate.
 * ``timestamps: filename`` (default): the last run of digits in the file name is the capture time
   (``1700000000008081000.jpg``, ``n015-...__CAM_FRONT__1532402927612460.jpg``); ``unit: auto``
   guesses ns / us / ms / s from the number of digits (19 / 16 / 13 / 10, as epoch times have now).
+  A name that ends in a decimal number (``1700000001.100000.jpg``, as ROS bag extractors write
+  seconds) is that number, fraction included, converted exactly.
 * ``timestamps: sidecar``: a YAML or JSON mapping ``file name -> time``, a CSV with rows
   ``file name, time`` (header optional), or a ``.txt`` with one time per line for the files in name
   order (KITTI raw ``timestamps.txt``: ``2011-09-26 13:02:25.964389445``, UTC); numeric times in
@@ -58,6 +60,8 @@ _EXACT = Context(prec=100)  # wider than any number _to_ns takes (64 characters)
 _NUMBER_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
 _DATETIME_RE = re.compile(r"([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})(?:[Tt]|[ \t]+)([0-9]{1,2}):([0-9]{2}):([0-9]{2})"
                           r"(?:\.([0-9]*))?[ \t]*(?:([Zz])|([+-])([0-9]{1,2})(?::?([0-9]{2}))?)?")
+#: a file name ending in a decimal number (``1700000001.100000``): read as that number, not its fraction
+_DECIMAL_NAME_RE = re.compile(r"(?:^|[^0-9.])([0-9]+\.[0-9]+)$")
 _NS_LIMIT = Decimal(1 << 63)  # a capture time (epoch ns) fits an int64
 
 
@@ -310,7 +314,9 @@ def stamp_files(files: Sequence[str], o: Mapping[str, Any]) -> list[tuple[int, s
     stamped: list[tuple[int, str]] = []
     if mode == "filename":
         for f in files:
-            digits = re.findall(r"\d+", Path(f).stem)
+            stem = Path(f).stem
+            decimal = _DECIMAL_NAME_RE.search(stem)  # 1700000001.100000.jpg (ROS exports): seconds and a fraction
+            digits = [decimal.group(1)] if decimal else re.findall(r"\d+", stem)
             if not digits:
                 raise SourceError(f"{f}: no digits in the file name to read a capture time from "
                                   "(use timestamps: sidecar or fps)")
