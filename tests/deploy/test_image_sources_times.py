@@ -129,3 +129,28 @@ def test_file_names_with_decimal_seconds_are_the_seconds_and_their_fraction(tmp_
         ("1700000001.000000.jpg", (T_1700 + 1) * 10**9),
         ("1700000001.100000.jpg", (T_1700 + 1) * 10**9 + 100_000_000),
         ("cam0_1700000001.123456789.jpg", (T_1700 + 1) * 10**9 + 123_456_789)]
+
+
+# -- the order of numbered files -------------------------------------------------------------------------
+def test_fps_times_follow_the_frame_numbers_not_the_alphabet(tmp_path):
+    """ffmpeg's ``%d.jpg`` (1.jpg .. 12.jpg, unpadded): frame k is 1 + the k-th number, never
+    ``1, 10, 11, 12, 2, ...``."""
+    _write(tmp_path, [f"{k}.jpg" for k in range(1, 13)])
+    assert _stamps(tmp_path, timestamps="fps", fps=10.0, start_ns=T_1700 * 10**9) == [
+        (f"{k}.jpg", T_1700 * 10**9 + (k - 1) * 100_000_000) for k in range(1, 13)]
+
+
+def test_txt_sidecar_lines_follow_the_frame_numbers_not_the_alphabet(tmp_path):
+    _write(tmp_path / "img", [f"frame{k}.jpg" for k in range(1, 13)])
+    (tmp_path / "t.txt").write_text("".join(f"{T_1700}.{k:02d}\n" for k in range(1, 13)))  # line k-1: frame k
+    assert _stamps(tmp_path / "img", timestamps="sidecar", sidecar=str(tmp_path / "t.txt")) == [
+        (f"frame{k}.jpg", T_1700 * 10**9 + k * 10_000_000) for k in range(1, 13)]
+
+
+def test_glob_and_folder_list_numbered_files_in_number_order(tmp_path):
+    from dvpipe.deploy.sources.images import scan_images
+
+    _write(tmp_path, ["b10.jpg", "b2.jpg", "a10.jpg", "a9.jpg"])
+    expected = ["a9.jpg", "a10.jpg", "b2.jpg", "b10.jpg"]
+    assert [Path(p).name for p in scan_images(str(tmp_path))] == expected
+    assert [Path(p).name for p in scan_images(str(tmp_path / "*.jpg"))] == expected

@@ -8,13 +8,13 @@ from the file names, a sidecar file, or a frame rate.
   seconds) is that number, fraction included, converted exactly.
 * ``timestamps: sidecar``: a YAML or JSON mapping ``file name -> time``, a CSV with rows
   ``file name, time`` (header optional), or a ``.txt`` with one time per line for the files in name
-  order (KITTI raw ``timestamps.txt``: ``2011-09-26 13:02:25.964389445``, UTC); numeric times in
+  order (natural order: ``2.jpg`` before ``10.jpg``; KITTI raw ``timestamps.txt``: ``2011-09-26 13:02:25.964389445``, UTC); numeric times in
   ``unit`` (auto as above). A time is a number (its decimal digits converted exactly:
   ``1317042145.964389445`` s is that many ns, not a binary float's neighbour) or a date-time (UTC
   unless it names a zone; every fraction digit up to the ns kept), in any of the forms. The loader
   reads the sidecar: a value that is no time is one problem line at the source's ``sidecar`` key,
   naming the file and the value.
-* ``timestamps: fps``: frame k is captured at ``start_ns + k / fps``.
+* ``timestamps: fps``: frame k (in natural name order) is captured at ``start_ns + k / fps``.
 * ``timestamps: rig`` (set by the deployment loader, not written by users): one image named by a
   single-sample rig file's ``image:``, captured at its ``capture_time_ns`` (option ``capture_epoch_ns``).
 
@@ -183,9 +183,17 @@ def _sidecar_ns(value: Any, unit: str, sidecar: str, file: str) -> int:
         raise SourceError(f"sidecar {sidecar}: the time of {os.path.basename(file)}: {e}") from None
 
 
+def name_order(path: str) -> tuple:
+    """Sort key of a file path in natural order: digit runs compare as numbers (``2.jpg`` before
+    ``10.jpg``, as ffmpeg's ``%d.jpg`` numbers frames), ties (``01`` / ``1``) by the text."""
+    parts = re.split(r"([0-9]+)", path)
+    return tuple(int(p) if k % 2 else p for k, p in enumerate(parts)), path
+
+
 def scan_images(uri: str, pattern: Optional[str] = None) -> list[str]:
-    """Image files of a folder (optionally matching ``pattern``) or a glob, sorted by name; a file
-    reached by several names (symbolic links, a link loop under a glob) once, by its first name."""
+    """Image files of a folder (optionally matching ``pattern``) or a glob, in natural name order
+    (:func:`name_order`); a file reached by several names (symbolic links, a link loop under a glob)
+    once, by its first name."""
     if os.path.isdir(uri):
         if pattern:
             files = glob.glob(os.path.join(uri, pattern))
@@ -195,7 +203,7 @@ def scan_images(uri: str, pattern: Optional[str] = None) -> list[str]:
         files = glob.glob(uri)
     seen: set[str] = set()
     out = []
-    for f in sorted(f for f in files if os.path.isfile(f)):
+    for f in sorted((f for f in files if os.path.isfile(f)), key=name_order):
         real = os.path.realpath(f)
         if real not in seen:
             seen.add(real)
@@ -343,7 +351,7 @@ def stamp_files(files: Sequence[str], o: Mapping[str, Any]) -> list[tuple[int, s
         start = o.get("start_ns") or 0
         period = 1e9 / o.get("fps", 10.0)
         stamped = [(start + int(round(k * period)), f) for k, f in enumerate(files)]
-    stamped.sort()
+    stamped.sort(key=lambda tf: (tf[0], name_order(tf[1])))
     return stamped
 
 
