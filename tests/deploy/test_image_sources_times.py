@@ -154,3 +154,46 @@ def test_glob_and_folder_list_numbered_files_in_number_order(tmp_path):
     expected = ["a9.jpg", "a10.jpg", "b2.jpg", "b10.jpg"]
     assert [Path(p).name for p in scan_images(str(tmp_path))] == expected
     assert [Path(p).name for p in scan_images(str(tmp_path / "*.jpg"))] == expected
+
+
+# -- .txt sidecars and missing files ---------------------------------------------------------------------
+KITTI_LINES = [f"2011-09-26 13:02:25.{k}00000000" for k in range(5)]  # frame k at 13:02:25 + k/10 s
+
+
+def test_kitti_raw_txt_line_i_is_frame_i_when_a_frame_file_is_missing(tmp_path):
+    """The KITTI raw devkit: timestamps.txt line i is the time of frame i (image_02/data/%010d.png).
+    Frame 2 missing: frames 3 and 4 keep lines 3 and 4 (they took lines 2 and 3)."""
+    _write(tmp_path / "data", [f"{k:010d}.png" for k in (0, 1, 3, 4)], ext=".png")
+    (tmp_path / "timestamps.txt").write_text("\n".join(KITTI_LINES) + "\n")
+    assert _stamps(tmp_path / "data", encoding="png", timestamps="sidecar", sidecar=str(tmp_path / "timestamps.txt")) == [
+        (f"{k:010d}.png", T_KITTI * 10**9 + k * 100_000_000) for k in (0, 1, 3, 4)]
+
+
+def test_txt_frames_numbered_from_one_take_line_number_minus_one(tmp_path):
+    """ffmpeg's %d.jpg numbers frames from 1: with as many lines as the last number, line k-1 is frame k."""
+    _write(tmp_path / "img", [f"{k}.jpg" for k in range(1, 13)])
+    (tmp_path / "t.txt").write_text("".join(f"{T_1700}.{k:02d}\n" for k in range(1, 13)))
+    assert _stamps(tmp_path / "img", timestamps="sidecar", sidecar=str(tmp_path / "t.txt")) == [
+        (f"{k}.jpg", T_1700 * 10**9 + k * 10_000_000) for k in range(1, 13)]
+
+
+def test_txt_frame_number_past_the_last_line_is_refused(tmp_path):
+    from dvpipe.deploy import DeploymentError, load_deployment
+
+    _write(tmp_path / "data", [f"{k:010d}.jpg" for k in (0, 1, 7)])
+    (tmp_path / "timestamps.txt").write_text("\n".join(KITTI_LINES) + "\n")
+    with pytest.raises(SourceError, match=r"timestamps\.txt has 5 times .*0000000007\.jpg is frame 7"):
+        _stamps(tmp_path / "data", timestamps="sidecar", sidecar=str(tmp_path / "timestamps.txt"))
+    with pytest.raises(DeploymentError, match=r"source\.sidecar: .*0000000007\.jpg is frame 7"):
+        load_deployment(_deployment(tmp_path, {"type": "images", "uri": "data", "sidecar": "timestamps.txt"}))
+
+
+@pytest.mark.parametrize("lines", [3, 5])
+def test_txt_lines_for_other_names_must_be_as_many_as_the_files(tmp_path, lines):
+    """Names that are not frame numbers are matched in order: a missing file (or line) would shift
+    every later time, so the counts must be equal (both ways)."""
+    _write(tmp_path / "img", ["a.jpg", "b.jpg", "c.jpg", "d.jpg"])
+    (tmp_path / "t.txt").write_text("\n".join(KITTI_LINES[:lines]) + "\n")
+    with pytest.raises(SourceError, match=rf"t\.txt lists {lines} times for 4 images") as e:
+        _stamps(tmp_path / "img", timestamps="sidecar", sidecar=str(tmp_path / "t.txt"))
+    assert "\n" not in str(e.value)

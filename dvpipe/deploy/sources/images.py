@@ -7,13 +7,15 @@ from the file names, a sidecar file, or a frame rate.
   A name that ends in a decimal number (``1700000001.100000.jpg``, as ROS bag extractors write
   seconds) is that number, fraction included, converted exactly.
 * ``timestamps: sidecar``: a YAML or JSON mapping ``file name -> time``, a CSV with rows
-  ``file name, time`` (header optional), or a ``.txt`` with one time per line for the files in name
-  order (natural order: ``2.jpg`` before ``10.jpg``; KITTI raw ``timestamps.txt``: ``2011-09-26 13:02:25.964389445``, UTC); numeric times in
-  ``unit`` (auto as above). A time is a number (its decimal digits converted exactly:
-  ``1317042145.964389445`` s is that many ns, not a binary float's neighbour) or a date-time (UTC
-  unless it names a zone; every fraction digit up to the ns kept), in any of the forms. The loader
-  reads the sidecar: a value that is no time is one problem line at the source's ``sidecar`` key,
-  naming the file and the value.
+  ``file name, time`` (header optional), or a ``.txt`` with one time per line (KITTI raw
+  ``timestamps.txt``: ``2011-09-26 13:02:25.964389445``, UTC); numeric times in ``unit`` (auto as
+  above). Files named by frame numbers only (KITTI's ``0000000000.png``) take the ``.txt`` line of
+  their number (line i: frame i, or i + 1 for numbers 1..n, ffmpeg's ``%d.jpg``), so a missing file
+  shifts nothing; other names take the lines in natural name order and need exactly one per file.
+  A time is a number (its decimal digits converted exactly: ``1317042145.964389445`` s is that many
+  ns, not a binary float's neighbour) or a date-time (UTC unless it names a zone; every fraction
+  digit up to the ns kept), in any of the forms. The loader reads the sidecar: a value that is no
+  time, a missing file or line, is one problem line at the source's ``sidecar`` key.
 * ``timestamps: fps``: frame k (in natural name order) is captured at ``start_ns + k / fps``.
 * ``timestamps: rig`` (set by the deployment loader, not written by users): one image named by a
   single-sample rig file's ``image:``, captured at its ``capture_time_ns`` (option ``capture_epoch_ns``).
@@ -22,7 +24,8 @@ from the file names, a sidecar file, or a frame rate.
 camera's name (``pattern: "*__{camera}__*.jpg"`` for nuScenes' flat ``samples`` folders) and refuses
 a pattern that matches no file.
 
-Frames are ordered by capture time; files are read lazily, one per ``read()``. A file larger than
+Files are listed in natural name order (digit runs compared as numbers: ``2.jpg`` before ``10.jpg``);
+frames are delivered in capture time order. Files are read lazily, one per ``read()``. A file larger than
 ``decode.max_bytes`` (default ``8 x decode.max_pixels + 16 MiB``; per source ``max_file_bytes``) is
 not read: it is a ``too_large`` drop. A file reached twice (a symbolic link loop under a glob, a
 link to a file of the same folder) is read once.
@@ -335,10 +338,8 @@ def stamp_files(files: Sequence[str], o: Mapping[str, Any]) -> list[tuple[int, s
     elif mode == "sidecar":
         side = o["sidecar"]
         table = _read_sidecar(side)
-        if isinstance(table, list):  # one time per line, matched to the files in name order
-            if len(table) < len(files):
-                raise SourceError(f"sidecar {side} lists {len(table)} times for {len(files)} images")
-            stamped = [(_sidecar_ns(t, unit, side, f), f) for t, f in zip(table, files)]
+        if isinstance(table, list):  # one time per line
+            stamped = [(_sidecar_ns(table[line], unit, side, f), f) for line, f in _txt_lines(files, len(table), side)]
         else:
             for f in files:
                 t = table.get(Path(f).name, table.get(Path(f).stem))
@@ -353,6 +354,32 @@ def stamp_files(files: Sequence[str], o: Mapping[str, Any]) -> list[tuple[int, s
         stamped = [(start + int(round(k * period)), f) for k, f in enumerate(files)]
     stamped.sort(key=lambda tf: (tf[0], name_order(tf[1])))
     return stamped
+
+
+def _txt_lines(files: Sequence[str], n: int, side: str) -> list[tuple[int, str]]:
+    """``(line, file)``: which line of a ``.txt`` sidecar of ``n`` times is each file's.
+
+    File names that are all frame numbers (KITTI raw ``0000000000.png``: its devkit's timestamps.txt
+    has line i for frame i) are matched by number, so a missing file shifts nothing: line i is frame
+    i, or frame i + 1 when the numbers start at 1 and reach ``n`` (ffmpeg's ``%d.jpg``). Other names
+    are matched in name order, one line each: the counts must be equal.
+
+    Raises:
+        SourceError: a frame number past the last line, or (other names) counts that differ.
+    """
+    stems = [Path(f).stem for f in files]
+    if files and all(s.isascii() and s.isdigit() for s in stems):
+        numbers = [int(s) for s in stems]
+        first = 1 if min(numbers) >= 1 and max(numbers) == n else 0
+        for k, f in zip(numbers, files):
+            if k - first >= n:
+                raise SourceError(f"sidecar {side} has {n} times (line i: frame {'i + 1' if first else 'i'}), "
+                                  f"{os.path.basename(f)} is frame {k}: a file of another sequence, or lines missing")
+        return [(k - first, f) for k, f in zip(numbers, files)]
+    if n != len(files):
+        raise SourceError(f"sidecar {side} lists {n} times for {len(files)} images (one line per image, in name "
+                          "order; a file missing would shift the rest): they must be as many")
+    return list(enumerate(files))
 
 
 @register_source("images")
