@@ -194,14 +194,16 @@ def name_order(path: str) -> tuple:
 
 
 def scan_images(uri: str, pattern: Optional[str] = None) -> list[str]:
-    """Image files of a folder (optionally matching ``pattern``) or a glob, in natural name order
-    (:func:`name_order`); a file reached by several names (symbolic links, a link loop under a glob)
-    once, by its first name."""
+    """Image files of a folder (optionally matching ``pattern``; a name starting with ``.``, hidden,
+    is none, as with a glob) or a glob, in natural name order (:func:`name_order`); a file reached by
+    several names (symbolic links, a link loop under a glob) once, by its first name."""
     if os.path.isdir(uri):
         if pattern:
             files = glob.glob(os.path.join(uri, pattern))
         else:
-            files = [os.path.join(uri, f) for f in os.listdir(uri) if f.lower().endswith(_EXTS)]
+            # not hidden files (macOS' AppleDouble ._x.jpg), as a glob or a pattern skips them
+            files = [os.path.join(uri, f) for f in os.listdir(uri)
+                     if f.lower().endswith(_EXTS) and not f.startswith(".")]
     else:
         files = glob.glob(uri)
     seen: set[str] = set()
