@@ -20,9 +20,11 @@ from the file names, a sidecar file, or a frame rate.
 * ``timestamps: rig`` (set by the deployment loader, not written by users): one image named by a
   single-sample rig file's ``image:``, captured at its ``capture_time_ns`` (option ``capture_epoch_ns``).
 
-``pattern`` is a file-name glob inside the folder; the loader replaces ``{camera}`` in it by the
-camera's name (``pattern: "*__{camera}__*.jpg"`` for nuScenes' flat ``samples`` folders) and refuses
-a pattern that matches no file.
+``pattern`` is a file-name glob inside the folder, or among the files of a glob ``uri``; the loader
+replaces ``{camera}`` in it by the camera's name (``pattern: "*__{camera}__*.jpg"`` for nuScenes' flat
+``samples`` folders) and refuses a pattern that matches no file. A ``uri`` that is an existing folder
+is one, whatever its name (``run[1]``); in a glob, the leading folders that exist by their very
+names are taken literally (:func:`literal_folders`). Hidden files (``._x.jpg``) are never frames.
 
 Files are listed in natural name order (digit runs compared as numbers: ``2.jpg`` before ``10.jpg``);
 frames are delivered in capture time order. Files are read lazily, one per ``read()``. A file larger than
@@ -33,6 +35,7 @@ link to a file of the same folder) is read once.
 from __future__ import annotations
 
 import csv
+import fnmatch
 import glob
 import json
 import os
@@ -193,19 +196,33 @@ def name_order(path: str) -> tuple:
     return tuple(int(p) if k % 2 else p for k, p in enumerate(parts)), path
 
 
+def literal_folders(uri: str) -> str:
+    """The glob ``uri`` with its longest leading path that is an existing folder by that very name
+    escaped (:func:`glob.escape`): ``/data/run[1]/*.jpg`` reads the folder ``run[1]`` (not ``run1``),
+    and a deployment in ``project[v2]/`` globs under it."""
+    parts = uri.split(os.sep)
+    for k in range(len(parts) - 1, 0, -1):
+        head = os.sep.join(parts[:k])
+        if head and os.path.isdir(head):
+            return os.path.join(glob.escape(head), *parts[k:])
+    return uri
+
+
 def scan_images(uri: str, pattern: Optional[str] = None) -> list[str]:
     """Image files of a folder (optionally matching ``pattern``; a name starting with ``.``, hidden,
     is none, as with a glob) or a glob, in natural name order (:func:`name_order`); a file reached by
     several names (symbolic links, a link loop under a glob) once, by its first name."""
-    if os.path.isdir(uri):
+    if os.path.isdir(uri):  # a folder, even one named like a glob (run[1])
         if pattern:
-            files = glob.glob(os.path.join(uri, pattern))
+            files = glob.glob(os.path.join(glob.escape(uri), pattern))
         else:
             # not hidden files (macOS' AppleDouble ._x.jpg), as a glob or a pattern skips them
             files = [os.path.join(uri, f) for f in os.listdir(uri)
                      if f.lower().endswith(_EXTS) and not f.startswith(".")]
     else:
-        files = glob.glob(uri)
+        files = glob.glob(literal_folders(uri))
+        if pattern:  # the file-name pattern narrows the glob's files (one camera's among several)
+            files = [f for f in files if fnmatch.fnmatch(os.path.basename(f), pattern)]
     seen: set[str] = set()
     out = []
     for f in sorted((f for f in files if os.path.isfile(f)), key=name_order):
@@ -396,9 +413,11 @@ class ImageSequence(StampedFiles):
         uri = ctx.uri
         if uri is None:
             ctx.err("uri", "required: a folder of images or a glob pattern")
+        elif os.path.isdir(resolved := ctx.resolve(uri, must_exist=False)):  # a folder, even run[1]
+            uri = resolved
         elif any(ch in uri for ch in "*?["):
-            uri = ctx.resolve(uri, must_exist=False)
-            if not glob.glob(uri):
+            uri = resolved
+            if not glob.glob(literal_folders(uri)):
                 ctx.err("uri", f"no files match {uri}")
         else:
             uri = ctx.resolve(uri, kind="dir")
@@ -407,8 +426,8 @@ class ImageSequence(StampedFiles):
         if pattern is not None and ("/" in pattern or os.sep in pattern):
             ctx.err("pattern", f"a file-name pattern (e.g. '*__{{camera}}__*.jpg'), got {_show(raw)}; "
                                "put folders in uri")
-        elif pattern and uri is not None and ctx.ok and os.path.isdir(uri) and not scan_images(uri, pattern):
-            ctx.err("pattern", f"{_show(pattern)} matches no file in {uri}"
+        elif pattern and uri is not None and ctx.ok and not scan_images(uri, pattern):
+            ctx.err("pattern", f"{_show(pattern)} matches no file {'in' if os.path.isdir(uri) else 'of'} {uri}"
                                + (f" (camera {ctx.camera})" if "{camera}" in str(raw) else ""))
         if ctx.probe and ctx.encoding in ("jpeg", "png") and uri is not None and ctx.ok:
             probe_images(uri, pattern, ctx, options.max_file_bytes or ctx.max_bytes)
