@@ -99,7 +99,7 @@ docs/deployments.md)::
      input_format: mjpeg}
     {type: synthetic, fps: 30, resolution: [W, H], cycle: 16, quality: 90, frames: N, start_ns: INT,
      realtime: true}
-    {type: infos, uri: nuscenes_infos_temporal_val.pkl, data_root: DIR, camera: CAM_FRONT}
+    {type: infos, uri: nuscenes_infos_temporal_val.pkl, data_root: DIR, camera: CAM_FRONT, max_file_bytes: INT}
                                        # an mmdet3d info file (.pkl, restricted unpickler; or .json): each
                                        # sample is a frame set, the camera's images at their own timestamps;
                                        # camera: the file's key (default: the rig camera's name)
@@ -644,7 +644,8 @@ def _rig_image_source(rig: Rig, cam: Any, rig_image: str, rig_path: Optional[str
         V.err(f"rig ({rig_path or 'inline'}).cameras[{rig.index(cam.name)}].image", f"file not found: {image}")
         return None
     opts = {"pattern": None, "timestamps": "rig", "unit": "ns", "sidecar": None, "fps": None,
-            "start_ns": None, "capture_epoch_ns": cam.extra.get("capture_time_ns", 0)}
+            "start_ns": None, "capture_epoch_ns": cam.extra.get("capture_time_ns", 0),
+            "max_file_bytes": V.max_bytes}  # decode.max_bytes, as an images source gets it
     return SourceConfig("images", os.path.abspath(image), MappingProxyType(opts))
 
 

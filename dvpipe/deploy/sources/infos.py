@@ -23,6 +23,8 @@ deployment's default source)::
   intrinsics, ``lidar2cam``, ego pose and ``can_bus`` from the file. A rig that gives a camera's
   calibration must agree with the file's first sample (:func:`calibration_problem`), else the
   source refuses to open: a rig without calibration (identity matrices) takes the file's.
+* An image file larger than ``max_file_bytes`` (default ``decode.max_bytes``) is not read: a
+  ``too_large`` drop, as in an image sequence.
 * The file is read with a restricted unpickler (builtin and numpy types only, see
   :func:`dvpipe.mmdet3d.load_info_pickle`): unpickling an arbitrary file can run code. A ``.json``
   file with the same structure is read with :mod:`json`.
@@ -107,6 +109,8 @@ class InfoOptions:
                                             "the info file's folder or a parent of it, or the working directory, "
                                             "where the first image is", path="dir")
     camera: Optional[str] = option(None, "the file's camera key (default: the rig camera's name)", camera=True)
+    max_file_bytes: Optional[int] = option(None, "largest image file read, in bytes (default: decode.max_bytes); "
+                                                 "a larger one is a too_large drop", minimum=1, maximum=1 << 40)
 
 
 @register_source("infos")
@@ -146,7 +150,7 @@ class InfoSource(StampedFiles):
                                          "output, the folder the converter ran in)")
                 elif ctx.probe and ctx.encoding in ("jpeg", "png"):
                     sniff_file(first["path"], ctx)
-        return replace(options, camera=key)
+        return replace(options, camera=key, max_file_bytes=options.max_file_bytes or ctx.max_bytes or None)
 
     @classmethod
     def validate_cameras(cls, cameras, ctx) -> None:
