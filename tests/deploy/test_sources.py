@@ -193,6 +193,19 @@ def test_looped_recording_continues_capture_times_and_sequence(tmp_path):
     assert [it.frame.seq for it in items] == list(range(7))
 
 
+def test_looped_recorded_synthetic_camera_starts_each_pass_over():
+    """``realtime: false, frames: 3`` under run.loop: 9 frames read are three passes of frames 0, 1, 2,
+    captured every 100 ms on (10 fps from start_ns 0; the next pass one period after the last frame),
+    seq 0..8 (it ended after one pass: 3 frames)."""
+    cam = Camera("C", width=64, height=32)
+    src = open_source(cam, cfg("synthetic", None, fps=10.0, cycle=2, frames=3, realtime=False, start_ns=0), loop=True)
+    assert isinstance(src, Looped) and not src.live
+    items = read_all(src, limit=9)
+    assert [it.frame.capture_epoch_ns for it in items] == [k * 100_000_000 for k in range(9)]
+    assert [it.frame.seq for it in items] == list(range(9))
+    assert [it.frame.data for it in items[3:6]] == [it.frame.data for it in items[:3]]
+
+
 def test_paced_replay_releases_frames_no_earlier_than_their_capture_offsets(tmp_path):
     _write_images(tmp_path, [f"{k * 20_000_000}.jpg" for k in range(4)])
     clock = ReplayClock(speed=1.0)

@@ -13,7 +13,8 @@ nothing but a timestamp, which makes the source suitable for soak runs.
 the wall clock and delivered then; when the reader falls behind, image frames whose time has passed
 are never captured (a live camera does not buffer), while video access units are all delivered
 (late), as an encoder's stream is; after a reconnect, video resumes at the next keyframe.
-``realtime: false`` delivers as fast as read.
+``realtime: false`` delivers as fast as read: a recording of ``frames`` frames (endless without), which
+a reopen (``run.loop``'s next pass) starts over from frame 0, as a file does.
 """
 from __future__ import annotations
 
@@ -307,6 +308,9 @@ class SyntheticSource(Source):
             self._resync = self.live  # the camera starts capturing now (on the run's grid), at a keyframe
         elif self.live:
             self._resync = True  # after a reconnect: resume now (at a keyframe for video)
+        else:  # a recording opened again (run.loop's next pass): from its first frame, as a file starts over
+            self._k = 0
+            self.seq = 0
 
     def _period_ns(self) -> float:
         return 1e9 / float(self.options.get("fps", 30.0))
