@@ -68,7 +68,7 @@ from ._live_loop import LiveLoop, polled
 from ._progress import ProgressLine, format_eta
 from .config import VIDEO_ENCODINGS, Deployment
 from .exporters import EXPORTERS, BatchResult, Exporter, RunContext, run_exporter_options
-from .sources import ReplayClock, Source, SourceError, StreamLost, open_source
+from .sources import Limited, ReplayClock, Source, SourceError, StreamLost, open_source
 from .sources.base import Item, SourceWrapper, StreamStalled
 from .sources._probe import ORIENTATION_NOTE
 from .sources.images import FileTooLarge
@@ -209,6 +209,7 @@ class Runner:
         self._go = threading.Event()  # readers start opening once every reader thread exists
         self._threads: list[threading.Thread] = []
         self._sources: dict[str, Source] = {}
+        self._limited: dict[str, Any] = {}  # camera -> its Limited wrapper (run.frames on a recording)
         self._video = {c.name for c in dep.rig.cameras if c.encoding in VIDEO_ENCODINGS}
         self._codec = {c.name: c.encoding for c in dep.rig.cameras if c.encoding in VIDEO_ENCODINGS}
         # per video camera: (seq, discontinuity before it, packet) of frames dropped before decoding
@@ -300,6 +301,9 @@ class Runner:
                               start_ns=start_wall, limit=self.dep.run.frames)
             src.set_stop(self.stop_event)
             self._sources[cc.name] = src
+        self._limited = {cam: w for cam, src in self._sources.items() if (w := _wrapper(src, Limited)) is not None}
+        for w in self._limited.values():
+            w.slack = self.dep.run.queue_size + 1  # the frames a camera's reader may hold ahead of the sets
         t0 = self.clock()
         recordings = [cam for cam, src in self._sources.items() if not src.live or _paced(src) is not None]
         opened: dict[str, Optional[str]] = {}
@@ -619,6 +623,9 @@ class Runner:
     def _account_drop(self, d: Dropped) -> None:
         cam = d.item.frame.camera
         self.acc.drop(cam, d.category, d.detail)
+        limited = self._limited.get(cam)
+        if limited is not None and d.category in _SYNC_DROPS:  # run.frames counts sets, not this camera's frames
+            limited.credit()
         if cam in self._video:
             self._carry(cam, d.item)
 
@@ -1010,6 +1017,19 @@ def shares_reader(src: Source) -> bool:
             return False
         s = s.inner
     return not s.live
+
+
+#: the synchroniser's drops: frames that left a run without joining a set (they do not count toward run.frames)
+_SYNC_DROPS = frozenset({"unmatched", "superseded", "late", "set_dropped"})
+
+
+def _wrapper(src: Optional[Source], kind: type) -> Any:
+    """The ``kind`` wrapper around a camera's source (outermost first), or None."""
+    while src is not None:
+        if isinstance(src, kind):
+            return src
+        src = getattr(src, "inner", None)
+    return None
 
 
 def _paced(src: Source) -> Any:

@@ -243,7 +243,8 @@ class Synchroniser:
         if not heads:
             return None
         anchor_cam = self.cfg.anchor
-        if anchor_cam != "earliest" and anchor_cam not in self.ended:
+        # the anchor rules hold until the anchor camera has ended and its last frames are used
+        if anchor_cam != "earliest" and (anchor_cam not in self.ended or self.pending[anchor_cam]):
             if anchor_cam not in heads:
                 # the set's time is unknown until the anchor camera's frame comes; bounded by the deadline
                 oldest = min(heads.values(), key=lambda it: it.frame.capture_epoch_ns)

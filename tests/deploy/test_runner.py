@@ -547,3 +547,30 @@ def test_the_next_set_is_preprocessed_while_the_model_runs():
         overlapped += first_step < model.end_ns
     assert len(outs) == 6 and overlapped == 5  # preprocessing ran during every previous set's model call
     assert result.stats.step("model_wait").count >= 3
+
+
+@pytest.mark.parametrize("case", ["a camera twice as fast", "a camera with an extra first frame"])
+def test_run_frames_counts_sets_not_each_cameras_frames(tmp_path, case):
+    """run.frames N stops after N frame sets; a camera whose frames do not all join sets (twice the rate of
+    the others, or an extra frame without a partner) must still be in every one of the N sets, as its
+    recording holds a frame at each set's time (hand-computed: CAM0 at 10 fps from t = 100 ms, tolerance
+    20 ms). Capping every recording at N frames masked it as ended in the last sets."""
+    import cv2
+
+    from dvpipe.testing.deployments import tiny_rig
+
+    jpeg = cv2.imencode(".jpg", np.full((64, 96, 3), 128, np.uint8))[1].tobytes()
+    cam1 = range(50, 1100, 50) if case == "a camera twice as fast" else range(0, 1100, 100)
+    for cam, times in (("CAM0", range(100, 1100, 100)), ("CAM1", cam1)):
+        (tmp_path / cam).mkdir()
+        for t in times:
+            (tmp_path / cam / f"{1_700_000_000_000 + t}.jpg").write_bytes(jpeg)
+    dep = {"name": "frames-limit", "rig": tiny_rig(2), "pipeline": {"stages": ["decode"], "backends": ["cpu"]},
+           "source": {"type": "images", "uri": str(tmp_path / "{camera}")},
+           "sync": {"tolerance_ms": 20, "on_late": "drop", "anchor": "CAM0"}, "run": {"frames": 5},
+           "outputs": {"metrics": False}}
+    r = Runner(load_deployment(dep), write_outputs=False)
+    sets = [(rb.frame_set.time_ns, list(rb.batch.valid)) for rb in r.batches()]
+    result = r.finish()
+    assert sets == [((1_700_000_000_000 + t) * 1_000_000, [True, True]) for t in (100, 200, 300, 400, 500)]
+    assert result.accounting.check() == [] and not any(result.accounting.masked[c] for c in ("CAM0", "CAM1"))

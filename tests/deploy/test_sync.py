@@ -166,6 +166,25 @@ def test_anchor_camera_sets_the_time_and_unmatched_frames_are_dropped():
     assert (d.item.frame.camera, d.category) == ("A", "unmatched")
 
 
+def test_the_anchor_rules_hold_until_the_anchor_cameras_last_frames_are_used():
+    """The anchor camera's source ends (its reader read the last frame) while that frame still waits: the
+    sets keep the anchor's times (docstring step 1) -- A's frame between them is unmatched, not a set of its
+    own with the anchor masked. Only after the anchor's last frame, the others form sets by the earliest."""
+    s = sync(anchor="B", tolerance_ms=5, live=False)
+    for k, t in enumerate((100.0, 150.0, 200.0, 250.0)):
+        s.push(item("A", k, t))
+    s.push(item("B", 0, 100.0))
+    s.push(item("B", 1, 200.0))
+    s.push(item("C", 0, 100.0))
+    s.push(item("C", 1, 200.0))
+    for cam in ("B", "C"):
+        s.end(cam, "ended: end of input")
+    sets = s.poll(0)
+    assert [(fs.time_ns, sorted(fs.members)) for fs in sets] == [
+        (int(100 * MS), ["A", "B", "C"]), (int(200 * MS), ["A", "B", "C"]), (int(250 * MS), ["A"])]
+    assert [(d.item.frame.seq, d.category) for d in s.take_drops()] == [(1, "unmatched")]
+
+
 def test_latest_only_buffers_drop_the_oldest_never_block():
     s = sync(capacity=2, latest_only=True)
     for k in range(5):

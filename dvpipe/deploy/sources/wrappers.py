@@ -89,20 +89,34 @@ class Looped(SourceWrapper):
 
 
 class Limited(SourceWrapper):
-    """End a recording after ``count`` frames: a run of N frame sets uses at most N frames per camera,
-    so nothing is read ahead only to be dropped at the stop."""
+    """End a recording after ``count`` frames: a run of N frame sets uses N frames of a camera whose every
+    frame joins a set, so nothing is read ahead only to be dropped at the stop. A frame the synchroniser
+    drops instead (a faster camera's frames between sets, one without a partner: :meth:`credit`) is
+    replaced by one more, and from the first such drop on the camera may read ``slack`` frames ahead (a
+    drop is decided only once later frames came): those that the run does not use are dropped at its stop."""
 
-    def __init__(self, inner: Source, count: int):
+    def __init__(self, inner: Source, count: int, slack: int = 3):
         super().__init__(inner)
         self.remaining = int(count)
+        self.slack = int(slack)
+        self._credited = False
+        self._lock = threading.Lock()
 
     def read(self) -> Optional[Item]:
-        if self.remaining <= 0:
-            return None
+        with self._lock:
+            if self.remaining <= 0:
+                return None
         item = self.inner.read()
         if item is not None:
-            self.remaining -= 1
+            with self._lock:
+                self.remaining -= 1
         return item
+
+    def credit(self) -> None:
+        """One of this camera's frames left the run without joining a set: it may read one more."""
+        with self._lock:
+            self.remaining += 1 if self._credited else 1 + self.slack
+            self._credited = True
 
 
 class ReplayClock:
