@@ -71,7 +71,7 @@ from .exporters import EXPORTERS, BatchResult, Exporter, RunContext, run_exporte
 from .sources import Limited, ReplayClock, Source, SourceError, StreamLost, open_source
 from .sources.base import Item, SourceWrapper, StreamStalled
 from .sources._probe import ORIENTATION_NOTE
-from .sources.images import FileTooLarge
+from .sources.images import SkippedFile
 from .summary import Accounting, classify_drop, format_summary, plan_routes, transfers_summary
 from .sync import Dropped, FrameSet, Synchroniser
 
@@ -564,7 +564,7 @@ class Runner:
                 return _END
             st.gap_next = True
             return _AGAIN
-        except FileTooLarge as e:  # not read: a counted drop of this frame, the camera reads on
+        except SkippedFile as e:  # not read (too large, unreadable): a counted drop of this frame, the camera reads on
             self.acc.enter(cam)
             self.acc.drop(cam, e.category, e.reason)
             return _AGAIN

@@ -14,6 +14,7 @@ Drop categories (the ``reason`` column of the summary):
 corrupt           the decoder rejected the frame (corrupt or truncated data)
 wrong_size        the frame's size differs from the camera's declared size (resolution change)
 too_large         an image file above ``decode.max_bytes``: not read
+unreadable        an image file that could not be read (permissions, removed, an I/O error)
 keyframe_wait     video: waiting for a keyframe after a corrupt, lost or mid-GOP start
 decode_error      any other failure in a plan step
 superseded        a newer frame replaced it (latest-frame policy) or a closer one matched the set
@@ -55,8 +56,8 @@ RATE_WINDOW = 16
 #: events and outages kept per camera (the most recent; counts and durations stay exact)
 HEALTH_LOG = 20
 
-DROP_CATEGORIES = ("corrupt", "wrong_size", "too_large", "keyframe_wait", "decode_error", "superseded", "late", "unmatched",
-                   "set_dropped", "shutdown")
+DROP_CATEGORIES = ("corrupt", "wrong_size", "too_large", "unreadable", "keyframe_wait", "decode_error", "superseded",
+                   "late", "unmatched", "set_dropped", "shutdown")
 
 
 def classify_drop(reason: str) -> str:

@@ -100,6 +100,27 @@ def test_decode_max_bytes_sets_the_cap(tmp_path):
     assert "decode.max_bytes" in errors_of(_images_deployment(folder, extra_decode={"max_bytes": 0}))
 
 
+def test_a_file_that_cannot_be_read_is_a_counted_drop_and_the_camera_reads_on(tmp_path, monkeypatch):
+    """An image removed after the source listed its folder (or unreadable: permissions, an I/O error) is one
+    ``unreadable`` drop with the reason; the camera's other frames are still read (it failed the camera)."""
+    from dvpipe.deploy.sources.images import ImageSequence
+
+    folder = _folder(tmp_path, 4)
+    gone = sorted(folder.iterdir())[1]
+    listed = ImageSequence.open
+
+    def open_then_remove(self):
+        listed(self)
+        if gone.exists():
+            gone.unlink()
+
+    monkeypatch.setattr(ImageSequence, "open", open_then_remove)
+    result = Runner(load_deployment(_images_deployment(folder)), write_outputs=False).run()
+    acc = result.accounting
+    assert acc.dropped["CAM0"] == {"unreadable": 1} and acc.emitted["CAM0"] == 3 and not acc.check()
+    assert f"cannot read {gone}" in acc.examples[("CAM0", "unreadable")]
+
+
 def errors_of(data) -> str:
     with pytest.raises(DeploymentError) as ei:
         load_deployment(data)

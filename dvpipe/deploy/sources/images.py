@@ -265,11 +265,24 @@ def probe_images(uri: str, pattern: Optional[str], ctx: SourceContext, max_bytes
         check_image_header(files[0], ctx, cap)
 
 
-class FileTooLarge(SourceError):
-    """An image file larger than the cap (``decode.max_bytes``): not read; the runner counts the frame
-    as a ``too_large`` drop and reads on."""
+class SkippedFile(SourceError):
+    """An image file that was not read: the runner counts its frame as a drop of :attr:`category` (the
+    reason is the message) and the camera reads on."""
+
+    category = "decode_error"
+
+
+class FileTooLarge(SkippedFile):
+    """An image file larger than the cap (``decode.max_bytes``): a ``too_large`` drop."""
 
     category = "too_large"
+
+
+class FileUnreadable(SkippedFile):
+    """An image file that cannot be read (permissions, removed since the source opened, an I/O error):
+    an ``unreadable`` drop."""
+
+    category = "unreadable"
 
 
 @dataclass
@@ -316,7 +329,7 @@ class StampedFiles(Source):
                     raise FileTooLarge(too_large_reason(path, size, cap))
                 data = f.read(cap + 1)  # a file that grew since: still never more than the cap
         except OSError as e:
-            raise SourceError(f"cannot read {path}: {e.strerror or e}{self.read_hint}") from None
+            raise FileUnreadable(f"cannot read {path}: {e.strerror or e}{self.read_hint}") from None
         if len(data) > cap:
             raise FileTooLarge(too_large_reason(path, len(data), cap))
         return self._item(data, capture_epoch_ns, read_span_ns=(t0, now_ns()))
