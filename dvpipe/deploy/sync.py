@@ -8,7 +8,8 @@ Forming a set (``tol`` = ``sync.tolerance_ms``):
 
 1. The set's time ``T`` is the capture time of the earliest waiting frame over all cameras
    (``anchor: earliest``), or of the anchor camera's next frame (``anchor: CAM``; older frames of
-   the other cameras, more than ``tol`` before it, are dropped as *unmatched*).
+   the other cameras, more than ``tol`` before it, are dropped as *unmatched*; once the anchor's
+   source has ended and its last frame is used, the earliest again).
 2. Each camera contributes its waiting frame closest to ``T`` within ``+-tol``; its older waiting
    frames are dropped as *superseded*.
 3. A camera without such a frame is **late** when it has nothing waiting (its frame may still come)
