@@ -6,9 +6,14 @@ mmdet3d reference uses); everything after decode is written out from the definit
 * ``linear`` resize — OpenCV ``INTER_LINEAR``: for output index ``x``, the source position is
   ``sx = (x + 0.5) * W/W' - 0.5``; ``x0 = floor(sx)``, ``f = sx - x0``; positions left of 0 clamp
   to (0, f=0); ``x0 + 1`` clamps to ``W - 1``. Separable: ``out = Wy @ img @ Wx.T``.
-* ``area`` resize — for shrinking, each output pixel is the overlap-weighted mean of the source
-  pixels its footprint ``[x*W/W', (x+1)*W/W')`` covers (OpenCV ``INTER_AREA``); for enlarging,
-  OpenCV's rule ``fx = (x+1) - (floor(x*W/W')+1)*W'/W`` clipped to [0, 1).
+* ``area`` resize — OpenCV ``INTER_AREA``, whose rule is a property of the 2-D resize, not of an axis
+  (``cv::hal::resize`` in ``imgproc/src/resize.cpp``: true area averaging only
+  ``if (interpolation == INTER_AREA && scale_x >= 1 && scale_y >= 1)``, ``scale = in/out``). When
+  neither axis grows, each output pixel is the overlap-weighted mean of the source pixels its
+  footprint ``[x*W/W', (x+1)*W/W')`` covers, on both axes. When either axis grows, OpenCV emulates
+  area with bilinear-like weights on BOTH axes, the shrinking one included:
+  ``sx = floor(x*scale)``, ``fx = (x+1) - (sx+1)/scale`` rounded to float32 (0 if ``<= 0``, else its
+  fractional part), with ``scale = 1 / (W'/W)`` in double as OpenCV computes it, taps ``(1 - fx, fx)`` on ``(sx, sx + 1)``, clamped at the borders as ``linear``.
 * ``nearest`` — ``sx = min(floor(x * W/W'), W - 1)`` (OpenCV ``INTER_NEAREST``).
 * ``pil_bicubic`` — Pillow's ``Image.resize(size)`` default filter on uint8 (``Resampling.BICUBIC``,
   ``a = -0.5``, antialiased: the kernel support grows by the shrink factor), written out from
@@ -45,21 +50,32 @@ def linear_weights(n_in: int, n_out: int) -> np.ndarray:
     return w
 
 
-def area_weights(n_in: int, n_out: int) -> np.ndarray:
-    """``(n_out, n_in)`` matrix of OpenCV INTER_AREA weights along one axis."""
+def area_shrink_weights(n_in: int, n_out: int) -> np.ndarray:
+    """``(n_out, n_in)`` matrix of OpenCV INTER_AREA's true area averaging along one axis (``n_out <= n_in``;
+    only valid when the other axis does not grow either: :func:`resize_weights`)."""
     scale = n_in / n_out
     w = np.zeros((n_out, n_in))
-    if scale >= 1.0:  # shrink: footprint overlap
-        for x in range(n_out):
-            a, b = x * scale, (x + 1) * scale
-            for i in range(int(math.floor(a)), min(int(math.ceil(b)), n_in)):
-                w[x, i] = max(0.0, min(b, i + 1) - max(a, i))
-            w[x] /= w[x].sum()
-        return w
+    for x in range(n_out):
+        a, b = x * scale, (x + 1) * scale
+        for i in range(int(math.floor(a)), min(int(math.ceil(b)), n_in)):
+            w[x, i] = max(0.0, min(b, i + 1) - max(a, i))
+        w[x] /= w[x].sum()
+    return w
+
+
+def area_enlarge_weights(n_in: int, n_out: int) -> np.ndarray:
+    """``(n_out, n_in)`` matrix of OpenCV INTER_AREA's bilinear-like emulation along one axis, used on both
+    axes when either grows (:func:`resize_weights`); the axis itself may shrink."""
+    # OpenCV's own arithmetic, which decides which tap a position on an integer lands on: inv_scale =
+    # dsize / ssize and scale = 1 / inv_scale in double (x * scale can fall just short of an integer
+    # that x * n_in / n_out hits), fx rounded to float before taking its fractional part (a value
+    # just under 1 becomes 1, then 0)
     inv = n_out / n_in
+    scale = 1.0 / inv
+    w = np.zeros((n_out, n_in))
     for x in range(n_out):
         sx = math.floor(x * scale)
-        f = (x + 1) - (sx + 1) * inv
+        f = float(np.float32((x + 1) - (sx + 1) * inv))
         f = 0.0 if f <= 0 else f - math.floor(f)
         if sx < 0:
             sx, f = 0, 0.0
@@ -77,7 +93,27 @@ def nearest_weights(n_in: int, n_out: int) -> np.ndarray:
     return w
 
 
-_WEIGHTS = {"linear": linear_weights, "area": area_weights, "nearest": nearest_weights}
+#: per-axis rules; ``area`` is not one (its rule depends on both axes): :func:`resize_weights`
+_AXIS_WEIGHTS = {"linear": linear_weights, "nearest": nearest_weights}
+
+
+def area_shrinks(in_hw: tuple[int, int], out_hw: tuple[int, int]) -> bool:
+    """Whether OpenCV's INTER_AREA takes its area-averaging path for this 2-D resize: neither axis grows
+    (``scale_x >= 1 && scale_y >= 1`` in ``cv::hal::resize``)."""
+    return out_hw[0] <= in_hw[0] and out_hw[1] <= in_hw[1]
+
+
+def resize_weights(in_hw: tuple[int, int], out_hw: tuple[int, int],
+                   interpolation: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(Wy, Wx)``: the row and column weight matrices of an ``(h, w) -> (out_h, out_w)`` resize
+    (``out = Wy @ img @ Wx.T``)."""
+    (h, w), (oh, ow) = in_hw, out_hw
+    if interpolation == "area":
+        rule = area_shrink_weights if area_shrinks(in_hw, out_hw) else area_enlarge_weights
+        return rule(h, oh), rule(w, ow)
+    axis = _AXIS_WEIGHTS[interpolation]
+    return axis(h, oh), axis(w, ow)
+
 
 #: Pillow's fixed-point fraction bits for 8-bit images (``PRECISION_BITS = 32 - 8 - 2``).
 PIL_PRECISION_BITS = 22
@@ -150,9 +186,7 @@ def resize_pil_uint8(img: np.ndarray, out_w: int, out_h: int) -> np.ndarray:
 
 def resize_ref(img: np.ndarray, out_w: int, out_h: int, interpolation: str) -> np.ndarray:
     """Resize an HxWxC array in float64 with the weights above."""
-    h, w = img.shape[:2]
-    wy = _WEIGHTS[interpolation](h, out_h)
-    wx = _WEIGHTS[interpolation](w, out_w)
+    wy, wx = resize_weights(img.shape[:2], (out_h, out_w), interpolation)
     x = img.astype(np.float64)
     return np.einsum("yh,hwc,xw->yxc", wy, x, wx, optimize=True)
 

@@ -54,12 +54,12 @@ class _Axis:
             self.post += start
         self.length = size
 
-    def resize(self, size: int, interpolation: str) -> None:
-        from .resample import resize_matrix
-
+    def resize(self, size: int, matrix: np.ndarray) -> None:
+        """Resize to ``size`` with ``matrix``, this axis' ``(size, length)`` weights of the 2-D resize
+        (:func:`.resample.resize_matrices`: OpenCV's area rule depends on both axes)."""
         self.pre, self.at = self.length, self.offset
         if size != self.length:
-            self.matrix = resize_matrix(self.length, size, interpolation)
+            self.matrix = matrix
         self.length = size
 
     def operator(self, n_in: int) -> np.ndarray:
@@ -77,7 +77,7 @@ class _Program:
 
     def __init__(self, stages, ctx: KernelContext, dev, in_order: str, nv12: bool):
         from .colour import NV12Converter
-        from .resample import channel_major_index, column_weights, make_taps
+        from .resample import channel_major_index, column_weights, make_taps, resize_matrices
 
         spec = ctx.spec_in
         self.dev = dev
@@ -99,8 +99,9 @@ class _Program:
                 if getattr(st, "antialias", False):
                     mode = {"linear": "bilinear", "area": "area", "nearest": "nearest"}[st.interpolation]
                     self.antialias = ((h, w), mode)
-                rows.resize(h, st.interpolation)
-                cols.resize(w, st.interpolation)
+                wy, wx = resize_matrices((rows.length, cols.length), (h, w), st.interpolation)
+                rows.resize(h, wy)
+                cols.resize(w, wx)
                 # OpenCV's 8-bit resize rounds to integers; the reference keeps that
                 self.round_u8 = conceptual_u8 and ctx.fidelity == "reference"
             elif st.op == "normalise":

@@ -26,14 +26,26 @@ from typing import Optional, Sequence, cast
 import numpy as np
 import torch
 
-from ..numpy_ref import _WEIGHTS
+from ..numpy_ref import _AXIS_WEIGHTS, resize_weights
 
 
 def resize_matrix(n_in: int, n_out: int, interpolation: str) -> np.ndarray:
-    """``(n_out, n_in)`` float64 weights of an OpenCV resize along one axis (identity if sizes match)."""
+    """``(n_out, n_in)`` float64 weights of an OpenCV ``linear`` or ``nearest`` resize along one axis
+    (identity if sizes match). ``area`` has no per-axis rule: :func:`resize_matrices`."""
+    if interpolation not in _AXIS_WEIGHTS:
+        raise ValueError(f"{interpolation!r} weights depend on both axes: use resize_matrices")
     if n_in == n_out:
         return np.eye(n_in)
-    return _WEIGHTS[interpolation](n_in, n_out)
+    return _AXIS_WEIGHTS[interpolation](n_in, n_out)
+
+
+def resize_matrices(in_hw: tuple[int, int], out_hw: tuple[int, int],
+                    interpolation: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, cols)``: the float64 weights of an OpenCV 2-D resize ``(h, w) -> (out_h, out_w)``, per axis.
+
+    OpenCV's ``INTER_AREA`` picks one rule for both axes (area averaging only when neither grows), so
+    the axes are computed together (:func:`dvpipe.backends.numpy_ref.resize_weights`)."""
+    return resize_weights(in_hw, out_hw, interpolation)
 
 
 @dataclass

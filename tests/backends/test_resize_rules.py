@@ -1,0 +1,77 @@
+"""Resize rules that depend on both axes, against the libraries that define them.
+
+* ``area``: OpenCV's ``INTER_AREA`` averages areas only when neither axis grows
+  (``cv::hal::resize``: ``interpolation == INTER_AREA && scale_x >= 1 && scale_y >= 1``); when either
+  axis grows it uses its bilinear-like "enlarging" weights on BOTH axes. The reference backend and the
+  torch backend (which takes the reference's weights) are checked against ``cv2.resize(...,
+  INTER_AREA)`` with one axis shrinking and the other growing, in both orders, on uint8 pixels
+  (resize before Normalise) and float pixels (after it).
+"""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+import dvpipe as dv
+from tolerances import tol
+
+#: (h, w) -> (out_h, out_w); ids say which axis grows
+MIXED = {
+    "rows-shrink-cols-grow": ((37, 53), (20, 70)),
+    "rows-grow-cols-shrink": ((53, 37), (70, 20)),
+    "rows-halve-cols-grow": ((90, 160), (45, 200)),   # an integer shrink factor: no area-fast path either
+    "rows-grow-cols-halve": ((58, 28), (92, 14)),
+    "near-one": ((45, 80), (44, 81)),
+    "camera-like": ((225, 400), (128, 704)),
+}
+#: shapes whose rule was right before, kept as controls
+SAME = {
+    "both-shrink": ((64, 96), (27, 41)),
+    "both-grow": ((21, 28), (58, 108)),
+    "rows-keep-cols-grow": ((37, 53), (37, 70)),
+    "rows-shrink-cols-keep": ((37, 53), (20, 53)),
+}
+BACKENDS = {"reference": "reference", "torch": ("torch:cpu", "cpu")}
+
+
+def _image(h: int, w: int, seed: int) -> np.ndarray:
+    # random pixels: every weight shows (a smooth image would hide a wrong tap choice)
+    return np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+
+
+def _run(backend, stages, img: np.ndarray) -> tuple[np.ndarray, str]:
+    if backend == "torch":
+        pytest.importorskip("torch", reason="the torch backend needs torch")
+    h, w = img.shape[:2]
+    rig = dv.Rig.from_dict({"cameras": [{"name": "c", "width": w, "height": h, "encoding": "raw"}]})
+    pipe = dv.Pipeline(rig, stages, BACKENDS[backend])
+    (step,) = [s for s in pipe.plan.cameras[0].steps if "resize" in [st.op for st in s.stages]]
+    out = pipe.process({"c": img}).images
+    out = out.numpy() if hasattr(out, "numpy") else np.asarray(out)
+    return out[0].transpose(1, 2, 0), step.backend.name
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("shape", list(MIXED.values()) + list(SAME.values()), ids=list(MIXED) + list(SAME))
+def test_area_uint8_matches_opencv_inter_area(backend, shape):
+    (h, w), (oh, ow) = shape
+    img = _image(h, w, seed=h * w)
+    got, ran_on = _run(backend, [dv.Decode(), dv.Resize(size=(oh, ow), interpolation="area")], img)
+    assert ran_on.startswith(backend), ran_on
+    assert got.dtype == np.uint8
+    want = cv2.resize(img, (ow, oh), interpolation=cv2.INTER_AREA)
+    tol("uint8_resize", "any", "cpu").check(got, want)  # OpenCV's 11-bit fixed point vs float weights, rounded
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("shape", list(MIXED.values()) + list(SAME.values()), ids=list(MIXED) + list(SAME))
+def test_area_float_matches_opencv_inter_area(backend, shape):
+    (h, w), (oh, ow) = shape
+    img = _image(h, w, seed=h + w)
+    stages = [dv.Decode(), dv.Normalise(mean=(0, 0, 0), std=(1, 1, 1), to_rgb=False),
+              dv.Resize(size=(oh, ow), interpolation="area")]
+    got, ran_on = _run(backend, stages, img)
+    assert ran_on.startswith(backend), ran_on
+    want = cv2.resize(img.astype(np.float32), (ow, oh), interpolation=cv2.INTER_AREA)
+    tol("float_path_relative").check(got, want)  # std = 1: values up to 255, float32 rounding
