@@ -11,10 +11,13 @@ Forming a set (``tol`` = ``sync.tolerance_ms``):
    the other cameras, more than ``tol`` before it, are dropped as *unmatched*; once the anchor's
    source has ended and its last frame is used, the earliest again).
 2. Each camera contributes its waiting frame closest to ``T`` within ``+-tol``; its older waiting
-   frames are dropped as *superseded*.
+   frames are dropped as *superseded*. For recordings, a camera whose next frame is not read yet and
+   could be closer (its best is more than half its shortest frame interval so far before ``T``, and its
+   buffer has room) is waited for as a late one is, so that the choice does not depend on how far its
+   reader has got (a camera faster than twice the tolerance; same-rate cameras never wait so).
 3. A camera without such a frame is **late** when it has nothing waiting (its frame may still come)
    and **missing** when its next frame is already past ``T + tol`` (it skipped this set). A camera
-   whose source ended or failed is **absent**.
+   whose source ended or failed, with nothing left waiting, is **absent**.
 4. While some camera is late, the set waits until its deadline: ``deadline_ms`` after the first
    frame of the set arrived for live deployments, or ``wait_ms`` (the runner's stall timeout) after
    the set started waiting for recordings processed as fast as possible (there, "late" only means
@@ -109,6 +112,9 @@ class Synchroniser:
         self._drops: list[Dropped] = []
         # (set time, cameras waited for, monotonic start of the wait) of the set waiting now
         self._waiting_since: Optional[tuple[int, frozenset, int]] = None
+        # per camera: the last capture time pushed and the shortest interval seen between its frames (ns)
+        self._last_capture: dict[str, int] = {}
+        self._interval: dict[str, int] = {}
         self._next_deadline: Optional[int] = None
         self._cond = threading.Condition()
         self.closed = False
@@ -146,6 +152,10 @@ class Synchroniser:
                 self._drops.append(Dropped(old, "superseded",
                                            "a newer frame arrived while the pipeline was busy (latest-frame policy)"))
             buf.append(item)
+            cap, prev = item.frame.capture_epoch_ns, self._last_capture.get(cam)
+            if prev is not None and cap > prev:
+                self._interval[cam] = min(self._interval.get(cam, cap - prev), cap - prev)
+            self._last_capture[cam] = cap
             self._cond.notify_all()
         return True
 
@@ -267,27 +277,34 @@ class Synchroniser:
         late: dict[str, str] = {}
         absent: dict[str, str] = {}
         waiting: list[str] = []
+        closer: list[str] = []  # recordings: a camera whose next frame, not read yet, may be closer to T
         for cam in self.cameras:
             buf = self.pending[cam]
             best = None
+            beyond = False
             for k, it in enumerate(buf):
                 d = abs(it.frame.capture_epoch_ns - t_set)
                 if d <= tol and (best is None or d < best[1]):
                     best = (k, d)
                 if it.frame.capture_epoch_ns > t_set + tol:
+                    beyond = True
                     break
             if best is not None:
                 members[cam] = buf[best[0]]
-            elif cam in self.ended:
-                absent[cam] = self.ended[cam]
+                if not (self.live or beyond or cam in self.ended or len(buf) >= self.capacity):
+                    interval = self._interval.get(cam)
+                    if interval is not None and members[cam].frame.capture_epoch_ns < t_set - interval / 2:
+                        closer.append(cam)
             elif buf:
                 nxt = buf[0].frame.capture_epoch_ns - t_set
                 late[cam] = (f"missing: no frame within +-{tol / 1e6:.4g} ms of the set "
                              f"(its next is {nxt / 1e6:+.1f} ms)")
+            elif cam in self.ended:
+                absent[cam] = self.ended[cam]
             else:
                 waiting.append(cam)
-        if waiting:
-            if not self._expired(t_set, list(members.values()), now_ns, frozenset(waiting)):
+        if waiting or closer:
+            if not self._expired(t_set, list(members.values()), now_ns, frozenset(waiting + closer)):
                 return None
             for cam in waiting:
                 late[cam] = (f"late: no frame within the {self.cfg.deadline_ms:.4g} ms deadline" if self.live else

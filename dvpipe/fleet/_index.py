@@ -157,8 +157,8 @@ def group_frames(dep, items: dict[str, list]) -> tuple[list, dict[str, int]]:
     The runner's readers fill bounded buffers (``run.queue_size`` frames per camera, back-pressure)
     while the runner polls the synchroniser; here every buffer is refilled before each poll, i.e. the
     runner with readers ahead of the pipeline (recordings processed as fast as possible). The result
-    is deterministic; the runner's own grouping can differ only where a camera offers two frames
-    within the tolerance of one set time and its reader had not read the closer one yet.
+    is deterministic and the runner's own (the synchroniser does not decide a recording's set on what a
+    reader happened to have read: :mod:`dvpipe.deploy.sync`, rules 1-3).
 
     Returns ``(sets, drops)``: :class:`~dvpipe.deploy.sync.FrameSet` objects and dropped frames by category.
     """

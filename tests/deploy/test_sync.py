@@ -185,6 +185,35 @@ def test_the_anchor_rules_hold_until_the_anchor_cameras_last_frames_are_used():
     assert [(d.item.frame.seq, d.category) for d in s.take_drops()] == [(1, "unmatched")]
 
 
+def test_a_recordings_fast_camera_gives_its_closest_frame_whatever_its_reader_had_read():
+    """Rule 2, the closest frame within the tolerance: C runs at 20 fps (50 ms) against a 40 ms tolerance,
+    so two of its frames can fall in one set's window. With only the earlier one (470 ms) read when the
+    set at 500 ms is decided, the set waits for C's next frame (520 ms, closer) instead of taking 470 --
+    a recording's sets do not depend on how far a reader had got (the fleet index fills every buffer)."""
+    s = sync(anchor="A", tolerance_ms=40, live=False, wait_ms=10_000, capacity=4)
+    s.push(item("C", 0, 420.0))
+    s.push(item("C", 1, 470.0))  # C's interval: 50 ms
+    s.push(item("A", 0, 500.0))
+    s.push(item("B", 0, 503.0))
+    assert s.poll(int(1 * MS)) == []  # 470 is 30 ms early, more than half C's interval: 520 could be closer
+    s.push(item("C", 2, 520.0))
+    (fs,) = s.poll(int(2 * MS))
+    assert fs.time_ns == int(500 * MS) and fs.members["C"].frame.seq == 2
+    assert sorted((d.item.frame.seq, d.category) for d in s.take_drops()) == [(0, "unmatched"), (1, "superseded")]
+
+
+def test_an_ended_camera_with_a_frame_left_is_missing_not_absent():
+    """Rule 3: a camera whose next waiting frame is past T + tol skipped the set (missing: on_late applies,
+    here drop), even when its source has ended meanwhile; absent (masked) is for a camera with nothing left."""
+    s = sync(tolerance_ms=10, on_late="drop", live=False)
+    s.push(item("A", 0, 100.0))
+    s.push(item("B", 0, 100.0))
+    s.push(item("C", 0, 160.0))
+    s.end("C", "ended: end of input")
+    assert s.poll(int(1 * MS)) == []  # the set at 100 ms: C missing -> dropped, not emitted with C absent
+    assert {(d.item.frame.camera, d.category) for d in s.take_drops()} == {("A", "set_dropped"), ("B", "set_dropped")}
+
+
 def test_latest_only_buffers_drop_the_oldest_never_block():
     s = sync(capacity=2, latest_only=True)
     for k in range(5):
