@@ -18,8 +18,11 @@ mmdet3d reference uses); everything after decode is written out from the definit
 * ``pil_bicubic`` — Pillow's ``Image.resize(size)`` default filter on uint8 (``Resampling.BICUBIC``,
   ``a = -0.5``, antialiased: the kernel support grows by the shrink factor), written out from
   Pillow's ``libImaging/Resample.c``: per axis, double coefficients normalised to sum 1, then fixed
-  point with 22 fraction bits rounded half away from zero; the horizontal pass runs first and its
-  result is rounded and clipped to uint8 (``(acc + 2**21) >> 22``), then the vertical pass. Exact
+  point with 22 fraction bits rounded half away from zero; two passes (a pass runs only if its axis
+  changes size), each rounded and clipped to uint8 (``(acc + 2**21) >> 22``). The pass order is
+  Pillow's (13 by default: the vertical pass first when ``out_h < h and h - out_h > 2 * (w - out_w)``,
+  e.g. whenever the height shrinks and the width does not; earlier versions: :func:`pil_vertical_first`);
+  it changes the rounded intermediate, so it matters. Exact
   integer arithmetic, so the result is bit-identical to Pillow's.
 """
 from __future__ import annotations
@@ -171,16 +174,38 @@ def _pil_pass(img: np.ndarray, n_out: int, axis: int) -> np.ndarray:
     return np.moveaxis(out, 0, axis)
 
 
-def resize_pil_uint8(img: np.ndarray, out_w: int, out_h: int) -> np.ndarray:
-    """``PIL.Image.fromarray(img).resize((out_w, out_h))`` for an HxW[xC] uint8 array, without Pillow."""
+def pil_vertical_first(w: int, h: int, out_w: int, out_h: int, pillow: tuple[int, int] = (13, 0)) -> bool:
+    """Whether Pillow's ``Image.resize((out_w, out_h))`` of a ``w x h`` image runs the vertical pass first.
+
+    * Pillow < 12.2: never (``ImagingResampleInner``: horizontal pass, then vertical).
+    * Pillow 12.2 - 12.x: ``Image.resize`` resizes the height alone first when ``h > 100 * w`` and the
+      height shrinks (``if self.size[1] > self.size[0] * 100 and size[1] < self.size[1]``).
+    * Pillow 13: the order moved into ``ImagingResampleInner`` (python-pillow/Pillow#9549 reads
+      ``horizontal_first = !(xsize >= box width && ysize < box height)``). Pillow 13.0.0 also runs the
+      vertical pass first in some cases where both axes shrink; the rule it follows in every case
+      measured (tests/backends/test_resize_rules.py) is ``out_h < h and h - out_h > 2 * (w - out_w)``,
+      which is #9549's rule whenever the width does not shrink.
+    """
+    if tuple(pillow) >= (13, 0):
+        return out_h < h and h - out_h > 2 * (w - out_w)
+    if tuple(pillow) >= (12, 2):
+        return h > w * 100 and out_h < h
+    return False
+
+
+def resize_pil_uint8(img: np.ndarray, out_w: int, out_h: int, pillow: tuple[int, int] = (13, 0)) -> np.ndarray:
+    """``PIL.Image.fromarray(img).resize((out_w, out_h))`` for an HxW[xC] uint8 array, without Pillow
+    (``pillow``: the Pillow version whose pass order to follow, :func:`pil_vertical_first`)."""
     if img.dtype != np.uint8:
         raise TypeError(f"pil_bicubic resizes uint8 images, got {img.dtype}")
     h, w = img.shape[:2]
+    passes = [(out_w, 1, w), (out_h, 0, h)]
+    if pil_vertical_first(w, h, out_w, out_h, pillow):
+        passes.reverse()
     out = img
-    if out_w != w:  # Pillow skips a pass whose size does not change
-        out = _pil_pass(out, out_w, 1)
-    if out_h != h:
-        out = _pil_pass(out, out_h, 0)
+    for n_out, axis, n_in in passes:
+        if n_out != n_in:  # Pillow skips a pass whose size does not change
+            out = _pil_pass(out, n_out, axis)
     return np.ascontiguousarray(out) if out is not img else img.copy()
 
 

@@ -6,6 +6,10 @@
   torch backend (which takes the reference's weights) are checked against ``cv2.resize(...,
   INTER_AREA)`` with one axis shrinking and the other growing, in both orders, on uint8 pixels
   (resize before Normalise) and float pixels (after it).
+* ``pil_bicubic``: Pillow runs its two passes in an order that depends on both axes (the vertical pass
+  first when the height shrinks and the width does not, and in some shrink-both cases); each pass is
+  rounded to uint8, so the order shows in the bytes. The reference re-implementation is checked
+  bit for bit against the installed Pillow's ``Image.resize``.
 """
 from __future__ import annotations
 
@@ -14,7 +18,13 @@ import numpy as np
 import pytest
 
 import dvpipe as dv
+from dvpipe.backends.numpy_ref import resize_pil_uint8
 from tolerances import tol
+
+PIL = pytest.importorskip("PIL")
+from PIL import Image  # noqa: E402
+
+PILLOW = tuple(int(p) for p in PIL.__version__.split(".")[:2])
 
 #: (h, w) -> (out_h, out_w); ids say which axis grows
 MIXED = {
@@ -75,3 +85,51 @@ def test_area_float_matches_opencv_inter_area(backend, shape):
     assert ran_on.startswith(backend), ran_on
     want = cv2.resize(img.astype(np.float32), (ow, oh), interpolation=cv2.INTER_AREA)
     tol("float_path_relative").check(got, want)  # std = 1: values up to 255, float32 rounding
+
+
+#: (h, w) -> (out_h, out_w) for Pillow's pass order
+PIL_SHAPES = {
+    "rows-shrink-cols-grow": ((37, 53), (20, 70)),
+    "rows-grow-cols-shrink": ((53, 37), (70, 20)),
+    "camera-rows-shrink-cols-grow": ((225, 400), (100, 425)),
+    "shrink-both-height-more": ((41, 21), (11, 8)),      # Pillow 13: vertical first
+    "shrink-both-width-more": ((51, 38), (46, 25)),      # horizontal first
+    "shrink-both-boundary": ((40, 40), (1, 20)),         # h - out_h = 39 < 2 * (w - out_w) = 40: horizontal
+    "shrink-both-boundary+1": ((40, 40), (1, 21)),       # 39 > 38: vertical
+    "grow-both": ((21, 28), (58, 108)),
+    "rows-keep-cols-grow": ((37, 53), (37, 70)),
+    "rows-shrink-cols-keep": ((37, 53), (20, 53)),
+    "tall": ((505, 5), (300, 3)),                          # Pillow 12.2+: h > 100 w split
+}
+
+
+@pytest.mark.parametrize("shape", list(PIL_SHAPES.values()), ids=list(PIL_SHAPES))
+def test_pil_bicubic_reference_is_pillow_bit_for_bit(shape):
+    (h, w), (oh, ow) = shape
+    img = _image(h, w, seed=7 * h + w)
+    want = np.asarray(Image.fromarray(img).resize((ow, oh), Image.Resampling.BICUBIC))
+    assert np.array_equal(resize_pil_uint8(img, ow, oh, pillow=PILLOW), want)
+
+
+def test_pil_bicubic_pass_order_on_random_shapes():
+    # every direction combination, sizes up to 300: the order rule must hold for all of them
+    rng = np.random.default_rng(2)
+    for _ in range(120):
+        h, w = (int(v) for v in rng.integers(1, 300, 2))
+        oh, ow = (int(v) for v in rng.integers(1, 400, 2))
+        img = rng.integers(0, 256, (h, w), dtype=np.uint8)
+        want = np.asarray(Image.fromarray(img).resize((ow, oh), Image.Resampling.BICUBIC))
+        got = resize_pil_uint8(img, ow, oh, pillow=PILLOW)
+        assert np.array_equal(got, want), ((h, w), (oh, ow))
+
+
+@pytest.mark.skipif(PILLOW < (13, 0), reason="the reference backend follows Pillow 13's pass order")
+@pytest.mark.parametrize("shape", [PIL_SHAPES[k] for k in ("rows-shrink-cols-grow", "rows-grow-cols-shrink",
+                                                           "shrink-both-height-more")],
+                         ids=["rows-shrink-cols-grow", "rows-grow-cols-shrink", "shrink-both-height-more"])
+def test_pil_bicubic_reference_backend_is_pillow(shape):
+    (h, w), (oh, ow) = shape
+    img = _image(h, w, seed=3)
+    got, ran_on = _run("reference", [dv.Decode(), dv.Resize(size=(oh, ow), interpolation="pil_bicubic")], img)
+    assert ran_on == "reference"
+    assert np.array_equal(got, np.asarray(Image.fromarray(img).resize((ow, oh), Image.Resampling.BICUBIC)))
