@@ -182,7 +182,7 @@ def test_a_projection_with_an_offset_goes_into_cam2img_and_lidar2img():
                      (721.5377 * y + 172.854 * z + 0.2163791) / (z + 0.002745884)]) * 0.5
     for key in ("cam2img", "lidar2img"):  # lidar2cam is the identity here
         p = np.asarray(m[key]) @ [x, y, z, 1.0]
-        assert np.allclose(p[:2] / p[2], want, atol=1e-9), key
+        assert np.allclose(p[:2] / p[2], want, atol=tol("geometry", "any", "float64").atol), key
     # given both, intrinsics must be the projection's K; a lidar2img that is not P4 @ lidar2cam is refused
     with pytest.raises(dv.ConfigError, match=r"cameras\[0\].cam2img: the projection's left 3x3"):
         dv.Rig.from_dict({"cameras": [{"name": "C", "width": 8, "height": 8, "cam2img": P, "intrinsics": np.eye(3).tolist()}]})

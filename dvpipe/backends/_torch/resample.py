@@ -26,6 +26,7 @@ from typing import Optional, Sequence, cast
 import numpy as np
 import torch
 
+from ...errors import ConfigError
 from ..numpy_ref import _AXIS_WEIGHTS, resize_weights
 
 
@@ -33,7 +34,7 @@ def resize_matrix(n_in: int, n_out: int, interpolation: str) -> np.ndarray:
     """``(n_out, n_in)`` float64 weights of an OpenCV ``linear`` or ``nearest`` resize along one axis
     (identity if sizes match). ``area`` has no per-axis rule: :func:`resize_matrices`."""
     if interpolation not in _AXIS_WEIGHTS:
-        raise ValueError(f"{interpolation!r} weights depend on both axes: use resize_matrices")
+        raise ConfigError(f"{interpolation!r} weights depend on both axes: use resize_matrices")
     if n_in == n_out:
         return np.eye(n_in)
     return _AXIS_WEIGHTS[interpolation](n_in, n_out)

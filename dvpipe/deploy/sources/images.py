@@ -48,6 +48,7 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 import yaml
 
 from ...codecs import DEFAULT_MAX_PIXELS, max_file_bytes
+from ...errors import ConfigError
 from ...latency import now_ns
 from ...types import short_repr as _show
 from . import _options
@@ -82,12 +83,12 @@ def _datetime_ns(text: str) -> int:
 
     m = _DATETIME_RE.fullmatch(text.strip())
     if m is None:
-        raise ValueError(f"expected a date-time YYYY-MM-DD HH:MM:SS[.fraction] (UTC), got {_show(text)}")
+        raise ConfigError(f"expected a date-time YYYY-MM-DD HH:MM:SS[.fraction] (UTC), got {_show(text)}")
     y, mo, d, h, mi, sec, frac, _z, sign, zh, zm = m.groups()
     try:
         t = dt.datetime(int(y), int(mo), int(d), int(h), int(mi), int(sec), tzinfo=dt.timezone.utc)
     except ValueError as e:
-        raise ValueError(f"{_show(text)} is not a date-time: {e}") from None
+        raise ConfigError(f"{_show(text)} is not a date-time: {e}") from None
     zone_s = (int(zh) * 3600 + int(zm or 0) * 60) * (1 if sign == "+" else -1) if sign else 0
     return (int(t.timestamp()) - zone_s) * 1_000_000_000 + int(((frac or "") + "000000000")[:9])
 
@@ -100,7 +101,7 @@ def _to_ns(value: Any, unit: str) -> int:
     read) is taken as its shortest decimal text.
 
     Raises:
-        ValueError: not a time (one line: what was expected, the value).
+        ConfigError: not a time (one line: what was expected, the value; a ValueError).
     """
     import datetime as dt
 
@@ -109,7 +110,7 @@ def _to_ns(value: Any, unit: str) -> int:
         delta = t - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
         return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"expected a number or a date-time, got {_show(value)}")
+        raise ConfigError(f"expected a number or a date-time, got {_show(value)}")
     if isinstance(value, int):
         d = Decimal(value)
     else:
@@ -117,7 +118,7 @@ def _to_ns(value: Any, unit: str) -> int:
         if isinstance(value, str) and "-" in text[1:10] and ":" in text:
             return _datetime_ns(text)
         if len(text) > 64 or not _NUMBER_RE.fullmatch(text):
-            raise ValueError(f"expected a number (in {'ns, us, ms or s' if unit == 'auto' else unit}) or a date-time, "
+            raise ConfigError(f"expected a number (in {'ns, us, ms or s' if unit == 'auto' else unit}) or a date-time, "
                              f"got {_show(value)}")
         d = Decimal(text)
     if unit == "auto":
@@ -125,7 +126,7 @@ def _to_ns(value: Any, unit: str) -> int:
         unit = "ns" if digits >= 18 else "us" if digits >= 15 else "ms" if digits >= 12 else "s"
     ns = d.scaleb(_SCALE[unit], context=_EXACT).to_integral_value(rounding=ROUND_HALF_EVEN, context=_EXACT)
     if not -_NS_LIMIT < ns < _NS_LIMIT:
-        raise ValueError(f"{_show(value)} ({unit}) is out of range: a capture time in ns fits 64 bits")
+        raise ConfigError(f"{_show(value)} ({unit}) is out of range: a capture time in ns fits 64 bits")
     return int(ns)
 
 
