@@ -91,60 +91,38 @@ def _median_rate(times: list[int]) -> Optional[float]:
     return 1e9 / statistics.median(gaps) if gaps else None
 
 
-def _sidecar_rate(src: dict, path: str) -> tuple[Optional[float], str]:
-    """The rate of the capture times a sidecar file gives the first camera (its files where the deployment's
-    folders are here, else every time the file lists), read as the loader reads it (``images._read_sidecar``)."""
-    import os
-    from pathlib import Path
+def _loader_rate(path: str) -> tuple[Optional[float], str]:
+    """The rate of the capture times the deployment loader gives the first camera's image sequence (file
+    names or a sidecar, with every rule of ``dvpipe/deploy/sources/images.py``): the median interval.
+    ``(None, why)`` when the deployment or its images cannot be read here."""
+    from ..deploy import load_deployment
+    from ..deploy.sources import open_source
+    from ..errors import DvpipeError
 
-    from ..deploy.sources.images import _read_sidecar, _to_ns
-    from ..errors import ConfigError
-
-    import yaml
-
-    from ..deploy.sources.base import SourceError
-
-    if src.get("sidecar") is None:
-        return None, "timestamps: sidecar names no sidecar file"
-    _src, files = _image_folders(path)
-    first = next(iter(files), None)
-    name = str(src.get("sidecar"))
-    if "{camera}" in name:
-        if first is None:
-            return None, "the sidecar is per camera and the camera folders are not here"
-        name = name.replace("{camera}", first)
-    side = name if os.path.isabs(name) else os.path.join(os.path.dirname(os.path.abspath(path)), name)
-    unit = str(src.get("unit", "auto"))
     try:
-        table = _read_sidecar(side)
-        mine = files.get(first, []) if first is not None else []
-        if isinstance(table, list):  # one time per line, for the files in name order
-            raw = table[:len(mine)] if mine else table
-            times = [t if isinstance(t, int) else _to_ns(t, unit) for t in raw]
-        else:
-            picked = [table.get(Path(f).name, table.get(Path(f).stem)) for f in mine]
-            raw = [t for t in picked if t is not None] if mine else list(table.values())
-            times = [_to_ns(t, unit) for t in raw]
-    except OSError as e:
-        return None, f"the sidecar {side} cannot be read here ({e.strerror or e})"
-    except (SourceError, yaml.YAMLError, ValueError, TypeError, KeyError) as e:  # a sidecar the loader refuses as well
-        raise ConfigError(f"cannot read its capture times: {str(e).splitlines()[0]}", f"{path}: source.sidecar") from None
+        dep = load_deployment(path)
+        cam = dep.cameras[0]
+        src = open_source(dep.rig[cam.name], cam.source)
+        src.open()
+        try:
+            times = [t for t, _path in src.stamped_files()]  # type: ignore[attr-defined]  # an image sequence
+        finally:
+            src.close()
+    except (DvpipeError, OSError) as e:
+        return None, f"the image sequence's capture times cannot be read here ({str(e).splitlines()[0][:200]})"
     rate = _median_rate(times)
     if rate is None:
-        return None, f"the sidecar {side} gives no capture interval"
-    return rate, f"capture times in the sidecar {os.path.basename(side)}" + (f" for {first}" if mine else "") \
-        + " (median interval)"
+        return None, f"{cam.name}'s capture times give no interval"
+    how = "sidecar" if cam.source.options.get("timestamps") == "sidecar" else "file names"
+    return rate, f"capture times of {cam.name}'s frames ({how}; median interval)"
 
 
 def rate_from_deployment(path: str) -> tuple[Optional[float], str]:
     """The cameras' frame rate a deployment states through its default ``source``, with the loader's rules for an
-    image sequence (:func:`_image_timestamps`): ``timestamps: fps`` its ``fps`` (default 10), ``sidecar`` the
-    median interval of the sidecar's times, ``filename`` that of the first camera's file names; any other source
-    its ``fps``. ``(None, why)`` when it states none. A ``fps`` that is not a frame rate (``source.fps``,
+    image sequence (:func:`_image_timestamps`): ``timestamps: fps`` its ``fps`` (default 10), ``sidecar`` and
+    ``filename`` the median interval of the first camera's capture times as the loader reads them; any other
+    source its ``fps``. ``(None, why)`` when it states none. A ``fps`` that is not a frame rate (``source.fps``,
     ``cameras[i].source.fps``) is a :class:`~dvpipe.errors.ConfigError`, as in the loader."""
-    import re
-    from pathlib import Path
-
     from ..types import read_yaml
 
     data = read_yaml(path)
@@ -162,18 +140,6 @@ def rate_from_deployment(path: str) -> tuple[Optional[float], str]:
         if src.get("fps") is not None:
             return float(src["fps"]), "source.fps"
         return IMAGES_DEFAULT_FPS, f"timestamps: fps without fps: (the image source's default, {IMAGES_DEFAULT_FPS:g})"
-    if mode == "sidecar":
-        return _sidecar_rate(src, path)
-    if mode != "filename":
-        return None, "the source states no frame rate"
-    from ..deploy.sources.images import _to_ns
-
-    _src, files = _image_folders(path)
-    if not files:
-        return None, "the source states no frame rate"
-    first = next(iter(files))
-    rate = _median_rate([_to_ns(re.findall(r"\d+", Path(f).stem)[-1], str(src.get("unit", "auto")))
-                         for f in files[first] if re.findall(r"\d+", Path(f).stem)])
-    if rate is None:
-        return None, "the source's file names give no capture interval"
-    return rate, f"capture times of {first}'s files (median interval)"
+    if mode in ("sidecar", "filename"):
+        return _loader_rate(path)
+    return None, "the source states no frame rate"
