@@ -8,17 +8,18 @@ Forms::
 On the AIPP route DVPP decodes and resizes each camera into NV12, and the model's AIPP (inserted by
 ``atc --insert_op_conf aipp.cfg``) does the trailing crop, the YUV -> RGB/BGR conversion, Normalise and
 Pad on the AI Core (:mod:`dvpipe.backends.dvpp.aipp`). The configuration is the one the run hands the
-model: each camera is planned as ``dvpipe run`` plans it (backends ``dvpp``, ``aipp``, ``cpu``, fidelity
-``fast``, the target's documented rules, on the software device) and its ``plan.device_batch["aipp"]`` is
-written, so DVPP's documented detours are in it (JPEGD floors odd sizes, VPC writes even NV12 pictures at
-the target's output stride; e.g. KITTI 1242x375 for bevformer-tiny on Ascend310P3: source 624x186, picture
-620x186, padding right 20 / bottom 6). Where the profile pads beyond AIPP's documented limits (32 a side,
-padded width <= 1080: bevformer-base / -small, 1600x900 -> 1600x928) the run takes the canvas route (VPC
-pastes the picture into the top-left of a padded slot whose border holds the pad colour) and the config
-written is that route's: no crop, no padding, source = the whole slot at its strides. A camera the run would not put on the AIPP route is an error naming
-the reason. Cameras with the same configuration share one ``aipp_op``; distinct ones get one block each,
-with ``related_input_rank`` 0, 1, ... (ATC applies one static ``aipp_op`` per model input). Nothing here
-has run on Ascend hardware.
+model: the cameras are planned as ``dvpipe run`` plans them (the whole rig in one plan, one batch: backends
+``dvpp``, ``aipp``, ``cpu``, fidelity ``fast``, the target's documented rules, on the software device) and its
+``plan.device_batch["aipp"]`` is written, so DVPP's documented detours are in it (JPEGD floors odd sizes, VPC
+writes even NV12 pictures at the target's output stride; e.g. KITTI 1242x375 for bevformer-tiny on Ascend310P3:
+source 624x186, picture 620x186, padding right 20 / bottom 6). Where the profile pads beyond AIPP's documented
+limits (32 a side, padded width <= 1080: bevformer-base / -small, 1600x900 -> 1600x928), or the cameras' DVPP
+pictures differ in size (1600x900 and 1600x920 padded to one 800x480 input), the run takes the canvas route (VPC
+pastes each picture into the top-left of a padded slot whose border holds the pad colour) and the config written
+is that route's: no crop, no padding, source = the whole slot at its strides. The batch is one model input, so
+there is one ``aipp_op`` (``related_input_rank`` 0; ATC applies one static ``aipp_op`` per model input). A rig the
+run cannot batch, or does not put on the AIPP route, is an error naming the reason. Nothing here has run on
+Ascend hardware.
 
 Colour standard: the run's (JPEG -> ``jpeg_full``, JFIF full-range BT.601; H.264 / H.265 -> the camera's rig
 keys ``yuv_matrix`` / ``yuv_range``, else what a video file source signals in its VUI (read from the header,
@@ -99,9 +100,6 @@ def main(args: argparse.Namespace) -> int:
               f"{[c.mean_chn_0, c.mean_chn_1, c.mean_chn_2]} + min_chn {[c.min_chn_0, c.min_chn_1, c.min_chn_2]}, "
               f"var_reci {[round(c.var_reci_chn_0, 6), round(c.var_reci_chn_1, 6), round(c.var_reci_chn_2, 6)]}",
               file=out)
-    if len(groups) > 1:
-        print("  note: several blocks: the model needs one image input per block (one static aipp_op per input); "
-              "a single-input model needs identical cameras or dynamic AIPP", file=out)
     oh, ow = groups[0][0].output_hw
     print(f"  next: atc ... --insert_op_conf={args.output if args.output != '-' else 'aipp.cfg'} (the model input "
           f"becomes uint8 NV12; its original shape stays N,3,{oh},{ow})", file=out)
@@ -156,52 +154,72 @@ def _target(soc: str, cann: Optional[str]) -> Any:
 
 
 def _route(name: str, cam: Any, stages: list, target: Any) -> Any:
-    """The camera's AIPP route as the run plans it: the plan's own batch layout (DVPP's documented detours:
-    JPEGD floors odd sizes, VPC writes even NV12, the output stride) and the AippConfig the run hands the
-    model (``plan.device_batch``), planned on the software device of ``target``."""
+    """One camera's AIPP route as the run plans a rig of that camera alone (the ``--profile`` form)."""
+    return _batch_routes([cam], stages, target, name)[0][1]
+
+
+def _batch_routes(cameras: list, stages: list, target: Any, who: Optional[str] = None) -> list[tuple[str, Any]]:
+    """``(camera, AippRoute)`` for each camera, in batch order, as the run plans them: all the cameras in one
+    plan (``Pipeline`` plans the rig as one batch, ``plan_pipeline(rig.cameras, ...)``), on the software device
+    of ``target``, and the one AippConfig that plan hands the model (``plan.device_batch["aipp"]``, the route's
+    ``batch_layout``: DVPP's documented detours, and the canvas route where AIPP cannot pad or the cameras'
+    pictures differ). Every route holds that same config; ``dvpp_size`` is the camera's own picture.
+    ``who``: the name errors start with (default: none; the run's messages name the cameras)."""
     from ..backends.dvpp.aipp import AippRoute
     from ..errors import ConfigError, PlanError
     from ..planner import plan_pipeline
 
     try:
-        plan = plan_pipeline([cam], stages, ("dvpp-sim", "aipp-sim", "cpu"), fidelity="fast", target=target)
+        plan = plan_pipeline(cameras, stages, ("dvpp-sim", "aipp-sim", "cpu"), fidelity="fast", target=target)
     except (ConfigError, PlanError) as e:
-        raise ConfigError(f"{name}: {e}") from None
+        raise ConfigError(f"{who}: {e}" if who else str(e)) from None
     b = plan.device_batch
     if b is None:
-        steps = plan.cameras[0].steps
+        cp = plan.cameras[0]
+        steps = cp.steps
         last = dict(steps[-1].verdicts).get("aipp-sim")
         off = next((s for s in steps if s.backend.name != "dvpp-sim" and s.name != "transfer"), steps[-1])
         dv = dict(off.verdicts).get("dvpp-sim")
         why = (last.reason if last is not None and "runs elsewhere" not in last.reason
                else f"step {off.name} runs on {off.backend.name}" + (f" ({dv.reason})" if dv is not None else ""))
-        raise ConfigError(f"{name}: the run on {target.soc} (CANN {target.cann}) does not put this camera on the AIPP "
-                          f"route: {why}")
+        raise ConfigError(f"{who or cp.camera.name}: the run on {target.soc} (CANN {target.cann}) does not put this "
+                          f"camera on the AIPP route: {why}")
     canvas = b.get("canvas")
-    if canvas is not None:  # the canvas route: AIPP reads the padded slot VPC pasted the picture into
-        ph, pw = (int(v) for v in canvas["picture"])
-        y, u, v = (int(c) for c in canvas["pad_nv12"])
-        note = (f"the padding to {b['width']}x{b['height']} is beyond AIPP's documented limits (32 a side, padded width "
-                f"<= 1080; acl.mdl.set_aipp_padding_params): the run pastes each {pw}x{ph} picture into the top-left "
-                "of a canvas slot with VPC (acldvppVpcCropResizePasteAsync), so this config only converts and "
-                "normalises the whole slot at its strides")
-        return AippRoute(b["aipp"], (ph, pw), (note,), canvas_pad_nv12=(y, u, v))
-    return AippRoute(b["aipp"], (int(b["height"]), int(b["width"])))
+    if canvas is None:
+        route = AippRoute(b["aipp"], (int(b["height"]), int(b["width"])))
+        return [(who or cp.camera.name, route) for cp in plan.cameras]
+    # the canvas route: AIPP reads the padded slot VPC pasted each camera's picture into
+    y, u, v = (int(c) for c in canvas["pad_nv12"])
+    pictures = {name: (int(hw[0]), int(hw[1])) for name, hw in canvas.get("pictures", {}).items()}
+    if len(set(pictures.values())) > 1:
+        why = (f"the cameras' DVPP pictures differ ({', '.join(f'{n} {w}x{h}' for n, (h, w) in pictures.items())}) "
+               "and the batch has one model input")
+    else:
+        why = (f"the padding to {b['width']}x{b['height']} is beyond AIPP's documented limits (32 a side, padded "
+               "width <= 1080; acl.mdl.set_aipp_padding_params)")
+    out = []
+    for cp in plan.cameras:
+        ph, pw = pictures.get(cp.camera.name, (int(canvas["picture"][0]), int(canvas["picture"][1])))
+        note = (f"{why}: the run pastes each {pw}x{ph} picture into the top-left of a {b['width']}x{b['height']} "
+                "canvas slot with VPC (acldvppVpcCropResizePasteAsync), so this config only converts and normalises "
+                "the whole slot at its strides")
+        out.append((who or cp.camera.name, AippRoute(b["aipp"], (ph, pw), (note,), canvas_pad_nv12=(y, u, v))))
+    return out
 
 
 def _routes(args: argparse.Namespace) -> list[tuple[Any, list[tuple[str, Any]]]]:
-    """One ``(AippConfig, [(camera, AippRoute), ...])`` per ``aipp_op`` block, ``related_input_rank`` 0, 1, ..."""
+    """The ``aipp_op`` block and its cameras: ``[(AippConfig, [(camera, AippRoute), ...])]``. One block: the run
+    plans the deployment's cameras as one batch and its model has one image input (``related_input_rank`` 0)."""
     from dataclasses import replace
 
     from ..backends.dvpp.aipp import recolour
     from ..errors import ConfigError
     from ..profiles import PROFILES, profile_stages
-    from ..types import Camera, parse_wxh
+    from ..types import Camera, check_one_size, parse_wxh
 
     if bool(args.deployment) == bool(args.profile):
         raise ConfigError("give a DEPLOYMENT.yaml or --profile NAME (one of them)")
     target = _target(args.soc, args.cann) if args.soc else None
-    per_camera: list[tuple[str, Any, list, Optional[str], list[str]]] = []
     if args.profile:
         if args.profile not in PROFILES:
             raise ConfigError(f"unknown profile {args.profile!r}; known: {', '.join(PROFILES)}")
@@ -210,7 +228,7 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[tuple[str, Any]]]]
         h, w = parse_wxh(args.size, "--size")
         cam = Camera("camera", width=w, height=h, encoding=args.source)
         notes = _order_note(args.profile, "reference")
-        per_camera.append(("camera", cam, profile_stages(args.profile, "fast", cam), args.colour_standard, notes))
+        cameras, stages, who = [cam], profile_stages(args.profile, "fast", cam), "camera"
     else:
         if not os.path.exists(args.deployment):
             raise ConfigError(f"no such file: {args.deployment}")
@@ -225,33 +243,31 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[tuple[str, Any]]]]
             raise ConfigError("the deployment names no target: give --soc (the DVPP output stride and size detours "
                               "AIPP reads depend on it)")
         p = dep.pipeline
+        rig = dep.rig  # the run's batch: the rig's cameras, in its order (deploy._assembly.build_pipeline)
         profile: Any = p.profile  # a name, or a Profile built from the mmdet3d config
         if p.mmdet3d_config is not None:
-            from ..mmdet3d import profile_from_config
+            from ..mmdet3d import order_rig, profile_from_config
 
-            profile = profile_from_config(p.mmdet3d_config, skip=p.skip).profile
-        for cc in dep.cameras:
-            cam = dep.rig[cc.name]
-            if profile is not None:
-                stages = profile_stages(profile, "fast", cam)
-                notes = _order_note(profile, p.fidelity)
-            else:
-                stages, notes = list(p.stages or ()), []
-            standard = args.colour_standard or _camera_standard(cam)
-            per_camera.append((cc.name, cam, stages, standard, notes))
-    groups: dict[Any, list[tuple[str, Any]]] = {}
-    for name, cam, stages, standard, notes in per_camera:
-        route = _route(name, cam, stages, target)
-        if standard is not None and recolour(route.config, standard) != route.config:
-            route = replace(route, config=recolour(route.config, standard))
-            notes = [*notes, f"--colour-standard {standard} differs from the run's slot standard "
-                             f"({_run_standard(cam)}): frames a DVPP step hands to its CPU fallback are uploaded in "
-                             "the run's; set yuv_matrix / yuv_range on the camera so that both agree"]
-        if notes:
-            route = replace(route, notes=tuple(notes) + route.notes)
-        groups.setdefault(route.config, []).append((name, route))
-    return [(cfg.replace(related_input_rank=rank) if rank else cfg, members)
-            for rank, (cfg, members) in enumerate(groups.items())]
+            mapped = p.mapped if p.mapped is not None else profile_from_config(p.mmdet3d_config, skip=p.skip)
+            profile, rig = mapped.profile, order_rig(mapped, rig)  # as Pipeline.from_mmdet3d_config
+        cameras = list(rig.cameras)
+        if profile is not None:  # as Pipeline.from_profile: one size, the stages of its first camera
+            what = f"profile {profile if isinstance(profile, str) else profile.name}"
+            stages = profile_stages(profile, "fast", check_one_size(cameras, what))
+            notes = _order_note(profile, p.fidelity)
+        else:
+            stages, notes = list(p.stages or ()), []
+        who = None
+    routes = _batch_routes(cameras, stages, target, who)
+    config = routes[0][1].config
+    standard = args.colour_standard or _camera_standard(cameras[0])  # one standard: batch_layout refuses a mix
+    if standard is not None and recolour(config, standard) != config:
+        config = recolour(config, standard)
+        notes = [*notes, f"--colour-standard {standard} differs from the run's slot standard "
+                         f"({_run_standard(cameras[0])}): frames a DVPP step hands to its CPU fallback are uploaded "
+                         "in the run's; set yuv_matrix / yuv_range on the camera so that both agree"]
+    members = [(name, replace(route, config=config, notes=tuple(notes) + route.notes)) for name, route in routes]
+    return [(config, members)]
 
 
 def _order_note(profile: Any, fidelity: Fidelity) -> list[str]:

@@ -409,29 +409,27 @@ def test_cli_errors_are_one_line_exit_2(tmp_path, capsys, argv, match):
     assert len(err.splitlines()) == 1 and match in err and not (tmp_path / "x.cfg").exists()
 
 
-def test_cli_distinct_cameras_get_one_block_each(tmp_path, capsys):
+def test_cli_plans_the_rig_as_one_batch_as_the_run_does(tmp_path, capsys):
     # the Waymo-like rig: 1920x1280 front and 1920x886 side cameras; resize 0.5, pad to /32
     src = (ROOT / "configs" / "deployments" / "waymo-synthetic.yaml").read_text()
     dep = tmp_path / "waymo.yaml"
     dep.write_text(src.replace("../rigs/waymo.yaml", str(ROOT / "configs" / "rigs" / "waymo.yaml"))
                    .replace("pad: {size: [640, 960]}", "pad: {size_divisor: 32}"))
     out = tmp_path / "aipp.cfg"
-    assert cli_main(["aipp", str(dep), "-o", str(out), "--soc", "Ascend310P3"]) == 0
-    front, side = parse_cfg_blocks(out.read_text())
-    assert (front.related_input_rank, side.related_input_rank) == (0, 1)
-    assert front.output_hw == (640, 960) and not front.padding
-    # 886 * 0.5 = 443 rows: VPC writes even NV12, so the run's picture has 442 rows (stride 442), AIPP pads 6 to 448
-    assert (side.src_image_size_h, side.crop, side.bottom_padding_size) == (442, False, 6)
-    assert "one static aipp_op per input" in capsys.readouterr().out
-    # as shipped (pad to 640 rows) the sides would need 198 rows of AIPP padding (at most 32): they take the canvas
-    # route (VPC pastes 960x442 into a 960x640 slot), whose config, no crop and no padding, is the fronts' block
+    # 960x640 fronts and 960x448 sides: the run cannot batch them (one model input), so there is no config to write
+    assert cli_main(["aipp", str(dep), "-o", str(out), "--soc", "Ascend310P3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "a batch needs one size" in err and not out.exists()
+    # as shipped (pad to 640 rows) the sides would need 198 rows of AIPP padding (at most 32): the run puts the five
+    # cameras on the canvas route (VPC pastes each picture into a 960x640 slot), one config, no crop and no padding
     dep.write_text(src.replace("../rigs/waymo.yaml", str(ROOT / "configs" / "rigs" / "waymo.yaml")))
     assert cli_main(["aipp", str(dep), "-o", str(out), "--soc", "Ascend310P3"]) == 0
     printed = capsys.readouterr().out
     (block,) = parse_cfg_blocks(out.read_text())
     assert (block.src_image_size_w, block.src_image_size_h, block.crop, block.padding) == (960, 640, False, False)
     assert "SIDE_LEFT, SIDE_RIGHT: input NV12 960x640 (canvas slot: VPC pastes the 960x442 DVPP picture" in printed
-    assert "FRONT, FRONT_LEFT, FRONT_RIGHT: input NV12 960x640 (DVPP picture 960x640)" in printed
+    assert "FRONT, FRONT_LEFT, FRONT_RIGHT: input NV12 960x640 (canvas slot: VPC pastes the 960x640 DVPP picture" \
+        in printed
     # the run puts the five cameras in one batch on the canvas route and hands the model this very block
     import dvpipe as dv
     from dvpipe.deploy import load_deployment
