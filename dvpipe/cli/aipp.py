@@ -287,11 +287,12 @@ def _run_standard(cam: Any) -> str:
 
 
 def _camera_standard(cam: Any) -> Optional[str]:
-    """The camera's colour standard from its rig keys ``yuv_matrix`` / ``yuv_range`` (video and raw cameras);
-    None: the run's default (JPEG: jpeg_full; video: bt601_narrow)."""
+    """The camera's colour standard from its rig keys ``yuv_matrix`` / ``yuv_range``, read as the run reads them
+    (:func:`dvpipe.backends.dvpp.colour.camera_colour_standard`: case-insensitive; JPEG stays ``jpeg_full``);
+    None when neither key is set: the run's default (JPEG: jpeg_full; video: bt601_narrow)."""
+    from ..backends.dvpp.colour import camera_colour_standard
+
     extra = getattr(cam, "extra", {}) or {}
-    if cam.encoding == "jpeg" or not ({"yuv_matrix", "yuv_range"} & set(extra)):
+    if not ({"yuv_matrix", "yuv_range"} & set(extra)):
         return None
-    matrix = str(extra.get("yuv_matrix", "bt601"))
-    rng = "full" if str(extra.get("yuv_range", "limited")) == "full" else "narrow"
-    return f"{matrix}_{rng}"
+    return camera_colour_standard(cam)

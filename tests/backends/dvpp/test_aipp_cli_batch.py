@@ -133,3 +133,41 @@ def test_a_rig_the_run_cannot_batch_is_refused_in_one_line(tmp_path, capsys, siz
     assert cli_main(["aipp", str(dep), "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "a batch needs one size" in err and not out.exists()
+
+
+# -- colour standard: the rig keys as the run reads them -------------------------------------------------------
+@pytest.mark.parametrize("extra", [{"yuv_matrix": "bt709", "yuv_range": "Full"},
+                                   {"yuv_matrix": "BT709", "yuv_range": "full"},
+                                   {"yuv_matrix": "Bt601"}, {"yuv_range": "FULL"}])
+def test_rig_colour_keys_are_read_as_the_run_reads_them(tmp_path, capsys, extra):
+    """The run's colour standard is camera_colour_standard (case-insensitive keys); the CLI's must be the same, and
+    the written block the run's batch config (no 'differs from the run's slot standard' note, no crash)."""
+    import dvpipe as dv
+    from dvpipe.backends.dvpp.aipp import recolour
+    from dvpipe.backends.dvpp.colour import camera_colour_standard
+    from dvpipe.cli.aipp import _camera_standard
+    from dvpipe.deploy import load_deployment
+    from dvpipe.deploy._assembly import build_pipeline
+
+    cam = dv.Camera("C", width=1600, height=900, encoding="h264", extra=dict(extra))
+    assert _camera_standard(cam) == camera_colour_standard(cam)
+    keys = "".join(f"  {k}: {v}\n" for k, v in extra.items())
+    (tmp_path / "rig.yaml").write_text(f"name: r\ncameras:\n- name: C\n  width: 1600\n  height: 900\n  encoding: h264\n"
+                                       f"{keys}")
+    dep = tmp_path / "dep.yaml"
+    dep.write_text("name: d\nrig: rig.yaml\ntarget: {soc: Ascend310P3, cann: \"8.0.0\"}\npipeline:\n"
+                   "  profile: bevformer-tiny\n  fidelity: fast\n  backends: [dvpp-sim, aipp-sim, cpu]\n"
+                   "source:\n  type: rtsp\n  uri: rtsp://127.0.0.1:8554/{camera}\n")
+    out = tmp_path / "aipp.cfg"
+    assert cli_main(["aipp", str(dep), "-o", str(out)]) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    (cfg,) = parse_cfg_blocks(out.read_text())
+    pipe, _ = build_pipeline(load_deployment(dep))
+    try:
+        b = pipe.plan.device_batch
+        run_standard = camera_colour_standard(pipe.plan.cameras[0].camera)
+        assert b["colour_standard"] == run_standard and cfg == b["aipp"]
+        assert recolour(cfg, run_standard) == cfg
+    finally:
+        pipe.close()
+    assert "differs from the run's slot standard" not in printed
