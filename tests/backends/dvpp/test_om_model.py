@@ -679,3 +679,92 @@ def test_software_device_refuses_dynamic_parameters_with_an_odd_yuv420sp_crop_si
             args = (*args[:5], 1, *args[6:])
         calls.append((api, args))
     _refused_on_binding(key, [(calls, "crop_size_w must be even")])
+
+
+# -- dynamic AIPP: per-batch parameters, whatever the call order -------------------------------------------------
+#: Huawei, aclmdlSetInputAIPP / aclmdlSetAIPPByInputIndex restrictions (CANN 8.0.0 aclcppdevg_03_0308 / _0311):
+#: "the image size after dynamic AIPP is computed per batch" and must be the same for every batch and equal the
+#: model input. A batch the caller never set keeps the documented defaults (no crop, no padding: aclmdlAIPP pages).
+_N, _W, _H = 2, 32, 16  # model input 32x16; the source is 34x16 and batch 0 crops it to 32x16
+
+
+def _batch_calls(order: str, batch1: str):
+    """The dynamic-AIPP calls of a 34x16 -> crop 32x16 configuration for create_aipp(2). ``batch1``: ``same``
+    (batch 1 set as batch 0), ``wide`` (batch 1 without the crop: 34x16 after AIPP), ``mean`` (batch 1 another
+    mean, same size) or ``unset`` (no batch-1 call). ``order``: ``0-1`` as dynamic_aipp_calls writes them, or
+    ``1-0`` (every batch-1 call before batch 0's)."""
+    from dvpipe.backends.dvpp.aipp import aipp_for, dynamic_aipp_calls
+
+    cfg = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=(_H, _W + 2),
+                   content_size=(_H, _W), out_size=(_H, _W))
+    calls = dynamic_aipp_calls(cfg, batch_size=_N, input_index=1, by_input_index=False)
+    per = {"set_aipp_crop_params", "set_aipp_padding_params", "set_aipp_dtc_pixel_mean", "set_aipp_dtc_pixel_min",
+           "set_aipp_pixel_var_reci"}
+    is_per = [api.split(".")[-1] in per for api, _ in calls]
+    first, last = is_per.index(True), len(is_per) - is_per[::-1].index(True)
+    b0 = [c for c in calls[first:last] if c[1][-1] == 0]
+    b1 = []
+    for api, args in calls[first:last]:
+        if args[-1] != 1 or batch1 == "unset":
+            continue
+        if batch1 == "wide" and api.endswith("set_aipp_crop_params"):
+            args = (args[0], 0, 0, 0, 0, 0, 1)  # crop off: the whole 34x16 source
+        if batch1 == "mean" and api.endswith("set_aipp_dtc_pixel_mean"):
+            args = (args[0], 0, 0, 0, 0, 1)
+        b1.append((api, args))
+    middle = b0 + b1 if order == "0-1" else b1 + b0
+    return calls[:first] + middle + calls[last:]
+
+
+def _bind(key, calls) -> None:
+    """Bind ``calls`` to model ``key``'s dynamic-AIPP input on the software device; everything made is freed."""
+    from dvpipe.backends.dvpp import _mdl
+
+    rt = _acl.runtime("sim", TARGET).hold()
+    try:
+        mid = _mdl.load(rt, path=key)
+        desc, info = _mdl.describe(rt, mid)
+        ptrs = [rt.call("acl.rt.malloc", t.nbytes, 0) for t in info.inputs]
+        ins = _mdl.create_dataset(rt, [(p, t.nbytes) for p, t in zip(ptrs, info.inputs)])
+        try:
+            handle = _mdl.run_aipp_calls(rt, calls, model_id=mid, dataset=ins)
+            rt.call("acl.mdl.destroy_aipp", handle)
+        finally:
+            _mdl.destroy_dataset(rt, ins)
+            for p in ptrs:
+                rt.call("acl.rt.free", p)
+            _mdl.unload(rt, mid, desc)
+    finally:
+        rt.unhold()
+
+
+@pytest.fixture
+def two_batch_model():
+    return sim_model(lambda x: x, inputs=[((_N, 3, _H, _W), "float16")], outputs=[((_N, 3, _H, _W), "float16")],
+                     aipp="dynamic", max_src_image_size=_N * (_W + 2) * _H * 3 // 2)
+
+
+@pytest.mark.parametrize("order", ["0-1", "1-0"])
+def test_dynamic_aipp_batches_of_one_configuration_bind_in_either_order(two_batch_model, order):
+    _bind(two_batch_model, _batch_calls(order, "same"))
+
+
+@pytest.mark.parametrize("order", ["0-1", "1-0"])
+def test_dynamic_aipp_batches_of_different_sizes_are_refused_in_either_order(two_batch_model, order):
+    # batch 1 without the crop: 34x16 after AIPP, batch 0 32x16 (the model input): the documented rule refuses it
+    with pytest.raises(_acl.InvalidParam, match="must be the same for every batch"):
+        _bind(two_batch_model, _batch_calls(order, "wide"))
+
+
+def test_dynamic_aipp_batch_never_set_keeps_the_defaults_and_is_refused(two_batch_model):
+    # create_aipp(2), only batch 0 set (crop 32x16): batch 1 keeps the default (no crop), 34x16 after AIPP
+    with pytest.raises(_acl.InvalidParam, match="batch 1 was never set"):
+        _bind(two_batch_model, _batch_calls("0-1", "unset"))
+
+
+@pytest.mark.parametrize("order", ["0-1", "1-0"])
+def test_dynamic_aipp_per_picture_values_are_refused_in_either_order(two_batch_model, order):
+    # the same size but another mean for picture 1: the software device applies one configuration to every
+    # picture, so it refuses rather than silently apply batch 0's
+    with pytest.raises(_acl.FeatureUnsupported, match="batch 1 differs from batch 0.*not simulated"):
+        _bind(two_batch_model, _batch_calls(order, "mean"))

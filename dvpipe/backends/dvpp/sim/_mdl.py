@@ -380,31 +380,111 @@ def check_aipp_args(api: str, args: tuple, batch: int) -> Optional[str]:
     return None
 
 
-def aipp_fields(calls: Sequence[tuple[str, tuple]]) -> dict:
-    """The ATC aipp_op fields a sequence of ``set_aipp_*`` calls sets (batch 0's, the last call wins)."""
+#: the per-batch setters (their last argument is ``batch_index``)
+_PER_BATCH = tuple(api for api, (_n, names) in AIPP_SETTERS.items() if names[-1] == "batch_index")
+#: the setters whose arguments decide the image size after AIPP (scaling, crop, padding)
+_GEOMETRY = ("set_aipp_scf_params", "set_aipp_crop_params", "set_aipp_padding_params")
+_BOOL_FIELDS = ("csc_switch", "rbuv_swap_switch", "ax_swap_switch", "crop", "padding", "scf_switch")
+
+
+class AippBatchSizeMismatch(ConfigError):
+    """Dynamic AIPP parameters whose image size after AIPP differs between batches (the device refuses them)."""
+
+
+def _per_batch_defaults() -> dict[str, dict]:
+    """What a batch the caller never set uses: the documented defaults (every switch off, means and minima 0,
+    var_reci 1.0: the aipp_op defaults of :class:`~..aipp.AippConfig`, pyACL aclpythondevg_01_0182)."""
+    from ..aipp import AippConfig
+
+    base = AippConfig()
+    out = {}
+    for api in _PER_BATCH:
+        names = AIPP_SETTERS[api][1][:-1]
+        out[api] = {k: (_norm(k, getattr(base, k)) if hasattr(base, k) else 0) for k in names}
+    return out
+
+
+def _norm(key: str, value: Any) -> Any:
+    return bool(value) if key in _BOOL_FIELDS else value
+
+
+def _effective(api: str, vals: dict) -> dict:
+    """A per-batch call's arguments as they act: a switched-off crop / padding / scaling ignores the rest (the
+    pages call them invalid then)."""
+    vals = {k: _norm(k, v) for k, v in vals.items()}
+    switch = next(iter(vals))
+    if api in _GEOMETRY and not vals[switch]:
+        return {switch: False}
+    return vals
+
+
+def _size_after(src: Optional[tuple[int, int]], params: dict) -> Optional[tuple[int, int]]:
+    """``(height, width)`` after AIPP for one batch's crop and padding (scaling on is refused anyway), or None
+    when the source size was not set."""
+    crop, pad = params["set_aipp_crop_params"], params["set_aipp_padding_params"]
+    if crop.get("crop"):
+        h, w = int(crop["crop_size_h"]), int(crop["crop_size_w"])
+    elif src is None:
+        return None
+    else:
+        w, h = src
+    if pad.get("padding"):
+        h += int(pad["top_padding_size"]) + int(pad["bottom_padding_size"])
+        w += int(pad["left_padding_size"]) + int(pad["right_padding_size"])
+    return h, w
+
+
+def aipp_fields(calls: Sequence[tuple[str, tuple]], batch: Optional[int] = None) -> dict:
+    """The ATC aipp_op fields a sequence of ``set_aipp_*`` calls sets (batch 0's, the last call wins).
+
+    ``batch``: the parameter set's batch size (``create_aipp(batch)``; default: the highest batch index the
+    calls name, plus one). Every batch's per-batch parameters are compared, whatever the call order, a batch
+    never set holding the documented defaults: the image size after dynamic AIPP is computed per batch and must
+    be the same for every batch (aclmdlSetInputAIPP / aclmdlSetAIPPByInputIndex restrictions, CANN 8.0.0
+    aclcppdevg_03_0308 / _0311), so a difference in it raises :class:`AippBatchSizeMismatch`; any other
+    difference raises :class:`ConfigError` (one configuration for every picture is what the software device
+    applies: per-picture parameters are not simulated)."""
     out: dict = {"aipp_mode": "static"}
-    first: dict = {}  # api -> batch 0's arguments
+    per: dict[int, dict[str, dict]] = {}  # batch -> per-batch api -> its last arguments
     for api, args in calls:
         n, names = AIPP_SETTERS[api]
         vals = dict(zip(names, args))
-        b = vals.pop("batch_index", 0) or 0
+        b = int(vals.pop("batch_index", 0) or 0)
+        if api in _PER_BATCH:
+            per.setdefault(b, {})[api] = dict(vals)
         if b:
-            # per-batch settings: one configuration for every picture is what the software device applies
-            if api in first and first[api] != vals:
-                raise ConfigError(f"{api}: batch {b} differs from batch 0; per-picture AIPP parameters are not "
-                                  "simulated")
             continue
-        first[api] = dict(vals)
         if api == "set_aipp_scf_params":
-            if vals.get("scf_switch"):
-                raise ConfigError("scaling (set_aipp_scf_params with the switch on) is not simulated")
             continue
         if "input_format" in vals:
             vals["input_format"] = AIPP_INPUT_FORMATS.get(int(vals["input_format"]), str(vals["input_format"]))
-        for k in ("csc_switch", "rbuv_swap_switch", "ax_swap_switch", "crop", "padding"):
+        for k in _BOOL_FIELDS:
             if k in vals:
                 vals[k] = bool(vals[k])
         out.update(vals)
+    defaults = _per_batch_defaults()
+    n_batch = batch if batch is not None else max(per, default=0) + 1
+    eff = [{api: _effective(api, per.get(b, {}).get(api, defaults[api])) for api in _PER_BATCH}
+           for b in range(max(n_batch, 1))]
+    for b, params in enumerate(eff):
+        if params["set_aipp_scf_params"]["scf_switch"]:
+            raise ConfigError(f"scaling (set_aipp_scf_params with the switch on{f', batch {b}' if b else ''}) is "
+                              "not simulated")
+    src = ((int(out["src_image_size_w"]), int(out["src_image_size_h"])) if "src_image_size_w" in out else None)
+    size0 = _size_after(src, eff[0])
+    for b, params in enumerate(eff[1:], 1):
+        size = _size_after(src, params)
+        if size != size0 and size is not None and size0 is not None:
+            raise AippBatchSizeMismatch(
+                f"batch {b}'s image size after AIPP is {size[0]}x{size[1]} (HxW), batch 0's {size0[0]}x{size0[1]}"
+                f"{'' if b in per else f' (batch {b} was never set: the defaults, no crop and no padding)'}; it "
+                "must be the same for every batch and equal the model input (set_input_aipp restrictions, "
+                "aclcppdevg_03_0308)")
+        for api in _PER_BATCH:
+            if params[api] != eff[0][api]:
+                unset = "" if b in per and api in per[b] else f" (batch {b} never set: the defaults)"
+                raise ConfigError(f"{api}: batch {b} differs from batch 0{unset}; per-picture AIPP parameters are "
+                                  "not simulated")
     return out
 
 
@@ -718,7 +798,9 @@ class MdlNamespace:
             return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"{api}: the parameter set was created for batch "
                                                        f"{s.batch}, the model's batch is {m.spec.inputs[0].dims[0]}")
         try:
-            fields = aipp_fields(s.calls)
+            fields = aipp_fields(s.calls, s.batch)
+        except AippBatchSizeMismatch as e:  # the documented rule: the device refuses these parameters
+            return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"{api}: {e}")
         except ValueError as e:
             return sim.fail(C.ACL_ERROR_FEATURE_UNSUPPORTED, f"{api}: {e}")
         if "src_image_size_w" not in fields:
