@@ -768,3 +768,57 @@ def test_dynamic_aipp_per_picture_values_are_refused_in_either_order(two_batch_m
     # picture, so it refuses rather than silently apply batch 0's
     with pytest.raises(_acl.FeatureUnsupported, match="batch 1 differs from batch 0.*not simulated"):
         _bind(two_batch_model, _batch_calls(order, "mean"))
+
+
+# -- static AIPP: src_image_size 0 or omitted -------------------------------------------------------------------
+#: ATC's aipp_op template (atlasatc_16_0025, CANN 8.0.0): in static AIPP only input_format is required, every other
+#: parameter takes its default; src_image_size_w/h default 0, which means the model input's width / height. The
+#: model input size is then N * W * H * 1.5 bytes for YUV420SP_U8 (atlasatc_16_0024), and srcImageSize must be
+#: even for YUV420SP_U8 (aclcppdevg_03_1418).
+_CSC_JPEG = """    csc_switch : true
+    rbuv_swap_switch : false
+    matrix_r0c0 : 256
+    matrix_r0c1 : 0
+    matrix_r0c2 : 359
+    matrix_r1c0 : 256
+    matrix_r1c1 : -88
+    matrix_r1c2 : -183
+    matrix_r2c0 : 256
+    matrix_r2c1 : 454
+    matrix_r2c2 : 0
+    input_bias_0 : 0
+    input_bias_1 : 128
+    input_bias_2 : 128
+"""
+
+
+@pytest.mark.parametrize("src_lines", ["    src_image_size_w : 0\n    src_image_size_h : 0\n", ""],
+                         ids=["zero", "omitted"])
+def test_static_aipp_source_size_zero_is_the_model_input_size(tmp_path, src_lines):
+    n, w, h = 2, 32, 16
+    zero = tmp_path / "zero.cfg"
+    zero.write_text("aipp_op {\n    aipp_mode : static\n    input_format : YUV420SP_U8\n" + src_lines + _CSC_JPEG + "}\n")
+    explicit = tmp_path / "explicit.cfg"
+    explicit.write_text("aipp_op {\n    aipp_mode : static\n    input_format : YUV420SP_U8\n"
+                        f"    src_image_size_w : {w}\n    src_image_size_h : {h}\n" + _CSC_JPEG + "}\n")
+    nv12 = _pictures(n, w, h)
+    got = []
+    for cfg in (zero, explicit):
+        key = sim_model(lambda x: x, inputs=[((n, 3, h, w), "float16")], outputs=[((n, 3, h, w), "float16")],
+                        aipp=str(cfg))
+        with _om(key) as m:
+            assert m.inputs[0].nbytes == n * w * h * 3 // 2  # atlasatc_16_0024, src = the model input's W x H
+            tensor, ptr = _device_tensor(m, nv12)
+            (out,) = m(FrameBatch(images=tensor, metas=[{}] * n, valid=np.ones(n, bool), drops=[],
+                                  cameras=("A", "B"), timeline=Timeline()))
+            m.runtime.free(ptr)
+        got.append(out)
+    np.testing.assert_array_equal(got[0], got[1])  # the same conversion as the model-size source written out
+
+
+def test_static_aipp_source_size_zero_keeps_the_even_rule_for_yuv420sp(tmp_path):
+    cfg = tmp_path / "zero.cfg"
+    cfg.write_text("aipp_op {\n    aipp_mode : static\n    input_format : YUV420SP_U8\n" + _CSC_JPEG + "}\n")
+    with pytest.raises(ConfigError, match="model input's size, 32x15.*even"):  # a 32x15 input: odd height
+        sim_model(lambda x: x, inputs=[((1, 3, 15, 32), "float16")], outputs=[((1, 3, 15, 32), "float16")],
+                  aipp=str(cfg))

@@ -231,6 +231,16 @@ def load_spec(mapping: Any, base_dir: str = ".", name: str = "model") -> SimMode
         if len(dims) != 4 or dims[1] != 3:
             raise ConfigError(f"inputs[0].dims: with AIPP, input 0 is the (N, 3, H, W) tensor AIPP writes, got "
                               f"{list(dims)}")
+        if aipp.aipp_mode == "static" and not (aipp.src_image_size_w and aipp.src_image_size_h):
+            # src_image_size_w/h 0 or omitted: the model input's width / height (the aipp_op template's default;
+            # ATC atlasatc_16_0025: in static AIPP only input_format is required, the rest takes its default).
+            # Substituted before the output-size and byte checks; replace() validates again (YUV420SP: even size)
+            w0, h0 = int(aipp.src_image_size_w or dims[3]), int(aipp.src_image_size_h or dims[2])
+            try:
+                aipp = aipp.replace(src_image_size_w=w0, src_image_size_h=h0)
+            except ConfigError as e:
+                raise ConfigError(f"aipp: src_image_size 0 means the model input's size, {w0}x{h0} (WxH) here: "
+                                  f"{e}") from None
         if tuple(aipp.output_hw) != tuple(dims[2:]):
             raise ConfigError(f"aipp: the configuration writes {aipp.output_hw[0]}x{aipp.output_hw[1]} (HxW) but "
                               f"inputs[0] is {dims[2]}x{dims[3]}; ATC would refuse this conversion")
