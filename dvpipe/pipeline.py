@@ -127,7 +127,8 @@ class Pipeline:
                        for cp in self.plan.cameras]
         for m, cp in zip(self._metas, self.plan.cameras):
             if cp.metas_camera is not cp.camera:  # an Undistort re-projected the image: a sample's own
-                m["undistort_k"] = np.array(cp.intrinsics)  # calibration (mmdet3d metas) starts from K
+                m["undistort_k"] = np.array(cp.intrinsics)  # calibration (mmdet3d metas) starts from K'
+                m["undistort_k"].setflags(write=False)  # shared by every batch, as the other arrays
         self._buffers = [self._allocate() for _ in range(output_buffers)]
         self._device = getattr(self.plan.cameras[0].steps[-1].stages[-1], "device", None)
         self._device_buffers: dict[int, Any] = {}
@@ -469,7 +470,7 @@ class Pipeline:
                                   "then says what they did)")
         with self._room:
             while len(self._uncollected) >= len(self._buffers):
-                if not block:
+                if not block or self._uncollected[0].thread == threading.get_ident():  # none would collect it
                     raise ConfigError(f"{len(self._uncollected)} frame sets submitted and not collected: collect one "
                                       f"(.result()) before submitting another, or raise output_buffers "
                                       f"(now {len(self._buffers)})")
@@ -483,8 +484,11 @@ class Pipeline:
             work = _SetWork(self, frames, tl, slot, stamp)
             self._uncollected.append(work)
             if self._pool is None:
-                for i in range(len(self._names)):
-                    work.job(i)
+                try:
+                    for i in range(len(self._names)):
+                        work.job(i)
+                except BaseException as e:  # noqa: BLE001 - the set's own caller gets it from _collect
+                    work.failure = e  # (and its buffer is freed there), as with a pool
             else:
                 work.ticket = self._pool.submit(work.job, len(self._names))
         return work
@@ -499,7 +503,8 @@ class Pipeline:
                     if first.failure is not None:  # its jobs raised (while its caller helped): no batch
                         raise first.failure
                     if first.ticket is not None:
-                        assert self._pool is not None
+                        if self._pool is None:
+                            raise ConfigError("the pipeline was closed before this frame set was collected")
                         self._pool.wait(first.ticket)
                     first.batch = self._assemble(first)
                 except BaseException as e:  # noqa: BLE001 - raised to the set's own caller below
@@ -541,7 +546,7 @@ class Pipeline:
         metas = []
         frames = work.frames
         for i, m in enumerate(self._metas):
-            m = dict(m)
+            m = {k: dict(v) if isinstance(v, dict) else v for k, v in m.items()}  # nested dicts (img_norm_cfg) too
             value = frames.get(names[i])
             if isinstance(value, Frame):
                 m["capture_epoch_ns"], m["seq"] = value.capture_epoch_ns, value.seq
@@ -615,7 +620,7 @@ class _SetWork:
     """One started frame set: its frames, timeline and output buffer, and what each camera job left."""
 
     __slots__ = ("pipe", "frames", "tl", "slot", "stamp", "images", "arrival", "reasons", "corrupt", "ready",
-                 "fallbacks", "ticket", "failure", "batch", "error")
+                 "fallbacks", "ticket", "failure", "batch", "error", "thread")
 
     def __init__(self, pipe: Pipeline, frames: Mapping[str, Any], tl: Timeline, slot: int, stamp: bool):
         n = len(pipe._names)
@@ -630,6 +635,7 @@ class _SetWork:
         self.failure: Optional[BaseException] = None  # what its jobs raised, seen by a caller that helped
         self.batch: Optional[FrameBatch] = None
         self.error: Optional[BaseException] = None  # what collecting it raised (its caller's to raise)
+        self.thread = threading.get_ident()  # the thread that started it (and so collects it)
 
     def job(self, i: int) -> None:
         """Camera ``i``'s part of the set (a worker thread, or the caller)."""

@@ -665,13 +665,15 @@ class FrameBatch:
         """A copy that owns its images (and writeable copies of the metas' arrays), valid forever.
 
         Raises:
-            StaleBatchError: the images were already overwritten.
+            StaleBatchError: the images were overwritten, before the copy or while it was made (another
+                thread's frame set took the buffer: the copy would mix the two).
         """
         images = self.images
         if hasattr(images, "to_host") and getattr(images, "layout", "") == "NV12":  # a DeviceTensor batch (AIPP)
             images = np.array(nv12_batch_to_host(images), copy=True)
         else:
             images = images.clone() if hasattr(images, "clone") else np.array(images, copy=True)
+        self._check_fresh()  # still this set's buffer once copied: the copy is whole
         return FrameBatch(images, _copy_metas(self.metas), np.array(self.valid, copy=True), list(self.drops),
                      tuple(self.cameras), list(self.fallbacks), self.timeline)
 

@@ -180,9 +180,11 @@ def test_runtime_fallback_to_next_backend_is_counted_and_error_mode_raises():
         strict.process(frames)
 
 
-def test_a_raised_frame_set_frees_its_output_buffer():
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_raised_frame_set_frees_its_output_buffer(threads):
     """After ``process`` raised (fallback="error"), the set no longer holds the ring: with one output buffer
-    and worker threads the next call runs (it waited for ever when the failed set stayed uncollected)."""
+    the next call runs (it waited for ever when the failed set stayed uncollected; with one thread the jobs
+    run inline and their error escaped before the set could be collected)."""
     lost = [True]
 
     @dv.register_kernel(("normalise", "pad", "batch"), backend="flaky_once", replace=True)
@@ -191,10 +193,14 @@ def test_a_raised_frame_set_frees_its_output_buffer():
             raise RuntimeError("device lost")
         raise dv.FrameError("refused")  # this frame is not for this kernel: the planned CPU fallback runs
 
-    rig, strict = _pipe(backends=("flaky_once", "cpu"), fallback="error", threads=2, output_buffers=1)
+    rig, strict = _pipe(backends=("flaky_once", "cpu"), fallback="error", threads=threads, output_buffers=1)
     frames = {c.name: encode_jpeg(textured_bgr(64, 48, seed=k)) for k, c in enumerate(rig)}
     with pytest.raises(RuntimeError, match="device lost"):
         strict.process(frames)
+    if threads == 1:  # submit() starts the set and returns; its own result() raises (the documented contract)
+        pending = strict.submit(frames)
+        with pytest.raises(RuntimeError, match="device lost"):
+            pending.result()
     lost[0] = False
     done = []
     t = threading.Thread(target=lambda: done.append(strict.process(frames)), daemon=True)
@@ -204,6 +210,80 @@ def test_a_raised_frame_set_frees_its_output_buffer():
     assert done[0].valid.all()
     assert np.abs(done[0].images[0] - _expected(dv_decode(frames["CAM0"]))).max() < tol("float_path").atol
     strict.close()
+
+
+def test_process_after_submitting_every_buffer_on_the_same_thread_is_refused_not_a_deadlock():
+    """``process`` waits for the oldest uncollected set's caller to collect it; when that caller is this very
+    thread (it submitted ``output_buffers`` sets), nobody would: the same one-line error as ``submit``."""
+    rig, pipe = _pipe(output_buffers=2)
+    frames = {c.name: encode_jpeg(textured_bgr(64, 48)) for c in rig}
+    pending = [pipe.submit(frames), pipe.submit(frames)]
+    raised = []
+
+    def same_thread():  # submits and processes on one thread (its own, so that a deadlock fails the test)
+        own = [pipe.submit(frames), pipe.submit(frames)]
+        try:
+            pipe.process(frames)
+        except dv.ConfigError as e:
+            raised.append(str(e))
+        own.extend(pending)
+
+    for p in pending:
+        p.result()
+    t = threading.Thread(target=same_thread, daemon=True)
+    t.start()
+    t.join(30)
+    assert raised and "2 frame sets submitted and not collected" in raised[0], "process() waited for itself"
+    pipe.close()
+
+
+def test_a_batchs_metas_are_its_own():
+    """Editing one batch's metas (a caller rescaling K, changing img_norm_cfg) changes no other batch's: the
+    shared arrays are read-only, nested dicts are copied per batch."""
+    rig = dv.Rig.from_dict(rig_dict([(64, 48)] * 2))
+    pipe = dv.Pipeline.from_profile("bevformer-tiny", rig, backends=("cpu",), output_buffers=2)
+    frames = {c.name: encode_jpeg(textured_bgr(64, 48)) for c in rig}
+    a, b = pipe.process(frames), pipe.process(frames)
+    assert isinstance(a.metas[0]["img_norm_cfg"], dict)
+    for key, value in a.metas[0].items():
+        if isinstance(value, np.ndarray):
+            assert not value.flags.writeable, key
+        elif isinstance(value, dict):
+            value["edited"] = True
+            assert "edited" not in b.metas[0][key], key
+    pipe.close()
+
+
+def test_keep_refuses_a_copy_the_buffer_was_overwritten_during():
+    """``keep`` checked the buffer's generation before copying only: another thread's frame set taking the
+    buffer while the copy ran gave a copy mixing two sets, without an error."""
+    ring = [0]
+
+    class Overwritten:  # the buffer, taken by another set while it is being copied
+        def clone(self):
+            ring[0] += 1
+            return self
+
+    batch = dv.FrameBatch(Overwritten(), [{}], np.ones(1, bool), [], ("CAM0",), [], None, ring=ring, slot=0,
+                          generation=0)
+    with pytest.raises(dv.StaleBatchError):
+        batch.keep()
+
+
+def test_a_set_collected_after_close_says_so():
+    """``close`` stops the workers; a set submitted before it and collected after is a one-line error (it was a
+    bare AssertionError with worker threads)."""
+    rig, pipe = _pipe(threads=2, output_buffers=2)
+    frames = {c.name: encode_jpeg(textured_bgr(64, 48)) for c in rig}
+    pipe.process(frames)  # the pool runs
+    pending = pipe.submit(frames)
+    pipe.close()
+    try:
+        batch = pending.result()  # the workers may have finished it before the close
+    except dv.ConfigError as e:
+        assert "closed before this frame set was collected" in str(e)
+    else:
+        assert batch.valid.all()
 
 
 def test_output_buffers_are_a_reused_ring():
