@@ -77,7 +77,7 @@ def _datetime_ns(text: str) -> int:
     follows) -> epoch ns, every digit of the fraction up to the ns kept (further ones cut).
 
     Raises:
-        ValueError: not such a date-time.
+        ConfigError: not such a date-time (a ValueError).
     """
     import datetime as dt
 
