@@ -636,9 +636,8 @@ def test_software_device_refuses_dynamic_parameters_whose_output_is_not_the_mode
                               (odd, "load_start_pos_w/h must be even")])
 
 
-def _refused_on_binding(key, cases) -> None:
-    """Each ``(calls, match)``: binding the dynamic-AIPP ``calls`` to model ``key``'s input is refused
-    (InvalidParam matching ``match``) on the software device; everything made is freed."""
+def _bind(key, calls) -> None:
+    """Bind ``calls`` to model ``key``'s dynamic-AIPP input on the software device; everything made is freed."""
     from dvpipe.backends.dvpp import _mdl
 
     rt = _acl.runtime("sim", TARGET).hold()
@@ -647,15 +646,24 @@ def _refused_on_binding(key, cases) -> None:
         desc, info = _mdl.describe(rt, mid)
         ptrs = [rt.call("acl.rt.malloc", t.nbytes, 0) for t in info.inputs]
         ins = _mdl.create_dataset(rt, [(p, t.nbytes) for p, t in zip(ptrs, info.inputs)])
-        for calls, match in cases:
-            with pytest.raises(_acl.InvalidParam, match=match):
-                _mdl.run_aipp_calls(rt, calls, model_id=mid, dataset=ins)
-        _mdl.destroy_dataset(rt, ins)
-        for p in ptrs:
-            rt.call("acl.rt.free", p)
-        _mdl.unload(rt, mid, desc)
+        try:
+            handle = _mdl.run_aipp_calls(rt, calls, model_id=mid, dataset=ins)
+            rt.call("acl.mdl.destroy_aipp", handle)
+        finally:
+            _mdl.destroy_dataset(rt, ins)
+            for p in ptrs:
+                rt.call("acl.rt.free", p)
+            _mdl.unload(rt, mid, desc)
     finally:
         rt.unhold()
+
+
+def _refused_on_binding(key, cases) -> None:
+    """Each ``(calls, match)``: binding the dynamic-AIPP ``calls`` to model ``key``'s input is refused
+    (InvalidParam matching ``match``) on the software device; everything made is freed."""
+    for calls, match in cases:
+        with pytest.raises(_acl.InvalidParam, match=match):
+            _bind(key, calls)
 
 
 def test_software_device_refuses_dynamic_parameters_with_an_odd_yuv420sp_crop_size():
@@ -714,28 +722,6 @@ def _batch_calls(order: str, batch1: str):
         b1.append((api, args))
     middle = b0 + b1 if order == "0-1" else b1 + b0
     return calls[:first] + middle + calls[last:]
-
-
-def _bind(key, calls) -> None:
-    """Bind ``calls`` to model ``key``'s dynamic-AIPP input on the software device; everything made is freed."""
-    from dvpipe.backends.dvpp import _mdl
-
-    rt = _acl.runtime("sim", TARGET).hold()
-    try:
-        mid = _mdl.load(rt, path=key)
-        desc, info = _mdl.describe(rt, mid)
-        ptrs = [rt.call("acl.rt.malloc", t.nbytes, 0) for t in info.inputs]
-        ins = _mdl.create_dataset(rt, [(p, t.nbytes) for p, t in zip(ptrs, info.inputs)])
-        try:
-            handle = _mdl.run_aipp_calls(rt, calls, model_id=mid, dataset=ins)
-            rt.call("acl.mdl.destroy_aipp", handle)
-        finally:
-            _mdl.destroy_dataset(rt, ins)
-            for p in ptrs:
-                rt.call("acl.rt.free", p)
-            _mdl.unload(rt, mid, desc)
-    finally:
-        rt.unhold()
 
 
 @pytest.fixture
