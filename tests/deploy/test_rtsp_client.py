@@ -900,10 +900,13 @@ def test_h265_parameter_set_lists_give_every_nal_unit():
     assert parse_sdp(sdp, "rtsp://cam/s").parameter_sets == START + vps + START + sps + START + pps0 + START + pps1
 
 
-@pytest.mark.parametrize("value", ['"2"', "x", "-1", "1.5"])
-def test_a_malformed_sprop_max_don_diff_is_refused_in_one_line(value):
-    sdp = f"v=0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H265/90000\r\na=fmtp:96 sprop-max-don-diff={value}\r\n"
-    with pytest.raises(SourceError, match=r"sprop-max-don-diff .*client: ffmpeg") as e:
+@pytest.mark.parametrize("key", ["sprop-max-don-diff", "sprop-depack-buf-nalus"])
+@pytest.mark.parametrize("value", ['"2"', "x", "-1", "1.5", "1", "32767"])
+def test_decoding_order_numbers_or_a_malformed_count_are_refused_in_one_line(key, value):
+    """RFC 7798 7.1 / 4.4: either parameter > 0 means DONL fields in the NAL units (FFmpeg's rtpdec_hevc.c and
+    live555's MediaSession.cpp read sprop-depack-buf-nalus > 0 so); dvpipe's client does not read them."""
+    sdp = f"v=0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H265/90000\r\na=fmtp:96 {key}={value}\r\n"
+    with pytest.raises(SourceError, match=rf"{key} .*client: ffmpeg") as e:
         parse_sdp(sdp, "rtsp://cam/s")
     assert "\n" not in str(e.value)
     assert parse_sdp(sdp.replace(value, "0"), "rtsp://cam/s").codec == "h265"

@@ -37,7 +37,8 @@ timestamp, as FFmpeg's ``start_time_realtime`` does.
 
 Not read: ``raw`` cameras (the source picks FFmpeg's client for them by default); multicast (neither client
 is asked for it: ``transport`` is tcp or udp, unicast); SRTP (RTP/SAVP), H.264 interleaved mode (STAP-B,
-MTAP, FU-B), H.265 with DONL fields (``sprop-max-don-diff`` > 0, or not a number) and other codecs
+MTAP, FU-B), H.265 with DONL fields (``sprop-max-don-diff`` or ``sprop-depack-buf-nalus`` > 0, or not a
+number) and other codecs
 (refused at open in one line that names ``client: ffmpeg``); JPEG types other than 0/1 (4:2:2 / 4:2:0)
 and 64/65 (with restart markers), whose frames are damaged.
 
@@ -185,14 +186,17 @@ def parse_sdp(text: str, base_url: str) -> SdpVideo:
                 sets = b"".join(_b64_nal(s) for s in params.get("sprop-parameter-sets", "").split(",") if s)
                 codec = "h264"
             elif enc in ("H265", "HEVC"):
-                don_diff = params.get("sprop-max-don-diff", "0") or "0"
-                if not don_diff.isdigit():
-                    raise SourceError(f"the stream's H.265 sprop-max-don-diff is {don_diff[:20]!r}, not a number; "
-                                      "dvpipe's RTSP client cannot tell whether its RTP carries decoding order "
-                                      "numbers: set client: ffmpeg")
-                if int(don_diff) > 0:
-                    raise SourceError("the stream's H.265 RTP carries decoding order numbers (sprop-max-don-diff "
-                                      "> 0); dvpipe's RTSP client does not read them: set client: ffmpeg")
+                # RFC 7798 7.1: either parameter > 0 means NAL units carry DONL fields (FFmpeg's and live555's
+                # RTSP clients read it so too)
+                for key in ("sprop-max-don-diff", "sprop-depack-buf-nalus"):
+                    value = params.get(key, "0") or "0"
+                    if not value.isdigit():
+                        raise SourceError(f"the stream's H.265 {key} is {value[:20]!r}, not a number; dvpipe's RTSP "
+                                          "client cannot tell whether its RTP carries decoding order numbers: "
+                                          "set client: ffmpeg")
+                    if int(value) > 0:
+                        raise SourceError(f"the stream's H.265 RTP carries decoding order numbers ({key} > 0); "
+                                          "dvpipe's RTSP client does not read them: set client: ffmpeg")
                 # RFC 7798 7.1: each a comma-separated list of NAL units
                 sets = b"".join(_b64_nal(nal) for k in ("sprop-vps", "sprop-sps", "sprop-pps")
                                 for nal in params.get(k, "").split(",") if nal.strip())
