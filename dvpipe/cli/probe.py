@@ -74,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "predicted device time per frame set beside the CPU path's measured time (with --live: "
                         "measure the units on this device first)")
     p.add_argument("--fps", type=float, metavar="RATE",
-                   help="with --capacity: the cameras' frame rate (default: the deployment's source)")
+                   help="with --capacity: every camera's frame rate (default: each camera's source in the deployment)")
     p.add_argument("--no-cpu", action="store_true", help="with --capacity: do not measure the CPU path here")
     p.add_argument("--cache", metavar="PATH", help="the --live cache file (default ~/.cache/dvpipe/dvpp-live.json)")
     p.add_argument("--no-sources", action="store_true", help="leave the source URLs out of the table")
@@ -309,7 +309,7 @@ def _capacity(args: argparse.Namespace, cams: list, target: Any, rep: Any, kind:
               stages: Any, fidelity: Optional[str], cache: Any) -> int:
     """``--capacity``: the forecast of the plan ``rep`` (see :mod:`dvpipe.probe.capacity`)."""
     from ..probe import capacity
-    from ..probe.capacity_inputs import first_frames, rate_from_deployment
+    from ..probe.capacity_inputs import first_frames, rates_from_deployment
     from ..probe.capacity_text import render
     from ..probe.report import build_report
 
@@ -319,13 +319,16 @@ def _capacity(args: argparse.Namespace, cams: list, target: Any, rep: Any, kind:
                      "forecast is for fidelity fast, where they run on DVPP (--fidelity to choose)")
         rep = build_report(cams, target, profile=profile, stages=stages, fidelity="fast", empirical=cache)
     if args.fps is not None:
-        rate, how = args.fps, "--fps"
+        rates, how = {c.name: args.fps for c in cams}, "--fps"
     elif kind == "deployment":
-        rate, how = rate_from_deployment(args.config)
+        rates, how = rates_from_deployment(args.config, [c.name for c in cams])
     else:
-        rate, how = None, "no --fps given"
-    if rate is None:
-        notes.append(f"no frame rate ({how}): pass --fps to judge the load; the per-unit ceilings and times stand")
+        rates, how = {c.name: None for c in cams}, "no --fps given"
+    unrated = [name for name, r in rates.items() if r is None]
+    if unrated:
+        who = "" if len(unrated) == len(rates) else f" for {', '.join(unrated)}"
+        notes.append(f"no frame rate{who} ({how}): pass --fps to judge the load; the per-unit ceilings and times "
+                     "stand")
     aipp = False
     if kind == "deployment":
         from ..types import read_yaml
@@ -338,7 +341,6 @@ def _capacity(args: argparse.Namespace, cams: list, target: Any, rep: Any, kind:
         from ..probe.capacity_live import measured_figures
 
         measured = measured_figures(cache, target)
-    rates = {c.name: rate for c in cams}
     kept: dict[str, list[str]] = {}
     for c in rep.cameras:
         off = [s for s in c.steps if not s.ok and s.status != "declined"]
@@ -349,7 +351,7 @@ def _capacity(args: argparse.Namespace, cams: list, target: Any, rep: Any, kind:
     items = capacity.work_items(rep, cams, target, profile=profile, stages=stages, fidelity=rep.fidelity, fps=rates,
                                 aipp=aipp)
     fc = capacity.forecast(items, target, measured=measured, notes=notes,
-                           fps_source=how if rate is not None else "", fps=rates)
+                           fps_source=how if len(unrated) < len(rates) else "", fps=rates)
     if not args.no_cpu:
         from ..probe.capacity_cpu import measure_cpu_path
 

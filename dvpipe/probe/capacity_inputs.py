@@ -1,10 +1,10 @@
-"""What ``dvpipe probe --capacity`` reads from a deployment besides its plan: the cameras' frame rate
-(:func:`rate_from_deployment`) and each camera's first frame (:func:`first_frames`, for timing the CPU path)."""
+"""What ``dvpipe probe --capacity`` reads from a deployment besides its plan: each camera's frame rate
+(:func:`rates_from_deployment`) and each camera's first frame (:func:`first_frames`, for timing the CPU path)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
-__all__ = ["rate_from_deployment", "first_frames"]
+__all__ = ["rates_from_deployment", "first_frames"]
 
 
 
@@ -91,17 +91,19 @@ def _median_rate(times: list[int]) -> Optional[float]:
     return 1e9 / statistics.median(gaps) if gaps else None
 
 
-def _loader_rate(path: str) -> tuple[Optional[float], str]:
-    """The rate of the capture times the deployment loader gives the first camera's image sequence (file
-    names or a sidecar, with every rule of ``dvpipe/deploy/sources/images.py``): the median interval.
-    ``(None, why)`` when the deployment or its images cannot be read here."""
+def _loader_rate(path: str, camera: str, loaded: dict) -> tuple[Optional[float], str]:
+    """The rate of the capture times the deployment loader gives ``camera``'s image sequence (file names or a
+    sidecar, with every rule of ``dvpipe/deploy/sources/images.py``): the median interval. ``loaded`` caches the
+    loaded deployment between cameras. ``(None, why)`` when the deployment or its images cannot be read here."""
     from ..deploy import load_deployment
     from ..deploy.sources import open_source
     from ..errors import DvpipeError
 
     try:
-        dep = load_deployment(path)
-        cam = dep.cameras[0]
+        if "dep" not in loaded:
+            loaded["dep"] = load_deployment(path)
+        dep = loaded["dep"]
+        cam = next(c for c in dep.cameras if c.name == camera)
         src = open_source(dep.rig[cam.name], cam.source)
         src.open()
         try:
@@ -112,34 +114,53 @@ def _loader_rate(path: str) -> tuple[Optional[float], str]:
         return None, f"the image sequence's capture times cannot be read here ({str(e).splitlines()[0][:200]})"
     rate = _median_rate(times)
     if rate is None:
-        return None, f"{cam.name}'s capture times give no interval"
+        return None, f"{camera}'s capture times give no interval"
     how = "sidecar" if cam.source.options.get("timestamps") == "sidecar" else "file names"
-    return rate, f"capture times of {cam.name}'s frames ({how}; median interval)"
+    return rate, f"capture times of the frames ({how}; median interval)"
 
 
-def rate_from_deployment(path: str) -> tuple[Optional[float], str]:
-    """The cameras' frame rate a deployment states through its default ``source``, with the loader's rules for an
-    image sequence (:func:`_image_timestamps`): ``timestamps: fps`` its ``fps`` (default 10), ``sidecar`` and
-    ``filename`` the median interval of the first camera's capture times as the loader reads them; any other
-    source its ``fps``. ``(None, why)`` when it states none. A ``fps`` that is not a frame rate (``source.fps``,
-    ``cameras[i].source.fps``) is a :class:`~dvpipe.errors.ConfigError`, as in the loader."""
-    from ..types import read_yaml
-
-    data = read_yaml(path)
-    if isinstance(data, dict):
-        _check_source_rates(data, path)
-    src = data.get("source") if isinstance(data, dict) else None
+def _rate_of(src: object, key: str, path: str, camera: str, loaded: dict) -> tuple[Optional[float], str]:
+    """The frame rate the source mapping ``src`` (YAML key ``key``) states for ``camera``, by the loader's rules."""
     if not isinstance(src, dict):
         return None, "the deployment has no source"
     if src.get("type") != "images":
         if src.get("fps") is not None:
-            return float(src["fps"]), "source.fps"
-        return None, "the source states no frame rate"
+            return float(src["fps"]), f"{key}.fps"
+        return None, f"{key} states no frame rate"
     mode = _image_timestamps(src)
     if mode == "fps":
         if src.get("fps") is not None:
-            return float(src["fps"]), "source.fps"
+            return float(src["fps"]), f"{key}.fps"
         return IMAGES_DEFAULT_FPS, f"timestamps: fps without fps: (the image source's default, {IMAGES_DEFAULT_FPS:g})"
     if mode in ("sidecar", "filename"):
-        return _loader_rate(path)
-    return None, "the source states no frame rate"
+        return _loader_rate(path, camera, loaded)
+    return None, f"{key} states no frame rate"
+
+
+def rates_from_deployment(path: str, cameras: Sequence[str]) -> tuple[dict[str, Optional[float]], str]:
+    """Each camera's frame rate as the deployment states it: through ``cameras[i].source`` where the camera has
+    its own source (it replaces the default, as in the loader), else through the default ``source``. An image
+    sequence follows the loader's rules (:func:`_image_timestamps`): ``timestamps: fps`` its ``fps`` (default 10),
+    ``sidecar`` and ``filename`` the median interval of that camera's capture times as the loader reads them; any
+    other source its ``fps``. Returns ``(camera -> rate or None, how)``, ``how`` the distinct reasons joined by
+    "; ". A ``fps`` that is not a frame rate (``source.fps``, ``cameras[i].source.fps``) is a
+    :class:`~dvpipe.errors.ConfigError`, as in the loader."""
+    from ..types import read_yaml
+
+    data = read_yaml(path)
+    data = data if isinstance(data, dict) else {}
+    _check_source_rates(data, path)
+    own: dict[str, tuple[object, str]] = {}
+    listed = data.get("cameras")
+    for i, cam in enumerate(listed if isinstance(listed, list) else []):
+        if isinstance(cam, dict) and "source" in cam and isinstance(cam.get("name"), str):
+            own[cam["name"]] = (cam["source"], f"cameras[{i}].source")
+    loaded: dict = {}
+    rates: dict[str, Optional[float]] = {}
+    hows: list[str] = []
+    for name in cameras:
+        src, key = own.get(name, (data.get("source"), "source"))
+        rates[name], how = _rate_of(src, key, path, name, loaded)
+        if how not in hows:
+            hows.append(how)
+    return rates, "; ".join(hows)

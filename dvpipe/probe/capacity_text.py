@@ -16,8 +16,8 @@ def _fmt(v: Optional[float], nd: int = 1) -> str:
 
 def render(fc: Forecast, *, sources: bool = True) -> str:
     """The human table of a forecast (one row per unit, then the verdict, per-set times and sources)."""
-    rates = sorted({r for r in fc.fps.values() if r is not None})
-    rate = ", ".join(f"{r:.3g}" for r in rates) or "not given"
+    rates = sorted(r for r in fc.fps.values() if r is not None)
+    rate = ", ".join(dict.fromkeys(f"{r:.3g}" for r in rates)) or "not given"
     lines = [f"DVPP capacity forecast: {fc.soc} (CANN {fc.cann}), family {fc.family}; {len(fc.fps)} camera(s) at "
              f"{rate} fps ({fc.fps_source or 'rate'})",
              "  predicted from documented figures, not measured on hardware"

@@ -325,6 +325,37 @@ def test_cli_camera_source_fps_is_checked(capsys, tmp_path):
     assert "cameras[0].source.fps: must be > 0, got -1" in err
 
 
+def test_cli_a_cameras_own_source_rate_is_its_rate(capsys, tmp_path):
+    """A camera's own ``cameras[i].source`` replaces the default source (the loader's rule), so its ``fps`` is that
+    camera's rate: 5 cameras at 12 fps and CAM_BACK at 30, each 1600x900 JPEG on the 310P3's JPEGD (1080p
+    reference, aclpythondevg_01_0279): load = (5 x 12 + 30) x 1600*900/(1920*1080) = 62.5 reference frames / s.
+    It used to be forecast at the default's 12 fps (50)."""
+    extra = "cameras:\n  - {name: CAM_BACK, source: {type: images, uri: 'frames/CAM_BACK', timestamps: fps, fps: 30}}\n"
+    dep = _image_deployment(tmp_path, "timestamps: fps, fps: 12", extra=extra)
+    rc, out, err = run_cli(capsys, str(dep), "--capacity", "--soc", "Ascend310P3", "--cann", "8.5.0", "--no-cpu",
+                           "--json")
+    assert rc == 0, err
+    cap = json.loads(out)["capacity"]
+    assert cap["fps"]["CAM_BACK"] == 30 and cap["fps"]["CAM_FRONT"] == 12 and len(cap["fps"]) == 6
+    jpegd = next(u for u in cap["units"] if u["unit"] == "JPEGD")
+    assert jpegd["load_fps"] == pytest.approx((5 * 12 + 30) * 1600 * 900 / (1920 * 1080), rel=1e-3)
+    assert "source.fps" in cap["fps_source"] and "cameras[0].source.fps" in cap["fps_source"]
+
+
+def test_cli_a_camera_without_a_rate_leaves_the_load_unjudged(capsys, tmp_path):
+    """One camera's own source states no rate (a video file without fps): no load is summed (it would leave that
+    camera out), and the note names the camera."""
+    extra = "cameras:\n  - {name: CAM_BACK, source: {type: video, uri: 'cam.mp4'}}\n"
+    dep = _image_deployment(tmp_path, "timestamps: fps, fps: 12", extra=extra)
+    rc, out, err = run_cli(capsys, str(dep), "--capacity", "--soc", "Ascend310P3", "--cann", "8.5.0", "--no-cpu",
+                           "--json")
+    assert rc == 0, err
+    cap = json.loads(out)["capacity"]
+    assert cap["fps"]["CAM_BACK"] is None and cap["fps"]["CAM_FRONT"] == 12
+    assert all(u["load_fps"] is None for u in cap["units"])
+    assert any("no frame rate for CAM_BACK" in n for n in cap["notes"])
+
+
 SIDECAR_YAML = "".join(f"000000000{k}.jpg: 1700000000{k}00000000\n" for k in range(4))   # ns, 0.1 s apart
 SIDECAR_TXT = "".join(f"2011-09-26 13:02:25.{k}64389445\n" for k in range(4))          # KITTI raw, 0.1 s apart
 
