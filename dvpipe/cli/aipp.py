@@ -18,8 +18,9 @@ pictures differ in size (1600x900 and 1600x920 padded to one 800x480 input), the
 pastes each picture into the top-left of a padded slot whose border holds the pad colour) and the config written
 is that route's: no crop, no padding, source = the whole slot at its strides. The batch is one model input, so
 there is one ``aipp_op`` (``related_input_rank`` 0; ATC applies one static ``aipp_op`` per model input). A rig the
-run cannot batch, or does not put on the AIPP route, is an error naming the reason. Nothing here has run on
-Ascend hardware.
+run cannot batch, or does not put on the AIPP route, is an error naming the reason. Where the deployment's own
+backends, fidelity or a camera's own backends keep its run off the AIPP route, the config is written with a
+note saying what to set. Nothing here has run on Ascend hardware.
 
 Colour standard: the run's (JPEG -> ``jpeg_full``, JFIF full-range BT.601; H.264 / H.265 -> the camera's rig
 keys ``yuv_matrix`` / ``yuv_range``, else what a video file source signals in its VUI (read from the header,
@@ -257,6 +258,7 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[tuple[str, Any]]]]
             notes = _order_note(profile, p.fidelity)
         else:
             stages, notes = list(p.stages or ()), []
+        notes = [*notes, *_run_route_notes(dep)]
         who = None
     routes = _batch_routes(cameras, stages, target, who)
     config = routes[0][1].config
@@ -268,6 +270,38 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[tuple[str, Any]]]]
                          "in the run's; set yuv_matrix / yuv_range on the camera so that both agree"]
     members = [(name, replace(route, config=config, notes=tuple(notes) + route.notes)) for name, route in routes]
     return [(config, members)]
+
+
+def _takes_aipp(names: Any) -> bool:
+    """Whether a backend preference list names an AIPP backend (``aipp``, ``aipp-sim``); ``auto`` never picks one."""
+    from ..backends import resolve
+    from ..errors import ConfigError
+
+    def family(name: str) -> str:
+        try:
+            return resolve(name).family
+        except ConfigError:  # "auto", or a name the loader already refused
+            return ""
+
+    return any(family(str(n)) == "aipp" for n in names)
+
+
+def _run_route_notes(dep: Any) -> list[str]:
+    """What keeps the deployment's own run off the AIPP route the config is written for (its backends, a camera's
+    own backends, its fidelity): the config is still written, and these notes say what to set for the run to
+    feed the model NV12 through it (otherwise the run hands the model normalised tensors)."""
+    p, out = dep.pipeline, []
+    if not _takes_aipp(p.backends):
+        out.append(f"the deployment's run does not take the AIPP route: pipeline.backends is [{', '.join(p.backends)}]"
+                   " (auto never picks AIPP); set [aipp, dvpp, cpu] for the run to feed the model through this config")
+    if p.fidelity != "fast":
+        out.append(f"the deployment runs at fidelity {p.fidelity}, where the AIPP step is declined; set "
+                   "pipeline.fidelity: fast for the run to use this config")
+    own = [c.name for c in dep.cameras if c.backends and not _takes_aipp(c.backends)]
+    if own and _takes_aipp(p.backends):
+        out.append(f"{', '.join(own)}: the camera's own backends name no AIPP backend, so the run keeps it off "
+                   "the AIPP route (the batch has one model input): give it aipp too")
+    return out
 
 
 def _order_note(profile: Any, fidelity: Fidelity) -> list[str]:

@@ -385,6 +385,26 @@ def test_cli_sample_deployment(tmp_path, capsys):
     assert "CAM_FRONT, CAM_FRONT_RIGHT" in printed and "channels RGB" in printed and "bottom 30" in printed
 
 
+def test_cli_says_when_the_deployments_own_run_would_not_take_the_aipp_route(tmp_path, capsys):
+    """The config is the AIPP route's; a deployment whose run would not take that route (``backends: auto`` never
+    picks AIPP, docs/dvpp.md; fidelity reference declines the AIPP step, docs/device_path.md; a camera's own
+    backends without AIPP) is told so, else its model would be built for NV12 and fed normalised tensors."""
+    out = tmp_path / "aipp.cfg"
+    aipp_dep = ROOT / "configs" / "deployments" / "nuscenes-aipp-sim.yaml"
+    assert cli_main(["aipp", str(aipp_dep), "-o", str(out)]) == 0
+    assert "does not take the AIPP route" not in capsys.readouterr().out  # backends [dvpp-sim, aipp-sim, cpu], fast
+    assert cli_main(["aipp", str(ROOT / "samples" / "deployment.yaml"), "-o", str(out), "--soc", "Ascend310P3"]) == 0
+    printed = capsys.readouterr().out
+    assert "pipeline.backends is [auto]" in printed and "fidelity reference" in printed
+    dep = tmp_path / "dep.yaml"
+    text = aipp_dep.read_text().replace("../../", f"{ROOT}/").replace("../models/", f"{ROOT}/configs/models/")
+    dep.write_text(text + "cameras:\n  - {name: CAM_BACK, backends: [dvpp-sim, cpu]}\n", encoding="utf-8")
+    assert cli_main(["aipp", str(dep), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "CAM_BACK: the camera's own backends name no AIPP backend" in printed
+    assert "pipeline.backends is" not in printed and "fidelity" not in printed.split("channels")[0]
+
+
 def test_cli_profile_soc(tmp_path, capsys):
     out = tmp_path / "tiny.cfg"
     assert cli_main(["aipp", "--profile", "bevformer-tiny", "--soc", "Ascend310P3", "-o", str(out)]) == 0
