@@ -285,30 +285,48 @@ class InfoFile:
         (epoch ns) -- in a later pass of a looped replay (``run.loop``), at that time less the passes
         before -- else the sample nearest in time within :attr:`tolerance_ms`; without a capture time,
         sample ``seq`` (the order of :meth:`frame_sets`)."""
+        return self._locate(timestamp_ns, seq)[0]
+
+    def _locate(self, timestamp_ns: Optional[int], seq: Optional[int]) -> tuple[int, int]:
+        """``(sample index, pass)`` of :meth:`sample_index`; ``pass`` 0 for the file's own times, p >= 1 for the
+        p-th repetition of a looped replay."""
         if timestamp_ns is None:
             if seq is None or not 0 <= seq < len(self.samples):
                 raise ConfigError(f"{self.path}: no sample {seq!r} (frame sets from InfoFile.frame_sets carry it)")
-            return seq
+            return seq, 0
         t = int(timestamp_ns)
         k = self._by_time.get(t)
         if k is not None:
-            return k
+            return k, 0
         for first, length in self._passes:  # a later pass of a looped replay: the same sample as in the first
             if t >= first + length:
                 k = self._by_time.get(first + (t - first) % length)
                 if k is not None:
-                    return k
+                    return k, (t - first) // length
         i = int(np.argmin(np.abs(self._sample_ns - int(timestamp_ns))))
         if abs(int(self._sample_ns[i]) - int(timestamp_ns)) > self.tolerance_ms * 1e6:
             raise ConfigError(f"{self.path}: no sample within {self.tolerance_ms:g} ms of capture time "
                               f"{int(timestamp_ns)} ns (is the source's offset_ms set, or another info file?)")
-        return i
+        return i, 0
 
     def __call__(self, timestamp_ns: Optional[int], seq: Optional[int] = None) -> dict:
-        """Pose source for :class:`~dvpipe.mmdet3d.Mmdet3dMetas`: the sample of :meth:`sample_index`
-        (ego pose, ``can_bus``, scene, token and each camera's calibration and file name)."""
-        s = self.samples[self.sample_index(timestamp_ns, seq)]
-        return pose_record(s, {cam: cam for cam in self.cameras})
+        """Pose source for :class:`~dvpipe.mmdet3d.Mmdet3dMetas`: :meth:`pose` with the file's camera names."""
+        return self.pose(timestamp_ns, seq)
+
+    def pose(self, timestamp_ns: Optional[int], seq: Optional[int] = None,
+             cameras: Optional[Mapping[str, str]] = None) -> dict:
+        """The pose record (:func:`pose_record`) of the sample of :meth:`sample_index`: ego pose, ``can_bus``, scene,
+        token and each camera's calibration and file name; ``cameras``: ``{name in the batch: the file's camera
+        key}`` (default: the file's names). In the p-th repetition of a looped replay the scene token is
+        ``"<scene_token>#loop<p>"`` (``"dvpipe-loop-<p>"`` for a file without scene tokens): a pass is a new
+        scene to a temporal model (BEVFormer's test loop drops ``prev_bev`` when the token changes), not the
+        continuation of the file's last sample."""
+        k, repetition = self._locate(timestamp_ns, seq)
+        record = pose_record(self.samples[k], cameras if cameras is not None else {c: c for c in self.cameras})
+        if repetition:
+            scene = record.get("scene_token")
+            record["scene_token"] = f"{scene}#loop{repetition}" if scene is not None else f"dvpipe-loop-{repetition}"
+        return record
 
 
 def pose_record(s: Mapping, cameras: Mapping[str, str]) -> dict:

@@ -395,3 +395,25 @@ def test_a_looped_replay_finds_each_frame_sets_sample_again(tmp_path):
         poses = deployment_poses(runner.dep)
         got = [poses(rb.frame_set.time_ns)["token"] for rb in runner.batches()]
     assert got == tokens * 3
+
+
+def test_each_pass_of_a_looped_replay_is_a_new_scene_to_a_temporal_model(tmp_path):
+    """BEVFormer's test loop keeps ``prev_bev`` while the sample's scene token equals the previous sample's
+    (``prev_frame_info['scene_token']``); a replay's second pass starting at the file's first sample is no
+    continuation of its last (the ego pose jumps back), so that first sample must start a scene: expected
+    ``prev_bev_exists`` by that rule on the file's own tokens, with every pass starting over."""
+    from dvpipe.deploy.sources.infos import deployment_poses
+    from dvpipe.mmdet3d import Mmdet3dMetas
+
+    path, data = _write_pkl(tmp_path)
+    scenes = [info["scene_token"] for info in data["infos"]]
+    n = len(scenes)
+    dep = _deployment(path)
+    dep["run"] = {"loop": True, "frames": 3 * n}
+    with Runner(load_deployment(dep), write_outputs=False) as runner:
+        metas = Mmdet3dMetas(deployment_poses(runner.dep))
+        got = [metas(rb.batch)[1] for rb in runner.batches()]
+    assert [m["prev_bev_exists"] for m in got] == [i % n > 0 and scenes[i % n] == scenes[i % n - 1]
+                                                   for i in range(3 * n)]
+    assert [m["scene_token"] for m in got[:n]] == scenes  # the file's own tokens in the first pass
+    assert [m["sample_idx"] for m in got] == [info["token"] for info in data["infos"]] * 3

@@ -202,10 +202,8 @@ class InfoPoses:
 
     def __call__(self, timestamp_ns: Optional[int], seq: Optional[int] = None) -> dict:
         from ...mmdet3d import open_info_file
-        from ...mmdet3d._infos import pose_record
 
-        info = open_info_file(self.uri, self.data_root)
-        return pose_record(info.samples[info.sample_index(timestamp_ns, seq)], self.cameras)
+        return open_info_file(self.uri, self.data_root).pose(timestamp_ns, seq, self.cameras)
 
 
 def deployment_poses(dep: Any) -> Optional[InfoPoses]:
