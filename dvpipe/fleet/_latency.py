@@ -24,6 +24,7 @@ def timeline_to_json(tl: Timeline, *, warmup: bool = False) -> dict[str, Any]:
                          "s": [s.to_list() for s in tl.spans]}
     if tl.counters_only:
         d["k"] = [[name, cam, kind, unit, c, t, m] for (name, cam, kind, unit), (c, t, m) in tl.counters().items()]
+        d["b"] = [[direction, cam, n] for (direction, cam), n in tl._bytes.items()]  # transfers (no spans to sum)
     if warmup:
         d["w"] = True
     return d
@@ -38,6 +39,8 @@ def timeline_from_json(d: dict[str, Any]) -> Timeline:
         tl.add(Span.from_list(row))
     for name, cam, kind, unit, c, t, m in d.get("k", ()):
         tl._merge_counter((name, cam, kind, unit), int(c), int(t), int(m))
+    for direction, cam, n in d.get("b", ()):
+        tl._bytes[(direction, cam)] = tl._bytes.get((direction, cam), 0) + int(n)
     if d.get("o") is not None:
         tl.finish(int(d["o"]))
     return tl

@@ -126,12 +126,15 @@ class PrometheusExporter:
         return self._pc.generate_latest(self.registry)
 
     def close(self) -> None:
-        """Stop the HTTP server if this exporter started one."""
+        """Stop the HTTP server if this exporter started one and close its socket (``shutdown`` only ends the
+        serving loop: the port would still accept connections and stay taken until ``server_close``)."""
         server = self.server
         if server is not None:
-            shutdown = getattr(server[0] if isinstance(server, tuple) else server, "shutdown", None)
-            if shutdown is not None:
-                shutdown()
+            srv = server[0] if isinstance(server, tuple) else server
+            for step in ("shutdown", "server_close"):
+                call = getattr(srv, step, None)
+                if call is not None:
+                    call()
             self.server = None
 
 

@@ -81,6 +81,9 @@ class BatchRecord:
     work_ns: dict[str, int]
     step_kinds: dict[str, tuple[str, str]] = field(default_factory=dict)
     violations: list[tuple[str, int]] = field(default_factory=list)
+    #: step budget keys whose violations here are a lower bound: counters only (no individual spans), a step
+    #: that ran more than once in the batch with its maximum over the budget counts as one violation
+    violations_at_least: set[str] = field(default_factory=set)
 
 
 class StatsView(Protocol):

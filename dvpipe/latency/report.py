@@ -18,8 +18,8 @@
         ...},
       "end_to_end": {"capture": {"run": SUMMARY, "window": SUMMARY, "cameras": {cam: {"run": .., "window": ..}}},
                      "arrival": {...}},
-      "budgets": {"end_to_end": {"budget_ns", "count", "violations", "rate", "worst_ns",
-                                 "window": {"count", "violations", "rate", "worst_ns", "budget_ns"}}, ...},
+      "budgets": {"end_to_end": {"budget_ns", "count", "violations", "rate", "worst_ns", "at_least",
+                                 "window": {"count", "violations", "rate", "worst_ns", "budget_ns", "at_least"}}, ...},
       "breakdown": {"run": BREAKDOWN, "window": BREAKDOWN},
       "critical_path": {"cameras": {cam: {"count", "share", "mean_wait_ns"}}, "window_cameras": {...},
                         "last": {"index", "camera", "assembly_wait_ns",
@@ -72,7 +72,7 @@ def _budget_cell(budgets: Mapping[str, dict[str, Any]], key: str) -> tuple[str, 
     if b is None:
         return "", ""
     rate = f" ({100 * b['rate']:.1f}%)" if b["count"] else ""
-    return _ms(b["budget_ns"]), f"{b['violations']}/{b['count']}{rate}"
+    return _ms(b["budget_ns"]), f"{'>=' if b.get('at_least') else ''}{b['violations']}/{b['count']}{rate}"
 
 
 def format_report(stats: StatsView, *, window: bool = False, per_camera: bool = True,

@@ -278,6 +278,7 @@ class LatencyStats:
         self._step_cam: dict[tuple[str, str], _Series] = {}
         self._e2e: dict[tuple[str, str | None], _Series] = {}
         self._budget_counts: dict[str, list[int]] = {k: [0, 0, 0] for k in self.budgets}  # count, over, worst
+        self._budget_at_least: set[str] = set()  # keys whose violation count is a lower bound (counters only)
         self._breakdown_sum: dict[str, int] = {}
         self._breakdown_batches = 0
         self._work_sum: dict[str, int] = {}
@@ -397,6 +398,12 @@ class LatencyStats:
                 b = step_budgets.get(name)
                 if b is not None and d > b:
                     record.violations.append((name, d))
+            for name, _cam, count, _total, max_ns in counters:  # counters only: the maximum says whether any was over
+                b = step_budgets.get(name)
+                if b is not None and max_ns > b:
+                    record.violations.append((name, max_ns))
+                    if count > 1:
+                        record.violations_at_least.add(name)
         return record
 
     def _ingest(self, record: BatchRecord, tl: Timeline) -> None:
@@ -430,6 +437,7 @@ class LatencyStats:
             counts = self._budget_counts[key]
             counts[1] += 1
             counts[2] = max(counts[2], v)
+        self._budget_at_least |= record.violations_at_least
         if record.breakdown_ns:
             self._breakdown_batches += 1
             for cat, v in record.breakdown_ns.items():
@@ -444,7 +452,7 @@ class LatencyStats:
         if record.end_to_end_ns is not None:
             if self._over_seen % self._over_stride == 0:
                 self._over_time.append((record.index, record.end_to_end_ns))
-                if len(self._over_time) >= _OVER_TIME_POINTS:  # halve the resolution: memory stays bounded
+                if len(self._over_time) > _OVER_TIME_POINTS:  # halve the resolution: memory stays bounded
                     self._over_time = self._over_time[::2]
                     self._over_stride *= 2
             self._over_seen += 1
@@ -460,7 +468,8 @@ class LatencyStats:
             return int(record.capture_to_output_ns is not None)
         if key == "end_to_end_arrival":
             return int(record.arrival_to_output_ns is not None)
-        return sum(1 for name, _c, _d in record.steps if name == key)
+        return (sum(1 for name, _c, _d in record.steps if name == key)
+                + sum(count for name, _c, count, _t, _m in record.step_counters if name == key))
 
     # ------------------------------------------------------------------ queries
     @property
@@ -563,7 +572,9 @@ class LatencyStats:
             return s.summary() if s else EMPTY_SUMMARY
 
     def budget_report(self, *, window: bool = False) -> dict[str, dict[str, Any]]:
-        """Per budget key: ``budget_ns``, ``count`` (samples checked), ``violations``, ``rate``, ``worst_ns``."""
+        """Per budget key: ``budget_ns``, ``count`` (samples checked), ``violations``, ``rate``, ``worst_ns``,
+        ``at_least`` (the count is a lower bound: counters only, where a step that ran several times in a batch
+        with its maximum over the budget counts once)."""
         out: dict[str, dict[str, Any]] = {}
         if window:
             recs = self._window_records()
@@ -571,13 +582,15 @@ class LatencyStats:
                 count = sum(self._budget_samples(r, key) for r in recs)
                 over = [v for r in recs for k, v in r.violations if k == key]
                 out[key] = {"budget_ns": budget_ns, "count": count, "violations": len(over),
-                            "rate": (len(over) / count) if count else 0.0, "worst_ns": max(over, default=None)}
+                            "rate": (len(over) / count) if count else 0.0, "worst_ns": max(over, default=None),
+                            "at_least": any(key in r.violations_at_least for r in recs)}
             return out
         with self._lock:
             for key, budget_ns in self.budgets.items():
                 count, n_over, worst = self._budget_counts[key]
                 out[key] = {"budget_ns": budget_ns, "count": count, "violations": n_over,
-                            "rate": (n_over / count) if count else 0.0, "worst_ns": worst if n_over else None}
+                            "rate": (n_over / count) if count else 0.0, "worst_ns": worst if n_over else None,
+                            "at_least": key in self._budget_at_least}
         return out
 
     def violations(self, key: str, *, window: bool = False) -> int:

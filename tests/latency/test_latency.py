@@ -257,7 +257,8 @@ def test_budget_violations_against_a_hand_made_list():
     assert (rep["end_to_end"]["count"], rep["end_to_end"]["violations"]) == (6, 1)
     assert rep["end_to_end"]["worst_ns"] == 10 * MS and rep["end_to_end"]["rate"] == pytest.approx(1 / 6)
     assert stats.violations("decode") == 3
-    assert rep["typo"] == {"budget_ns": 1 * MS, "count": 0, "violations": 0, "rate": 0.0, "worst_ns": None}
+    assert rep["typo"] == {"budget_ns": 1 * MS, "count": 0, "violations": 0, "rate": 0.0, "worst_ns": None,
+                           "at_least": False}
     assert "budget for 'typo': no step of that name was recorded" in stats.report()
     window = LatencyStats(budgets={"decode": 8e6}, window=2)
     window.extend(stats.timelines)
@@ -578,3 +579,81 @@ def test_prometheus_without_client_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     with pytest.raises(ImportError, match=r"pip install 'dvpipe\[prometheus\]'"):
         prometheus.PrometheusExporter()
+
+
+def _e2e_timeline(i: int) -> Timeline:
+    tl = Timeline(index=i)
+    tl.set_frame("C", capture_mono_ns=i * 10**9, arrival_ns=i * 10**9)
+    tl.finish(i * 10**9 + MS)
+    return tl
+
+
+def test_over_time_keeps_every_batch_up_to_4096_then_thins():
+    """docs/latency.md: "every batch up to 4096, then evenly thinned" -- 4096 batches are all there; the 4097th
+    halves the series to every second batch (0, 2, ..., 4096)."""
+    stats = LatencyStats(keep_timelines=0)
+    for i in range(4096):
+        stats.add(_e2e_timeline(i))
+    assert [i for i, _v in stats.over_time()] == list(range(4096))
+    stats.add(_e2e_timeline(4096))
+    assert [i for i, _v in stats.over_time()] == list(range(0, 4097, 2))
+
+
+def test_step_budgets_are_checked_in_counters_only_mode():
+    """A step's budget with counters only: each camera's decode ran once per set, so its maximum is its value and
+    the check is exact (hand count: 3 of 4 sets have a camera over 8 ms); a step that ran twice in a set with its
+    maximum over the budget counts one violation, marked a lower bound ('>=' in the table)."""
+    durations = [(5, 9), (10, 2), (7, 8), (12, 11)]  # ms per set: (CAM_A, CAM_B); budget 8 ms, strictly above
+    for counters_only in (False, True):
+        stats = LatencyStats(budgets={"decode": 8 * MS}, counters_only=counters_only)
+        for i, pair in enumerate(durations):
+            tl = Timeline(index=i, counters_only=counters_only)
+            base = (i + 1) * 10**9
+            for cam, ms in zip(("CAM_A", "CAM_B"), pair):
+                tl.set_frame(cam, capture_mono_ns=base, arrival_ns=base)
+                f = Timeline(camera=cam, counters_only=counters_only)
+                f.record("decode", base, base + ms * MS)
+                tl.merge(f)
+            tl.finish(base + 20 * MS)
+            stats.add(tl)
+        b = stats.budget_report()["decode"]
+        assert (b["count"], b["violations"], b["worst_ns"], b["at_least"]) == (8, 4, 12 * MS, False), counters_only
+    stats = LatencyStats(budgets={"decode": 8 * MS}, counters_only=True)
+    tl = Timeline(index=0, counters_only=True)
+    tl.set_frame("CAM_A", capture_mono_ns=0, arrival_ns=0)
+    f = Timeline(camera="CAM_A", counters_only=True)
+    f.record("decode", 0, 9 * MS)
+    f.record("decode", 10 * MS, 19 * MS)  # twice over, known only as count 2, max 9 ms
+    tl.merge(f)
+    tl.finish(30 * MS)
+    stats.add(tl)
+    b = stats.budget_report()["decode"]
+    assert (b["count"], b["violations"], b["at_least"]) == (2, 1, True)
+    assert ">=1/2" in stats.report()
+
+
+def test_fleet_round_trip_keeps_counters_only_transfer_bytes():
+    """dvpipe/fleet/_latency.py promises the merged report a single process seeing every set would print; in
+    counters-only mode a timeline keeps transfer bytes apart from its (absent) spans: the round trip through the
+    fleet's JSON must carry them (hand count: 1000 bytes host -> device per set, 250 device -> host)."""
+    from dvpipe.fleet._latency import timeline_from_json, timeline_to_json
+
+    def timelines():
+        for i in range(3):
+            tl = Timeline(index=i, counters_only=True)
+            base = (i + 1) * 10**9
+            tl.set_frame("C", capture_mono_ns=base, arrival_ns=base)
+            f = Timeline(camera="C", counters_only=True)
+            f.record("h2d", base, base + MS, kind="transfer", bytes=1000)
+            f.record("d2h", base + MS, base + 2 * MS, kind="transfer", bytes=250)
+            tl.merge(f)
+            tl.finish(base + 3 * MS)
+            yield tl
+
+    direct, fleet = LatencyStats(counters_only=True), LatencyStats(counters_only=True)
+    for tl in timelines():
+        direct.add(tl)
+        fleet.add(timeline_from_json(json.loads(json.dumps(timeline_to_json(tl)))))
+    assert direct.transfers()["host_to_device_bytes_per_set"] == 1000
+    assert direct.transfers()["device_to_host_bytes_per_set"] == 250
+    assert fleet.transfers() == direct.transfers()

@@ -87,3 +87,23 @@ def test_cli_flag_exposes_on_the_address_given(tmp_path, monkeypatch):
     port = _free_port()
     assert cli_main(["run", str(p), "--no-outputs", "-q", "--prometheus", f"127.0.0.1:{port}"]) == 0
     assert bound == [("127.0.0.1", port)]
+
+
+def test_close_frees_the_port_for_the_next_run_in_this_process():
+    """socketserver: ``shutdown()`` only stops ``serve_forever``; the socket stays bound and listening (connections
+    accepted, never answered) until ``server_close()``. After ``close()`` the port must refuse connections and a
+    second exporter (a second run in one process) must bind it."""
+    from dvpipe.latency.prometheus import PrometheusExporter
+
+    port = _free_port()
+    first = PrometheusExporter(port=port)
+    held = first.server  # anything still holding the server (a caller, a reference cycle) keeps an unclosed socket
+    first.close()
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+    second = PrometheusExporter(port=port)
+    try:
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).status == 200
+    finally:
+        second.close()
+    del held
