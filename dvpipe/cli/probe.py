@@ -20,7 +20,8 @@ source / inferred / unknown); a step only dvpipe's fidelity policy declines read
 ``rejected`` (a documented hardware limit), and does not fail ``--require dvpp``.
 
 Exit status: 0; 1 when ``--require dvpp`` finds a step that DVPP implements but does not run here;
-2 for bad arguments or configuration; 3 when ``--live`` cannot run (no pyACL / no device).
+2 for bad arguments or configuration; 3 when ``--live`` cannot run (no pyACL, a device pyACL cannot open, or a
+``--soc`` / ``--cann`` other than the device's).
 
 ``--capacity`` (:mod:`dvpipe.probe.capacity`): per DVPP unit the plan uses, the load at the cameras' frame
 rate (``--fps``, else the deployment's) against the unit's documented throughput and channel limits, the
@@ -229,23 +230,30 @@ def _cameras(args: argparse.Namespace) -> int:
         t = read_yaml(args.config).get("target")
         if isinstance(t, dict) and t.get("soc") and t.get("cann"):
             soc, cann = str(t["soc"]), str(t["cann"])
-    target = resolve_target(soc, cann, args.driver)
-    cache = None
-    if args.live:
+    if args.live:  # before the target: without a device --live cannot run, whatever target is asked for
         from ..probe import live
 
         status = live.available()
         if not status.ok:
             sys.stderr.write(f"dvpipe probe: --live cannot run here: {status.reason}\n")
             return EXIT_NO_DEVICE
+    target = resolve_target(soc, cann, args.driver)
+    cache = None
+    if args.live:
+        mismatch = live.target_mismatch(target)
+        if mismatch:
+            sys.stderr.write(f"dvpipe probe: --live cannot run for this target: {mismatch}\n")
+            return EXIT_NO_DEVICE
         cache = live.LiveCache.load(args.cache)
-        live.run_live(cams, target, cache, profile=profile, stages=stages, fidelity=fidelity or DEFAULT_FIDELITY)
-        if args.capacity:
-            from ..probe.capacity_live import measure_capacity
+        try:
+            live.run_live(cams, target, cache, profile=profile, stages=stages, fidelity=fidelity or DEFAULT_FIDELITY)
+            if args.capacity:
+                from ..probe.capacity_live import measure_capacity
 
-            measure_capacity(cams, target, cache, profile=profile, stages=stages,
-                             fidelity=fidelity or DEFAULT_FIDELITY)
-        cache.save()
+                measure_capacity(cams, target, cache, profile=profile, stages=stages,
+                                 fidelity=fidelity or DEFAULT_FIDELITY)
+        finally:
+            cache.save()  # what was measured before a failure is kept
     elif args.cache:
         from ..probe import live
 

@@ -74,17 +74,40 @@ class LiveStatus:
 
 
 def available() -> LiveStatus:
-    """Whether ``--live`` can run here: pyACL importable and a SoC answering (never raises)."""
-    from ..backends.dvpp._acl import why_unavailable
+    """Whether ``--live`` can run here: pyACL importable and the device opening through it (``acl.init``,
+    ``acl.rt.set_device``, a context) with a SoC name (never raises). ``npu-smi`` seeing a card is not enough:
+    the steps run through pyACL, and a device it cannot open would measure nothing."""
+    from ..backends.dvpp._acl import runtime, why_unavailable
 
     why = why_unavailable("hw")
     if why:
         return LiveStatus(False, f"--live runs steps on the device and needs pyACL: {why}. The documented verdicts "
                                  "need no device: drop --live")
-    soc, how = detect_soc()
+    try:
+        soc = runtime("hw").soc_name()
+    except Exception as e:  # noqa: BLE001 - the reason is the answer
+        return LiveStatus(False, f"pyACL imports but the device does not open: {' '.join(str(e).split())[:300]}")
     if not soc:
-        return LiveStatus(False, f"pyACL imports but no Ascend SoC answers ({how})")
-    return LiveStatus(True, f"{soc} ({how})")
+        return LiveStatus(False, f"pyACL opened the device but acl.get_soc_name() returned {soc!r}")
+    return LiveStatus(True, f"{soc} (acl.get_soc_name())")
+
+
+def target_mismatch(target: Target) -> Optional[str]:
+    """Why ``target`` is not this device (``--live`` measures the device here and files the results under the
+    target: a SoC or CANN version other than the device's would file them under the wrong key), or None."""
+    from .environment import find_cann_version
+
+    soc, _how = detect_soc()
+    cann, where = find_cann_version()
+    wrong = []
+    if soc and soc.lower() != target.soc.lower():
+        wrong.append(f"SoC {target.soc}, the device is {soc}")
+    if cann and cann != str(target.cann):
+        wrong.append(f"CANN {target.cann}, the installed one is {cann} ({where})")
+    if not wrong:
+        return None
+    return (f"--live measures this device and files the results under the target; the target asked for has "
+            f"{' and '.join(wrong)}: drop --soc / --cann (the device's are used) or give the device's")
 
 
 def detect_driver(paths: Sequence[str] = _DRIVER_INFO) -> tuple[Optional[str], str]:
@@ -181,6 +204,11 @@ def synthetic_frame(camera: Camera) -> Union[bytes, np.ndarray]:
         import cv2
 
         return cv2.imencode(".png", bgr)[1].tobytes()
+    if enc == "jpeg440":  # Pillow has no 4:4:0; libjpeg through OpenCV writes it (H1 = 1, V1 = 2)
+        import cv2
+
+        return cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, 90, cv2.IMWRITE_JPEG_SAMPLING_FACTOR,
+                                          cv2.IMWRITE_JPEG_SAMPLING_FACTOR_440])[1].tobytes()
     if enc.startswith("jpeg"):
         import io
 
@@ -194,8 +222,6 @@ def synthetic_frame(camera: Camera) -> Union[bytes, np.ndarray]:
             kw["progressive"] = True
         elif enc in ("jpeg444", "jpeg422", "jpeg420"):
             kw["subsampling"] = {"jpeg444": 0, "jpeg422": 1, "jpeg420": 2}[enc]
-        elif enc == "jpeg440":
-            kw["subsampling"] = 0  # no 4:4:0 encoder (Pillow, OpenCV): run_live notes it in the result
         buf = io.BytesIO()
         img.save(buf, format="JPEG", **kw)
         return buf.getvalue()
@@ -269,8 +295,6 @@ def run_live(cameras: Sequence[Camera], target: Target, cache: LiveCache, *, pro
             entry = {"ok": err is None, "error": err, "kernel": step.kernel.name, "backend": backend,
                      "ms": round((time.perf_counter() - t0) * 1e3, 3), "documented": step.chosen.status,
                      "measured": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-            if camera_encoding(cam) == "jpeg440":
-                entry["note"] = "measured with a 4:4:4 JPEG: no 4:4:0 encoder is available to make the frame"
             key = step_key(cam, asked.get(k, step.stages), step.spec_in, step.kernel.name)
             cache.record(target, key, entry)
             results.append(dict(entry, key=key, camera=cam.name))

@@ -100,6 +100,76 @@ def test_live_without_pyacl_says_so_and_exits_3(capsys, monkeypatch):
     assert "--live cannot run here" in err and "pyACL" in err
 
 
+def test_live_without_pyacl_exits_3_before_asking_for_a_target(capsys, monkeypatch):
+    """The documented contract (dvpipe/cli/probe.py: exit 3 when --live cannot run): without pyACL it is 3 whether
+    or not a target is given; it was 2 ('no DVPP target ... Pass the target') without one."""
+    monkeypatch.setattr(live, "available", lambda: live.LiveStatus(False, "pyACL (the `acl` module) is not importable"))
+    rc, out, err = run_cli(capsys, "--camera", "C=1600x900:jpeg420", "--live")
+    assert rc == 3 and out == "" and "--live cannot run here" in err and len(err.strip().splitlines()) == 1
+
+
+def test_live_needs_the_device_to_open_not_npu_smi(monkeypatch):
+    """pyACL imports but acl.rt.set_device fails (107001, an invalid device id): nothing can be measured, so --live
+    cannot run, even where npu-smi would name the card."""
+    from dvpipe.backends.dvpp import _acl
+
+    def refuse(device, *a, **k):
+        raise RuntimeError("acl.rt.set_device returned 107001 (ACL_ERROR_RT_INVALID_DEVICEID)")
+
+    from dvpipe.probe import environment
+
+    monkeypatch.setattr(_acl, "why_unavailable", lambda device: None)
+    monkeypatch.setattr(_acl, "runtime", refuse)
+    monkeypatch.setattr(environment.shutil, "which", lambda name: f"/usr/local/bin/{name}")
+    monkeypatch.setattr(environment, "_run", lambda *a, **k: "| 0       310P3               | OK              |")
+    status = live.available()
+    assert not status.ok and "does not open" in status.reason and "107001" in status.reason
+
+
+@pytest.mark.parametrize("flags, says", [
+    (("--soc", "Ascend310P3", "--cann", "6.0.1"), "CANN 6.0.1, the installed one is 7.0.0"),
+    (("--soc", "Ascend310", "--cann", "7.0.0"), "SoC Ascend310, the device is Ascend310P3"),
+])
+def test_live_refuses_a_target_other_than_the_device(capsys, monkeypatch, tmp_path, flags, says):
+    """--live files what it measures under the target (cache key SoC|CANN|driver): on an Ascend310P3 with CANN 7.0.0
+    installed, measurements filed under CANN 6.0.1 (or another SoC) would be trusted by plans for a version they were
+    never made on. Refused, exit 3, nothing written."""
+    from dvpipe.probe import environment
+
+    monkeypatch.setattr(live, "available", lambda: live.LiveStatus(True, "Ascend310P3 (acl.get_soc_name())"))
+    monkeypatch.setattr(live, "detect_soc", lambda: ("Ascend310P3", "acl.get_soc_name()"))
+    monkeypatch.setattr(environment, "find_cann_version", lambda *a, **k: ("7.0.0", "ascend_toolkit_install.info"))
+    monkeypatch.setattr(live, "run_live", lambda *a, **k: pytest.fail("measured for the wrong target"))
+    cache = tmp_path / "live.json"
+    rc, out, err = run_cli(capsys, "--camera", "C=1600x900:jpeg420", *flags, "--live", "--cache", str(cache))
+    assert rc == 3 and out == "" and says in err and len(err.strip().splitlines()) == 1
+    assert not cache.exists()
+
+
+def test_live_results_are_kept_when_the_capacity_measurement_fails(capsys, monkeypatch, tmp_path):
+    """run_live's step results are saved even when --capacity's measurement raises afterwards."""
+    from dvpipe.probe import capacity_live, environment
+
+    target_seen = []
+
+    def fake_run_live(cams, target, cache, **kw):
+        target_seen.append(target)
+        cache.record(target, "1600x900 jpeg420|k", {"ok": True, "error": None, "measured": "2026-12-06T00:00:00Z"})
+
+    def failing_capacity(*a, **k):
+        raise RuntimeError("VPC call 4 failed")
+
+    monkeypatch.setattr(live, "available", lambda: live.LiveStatus(True, "Ascend310P3 (acl.get_soc_name())"))
+    monkeypatch.setattr(live, "detect_soc", lambda: ("Ascend310P3", "acl.get_soc_name()"))
+    monkeypatch.setattr(environment, "find_cann_version", lambda *a, **k: ("7.0.0", "ascend_toolkit_install.info"))
+    monkeypatch.setattr(live, "run_live", fake_run_live)
+    monkeypatch.setattr(capacity_live, "measure_capacity", failing_capacity)
+    cache = tmp_path / "live.json"
+    run_cli(capsys, "--camera", "C=1600x900:jpeg420", "--soc", "Ascend310P3", "--cann", "7.0.0", "--live",
+            "--capacity", "--cache", str(cache))
+    assert target_seen and live.LiveCache.load(str(cache)).get(target_seen[0], "1600x900 jpeg420|k")["ok"] is True
+
+
 def test_live_availability_reports_the_missing_module():
     if importlib.util.find_spec("acl") is not None:
         pytest.skip("pyACL is installed here")
@@ -190,7 +260,8 @@ def test_live_loop_on_the_software_device_fills_the_cache_and_the_report(tmp_pat
     assert rep.cameras[0].steps[0].empirical is None
 
 
-@pytest.mark.parametrize("enc", ["jpeg420", "jpeg422", "jpeg444", "jpeg400", "jpeg-progressive", "png", "nv12"])
+@pytest.mark.parametrize("enc", ["jpeg420", "jpeg422", "jpeg444", "jpeg440", "jpeg400", "jpeg-progressive", "png",
+                                 "nv12"])
 def test_synthetic_frames_have_the_camera_size_and_encoding(enc):
     from dvpipe.codecs import image_info
 
@@ -202,6 +273,12 @@ def test_synthetic_frames_have_the_camera_size_and_encoding(enc):
     info = image_info(data)
     assert (info.width, info.height) == (97, 61)
     assert info.encoding == enc if enc != "png" else info.format == "png"
+    if enc == "jpeg440":  # Pillow's decoder reads the frame header: luma sampled 1 x 2, chroma 1 x 1 (4:4:0)
+        import io
+
+        from PIL import Image
+
+        assert [layer[1:3] for layer in Image.open(io.BytesIO(data)).layer] == [(1, 2), (1, 1), (1, 1)]
 
 
 # ------------------------------------------------------------------------------------------- support matrix
