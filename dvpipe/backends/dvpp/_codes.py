@@ -10,7 +10,7 @@ catch ``ValueError`` for a rejected parameter or ``MemoryError`` for a failed al
 """
 from __future__ import annotations
 
-__all__ = ["ACL_SUCCESS", "CODES", "REPORT_TIMEOUTS", "name_of", "words_of"]
+__all__ = ["ACL_SUCCESS", "CODES", "RUNTIME_CODES", "REPORT_TIMEOUTS", "name_of", "words_of", "picture_ret_code"]
 
 ACL_SUCCESS = 0
 ACL_ERROR_INVALID_PARAM = 100000
@@ -85,7 +85,52 @@ CODES: tuple[tuple[str, int, type, str], ...] = (
      "no callback report within the timeout (acl.rt.process_report)"),
 )
 
-_BY_CODE = {code: (name, words) for name, code, _base, words in CODES}
+#: the other runtime codes (name, code, the header's own words): CANN's ``acl/error_codes/rt_error_codes.h``
+#: (107xxx: a caller mistake, 207xxx: a resource or feature missing, 507xxx: a device or runtime failure); named
+#: in messages, raised as plain :class:`~dvpipe.backends.dvpp._acl.AclError`
+RUNTIME_CODES: tuple[tuple[str, int, str], ...] = tuple((f"ACL_ERROR_RT_{n}", c, w) for n, c, w in (
+    ("PARAM_INVALID", 107000, "param invalid"), ("INVALID_DEVICEID", 107001, "invalid device id"),
+    ("STREAM_MODEL", 107005, "stream not in model"),
+    ("EVENT_TIMESTAMP_INVALID", 107006, "event timestamp invalid"),
+    ("EVENT_TIMESTAMP_REVERSAL", 107007, "event timestamp reversal"),
+    ("ADDR_UNALIGNED", 107008, "memory address unaligned"), ("FILE_OPEN", 107009, "open file failed"),
+    ("FILE_WRITE", 107010, "write file failed"), ("STREAM_SUBSCRIBE", 107011, "error subscribe stream"),
+    ("THREAD_SUBSCRIBE", 107012, "error subscribe thread (the thread is not subscribed to callback reports)"),
+    ("GROUP_NOT_SET", 107013, "group not set"), ("GROUP_NOT_CREATE", 107014, "group not create"),
+    ("STREAM_NO_CB_REG", 107015, "callback not register to stream"),
+    ("INVALID_MEMORY_TYPE", 107016, "invalid memory type"), ("INVALID_HANDLE", 107017, "invalid handle"),
+    ("INVALID_MALLOC_TYPE", 107018, "invalid malloc type"), ("WAIT_TIMEOUT", 107019, "wait timeout"),
+    ("TASK_TIMEOUT", 107020, "task timeout"),
+    ("FEATURE_NOT_SUPPORT", 207000, "feature not support"), ("MEMORY_ALLOCATION", 207001, "memory allocation error"),
+    ("MEMORY_FREE", 207002, "memory free error"), ("AICORE_OVER_FLOW", 207003, "aicore over flow"),
+    ("NO_DEVICE", 207004, "no device"), ("RESOURCE_ALLOC_FAIL", 207005, "resource alloc fail"),
+    ("NO_PERMISSION", 207006, "no permission"), ("NO_EVENT_RESOURCE", 207007, "no event resource"),
+    ("NO_STREAM_RESOURCE", 207008, "no stream resource"), ("NO_NOTIFY_RESOURCE", 207009, "no notify resource"),
+    ("NO_MODEL_RESOURCE", 207010, "no model resource"), ("OVER_LIMIT", 207012, "over limit"),
+    ("QUEUE_EMPTY", 207013, "queue is empty"), ("QUEUE_FULL", 207014, "queue is full"),
+    ("REPEATED_INIT", 207015, "repeated init"),
+    ("INTERNAL_ERROR", 507000, "runtime internal error"), ("TS_ERROR", 507001, "ts internal error"),
+    ("STREAM_TASK_FULL", 507002, "task full in stream"), ("STREAM_TASK_EMPTY", 507003, "task empty in stream"),
+    ("STREAM_NOT_COMPLETE", 507004, "stream not complete"), ("END_OF_SEQUENCE", 507005, "end of sequence"),
+    ("EVENT_NOT_COMPLETE", 507006, "event not complete"), ("CONTEXT_RELEASE_ERROR", 507007, "context release error"),
+    ("SOC_VERSION", 507008, "soc version error"), ("TASK_TYPE_NOT_SUPPORT", 507009, "task type not support"),
+    ("LOST_HEARTBEAT", 507010, "ts lost heartbeat"), ("MODEL_EXECUTE", 507011, "model execute failed"),
+    ("SYS_DMA", 507013, "sys dma error"), ("AICORE_TIMEOUT", 507014, "aicore timeout"),
+    ("AICORE_EXCEPTION", 507015, "aicore exception"), ("AICORE_TRAP_EXCEPTION", 507016, "aicore trap exception"),
+    ("AICPU_TIMEOUT", 507017, "aicpu timeout"), ("AICPU_EXCEPTION", 507018, "aicpu exception"),
+    ("DEV_SETUP_ERROR", 507033, "device setup error"), ("DRV_INTERNAL_ERROR", 507899, "drv internal error"),
+    ("AICPU_INTERNAL_ERROR", 507900, "aicpu internal error"), ("SOCKET_CLOSE", 507901, "hdc disconnect"),
+))
+
+_BY_CODE = {code: (name, words) for name, code, words in RUNTIME_CODES}
+_BY_CODE.update({code: (name, words) for name, code, _base, words in CODES})
+
+
+def picture_ret_code(ret: int) -> str:
+    """A DVPP picture description's return code (``acl.media.dvpp_get_pic_desc_ret_code``) as Huawei's pages
+    list it, in hex (CANN 8.0.0 / 9.0.0 aclpythondevg_01_0261: look the hex code up in the return-code table):
+    ``0x10004 (65540)``."""
+    return f"{ret:#x} ({ret})"
 
 
 def name_of(code: int) -> str:

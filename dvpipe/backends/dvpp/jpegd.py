@@ -29,7 +29,7 @@ import numpy as np
 from ...codecs import image_info
 from ...errors import FrameError
 from ...latency.clock import DeviceSpan, now_ns
-from . import vpc
+from . import _codes, vpc
 from ._enums import PIXEL_FORMAT
 from .support import StepRefused
 from .vpc import Picture, StepState, batch_slot, on_device
@@ -130,7 +130,8 @@ def run(s: StepState, data: Any, ctx: Any) -> Any:
                                        size=f"{info.width}x{info.height}"))
         dw, dh, dws, dhs, ret_code = rt.pic_info(first.desc)
         if ret_code or (dh, dw) != s.program.decode_size or dws * dhs * 3 // 2 > first.buf.size:
-            raise StepRefused(f"JPEGD wrote {dw}x{dh} at stride {dws}x{dhs} (ret code {ret_code}); the step expects "
+            raise StepRefused(f"JPEGD wrote {dw}x{dh} at stride {dws}x{dhs} (picture ret code "
+                              f"{_codes.picture_ret_code(ret_code)}); the step expects "
                               f"{s.program.decode_size[1]}x{s.program.decode_size[0]} in {first.buf.size} bytes")
         first.width, first.height, first.ws, first.hs = dw, dh, dws, dhs  # what the device wrote, for hand-on
         s.frames += 1

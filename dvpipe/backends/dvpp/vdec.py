@@ -54,7 +54,7 @@ import numpy as np
 from ...codecs import VIDEO_ENCODINGS
 from ...errors import ConfigError, CorruptFrameError, FrameError
 from ...latency.clock import DeviceSpan, now_ns
-from . import _acl, vpc
+from . import _acl, _codes, vpc
 from ._enums import ENTYPE, PIXEL_FORMAT
 from .pool import BufferPool, pool_for
 from .support import StepRefused
@@ -251,7 +251,8 @@ class VdecEngine(_EngineBase):
         self.pool.release(sent.inbuf)
         if ret:
             _release_picture(rt, self.pool, Picture(sent.outbuf, "nv12", 0, 0, 0, 0, pic_desc))
-            self._results.put((tag, None, f"VDEC could not decode this picture (ret code {ret})"))
+            self._results.put((tag, None, f"VDEC could not decode this picture (picture ret code "
+                                          f"{_codes.picture_ret_code(ret)})"))
             return
         pic = Picture(sent.outbuf, "nv12", w, h, ws, hs, pic_desc)
         self._results.put((tag, VdecPicture(rt, self.pool, pic), None))

@@ -33,6 +33,26 @@ def test_return_codes_map_to_classes_that_are_also_builtins():
     assert isinstance(e, _acl.UnsupportedJpeg) and e.context == {"size": 3}
 
 
+def test_runtime_codes_are_named_as_huaweis_header_names_them():
+    """CANN's acl/error_codes/rt_error_codes.h: 107001 ACL_ERROR_RT_INVALID_DEVICEID "invalid device id", 107012
+    ACL_ERROR_RT_THREAD_SUBSCRIBE, 507011 ACL_ERROR_RT_MODEL_EXECUTE "model execute failed", 507015
+    ACL_ERROR_RT_AICORE_EXCEPTION (values and words copied by hand from the header). They printed as
+    'ACL error N' with no meaning."""
+    expected = {107001: ("ACL_ERROR_RT_INVALID_DEVICEID", "invalid device id"),
+                107012: ("ACL_ERROR_RT_THREAD_SUBSCRIBE", "error subscribe thread"),
+                507011: ("ACL_ERROR_RT_MODEL_EXECUTE", "model execute failed"),
+                507015: ("ACL_ERROR_RT_AICORE_EXCEPTION", "aicore exception"),
+                107002: ("ACL_ERROR_RT_CONTEXT_NULL", "")}
+    for code, (name, words) in expected.items():
+        assert _codes.name_of(code) == name and words in _codes.words_of(code)
+        text = str(_acl.error_for(code, "acl.rt.set_device", {}))
+        assert name in text
+    codes = [c for _n, c, _w in _codes.RUNTIME_CODES] + [c for _n, c, _b, _w in _codes.CODES]
+    assert len(codes) == len(set(codes))  # one name per code
+    # a picture description's return code is given in hex, as the pages list them (aclpythondevg_01_0261)
+    assert _codes.picture_ret_code(65540) == "0x10004 (65540)"
+
+
 def test_check_passes_success():
     assert _acl.check(0, api="acl.rt.synchronize_stream") is None
     assert _acl.check(None, api="acl.rt.synchronize_stream") is None
