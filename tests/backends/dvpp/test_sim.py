@@ -150,6 +150,29 @@ def test_undocumented_combination_is_refused_not_guessed():
     assert lenient.pic_info(desc)[:2] == (640, 480)
 
 
+def test_accepting_the_undocumented_still_checks_what_every_reading_documents():
+    """With its refusal of unknowns off (how live verification is driven) the software device still takes the
+    stricter reading: every documented JPEGD rule (constraints.md §1.4) wants a height stride of A(h,16) (900 -> 912)
+    and an output buffer of DVPP memory (acl.media.dvpp_malloc); on Atlas A3, whose layout the docs leave open,
+    both were accepted (a live check could pass a layout no reading allows)."""
+    data = encode_jpeg(synthetic_bgr(1600, 900))
+    for target in (TA2, TA3):
+        strict_or_not = _acl.Runtime(SimAcl(target, strict_unknown=False), "sim", 0, target)
+        strict_or_not.open()
+        with pytest.raises(_acl.InvalidParam, match="height stride"):
+            _decode(strict_or_not, data, 1600, 900, 1600, 900)
+        chan, stream = _session(strict_or_not)
+        src = _jpeg_to_device(strict_or_not, data)
+        size = 1600 * 912 * 3 // 2
+        host = strict_or_not.call("acl.rt.malloc_host", size)
+        desc = strict_or_not.pic_desc(host, size, NV12, 1600, 900, 1600, 912)
+        with pytest.raises(_acl.InvalidParam, match="DVPP memory"):
+            strict_or_not.jpeg_decode(chan, src, len(data), desc, stream)
+            strict_or_not.synchronize(stream)
+        desc, *_ = _decode(strict_or_not, data, 1600, 900, 1600, 912)  # the documented layout decodes
+        assert strict_or_not.pic_info(desc)[:2] == (1600, 900)
+
+
 def test_async_work_runs_at_stream_sync(kitti_jpeg):
     rt = _rt(T310)
     desc, out, size, stream = _decode(rt, kitti_jpeg[1], 1242, 374, 1280, 384, sync=False)

@@ -141,8 +141,25 @@ class DvppMedia:
         h = desc.height if height is None else height
         st, wa, ha, gap = _stride(t.soc, str(t.cann), unit, fmt, int(w), int(h), side)
         if st is None:
-            code = C.ACL_ERROR_FEATURE_UNSUPPORTED if sim.strict_unknown else C.ACL_SUCCESS
-            return sim.fail(code, f"{what}: {gap}") if code else code
+            if sim.strict_unknown:
+                return sim.fail(C.ACL_ERROR_FEATURE_UNSUPPORTED, f"{what}: {gap}")
+            # the docs leave this layout open and the caller accepts that (a verification): still the stricter
+            # reading, not anything -- the layout of the SoC families.yaml names for it (A3 -> Ascend910B3), else
+            # 128-byte-aligned rows and 16-row-aligned heights (the most aligned documented rule); the buffer size
+            # and DVPP memory checks below hold whatever the layout
+            from ....knowledge import facts
+
+            borrow = facts(t.soc).undocumented_layout_as
+            if borrow:
+                st, wa, ha, _gap = _stride(borrow, str(t.cann), unit, fmt, int(w), int(h), side)
+            if st is None:
+                ws, hs = desc.width_stride, desc.height_stride
+                if ws < w or ws % 128 or hs < h or hs % 16:
+                    return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"{what}: stride {ws}x{hs} for a {w}x{h} {fmt} "
+                                                               "picture whose layout the docs leave open; the software "
+                                                               "device takes the strictest documented reading (width "
+                                                               "stride a multiple of 128, height stride of 16)")
+                return self._check_buffer(desc, fmt, what)
         ws, hs = desc.width_stride, desc.height_stride
         if unit == "jpegd" and side == "out" and (ws, hs) != (st.width_stride, st.height_stride):
             return sim.fail(C.ACL_ERROR_INVALID_PARAM,
@@ -154,6 +171,12 @@ class DvppMedia:
                             f"{what}: stride {ws}x{hs} for a {w}x{h} {fmt} picture; the {unit.upper()} rule "
                             f"{st.rule_id} needs width stride >= {st.width_stride} and a multiple of {wa}, height stride >= "
                             f"{st.height_stride} and a multiple of {ha} [{st.source}]")
+        return self._check_buffer(desc, fmt, what)
+
+    def _check_buffer(self, desc: PicDesc, fmt: str, what: str) -> int:
+        """The descriptor's buffer holds its strides' bytes and is DVPP memory (documented for every layout)."""
+        sim = self._sim
+        ws, hs = desc.width_stride, desc.height_stride
         mult = {"nv12": 1.5, "nv21": 1.5}.get(fmt, 1.0)
         need = int(ws * hs * mult)
         if desc.size < need:
