@@ -34,7 +34,9 @@ torch's ``baseTimeNanoseconds``, msprof's wall-clock ``ts``); it is only as good
 times are on ``CLOCK_MONOTONIC_RAW``). ``auto``: ranges where the export holds any that match,
 else epoch, else an error saying what is missing.
 
-Output: dvpipe's events unchanged (one process per run), then each export's events with their
+Output: dvpipe's events unchanged (one process per run; the batch slices of a trace written before dvpipe
+scoped their ids to the process, a global ``id``, get the process-scoped ``id2: {"local": ...}`` that
+dvpipe writes now, so that each run keeps its own batch track), then each export's events with their
 times mapped onto dvpipe's clock and their processes renumbered (``1000 * (k + 1) + n`` for the
 k-th export) and named ``"<format>: <name>"``, so every file keeps its own processes. String
 ``pid``/``tid`` values become numbers with their names kept as metadata. ``otherData.base_ns``
@@ -48,6 +50,7 @@ import gzip
 import json
 import os
 import statistics
+import zlib
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -56,7 +59,7 @@ from typing import Any, Optional, Sequence
 from .._files import write_whole
 from ..errors import DvpipeError
 from .profiler_ranges import parse_range_name
-from .trace import _us
+from .trace import _dumps, _us
 
 __all__ = ["MergeError", "FORMATS", "ALIGNMENTS", "Export", "Alignment", "load_export", "merge_traces",
            "write_merged"]
@@ -137,7 +140,7 @@ def _read_json(path: str | os.PathLike[str]) -> Any:
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:  # zlib.error (a damaged deflate stream) is no OSError
             raise MergeError(f"{path}: damaged gzip file ({e})") from None
     try:
         return json.loads(raw)
@@ -398,6 +401,9 @@ def merge_traces(dvpipe_trace: str | os.PathLike[str], exports: Sequence[str | o
         ev = dict(ev)
         if "ts" in ev and ev.get("ph") != "M":
             ev["ts"] = _us(round(ev["ts"] * 1000) + shift_ns)  # dvpipe's times: exact ns under round()
+        if ev.get("ph") in ("b", "e") and ev.get("cat") == "batch" and "id" in ev:  # an older dvpipe trace
+            bid = ev.pop("id")
+            ev["id2"] = {"local": f"0x{bid:x}" if isinstance(bid, int) and not isinstance(bid, bool) else str(bid)}
         used_pids.add(ev.get("pid"))
         events.append(ev)
     for k, (ex, a) in enumerate(zip(loaded, aligns)):
@@ -474,7 +480,9 @@ def _mapped(ex: Export, a: Alignment, k: int, out_base: int, used_pids: set) -> 
 
 
 def write_merged(out: str | os.PathLike[str], merged: dict[str, Any]) -> Path:
-    """Write a merged trace (gzip when the name ends in ``.gz``); return the path."""
+    """Write a merged trace (gzip when the name ends in ``.gz``); return the path. The file is RFC 8259 JSON: a
+    non-finite number of an input (which Python's reader accepts) is written as the string ``"NaN"``,
+    ``"Infinity"`` or ``"-Infinity"``."""
     target = Path(out)
-    data = json.dumps(merged, separators=(",", ":")).encode()
+    data = _dumps(merged)
     return write_whole(target, gzip.compress(data) if target.suffix == ".gz" else data)

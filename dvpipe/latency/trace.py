@@ -8,13 +8,18 @@ that opens in https://ui.perfetto.dev and chrome://tracing:
   a quarter ns past the exact value (``1001 ns -> 1.00125``) so that a reader that truncates
   ``value * 1000`` (Perfetto's JSON importer, older versions) and one that rounds it (newer ones,
   dvpipe: ``span.start_ns = base_ns + round(ts * 1000)``) both get the exact ns; ``args`` carry
-  ``batch`` (the batch index, else the async slice's ``id``), ``camera``, ``category`` and the span's
-  attributes (``unit``, ``stream``, ...);
+  ``batch`` (the batch index, else the number of the batch in the writer), ``camera``, ``category`` and
+  the span's attributes (``unit``, ``stream``, ...); a non-finite float among them (NaN, ±infinity, which
+  JSON cannot hold: RFC 8259 section 6) is written as the string ``"NaN"``, ``"Infinity"`` or
+  ``"-Infinity"`` and read back as that string;
 * tracks (``tid``) are named by metadata events (``ph: "M"``, ``thread_name``): ``batcher`` (batch-level
   work: assembly, model, output), one ``camera <name>`` per camera worker, one ``stream <name>`` per
   device stream (device-kind spans), plus any explicit ``span.track``;
-* each batch is also an async slice (``ph: "b"``/``"e"``, ``cat: "batch"``, ``id`` = batch index) from
-  capture (or arrival) to output, whose ``args`` hold the stamps needed to rebuild the timeline.
+* each batch is also an async slice (``ph: "b"``/``"e"``, ``cat: "batch"``) from capture (or arrival) to
+  output, whose ``args`` hold the stamps needed to rebuild the timeline (and, for a counters-only timeline,
+  its counter rows and transfer bytes). Its id is process-scoped, ``"id2": {"local": "0x<batch in hex>"}``
+  (the format's async events), so that the runs of a multi-run file keep their own batch tracks; the
+  readers here also take the global ``id`` that dvpipe wrote before.
 
 Several runs can share one file, one process (``pid``) each: ``to_chrome_trace({"cpu": tls1, "dvpp": tls2})``.
 """
@@ -25,6 +30,7 @@ import gzip
 import json
 import math
 import os
+import zlib
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Union, cast
@@ -53,7 +59,12 @@ __all__ = [
 ]
 
 BATCHER_TRACK = "batcher"
-_PHASES = frozenset("XBEbeniIMCsftPOND(")
+#: every event type of the Trace Event Format ("Event Descriptions": duration B E, complete X, instant i I,
+#: counter C, async b n e and legacy S T p F, flow s t f, sample P, object N O D, metadata M, memory dump V v,
+#: mark R, clock sync c, context ( ))
+_PHASES = frozenset("BEXiICbneSTpFstfPNODMVvRc()")
+#: the phases that need an id (async events, nestable and legacy)
+_ASYNC_PHASES = frozenset("bneSTpF")
 
 
 class TraceFormatError(DvpipeError, ValueError):
@@ -61,6 +72,9 @@ class TraceFormatError(DvpipeError, ValueError):
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
+        if len(problems) == 1:  # one problem, one line (what `dvpipe trace` prints)
+            super().__init__(f"invalid Chrome trace: {problems[0]}")
+            return
         shown = "\n  ".join(problems[:20])
         more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
         super().__init__(f"invalid Chrome trace ({len(problems)} problem{'s' if len(problems) != 1 else ''}):"
@@ -79,6 +93,11 @@ def track_of(span: Span) -> str:
 
 
 def _jsonable(v: Any) -> Any:
+    """``v`` as JSON values; a non-finite float becomes the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``
+    (JSON has no such numbers, RFC 8259 section 6: Python would write bare ``NaN``, which JavaScript's
+    ``JSON.parse`` refuses)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, Mapping):
@@ -92,6 +111,44 @@ def _jsonable(v: Any) -> Any:
         except (TypeError, ValueError):
             pass
     return repr(v)
+
+
+def _dumps(obj: Any) -> bytes:
+    """``obj`` as compact JSON text (RFC 8259: no bare ``NaN``/``Infinity``; non-finite floats that reached
+    ``obj`` without :func:`_jsonable` are written as its strings)."""
+    try:
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
+    except ValueError:  # a non-finite float somewhere (a foreign export's, an older dvpipe trace's)
+        return json.dumps(_jsonable(obj), separators=(",", ":"), allow_nan=False).encode()
+
+
+def _async_id(ev: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """The identity of an async event's slice, per the Trace Event Format: ``("local", pid, cat, id)`` for a
+    process-scoped ``id2: {"local": id}``, ``("global", cat, id)`` for ``id`` or ``id2: {"global": id}``
+    (what Perfetto's JSON importer keys its async tracks on); None without a usable id."""
+    def usable(v: Any) -> bool:  # a number or a non-empty string (Perfetto reads either as text)
+        return (isinstance(v, (int, float)) and not isinstance(v, bool)) or (isinstance(v, str) and v != "")
+
+    cat = ev.get("cat")
+    if "id" in ev:
+        return ("global", cat, ev["id"]) if usable(ev["id"]) else None
+    id2 = ev.get("id2")
+    if isinstance(id2, Mapping):
+        if usable(id2.get("local")):
+            return ("local", ev.get("pid"), cat, id2["local"])
+        if usable(id2.get("global")):
+            return ("global", cat, id2["global"])
+    return None
+
+
+def _batch_of_id(value: Any) -> Any:
+    """A batch number from an async slice's id: dvpipe's ``"0x1f"`` (or an int, as older traces wrote) -> 31."""
+    if isinstance(value, str) and value[:2].lower() == "0x":
+        try:
+            return int(value, 16)
+        except ValueError:
+            return value
+    return value
 
 
 def _track_sort_key(name: str) -> tuple[int, str]:
@@ -116,8 +173,9 @@ def _ns(us: Any) -> int:
     return int(float(us) * 1000)
 
 
-#: Default bound of a :class:`TraceWriter`: events held (about 600 bytes each, so ~30 MB; ~1,350 frame
-#: sets of a 6-camera deployment recording spans).
+#: Default bound of a :class:`TraceWriter`: events held (about 600 bytes each in memory, so ~30 MB; ~1,350
+#: frame sets of a 6-camera deployment recording spans). A counters-only set's counter rows count one event
+#: each (a row holds less than an event: the bound holds in bytes in both modes).
 DEFAULT_MAX_EVENTS = 50_000
 
 
@@ -128,7 +186,8 @@ class TraceWriter:
     enough for one batcher thread calling ``add``; use one writer per process.
 
     **Bounded: a ring of the most recent batches.** The writer holds at most ``max_events`` events
-    (``None``: no bound), or the latest batch's alone when that one batch has more; past it, the oldest
+    (``None``: no bound), each counter row of a counters-only batch counting as one event (its batch slice
+    carries them all), or the latest batch's alone when that one batch has more; past it, the oldest
     batches' events are dropped whole, so memory and the
     file stay bounded however long the run (a streamed file would grow without end and a viewer could
     no longer open it; the run-wide figures are in :class:`~dvpipe.latency.stats.LatencyStats`, which
@@ -145,6 +204,7 @@ class TraceWriter:
         self._tracks: dict[tuple[int, str], None] = {}  # first-seen order
         # per batch, its events with absolute "ts_ns"/"dur_ns" (converted in to_dict); oldest first
         self._batches: deque[list[dict[str, Any]]] = deque()
+        self._weights: deque[int] = deque()  # per batch, what it counts against max_events
         self._held = 0
         self.max_events = max_events
         self.metadata = dict(metadata or {})
@@ -162,17 +222,20 @@ class TraceWriter:
 
     @property
     def events_held(self) -> int:
-        """Events held now (at most ``max_events``, except a single batch larger than it)."""
+        """Events held now, a counters-only batch's counter rows counting one each (at most ``max_events``,
+        except a single batch larger than it)."""
         return self._held
 
-    def _keep(self, events: list[dict[str, Any]]) -> None:
-        """Add one batch's events to the ring; drop the oldest batches past ``max_events``."""
+    def _keep(self, events: list[dict[str, Any]], rows: int = 0) -> None:
+        """Add one batch's events (and its ``rows`` counter rows) to the ring; drop the oldest batches past
+        ``max_events``."""
         self._batches.append(events)
-        self._held += len(events)
+        self._weights.append(len(events) + rows)
+        self._held += len(events) + rows
         self.batches_added += 1
         while self.max_events is not None and self._held > self.max_events and len(self._batches) > 1:
             old = self._batches.popleft()
-            self._held -= len(old)
+            self._held -= self._weights.popleft()
             self.dropped_batches += 1
             self.dropped_spans += sum(1 for ev in old if ev["ph"] == "X")
 
@@ -183,6 +246,7 @@ class TraceWriter:
         index = tl.index
         bid = index if index is not None else self.batches_added  # the batch's id, also without an index
         events: list[dict[str, Any]] = []
+        rows = 0
         for s in list(tl.spans):
             track = track_of(s)
             self._tracks.setdefault((pid, track), None)
@@ -212,12 +276,16 @@ class TraceWriter:
                 bargs["attrs"] = _jsonable(tl.attrs)
             if tl.counters_only:
                 bargs["counters"] = [[n, c, k, u, *v] for (n, c, k, u), v in tl.counters().items()]
+                # [[direction, camera, bytes]], as Timeline.to_dict writes them
+                bargs["transfer_bytes"] = [[d, c, n] for (d, c), n in dict(tl._bytes).items()]
+                rows = len(bargs["counters"]) + len(bargs["transfer_bytes"])
             name = f"batch {index}" if index is not None else "batch"
-            events.append({"ph": "b", "name": name, "cat": "batch", "id": bid, "ts_ns": start, "pid": pid,
+            sid = {"local": f"0x{bid:x}"}  # process-scoped: each run's batches on its own track
+            events.append({"ph": "b", "name": name, "cat": "batch", "id2": sid, "ts_ns": start, "pid": pid,
                            "track": BATCHER_TRACK, "args": bargs})
-            events.append({"ph": "e", "name": name, "cat": "batch", "id": bid, "ts_ns": end, "pid": pid,
+            events.append({"ph": "e", "name": name, "cat": "batch", "id2": sid, "ts_ns": end, "pid": pid,
                            "track": BATCHER_TRACK, "args": {}})
-        self._keep(events)
+        self._keep(events, rows)
 
     def extend(self, timelines: Iterable[Timeline], **kwargs: Any) -> None:
         for tl in timelines:
@@ -278,8 +346,8 @@ class TraceWriter:
                   "pid": r["pid"], "tid": tids[(r["pid"], lanes.get(i, r["track"]))]}
             if "dur_ns" in r:
                 ev["dur"] = _us(r["dur_ns"])
-            if "id" in r:
-                ev["id"] = r["id"]
+            if "id2" in r:
+                ev["id2"] = r["id2"]
             ev["args"] = r["args"]
             events.append(ev)
         other = {"generator": "dvpipe.latency", "clock": "time.perf_counter_ns", "base_ns": base_ns,
@@ -294,7 +362,7 @@ class TraceWriter:
         target = Path(path) if path is not None else self.path
         if target is None:
             raise ConfigError("TraceWriter.write: no path given here or to TraceWriter(path)")
-        data = json.dumps(self.to_dict(), separators=(",", ":")).encode()
+        data = _dumps(self.to_dict())
         return write_whole(target, gzip.compress(data) if target.suffix == ".gz" else data)
 
     def __enter__(self) -> "TraceWriter":
@@ -321,27 +389,36 @@ def write_trace(path: str | os.PathLike[str], timelines: Iterable[Timeline] | Ma
                 **kwargs: Any) -> Path:
     """Write :func:`to_chrome_trace` of ``timelines`` to ``path`` (gzip when it ends in ``.gz``); return it."""
     target = Path(path)
-    data = json.dumps(to_chrome_trace(timelines, **kwargs), separators=(",", ":")).encode()
+    data = _dumps(to_chrome_trace(timelines, **kwargs))
     return write_whole(target, gzip.compress(data) if target.suffix == ".gz" else data)
 
 
 def load_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a trace file (JSON object or bare event array; plain or gzip); return ``{"traceEvents": [...], ...}``."""
+    """Read a trace file (JSON object or bare event array; plain or gzip); return ``{"traceEvents": [...], ...}``.
+
+    Damaged input (a damaged gzip stream, text that is not JSON, an array cut inside an event) raises
+    :class:`TraceFormatError` with one problem, one line.
+    """
     raw = Path(path).read_bytes()
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:  # zlib.error (a damaged deflate stream) is no OSError
             raise TraceFormatError([f"{path}: damaged gzip file ({e})"]) from None
     try:
         obj = json.loads(raw)
+    except UnicodeDecodeError:
+        raise TraceFormatError([f"{path}: not a JSON text file (not UTF-8)"]) from None
     except json.JSONDecodeError as e:
         # The array format may legally lack its closing bracket (a trace cut short by a crash).
         text = raw.decode(errors="replace").rstrip().rstrip(",")
-        if text.startswith("[") and not text.endswith("]"):
+        if not (text.startswith("[") and not text.endswith("]")):
+            raise TraceFormatError([f"{path}: not JSON ({e})"]) from None
+        try:
             obj = json.loads(text + "]")
-        else:
-            raise TraceFormatError([f"{path}: not JSON ({e})"]) from e
+        except json.JSONDecodeError as cut:
+            raise TraceFormatError([f"{path}: an event array cut short inside an event, not JSON "
+                                    f"({cut.msg} at line {cut.lineno} column {cut.colno})"]) from None
     if isinstance(obj, list):
         obj = {"traceEvents": obj}
     return obj
@@ -393,8 +470,8 @@ def validate_trace(obj: Mapping[str, Any] | list[Any], *, check_nesting: bool = 
             dur = ev.get("dur")
             if not num(dur) or cast(float, dur) < 0:
                 problems.append(f"{where}: complete events need a numeric 'dur' >= 0, got {dur!r}")
-        if ph in "bne" and "id" not in ev and "id2" not in ev:
-            problems.append(f"{where}: async events need an 'id'")
+        if ph in _ASYNC_PHASES and _async_id(ev) is None:
+            problems.append(f"{where}: async events need an 'id' (or an 'id2' object with 'local' or 'global')")
         if "args" in ev and not isinstance(ev["args"], Mapping):
             problems.append(f"{where}: 'args' must be an object")
     if check_nesting and not problems:
@@ -482,7 +559,8 @@ def timelines_from_trace(obj: Mapping[str, Any] | list[Any], *, pid: Optional[Un
             span = Span(ev["name"], start_ns, end_ns, kind, args.get("camera"), track, attrs)
             get(ev["pid"], batch).spans.append(span)
         elif ph == "b" and ev.get("cat") == "batch":
-            tl = get(ev["pid"], args.get("batch"))
+            aid = _async_id(ev)  # id2.local (dvpipe now) or a global id (before): the batch when args lack it
+            tl = get(ev["pid"], args["batch"] if "batch" in args else _batch_of_id(aid[-1] if aid else None))
             tl._capture_mono_ns = _capture_mono(args)
             tl._arrival_ns = args.get("arrival_ns")
             tl.output_ns = args.get("output_ns")
@@ -492,6 +570,7 @@ def timelines_from_trace(obj: Mapping[str, Any] | list[Any], *, pid: Optional[Un
                 tl.cameras[cam] = FrameStamps(_capture_mono(st), st.get("arrival_ns"))
             if "counters" in args:
                 tl._counters = {(n, c, k, u): [int(a), int(b), int(m)] for n, c, k, u, a, b, m in args["counters"]}
+                tl._bytes = {(d, c): int(n) for d, c, n in args.get("transfer_bytes") or []}
     out = list(timelines.values())
     out.sort(key=lambda t: (t.index is None, t.index if t.index is not None else 0))
     return out

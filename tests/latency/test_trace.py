@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
+import shutil
+import subprocess
 import threading
 import time
+import tracemalloc
 
 import pytest
 
 from dvpipe.latency import (DeviceSpan, LatencyStats, Timeline, TraceFormatError, TraceWriter, load_trace, now_ns,
                             stats_from_trace, summarise_trace, timelines_from_trace, to_chrome_trace, validate_trace,
                             write_trace)
+from dvpipe.cli import main as cli_main
 
 MS = 1_000_000
 CAMERAS = ("CAM_FRONT", "CAM_FRONT_LEFT", "CAM_BACK")
@@ -284,7 +289,7 @@ def test_timelines_without_an_index_stay_apart_in_a_trace():
     spans = [ev for ev in trace["traceEvents"] if ev["ph"] == "X"]
     begins = [ev for ev in trace["traceEvents"] if ev["ph"] == "b"]
     assert [ev["args"]["batch"] for ev in spans] == [0, 1, 2]
-    assert [ev["args"]["batch"] for ev in begins] == [ev["id"] for ev in begins] == [0, 1, 2]
+    assert [ev["args"]["batch"] for ev in begins] == [int(ev["id2"]["local"], 16) for ev in begins] == [0, 1, 2]
     back = timelines_from_trace(trace)
     assert len(back) == 3 and [len(t.spans) for t in back] == [1, 1, 1]
     assert [t.spans[0].end_ns - t.spans[0].start_ns for t in back] == [5 * MS, 6 * MS, 7 * MS]
@@ -306,3 +311,184 @@ def test_a_trace_with_non_finite_times_or_damaged_gzip_is_a_format_error(tmp_pat
     (tmp_path / "cut.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}')[:12])
     with pytest.raises(TraceFormatError, match="damaged gzip file"):
         load_trace(tmp_path / "cut.json.gz")
+
+
+#: the event types of the Trace Event Format (Google's "Trace Event Format" document, "Event Descriptions")
+SPEC_PHASES = "B E X i I C b n e s t f P N O D M V v R c ( ) S T p F".split()
+
+
+def _perfetto_async_track(ev):
+    """The track Perfetto's JSON importer puts an async ``b``/``e`` event on (json_trace_parser_impl.cc): a plain
+    ``id`` or ``id2.global`` is keyed on (cat, id) whatever the process; only ``id2.local`` is process-scoped."""
+    id2 = ev.get("id2") or {}
+    if "id" in ev or "global" in id2:
+        return ("global", ev.get("cat"), str(ev["id"] if "id" in ev else id2["global"]))
+    return ("process", ev["pid"], ev.get("cat"), str(id2["local"]))
+
+
+def _one_run():
+    tls = []
+    for i in range(2):
+        b = 10 * MS + i * MS
+        tl = Timeline(index=i, capture_mono_ns=b)
+        tl.record("decode", b + 100, b + 500_000, camera="CAM_FRONT")
+        tl.finish(b + 900_000)
+        tls.append(tl)
+    return tls
+
+
+def test_batch_slices_of_several_runs_stay_on_their_own_process(tmp_path):
+    """Two runs in one file, recorded at the same time (the same batch indices): each run's batch slices must
+    be on its own process's async track, which the format gives process-scoped ids (``id2.local``) only."""
+    trace = json.loads(json.dumps(to_chrome_trace({"cpu": _one_run(), "dvpp-sim": _one_run()})))
+    tracks: dict = {}
+    for ev in trace["traceEvents"]:
+        if ev["ph"] in "be":
+            tracks.setdefault(_perfetto_async_track(ev), []).append((ev["pid"], ev["ph"]))
+    assert len(tracks) == 4  # 2 runs x 2 batches
+    for evs in tracks.values():
+        assert sorted(evs) == [(evs[0][0], "b"), (evs[0][0], "e")]  # one process, one begin, one end
+    assert sorted(ev["id2"]["local"] for ev in trace["traceEvents"] if ev["ph"] == "b") == ["0x0", "0x0", "0x1", "0x1"]
+    validate_trace(trace, check_nesting=True)
+    for pid in (1, 2):
+        back = timelines_from_trace(trace, pid=pid)
+        assert [t.index for t in back] == [0, 1] and [t.end_to_end_ns() for t in back] == [900_000] * 2
+
+    # dvpipe's readers take both forms: the plain id written before, and an id without args.batch
+    want = [(t.index, len(t.spans), t.end_to_end_ns()) for t in timelines_from_trace(trace)]
+    for form in ("id", "id2"):
+        old = json.loads(json.dumps(trace))
+        for ev in old["traceEvents"]:
+            if ev["ph"] in "be":
+                if form == "id":
+                    ev["id"] = int(ev.pop("id2")["local"], 16)
+                ev["args"].pop("batch", None)
+        validate_trace(old)
+        assert [(t.index, len(t.spans), t.end_to_end_ns()) for t in timelines_from_trace(old)] == want
+        (tmp_path / f"{form}.json").write_text(json.dumps(old))
+        assert "2 processes" in summarise_trace(tmp_path / f"{form}.json")
+
+
+def test_every_event_type_of_the_trace_event_format_is_valid(tmp_path, capsys):
+    from dvpipe.latency.trace import _PHASES
+
+    assert sorted(_PHASES) == sorted(SPEC_PHASES)
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "browser"}}]
+    for ph in SPEC_PHASES:
+        if ph != "M":
+            ev = {"ph": ph, "name": f"event {ph}", "cat": "c", "ts": 10.0, "pid": 1, "tid": 1, "id": "0x1", "args": {}}
+            events.append({**ev, "dur": 1.0} if ph == "X" else ev)
+    assert validate_trace(events) == len(SPEC_PHASES)
+    with pytest.raises(TraceFormatError, match="'ph' must be one of"):
+        validate_trace([{"ph": "Q", "name": "q", "ts": 1.0, "pid": 1, "tid": 1}])
+    # a browser trace with a navigation mark and a legacy async pair: `dvpipe trace` reads it
+    path = tmp_path / "browser.json"
+    path.write_text(json.dumps([{"ph": "X", "name": "task", "ts": 10.0, "dur": 5.0, "pid": 1, "tid": 1},
+                                {"ph": "R", "name": "navigationStart", "ts": 11.0, "pid": 1, "tid": 1, "args": {}},
+                                {"ph": "S", "name": "load", "id": "0x1", "ts": 12.0, "pid": 1, "tid": 1, "cat": "net"},
+                                {"ph": "F", "name": "load", "id": "0x1", "ts": 14.0, "pid": 1, "tid": 1, "cat": "net"}]))
+    assert cli_main(["trace", str(path)]) == 0
+    assert "4 events, 1 spans" in capsys.readouterr().out
+
+
+def test_a_counters_only_timeline_keeps_its_transfer_bytes_through_a_trace():
+    tls = []
+    for i in range(2):
+        b = MS + i * 10 * MS
+        tl = Timeline(index=i, counters_only=True)
+        tl.set_frame("CAM_A", capture_mono_ns=b, arrival_ns=b + 1000)
+        tl.record("decode", b + 1001, b + 3 * MS, camera="CAM_A")
+        tl.record("h2d", b + 3 * MS, b + 4 * MS, kind="transfer", camera="CAM_A", bytes=1_000_000, direction="h2d")
+        tl.record("h2d", b + 4 * MS, b + 5 * MS, kind="transfer", camera="CAM_A", bytes=500_000, direction="h2d")
+        tl.record("model_download", b + 6 * MS, b + 7 * MS, kind="transfer", bytes=4096)
+        tl.finish(b + 9 * MS)
+        tls.append(tl)
+    back = timelines_from_trace(json.loads(json.dumps(to_chrome_trace(tls))))
+    # by hand: 1.5 MB up for CAM_A and 4 kB down for the batch (camera None) per set
+    want = {"CAM_A": {"host_to_device": 1_500_000, "device_to_host": 0, "device_to_device": 0},
+            None: {"host_to_device": 0, "device_to_host": 4096, "device_to_device": 0}}
+    for t in back:
+        assert t.counters_only and t.transfer_bytes(per_camera=True) == want
+        assert t.counters()[("h2d", "CAM_A", "transfer", None)] == (2, 2 * MS, MS)
+    assert [t.to_dict() for t in back] == [t.to_dict() for t in tls]
+    assert LatencyStats.from_timelines(back).transfers() == LatencyStats.from_timelines(tls).transfers()
+
+
+def _six_camera_set(i: int, counters_only: bool) -> Timeline:
+    """A 6-camera, 8-step frame set (plus the model): 49 spans, or 49 counter rows."""
+    b = 10 * MS + i * 50 * MS
+    tl = Timeline(index=i, counters_only=counters_only)
+    for c in range(6):
+        cam = f"CAM_{c}"
+        tl.set_frame(cam, capture_mono_ns=b, arrival_ns=b + 1000 + c)
+        t = b + 2000
+        for s in ("read", "jpegd", "vpc.resize", "vpc.crop", "normalize", "h2d", "pack", "wait_worker"):
+            tl.record(s, t, t + 100_000 + c, camera=cam, unit="dvpp" if s.startswith(("jpegd", "vpc")) else "cpu")
+            t += 100_001 + c
+    tl.record("model", b + 5 * MS, b + 9 * MS, kind="model", unit="cuda")
+    tl.finish(b + 9_500_000)
+    return tl
+
+
+@pytest.mark.parametrize("counters_only", [False, True])
+def test_the_trace_bound_holds_in_bytes_for_span_and_counters_only_sets(counters_only):
+    """``DEFAULT_MAX_EVENTS`` documents about 600 bytes held per event (50,000 events, ~30 MB). A counters-only
+    set is one begin event carrying every counter row: its rows count against the bound too."""
+    bound = 2_000
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tw = TraceWriter(max_events=bound)
+        i = 0
+        while tw.dropped_batches < 20:
+            tw.add(_six_camera_set(i, counters_only))
+            i += 1
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    # by hand: 49 spans + begin + end = 51 events a set, or begin + end + 49 counter rows = 51
+    assert tw.events_held == (bound // 51) * 51 and i - tw.dropped_batches == bound // 51
+    assert held <= 750 * bound, held / bound  # about 600 bytes an event (25% margin)
+    assert len(json.dumps(tw.to_dict(), separators=(",", ":"))) <= 600 * bound
+
+
+def test_damaged_gzip_and_an_array_cut_inside_an_event_are_one_line_errors(tmp_path, capsys):
+    tl = Timeline(index=0, capture_mono_ns=0)
+    tl.record("decode", 10, 500, camera="A")
+    tl.finish(900)
+    raw = write_trace(tmp_path / "t.json.gz", [tl]).read_bytes()
+    # the deflate stream starts after gzip's 10-byte header: BTYPE 11 is reserved, an error (RFC 1951 3.2.3)
+    (tmp_path / "block.json.gz").write_bytes(raw[:10] + bytes([raw[10] | 0x06]) + raw[11:])
+    (tmp_path / "cut.json").write_text('[{"ph":"X","name":"a","ts":1,"dur":2,"pid":1,"tid":1},{"ph":"X","na')
+    for name, reason in (("block.json.gz", "damaged gzip file"), ("cut.json", "cut short inside an event")):
+        with pytest.raises(TraceFormatError, match=reason):
+            load_trace(tmp_path / name)
+        assert cli_main(["trace", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("dvpipe trace: error: ") and reason in err[0], err
+
+
+def test_non_finite_attributes_are_written_as_valid_json(tmp_path):
+    """RFC 8259 JSON has no NaN or Infinity: Python's json would write them bare, which JavaScript's JSON.parse
+    (chrome://tracing) refuses. They are written as the strings "NaN", "Infinity", "-Infinity"."""
+    tl = Timeline(index=0, capture_mono_ns=MS, attrs={"gain": float("inf")})
+    tl.record("model", 2 * MS, 3 * MS, kind="model", score=float("nan"), low=float("-inf"), ok=1.5)
+    tl.finish(4 * MS)
+    path = write_trace(tmp_path / "nan.json", [tl], metadata={"threshold": float("nan")})
+    text = path.read_text()
+
+    def refuse(token):
+        raise ValueError(f"not JSON: {token}")
+
+    obj = json.loads(text, parse_constant=refuse)  # Python's reader, strict as RFC 8259
+    node = shutil.which("node")
+    if node:
+        js = "JSON.parse(require('fs').readFileSync(process.argv[1], 'utf8')); console.log('ok')"
+        run = subprocess.run([node, "-e", js, str(path)], capture_output=True, text=True, timeout=60)
+        assert run.stdout.strip() == "ok", run.stderr
+    assert obj["otherData"]["threshold"] == "NaN"
+    back = timelines_from_trace(load_trace(path))[0]
+    assert back.spans[0].attrs == {"score": "NaN", "low": "-Infinity", "ok": 1.5}
+    assert back.attrs == {"gain": "Infinity"} and back.end_to_end_ns() == 3 * MS
+    assert "model" in summarise_trace(path)

@@ -321,3 +321,90 @@ def test_a_real_torch_profile_of_a_pipeline_merges_on_its_ranges(tmp_path):
     assert a.residual_median_ns is not None and a.residual_median_ns < 1_000_000
     validate_trace(merged)
     del torch
+
+
+def test_an_export_with_legacy_async_and_mark_events_merges(tmp_path):
+    """Legacy async events (S/F) and marks (R) are Trace Event Format events: the merged file keeps them."""
+    dv = _dvpipe_trace(tmp_path)
+    export = tmp_path / "chrome.json"
+    export.write_text(json.dumps([
+        {"ph": "X", "name": "dvpipe:decode@CAM0", "ts": 7100.5, "dur": 796.0, "pid": 7, "tid": 7},
+        {"ph": "S", "name": "memcpy", "id": 3, "ts": 7110.0, "pid": 7, "tid": 7, "cat": "gpu"},
+        {"ph": "F", "name": "memcpy", "id": 3, "ts": 7120.0, "pid": 7, "tid": 7, "cat": "gpu"},
+        {"ph": "R", "name": "mark", "ts": 7130.0, "pid": 7, "tid": 7, "args": {}}]))
+    out = tmp_path / "m.json"
+    assert cli_main(["trace", "merge", str(dv), str(export), "-o", str(out)]) == 0
+    merged = json.loads(out.read_text())
+    assert sorted(ev["ph"] for ev in merged["traceEvents"] if ev["pid"] >= 1000 and ev["ph"] != "M") == \
+        ["F", "R", "S", "X"]
+    validate_trace(merged)
+
+
+def test_batch_slices_of_an_older_trace_come_out_process_scoped(tmp_path):
+    """dvpipe wrote its batch slices with a global ``id`` before; the merge reads it and writes the
+    process-scoped ``id2.local`` (Trace Event Format, async events), so each run keeps its own track."""
+    dv = _dvpipe_trace(tmp_path)
+    trace = json.loads(dv.read_text())
+    second = [dict(ev, pid=2) for ev in trace["traceEvents"]]  # a second run recorded alongside
+    for ev in second:
+        if ev["ph"] == "M" and ev["name"] == "process_name":
+            ev["args"] = {"name": "dvpp-sim"}
+    trace["traceEvents"] += second
+    for ev in trace["traceEvents"]:
+        if ev["ph"] in "be":
+            assert ev["id2"]["local"] in ("0x0", "0x1")
+            ev["id"] = int(ev.pop("id2")["local"], 16)  # as older dvpipe wrote it
+    dv.write_text(json.dumps(trace))
+    merged, _ = merge_traces(dv, [_msprof_export(tmp_path)])
+    slices = [ev for ev in merged["traceEvents"] if ev.get("cat") == "batch"]
+    assert len(slices) == 8 and all("id" not in ev for ev in slices)
+    # the track Perfetto's JSON importer gives an id2.local slice: (process, cat, id)
+    tracks: dict = {}
+    for ev in slices:
+        tracks.setdefault((ev["pid"], ev["cat"], ev["id2"]["local"]), []).append(ev["ph"])
+    assert sorted(tracks) == [(p, "batch", i) for p in (1, 2) for i in ("0x0", "0x1")]
+    assert all(sorted(v) == ["b", "e"] for v in tracks.values())
+
+
+def test_a_damaged_gzip_input_is_a_one_line_merge_error(tmp_path, capsys):
+    import gzip
+
+    dv = _dvpipe_trace(tmp_path)
+    raw = gzip.compress(_msprof_export(tmp_path).read_bytes())
+    bad = tmp_path / "msprof.json.gz"  # the deflate stream's first block of reserved type 11 (RFC 1951 3.2.3)
+    bad.write_bytes(raw[:10] + bytes([raw[10] | 0x06]) + raw[11:])
+    with pytest.raises(MergeError, match="damaged gzip file"):
+        merge_traces(dv, [bad])
+    assert cli_main(["trace", "merge", str(dv), str(bad), "-o", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "damaged gzip file" in err[0]
+
+
+def test_the_merged_file_is_valid_json_when_an_input_holds_nan(tmp_path):
+    """Python's json reads bare NaN (an older dvpipe trace's span attribute, an export's arg); RFC 8259 JSON
+    has none, and JavaScript's JSON.parse refuses it: the merged file writes the string "NaN"."""
+    import shutil
+    import subprocess
+
+    dv = _dvpipe_trace(tmp_path)
+    trace = json.loads(dv.read_text())
+    next(ev for ev in trace["traceEvents"] if ev["ph"] == "X")["args"]["score"] = float("nan")
+    dv.write_text(json.dumps(trace))  # bare NaN, as dvpipe wrote it before
+    export = json.loads(_torch_export(tmp_path).read_text())
+    export["traceEvents"][0]["args"]["flops"] = float("inf")
+    ex = tmp_path / "torch_nan.json"
+    ex.write_text(json.dumps(export))
+    out = tmp_path / "m.json"
+    assert cli_main(["trace", "merge", str(dv), str(ex), "-o", str(out)]) == 0
+
+    def refuse(token):
+        raise ValueError(f"not JSON: {token}")
+
+    merged = json.loads(out.read_text(), parse_constant=refuse)
+    assert "NaN" in [ev["args"].get("score") for ev in merged["traceEvents"] if ev["ph"] == "X"]
+    assert "Infinity" in [ev["args"].get("flops") for ev in merged["traceEvents"] if ev["ph"] == "X"]
+    node = shutil.which("node")
+    if node:
+        js = "JSON.parse(require('fs').readFileSync(process.argv[1], 'utf8')); console.log('ok')"
+        run = subprocess.run([node, "-e", js, str(out)], capture_output=True, text=True, timeout=60)
+        assert run.stdout.strip() == "ok", run.stderr
