@@ -2,8 +2,9 @@
 
 The page holds, top to bottom: the run line (frame sets, time, why it stopped), the frame account per
 camera (entered, emitted, dropped by reason, masked, reused), end to end and per-step p50 / p99 per
-camera in rig order (ms), the plots of :mod:`dvpipe.latency.plots` (needs matplotlib; without it the
-page says so and keeps the tables), and the plan. Images are embedded as ``data:`` URIs and there is
+camera in rig order (ms; batch-level steps on a "(batch)" row), the plots of :mod:`dvpipe.latency.plots`
+(needs matplotlib; without it the page says so and keeps the tables; a plot that fails to draw is left out
+with a note naming the error), and the plan. Images are embedded as ``data:`` URIs and there is
 no script and no external resource, so the file can be mailed or attached to a CI run and opens
 offline. Every figure is in milliseconds unless its column says otherwise.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .._files import write_whole
+from .._optional import require
 
 __all__ = ["render_report", "write_report"]
 
@@ -59,7 +61,7 @@ def _account(acc) -> str:
 
 
 def _latency(stats) -> str:
-    from .plots import step_percentiles
+    from .plots import BATCH_LABEL, step_percentiles
 
     rows = []
     for origin in ("capture", "arrival"):
@@ -73,8 +75,9 @@ def _latency(stats) -> str:
                     rows.append(["", cam, cs.count, _ms(cs.p50_ns), _ms(cs.p99_ns), _ms(cs.max_ns)])
     for name, cells in step_percentiles(stats):
         for k, (cam, p50, p99) in enumerate(cells):
-            s = stats.step(name, None if cam == "batch" else cam)
-            rows.append([name if k == 0 else "", cam, s.count, f"{p50:.2f}", f"{p99:.2f}", _ms(s.max_ns)])
+            s = stats.step(name, cam)
+            rows.append([name if k == 0 else "", BATCH_LABEL if cam is None else cam, s.count, f"{p50:.2f}",
+                         f"{p99:.2f}", _ms(s.max_ns)])
     if not rows:
         return "<p class=\"note\">no latency samples (every frame set was warm-up, or none was produced)</p>"
     return _table(["step", "camera", "n", "p50 ms", "p99 ms", "max ms"], rows, numeric_from=2)
@@ -82,17 +85,23 @@ def _latency(stats) -> str:
 
 def _plots(stats) -> str:
     try:
-        from .plots import write_plots
-
-        with tempfile.TemporaryDirectory(prefix="dvpipe-report-") as tmp:
-            paths = write_plots(stats, tmp)
-            imgs = []
-            for key in ("over_time", "steps", "cdf", "timeline"):
-                data = base64.b64encode(Path(paths[key]).read_bytes()).decode("ascii")
-                imgs.append(f"<img id=\"plot-{key}\" alt=\"{key} plot\" src=\"data:image/png;base64,{data}\">")
-        return "\n".join(imgs)
+        require("matplotlib.figure")
     except ImportError as e:
         return f"<p class=\"note\">plots not drawn: {_e(e)}</p>"
+    from .plots import _drawers
+
+    drawers = _drawers(stats)
+    imgs = []
+    with tempfile.TemporaryDirectory(prefix="dvpipe-report-") as tmp:
+        for key in ("over_time", "steps", "cdf", "timeline"):
+            try:
+                data = base64.b64encode(drawers[key](Path(tmp) / f"{key}.png").read_bytes()).decode("ascii")
+            except Exception as e:  # noqa: BLE001 - one plot that cannot be drawn must not cost the report
+                imgs.append(f"<p class=\"note\" id=\"plot-{key}-error\">{key} plot not drawn: "
+                            f"{_e(type(e).__name__)}: {_e(str(e).strip()[:500])}</p>")
+                continue
+            imgs.append(f"<img id=\"plot-{key}\" alt=\"{key} plot\" src=\"data:image/png;base64,{data}\">")
+    return "\n".join(imgs)
 
 
 def render_report(result, *, title: str | None = None) -> str:
