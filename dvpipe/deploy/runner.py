@@ -304,6 +304,8 @@ class Runner:
         self._limited = {cam: w for cam, src in self._sources.items() if (w := _wrapper(src, Limited)) is not None}
         for w in self._limited.values():
             w.slack = self.dep.run.queue_size + 1  # the frames a camera's reader may hold ahead of the sets
+        if self._limited:
+            self.sync.on_drop = self._credit  # at the drop, not when the runner takes it: the reader reads on
         t0 = self.clock()
         recordings = [cam for cam, src in self._sources.items() if not src.live or _paced(src) is not None]
         opened: dict[str, Optional[str]] = {}
@@ -623,11 +625,17 @@ class Runner:
     def _account_drop(self, d: Dropped) -> None:
         cam = d.item.frame.camera
         self.acc.drop(cam, d.category, d.detail)
-        limited = self._limited.get(cam)
-        if limited is not None and d.category in _SYNC_DROPS:  # run.frames counts sets, not this camera's frames
-            limited.credit()
         if cam in self._video:
             self._carry(cam, d.item)
+
+    def _credit(self, d: Dropped) -> None:
+        """A frame the synchroniser dropped: run.frames counts sets, not a camera's frames, so the camera's
+        recording may read one more. Called as the frame is dropped (under the synchroniser's lock, maybe on
+        the reader's thread), so that a reader at its limit reads on rather than ending its camera before the
+        runner has taken the drop."""
+        limited = self._limited.get(d.item.frame.camera)
+        if limited is not None and d.category in _SYNC_DROPS:
+            limited.credit()
 
     def _carry(self, cam: str, item) -> None:
         """A video frame dropped before decoding: keep its access units for the camera's next decode."""

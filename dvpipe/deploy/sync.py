@@ -110,6 +110,9 @@ class Synchroniser:
         self.sets = 0
         self.blocked_ns: dict[str, int] = {c: 0 for c in self.cameras}
         self._drops: list[Dropped] = []
+        #: called (under the lock, on the thread that drops) for each frame dropped, as it is dropped: what must
+        #: not wait for the consumer's :meth:`take_drops` (the runner's ``run.frames`` credit to a recording)
+        self.on_drop: Optional[Callable[[Dropped], None]] = None
         # (set time, cameras waited for, monotonic start of the wait) of the set waiting now
         self._waiting_since: Optional[tuple[int, frozenset, int]] = None
         # per camera: the last capture time pushed and the shortest interval seen between its frames (ns)
@@ -144,13 +147,12 @@ class Synchroniser:
                     self._cond.wait(0.05)
                 self.blocked_ns[cam] += time.perf_counter_ns() - t0
                 if len(buf) >= self.capacity:
-                    self._drops.append(Dropped(item, "shutdown", "still queued when the run stopped"))
+                    self._drop(item, "shutdown", "still queued when the run stopped")
                     self._cond.notify_all()
                     return False
             while len(buf) >= self.capacity:
                 old = buf.popleft()
-                self._drops.append(Dropped(old, "superseded",
-                                           "a newer frame arrived while the pipeline was busy (latest-frame policy)"))
+                self._drop(old, "superseded", "a newer frame arrived while the pipeline was busy (latest-frame policy)")
             buf.append(item)
             cap, prev = item.frame.capture_epoch_ns, self._last_capture.get(cam)
             if prev is not None and cap > prev:
@@ -216,7 +218,7 @@ class Synchroniser:
         with self._cond:
             for buf in self.pending.values():
                 while buf:
-                    self._drops.append(Dropped(buf.popleft(), category, detail))
+                    self._drop(buf.popleft(), category, detail)
             self._cond.notify_all()
         return self.take_drops()
 
@@ -236,7 +238,10 @@ class Synchroniser:
         return out
 
     def _drop(self, item: Item, category: str, detail: str) -> None:
-        self._drops.append(Dropped(item, category, detail))
+        d = Dropped(item, category, detail)
+        self._drops.append(d)
+        if self.on_drop is not None:
+            self.on_drop(d)
 
     def _form(self, now_ns: int):
         """One decision: a FrameSet, False (something dropped, try again), or None (wait)."""

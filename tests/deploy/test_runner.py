@@ -549,6 +549,26 @@ def test_the_next_set_is_preprocessed_while_the_model_runs():
     assert result.stats.step("model_wait").count >= 3
 
 
+def test_run_frames_credit_reaches_a_reader_at_its_limit_before_it_ends():
+    """run.frames N with the latest-frame policy: a frame superseded as its camera's next one is pushed is
+    dropped on the reader's thread; the credit for it must reach the camera's limit then, not when the runner
+    next takes the drops (busy in a slow model), or the reader finds its limit spent and ends the camera: the
+    run stopped after 1 set of 6 ('end of input'), as a sample run on a loaded machine did."""
+    import time
+
+    def slow_model(batch):
+        time.sleep(0.05)
+        return batch.timeline
+
+    dep = synthetic_deployment(2, frames=8, run={"frames": 6, "loop": True, "latest_only": True, "queue_size": 1})
+    r = Runner(load_deployment(dep), model=slow_model, write_outputs=False)
+    n = sum(1 for _rb in r.batches())
+    result = r.finish()
+    assert n == 6 and result.stopped_by != "end of input"
+    assert not any("ended" in reason for c in result.accounting.cameras for reason in result.accounting.masked[c])
+    assert_accounted(result)
+
+
 @pytest.mark.parametrize("case", ["a camera twice as fast", "a camera with an extra first frame"])
 def test_run_frames_counts_sets_not_each_cameras_frames(tmp_path, case):
     """run.frames N stops after N frame sets; a camera whose frames do not all join sets (twice the rate of
