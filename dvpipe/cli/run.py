@@ -71,6 +71,16 @@ def _with_plugin_flags(p: argparse.ArgumentParser):
     done = set(EXPORTERS)
 
     def parse_with_plugins(args=None, namespace=None):
+        argv = list(sys.argv[1:] if args is None else args)
+        if "-h" in argv or "--help" in argv:  # --help exits while parsing: the plugins' flags must be there first
+            for arg in argv:
+                if not arg.startswith("-") and os.path.isfile(arg):
+                    try:
+                        if _import_plugins_of(arg):
+                            _add_exporter_flags(p, done)
+                    except ConfigError:
+                        pass  # the run reports the plugin's problem; --help shows what loaded
+                    break
         ns, extras = parse(args, namespace)
         if extras and getattr(ns, "deployment", None) and _import_plugins_of(ns.deployment):
             _add_exporter_flags(p, done)
