@@ -61,7 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", choices=tuple(_SOURCE_STANDARD), default="jpeg",
                    help="what the camera sends, with --profile (default jpeg)")
     p.add_argument("--colour-standard", choices=COLOUR_STANDARDS,
-                   help="the NV12 picture's YCbCr standard (default: from the source, see above)")
+                   help="the NV12 picture's YCbCr standard (default: the run's: JPEG jpeg_full; H.264/H.265 the "
+                        "camera's yuv_matrix / yuv_range, else a video file's signalled one, else bt601_narrow)")
     p.add_argument("-o", "--output", required=True, metavar="aipp.cfg", help="file to write ('-' for stdout)")
 
 
