@@ -122,6 +122,24 @@ def _run(cmd: list[str], timeout: float = 5.0) -> Optional[str]:
         return None
 
 
+def _board_soc_name(text: str) -> Optional[str]:
+    """The SoC name of ``npu-smi info -t board`` output, ``<Chip Name>_<NPU Name>`` (constraints.md §7, from
+    CANN 8.3.RC1 / 8.5.0 atlasatcparam_16_0035 / 0036: e.g. ``Ascend910_9391``), when dvpipe knows it."""
+    from ..knowledge import soc_info
+
+    fields = dict(re.findall(r"^\s*(Chip Name|NPU Name)\s*:\s*(\S+)\s*$", text, re.M))
+    chip, npu = fields.get("Chip Name"), fields.get("NPU Name")
+    if not chip or not npu:
+        return None
+    for cand in (f"{chip}_{npu}", f"Ascend{chip}_{npu}"):
+        try:
+            soc_info(cand)
+            return cand
+        except ValueError:
+            continue
+    return None
+
+
 def detect_soc() -> tuple[Optional[str], str]:
     """``(soc_name, how)`` via pyACL, else npu-smi; ``(None, why)`` when neither answers."""
     reasons = []
@@ -143,7 +161,13 @@ def detect_soc() -> tuple[Optional[str], str]:
     if shutil.which("npu-smi"):
         out = _run(["npu-smi", "info"]) or ""
         name = find_soc_name(out)
-        if name:
+        if name == "Ascend910":  # also how Atlas A3 chips show: their SoC name is <Chip Name>_<NPU Name>
+            board = _board_soc_name(_run(["npu-smi", "info", "-t", "board", "-i", "0", "-c", "0"]) or "")
+            if board:
+                return board, "npu-smi info -t board"
+            reasons.append("npu-smi info names Ascend910, as it does Atlas A3 chips, and npu-smi info -t board gave "
+                           "no <Chip Name>_<NPU Name> dvpipe knows: acl.get_soc_name() tells them apart")
+        elif name:
             return name, "npu-smi info"
         reasons.append("npu-smi info printed no SoC name that dvpipe knows (dvpipe/knowledge/data/families.yaml)")
     else:

@@ -93,6 +93,28 @@ def test_unknown_soc_and_market_names_are_refused(capsys):
     assert rc == 2 and "cannot parse CANN version" in err
 
 
+@pytest.mark.parametrize("info, board, expected", [
+    ("| 0       310P3               | OK              |", "", "Ascend310P3"),
+    ("| 0       910                 | OK              |", "    Chip Name                 : Ascend910\n    NPU Name                  : 9391\n",
+     "Ascend910_9391"),
+    ("| 0       910                 | OK              |", "", None),
+])
+def test_npu_smi_fallback_tells_an_a3_chip_from_an_ascend910(monkeypatch, info, board, expected):
+    """constraints.md §7 (CANN 8.3.RC1 / 8.5.0 atlasatcparam_16_0035 / 0036): npu-smi info's Name column gives the
+    chip for 910 / 310P / 310B / A2; an Atlas A3 shows as 910 there and its SoC name is <Chip Name>_<NPU Name> of
+    npu-smi info -t board. Without that, '910' is not taken for the old Ascend910 family (other DVPP rules)."""
+    from dvpipe.backends.dvpp import _acl
+    from dvpipe.probe import environment
+
+    monkeypatch.setattr(_acl, "why_unavailable", lambda device: "pyACL cannot be imported")
+    monkeypatch.setattr(environment.shutil, "which", lambda name: f"/usr/local/bin/{name}")
+    monkeypatch.setattr(environment, "_run", lambda cmd, *a, **k: board if "board" in cmd else info)
+    soc, how = environment.detect_soc()
+    assert soc == expected
+    if expected is None:
+        assert "acl.get_soc_name() tells them apart" in how
+
+
 def test_live_without_pyacl_says_so_and_exits_3(capsys, monkeypatch):
     monkeypatch.setattr(live, "available", lambda: live.LiveStatus(False, "pyACL (the `acl` module) is not importable"))
     rc, out, err = run_cli(capsys, "--camera", "C=1600x900:jpeg420", "--soc", "Ascend310", "--cann", "6.0.1", "--live")
