@@ -594,6 +594,11 @@ def summarise_trace(path: str | os.PathLike[str], *, window: bool = False, per_c
     procs = trace_processes(obj)
     parts = [f"trace {os.fspath(path)}: {n} events, {spans} spans, {len(procs)} process"
              f"{'' if len(procs) == 1 else 'es'}"]
+    ring = (obj.get("otherData") or {}).get("ring") if isinstance(obj.get("otherData"), dict) else None
+    if isinstance(ring, dict) and ring.get("dropped_batches"):  # the tables cover the sets the ring kept
+        parts[0] += (f"; the last {ring['batches_added'] - ring['dropped_batches']} of {ring['batches_added']} "
+                     f"frame sets (the trace's ring of {ring.get('max_events')} events dropped the oldest "
+                     f"{ring['dropped_batches']}; the run's own figures are in its latency.json)")
     for pid, pname in procs.items():
         stats = stats_from_trace(obj, pid=pid, budgets=budgets)
         parts.append(stats.report(window=window, per_camera=per_camera, title=pname))

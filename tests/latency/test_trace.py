@@ -492,3 +492,15 @@ def test_non_finite_attributes_are_written_as_valid_json(tmp_path):
     assert back.spans[0].attrs == {"score": "NaN", "low": "-Infinity", "ok": 1.5}
     assert back.attrs == {"gain": "Infinity"} and back.end_to_end_ns() == 3 * MS
     assert "model" in summarise_trace(path)
+
+
+def test_the_summary_of_a_ring_that_dropped_sets_says_which_sets_it_covers(tmp_path):
+    """A trace ring keeps the newest sets: 10 sets of 51 events under a 200-event bound keep 3 (hand count:
+    3 x 51 = 153 <= 200 < 204); `dvpipe trace` must not present those 3 as the run."""
+    tw = TraceWriter(max_events=200)
+    for i in range(10):
+        tw.add(_six_camera_set(i, False))
+    path = tw.write(tmp_path / "ring.json")
+    text = summarise_trace(path)
+    assert "the last 3 of 10 frame sets" in text and "dropped the oldest 7" in text
+    assert "3 batches" in text
