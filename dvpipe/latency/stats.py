@@ -20,6 +20,7 @@ uniform reservoir sample is kept and summaries say ``approximate``); counts, sum
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 from array import array
@@ -256,8 +257,9 @@ class LatencyStats:
             raise ConfigError(f"max_samples must be >= 1, got {max_samples}")
         self.budgets: dict[str, int] = {}
         for key, value in (budgets or {}).items():
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-                raise ConfigError(f"budgets[{key!r}]: expected a positive number of ns, got {value!r}")
+            if (not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 1
+                    or not math.isfinite(value)):  # under 1 ns it would round to a budget of 0
+                raise ConfigError(f"budgets[{key!r}]: expected a finite number of ns >= 1, got {value!r}")
             self.budgets[str(key)] = round(value)  # nearest ns: int(4.1 * 1e6) would be 4_099_999
         self.window = int(window)
         self.max_samples = int(max_samples)

@@ -17,6 +17,7 @@ import pytest
 
 from dvpipe.latency import (CATEGORIES, DeviceSpan, LatencyStats, Span, Timeline, category_of, format_comparison,
                             now_ns, summarise, to_epoch_ns, to_monotonic_ns)
+from dvpipe.errors import ConfigError
 from dvpipe.latency.stats import critical_path, sweep_categories
 
 from tolerances import tol
@@ -264,8 +265,9 @@ def test_budget_violations_against_a_hand_made_list():
     window.extend(stats.timelines)
     assert window.budget_report(window=True)["decode"]["violations"] == 1  # last two: 2, 8.0001
     assert window.budget_report()["decode"]["violations"] == 3
-    with pytest.raises(ValueError, match=r"budgets\['x'\]: expected a positive number of ns"):
-        LatencyStats(budgets={"x": -1})
+    for bad in (-1, 0.4, float("inf"), float("nan")):  # 0.4 ns would round to a budget of 0; inf overflowed
+        with pytest.raises(ConfigError, match=r"budgets\['x'\]: expected a finite number of ns >= 1"):
+            LatencyStats(budgets={"x": bad})
     with pytest.raises(KeyError, match="No budget for 'model'"):
         stats.violations("model")
 
