@@ -203,12 +203,20 @@ class ProfilerRanges:
         return msg
 
     def push(self, message: str) -> list:
-        """Open ``message`` in every sink; returns the tokens for :meth:`pop`."""
-        return [s.push(message) for s in self.sinks]
+        """Open ``message`` in every sink; returns the tokens for :meth:`pop`. When a sink fails to open it, the
+        ranges the sinks before it opened are closed again (none is left open) and the error propagates."""
+        tokens: list = []
+        try:
+            for s in self.sinks:
+                tokens.append(s.push(message))
+        except BaseException:
+            self.pop(tokens)
+            raise
+        return tokens
 
     def pop(self, tokens: list) -> None:
         """Close the ranges :meth:`push` opened, innermost sink first."""
-        for s, t in zip(reversed(self.sinks), reversed(tokens)):
+        for s, t in zip(reversed(self.sinks[:len(tokens)]), reversed(tokens)):
             s.pop(t)
 
     def range(self, step: str, camera: Optional[str] = None) -> _Range:

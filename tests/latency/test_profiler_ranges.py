@@ -241,3 +241,33 @@ def test_dvpipe_run_says_when_no_profiler_api_is_there(tmp_path, capsys, monkeyp
     err = capsys.readouterr().err
     assert "no ranges are emitted" in err
     assert "torch" not in sys.modules  # nothing imported a second torch while it was hidden
+
+
+def test_a_sink_that_fails_to_open_leaves_no_range_open():
+    """Ranges are a stack per thread (NVTX range_push/pop, msproftx push/pop): when the second sink fails to open a
+    step's range, the first sink's range for it must be closed again, else every later range nests inside it."""
+    calls = []
+
+    class Recording:
+        name = "recording"
+
+        def push(self, message):
+            calls.append(("push", message))
+            return message
+
+        def pop(self, token):
+            calls.append(("pop", token))
+
+    class Failing:
+        name = "failing"
+
+        def push(self, message):
+            raise RuntimeError("no profiler session")
+
+        def pop(self, token):
+            calls.append(("failing pop", token))
+
+    ranges = ProfilerRanges([Recording(), Failing()])
+    with pytest.raises(RuntimeError, match="no profiler session"):
+        ranges.push("dvpipe:decode@CAM0")
+    assert calls == [("push", "dvpipe:decode@CAM0"), ("pop", "dvpipe:decode@CAM0")]
