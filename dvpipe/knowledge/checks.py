@@ -175,6 +175,11 @@ def _sel_in_w_gt(val: Any, req: "Request") -> bool:
     return req.width > val
 
 
+@declare_selector("in_w_not_multiple_of", "input width not a multiple of n pixels")
+def _sel_in_w_not_multiple_of(val: Any, req: "Request") -> bool:
+    return req.width % val != 0
+
+
 @declare_selector("in_size_gt", "input width > w or height > h pixels ([w, h])")
 def _sel_in_size_gt(val: Any, req: "Request") -> bool:
     return req.width > val[0] or req.height > val[1]

@@ -469,7 +469,13 @@ def test_jpegd_stride_brief_examples_and_buffer_multipliers():
 def test_jpegd_stride_provenance():
     assert stride_for("Ascend310", "6.0.1", "jpegd", "nv12", 1242, 375).confidence == "inferred"  # table read in 8.0.0
     assert stride_for("Ascend310", "8.0.0", "jpegd", "nv12", 1242, 375).confidence == "documented"
-    assert "128" in stride_for("Ascend310B1", "8.0.0", "jpegd", "nv12", 1242, 375).note        # open question 8
+    # open question 8 (constraints.md §1.4): acldvpp says A(w,64) for 310B, MindX aligns to 128; JPEGD's output stride
+    # is set exactly, so where the readings differ the decode is left open (the stricter view), where they agree ok
+    assert stride_for("Ascend310B1", "8.0.0", "jpegd", "nv12", 1242, 375).width_stride == 1280
+    open_q8 = check("Ascend310B1", "8.0.0", "jpegd", "decode", 1600, 900, "jpeg", out_fmt="nv12")
+    assert open_q8.status == "unknown" and "open question 8" in str(open_q8)
+    assert check("Ascend310B1", "8.0.0", "jpegd", "decode", 1280, 720, "jpeg", out_fmt="nv12").status == "ok"
+    assert check("Ascend310P3", "8.0.0", "jpegd", "decode", 1600, 900, "jpeg", out_fmt="nv12").status == "ok"
     with pytest.raises(KnowledgeGap, match="A3"):
         stride_for("Ascend910_9391", "9.0.0", "jpegd", "nv12", 1242, 375)
 
