@@ -158,7 +158,11 @@ def _evaluate_api(req: Request, api: str) -> Verdict:
         add("knowledge.newer_than_docs", "note", f"CANN {req.cann} is newer than the latest docs checked "
             f"({latest_checked()}); rules still current there are assumed to hold", fam.documented_from_source,
             "inferred", "§8")
-    if req.soc_confidence != "documented" and req.soc_note:
+    if req.soc_confidence == "inferred":  # a SoC name dvpipe guessed: a device may answer another one (§0: unknown)
+        add("family.soc_name", "unknown", f"{req.soc} is dvpipe's guess at a SoC name the docs never give"
+            f"{': ' + req.soc_note if req.soc_note else ''}; the verdict stays open", fam.soc_source, "inferred", "§0",
+            oq="q9")
+    elif req.soc_confidence != "documented" and req.soc_note:
         add("family.soc_name", "note", req.soc_note, fam.soc_source, req.soc_confidence, "§0", oq="q9")
     applicable = list(_applicable(req, api))  # the rules for this request, selected once
     if api not in fam.apis and not any(r.reject for r in applicable):
