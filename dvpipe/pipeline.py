@@ -131,6 +131,12 @@ class Pipeline:
                 m["undistort_k"].setflags(write=False)  # shared by every batch, as the other arrays
         self._buffers = [self._allocate() for _ in range(output_buffers)]
         self._device = getattr(self.plan.cameras[0].steps[-1].stages[-1], "device", None)
+        if self._device is not None and str(self._device).startswith("torch:"):  # refused now, not at every batch
+            from .backends import availability, resolve
+
+            verdict = availability(resolve(str(self._device)))  # imports torch_npu for torch:npu (its device type)
+            if not verdict.ok:
+                raise ConfigError(f"Batch(device={self._device!r}): {verdict.reason}")
         self._device_buffers: dict[int, Any] = {}
         self._next_buffer = 0
         self._states: dict[tuple[int, int, str], dict] = {}  # per (camera, step, tag): the kernel's scratch

@@ -404,3 +404,21 @@ def test_pipeline_latency_report_includes_a_model_timed_on_the_batch():
         rec = type(stats)().add(tl)  # this timeline's own record: end to end from its arrival
         assert tl.arrival_ns <= model.start_ns and model.end_ns <= tl.arrival_ns + rec.arrival_to_output_ns
     assert "model" in stats.report()
+
+
+@pytest.mark.parametrize("device", ["torch:cuda", "torch:npu", "torch:cuda:7"])
+def test_a_batch_device_this_machine_lacks_is_refused_when_planned(device):
+    """Batch(device=...) names where the batch goes: a device the torch backend's own availability check refuses
+    here (CPU-only torch, no torch_npu) is a one-line ConfigError at construction, with that check's reason; it was
+    accepted, then every batch failed in torch ('Torch not compiled with CUDA enabled', 'Expected one of cpu, cuda,
+    ... device type at start of device string: npu')."""
+    pytest.importorskip("torch")
+    from dvpipe.backends import availability, resolve
+
+    why = availability(resolve(device))
+    if why.ok:
+        pytest.skip(f"{device} is available here")
+    rig = dv.Rig.from_dict(rig_dict([(64, 48)], encoding="raw"))
+    with pytest.raises(dv.ConfigError) as e:
+        dv.Pipeline(rig, [dv.Decode(), dv.Normalise(), dv.Batch(device=device)], backends=("cpu",))
+    assert str(e.value) == f"Batch(device={device!r}): {why.reason}" and "\n" not in str(e.value)
