@@ -13,7 +13,9 @@ from a worker process. :func:`collate_mmdet3d` stacks samples into what an mmdet
 
 Sharding: frame set ``k`` goes to worker ``k % num_workers``. With a deployment every worker
 reads and preprocesses every set (the sources and the synchroniser run per worker) and yields
-its own; with a frame-set iterable only the sets a worker keeps are preprocessed.
+its own, so a deployment with live sources (or ``run.realtime``), whose workers would each see other
+frames, is refused with more than one worker; with a frame-set iterable only the sets a worker keeps are
+preprocessed.
 """
 from __future__ import annotations
 
@@ -150,6 +152,12 @@ class FrameSetDataset(torch.utils.data.IterableDataset):
         from .deploy.sources.infos import deployment_poses
 
         dep = self.source if type(self.source).__name__ == "Deployment" else load_deployment(self.source)
+        if n > 1 and (dep.live or dep.run.realtime):
+            # every worker runs the deployment's sources itself: live cameras (or a paced replay) would give each
+            # worker other frames under the same set numbers, so the shards would repeat and miss frames
+            raise ConfigError(f"deployment {dep.name!r} has live sources (or run.realtime): its frame sets cannot be "
+                              f"split across {n} DataLoader workers, each reading the cameras itself; use "
+                              "num_workers=0 (or 1)")
         # a deployment over an info file: each sample's pose and calibration from it
         self._make_builder(deployment_poses(dep) if self.metas_format == "mmdet3d" else None)
         with Runner(dep, model=lambda batch: None, write_outputs=False) as runner:

@@ -157,3 +157,17 @@ def test_dataloader_workers_rebuild_a_pipeline_already_used_in_the_parent(rig):
     loader = torch.utils.data.DataLoader(FrameSetDataset(_FrameSets(sets), pipe), batch_size=None, num_workers=2,
                                          timeout=60)
     assert sorted(s["index"] for s in loader) == [0, 1]
+
+
+def test_a_live_deployment_is_not_split_across_dataloader_workers():
+    """Each worker runs the deployment's sources itself: with live cameras every worker would read other frames under
+    the same set numbers (sets repeated and missed). Refused in one line naming num_workers; one worker is fine."""
+    torch = pytest.importorskip("torch")
+    from dvpipe.testing.deployments import synthetic_deployment
+    from dvpipe.torch import FrameSetDataset
+
+    live = synthetic_deployment(2, frames=None, realtime=True, fps=100, run={"frames": 3})
+    loader = torch.utils.data.DataLoader(FrameSetDataset(live), batch_size=None, num_workers=2)
+    with pytest.raises(Exception, match=r"cannot be split across 2 DataLoader workers.*num_workers=0"):
+        next(iter(loader))
+    assert len(list(torch.utils.data.DataLoader(FrameSetDataset(live), batch_size=None, num_workers=0))) == 3
