@@ -60,7 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", help=f"profile whose stages are probed for --camera / rig input (default "
                                      f"{DEFAULT_PROFILE})")
     p.add_argument("--fidelity", choices=("fast", "reference"), default=None,
-                   help="stage order for --camera / rig input (default fast: resize before normalise)")
+                   help="the fidelity planned (default: fast for --camera / rig input, resize before normalise; a "
+                        "deployment's own pipeline.fidelity)")
     p.add_argument("--json", action="store_true", help="print JSON (schema in docs/probe.md)")
     p.add_argument("--require", choices=("dvpp",), help="exit 1 when any step that DVPP implements falls back")
     p.add_argument("--matrix", action="store_true",
