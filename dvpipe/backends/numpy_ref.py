@@ -14,7 +14,9 @@ mmdet3d reference uses); everything after decode is written out from the definit
   area with bilinear-like weights on BOTH axes, the shrinking one included:
   ``sx = floor(x*scale)``, ``fx = (x+1) - (sx+1)/scale`` rounded to float32 (0 if ``<= 0``, else its
   fractional part), with ``scale = 1 / (W'/W)`` in double as OpenCV computes it, taps ``(1 - fx, fx)`` on ``(sx, sx + 1)``, clamped at the borders as ``linear``.
-* ``nearest`` — ``sx = min(floor(x * W/W'), W - 1)`` (OpenCV ``INTER_NEAREST``).
+* ``nearest`` — OpenCV ``INTER_NEAREST`` (``resizeNN``): ``sx = min(floor(x * ifx), W - 1)`` with
+  ``ifx = 1 / (W'/W)`` in double, as OpenCV computes it; where ``x * W/W'`` is a whole number the double
+  product can fall just short of it, and the pixel below is picked (161 -> 63: column 45 reads 114, not 115).
 * ``pil_bicubic`` — Pillow's ``Image.resize(size)`` default filter on uint8 (``Resampling.BICUBIC``,
   ``a = -0.5``, antialiased: the kernel support grows by the shrink factor), written out from
   Pillow's ``libImaging/Resample.c``: per axis, double coefficients normalised to sum 1, then fixed
@@ -90,9 +92,13 @@ def area_enlarge_weights(n_in: int, n_out: int) -> np.ndarray:
 
 
 def nearest_weights(n_in: int, n_out: int) -> np.ndarray:
+    """``(n_out, n_in)`` matrix of OpenCV INTER_NEAREST along one axis: one weight 1 per output index."""
+    # OpenCV's own arithmetic (resizeNN): fx = dsize / ssize and ifx = 1 / fx in double, then floor(x * ifx);
+    # exact x * n_in / n_out would pick one pixel higher where x * ifx falls just short of a whole number
+    ifx = 1.0 / (n_out / n_in)
     w = np.zeros((n_out, n_in))
     for x in range(n_out):
-        w[x, min(int(math.floor(x * n_in / n_out)), n_in - 1)] = 1.0
+        w[x, min(math.floor(x * ifx), n_in - 1)] = 1.0
     return w
 
 

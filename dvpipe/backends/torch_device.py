@@ -57,8 +57,12 @@ def _torch_missing() -> str:
 
 
 def _device_index(device: str) -> int:
+    """The ``N`` of ``KIND:N`` (0 without one); ValueError unless it is a whole number from 0."""
     parts = device.split(":")
-    return int(parts[1]) if len(parts) > 1 and parts[1] else 0
+    index = int(parts[1]) if len(parts) > 1 and parts[1] else 0
+    if index < 0:
+        raise ValueError(f"negative device index {index}")
+    return index
 
 
 def available(ref, target=None) -> KernelVerdict:
@@ -71,7 +75,7 @@ def available(ref, target=None) -> KernelVerdict:
     try:
         index = _device_index(ref.device)
     except ValueError:
-        return KernelVerdict("unavailable", f"bad device index in {ref.name!r}; use {kind} or {kind}:N")
+        return KernelVerdict("unavailable", f"bad device index in {ref.name!r}; use {kind} or {kind}:N (N from 0)")
     if kind == "cuda":
         if not torch.cuda.is_available():
             if torch.version.cuda is None:

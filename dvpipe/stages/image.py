@@ -67,7 +67,8 @@ class Resize(Stage):
         scale: factor; the output ``(height, width)`` is ``(int(H * sy), int(W * sx))`` (truncation, as mmcv).
         interpolation: ``linear`` = OpenCV ``INTER_LINEAR`` (bilinear, half-pixel centres, no
             antialias; exactly the 2x2 mean for a 0.5 scale), ``area`` = ``INTER_AREA``,
-            ``nearest`` = ``INTER_NEAREST`` (source index ``floor(x * W / W')``), ``pil_bicubic`` =
+            ``nearest`` = ``INTER_NEAREST`` (source index ``min(floor(x * (1 / (W'/W))), W - 1)`` in double, as
+            OpenCV computes it), ``pil_bicubic`` =
             Pillow's ``Image.resize(size)`` default (bicubic, antialiased, fixed-point, rounded to
             uint8 after each pass; what PETR's ``ResizeCropFlipImage`` and BEVDet's loader call):
             uint8 input only, bit-identical to Pillow on the ``cpu`` and ``reference`` backends.

@@ -6,6 +6,10 @@
   torch backend (which takes the reference's weights) are checked against ``cv2.resize(...,
   INTER_AREA)`` with one axis shrinking and the other growing, in both orders, on uint8 pixels
   (resize before Normalise) and float pixels (after it).
+* ``nearest``: OpenCV's ``INTER_NEAREST`` picks source index ``min(floor(x * ifx), W - 1)`` with
+  ``ifx = 1 / (W'/W)`` in double (``resizeNN``), which lands one pixel lower than ``x * W/W'`` where that is
+  a whole number and the double product falls just short of it (161 -> 63, 33 -> 150). The reference
+  and torch backends are checked against ``cv2.resize(..., INTER_NEAREST)``, exactly (a selection).
 * ``pil_bicubic``: Pillow runs its two passes in an order that depends on both axes (the vertical pass
   first when the height shrinks and the width does not, and in some shrink-both cases); each pass is
   rounded to uint8, so the order shows in the bytes. The reference re-implementation is checked
@@ -18,7 +22,7 @@ import numpy as np
 import pytest
 
 import dvpipe as dv
-from dvpipe.backends.numpy_ref import resize_pil_uint8
+from dvpipe.backends.numpy_ref import nearest_weights, resize_pil_uint8
 from tolerances import tol
 
 PIL = pytest.importorskip("PIL")
@@ -57,7 +61,9 @@ def _run(backend, stages, img: np.ndarray) -> tuple[np.ndarray, str]:
     rig = dv.Rig.from_dict({"cameras": [{"name": "c", "width": w, "height": h, "encoding": "raw"}]})
     pipe = dv.Pipeline(rig, stages, BACKENDS[backend])
     (step,) = [s for s in pipe.plan.cameras[0].steps if "resize" in [st.op for st in s.stages]]
-    out = pipe.process({"c": img}).images
+    batch = pipe.process({"c": img})
+    assert not batch.fallbacks, batch.fallbacks  # the planned backend computed it, not its fallback
+    out = batch.images
     out = out.numpy() if hasattr(out, "numpy") else np.asarray(out)
     return out[0].transpose(1, 2, 0), step.backend.name
 
@@ -85,6 +91,38 @@ def test_area_float_matches_opencv_inter_area(backend, shape):
     assert ran_on.startswith(backend), ran_on
     want = cv2.resize(img.astype(np.float32), (ow, oh), interpolation=cv2.INTER_AREA)
     tol("float_path_relative").check(got, want)  # std = 1: values up to 255, float32 rounding
+
+
+#: (h, w) -> (out_h, out_w) for INTER_NEAREST; the first two have columns where x * W/W' is whole but
+#: OpenCV's double arithmetic picks the pixel below it
+NEAREST = {
+    "161x91-to-63x37": ((91, 161), (37, 63)),
+    "33x17-to-150x40": ((17, 33), (40, 150)),
+    "96x64-to-77x41": ((64, 96), (41, 77)),   # control: no such column
+}
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("data", ["uint8", "float"])
+@pytest.mark.parametrize("shape", list(NEAREST.values()), ids=list(NEAREST))
+def test_nearest_matches_opencv_inter_nearest(backend, data, shape):
+    (h, w), (oh, ow) = shape
+    img = _image(h, w, seed=h * w + 1)
+    norm = [dv.Normalise(mean=(0, 0, 0), std=(1, 1, 1), to_rgb=False)] if data == "float" else []
+    got, ran_on = _run(backend, [dv.Decode(), *norm, dv.Resize(size=(oh, ow), interpolation="nearest")], img)
+    assert ran_on.startswith(backend), ran_on
+    want = cv2.resize(img if data == "uint8" else img.astype(np.float32), (ow, oh), interpolation=cv2.INTER_NEAREST)
+    np.testing.assert_array_equal(got, want)  # pixels picked, none computed: exact
+
+
+def test_nearest_reference_index_is_opencvs_for_every_size_pair():
+    # one axis, every (n_in, n_out) up to 96: the column cv2 picks for each output column
+    for n_in in range(1, 97):
+        src = np.arange(n_in, dtype=np.float32)[None]
+        for n_out in range(1, 97):
+            want = cv2.resize(src, (n_out, 1), interpolation=cv2.INTER_NEAREST)[0].astype(np.int64)
+            got = np.argmax(nearest_weights(n_in, n_out), axis=1)
+            assert np.array_equal(got, want), (n_in, n_out, np.flatnonzero(got != want))
 
 
 #: (h, w) -> (out_h, out_w) for Pillow's pass order

@@ -116,6 +116,15 @@ def test_missing_torch_is_a_clear_verdict(monkeypatch):
     assert v.status == "unavailable" and "torch is not installed" in v.reason and "dvpipe[torch]" in v.reason
 
 
+def test_a_negative_device_index_is_refused_with_its_reason(monkeypatch):
+    # on a machine with two CUDA devices (stood in): -1 is no device, refused at planning in one line
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert td.available(resolve("torch:cuda:1")).ok
+    v = td.available(resolve("torch:cuda:-1"))
+    assert v.status == "unavailable" and "-1" in v.reason and "\n" not in v.reason, v
+
+
 def test_environment_report_has_a_reason_for_every_missing_piece():
     env = td.environment()
     assert env["torch"]["ok"]
@@ -468,6 +477,30 @@ def test_torch_decode_kernel_gives_bgr_and_drops_corrupt_frames(fake_torchvision
     assert batch.valid.tolist() == [False, True] and "corrupt" in batch.drops[0][1]
 
 
+def test_torch_decode_of_a_16_bit_png_keeps_the_high_byte_as_opencv(monkeypatch):
+    """torchvision >= 0.21 documents ``decode_png`` returning uint16 for a 16-bit PNG (stood in for here over
+    OpenCV's IMREAD_UNCHANGED); the torch decode gives what ``cv2.imdecode(IMREAD_COLOR)`` gives (the cpu and
+    reference backends' decoder, the independent reference here): 8 bits, not the low byte."""
+    def decode(t, mode=None, device=None):
+        img = cv2.imdecode(t.numpy(), cv2.IMREAD_UNCHANGED)
+        chw = np.ascontiguousarray(img[..., ::-1].transpose(2, 0, 1)).astype(np.int32)
+        return torch.from_numpy(chw).to(torch.uint16 if img.dtype == np.uint16 else torch.uint8)
+
+    monkeypatch.setitem(torch_decode._TV, "error", None)
+    monkeypatch.setitem(torch_decode._TV, "io", types.SimpleNamespace(
+        decode_jpeg=decode, decode_png=decode, ImageReadMode=types.SimpleNamespace(RGB=3)))
+    img16 = np.random.default_rng(0).integers(0, 65536, (48, 64, 3)).astype(np.uint16)
+    png = encode_png(img16)
+    assert decode(torch.frombuffer(bytearray(png), dtype=torch.uint8)).dtype == torch.uint16  # the stand-in's API
+    rig = dv.Rig.from_dict(rig_dict([(64, 48)], encoding="png"))
+    pipe = dv.Pipeline(rig, [dv.Decode(), dv.Batch()], ["torch:cpu"], fallback="error")
+    assert [s.backend.name for s in pipe.plan.cameras[0].steps] == ["torch:cpu", "torch:cpu"]
+    batch = pipe.process({"CAM0": png})
+    assert batch.valid.all() and not batch.fallbacks, (batch.drops, batch.fallbacks)
+    want = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR)
+    np.testing.assert_array_equal(batch.images.numpy()[0], want.transpose(2, 0, 1))
+
+
 def test_decode_verdicts_on_devices(fake_torchvision):
     cam = dv.Camera("CAM0", width=64, height=48)
     spec = FrameSpec(width=64, height=48, pixel_format=PixelFormat.ENCODED, dtype="uint8", channel_order="",
@@ -694,16 +727,41 @@ def test_a_pad_value_uint8_cannot_hold_is_refused_by_every_backend(backends):
 
 
 def test_nearest_resize_on_uint8_runs_on_torch_cpu_as_opencv():
-    """Resize(interpolation="nearest") on uint8 pixels: accepted by the torch kernel and equal to
-    OpenCV's INTER_NEAREST (the independent reference), shrinking and enlarging."""
+    """Resize(interpolation="nearest") on uint8 pixels: accepted by the torch kernel, computed by it (no
+    fallback to the cpu backend) and equal to OpenCV's INTER_NEAREST (the independent reference),
+    shrinking and enlarging, with column indices that step evenly (48) and that do not (77, 150)."""
     rig = dv.Rig.from_dict(rig_dict([(96, 64)], encoding="png"))
     img = textured_bgr(96, 64)
     for size in ((32, 48), (41, 77), (100, 150)):
-        pipe = dv.Pipeline(rig, [dv.Decode(), dv.Resize(size=size, interpolation="nearest")], ["torch:cpu", "cpu"])
+        pipe = dv.Pipeline(rig, [dv.Decode(), dv.Resize(size=size, interpolation="nearest")], ["torch:cpu", "cpu"],
+                           fallback="error")
         assert pipe.plan.cameras[0].steps[-1].backend.name == "torch:cpu"
-        got = pipe.process({rig.cameras[0].name: encode_png(img)}).images.numpy()[0]
+        batch = pipe.process({rig.cameras[0].name: encode_png(img)})
+        assert not batch.fallbacks, batch.fallbacks
         want = cv2.resize(img, (size[1], size[0]), interpolation=cv2.INTER_NEAREST).transpose(2, 0, 1)
-        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(batch.images.numpy()[0], want)
+
+
+@pytest.mark.parametrize("normalise", [False, True], ids=["uint8-out", "normalised"])
+@pytest.mark.parametrize("size", [(51, 66), (34, 99)], ids=["x3-rows-x2-cols", "x2-rows-x3-cols"])
+def test_area_enlarging_by_whole_factors_on_uint8_runs_on_torch_cpu_as_opencv(size, normalise):
+    """INTER_AREA enlarging by whole factors picks pixels (weights 1 and 0) whose column indices repeat
+    (0, 0, 1, 1, ...): the torch kernel computes it itself (fallback="error") and equals cv2.resize."""
+    rig = dv.Rig.from_dict(rig_dict([(33, 17)], encoding="raw"))
+    img = textured_bgr(33, 17, seed=5)
+    norm = [dv.Normalise(mean=(103.53, 116.28, 123.675), std=(57.375, 57.12, 58.395), to_rgb=True)] if normalise else []
+    pipe = dv.Pipeline(rig, [dv.Decode(), dv.Resize(size=size, interpolation="area"), *norm, dv.Batch()],
+                       TORCH_CPU, fallback="error")
+    assert [s.backend.name for s in pipe.plan.cameras[0].steps][-1] == "torch:cpu"
+    batch = pipe.process({"CAM0": img})
+    assert not batch.fallbacks, batch.fallbacks
+    want = cv2.resize(img, (size[1], size[0]), interpolation=cv2.INTER_AREA).astype(np.float64)
+    if not normalise:
+        np.testing.assert_array_equal(batch.images.numpy()[0], want.transpose(2, 0, 1))
+    else:
+        st = norm[0]
+        want = ((want[..., ::-1] - np.array(st.mean)) / np.array(st.std)).transpose(2, 0, 1)
+        assert_matches(batch.images[0], want, std=st.std)
 
 
 def _damaged_scan(jpeg: bytes) -> bytes:

@@ -82,6 +82,12 @@ def _encoded_tensor(state: dict, data) -> "torch.Tensor":
 
 
 def _rgb_chw_to_bgr_hwc(img: "torch.Tensor", dst: "torch.Tensor") -> "torch.Tensor":
+    """``3 x H x W`` RGB into ``dst`` (``H x W x 3`` uint8 BGR). A 16-bit picture (torchvision >= 0.21's
+    ``decode_png`` returns uint16) keeps its high byte, ``value >> 8``, as ``cv2.imdecode(IMREAD_COLOR)``
+    does on the cpu and reference backends (a plain copy would keep the low byte)."""
+    # torch has no shift for uint16: through int32 (16-bit PNGs only); torch < 2.3 has no uint16 at all
+    if img.dtype == getattr(torch, "uint16", None):
+        img = img.to(torch.int32).bitwise_right_shift_(8)
     for c in range(3):
         dst[..., c].copy_(img[2 - c])
     return dst

@@ -175,7 +175,9 @@ class _Program:
                     self._write_planes(c, dst, scratch, self.folded)
                 return
             c = column_pass(r, self.cols, self.col_index, self.col_w, scratch, "cols")
-            if self.round_u8:
+            # taps that only pick pixels (nearest, area enlarging by whole factors) keep the input's
+            # dtype: integers already, nothing to round
+            if self.round_u8 and c.is_floating_point():
                 c.add_(0.5).floor_()
             view = c.view(self.h, 3, self.w).permute(1, 0, 2)
         if self.norm is not None:
