@@ -7,8 +7,8 @@ sample photos at odd, prime and even sizes, at both fidelities; what it accepts 
 within the bound of tests/tolerances.py, what it refuses it must refuse with a reason.
 
 A toy kernel registered from this file shows that a user's kernel is checked the same way, and that a
-wrong one fails. Known defects found by this check are left out of the sweep and each is pinned by a
-strict ``xfail`` below, so that fixing it flips the test.
+wrong one fails. A defect this check finds is pinned by a test of its own below (a strict ``xfail`` while it is
+open, so that fixing it flips the test).
 """
 from __future__ import annotations
 
@@ -47,20 +47,9 @@ if _torchvision_missing():
     REFUSE_ALL_HERE["torch:decode:torchvision.decode"] = "torchvision is not installed here"
 
 
-def _known_defect(kernel, case) -> bool:
-    """Cases of a known defect, pinned by its own xfail test below."""
-    return kernel.family == "torch" and any(st.op == "resize" and st.interpolation == "nearest"
-                                            and _resizes_uint8(case, st) for st in case.run)
-
-
-def _resizes_uint8(case, stage) -> bool:
-    before = case.stages[:case.stages.index(stage)]
-    return not any(st.op == "normalise" for st in before)
-
-
 @pytest.mark.parametrize("kernel", [k for k in KERNELS if k.ops[0] != "transfer"], ids=kc.kernel_id)
 def test_kernel_matches_the_reference_or_refuses_with_a_reason(kernel):
-    outcomes = kc.check_kernel(kernel, skip=_known_defect)
+    outcomes = kc.check_kernel(kernel)
     assert outcomes, f"{kc.kernel_id(kernel)}: no case was built for this kernel"
     compared = [o for o in outcomes if not o.refused]
     assert all(o.verdict.reason.strip() for o in outcomes if o.refused)
@@ -199,11 +188,10 @@ def test_a_toy_kernel_with_its_own_stage_gives_its_variants():
             kc.unregister(k)
 
 
-# -- known defects this check found (strict: fixing one flips its test) --------------------------------
-@pytest.mark.xfail(strict=True, reason="torch backend: Resize(interpolation='nearest') on uint8 raises "
-                                       "'result type Float can't be cast to the desired output type Byte' at run "
-                                       "time after its supports() accepted (issue 17 report)")
+# -- defects this check found, fixed (each test guards its fix) ----------------------------------------
 def test_torch_nearest_resize_of_uint8_matches_the_reference():
+    """It raised 'result type Float can't be cast to the desired output type Byte' at run time after the torch
+    kernel's supports() accepted it (the pipeline's cpu fallback hid it)."""
     pytest.importorskip("torch")
     kernel = kc.find(("resize",), "torch")
     case = kc.Case((97, 61), 0, "reference", (dv.Decode(),), (dv.Resize(scale=0.7, interpolation="nearest"),),
