@@ -1,18 +1,26 @@
 """``OmModel``: an Ascend offline model (``.om``) run over ``acl.mdl`` on the pipeline's device memory.
 
 The runner loads the model once, allocates its output buffers once (``acl.rt.malloc``) and builds its
-datasets once; per call it only re-points the input data buffer at the batch's device memory
+datasets once; per call it re-points the input data buffer at the batch's device memory
 (``acl.update_data_buffer``: no copy), queues ``acl.mdl.execute_async`` on its stream, synchronises, and
 downloads each output once. A host numpy input is uploaded (one explicit, counted copy) into a device
-buffer allocated on first use and reused.
+buffer allocated on first use and reused. The AIPP route's batch, whose pictures sit ``slot_pitch`` bytes
+apart, is packed densely on the device first (N device->device copies a call into a buffer allocated on first
+use: AIPP reads the pictures back to back).
 
 Timeline (``batch.timeline``, :mod:`dvpipe.latency.timeline`): a host span ``model`` (kind ``model``:
 binding the inputs, queueing, waiting), the step's device span ``model.execute`` (kind ``device``, unit
 ``npu``, stream ``om:<name>``, ``step="model"``; enqueue to synchronisation -- no device events are read,
 so it is the host-observed interval; its own name keeps the latency table's ``model`` row the host's), and a
 ``transfer`` span per copy with its ``bytes`` and ``direction`` (``model_upload`` host->device for a host
-input, ``model_download`` device->host per output). So on the device-resident route the device->host bytes
-of a frame set are exactly the outputs' bytes.
+input, ``model_gather`` device->device for the AIPP route's pitched batch, ``model_download`` device->host per
+output). So on the device-resident route the device->host bytes of a frame set are exactly the outputs' bytes.
+
+Checked before the device sees a batch: bytes, dtype and (static) dims of each data input (a host array or a
+``DeviceTensor`` of the same bytes in another dtype or shape is refused, not reinterpreted), and for a model
+with static AIPP the configuration it was converted with (``acl.mdl.get_first_aipp_info``) against the batch's
+``meta["aipp"]``. Refused at load: tensors of an ``aclDataType`` with no numpy type (bf16, int4, ...), dynamic
+shapes, and more than one dynamic-AIPP input (dvpipe feeds one picture batch).
 
 Written against the documented pyACL API (pages cited in :mod:`dvpipe.backends.dvpp._mdl`); it has not run
 on Ascend hardware. CI runs it on the software device (``backend="dvpp-sim"``, a descriptor instead of a
@@ -44,7 +52,79 @@ BACKENDS = {"dvpp": "hw", "dvpp-sim": "sim"}
 
 
 class ModelInputError(DvpipeError, ValueError):
-    """The batch does not fit the model's input (size, dtype, device or AIPP)."""
+    """The batch does not fit the model's input (size, dtype, shape, device or AIPP)."""
+
+
+#: relative tolerance for the float fields of a static AIPP (min_chn, var_reci): the device holds them in fp16
+#: (11 significant bits, relative step <= 2**-11); a configuration for another normalisation differs far more
+_AIPP_FLOAT_RTOL = 1e-3
+#: the fields each AIPP switch governs (the pages call them invalid while it is off)
+_AIPP_SWITCHED = {
+    "crop": ("load_start_pos_w", "load_start_pos_h", "crop_size_w", "crop_size_h"),
+    "padding": ("top_padding_size", "bottom_padding_size", "left_padding_size", "right_padding_size"),
+    "csc_switch": tuple(f"matrix_r{r}c{c}" for r in range(3) for c in range(3)),
+}
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _aipp_differences(model: dict, want: Any) -> list[str]:
+    """``field: model X vs batch Y`` for each field in which the static AIPP a model was converted with
+    (:func:`dvpipe.backends.dvpp._mdl.first_aipp_info`) differs from ``want`` (the batch's ``AippConfig``) in
+    what AIPP computes. Fields a switch turns off are compared only when it is on in both; a source size of 0
+    (the model input's size) matches any; mean and min are compared as their sum (AIPP subtracts both); the CSC
+    input biases for a YUV input, the output biases for an RGB one (the one each direction uses); the fourth
+    channel only for a 4-channel format."""
+    out: list[str] = []
+
+    def cmp(name: str, mv: Any, wv: Any) -> None:
+        if isinstance(mv, float) or isinstance(wv, float):
+            ok = abs(float(mv) - float(wv)) <= _AIPP_FLOAT_RTOL * max(1.0, abs(float(mv)), abs(float(wv)))
+        else:
+            ok = mv == wv
+        if not ok:
+            out.append(f"{name}: model {_fmt(mv)} vs batch {_fmt(wv)}")
+
+    fmt = str(want.input_format)
+    if "input_format" in model:
+        cmp("input_format", model["input_format"], fmt)
+    for f in ("src_image_size_w", "src_image_size_h"):
+        if model.get(f) and getattr(want, f):
+            cmp(f, int(model[f]), int(getattr(want, f)))
+    bias = "input_bias" if fmt.startswith("YUV") else "output_bias"
+    switched = {**_AIPP_SWITCHED, "csc_switch": _AIPP_SWITCHED["csc_switch"] + tuple(f"{bias}_{i}" for i in range(3))}
+    for switch, fields in switched.items():
+        if switch not in model:
+            continue
+        cmp(switch, bool(model[switch]), bool(getattr(want, switch)))
+        if model[switch] and getattr(want, switch):
+            for f in fields:
+                if f in model:
+                    cmp(f, int(model[f]), int(getattr(want, f)))
+    for f in ("rbuv_swap_switch", "ax_swap_switch"):
+        if f in model:
+            cmp(f, bool(model[f]), bool(getattr(want, f)))
+    for f in ("resize", "single_line_mode"):  # no aipp_op field dvpipe writes: off in every batch's configuration
+        if model.get(f):
+            out.append(f"{f}: model on vs batch off")
+    for i in range(4 if fmt in ("XRGB8888_U8", "ARGB8888_U8") else 3):
+        mean, low, var = f"mean_chn_{i}", f"min_chn_{i}", f"var_reci_chn_{i}"
+        if mean in model or low in model:
+            cmp(f"{mean}+{low}", float(model.get(mean, 0)) + float(model.get(low, 0.0)),
+                float(getattr(want, mean)) + float(getattr(want, low)))
+        if var in model:
+            cmp(var, float(model[var]), float(getattr(want, var)))
+    return out
+
+
+def _same_dims(given: Sequence[int], dims: Sequence[int]) -> bool:
+    """Whether an array of shape ``given`` is the model tensor of static ``dims``: the same dims, size-1 dims
+    aside (those change no byte's place). Unknown dims (not > 0) leave the check to the byte count."""
+    if not dims or any(int(d) <= 0 for d in dims):
+        return True
+    return [int(d) for d in given if int(d) != 1] == [int(d) for d in dims if int(d) != 1]
 
 
 def _load_aipp(aipp: Any) -> Any:
@@ -109,8 +189,12 @@ class OmModel:
         self._aipp_applied: Any = None
         self._aipp_set: Optional[int] = None
         self._bound: dict[int, tuple[int, int]] = {}
-        #: counters over the model's life: ``calls``, ``host_to_device_bytes``, ``device_to_host_bytes``
-        self.stats = {"calls": 0, "host_to_device_bytes": 0, "device_to_host_bytes": 0}
+        #: input index -> the static AIPP it was converted with (acl.mdl.get_first_aipp_info, as aipp_op fields)
+        self._static_aipp: dict[int, dict] = {}
+        self._aipp_checked: dict[int, Any] = {}  # input index -> the batch AippConfig last found to match
+        #: counters over the model's life: ``calls``, ``host_to_device_bytes``, ``device_to_host_bytes``,
+        #: ``device_to_device_bytes`` (the AIPP route's per-call gather, ``model_gather``)
+        self.stats = {"calls": 0, "host_to_device_bytes": 0, "device_to_host_bytes": 0, "device_to_device_bytes": 0}
         self.runtime = _acl.runtime(BACKENDS[backend], target, device_id=self.device_id).hold()
         _acl.register_closer(self)
         rt = self.runtime
@@ -118,6 +202,9 @@ class OmModel:
             self.model_id = _mdl.load(rt, path=spath)
             self._desc, self.info = _mdl.describe(rt, self.model_id)
             self._check_aipp()
+            for t in self.info.inputs:
+                if t.aipp == "static":
+                    self._static_aipp[t.index] = _mdl.first_aipp_info(rt, self.model_id, t.index)
             for t in (*self.info.data_inputs, *self.info.outputs):
                 if t.nbytes <= 0 or any(d <= 0 for d in t.dims):
                     raise ConfigError(f"{t.name or t.index}: dynamic shapes ({list(t.dims)}, {t.nbytes} B) are not "
@@ -150,6 +237,13 @@ class OmModel:
         return any(t.aipp == "dynamic" for t in self.info.inputs)
 
     def _check_aipp(self) -> None:
+        dyn = [t.index for t in self.info.inputs if t.aipp == "dynamic"]
+        params = [t.index for t in self.info.inputs if t.aipp == "dynamic_params"]
+        if len(dyn) > 1 or len(params) > 1:
+            raise ConfigError(f"the model {self.path} has {len(dyn)} inputs with dynamic AIPP (inputs "
+                              f"{', '.join(map(str, dyn))}; parameter inputs {', '.join(map(str, params))}); OmModel "
+                              "feeds one picture batch through one dynamic AIPP input: convert the model with one",
+                              "path")
         if self._aipp_cfg is not None and not self.dynamic_aipp:
             raise ConfigError(f"the model {self.path} has no dynamic AIPP input (it was converted with static AIPP "
                               "or none): drop aipp, or convert it with aipp_mode: dynamic", "aipp")
@@ -217,11 +311,44 @@ class OmModel:
     def _mismatch(self, t: Any, what: str) -> ModelInputError:
         return ModelInputError(f"the model {self.name} expects {t.describe()} at input {t.index}, the batch is {what}")
 
+    @staticmethod
+    def _describe_tensor(v: DeviceTensor) -> str:
+        return (f"a {v.layout} DeviceTensor {tuple(v.shape)} {v.dtype}"
+                f"{f' strides {tuple(v.strides)}' if v.strides else ''} of {v.nbytes} B")
+
+    def _check_static_aipp(self, t: Any, v: DeviceTensor) -> None:
+        """A model converted with static AIPP computes with the configuration it was converted with: refuse a
+        batch whose ``meta["aipp"]`` (what its pictures need: colour standard, channel order, crop, mean/std,
+        padding) differs from it, naming the fields."""
+        want = v.meta.get("aipp") if isinstance(v.meta, dict) else None
+        have = self._static_aipp.get(t.index)
+        if want is None or have is None or getattr(want, "aipp_mode", "static") != "static":
+            return
+        if self._aipp_checked.get(t.index) == want:
+            return
+        diff = _aipp_differences(have, want)
+        if diff:
+            raise ModelInputError(f"the static AIPP the model {self.name} was converted with (input {t.index}, "
+                                  f"acl.mdl.get_first_aipp_info) is not the batch's meta['aipp']: it differs in: "
+                                  f"{', '.join(diff)}; convert the model with the aipp.cfg `dvpipe aipp` writes for "
+                                  "this pipeline")
+        self._aipp_checked[t.index] = want
+
     def _device_input(self, t: Any, v: DeviceTensor, tl: Any) -> tuple[int, int]:
         if v.runtime is not self.runtime:
             raise ModelInputError(f"input {t.index} lives on {v.placement} (another device or target); the model "
                                   f"{self.name} runs on {self.runtime.name} for {self.runtime.target}: give the "
                                   "model the pipeline's backend and target")
+        if t.aipp == "none":
+            # bytes, dtype and (static) dims: the same bytes in another dtype or layout would be reinterpreted
+            if (int(v.nbytes) != t.nbytes or np.dtype(v.dtype) != np.dtype(t.dtype)
+                    or not _same_dims(v.shape, t.dims)):
+                raise self._mismatch(t, self._describe_tensor(v))
+            return int(v.ptr), int(v.nbytes)
+        if np.dtype(v.dtype) != np.uint8:  # AIPP reads raw 8-bit pictures
+            raise self._mismatch(t, self._describe_tensor(v) + " (an AIPP input takes the raw uint8 pictures)")
+        if t.aipp == "static":
+            self._check_static_aipp(t, v)
         per = v.strides[0] * v.strides[1] * 3 // 2 if v.layout == "NV12" and v.strides else 0
         pitch = int(v.meta.get("slot_pitch", per)) if per else 0
         if per and pitch != per:
@@ -232,9 +359,7 @@ class OmModel:
                 return self._gather(t, v, per, pitch, tl)
         # dynamic AIPP: the input takes up to max_src_image_size bytes (the source size is set at run time)
         if (int(v.nbytes) > t.nbytes) if t.aipp == "dynamic" else int(v.nbytes) != t.nbytes:
-            what = (f"a {v.layout} DeviceTensor {tuple(v.shape)} {v.dtype}"
-                    f"{f' strides {tuple(v.strides)}' if v.strides else ''} of {v.nbytes} B")
-            raise self._mismatch(t, what)
+            raise self._mismatch(t, self._describe_tensor(v))
         return int(v.ptr), int(v.nbytes)
 
     def _gather(self, t: Any, v: DeviceTensor, per: int, pitch: int, tl: Any) -> tuple[int, int]:
@@ -257,7 +382,7 @@ class OmModel:
         if tl is not None:
             tl.record("model_gather", g0, now_ns(), "transfer", bytes=n * per, direction="device_to_device",
                       input=t.name or t.index)
-        self.stats["device_to_device_bytes"] = self.stats.get("device_to_device_bytes", 0) + n * per
+        self.stats["device_to_device_bytes"] += n * per
         return dst, n * per
 
     def _host_input(self, t: Any, v: Any, tl: Any) -> tuple[int, int]:
@@ -266,7 +391,7 @@ class OmModel:
             n = int(np.prod(t.dims)) if t.dims else 0
             if arr.dtype != np.dtype(t.dtype) and arr.size == n and np.can_cast(arr.dtype, t.dtype, "same_kind"):
                 arr = arr.astype(t.dtype)  # e.g. a host float32 batch for an fp16 model: same elements
-            ok = arr.dtype == np.dtype(t.dtype) and arr.nbytes == t.nbytes
+            ok = arr.dtype == np.dtype(t.dtype) and arr.nbytes == t.nbytes and _same_dims(arr.shape, t.dims)
             hint = ""
         else:  # the raw pictures of an AIPP input (dynamic AIPP: up to max_src_image_size bytes)
             ok = arr.dtype == np.uint8 and (arr.nbytes == t.nbytes or (t.aipp == "dynamic" and 0 < arr.nbytes <= t.nbytes))

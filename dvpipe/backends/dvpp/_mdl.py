@@ -12,7 +12,11 @@ pyACL call sequence (CANN 8.0.0 pyACL "Model Loading" / "Model Execution"; signa
 2. ``desc = acl.mdl.create_desc()``, ``ret = acl.mdl.get_desc(desc, model_id)`` (01_0205), then per input /
    output ``get_input_size_by_index`` (bytes, 01_0199), ``get_input_dims`` (``{"name", "dimCount", "dims"}``,
    8.5.0 01_0201), ``get_output_data_type`` (``aclDataType``, 01_0218), ``get_aipp_type(model_id, i)``
-   (``(type, dynamic_attached_data_index, ret)``, 01_0166);
+   (``(type, dynamic_attached_data_index, ret)``, 01_0166); a tensor whose ``aclDataType`` is not in
+   :data:`DTYPES` (``ACL_BF16`` 27, ``ACL_INT4`` 29, ``ACL_STRING`` 13, ...) is refused here, at load;
+   for an input with static AIPP ``aipp_info, ret = acl.mdl.get_first_aipp_info(model_id, index)``
+   (8.0.RC1 aclpythondevg_01_0207, 8.0.RC3 01_0215): the ``aclAippInfo`` dict (01_0925) the model was
+   converted with (:func:`first_aipp_info`);
 3. datasets: ``acl.mdl.create_dataset()``, ``buf = acl.create_data_buffer(ptr, size)`` (8.0.RC3 01_0016;
    ``ptr`` 0 with ``size`` 0 is an empty buffer), ``dataset, ret = acl.mdl.add_dataset_buffer(dataset, buf)``
    (01_0197); ``acl.update_data_buffer(buf, ptr, size)`` re-points a buffer (01_0154 sample);
@@ -31,16 +35,41 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 from ...errors import ConfigError
 
-__all__ = ["TensorInfo", "ModelInfo", "Dataset", "DTYPES", "AIPP_TYPES", "load", "unload", "describe",
-           "create_dataset", "destroy_dataset", "point_buffer", "execute_async", "run_aipp_calls"]
+__all__ = ["TensorInfo", "ModelInfo", "Dataset", "DTYPES", "ACL_DATA_TYPE_NAMES", "AIPP_TYPES", "AIPP_INFO_FIELDS",
+           "load", "unload", "describe", "first_aipp_info", "create_dataset", "destroy_dataset", "point_buffer",
+           "execute_async", "run_aipp_calls"]
 
 #: aclDataType -> numpy dtype name (CANN 8.0.0 aclcppdevg_03_1346; 8.5.0 aclpythondevg_01_0912)
 DTYPES = {0: "float32", 1: "float16", 2: "int8", 3: "int32", 4: "uint8", 6: "int16", 7: "uint16", 8: "uint32",
           9: "int64", 10: "uint64", 11: "float64", 12: "bool"}
+#: the aclDataType values dvpipe has no numpy type for (same pages), named for messages; any other value outside
+#: :data:`DTYPES` is refused too
+ACL_DATA_TYPE_NAMES = {-1: "ACL_DT_UNDEFINED", 13: "ACL_STRING", 16: "ACL_COMPLEX64", 17: "ACL_COMPLEX128",
+                       27: "ACL_BF16", 29: "ACL_INT4", 30: "ACL_UINT1", 33: "ACL_COMPLEX32"}
 #: aclmdlInputAippType (CANN 6.0.1 aclpythondevg_01_0132)
 AIPP_TYPES = {0: "none", 1: "static", 2: "dynamic", 3: "dynamic_params"}
 #: the name of the dynamic-AIPP parameter input (ACL_DYNAMIC_AIPP_NAME; set_input_aipp page)
 DYNAMIC_AIPP_NAME = "ascend_dynamic_aipp_data"
+#: aclAippInputFormat (CANN 8.0.0 aclpythondevg_01_0935) -> the ATC ``input_format`` name
+AIPP_INPUT_FORMATS = {1: "YUV420SP_U8", 2: "XRGB8888_U8", 3: "RGB888_U8", 4: "YUV400_U8"}
+#: key of the ``aclAippInfo`` dict ``acl.mdl.get_first_aipp_info`` returns (pyACL aclAippInfo, CANN 8.0.0
+#: aclpythondevg_01_0925: the C struct's field names, aclcppdevg_03_1363) -> the ATC ``aipp_op`` field
+#: (:class:`~dvpipe.backends.dvpp.aipp.AippConfig`). ``resizeSwitch`` / ``singleLineMode`` have no ``aipp_op``
+#: field dvpipe writes (always off); ``srcFormat`` ... ``outDims`` describe the original model input, not AIPP.
+AIPP_INFO_FIELDS = {
+    "inputFormat": "input_format", "srcImageSizeW": "src_image_size_w", "srcImageSizeH": "src_image_size_h",
+    "cropSwitch": "crop", "loadStartPosW": "load_start_pos_w", "loadStartPosH": "load_start_pos_h",
+    "cropSizeW": "crop_size_w", "cropSizeH": "crop_size_h", "resizeSwitch": "resize", "paddingSwitch": "padding",
+    "leftPaddingSize": "left_padding_size", "rightPaddingSize": "right_padding_size",
+    "topPaddingSize": "top_padding_size", "bottomPaddingSize": "bottom_padding_size", "cscSwitch": "csc_switch",
+    "rbuvSwapSwitch": "rbuv_swap_switch", "axSwapSwitch": "ax_swap_switch", "singleLineMode": "single_line_mode",
+    **{f"matrixR{r}C{c}": f"matrix_r{r}c{c}" for r in range(3) for c in range(3)},
+    **{f"outputBias{i}": f"output_bias_{i}" for i in range(3)},
+    **{f"inputBias{i}": f"input_bias_{i}" for i in range(3)},
+    **{f"meanChn{i}": f"mean_chn_{i}" for i in range(4)},
+    **{f"minChn{i}": f"min_chn_{i}" for i in range(4)},
+    **{f"varReciChn{i}": f"var_reci_chn_{i}" for i in range(4)},
+}
 
 
 @dataclass(frozen=True)
@@ -113,8 +142,24 @@ def _dims(out: Any) -> tuple[str, tuple[int, ...]]:
     return "", ()
 
 
+def _dtype(code: Any, side: str, index: int, name: str) -> str:
+    """The numpy dtype name of ``aclDataType`` ``code``; a ``ConfigError`` (one line) for a type dvpipe cannot
+    read (bf16, int4, string, ...): read as another type, every value would be reinterpreted."""
+    value = int(code)
+    if value in DTYPES:
+        return DTYPES[value]
+    label = f" ({ACL_DATA_TYPE_NAMES[value]})" if value in ACL_DATA_TYPE_NAMES else ""
+    raise ConfigError(f"{side} {index} ({name or '?'}) has aclDataType {value}{label}, which dvpipe cannot read "
+                      f"(aclDataType, CANN aclcppdevg_03_1346; it reads {' '.join(DTYPES.values())}): convert the "
+                      "model with one of those types", "path")
+
+
 def describe(rt: Any, model_id: int) -> tuple[int, ModelInfo]:
-    """``(desc handle, ModelInfo)``; the caller destroys the description with ``acl.mdl.destroy_desc``."""
+    """``(desc handle, ModelInfo)``; the caller destroys the description with ``acl.mdl.destroy_desc``.
+
+    A data input or an output whose ``aclDataType`` has no numpy type here is refused (``ConfigError`` on
+    ``path``). The inputs an AIPP reads (raw uint8 pictures) and the dynamic-AIPP parameter input are filled as
+    bytes: their type is not read as data, and an unknown one stays ``uint8``."""
     desc = rt.call("acl.mdl.create_desc")
     try:
         rt.call("acl.mdl.get_desc", desc, model_id)
@@ -125,20 +170,42 @@ def describe(rt: Any, model_id: int) -> tuple[int, ModelInfo]:
             aipp = AIPP_TYPES.get(int(kind), "none")
             if name == DYNAMIC_AIPP_NAME:
                 aipp = "dynamic_params"
-            inputs.append(TensorInfo(i, name, dims, DTYPES.get(int(rt.call("acl.mdl.get_input_data_type", desc, i)),
-                                                               "uint8"),
-                                     int(rt.call("acl.mdl.get_input_size_by_index", desc, i)), aipp,
-                                     int(attached) if aipp == "dynamic" else None))
+            code = int(rt.call("acl.mdl.get_input_data_type", desc, i))
+            dtype = _dtype(code, "input", i, name) if aipp == "none" else DTYPES.get(code, "uint8")
+            inputs.append(TensorInfo(i, name, dims, dtype, int(rt.call("acl.mdl.get_input_size_by_index", desc, i)),
+                                     aipp, int(attached) if aipp == "dynamic" else None))
         outputs = []
         for i in range(int(rt.call("acl.mdl.get_num_outputs", desc))):
             name, dims = _dims(rt.call("acl.mdl.get_output_dims", desc, i))
-            outputs.append(TensorInfo(i, name, dims, DTYPES.get(int(rt.call("acl.mdl.get_output_data_type", desc, i)),
-                                                                "float32"),
-                                      int(rt.call("acl.mdl.get_output_size_by_index", desc, i))))
+            dtype = _dtype(rt.call("acl.mdl.get_output_data_type", desc, i), "output", i, name)
+            outputs.append(TensorInfo(i, name, dims, dtype, int(rt.call("acl.mdl.get_output_size_by_index", desc, i))))
     except Exception:
         rt.acl.mdl.destroy_desc(desc)
         raise
     return desc, ModelInfo(tuple(inputs), tuple(outputs))
+
+
+def first_aipp_info(rt: Any, model_id: int, index: int) -> dict:
+    """The static AIPP input ``index`` was converted with, as ``aipp_op`` field -> value (:data:`AIPP_INFO_FIELDS`;
+    ``input_format`` as its ATC name, switches as bool), from ``aipp_info, ret =
+    acl.mdl.get_first_aipp_info(model_id, index)`` (CANN 8.0.RC3 aclpythondevg_01_0215; the dict is
+    ``aclAippInfo``, aclpythondevg_01_0925). Only for an input ``get_aipp_type`` reports as static AIPP: for a
+    dynamic one the page says only srcFormat, srcDatatype, srcDimNum, shapeCount and outDims are valid, and an
+    input without AIPP is an error (ACL_ERROR_GE_AIPP_NOT_EXIST). Keys the dict lacks are left out."""
+    info = rt.call("acl.mdl.get_first_aipp_info", int(model_id), int(index), model_id=model_id, input=index)
+    if not isinstance(info, dict):
+        raise ConfigError(f"acl.mdl.get_first_aipp_info returned {type(info).__name__}, not the aclAippInfo dict")
+    out: dict = {}
+    for key, field in AIPP_INFO_FIELDS.items():
+        if key not in info:
+            continue
+        value = info[key]
+        if key == "inputFormat":
+            value = AIPP_INPUT_FORMATS.get(int(value), f"aclAippInputFormat {int(value)}")
+        elif key.endswith(("Switch", "Mode")):
+            value = bool(value)
+        out[field] = value
+    return out
 
 
 def create_dataset(rt: Any, buffers: Sequence[tuple[int, int]]) -> Dataset:

@@ -18,6 +18,15 @@ What the software device enforces, as the real runtime does or as its documentat
   (``ACL_ERROR_INVALID_PARAM``); destroying a dataset does not destroy its data buffers (pyACL leaves
   them to ``acl.destroy_data_buffer``);
 * ``execute_async`` queues the work on the stream: outputs appear at ``acl.rt.synchronize_stream``;
+* loading, executing and unloading a model happen in one context (aclmdlUnload, CANN 8.0.0 aclcppdevg_03_0291):
+  on a thread with no current context ``load_from_file`` / ``load_from_mem`` / ``execute`` / ``execute_async`` /
+  ``unload`` return 107002 ``ACL_ERROR_RT_CONTEXT_NULL`` (as ``create_stream`` does), and a model used or unloaded
+  from another context returns 107004 ``ACL_ERROR_RT_MODEL_CONTEXT``;
+* ``unload`` while ``execute_async`` work of the model is still queued on a stream is refused
+  (``ACL_ERROR_INVALID_PARAM``; the model stays loaded): the page asks the caller to make sure nothing uses the
+  model when unloading, so the software device refuses at that call rather than run the queued job on an
+  unloaded model and freed memory at the next synchronisation;
+* ``get_first_aipp_info`` returns the static AIPP a model was "converted" with as the ``aclAippInfo`` dict;
 * the AIPP input of a statically converted model takes the raw picture batch (YUV420SP: ``N * H * W *
   3/2`` bytes), the function receives the AIPP output (``apply_aipp``: ``(N, 3, H, W)``, cast to the
   declared input dtype); with dynamic AIPP the parameters are those ``set_input_aipp`` wrote into the
@@ -67,6 +76,12 @@ DYNAMIC_AIPP_NAME = "ascend_dynamic_aipp_data"
 #: read it with get_input_size_by_index)
 DYNAMIC_AIPP_BYTES = 4096
 _NO_INDEX = 0xFFFFFFFF
+#: what aclmdlGetFirstAippInfo returns for an input without (static) AIPP: the aclError page (CANN 8.0.0
+#: aclcppdevg_03_1345) marks ACL_ERROR_NOT_STATIC_AIPP (100038) deprecated in favour of ACL_ERROR_GE_AIPP_NOT_EXIST,
+#: 145015 in GE's ge_error_codes.h
+ACL_ERROR_GE_AIPP_NOT_EXIST = 145015
+#: aclFormat ACL_FORMAT_NCHW (the original input's format the sim reports: its inputs are declared NCHW)
+_ACL_FORMAT_NCHW = 0
 
 _REGISTRY: dict[str, "SimModelSpec"] = {}
 _REG_LOCK = threading.Lock()
@@ -309,7 +324,7 @@ class _LoadedModel:
         if spec.dynamic:
             self.input_sizes.append(DYNAMIC_AIPP_BYTES)
         self.n_inputs = n_in + (1 if spec.dynamic else 0)
-        self.context = 0  # the context current when it was loaded (107004 from another)
+        self.context = 0  # the context current when it was loaded (never 0: 107002 without one; 107004 from another)
 
 
 #: set_aipp_* name -> (number of arguments after the aipp set, ATC aipp_op field names they set); the argument
@@ -529,6 +544,31 @@ class MdlNamespace:
         d = self._sim.objs.get(desc, ModelDescObj)
         return None if d is None else self._model(d.model_id)
 
+    def _context_error(self, api: str, m: Optional["_LoadedModel"] = None) -> Optional[int]:
+        """The code for calling ``api`` (on model ``m``) from this thread, or None. Loading, executing and
+        unloading a model must happen in one context (aclmdlUnload, CANN 8.0.0 aclcppdevg_03_0291): no current
+        context is 107002 ACL_ERROR_RT_CONTEXT_NULL, as create_stream answers; another context than the model's is
+        107004 ACL_ERROR_RT_MODEL_CONTEXT (rt_error_codes.h: "model not in current context")."""
+        sim = self._sim
+        ctx = sim.current_context()
+        if not ctx:
+            return sim.fail(C.ACL_ERROR_RT_CONTEXT_NULL, f"{api}: no current context on this thread (load, execute "
+                                                         "and unload a model in one context)")
+        if m is not None and m.context != ctx:
+            return sim.fail(C.ACL_ERROR_RT_MODEL_CONTEXT, f"{api}: model not in current context (loaded in context "
+                                                          f"{m.context:#x}, the thread's current context is {ctx:#x})")
+        return None
+
+    def _queued(self, m: "_LoadedModel") -> int:
+        """How many execute_async jobs of ``m`` wait on a stream for its synchronisation."""
+        from ._stream import _Stream
+
+        n = 0
+        for s in self._sim.objs.of(_Stream):
+            with s.lock:
+                n += sum(1 for job in s.queue if getattr(job, "model", None) is m)
+        return n
+
     @property
     def live_models(self) -> int:
         return len(self._models)
@@ -544,7 +584,7 @@ class MdlNamespace:
         return mid, C.ACL_SUCCESS
 
     def load_from_file(self, model_path: str):
-        err = self._log("load_from_file", (model_path,))
+        err = self._log("load_from_file", (model_path,)) or self._context_error("load_from_file")
         if err:
             return None, err
         spec = registered(str(model_path))
@@ -565,7 +605,7 @@ class MdlNamespace:
     def load_from_mem(self, model: int, model_size: int):
         """``model`` is a host address (``acl.util.bytes_to_ptr``) of the descriptor text; relative paths in it
         are taken from the current directory."""
-        err = self._log("load_from_mem", (model, model_size))
+        err = self._log("load_from_mem", (model, model_size)) or self._context_error("load_from_mem")
         if err:
             return None, err
         _space, view = self._sim.memory.resolve(model, model_size)
@@ -578,12 +618,29 @@ class MdlNamespace:
         return self._load(spec)
 
     def unload(self, model_id: int) -> int:
+        """Refused from a thread without the model's context (see :meth:`_context_error`) and while execute_async
+        work of the model is queued: aclmdlUnload (CANN 8.0.0 aclcppdevg_03_0291) asks the caller to make sure no
+        other call is using the model. Of the two ways to model that -- refuse the unload, or let it go and fail the
+        queued job and its synchronisation -- the page supports the first: its restriction is on the unload call, and
+        the job would otherwise run on an unloaded model and, typically, freed buffers. The pages name no code:
+        ``ACL_ERROR_INVALID_PARAM``, as for the other precondition checks here; the model stays loaded."""
         err = self._log("unload", (model_id,))
         if err:
             return err
         with self._lock:
-            m = self._models.pop(model_id, None) if isinstance(model_id, int) else None
-        return C.ACL_SUCCESS if m else self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"unload: no model {model_id}")
+            m = self._models.get(model_id) if isinstance(model_id, int) else None
+            if m is None:
+                return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"unload: no model {model_id}")
+            err = self._context_error("unload", m)
+            if err:
+                return err
+            queued = self._queued(m)
+            if queued:
+                return self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"unload: model {model_id} still has {queued} "
+                                                                 "execute_async job(s) queued; synchronise the stream "
+                                                                 "first (the model must not be in use when unloaded)")
+            del self._models[model_id]
+        return C.ACL_SUCCESS
 
     # -- description ----------------------------------------------------------------------------------
     def create_desc(self):
@@ -705,6 +762,58 @@ class MdlNamespace:
         if spec.dynamic and index == len(spec.inputs):
             return DYNAMIC_AIPP_NODE, _NO_INDEX, C.ACL_SUCCESS
         return WITHOUT_AIPP, _NO_INDEX, C.ACL_SUCCESS
+
+    def get_first_aipp_info(self, model_id: int, index: int):
+        """``aipp_info, ret = acl.mdl.get_first_aipp_info(model_id, index)`` (CANN 8.0.RC1 aclpythondevg_01_0207,
+        8.0.RC3 01_0215): the AIPP configuration of input ``index`` as the ``aclAippInfo`` dict (aclpythondevg_01_0925,
+        the C struct's field names, aclcppdevg_03_1363). For a static model: the descriptor's ``aipp.cfg`` (its
+        ``src_image_size`` 0 already the model input's size; switches 0/1; minima and var_reci as C floats). For a
+        dynamic AIPP input only srcFormat, srcDatatype, srcDimNum, shapeCount and outDims are valid (the page's
+        restriction; the rest is 0 here). An input without AIPP: ``ACL_ERROR_GE_AIPP_NOT_EXIST``. srcFormat is
+        NCHW (the descriptor's inputs are NCHW), srcDimNum the input's dim count; shapeCount / outDims (the gears of
+        a dynamic batch or resolution) are not modelled: 0 and []."""
+        err = self._log("get_first_aipp_info", (model_id, index))
+        if err:
+            return None, err
+        m = self._model(model_id)
+        if m is None or not isinstance(index, int) or not 0 <= index < m.n_inputs:
+            return None, self._sim.fail(C.ACL_ERROR_INVALID_PARAM, f"get_first_aipp_info: no model {model_id} or "
+                                                                   f"no input {index}")
+        spec = m.spec
+        if index != 0 or spec.aipp is None:
+            return None, self._sim.fail(ACL_ERROR_GE_AIPP_NOT_EXIST, f"get_first_aipp_info: input {index} has no "
+                                                                     "AIPP configuration")
+        t = spec.inputs[0]
+        info: dict = {"inputFormat": 0, "srcImageSizeW": 0, "srcImageSizeH": 0, "cropSwitch": 0, "loadStartPosW": 0,
+                      "loadStartPosH": 0, "cropSizeW": 0, "cropSizeH": 0, "resizeSwitch": 0, "resizeOutputW": 0,
+                      "resizeOutputH": 0, "paddingSwitch": 0, "leftPaddingSize": 0, "rightPaddingSize": 0,
+                      "topPaddingSize": 0, "bottomPaddingSize": 0, "cscSwitch": 0, "rbuvSwapSwitch": 0,
+                      "axSwapSwitch": 0, "singleLineMode": 0}
+        info.update({f"matrixR{r}C{c}": 0 for r in range(3) for c in range(3)})
+        info.update({f"{k}Bias{i}": 0 for k in ("output", "input") for i in range(3)})
+        info.update({f"{k}Chn{i}": 0 for k in ("mean", "min", "varReci") for i in range(4)})
+        if spec.static:
+            cfg = spec.aipp
+            formats = {v: k for k, v in AIPP_INPUT_FORMATS.items()}
+            info.update({
+                "inputFormat": formats.get(str(cfg.input_format).upper(), 0),
+                "srcImageSizeW": int(cfg.src_image_size_w), "srcImageSizeH": int(cfg.src_image_size_h),
+                "cropSwitch": int(bool(cfg.crop)), "loadStartPosW": int(cfg.load_start_pos_w),
+                "loadStartPosH": int(cfg.load_start_pos_h), "cropSizeW": int(cfg.crop_size_w),
+                "cropSizeH": int(cfg.crop_size_h), "paddingSwitch": int(bool(cfg.padding)),
+                "leftPaddingSize": int(cfg.left_padding_size), "rightPaddingSize": int(cfg.right_padding_size),
+                "topPaddingSize": int(cfg.top_padding_size), "bottomPaddingSize": int(cfg.bottom_padding_size),
+                "cscSwitch": int(bool(cfg.csc_switch)), "rbuvSwapSwitch": int(bool(cfg.rbuv_swap_switch)),
+                "axSwapSwitch": int(bool(cfg.ax_swap_switch))})
+            info.update({f"matrixR{r}C{c}": int(getattr(cfg, f"matrix_r{r}c{c}")) for r in range(3) for c in range(3)})
+            info.update({f"outputBias{i}": int(getattr(cfg, f"output_bias_{i}")) for i in range(3)})
+            info.update({f"inputBias{i}": int(getattr(cfg, f"input_bias_{i}")) for i in range(3)})
+            info.update({f"meanChn{i}": int(getattr(cfg, f"mean_chn_{i}")) for i in range(4)})
+            info.update({f"minChn{i}": float(np.float32(getattr(cfg, f"min_chn_{i}"))) for i in range(4)})
+            info.update({f"varReciChn{i}": float(np.float32(getattr(cfg, f"var_reci_chn_{i}"))) for i in range(4)})
+        info.update({"srcFormat": _ACL_FORMAT_NCHW, "srcDatatype": DTYPE_CODES[t.dtype], "srcDimNum": len(t.dims),
+                     "shapeCount": 0, "outDims": []})
+        return info, C.ACL_SUCCESS
 
     # -- datasets -------------------------------------------------------------------------------------
     def create_dataset(self):
@@ -847,8 +956,9 @@ class MdlNamespace:
         m = self._model(model_id)
         if m is None:
             return sim.fail(C.ACL_ERROR_INVALID_PARAM, f"execute: no loaded model {model_id}")
-        if m.context != sim.current_context():
-            return sim.fail(C.ACL_ERROR_RT_MODEL_CONTEXT, f"execute: model {model_id} not in current context")
+        err = self._context_error("execute", m)
+        if err:
+            return err
         ins, outs = sim.objs.get(input_ds, Dataset), sim.objs.get(output_ds, Dataset)
         if ins is None or outs is None:
             return sim.fail(C.ACL_ERROR_INVALID_PARAM, "execute: the input or output dataset was destroyed or never "
@@ -912,6 +1022,7 @@ class MdlNamespace:
         def run() -> int:  # reads the inputs when the stream runs the task, as the device does
             return self._run(m, cfg, [v.copy() for v in in_views[:len(spec.inputs)]], out_views)
 
+        run.model = m  # type: ignore[attr-defined]  # what unload looks for in the stream queues
         return run
 
     def _run(self, m: _LoadedModel, cfg: Any, data: list, out_views: list) -> int:
