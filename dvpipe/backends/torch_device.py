@@ -57,12 +57,10 @@ def _torch_missing() -> str:
 
 
 def _device_index(device: str) -> int:
-    """The ``N`` of ``KIND:N`` (0 without one); ValueError unless it is a whole number from 0."""
+    """The ``N`` of ``KIND:N`` (0 without one); ValueError when it is not a whole number (a negative one is
+    returned: the caller refuses it)."""
     parts = device.split(":")
-    index = int(parts[1]) if len(parts) > 1 and parts[1] else 0
-    if index < 0:
-        raise ValueError(f"negative device index {index}")
-    return index
+    return int(parts[1]) if len(parts) > 1 and parts[1] else 0
 
 
 def available(ref, target=None) -> KernelVerdict:
@@ -75,6 +73,8 @@ def available(ref, target=None) -> KernelVerdict:
     try:
         index = _device_index(ref.device)
     except ValueError:
+        index = -1
+    if index < 0:
         return KernelVerdict("unavailable", f"bad device index in {ref.name!r}; use {kind} or {kind}:N (N from 0)")
     if kind == "cuda":
         if not torch.cuda.is_available():
