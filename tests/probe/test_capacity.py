@@ -338,7 +338,7 @@ def test_cli_a_cameras_own_source_rate_is_its_rate(capsys, tmp_path):
     cap = json.loads(out)["capacity"]
     assert cap["fps"]["CAM_BACK"] == 30 and cap["fps"]["CAM_FRONT"] == 12 and len(cap["fps"]) == 6
     jpegd = next(u for u in cap["units"] if u["unit"] == "JPEGD")
-    assert jpegd["load_fps"] == pytest.approx((5 * 12 + 30) * 1600 * 900 / (1920 * 1080), rel=1e-3)
+    assert jpegd["load_fps"] == pytest.approx((5 * 12 + 30) * 1600 * 900 / (1920 * 1080))  # 62.5 exactly
     assert "source.fps" in cap["fps_source"] and "cameras[0].source.fps" in cap["fps_source"]
 
 
