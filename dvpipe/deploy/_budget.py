@@ -151,10 +151,19 @@ def memory_problem(dep: Any, out_shape: Sequence[int], out_dtype: str) -> Option
     shape = "x".join(str(int(d)) for d in out_shape[1:])
     origin = ("run.memory_budget_mb" if dep.run.memory_budget_mb is not None
               else "half of this machine's memory; set run.memory_budget_mb")
+    remedy = "use fewer cameras per deployment or a smaller output (resize)"
+    n = dep.run.pictures_per_job or 1
+    if n > 1:  # the ring grows with the pictures per job: say how many would fit
+        one = memory_needed(out_shape, np.dtype(out_dtype).itemsize, [(c.height, c.width) for c in cams],
+                            output_buffers(1))
+        batch = (need["outputs"] - one["outputs"]) // (n - 1)  # bytes of one output batch
+        fits = 1 + max(0, (budget - one["total"]) // batch) if batch else n
+        if fits < n:
+            remedy = f"lower run.pictures_per_job from {n} to {fits} or less (or auto), or {remedy}"
     return (f"the run needs at least {format_bytes(need['total'])} of memory: {len(cams)} cameras x {shape} "
             f"{out_dtype} x {ring} output buffers = {format_bytes(need['outputs'])}, plus "
             f"{format_bytes(need['decoded'])} of decoded pictures; the budget is {format_bytes(budget)} ({origin}); "
-            "use fewer cameras per deployment or a smaller output (resize)")
+            f"{remedy}")
 
 
 def plan_output(dep: Any) -> Optional[tuple[tuple[int, ...], str]]:

@@ -216,6 +216,18 @@ def test_a_deployment_above_its_memory_budget_is_refused_by_validate_and_before_
     assert check(_write(tmp_path, enough))["ok"]
 
 
+def test_a_ring_too_large_for_the_budget_names_the_pictures_per_job_that_fit(tmp_path):
+    """run.pictures_per_job N grows the ring to N + 2 batches: a budget it exceeds names the largest N that fits.
+    By hand: 3 cameras 96x64, output 3 x 3x64x96 float32 = 221,184 B a batch, decoded 55,296 B; a budget of 1.5 MiB
+    (1,572,864 B) holds 1 + (1,572,864 - 3 x 221,184 - 55,296) // 221,184 = 4 pictures per job, not 8."""
+    d = synthetic_deployment(3, frames=4, realtime=False, run={"pictures_per_job": 8, "memory_budget_mb": 1.5})
+    (key, msg), = check(_write(tmp_path, d))["errors"]
+    assert key == "pipeline" and "x 10 output buffers" in msg
+    assert "lower run.pictures_per_job from 8 to 4 or less (or auto)" in msg
+    d["run"]["pictures_per_job"] = 4
+    assert check(_write(tmp_path, d))["ok"]
+
+
 def test_more_cameras_than_the_bound_are_one_line_not_one_thread_each(monkeypatch):
     import dvpipe.deploy._budget as budget
 
