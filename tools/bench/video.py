@@ -78,6 +78,7 @@ normalised units) and against the standard's Y'CbCr -> RGB formula of FFmpeg's o
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -370,7 +371,7 @@ class PyAVParallel(PyAV):
     sets) in one job, with no barrier between frame sets -- what decoding whole files in parallel costs;
     ``mode``: ``yuv`` or ``bgr24`` as :class:`PyAV`, or ``kernel``: each picture's planes also go through
     dvpipe's compiled YUV kernel (``_native.yuv420_normalise``, bevformer-tiny's 2x shrink and
-    normalisation, pad rows filled) into an output ring as large as the Runner's at ``--pictures-per-job``:
+    normalisation, pad rows filled) into an output ring as large as the Runner's at ``auto``:
     the work of ``Runner fast, N pictures per job`` without the Runner (reading, synchronising, the
     pipeline's Python, accounting)."""
 
@@ -380,24 +381,23 @@ class PyAVParallel(PyAV):
                      "kernel": "floor: decode+kernel, camera-parallel"}[mode]
         self.ring = None
         if mode == "kernel":
-            from dvpipe.deploy._budget import AUTO_LOCALITY_MAX_SIZE, MAX_PICTURES_PER_JOB, output_buffers
+            from dvpipe.deploy._budget import output_buffers
 
-            # as large as the Runner's ring at run.pictures_per_job auto (24 up to 1920x1088, else 1)
-            max_w, max_h = AUTO_LOCALITY_MAX_SIZE
-            auto = MAX_PICTURES_PER_JOB if s.w * s.h <= max_w * max_h else 1
-            self.ring = [np.zeros_like(self.out) for _ in range(output_buffers(auto))]
+            # as large as the Runner's ring at run.pictures_per_job auto (its own rule: size, memory bounds)
+            self.ring = [np.zeros_like(self.out) for _ in range(output_buffers(runner_pictures_per_job(s, threads)))]
             self.mean, self.inv_std = tuple(float(x) for x in MEAN), tuple(float(x) for x in 1.0 / STD)
             self.spec = FrameSpec(width=s.w, height=s.h, pixel_format=PixelFormat.ENCODED, encoding="h264")
 
-    def run(self):
-        self.pool.run(self.whole, self.s.n)
-        for _ in range(SETS_PER_RUN):
+    def run(self, sets: int = SETS_PER_RUN):
+        """Decode ``sets`` frame sets: each camera's pictures in one job (no barrier between the sets)."""
+        self.pool.run(functools.partial(self.whole, sets=sets), self.s.n)
+        for _ in range(sets):
             self.step()
         return self.last
 
-    def whole(self, i):
+    def whole(self, i, sets: int = SETS_PER_RUN):
         k = self.k
-        for j in range(SETS_PER_RUN):
+        for j in range(sets):
             self._one(i, k + j)
 
     def _one(self, i, idx):
@@ -468,11 +468,17 @@ def runner_files(s: Streams) -> list[Path]:
 
 
 def make_runner(s: Streams, threads: int, fidelity: str, frames=None, pictures_per_job="auto"):
-    from dvpipe.deploy import Runner, load_deployment
+    from dvpipe.deploy import Runner
+
+    return Runner(make_runner_deployment(s, threads, fidelity, frames, pictures_per_job), write_outputs=False)
+
+
+def make_runner_deployment(s: Streams, threads: int, fidelity: str, frames=None, pictures_per_job="auto"):
+    from dvpipe.deploy import load_deployment
 
     rig = _rig(s)
     files = runner_files(s)
-    dep = load_deployment({
+    return load_deployment({
         "name": "bench-runner", "rig": rig,
         "pipeline": {"profile": "bevformer-tiny", "fidelity": fidelity, "backends": ["cpu"], "threads": threads},
         "source": {"type": "video", "uri": str(files[0])},
@@ -481,7 +487,19 @@ def make_runner(s: Streams, threads: int, fidelity: str, frames=None, pictures_p
         "sync": {"tolerance_ms": 20},
         "run": dict({"frames": frames} if frames else {}, pictures_per_job=pictures_per_job),
         "latency": {"warmup_sets": 0}, "outputs": {"metrics": False}})
-    return Runner(dep, write_outputs=False)
+
+
+def runner_pictures_per_job(s: Streams, threads: int) -> int:
+    """``run.pictures_per_job`` as the Runner resolves ``auto`` for these streams (``fast``): the size of its ring."""
+    from dvpipe.deploy._assembly import build_pipeline
+    from dvpipe.deploy._budget import pictures_per_job
+
+    dep = make_runner_deployment(s, threads, "fast")
+    pipe, _notes = build_pipeline(dep)
+    try:
+        return pictures_per_job(dep, pipe)[0]
+    finally:
+        pipe.close()
 
 
 def dvpipe_run_timing(s: Streams, threads: int, fidelity: str, sets: int) -> dict:
@@ -558,7 +576,7 @@ def decode_runs(s: Streams, log, reps: int = 3, runs=(1, 2, 3, 4, 6, 12, 24)) ->
 def whole_runs(s: Streams, threads: int, log, sets: int = 192, reps: int = 5, pictures_per_job=("auto", 1),
                fidelity: str = "fast") -> dict:
     """Whole runs against the camera-parallel floor over the same frame sets, interleaved: each rep times
-    the floor (fresh decoders, ``sets`` sets, each camera decoding a round's 24 pictures in one job; for
+    the floor (fresh decoders, ``sets`` sets, each camera decoding all its ``sets`` pictures in one job; for
     ``reference`` with FFmpeg's bgr24 conversion) and a whole ``dvpipe run`` of ``sets`` sets (fresh
     Runner, ``fidelity``, its own clock:
     ``RunResult.elapsed_s``) per ``run.pictures_per_job``; medians of per-rep ratios. Both sides pay
@@ -568,8 +586,7 @@ def whole_runs(s: Streams, threads: int, log, sets: int = 192, reps: int = 5, pi
     for _ in range(reps):
         floor = PyAVParallel(s, threads, "yuv" if fidelity == "fast" else "bgr24")
         t0 = time.perf_counter()
-        for _r in range(rounds):
-            floor.run()
+        floor.run(rounds * SETS_PER_RUN)  # whole files: each camera's sets in one job, as the run has no barrier
         got.setdefault("floor", []).append((time.perf_counter() - t0) * 1e3 / (rounds * SETS_PER_RUN))
         floor.close()
         for n in pictures_per_job:
