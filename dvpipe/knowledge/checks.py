@@ -175,9 +175,10 @@ def _sel_in_w_gt(val: Any, req: "Request") -> bool:
     return req.width > val
 
 
-@declare_selector("in_w_not_multiple_of", "input width not a multiple of n pixels")
-def _sel_in_w_not_multiple_of(val: Any, req: "Request") -> bool:
-    return req.width % val != 0
+@declare_selector("in_w_aligns_apart", "[a, b]: aligning the input width up to a and up to b gives different values")
+def _sel_in_w_aligns_apart(val: Any, req: "Request") -> bool:
+    a, b = val
+    return -(-req.width // a) * a != -(-req.width // b) * b
 
 
 @declare_selector("in_size_gt", "input width > w or height > h pixels ([w, h])")

@@ -158,7 +158,9 @@ def _evaluate_api(req: Request, api: str) -> Verdict:
         add("knowledge.newer_than_docs", "note", f"CANN {req.cann} is newer than the latest docs checked "
             f"({latest_checked()}); rules still current there are assumed to hold", fam.documented_from_source,
             "inferred", "§8")
-    if req.soc_confidence == "inferred":  # a SoC name dvpipe guessed: a device may answer another one (§0: unknown)
+    if fam.soc_confidence == "inferred" and req.soc in fam.soc_names:  # a listed name dvpipe guessed (no documented
+        # SoC string for the family, §0): a device may answer another one; a name that only matches a family's
+        # naming pattern is a note below
         add("family.soc_name", "unknown", f"{req.soc} is dvpipe's guess at a SoC name the docs never give"
             f"{': ' + req.soc_note if req.soc_note else ''}; the verdict stays open", fam.soc_source, "inferred", "§0",
             oq="q9")
