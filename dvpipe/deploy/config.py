@@ -144,6 +144,9 @@ from ._sources import parse_source
 from ._validate import (_DAY_MS, _MAX_FILE_BYTES_LIMIT, _MAX_FRAMES, _MAX_PIXELS_LIMIT, _NUMBER_MAX, _V, _YEAR_S,
                         DeploymentError, _kind)
 
+#: the smallest latency budget (ms): 1 ns, what the statistics count in (a smaller one would round to 0)
+_MIN_BUDGET_MS = 1e-6
+
 __all__ = [
     "Deployment", "CameraConfig", "SourceConfig", "PipelineConfig", "SyncConfig", "RunConfig",
     "LatencyConfig", "OutputsConfig", "DecodeConfig", "ModelConfig", "Faults", "DeploymentError", "load_deployment",
@@ -711,11 +714,11 @@ def _parse_latency(v: Any, V: _V) -> LatencyConfig:
         sp = V.mapping(steps, "latency.steps_ms", tuple(steps) if isinstance(steps, Mapping) else ())
         for k in (sp or {}):
             assert sp is not None  # the loop is empty otherwise
-            val = V.number(sp, k, "latency.steps_ms", None, minimum=0, exclusive_min=True, maximum=_DAY_MS)
+            val = V.number(sp, k, "latency.steps_ms", None, minimum=_MIN_BUDGET_MS, maximum=_DAY_MS)
             if val is not None:
                 steps_ms[str(k)] = val
     return LatencyConfig(
-        budget_ms=V.number(lm, "budget_ms", "latency", None, minimum=0, exclusive_min=True, allow_none=True,
+        budget_ms=V.number(lm, "budget_ms", "latency", None, minimum=_MIN_BUDGET_MS, allow_none=True,
                            maximum=_DAY_MS),
         steps_ms=MappingProxyType(steps_ms),
         window=V.number(lm, "window", "latency", 100, integer=True, minimum=1, maximum=10_000_000),

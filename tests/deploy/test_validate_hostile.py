@@ -415,3 +415,18 @@ def test_a_reader_that_leaves_early_does_not_change_validates_status(json_out):
     proc.stdout.close()  # as head -1 does
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0 and err == "", err
+
+
+def test_a_latency_budget_under_a_nanosecond_is_refused_by_validate_not_by_the_run(tmp_path):
+    """The statistics count in whole ns (a budget under 1 ns would round to 0: every sample over it); such a budget
+    passed `dvpipe validate` and failed the run with an error naming an internal key in ns."""
+    from dvpipe.testing.deployments import synthetic_deployment
+
+    d = synthetic_deployment(1, frames=2)
+    d["latency"] = {"budget_ms": 1e-7, "steps_ms": {"decode": 1e-8}}
+    with pytest.raises(DeploymentError) as e:
+        load_deployment(d)
+    keys = {k for k, _m in e.value.errors}
+    assert keys == {"latency.budget_ms", "latency.steps_ms.decode"}
+    d["latency"] = {"budget_ms": 1e-6, "steps_ms": {"decode": 1e-6}}  # 1 ns: the smallest the statistics hold
+    load_deployment(d)
