@@ -169,7 +169,8 @@ def detect_soc() -> tuple[Optional[str], str]:
                            "no <Chip Name>_<NPU Name> dvpipe knows: acl.get_soc_name() tells them apart")
         elif name:
             return name, "npu-smi info"
-        reasons.append("npu-smi info printed no SoC name that dvpipe knows (dvpipe/knowledge/data/families.yaml)")
+        else:
+            reasons.append("npu-smi info printed no SoC name that dvpipe knows (dvpipe/knowledge/data/families.yaml)")
     else:
         reasons.append("npu-smi not on PATH")
     return None, "; ".join(reasons)
