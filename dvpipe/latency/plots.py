@@ -133,7 +133,8 @@ def _over_time_origin(stats: "LatencyStats") -> str | None:
     captured = stats.end_to_end("capture").count
     if captured == 0:
         return "arrival"
-    return "capture" if captured == stats.batches else None
+    # the series has a point for each batch with an end-to-end time (a batch never output has none)
+    return "capture" if captured == getattr(stats, "_over_seen", stats.batches) else None
 
 
 def plot_over_time(stats: "LatencyStats", path: str | os.PathLike[str]) -> Path:

@@ -201,6 +201,20 @@ def test_over_time_draws_only_the_budgets_of_the_series_it_plots(tmp_path, monke
         assert budgets[f"budget {budget}"][0] == 8.5
 
 
+def test_a_set_never_output_does_not_hide_the_capture_budget(tmp_path, monkeypatch):
+    """A fourth set that was never output has no end-to-end time and no point; the three points are all capture ->
+    output (9 ms), so the end_to_end_capture budget is drawn against them."""
+    pytest.importorskip("matplotlib")
+    from dvpipe.latency.plots import plot_over_time
+    kept = _kept_figures(monkeypatch)
+    unfinished = Timeline(index=3)
+    unfinished.set_frame("CAM_A", capture_mono_ns=30 * MS, arrival_ns=31 * MS)
+    stats = LatencyStats.from_timelines([*_injected(True), unfinished], budgets={"end_to_end_capture": 8.5 * MS})
+    plot_over_time(stats, tmp_path / "o.png")
+    labels = [ln.get_label() for ln in kept["o.png"].axes[0].lines]
+    assert "budget end_to_end_capture" in labels and "end to end (capture -> output)" in labels
+
+
 # --------------------------------------------------------------------------- report pieces on a hand-made run
 def _result(stats) -> SimpleNamespace:
     acc = SimpleNamespace(cameras=[], totals=lambda: {"entered": 0, "emitted": 0, "dropped": 0, "masked_slots": 0,
