@@ -73,14 +73,13 @@ def _with_plugin_flags(p: argparse.ArgumentParser):
     def parse_with_plugins(args=None, namespace=None):
         argv = list(sys.argv[1:] if args is None else args)
         if "-h" in argv or "--help" in argv:  # --help exits while parsing: the plugins' flags must be there first
-            for arg in argv:
-                if not arg.startswith("-") and os.path.isfile(arg):
-                    try:
-                        if _import_plugins_of(arg):
-                            _add_exporter_flags(p, done)
-                    except ConfigError:
-                        pass  # the run reports the plugin's problem; --help shows what loaded
-                    break
+            path = _positional(p, argv)
+            if path is not None and os.path.isfile(path):
+                try:
+                    if _import_plugins_of(path):
+                        _add_exporter_flags(p, done)
+                except ConfigError:
+                    pass  # the run reports the plugin's problem; --help shows what loaded
         ns, extras = parse(args, namespace)
         if extras and getattr(ns, "deployment", None) and _import_plugins_of(ns.deployment):
             _add_exporter_flags(p, done)
@@ -88,6 +87,21 @@ def _with_plugin_flags(p: argparse.ArgumentParser):
         return ns, extras
 
     return parse_with_plugins
+
+
+def _positional(p: argparse.ArgumentParser, argv: list) -> Optional[str]:
+    """The first positional argument of ``argv`` (the deployment's path), skipping the values of options that
+    take one (``--json out.json dep.yaml``: ``dep.yaml``), or None."""
+    takes_value = {o for a in p._actions if a.option_strings and a.nargs != 0 for o in a.option_strings}
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg.startswith("-"):
+            skip = arg in takes_value  # "--json=out.json" carries its value
+        else:
+            return arg
+    return None
 
 
 def _import_plugins_of(path: str) -> bool:

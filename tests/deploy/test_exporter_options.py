@@ -280,20 +280,26 @@ def test_the_flag_of_an_exporter_from_the_deployments_plugins_file(tmp_path):
 
 def test_run_help_lists_the_flags_of_the_deployments_plugin_exporters(tmp_path, capsys):
     """docs/deployments.md: `dvpipe run --help` lists the flags of the exporters registered, including those of
-    the deployment's plugins (argparse's --help exits while parsing: the plugins were not imported yet)."""
-    (tmp_path / "count_plugin.py").write_text(PLUGIN, encoding="utf-8")
-    d = synthetic_deployment(1, frames=4, outputs={"dir": str(tmp_path / "out"), "metrics": False})
-    d["plugins"] = ["count_plugin.py"]
-    path = tmp_path / "dep.yaml"
-    path.write_text(yaml.safe_dump(d), encoding="utf-8")
-    try:
-        with pytest.raises(SystemExit) as e:
-            cli_main(["run", str(path), "--help"])
-    finally:
-        EXPORTERS.pop("plugin_count", None)
-    assert e.value.code == 0
-    out = capsys.readouterr().out
-    assert "--plugin-count PATH" in out and "write the number of frame sets to PATH" in " ".join(out.split())
+    the deployment's plugins (argparse's --help exits while parsing: the plugins were not imported yet); the
+    deployment is found after an option's value that is an existing file too (`--json prev.json dep.yaml`)."""
+    other = tmp_path / "prev.json"
+    other.write_text("{}", encoding="utf-8")
+    for k, before in enumerate(([], ["--json", str(other)])):
+        folder = tmp_path / f"d{k}"  # a plugin file of its own each time: a file is imported once per process
+        folder.mkdir()
+        (folder / "count_plugin.py").write_text(PLUGIN, encoding="utf-8")
+        d = synthetic_deployment(1, frames=4, outputs={"dir": str(folder / "out"), "metrics": False})
+        d["plugins"] = ["count_plugin.py"]
+        path = folder / "dep.yaml"
+        path.write_text(yaml.safe_dump(d), encoding="utf-8")
+        try:
+            with pytest.raises(SystemExit) as e:
+                cli_main(["run", *before, str(path), "--help"])
+        finally:
+            EXPORTERS.pop("plugin_count", None)
+        assert e.value.code == 0
+        out = capsys.readouterr().out
+        assert "--plugin-count PATH" in out and "write the number of frame sets to PATH" in " ".join(out.split()), k
 
 
 def test_a_plugin_that_does_not_import_is_named_not_its_flag(tmp_path, capsys):
