@@ -271,7 +271,7 @@ API: dict[str, tuple[str, str, str]] = {
     "acl.mdl.get_aipp_type": ("aclmdlGetAippType", "(type, dynamic_attached_data_index, ret)",
                               "verified: CANN 8.0.0 aclpythondevg_01_0166"),
     "acl.mdl.get_first_aipp_info": ("aclmdlGetFirstAippInfo", "(aipp_info, ret)",
-                                    "verified: CANN 8.0.0 aclpythondevg_01_0215 (aipp_info: the aclAippInfo fields, "
+                                    "verified: CANN 8.0.RC3 aclpythondevg_01_0215 (aipp_info: the aclAippInfo fields, "
                                     "aclpythondevg_01_0925)"),
     "acl.mdl.create_dataset": ("aclmdlCreateDataset", "value", "inferred: C prototype (creator, 0 on failure)"),
     "acl.mdl.destroy_dataset": ("aclmdlDestroyDataset", "ret", "inferred: C prototype (its data buffers are "

@@ -194,7 +194,9 @@ def first_aipp_info(rt: Any, model_id: int, index: int) -> dict:
     input without AIPP is an error (ACL_ERROR_GE_AIPP_NOT_EXIST). Keys the dict lacks are left out."""
     info = rt.call("acl.mdl.get_first_aipp_info", int(model_id), int(index), model_id=model_id, input=index)
     if not isinstance(info, dict):
-        raise ConfigError(f"acl.mdl.get_first_aipp_info returned {type(info).__name__}, not the aclAippInfo dict")
+        raise ConfigError(f"acl.mdl.get_first_aipp_info returned {type(info).__name__}, not the aclAippInfo dict its "
+                          "page documents (aclpythondevg_01_0925): this pyACL differs from the documented one; report "
+                          "it with your CANN version", "model")
     out: dict = {}
     for key, field in AIPP_INFO_FIELDS.items():
         if key not in info:
