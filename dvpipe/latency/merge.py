@@ -50,7 +50,6 @@ import gzip
 import json
 import os
 import statistics
-import zlib
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -59,7 +58,7 @@ from typing import Any, Optional, Sequence
 from .._files import write_whole
 from ..errors import DvpipeError
 from .profiler_ranges import parse_range_name
-from .trace import _dumps, _us
+from .trace import _batch_slice_id, _dumps, _gunzipped, _us
 
 __all__ = ["MergeError", "FORMATS", "ALIGNMENTS", "Export", "Alignment", "load_export", "merge_traces",
            "write_merged"]
@@ -137,11 +136,7 @@ def _read_json(path: str | os.PathLike[str]) -> Any:
         raise MergeError(f"{path}: is a folder, not a trace file") from None
     except OSError as e:
         raise MergeError(f"{path}: cannot read ({e.strerror or e})") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as e:  # zlib.error (a damaged deflate stream) is no OSError
-            raise MergeError(f"{path}: damaged gzip file ({e})") from None
+    raw = _gunzipped(raw, path, MergeError)
     try:
         return json.loads(raw)
     except UnicodeDecodeError:
@@ -403,7 +398,7 @@ def merge_traces(dvpipe_trace: str | os.PathLike[str], exports: Sequence[str | o
             ev["ts"] = _us(round(ev["ts"] * 1000) + shift_ns)  # dvpipe's times: exact ns under round()
         if ev.get("ph") in ("b", "e") and ev.get("cat") == "batch" and "id" in ev:  # an older dvpipe trace
             bid = ev.pop("id")
-            ev["id2"] = {"local": f"0x{bid:x}" if isinstance(bid, int) and not isinstance(bid, bool) else str(bid)}
+            ev["id2"] = _batch_slice_id(bid)
         used_pids.add(ev.get("pid"))
         events.append(ev)
     for k, (ex, a) in enumerate(zip(loaded, aligns)):

@@ -33,7 +33,7 @@ import os
 import zlib
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Union, cast
 
 from .._files import write_whole
 from ..errors import ConfigError, DvpipeError
@@ -280,7 +280,7 @@ class TraceWriter:
                 bargs["transfer_bytes"] = [[d, c, n] for (d, c), n in dict(tl._bytes).items()]
                 rows = len(bargs["counters"]) + len(bargs["transfer_bytes"])
             name = f"batch {index}" if index is not None else "batch"
-            sid = {"local": f"0x{bid:x}"}  # process-scoped: each run's batches on its own track
+            sid = _batch_slice_id(bid)  # process-scoped: each run's batches on its own track
             events.append({"ph": "b", "name": name, "cat": "batch", "id2": sid, "ts_ns": start, "pid": pid,
                            "track": BATCHER_TRACK, "args": bargs})
             events.append({"ph": "e", "name": name, "cat": "batch", "id2": sid, "ts_ns": end, "pid": pid,
@@ -393,18 +393,29 @@ def write_trace(path: str | os.PathLike[str], timelines: Iterable[Timeline] | Ma
     return write_whole(target, gzip.compress(data) if target.suffix == ".gz" else data)
 
 
+def _gunzipped(raw: bytes, path: Any, error: Callable[[str], Exception]) -> bytes:
+    """``raw`` decompressed when it is gzip (its magic bytes), else as it is; a damaged stream raises
+    ``error(one line)`` (``zlib.error``, a damaged deflate block, is no ``OSError``)."""
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as e:
+        raise error(f"{path}: damaged gzip file ({e})") from None
+
+
+def _batch_slice_id(batch: Any) -> dict[str, str]:
+    """The process-scoped id of a batch's async slice (``"id2": {"local": "0x1f"}``: each run's own track)."""
+    return {"local": f"0x{batch:x}" if isinstance(batch, int) and not isinstance(batch, bool) else str(batch)}
+
+
 def load_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a trace file (JSON object or bare event array; plain or gzip); return ``{"traceEvents": [...], ...}``.
 
     Damaged input (a damaged gzip stream, text that is not JSON, an array cut inside an event) raises
     :class:`TraceFormatError` with one problem, one line.
     """
-    raw = Path(path).read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as e:  # zlib.error (a damaged deflate stream) is no OSError
-            raise TraceFormatError([f"{path}: damaged gzip file ({e})"]) from None
+    raw = _gunzipped(Path(path).read_bytes(), path, lambda msg: TraceFormatError([msg]))
     try:
         obj = json.loads(raw)
     except UnicodeDecodeError:
