@@ -909,7 +909,7 @@ def test_decoding_order_numbers_or_a_malformed_count_are_refused_in_one_line(key
     with pytest.raises(SourceError, match=rf"{key} .*client: ffmpeg") as e:
         parse_sdp(sdp, "rtsp://cam/s")
     assert "\n" not in str(e.value)
-    assert parse_sdp(sdp.replace(value, "0"), "rtsp://cam/s").codec == "h265"
+    assert parse_sdp(sdp.replace(f"{key}={value}", f"{key}=0"), "rtsp://cam/s").codec == "h265"
 
 
 RFC2617_CHALLENGE = ('Digest realm="testrealm@host.com", qop="auth,auth-int", '
