@@ -197,3 +197,32 @@ def test_txt_lines_for_other_names_must_be_as_many_as_the_files(tmp_path, lines)
     with pytest.raises(SourceError, match=rf"t\.txt lists {lines} times for 4 images") as e:
         _stamps(tmp_path / "img", timestamps="sidecar", sidecar=str(tmp_path / "t.txt"))
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("kind, text", [
+    ("json", "[" * 100_000), ("yaml", "[" * 100_000), ("csv", "a.jpg," + "9" * 140_000 + "\n"),
+])
+def test_a_sidecar_too_deep_or_too_wide_for_its_parser_is_one_line(tmp_path, kind, text, capsys):
+    """Nesting past Python's recursion limit (json/yaml) and a field past the csv module's limit raised
+    RecursionError / csv.Error, reported as 'unexpected ... please report it'; it is one line at source.sidecar."""
+    from dvpipe.cli import main as cli_main
+
+    _write(tmp_path / "img", ["1700000000000000000.jpg"])
+    (tmp_path / f"t.{kind}").write_text(text)
+    dep = _deployment(tmp_path, {"type": "images", "uri": str(tmp_path / "img"), "timestamps": "sidecar",
+                                 "sidecar": str(tmp_path / f"t.{kind}")})
+    assert cli_main(["validate", str(dep)]) == 1
+    out = capsys.readouterr()
+    assert "please report" not in out.err + out.out and "source.sidecar: sidecar" in out.out
+
+
+def test_a_file_name_without_a_time_is_found_by_validate(tmp_path, capsys):
+    """timestamps: filename (the default): one name without digits failed the camera at open while validate said ok;
+    validate now reads the names' times as the run does."""
+    from dvpipe.cli import main as cli_main
+
+    _write(tmp_path / "img", ["1700000000000000000.jpg", "frame.jpg"])
+    dep = _deployment(tmp_path, {"type": "images", "uri": str(tmp_path / "img")})
+    assert cli_main(["validate", str(dep)]) == 1
+    out = capsys.readouterr().out
+    assert "source.uri:" in out and "frame.jpg: no digits in the file name" in out

@@ -156,13 +156,17 @@ def _read_sidecar(path: str) -> list[str] | dict[str, Any]:
         try:
             data = (json.loads(text, parse_float=str) if path.lower().endswith(".json")
                     else yaml.load(text, Loader=_TextFloatLoader))  # noqa: S506 - a safe loader
-        except (ValueError, yaml.YAMLError) as e:
+        except (ValueError, yaml.YAMLError, RecursionError) as e:  # RecursionError: nesting deeper than Python's
             raise SourceError(f"sidecar {path}: not valid {'JSON' if path.lower().endswith('.json') else 'YAML'}: "
-                              + " ".join(str(e).split())[:200]) from None
+                              + (" ".join(str(e).split())[:200] if not isinstance(e, RecursionError)
+                                 else "nested too deeply")) from None
         if isinstance(data, dict):
             return {str(k): v for k, v in data.items()}
         raise SourceError(f"sidecar {path}: expected a mapping file name -> time, got {type(data).__name__}")
-    rows = [r for r in csv.reader(text.splitlines()) if r and not r[0].startswith("#")]
+    try:
+        rows = [r for r in csv.reader(text.splitlines()) if r and not r[0].startswith("#")]
+    except csv.Error as e:  # a field over the csv module's limit, a NUL byte
+        raise SourceError(f"sidecar {path}: not valid CSV: {e}") from None
     out = {}
     for i, r in enumerate(rows):
         if len(r) < 2:
@@ -450,12 +454,12 @@ class ImageSequence(StampedFiles):
         if timestamps == "sidecar" and options.sidecar is None:
             ctx.err("sidecar", "required when timestamps: sidecar (a YAML/JSON/CSV file: image name -> time, "
                                "or a .txt)")
-        elif timestamps == "sidecar" and uri is not None and ctx.ok:  # the run would fail opening the camera
+        elif timestamps in ("sidecar", "filename") and uri is not None and ctx.ok:  # the run would fail at open
             try:
-                stamp_files(scan_images(uri, pattern), {"timestamps": "sidecar", "unit": options.unit,
+                stamp_files(scan_images(uri, pattern), {"timestamps": timestamps, "unit": options.unit,
                                                         "sidecar": options.sidecar})
             except SourceError as e:
-                ctx.err("sidecar", e.reason)
+                ctx.err("sidecar" if timestamps == "sidecar" else "uri", e.reason)
             except (OSError, ValueError):
                 pass  # the folder cannot be listed: the run says so (probe_images did above, with probe)
         fps = 10.0 if options.fps is None and timestamps == "fps" else options.fps
