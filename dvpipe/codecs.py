@@ -7,6 +7,7 @@ image with libjpeg, so truncation is checked explicitly) and to tell DVPP rules 
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -40,6 +41,10 @@ def max_file_bytes(max_pixels: int) -> int:
     """The default cap on one encoded image file (bytes) for frames of at most ``max_pixels`` pixels:
     ``MAX_BYTES_PER_PIXEL * max_pixels + FILE_METADATA_BYTES`` (64 MP -> 528777216 bytes, 504 MiB)."""
     return MAX_BYTES_PER_PIXEL * int(max_pixels) + FILE_METADATA_BYTES
+
+
+#: the largest image file :func:`read_frame_bytes` reads from a path: the cap for :data:`DEFAULT_MAX_PIXELS` frames
+MAX_FRAME_FILE_BYTES = max_file_bytes(DEFAULT_MAX_PIXELS)
 
 _JPEG_SOI = b"\xff\xd8\xff"
 _PNG_SIG = b"\x89PNG\r\n\x1a\n"
@@ -220,13 +225,24 @@ def image_info(data: bytes) -> ImageInfo:
 
 
 def read_frame_bytes(value: Any) -> Any:
-    """Normalise a frame value: a path becomes its bytes; bytes-likes and arrays pass through."""
+    """Normalise a frame value: a path becomes its bytes (a regular file of at most :data:`MAX_FRAME_FILE_BYTES`;
+    a FIFO or device node is refused, not waited on); bytes-likes and arrays pass through."""
     if isinstance(value, (str, os.PathLike)):
+        name = os.fspath(value)
         try:
-            with open(value, "rb") as f:
-                return f.read()
-        except OSError as e:
-            raise FrameError(f"cannot read {os.fspath(value)}: {e.strerror or e}") from None
+            fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with open(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    raise FrameError(f"cannot read {name}: not a regular file")
+                if st.st_size > MAX_FRAME_FILE_BYTES:
+                    raise FrameError(f"cannot read {name}: {st.st_size} bytes, more than an image file may have "
+                                     f"({MAX_FRAME_FILE_BYTES})")
+                return f.read(MAX_FRAME_FILE_BYTES + 1)
+        except FrameError:
+            raise
+        except (OSError, ValueError) as e:  # ValueError: a path with a NUL byte
+            raise FrameError(f"cannot read {name!r}: {getattr(e, 'strerror', None) or e}") from None
     if isinstance(value, (bytes, bytearray, memoryview, np.ndarray)):
         return value
     raise FrameError(f"a frame must be encoded bytes, a file path or an HxWx3 uint8 BGR array, got {type(value).__name__}")

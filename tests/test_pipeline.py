@@ -422,3 +422,25 @@ def test_a_batch_device_this_machine_lacks_is_refused_when_planned(device):
     with pytest.raises(dv.ConfigError) as e:
         dv.Pipeline(rig, [dv.Decode(), dv.Normalise(), dv.Batch(device=device)], backends=("cpu",))
     assert str(e.value) == f"Batch(device={device!r}): {why.reason}" and "\n" not in str(e.value)
+
+
+def test_a_frame_path_that_is_no_regular_file_is_a_frame_error_not_a_hang(tmp_path):
+    """Pipeline.process with a path: a FIFO blocked open() for a writer forever, /dev/zero was read without end and a
+    NUL in the path was a bare ValueError; each is now a FrameError naming the path (the frame's drop)."""
+    import os
+
+    from dvpipe.codecs import read_frame_bytes
+    from dvpipe.errors import FrameError
+
+    fifo = tmp_path / "f.jpg"
+    os.mkfifo(fifo)
+    box: dict = {}
+    t = threading.Thread(target=lambda: box.update(err=pytest.raises(FrameError, read_frame_bytes, fifo)),
+                         daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive() and "not a regular file" in str(box["err"].value)
+    for path, why in (("/dev/zero", "not a regular file"), (str(tmp_path / "a\0b.jpg"), "null byte"),
+                      (str(tmp_path), "Is a directory")):
+        with pytest.raises(FrameError, match=why):
+            read_frame_bytes(path)

@@ -417,3 +417,34 @@ def test_each_pass_of_a_looped_replay_is_a_new_scene_to_a_temporal_model(tmp_pat
                                                    for i in range(3 * n)]
     assert [m["scene_token"] for m in got[:n]] == scenes  # the file's own tokens in the first pass
     assert [m["sample_idx"] for m in got] == [info["token"] for info in data["infos"]] * 3
+
+
+def test_an_image_that_is_a_fifo_is_an_unreadable_drop_not_a_hang(tmp_path):
+    """An info file's image that is a FIFO (or a device node): open() of a FIFO waits for a writer forever; the
+    frame is an `unreadable` drop and the run goes on (the images source filters such files when it lists a folder;
+    an info file names its files)."""
+    import os
+    import shutil
+    import threading
+
+    root = tmp_path / "frames"
+    shutil.copytree(SAMPLES / "frames", root)
+    path, data = _write_pkl(tmp_path)
+    victim = root / Path(data["infos"][1]["cams"]["CAM_BACK"]["data_path"]).relative_to(
+        Path(data["infos"][1]["cams"]["CAM_BACK"]["data_path"]).parents[1])
+    victim.unlink()
+    os.mkfifo(victim)
+    out: dict = {}
+
+    def run():
+        with Runner(load_deployment(_deployment(path, data_root=root)), write_outputs=False) as runner:
+            out["sets"] = sum(1 for _ in runner.batches())
+            out["result"] = runner.finish()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(60)
+    assert not t.is_alive(), "the run hung on the FIFO"
+    acc = out["result"].accounting
+    assert out["sets"] == len(data["infos"]) and acc.dropped["CAM_BACK"].get("unreadable") == 1
+    assert acc.check() == []

@@ -40,6 +40,7 @@ import glob
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_EVEN, Context, Decimal
 from pathlib import Path
@@ -328,10 +329,14 @@ class StampedFiles(Source):
         t0 = now_ns()
         cap = self.options.get("max_file_bytes") or max_file_bytes(DEFAULT_MAX_PIXELS)
         try:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size > cap:
-                    raise FileTooLarge(too_large_reason(path, size, cap))
+            # O_NONBLOCK: a FIFO or device node opens at once (a plain open() of a FIFO waits for a writer)
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with open(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    raise FileUnreadable(f"cannot read {path}: not a regular file{self.read_hint}")
+                if st.st_size > cap:
+                    raise FileTooLarge(too_large_reason(path, st.st_size, cap))
                 data = f.read(cap + 1)  # a file that grew since: still never more than the cap
         except OSError as e:
             raise FileUnreadable(f"cannot read {path}: {e.strerror or e}{self.read_hint}") from None
