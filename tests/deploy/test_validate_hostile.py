@@ -430,3 +430,18 @@ def test_a_latency_budget_under_a_nanosecond_is_refused_by_validate_not_by_the_r
     assert keys == {"latency.budget_ms", "latency.steps_ms.decode"}
     d["latency"] = {"budget_ms": 1e-6, "steps_ms": {"decode": 1e-6}}  # 1 ns: the smallest the statistics hold
     load_deployment(d)
+
+
+@pytest.mark.parametrize("K", [[[0, 0, 0], [0, 0, 0], [0, 0, 0]], [[0, 0, 48], [0, 500, 32], [0, 0, 1]],
+                               [[500, 0, 48], [0, 500, 32], [0, 0, 0]]])
+def test_a_singular_camera_matrix_is_refused_at_its_key(K):
+    """Projection (lidar2img), undistortion and a synthetic camera's rays invert K: a singular one passed validate
+    and failed the run (LinAlgError 'please report it', the camera failed, or OpenCV's raw message per frame)."""
+    from dvpipe.testing.deployments import synthetic_deployment
+
+    d = synthetic_deployment(1, frames=2)
+    d["rig"]["cameras"][0]["intrinsics"] = K
+    with pytest.raises(DeploymentError) as e:
+        load_deployment(d)
+    (key, msg), = e.value.errors
+    assert key.endswith("intrinsics") and "singular" in msg
