@@ -422,6 +422,7 @@ class ReorderingDecoder:
         # (first damaged tag, tag of the keyframe decoding resumed at or None): pictures decoded
         # from units in between reference a damaged or lost picture
         self._damaged: list[list[Any]] = []  # [first damaged tag, resume tag or None]
+        self._idr_tags: deque = deque(maxlen=_MAX_HELD_PICTURES)  # tags of the IDR units sent, oldest first
 
     # feeding
     def _new_engine(self) -> None:
@@ -436,9 +437,21 @@ class ReorderingDecoder:
         self._engine = None
         self._need_key = True
 
-    def _break(self, first_damaged_tag: int) -> None:
+    def _break(self, first_damaged_tag: int, late: bool = False) -> None:
         """The reference chain breaks at ``first_damaged_tag``: pictures decoded before it stay valid
-        (the decoder goes on and outputs them), units are skipped until the next keyframe."""
+        (the decoder goes on and outputs them), units are skipped until the next keyframe. ``late``: the
+        verdict came with the picture's output, after later units were sent; if an IDR was among them, the
+        decoding that restarted there references nothing before it, so only the pictures in between are
+        damaged and no keyframe is waited for."""
+        if late:
+            resume = next((k for k in self._idr_tags if k > first_damaged_tag), None)
+            if resume is not None:
+                span = [first_damaged_tag, resume]
+                if self._damaged and self._damaged[-1][1] is None:
+                    self._damaged.insert(len(self._damaged) - 1, span)  # the open span stays last
+                else:
+                    self._damaged.append(span)
+                return
         self._need_key = True
         self._resume_pts = None
         if self._damaged and self._damaged[-1][1] is None:
@@ -467,6 +480,7 @@ class ReorderingDecoder:
             if self._headers is not None:
                 self._headers = StreamHeaders(self.codec)
             self._damaged.clear()
+            self._idr_tags.clear()
             self._tags.clear()
             self._held.clear()
             self._lost.clear()
@@ -505,6 +519,8 @@ class ReorderingDecoder:
         tag = self._next_tag
         self._next_tag += 1
         self._units_seen += 1
+        if unit.keyframe and (self.codec not in _FFMPEG_NAME or _is_idr(unit.data, self.codec)):
+            self._idr_tags.append(tag)  # where a late damage verdict's chain ends (see _break)
         if unit is self._want_unit:
             self._want_tag = tag
         hashed = headers is not None and headers.hashed_stream and headers.poc is not None
@@ -570,7 +586,7 @@ class ReorderingDecoder:
             damage = damage or self._damage_of(tag)
             if damage and KEYFRAME_WAIT not in damage and not (info is not None and info.hashed):
                 # what is decoded after it may reference it (pictures with their own hash are judged by it)
-                self._break(tag)
+                self._break(tag, late=True)
         self._held[key] = (pic, damage, tag)
         lowest = min(self._tags) if self._tags else self._next_tag  # the oldest unit still in the decoder
         while self._damaged and self._damaged[0][1] is not None and self._damaged[0][1] <= lowest:

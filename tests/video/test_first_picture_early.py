@@ -123,3 +123,47 @@ def test_no_early_decode_for_a_stream_without_an_idr_start_nor_after_a_reset():
     _Counting.sent = 0
     dec.picture(_packets(aus, "h264")[0])  # a new stream (its first packet starts with a reset)
     assert _Counting.sent > 1
+
+
+class _LateVerdict(FFmpegEngine):
+    """FFmpeg's engine; the first picture released after a later IDR unit was sent whose own unit came before that
+    IDR gets a corrupt verdict, as FFmpeg gives one: with the picture's output, units after it already sent."""
+
+    flagged: list = []
+    idr_tag = None
+
+    def send(self, data, tag):
+        from dvpipe.video import _is_idr
+
+        if tag > 0 and _is_idr(data, "h264"):
+            type(self).idr_tag = tag
+        out = []
+        for t, pic, damage in super().send(data, tag):
+            if self.idr_tag is not None and t < self.idr_tag and not self.flagged:
+                type(self).flagged.append(t)
+                damage = "concealed errors (a late verdict)"
+            out.append((t, pic, damage))
+        return out
+
+
+def test_a_late_corrupt_verdict_does_not_cost_the_gop_after_an_idr_already_sent():
+    """A damaged picture whose verdict comes after the next IDR was sent: pictures decoded from that IDR on reference
+    nothing before it (FFmpeg decodes them bit-exact), so they are emitted; the decoder no longer waits for yet
+    another keyframe (the rest of the GOP was dropped as keyframe_wait)."""
+    aus = _encode("h264", n=30)
+    packets = _packets(aus, "h264")
+    want = _ffmpeg_yuv(aus, "h264")
+    _LateVerdict.flagged, _LateVerdict.idr_tag = [], None
+    dec = ReorderingDecoder("h264", engine=_LateVerdict, first_picture_early=False)
+    got = []
+    for p in packets:
+        try:
+            got.append(dec.picture(p).to_ndarray(format="yuv420p"))
+        except FrameError:
+            got.append(None)
+    assert _LateVerdict.flagged and _LateVerdict.idr_tag is not None  # the case happened
+    first_after = 12  # the second IDR is picture 12 (gop_size 12, closed GOPs)
+    assert any(g is None for g in got[:first_after])  # the flagged picture (and what it fed) is out
+    for k in range(first_after, len(want)):
+        assert got[k] is not None, f"picture {k} after the IDR was dropped"
+        np.testing.assert_array_equal(got[k], want[k], err_msg=f"picture {k}")
