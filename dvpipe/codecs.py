@@ -224,25 +224,33 @@ def image_info(data: bytes) -> ImageInfo:
     raise FrameError("unrecognised image data (neither JPEG nor PNG)")
 
 
+def read_regular_file(path: str, cap: int) -> tuple[int, Optional[bytes]]:
+    """``(size, bytes)`` of the regular file ``path``: at most ``cap + 1`` bytes read (a caller seeing more than
+    ``cap`` refuses them), ``None`` unread when its size is above ``cap``. A FIFO or device node is opened without
+    blocking (a plain ``open()`` of a FIFO waits for a writer) and refused with ``OSError("not a regular file")``."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with open(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(0, "not a regular file")
+        if st.st_size > cap:
+            return st.st_size, None
+        return st.st_size, f.read(cap + 1)  # a file that grew since: still never more than the cap
+
+
 def read_frame_bytes(value: Any) -> Any:
     """Normalise a frame value: a path becomes its bytes (a regular file of at most :data:`MAX_FRAME_FILE_BYTES`;
     a FIFO or device node is refused, not waited on); bytes-likes and arrays pass through."""
     if isinstance(value, (str, os.PathLike)):
         name = os.fspath(value)
         try:
-            fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-            with open(fd, "rb") as f:
-                st = os.fstat(f.fileno())
-                if not stat.S_ISREG(st.st_mode):
-                    raise FrameError(f"cannot read {name}: not a regular file")
-                if st.st_size > MAX_FRAME_FILE_BYTES:
-                    raise FrameError(f"cannot read {name}: {st.st_size} bytes, more than an image file may have "
-                                     f"({MAX_FRAME_FILE_BYTES})")
-                return f.read(MAX_FRAME_FILE_BYTES + 1)
-        except FrameError:
-            raise
+            size, data = read_regular_file(name, MAX_FRAME_FILE_BYTES)
         except (OSError, ValueError) as e:  # ValueError: a path with a NUL byte
             raise FrameError(f"cannot read {name!r}: {getattr(e, 'strerror', None) or e}") from None
+        if data is None or len(data) > MAX_FRAME_FILE_BYTES:
+            raise FrameError(f"cannot read {name}: {size} bytes, more than an image file may have "
+                             f"({MAX_FRAME_FILE_BYTES})")
+        return data
     if isinstance(value, (bytes, bytearray, memoryview, np.ndarray)):
         return value
     raise FrameError(f"a frame must be encoded bytes, a file path or an HxWx3 uint8 BGR array, got {type(value).__name__}")

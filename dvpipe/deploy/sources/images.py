@@ -40,7 +40,6 @@ import glob
 import json
 import os
 import re
-import stat
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_EVEN, Context, Decimal
 from pathlib import Path
@@ -48,7 +47,7 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 
 import yaml
 
-from ...codecs import DEFAULT_MAX_PIXELS, max_file_bytes
+from ...codecs import DEFAULT_MAX_PIXELS, max_file_bytes, read_regular_file
 from ...errors import ConfigError
 from ...latency import now_ns
 from ...types import short_repr as _show
@@ -329,19 +328,11 @@ class StampedFiles(Source):
         t0 = now_ns()
         cap = self.options.get("max_file_bytes") or max_file_bytes(DEFAULT_MAX_PIXELS)
         try:
-            # O_NONBLOCK: a FIFO or device node opens at once (a plain open() of a FIFO waits for a writer)
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-            with open(fd, "rb") as f:
-                st = os.fstat(f.fileno())
-                if not stat.S_ISREG(st.st_mode):
-                    raise FileUnreadable(f"cannot read {path}: not a regular file{self.read_hint}")
-                if st.st_size > cap:
-                    raise FileTooLarge(too_large_reason(path, st.st_size, cap))
-                data = f.read(cap + 1)  # a file that grew since: still never more than the cap
+            size, data = read_regular_file(path, cap)  # a FIFO or device node: refused, not waited on
         except OSError as e:
             raise FileUnreadable(f"cannot read {path}: {e.strerror or e}{self.read_hint}") from None
-        if len(data) > cap:
-            raise FileTooLarge(too_large_reason(path, len(data), cap))
+        if data is None or len(data) > cap:
+            raise FileTooLarge(too_large_reason(path, size if data is None else len(data), cap))
         return self._item(data, capture_epoch_ns, read_span_ns=(t0, now_ns()))
 
     def stamped_files(self) -> list[tuple[int, str]]:
