@@ -292,13 +292,20 @@ def find_soc_name(text: str) -> Optional[str]:
     ``find_soc_name("| 0     910B4-1   | OK |")`` is ``"Ascend910B4-1"``.
     """
     for m in soc_name_re().finditer(str(text)):
-        name = m.group(1)
-        for cand in (name, "Ascend" + name):
-            try:
-                soc_info(cand)
-                return cand
-            except ValueError:
-                continue
+        name = known_soc_name(m.group(1), "Ascend" + m.group(1))
+        if name:
+            return name
+    return None
+
+
+def known_soc_name(*candidates: str) -> Optional[str]:
+    """The first of ``candidates`` that :func:`soc_info` knows (a listed name or a family's pattern), or None."""
+    for cand in candidates:
+        try:
+            soc_info(cand)
+            return cand
+        except ValueError:
+            continue
     return None
 
 

@@ -125,19 +125,13 @@ def _run(cmd: list[str], timeout: float = 5.0) -> Optional[str]:
 def _board_soc_name(text: str) -> Optional[str]:
     """The SoC name of ``npu-smi info -t board`` output, ``<Chip Name>_<NPU Name>`` (constraints.md §7, from
     CANN 8.3.RC1 / 8.5.0 atlasatcparam_16_0035 / 0036: e.g. ``Ascend910_9391``), when dvpipe knows it."""
-    from ..knowledge import soc_info
+    from ..knowledge.socs import known_soc_name
 
     fields = dict(re.findall(r"^\s*(Chip Name|NPU Name)\s*:\s*(\S+)\s*$", text, re.M))
     chip, npu = fields.get("Chip Name"), fields.get("NPU Name")
     if not chip or not npu:
         return None
-    for cand in (f"{chip}_{npu}", f"Ascend{chip}_{npu}"):
-        try:
-            soc_info(cand)
-            return cand
-        except ValueError:
-            continue
-    return None
+    return known_soc_name(f"{chip}_{npu}", f"Ascend{chip}_{npu}")
 
 
 def detect_soc() -> tuple[Optional[str], str]:
