@@ -265,12 +265,18 @@ class PluginCount(Exporter):
 '''
 
 
-def test_the_flag_of_an_exporter_from_the_deployments_plugins_file(tmp_path):
-    (tmp_path / "count_plugin.py").write_text(PLUGIN, encoding="utf-8")
-    d = synthetic_deployment(1, frames=4, outputs={"dir": str(tmp_path / "out"), "metrics": False})
+def _plugin_deployment(folder: Path, plugin: str = PLUGIN) -> Path:
+    """A one-camera deployment in ``folder`` whose ``plugins:`` is the file ``count_plugin.py`` holding ``plugin``."""
+    (folder / "count_plugin.py").write_text(plugin, encoding="utf-8")
+    d = synthetic_deployment(1, frames=4, outputs={"dir": str(folder / "out"), "metrics": False})
     d["plugins"] = ["count_plugin.py"]
-    path = tmp_path / "dep.yaml"
+    path = folder / "dep.yaml"
     path.write_text(yaml.safe_dump(d), encoding="utf-8")
+    return path
+
+
+def test_the_flag_of_an_exporter_from_the_deployments_plugins_file(tmp_path):
+    path = _plugin_deployment(tmp_path)
     try:
         assert cli_main(["run", str(path), "--plugin-count", str(tmp_path / "n.txt"), "-q"]) == 0
     finally:
@@ -287,11 +293,7 @@ def test_run_help_lists_the_flags_of_the_deployments_plugin_exporters(tmp_path, 
     for k, before in enumerate(([], ["--json", str(other)])):
         folder = tmp_path / f"d{k}"  # a plugin file of its own each time: a file is imported once per process
         folder.mkdir()
-        (folder / "count_plugin.py").write_text(PLUGIN, encoding="utf-8")
-        d = synthetic_deployment(1, frames=4, outputs={"dir": str(folder / "out"), "metrics": False})
-        d["plugins"] = ["count_plugin.py"]
-        path = folder / "dep.yaml"
-        path.write_text(yaml.safe_dump(d), encoding="utf-8")
+        path = _plugin_deployment(folder)
         try:
             with pytest.raises(SystemExit) as e:
                 cli_main(["run", *before, str(path), "--help"])
@@ -305,11 +307,7 @@ def test_run_help_lists_the_flags_of_the_deployments_plugin_exporters(tmp_path, 
 def test_a_plugin_that_does_not_import_is_named_not_its_flag(tmp_path, capsys):
     # the flag comes from the plugin: when the plugin fails to import, the error is the import's, not an
     # "unrecognized arguments" line about a flag the user read in the plugin's documentation
-    (tmp_path / "count_plugin.py").write_text(PLUGIN + "\ndef broken(:\n", encoding="utf-8")
-    d = synthetic_deployment(1, frames=4, outputs={"dir": str(tmp_path / "out"), "metrics": False})
-    d["plugins"] = ["count_plugin.py"]
-    path = tmp_path / "dep.yaml"
-    path.write_text(yaml.safe_dump(d), encoding="utf-8")
+    path = _plugin_deployment(tmp_path, PLUGIN + "\ndef broken(:\n")
     assert cli_main(["run", str(path), "--plugin-count", str(tmp_path / "n.txt"), "-q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "plugins[0]: cannot import count_plugin.py" in err[0] and "SyntaxError" in err[0], err
