@@ -1010,6 +1010,23 @@ def test_device_tensor_of_another_dtype_or_shape_is_refused():
     np.testing.assert_array_equal(out, arr)
 
 
+def _four_float_buffers(rt):
+    """Device input and output buffers of 4 float32 and their datasets: ``(ins, out, dsi, dso)``."""
+    from dvpipe.backends.dvpp import _mdl
+
+    ins, out = rt.call("acl.rt.malloc", 16, 0), rt.call("acl.rt.malloc", 16, 0)
+    return ins, out, _mdl.create_dataset(rt, [(ins, 16)]), _mdl.create_dataset(rt, [(out, 16)])
+
+
+def _release(rt, ins, out, dsi, dso) -> None:
+    from dvpipe.backends.dvpp import _mdl
+
+    for ds in (dsi, dso):
+        _mdl.destroy_dataset(rt, ds)
+    for p in (ins, out):
+        rt.call("acl.rt.free", p)
+
+
 def test_software_device_runs_models_only_in_their_context():
     """aclmdlUnload (CANN 8.0.0 aclcppdevg_03_0291): loading, executing and unloading a model must happen in one
     context. A thread with no current context is refused as create_stream refuses it (107002
@@ -1024,8 +1041,7 @@ def test_software_device_runs_models_only_in_their_context():
     acl = rt.acl
     got: dict = {}
     try:
-        ins, out = rt.call("acl.rt.malloc", 16, 0), rt.call("acl.rt.malloc", 16, 0)
-        dsi, dso = _mdl.create_dataset(rt, [(ins, 16)]), _mdl.create_dataset(rt, [(out, 16)])
+        ins, out, dsi, dso = _four_float_buffers(rt)
         mid = _mdl.load(rt, path=key)
 
         def bare():
@@ -1045,10 +1061,7 @@ def test_software_device_runs_models_only_in_their_context():
                        "unload in another context": 107004}
         assert acl.mdl.live_models >= 1
         _mdl.unload(rt, mid, None)  # in its own context: accepted
-        for ds in (dsi, dso):
-            _mdl.destroy_dataset(rt, ds)
-        for p in (ins, out):
-            rt.call("acl.rt.free", p)
+        _release(rt, ins, out, dsi, dso)
     finally:
         rt.unhold()
     results: list = []
@@ -1072,9 +1085,8 @@ def test_software_device_refuses_to_unload_a_model_with_queued_work():
     key = sim_model(lambda x: x * 2, inputs=[((4,), "float32")], outputs=[((4,), "float32")], name="late")
     rt = _acl.runtime("sim", TARGET).hold()
     try:
-        ins, out = rt.call("acl.rt.malloc", 16, 0), rt.call("acl.rt.malloc", 16, 0)
+        ins, out, dsi, dso = _four_float_buffers(rt)
         rt.upload(ins, 16, np.array([1, 2, 3, 4], np.float32).tobytes())
-        dsi, dso = _mdl.create_dataset(rt, [(ins, 16)]), _mdl.create_dataset(rt, [(out, 16)])
         mid = _mdl.load(rt, path=key)
         desc, _info = _mdl.describe(rt, mid)
         stream = rt.create_stream()
@@ -1086,10 +1098,7 @@ def test_software_device_refuses_to_unload_a_model_with_queued_work():
         np.testing.assert_array_equal(rt.download(out, 16).view(np.float32), [2, 4, 6, 8])
         _mdl.unload(rt, mid, desc)
         rt.destroy_stream(stream)
-        for ds in (dsi, dso):
-            _mdl.destroy_dataset(rt, ds)
-        for p in (ins, out):
-            rt.call("acl.rt.free", p)
+        _release(rt, ins, out, dsi, dso)
     finally:
         rt.unhold()
 
