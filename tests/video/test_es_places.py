@@ -4,7 +4,6 @@ written here bit by bit from the standard's syntax (7.3.2.1 SPS, 7.3.2.2 PPS, 7.
 the places that syntax gives by hand."""
 from __future__ import annotations
 
-from dvpipe.bitstream import StreamHeaders
 from dvpipe.deploy.sources.video import ElementaryStream
 from dvpipe.video import VideoPacket
 
@@ -60,9 +59,8 @@ def _layered_stream(pictures: int) -> list[bytes]:
 
 def _capture_periods(units: list[bytes]) -> list[float]:
     es = ElementaryStream.__new__(ElementaryStream)  # the state _open() sets, without a file
-    es.options = {"fps": 10.0, "start_ns": 0}
-    es._headers, es._sequence_base, es._max_key = StreamHeaders("h264"), 0, -1
-    es._place, es._last_key, es._poc_step = -1, None, None
+    es.options = {"fps": 10.0, "start_ns": 0, "codec": "h264"}
+    es._start_places()
     keys = [es._place_key(es._headers.read(u)) for u in units]
     return [es._capture_epoch_ns(VideoPacket([], key, "pts"), 0) / 1e8 for key in keys]
 

@@ -286,6 +286,32 @@ def test_too_short_a_lookahead_drops_frames_and_never_misplaces_them(media_dir):
     assert "look-ahead" in " ".join(acc.examples.values())
 
 
+def test_an_elementary_stream_cut_mid_gop_gives_one_frame_period_per_picture(media_dir):
+    """A recording cut mid-GOP: its first pictures come before any parameter sets (headers unreadable, not
+    decodable). Each is still a place in presentation order, and from the next IDR on (closed GOPs: all of
+    them present before it) every picture is one frame period after the last, although x264's picture order
+    count steps by 2. Reference: the file's own structure (NAL types) and FFmpeg's decode of the cut file."""
+    units = media.annexb_units(media_file("h264_annexb", media_dir), "h264")
+    cut = 5
+    idr = next(k for k in range(cut, len(units)) if 5 in _nal_types(units[k]))
+    assert 7 not in {t for u in units[cut:idr] for t in _nal_types(u)}, "the cut keeps no SPS before the IDR"
+    path = media_dir / "cut" / "h264_annexb.h264"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(b"".join(units[cut:]))
+    ref = reference(path, es=True)  # FFmpeg's pictures, from the IDR on, in presentation order
+    h, w = ref[0][1].shape[:2]
+    got, acc = run_collect(path, "h264", w, h, es=True)
+    period = 1e9 / ES_FPS
+    assert [round((t - START_NS) / period, 3) for t, _ in got] == [float(idr - cut + j) for j in range(len(ref))]
+    assert all(np.array_equal(img, r[1].astype(np.float32)) for (_, img), r in zip(got, ref))
+    assert drops(acc) == {"keyframe_wait": idr - cut}
+
+
+def _nal_types(unit: bytes) -> set[int]:
+    """The H.264 NAL unit types of an Annex B access unit (the byte after each 00 00 01 start code)."""
+    return {unit[k + 3] & 0x1F for k in range(len(unit) - 3) if unit[k:k + 3] == b"\x00\x00\x01"}
+
+
 @pytest.mark.parametrize("name", ["h264_bframes", "h264_open_gop"])
 def test_a_looped_recording_gives_every_picture_again_on_every_pass(media_dir, name):
     """Looping reopens the file: a new decoder per pass; pass k's frames are FFmpeg's pictures again."""

@@ -481,12 +481,18 @@ class ElementaryStream(AvStream):
 
     def _open(self) -> None:
         super()._open()
+        self._start_places()
+
+    def _start_places(self) -> None:
+        """The state that turns slice headers into places in presentation order, as at the stream's start."""
         self._headers = StreamHeaders(self.options.get("codec") or self.camera.encoding)
         self._sequence_base = 0  # order key of POC 0 in the current coded video sequence
         self._max_key = -1
         self._place = -1  # place in presentation order of the last frame emitted since the stream (re)opened
         self._last_key: Optional[int] = None
+        self._last_guessed = False
         self._poc_step: Optional[int] = None  # picture order count between consecutive pictures (x264: 2, x265: 1)
+        self._guessed_keys: set[int] = set()  # keys of pictures whose headers were unreadable (no POC to learn from)
 
     def _order_by(self) -> str:
         # Annex B carries no timestamps: a picture's place in presentation order is its picture order
@@ -510,6 +516,7 @@ class ElementaryStream(AvStream):
         """The order key of a picture (its headers read in decode order): its place in presentation order."""
         if pic.poc is None:  # headers unreadable: a frame after the ones known (the decoder judges it)
             key = self._max_key + 1
+            self._guessed_keys.add(key)
         elif pic.output_in_decode_order:  # the next place, after those of the reference pictures lost
             key = self._max_key + 1 + pic.lost_references
         else:
@@ -525,14 +532,20 @@ class ElementaryStream(AvStream):
 
     def _capture_epoch_ns(self, packet: VideoPacket, arrival_wall_ns: int) -> int:
         """``start_ns + k / fps``, ``k`` the picture's place: the place of the frame before it plus its
-        picture order count step(s) (a picture missing from the stream leaves its place empty)."""
+        picture order count step(s) (a picture missing from the stream leaves its place empty). A picture
+        whose headers were unreadable (a recording cut mid-GOP, before its first parameter sets) is the next
+        place, and its key, one more than the last, teaches nothing about the stream's POC step."""
         key, last = packet.want, self._last_key
+        guessed = key in self._guessed_keys
+        if guessed:
+            self._guessed_keys = {k for k in self._guessed_keys if k > key}  # keys come in increasing order
         step = 1
-        if key is not None and last is not None and 0 < key - last < (1 << 31):  # same coded video sequence
+        if (key is not None and last is not None and 0 < key - last < (1 << 31)  # the same coded video sequence
+                and not guessed and not self._last_guessed):
             delta = key - last
             self._poc_step = delta if self._poc_step is None else min(self._poc_step, delta)
             step = max(1, round(delta / self._poc_step))
-        self._last_key = key
+        self._last_key, self._last_guessed = key, guessed
         self._place += step
         return int(self.options.get("start_ns") or 0) + int(round(self._place * 1e9 / self.options.get("fps", 30.0)))
 
