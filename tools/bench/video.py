@@ -29,6 +29,10 @@ rotated every round; ms per frame set of N cameras):
   pictures in one job of the pool, with no barrier between frame sets (whole files decoded in
   parallel): the floor of anything that keeps the cameras independent. ``/par`` is relative to it;
   ``PyAV + bgr24, camera-parallel`` (``/bgrpar``) is the same with bgr24.
+* ``floor: decode CPU time / threads`` -- not a run: the camera-parallel floor's decoding CPU time (each job's
+  thread CPU time, summed) per frame set divided by the threads, what that work would take spread evenly
+  over them. Whole cameras' jobs on T threads end unevenly where cameras cost unequal time (the nuScenes
+  cameras' pictures differ by up to ~9%), so the camera-parallel floor's wall time is above it.
 * ``floor: decode+kernel, camera-parallel`` -- the camera-parallel floor plus dvpipe's compiled YUV kernel
   on every picture into an output ring as large as the Runner's (what ``dvpipe run`` at ``fast`` must
   do at the least): the Runner's rows over it are what reading, synchronising and accounting cost.
@@ -389,16 +393,22 @@ class PyAVParallel(PyAV):
             self.spec = FrameSpec(width=s.w, height=s.h, pixel_format=PixelFormat.ENCODED, encoding="h264")
 
     def run(self, sets: int = SETS_PER_RUN):
-        """Decode ``sets`` frame sets: each camera's pictures in one job (no barrier between the sets)."""
+        """Decode ``sets`` frame sets: each camera's pictures in one job (no barrier between the sets).
+        ``cpu_ms_per_set``: the jobs' CPU time per set divided by the threads -- the floor the work would
+        reach spread perfectly over the threads (whole cameras' jobs on T threads end unevenly when the
+        cameras' pictures cost unequal time)."""
+        self._cpu_s: list[float] = []
         self.pool.run(functools.partial(self.whole, sets=sets), self.s.n)
+        self.cpu_ms_per_set = sum(self._cpu_s) * 1e3 / self.threads / sets
         for _ in range(sets):
             self.step()
         return self.last
 
     def whole(self, i, sets: int = SETS_PER_RUN):
-        k = self.k
+        k, t0 = self.k, time.thread_time()
         for j in range(sets):
             self._one(i, k + j)
+        self._cpu_s.append(time.thread_time() - t0)
 
     def _one(self, i, idx):
         if self.dec[i] is None:
@@ -588,21 +598,26 @@ def whole_runs(s: Streams, threads: int, log, sets: int = 192, reps: int = 5, pi
         t0 = time.perf_counter()
         floor.run(rounds * SETS_PER_RUN)  # whole files: each camera's sets in one job, as the run has no barrier
         got.setdefault("floor", []).append((time.perf_counter() - t0) * 1e3 / (rounds * SETS_PER_RUN))
+        got.setdefault("cpu floor", []).append(floor.cpu_ms_per_set)
         floor.close()
         for n in pictures_per_job:
             res = make_runner(s, threads, fidelity, frames=rounds * SETS_PER_RUN, pictures_per_job=n).run()
             got.setdefault(n, []).append(res.elapsed_s * 1e3 / res.sets)
-    floor_ms = np.array(got["floor"])
-    out = {"floor_ms": float(np.median(floor_ms)), "reps": reps, "sets": rounds * SETS_PER_RUN, "fidelity": fidelity}
+    floor_ms, cpu_ms = np.array(got["floor"]), np.array(got["cpu floor"])
+    out = {"floor_ms": float(np.median(floor_ms)), "cpu_floor_ms": float(np.median(cpu_ms)), "reps": reps,
+           "sets": rounds * SETS_PER_RUN, "fidelity": fidelity}
     for n in pictures_per_job:
         ms = np.array(got[n])
         out[f"pictures_per_job={n}"] = {"ms": float(np.median(ms)), "to_parallel": float(np.median(ms / floor_ms)),
-                                        "to_parallel_range": [float((ms / floor_ms).min()), float((ms / floor_ms).max())]}
+                                        "to_parallel_range": [float((ms / floor_ms).min()), float((ms / floor_ms).max())],
+                                        "to_cpu_floor": float(np.median(ms / cpu_ms))}
     runs = [(n, out[f"pictures_per_job={n}"]) for n in pictures_per_job]
     log(f"whole runs ({s.n} x {s.w}x{s.h}, {threads} threads, {out['sets']} sets, medians of {reps} interleaved reps): "
-        f"camera-parallel {'YUV' if fidelity == 'fast' else 'bgr24'} floor {out['floor_ms']:.2f} ms per set; " + "; ".join(
+        f"camera-parallel {'YUV' if fidelity == 'fast' else 'bgr24'} floor {out['floor_ms']:.2f} ms per set (its CPU "
+        f"time / threads {out['cpu_floor_ms']:.2f} ms); " + "; ".join(
             f"dvpipe run {fidelity}, pictures_per_job {n}: {r['ms']:.2f} ms = {r['to_parallel']:.2f}x "
-            f"({r['to_parallel_range'][0]:.2f}-{r['to_parallel_range'][1]:.2f})" for n, r in runs))
+            f"({r['to_parallel_range'][0]:.2f}-{r['to_parallel_range'][1]:.2f}), {r['to_cpu_floor']:.2f}x the CPU time "
+            f"/ threads" for n, r in runs))
     return out
 
 
@@ -795,6 +810,8 @@ def bench(methods, rounds, warmup=3):
             m.run()
             if r >= warmup:
                 times[m.name].append((time.perf_counter() - t0) * 1e3 / SETS_PER_RUN)
+                if getattr(m, "cpu_ms_per_set", None) is not None and m.name == PAR:
+                    times.setdefault(CPU_FLOOR, []).append(m.cpu_ms_per_set)
         if r >= warmup:
             wall = time.perf_counter() - w0
             others.append(max(0.0, (_cpu_busy_s() - busy0) - (_own_cpu_s() - own0)) / (ncpu * wall))
@@ -803,6 +820,9 @@ def bench(methods, rounds, warmup=3):
 
 
 OTHERS = "_others"  # bench(): per round, the share of the cores other processes used
+PAR = "floor: decode, camera-parallel"
+#: the camera-parallel floor's decoding CPU time per set / threads: what it would take spread evenly over the threads
+CPU_FLOOR = "floor: decode CPU time / threads"
 QUIET = 0.10  # rounds in which other processes used at most this share of the cores are "quiet"
 
 
@@ -919,6 +939,7 @@ def _rows(times) -> dict:
     bgr_par = np.array(times.get("PyAV + bgr24, camera-parallel", bgr))
     fast = np.array(times.get("dvpipe fast", floor))
     kernel = np.array(times.get("floor: decode+kernel, camera-parallel", np.full(len(floor), np.nan)))
+    cpu = np.array(times.get(CPU_FLOOR, np.full(len(floor), np.nan)))
     rows = {}
     for name, t in times.items():
         t = np.array(t)
@@ -927,6 +948,7 @@ def _rows(times) -> dict:
                       "to_decode": float(np.median(t / floor)), "to_bgr": float(np.median(t / bgr)),
                       "to_parallel": float(np.median(t / par)), "to_bgr_parallel": float(np.median(t / bgr_par)),
                       "vs_dvpipe_fast": float(np.median(t / fast)), "to_kernel_parallel": float(np.median(t / kernel)),
+                      "to_cpu_floor": float(np.median(t / cpu)),
                       "to_decode_p10": float(np.percentile(t, 10) / np.percentile(floor, 10)),
                       "to_bgr_p10": float(np.percentile(t, 10) / np.percentile(bgr, 10))}
     return rows
@@ -1041,7 +1063,8 @@ def main(argv=None):
                 rf = r[name]
                 log(f"{key}: {name} {rf['median_ms']:.1f} ms = {rf['to_parallel']:.2f}x the camera-parallel YUV floor "
                     f"(target <= 1.25; 4K <= 1.15), {rf['to_decode']:.2f}x the set-by-set floor, "
-                    f"{rf['to_kernel_parallel']:.2f}x camera-parallel decode+kernel")
+                    f"{rf['to_kernel_parallel']:.2f}x camera-parallel decode+kernel, {rf['to_cpu_floor']:.2f}x the "
+                    f"decode CPU time / threads")
         if "Runner reference" in r:
             rr = r["Runner reference"]
             log(f"{key}: Runner reference {rr['median_ms']:.1f} ms = {rr['to_bgr_parallel']:.2f}x the camera-parallel "
