@@ -536,8 +536,9 @@ class ElementaryStream(AvStream):
         whose headers were unreadable (a recording cut mid-GOP, before its first parameter sets) is the next
         place, and its key, one more than the last, teaches nothing about the stream's POC step."""
         key, last = packet.want, self._last_key
-        guessed = key in self._guessed_keys
-        if guessed:
+        guessed = False
+        if key is not None and key in self._guessed_keys:
+            guessed = True
             self._guessed_keys = {k for k in self._guessed_keys if k > key}  # keys come in increasing order
         step = 1
         if (key is not None and last is not None and 0 < key - last < (1 << 31)  # the same coded video sequence
