@@ -810,7 +810,7 @@ def bench(methods, rounds, warmup=3):
             m.run()
             if r >= warmup:
                 times[m.name].append((time.perf_counter() - t0) * 1e3 / SETS_PER_RUN)
-                if getattr(m, "cpu_ms_per_set", None) is not None and m.name == PAR:
+                if m.name == PAR:  # its jobs' CPU time too
                     times.setdefault(CPU_FLOOR, []).append(m.cpu_ms_per_set)
         if r >= warmup:
             wall = time.perf_counter() - w0
@@ -912,7 +912,7 @@ def run_block(label, s: Streams, threads, rounds, log, only=None, run_timing=("f
     for name, why in skips.items():
         log(f"{name:40s} skipped: {why}")
     runs = {}
-    par_ms = rows.get("floor: decode, camera-parallel", rows["floor: decode (PyAV -> YUV)"])["median_ms"]
+    par_ms = rows.get(PAR, rows["floor: decode (PyAV -> YUV)"])["median_ms"]
     for fid in run_timing:  # `dvpipe run`'s own clock, a whole run after the interleaved rounds
         t = dvpipe_run_timing(s, threads, fid, min(s.sets - 1, 8 * SETS_PER_RUN))
         runs[fid] = t
@@ -934,7 +934,7 @@ def run_block(label, s: Streams, threads, rounds, log, only=None, run_timing=("f
 
 def _rows(times) -> dict:
     floor = np.array(times["floor: decode (PyAV -> YUV)"])
-    par = np.array(times.get("floor: decode, camera-parallel", floor))
+    par = np.array(times.get(PAR, floor))
     bgr = np.array(times.get("PyAV + bgr24", np.full(len(floor), np.nan)))
     bgr_par = np.array(times.get("PyAV + bgr24, camera-parallel", bgr))
     fast = np.array(times.get("dvpipe fast", floor))
