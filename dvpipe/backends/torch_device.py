@@ -68,8 +68,9 @@ def available(ref, target=None) -> KernelVerdict:
     if torch is None:
         return KernelVerdict("unavailable", _torch_missing())
     kind = ref.device.split(":")[0]
-    if kind == "cpu":
-        return KernelVerdict.yes()
+    if kind == "cpu":  # torch accepts "cpu:N" but has one CPU device: an index there is a mistake
+        return KernelVerdict.yes() if ref.device == "cpu" else KernelVerdict(
+            "unavailable", f"{ref.name!r}: the CPU takes no device index; use torch:cpu")
     try:
         index = _device_index(ref.device)
     except ValueError:

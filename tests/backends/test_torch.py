@@ -125,6 +125,13 @@ def test_a_negative_device_index_is_refused_with_its_reason(monkeypatch):
     assert v.status == "unavailable" and "-1" in v.reason and "\n" not in v.reason, v
 
 
+def test_a_cpu_device_index_is_refused_with_its_reason():
+    # torch.device("cpu:5") is accepted by torch, yet there is one CPU device: the index is a typo
+    v = td.available(resolve("torch:cpu:5"))
+    assert v.status == "unavailable" and "torch:cpu" in v.reason and "\n" not in v.reason, v
+    assert td.available(resolve("torch:cpu")).ok
+
+
 def test_environment_report_has_a_reason_for_every_missing_piece():
     env = td.environment()
     assert env["torch"]["ok"]
