@@ -161,3 +161,50 @@ def test_overlapping_buffers_and_non_integer_orders_are_refused():
     with pytest.raises(TypeError):
         native.normalise_planes(np.zeros((2, 2, 3), np.uint8), np.zeros((3, 2, 2), np.float32), (2.0, 1, 0),
                                 (0, 0, 0), (1, 1, 1), 1)
+
+
+def _yuv_float32_reference(y, u, v, shrink, order, mean, inv_std, coef):
+    """``yuv420_normalise``'s documented arithmetic written again in numpy float32 (IEEE single, no fused
+    multiply-add): luma ``(Y - y0) * ky`` (shrink 2: the exact 2x2 sum * 0.25 first), chroma terms
+    ``cbu Cb'``, ``-(cgu Cb') - cgv Cr'``, ``crv Cr'`` (Cb' = Cb - 128), colour = clip(luma + term, 0, 255),
+    then ``(colour - mean) * inv_std`` per output plane. Returns (3, h, w) float32."""
+    f = np.float32
+    ky, y0, crv, cgu, cgv, cbu = (f(c) for c in coef)
+    if shrink == 2:
+        s = y.astype(np.int32)
+        s = s[0::2, 0::2] + s[1::2, 0::2] + s[0::2, 1::2] + s[1::2, 1::2]
+        luma = (s.astype(f) * f(0.25) - y0) * ky
+        cb, cr = u.astype(f) - f(128), v.astype(f) - f(128)
+    else:
+        luma = (y.astype(f) - y0) * ky
+        cb, cr = (np.repeat(np.repeat(c.astype(f) - f(128), 2, 0), 2, 1)[:y.shape[0], :y.shape[1]] for c in (u, v))
+    terms = (cbu * cb, -(cgu * cb) - cgv * cr, crv * cr)  # B, G, R
+    colour = [np.minimum(np.maximum(luma + t, f(0)), f(255)) for t in terms]
+    return np.stack([(colour[order[c]] - f(mean[c])) * f(inv_std[c]) for c in range(3)])
+
+
+@pytestmark_native
+@pytest.mark.parametrize("shrink", [1, 2])
+@pytest.mark.parametrize("seed", range(4))
+def test_yuv_kernel_is_its_float32_arithmetic_bit_for_bit(shrink, seed):
+    # random planes with the extremes mixed in (clipped at 0 and at 255 in every channel), limited and
+    # full range, BT.601 and BT.709, mean 0 (where the sign of a zero would show) and the profiles' values
+    from dvpipe.video import yuv_matrix
+
+    rng = np.random.default_rng(seed)
+    h, w = (2 * int(rng.integers(1, 90)) - (shrink == 1) * int(rng.integers(0, 2)),
+            2 * int(rng.integers(1, 160)) - (shrink == 1) * int(rng.integers(0, 2)))
+    ch, cw = (h + 1) // 2, (w + 1) // 2
+    def plane(shape, extremes):
+        return np.where(rng.random(shape) < 0.4, rng.choice(np.array(extremes), shape),
+                        rng.integers(0, 256, shape)).astype(np.uint8)
+
+    y, u, v = plane((h, w), [0, 1, 16, 235, 254, 255]), plane((ch, cw), [0, 128, 255]), plane((ch, cw), [0, 128, 255])
+    coef = yuv_matrix([5, 1][seed % 2], bool(seed // 2))
+    mean = [(0.0, 0.0, 0.0), TINY[0]][seed % 2]
+    order, _, inv_std = _coef(mean, [(1.0, 1.0, 1.0), TINY[1]][seed // 2], seed % 3 != 0)
+    out = np.full((3, h // shrink, w // shrink), np.nan, np.float32)
+    native.yuv420_normalise(y, w, u, v, cw, w, h, out, order, mean, inv_std, shrink, coef)
+    want = _yuv_float32_reference(y, u, v, shrink, order, mean, inv_std, coef)
+    assert np.array_equal(out.view(np.uint32), want.view(np.uint32)), \
+        f"{np.sum(out.view(np.uint32) != want.view(np.uint32))} values differ; max {np.abs(out - want).max()}"
