@@ -331,7 +331,8 @@ DV_CLONES static void yuv_widen(const float *s, float *restrict d, Py_ssize_t w)
  * clip below into one maxps and one minps (otherwise a compare and a blend each: measured 16% slower on
  * cache-resident rows, 3-4% into memory). The same values either way: the operands are finite (uint8
  * samples, Normalise refuses non-finite mean and std) and a sum here is never -0 (the luma term is +0 or
- * nonzero); tests/backends check the YUV kernels bit for bit against numpy. */
+ * nonzero); tests/backends/test_native_kernel.py checks this kernel bit for bit against its arithmetic
+ * written again in numpy float32. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("finite-math-only", "no-signed-zeros")
