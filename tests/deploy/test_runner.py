@@ -569,7 +569,8 @@ def test_run_frames_credit_reaches_a_reader_at_its_limit_before_it_ends():
     assert_accounted(result)
 
 
-@pytest.mark.parametrize("case", ["a camera twice as fast", "a camera with an extra first frame"])
+@pytest.mark.parametrize("case", ["a camera twice as fast", "a camera with an extra first frame",
+                                  "a camera three times as fast, 5 ms after", "a camera fourteen times as fast"])
 def test_run_frames_counts_sets_not_each_cameras_frames(tmp_path, case):
     """run.frames N stops after N frame sets; a camera whose frames do not all join sets (twice the rate of
     the others, or an extra frame without a partner) must still be in every one of the N sets, as its
@@ -580,7 +581,10 @@ def test_run_frames_counts_sets_not_each_cameras_frames(tmp_path, case):
     from dvpipe.testing.deployments import tiny_rig
 
     jpeg = cv2.imencode(".jpg", np.full((64, 96, 3), 128, np.uint8))[1].tobytes()
-    cam1 = range(50, 1100, 50) if case == "a camera twice as fast" else range(0, 1100, 100)
+    cam1 = {"a camera twice as fast": range(50, 1100, 50), "a camera with an extra first frame": range(0, 1100, 100),
+            # every CAM0 time has a CAM1 frame within 17 and 4 ms; most CAM1 frames join no set
+            "a camera three times as fast, 5 ms after": range(5, 1100, 33),
+            "a camera fourteen times as fast": range(0, 1100, 7)}[case]
     for cam, times in (("CAM0", range(100, 1100, 100)), ("CAM1", cam1)):
         (tmp_path / cam).mkdir()
         for t in times:
