@@ -253,10 +253,10 @@ class Runner:
     @property
     def sets_ahead(self) -> int:
         """Frame sets preprocessed at once beyond the one being finished: ``run.pictures_per_job`` as the run
-        resolved it (``auto``: up to 24 for recordings read as fast as possible, else 1), as many as the output ring (:func:`~dvpipe.deploy._budget.output_buffers`) holds beside
-        the set being finished and the one the model reads. Fewer may be set (0: one set at a time, with a
-        barrier between sets; ``tools/bench/video.py`` compares the two), not more (ConfigError): the ring
-        would hand a batch still in use to the next set."""
+        resolved it (``auto``: up to 24 for recordings read as fast as possible, else 1), as many as the output
+        ring (:func:`~dvpipe.deploy._budget.output_buffers`) holds beside the set being finished and the one the
+        model reads. Fewer may be set (0: one set at a time, with a barrier between sets; ``tools/bench/video.py``
+        compares the two), not more (ConfigError): the ring would hand a batch still in use to the next set."""
         return self._sets_ahead
 
     @sets_ahead.setter

@@ -195,6 +195,7 @@ def test_yuv_kernel_is_its_float32_arithmetic_bit_for_bit(shrink, seed):
     h, w = (2 * int(rng.integers(1, 90)) - (shrink == 1) * int(rng.integers(0, 2)),
             2 * int(rng.integers(1, 160)) - (shrink == 1) * int(rng.integers(0, 2)))
     ch, cw = (h + 1) // 2, (w + 1) // 2
+
     def plane(shape, extremes):
         return np.where(rng.random(shape) < 0.4, rng.choice(np.array(extremes), shape),
                         rng.integers(0, 256, shape)).astype(np.uint8)

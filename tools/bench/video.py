@@ -393,10 +393,8 @@ class PyAVParallel(PyAV):
             self.spec = FrameSpec(width=s.w, height=s.h, pixel_format=PixelFormat.ENCODED, encoding="h264")
 
     def run(self, sets: int = SETS_PER_RUN):
-        """Decode ``sets`` frame sets: each camera's pictures in one job (no barrier between the sets).
-        ``cpu_ms_per_set``: the jobs' CPU time per set divided by the threads -- the floor the work would
-        reach spread perfectly over the threads (whole cameras' jobs on T threads end unevenly when the
-        cameras' pictures cost unequal time)."""
+        """Decode ``sets`` frame sets: each camera's pictures in one job (no barrier between the sets); sets
+        ``cpu_ms_per_set``, the jobs' CPU time per set over the threads (the ``CPU_FLOOR`` row)."""
         self._cpu_s: list[float] = []
         self.pool.run(functools.partial(self.whole, sets=sets), self.s.n)
         self.cpu_ms_per_set = sum(self._cpu_s) * 1e3 / self.threads / sets
