@@ -134,7 +134,7 @@ def _over_time_origin(stats: "LatencyStats") -> str | None:
     if captured == 0:
         return "arrival"
     # the series has a point for each batch with an end-to-end time (a batch never output has none)
-    return "capture" if captured == getattr(stats, "_over_seen", stats.batches) else None
+    return "capture" if captured == stats.over_time_batches else None
 
 
 def plot_over_time(stats: "LatencyStats", path: str | os.PathLike[str]) -> Path:

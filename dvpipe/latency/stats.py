@@ -656,6 +656,11 @@ class LatencyStats:
             return list(self._over_time)
 
     @property
+    def over_time_batches(self) -> int:
+        """The batches :meth:`over_time` stands for: every one with an end-to-end time."""
+        return self._over_seen
+
+    @property
     def last_critical_path(self) -> BatchRecord | None:
         """The record of the most recent batch that had a critical path."""
         return self._last_critical
