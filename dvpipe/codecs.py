@@ -225,9 +225,10 @@ def image_info(data: bytes) -> ImageInfo:
 
 
 def read_regular_file(path: str, cap: int) -> tuple[int, Optional[bytes]]:
-    """``(size, bytes)`` of the regular file ``path``: at most ``cap + 1`` bytes read (a caller seeing more than
-    ``cap`` refuses them), ``None`` unread when its size is above ``cap``. A FIFO or device node is opened without
-    blocking (a plain ``open()`` of a FIFO waits for a writer) and refused with ``OSError("not a regular file")``."""
+    """``(size, bytes)`` of the regular file ``path``; bytes ``None`` when it holds more than ``cap`` bytes (at
+    most ``cap + 1`` are read: a file that grew since its size was taken counts by what was read). A FIFO or device
+    node is opened without blocking (a plain ``open()`` of a FIFO waits for a writer) and refused with
+    ``OSError("not a regular file")``."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     with open(fd, "rb") as f:
         st = os.fstat(f.fileno())
@@ -235,7 +236,8 @@ def read_regular_file(path: str, cap: int) -> tuple[int, Optional[bytes]]:
             raise OSError(0, "not a regular file")
         if st.st_size > cap:
             return st.st_size, None
-        return st.st_size, f.read(cap + 1)  # a file that grew since: still never more than the cap
+        data = f.read(cap + 1)
+        return (len(data), None) if len(data) > cap else (st.st_size, data)
 
 
 def read_frame_bytes(value: Any) -> Any:
@@ -247,7 +249,7 @@ def read_frame_bytes(value: Any) -> Any:
             size, data = read_regular_file(name, MAX_FRAME_FILE_BYTES)
         except (OSError, ValueError) as e:  # ValueError: a path with a NUL byte
             raise FrameError(f"cannot read {name!r}: {getattr(e, 'strerror', None) or e}") from None
-        if data is None or len(data) > MAX_FRAME_FILE_BYTES:
+        if data is None:
             raise FrameError(f"cannot read {name}: {size} bytes, more than an image file may have "
                              f"({MAX_FRAME_FILE_BYTES})")
         return data

@@ -47,7 +47,7 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 
 import yaml
 
-from ...codecs import DEFAULT_MAX_PIXELS, max_file_bytes, read_regular_file
+from ...codecs import MAX_FRAME_FILE_BYTES, read_regular_file
 from ...errors import ConfigError
 from ...latency import now_ns
 from ...types import short_repr as _show
@@ -326,13 +326,13 @@ class StampedFiles(Source):
         capture_epoch_ns, path = self._files[self._next]
         self._next += 1
         t0 = now_ns()
-        cap = self.options.get("max_file_bytes") or max_file_bytes(DEFAULT_MAX_PIXELS)
+        cap = self.options.get("max_file_bytes") or MAX_FRAME_FILE_BYTES
         try:
             size, data = read_regular_file(path, cap)  # a FIFO or device node: refused, not waited on
         except OSError as e:
             raise FileUnreadable(f"cannot read {path}: {e.strerror or e}{self.read_hint}") from None
-        if data is None or len(data) > cap:
-            raise FileTooLarge(too_large_reason(path, size if data is None else len(data), cap))
+        if data is None:
+            raise FileTooLarge(too_large_reason(path, size, cap))
         return self._item(data, capture_epoch_ns, read_span_ns=(t0, now_ns()))
 
     def stamped_files(self) -> list[tuple[int, str]]:
