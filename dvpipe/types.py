@@ -248,9 +248,10 @@ class Camera:
         if not isinstance(self.encoding, str) or self.encoding not in ENCODINGS:
             raise ConfigError(f"unknown encoding {short_repr(self.encoding)}; allowed: {', '.join(ENCODINGS)}", f"{path}.encoding")
         K = _matrix(self.intrinsics, (3, 3), f"{path}.intrinsics")
-        if not abs(np.linalg.det(K)) > 1e-12:  # projection, undistortion and rays all invert K
-            raise ConfigError(f"the camera matrix is singular (determinant {np.linalg.det(K):g}): fx and fy must "
-                              "be non-zero and the last row [0, 0, 1]", f"{path}.intrinsics")
+        det = np.linalg.det(K)
+        if not abs(det) > 1e-12:  # projection, undistortion and rays all invert K
+            raise ConfigError(f"the camera matrix is singular (determinant {det:g}): a pinhole K has fx and fy "
+                              "non-zero and the last row [0, 0, 1]", f"{path}.intrinsics")
         object.__setattr__(self, "intrinsics", K)
         object.__setattr__(self, "lidar2cam", _matrix(self.lidar2cam, (4, 4), f"{path}.lidar2cam"))
         offset = _matrix(np.reshape(np.asarray(self.projection_offset, dtype=object), (1, -1)), (1, 3),

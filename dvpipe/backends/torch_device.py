@@ -71,12 +71,13 @@ def available(ref, target=None) -> KernelVerdict:
     if kind == "cpu":  # torch accepts "cpu:N" but has one CPU device: an index there is a mistake
         return KernelVerdict.yes() if ref.device == "cpu" else KernelVerdict(
             "unavailable", f"{ref.name!r}: the CPU takes no device index; use torch:cpu")
+    bad = KernelVerdict("unavailable", f"bad device index in {ref.name!r}; use {kind} or {kind}:N (N from 0)")
     try:
         index = _device_index(ref.device)
     except ValueError:
-        index = -1
+        return bad
     if index < 0:
-        return KernelVerdict("unavailable", f"bad device index in {ref.name!r}; use {kind} or {kind}:N (N from 0)")
+        return bad
     if kind == "cuda":
         if not torch.cuda.is_available():
             if torch.version.cuda is None:

@@ -20,7 +20,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
 from ..errors import ConfigError
-from .vocabulary import _vocab
+from .vocabulary import _vocab, align_up
 
 if TYPE_CHECKING:  # type names only: the request module does not import this one
     from .request import Request
@@ -178,7 +178,7 @@ def _sel_in_w_gt(val: Any, req: "Request") -> bool:
 @declare_selector("in_w_aligns_apart", "[a, b]: aligning the input width up to a and up to b gives different values")
 def _sel_in_w_aligns_apart(val: Any, req: "Request") -> bool:
     a, b = val
-    return -(-req.width // a) * a != -(-req.width // b) * b
+    return align_up(req.width, a) != align_up(req.width, b)
 
 
 @declare_selector("in_size_gt", "input width > w or height > h pixels ([w, h])")
