@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 from ...errors import ConfigError
+from .aipp import ACL_AIPP_INPUT_FORMAT
 
 __all__ = ["TensorInfo", "ModelInfo", "Dataset", "DTYPES", "ACL_DATA_TYPE_NAMES", "AIPP_TYPES", "AIPP_INFO_FIELDS",
            "load", "unload", "describe", "first_aipp_info", "create_dataset", "destroy_dataset", "point_buffer",
@@ -51,7 +52,7 @@ AIPP_TYPES = {0: "none", 1: "static", 2: "dynamic", 3: "dynamic_params"}
 #: the name of the dynamic-AIPP parameter input (ACL_DYNAMIC_AIPP_NAME; set_input_aipp page)
 DYNAMIC_AIPP_NAME = "ascend_dynamic_aipp_data"
 #: aclAippInputFormat (CANN 8.0.0 aclpythondevg_01_0935) -> the ATC ``input_format`` name
-AIPP_INPUT_FORMATS = {1: "YUV420SP_U8", 2: "XRGB8888_U8", 3: "RGB888_U8", 4: "YUV400_U8"}
+AIPP_INPUT_FORMATS = {code: name for name, code in ACL_AIPP_INPUT_FORMAT.items()}
 #: key of the ``aclAippInfo`` dict ``acl.mdl.get_first_aipp_info`` returns (pyACL aclAippInfo, CANN 8.0.0
 #: aclpythondevg_01_0925: the C struct's field names, aclcppdevg_03_1363) -> the ATC ``aipp_op`` field
 #: (:class:`~dvpipe.backends.dvpp.aipp.AippConfig`). ``resizeSwitch`` / ``singleLineMode`` have no ``aipp_op``
@@ -191,12 +192,17 @@ def first_aipp_info(rt: Any, model_id: int, index: int) -> dict:
     acl.mdl.get_first_aipp_info(model_id, index)`` (CANN 8.0.RC3 aclpythondevg_01_0215; the dict is
     ``aclAippInfo``, aclpythondevg_01_0925). Only for an input ``get_aipp_type`` reports as static AIPP: for a
     dynamic one the page says only srcFormat, srcDatatype, srcDimNum, shapeCount and outDims are valid, and an
-    input without AIPP is an error (ACL_ERROR_GE_AIPP_NOT_EXIST). Keys the dict lacks are left out."""
+    input without AIPP is an error (ACL_ERROR_GE_AIPP_NOT_EXIST). Keys the dict lacks are left out, but a dict
+    with none of the documented keys is refused: its names differ from the page's, and nothing would be compared."""
     info = rt.call("acl.mdl.get_first_aipp_info", int(model_id), int(index), model_id=model_id, input=index)
     if not isinstance(info, dict):
         raise ConfigError(f"acl.mdl.get_first_aipp_info returned {type(info).__name__}, not the aclAippInfo dict its "
                           "page documents (aclpythondevg_01_0925): this pyACL differs from the documented one; report "
                           "it with your CANN version", "model")
+    if not any(key in info for key in AIPP_INFO_FIELDS):
+        raise ConfigError("acl.mdl.get_first_aipp_info returned a dict without any of the aclAippInfo keys its page "
+                          f"documents (aclpythondevg_01_0925; got {sorted(info)[:6]}): this pyACL differs from the "
+                          "documented one; report it with your CANN version", "model")
     out: dict = {}
     for key, field in AIPP_INFO_FIELDS.items():
         if key not in info:
