@@ -78,11 +78,8 @@ def pictures_per_job(dep: Any, pipe: Any) -> tuple[int, str]:
            None)
     if why is not None:
         return 1, f"auto: {why}"
-    itemsize = np.dtype(plan.out_dtype).itemsize
-    batch = int(np.prod(plan.out_shape)) * itemsize
     budget = memory_budget(dep.run.memory_budget_mb)
-    left = budget - memory_needed(plan.out_shape, itemsize, [(c.height, c.width) for c in cams],
-                                  output_buffers(1))["total"]
+    batch, left = _batch_and_room(plan.out_shape, np.dtype(plan.out_dtype).itemsize, cams, budget)
     bounds = {f"{AUTO_LOCALITY_MEMORY_SHARE:.0%} of the memory budget": int(budget * AUTO_LOCALITY_MEMORY_SHARE),
               format_bytes(AUTO_LOCALITY_MAX_BYTES): AUTO_LOCALITY_MAX_BYTES,
               "the memory budget left at one picture per job": left}
@@ -138,6 +135,13 @@ def format_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
+def _batch_and_room(out_shape: Sequence[int], itemsize: int, cams: Sequence[Any], budget: int) -> tuple[int, int]:
+    """(bytes of one output batch, bytes the budget leaves beside a run at one picture per job): the ring's
+    extra batches (one per further picture per job) must fit in that room."""
+    one = memory_needed(out_shape, itemsize, [(c.height, c.width) for c in cams], output_buffers(1))
+    return one["outputs"] // output_buffers(1), budget - one["total"]
+
+
 def memory_problem(dep: Any, out_shape: Sequence[int], out_dtype: str) -> Optional[str]:
     """One line when ``dep``'s cameras x output x buffers need more than its memory budget, else None."""
     import numpy as np
@@ -154,10 +158,8 @@ def memory_problem(dep: Any, out_shape: Sequence[int], out_dtype: str) -> Option
     remedy = "use fewer cameras per deployment or a smaller output (resize)"
     n = dep.run.pictures_per_job or 1
     if n > 1:  # the ring grows with the pictures per job: say how many would fit
-        one = memory_needed(out_shape, np.dtype(out_dtype).itemsize, [(c.height, c.width) for c in cams],
-                            output_buffers(1))
-        batch = (need["outputs"] - one["outputs"]) // (n - 1)  # bytes of one output batch
-        fits = 1 + max(0, (budget - one["total"]) // batch) if batch else n
+        batch, room = _batch_and_room(out_shape, np.dtype(out_dtype).itemsize, cams, budget)
+        fits = 1 + max(0, room // batch) if batch else n
         if fits < n:
             remedy = f"lower run.pictures_per_job from {n} to {fits} or less (or auto), or {remedy}"
     return (f"the run needs at least {format_bytes(need['total'])} of memory: {len(cams)} cameras x {shape} "
