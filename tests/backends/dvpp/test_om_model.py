@@ -1137,3 +1137,75 @@ def test_the_aipp_route_gather_is_timed_and_counted():
         m.runtime.free(ptr)
         assert m.stats["device_to_device_bytes"] == 2 * 2304
     assert [s.attrs["bytes"] for s in tl.spans if s.name == "model_gather"] == [2304, 2304]
+
+
+# -- static AIPP: which fields the comparison reads (ATC aipp_op, atlasatc_16_0025) ---------------------------------
+def _want_and_model(**changes):
+    """The batch's AIPP (mmdet3d mean/std, RGB out of full-range YUV, a 30x14 crop padded to 32x16) and the model
+    dict acl.mdl.get_first_aipp_info gives for the same configuration (first_aipp_info: aipp_op names)."""
+    import dataclasses
+
+    from dvpipe.backends.dvpp.aipp import aipp_for
+
+    want = aipp_for(MEAN, STD, channel_order="rgb", colour_standard="jpeg_full", src_size=(16, 32),
+                    content_size=(14, 30), out_size=(16, 32))
+    want = dataclasses.replace(want, **changes)
+    model = {k: v for k, v in dataclasses.asdict(want).items() if k not in ("aipp_mode", "related_input_rank",
+                                                                          "max_src_image_size", "padding_value")}
+    return want, model
+
+
+@pytest.mark.parametrize("model_changes, batch_changes, named", [
+    ({}, {}, []),
+    # src_image_size 0: "the model input's size" (ATC template), so any batch size matches; both set: compared
+    ({"src_image_size_w": 0, "src_image_size_h": 0}, {}, []),
+    ({"src_image_size_w": 64}, {}, ["src_image_size_w"]),
+    # crop off in both: its fields are invalid (the template's words) and differ freely
+    ({"crop": False, "crop_size_w": 8}, {"crop": False}, []),
+    ({"crop": False}, {}, ["crop"]),
+    ({"crop_size_w": 28}, {}, ["crop_size_w"]),
+    ({"padding": False, "right_padding_size": 0}, {"padding": False, "right_padding_size": 6}, []),
+    ({"bottom_padding_size": 4}, {}, ["bottom_padding_size"]),
+    # AIPP subtracts mean_chn then min_chn: 124 - 0.325 is 123 + 0.675 (hand), and a 1 off sum is not
+    ({"mean_chn_0": 124, "min_chn_0": -0.325}, {}, []),
+    ({"mean_chn_0": 124}, {}, ["mean_chn_0+min_chn_0"]),
+    # var_reci as the device holds it (fp16: 0.017124753 -> 0.01712036) matches; another std does not
+    ({"var_reci_chn_1": float(np.float16(1 / STD[1]))}, {}, []),
+    ({"var_reci_chn_1": 1 / 57.0 * 1.01}, {}, ["var_reci_chn_1"]),
+    ({"var_reci_chn_0": 1 / STD[2]}, {}, ["var_reci_chn_0"]),  # another channel's std: 1.8% off, ~3e-4 absolute
+    # a YUV input uses the input biases, not the output ones; the matrix only with csc on in both
+    ({"output_bias_0": 16}, {}, []),
+    ({"input_bias_1": 0}, {}, ["input_bias_1"]),
+    ({"matrix_r0c2": 358}, {}, ["matrix_r0c2"]),
+    ({"csc_switch": False, "matrix_r0c2": 0}, {"csc_switch": False}, []),
+    # the fourth channel only for a 4-channel input format
+    ({"mean_chn_3": 9, "var_reci_chn_3": 0.5}, {}, []),
+    ({"rbuv_swap_switch": True}, {}, ["rbuv_swap_switch"]),
+    # aipp_op switches no batch configuration turns on
+    ({"resize": True}, {}, ["resize"]),
+], ids=["same", "src-size-0", "src-size", "crop-off-both", "crop-switch", "crop-size", "padding-off-both",
+        "padding-size", "mean-min-sum", "mean", "var-reci-fp16", "var-reci", "var-reci-other-std", "output-bias-unused", "input-bias",
+        "matrix", "csc-off-both", "fourth-channel-unused", "rbuv-swap", "resize"])
+def test_static_aipp_comparison_reads_the_fields_aipp_computes_with(model_changes, batch_changes, named):
+    from dvpipe.models.om import _aipp_differences
+
+    want, model = _want_and_model(**batch_changes)
+    model.update(model_changes)
+    got = _aipp_differences(model, want)
+    assert sorted(line.split(":")[0] for line in got) == sorted(named), got
+
+
+def test_static_aipp_comparison_of_an_rgb_input():
+    """An RGB input's CSC is RGB -> YUV, with the output biases (ATC template: input_bias is for YUV -> RGB,
+    output_bias for RGB -> YUV); keys the model's dict lacks are not compared (first_aipp_info leaves out what
+    pyACL did not return)."""
+    from dvpipe.models.om import _aipp_differences
+
+    want, model = _want_and_model(input_format="RGB888_U8", crop=False, padding=False, load_start_pos_w=0,
+                                  load_start_pos_h=0, crop_size_w=0, crop_size_h=0, right_padding_size=0,
+                                  bottom_padding_size=0)
+    assert _aipp_differences({**model, "input_bias_1": 0}, want) == []
+    assert _aipp_differences({**model, "output_bias_1": 16}, want) == ["output_bias_1: model 16 vs batch 0"]
+    assert _aipp_differences({**model, "input_format": "YUV420SP_U8"}, want) == \
+        ["input_format: model YUV420SP_U8 vs batch RGB888_U8"]
+    assert _aipp_differences({k: v for k, v in model.items() if not k.startswith(("mean_chn", "min_chn"))}, want) == []
