@@ -128,9 +128,9 @@ def memory_budget(budget_mb: Optional[float]) -> int:
 
 
 def format_bytes(n: float) -> str:
-    """``1.5 GiB``, ``12.0 MiB``..."""
+    """``1.5 GiB``, ``12.0 MiB``... (the largest unit the rounded figure reaches: never ``1024.0 MiB``)"""
     for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
+        if round(n / size, 1) >= 1:
             return f"{n / size:.1f} {unit}"
     return f"{int(n)} B"
 

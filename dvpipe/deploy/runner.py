@@ -617,7 +617,7 @@ class Runner:
 
     def _check_stalls(self, now: int) -> None:
         """Begin a stall for each streaming camera without a frame for ``run.stall_timeout_ms``."""
-        limit = int(self.dep.run.stall_timeout_ms * 1e6)
+        limit = round(self.dep.run.stall_timeout_ms * 1e6)
         for h in self.acc.health.values():
             h.check_stall(now, limit)
 
@@ -831,7 +831,7 @@ class Runner:
         for fb in batch.fallbacks:
             self.acc.fallback(*fb)
         policy = self.dep.sync.on_late
-        max_age = int(self.dep.sync.max_reuse_age_ms * 1e6)
+        max_age = round(self.dep.sync.max_reuse_age_ms * 1e6)  # nearest ns, as the synchroniser rounds its tolerance
         reasons = dict(batch.drops)
         new_drops = []
         for cam in self.cameras:

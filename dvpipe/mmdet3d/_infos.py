@@ -266,19 +266,20 @@ class InfoFile:
                    for cam in self.cameras}
 
     def camera_spread_ns(self, cameras: Optional[Sequence[str]] = None) -> tuple[int, Optional[int]]:
-        """``(spread, gap)`` in ns over ``cameras`` (default: this file's): the largest difference of
-        capture times within one sample, and the smallest from one sample's last image to the
-        next sample's first (None with one sample). A synchroniser tolerance ``tol`` with
-        ``spread <= tol < gap`` groups exactly the file's samples (``anchor: earliest``)."""
+        """``(spread, interval)`` in ns over ``cameras`` (default: this file's): the largest difference of
+        capture times within one sample, and the smallest from one sample's first image to the next
+        sample's first (None with one sample). A synchroniser tolerance ``tol`` with
+        ``spread <= tol < interval`` groups exactly the file's samples (``anchor: earliest``: a set spans
+        ``tol`` from its sample's first image)."""
         cams = list(cameras) if cameras is not None else self.cameras
-        spans = []
+        firsts, spread = [], 0
         for smp in self.samples:
             t = [smp["cameras"][c]["timestamp_ns"] for c in cams if c in smp["cameras"]]
             if t:
-                spans.append((min(t), max(t)))
-        spread = max(b - a for a, b in spans)
-        gap = min((n[0] - p[1] for p, n in zip(spans, spans[1:])), default=None)
-        return spread, gap
+                firsts.append(min(t))
+                spread = max(spread, max(t) - min(t))
+        interval = min((b - a for a, b in zip(firsts, firsts[1:])), default=None)
+        return spread, interval
 
     def sample_index(self, timestamp_ns: Optional[int], seq: Optional[int] = None) -> int:
         """The sample of a frame set: the one holding a camera image captured at ``timestamp_ns``

@@ -56,7 +56,7 @@ class ModelInputError(DvpipeError, ValueError):
 
 
 #: relative tolerance for the float fields of a static AIPP (min_chn, var_reci): the device holds them in fp16
-#: (11 significant bits: a value is off by at most 2**-12 of itself); a configuration for another normalisation
+#: (11 significant bits: a value is off by at most 2**-11 of itself); a configuration for another normalisation
 #: differs far more (var_reci of std 57.12 and 58.395: 2.2%). Relative even below 1: var_reci is ~0.017
 _AIPP_FLOAT_RTOL = 1e-3
 #: the fields each AIPP switch governs (the pages call them invalid while it is off)

@@ -55,11 +55,12 @@ def _run(dep):
         return [(rb.frame_set, rb.batch.keep()) for rb in runner.batches()]
 
 
-def _spread_gap_ms():
-    """From scene.yaml: the largest capture-time spread within a set, the smallest gap between sets."""
+def _spread_interval_ms():
+    """From scene.yaml: the largest capture-time spread within a set, the smallest interval from one set's first
+    capture to the next one's."""
     spans = [(min(f["capture_time_ns"] for f in fs["frames"].values()),
               max(f["capture_time_ns"] for f in fs["frames"].values())) for fs in SCENE["timestamps"]]
-    return max(b - a for a, b in spans) / 1e6, min(n[0] - p[1] for p, n in zip(spans, spans[1:])) / 1e6
+    return max(b - a for a, b in spans) / 1e6, min(n[0] - p[0] for p, n in zip(spans, spans[1:])) / 1e6
 
 
 # -- frame sets are the file's samples --------------------------------------------------------
@@ -81,18 +82,19 @@ def test_each_sample_is_one_frame_set_at_the_files_capture_times(tmp_path, layou
     assert np.abs(np.asarray(batch.images) - ref).max() <= tol("float_path").atol
 
 
-def test_tolerance_between_spread_and_gap_groups_exactly_and_below_the_spread_splits(tmp_path):
+def test_tolerance_between_spread_and_interval_groups_exactly_and_below_the_spread_splits(tmp_path):
     from dvpipe.deploy.sources.infos import sync_problem
     from dvpipe.mmdet3d import open_info_file
 
     path, _ = _write_pkl(tmp_path)
-    spread, gap = _spread_gap_ms()
-    assert 30 < spread < 45 and gap > 400  # the sample scene: cameras within ~39 ms, sets 500 ms apart
-    info_spread, info_gap = open_info_file(path, SAMPLES / "frames").camera_spread_ns(ORDER)
-    assert info_spread == pytest.approx(spread * 1e6, abs=tol("camera_spread_ns").atol) and info_gap == pytest.approx(gap * 1e6, abs=tol("camera_spread_ns").atol)
-    assert sync_problem(info_spread, info_gap, math.ceil(spread)) is None
-    assert "would split samples (set it to at least 40)" in sync_problem(info_spread, info_gap, spread - 1)
-    assert "reaches the next sample" in sync_problem(info_spread, info_gap, gap + 1)
+    spread, interval = _spread_interval_ms()
+    assert 30 < spread < 45 and interval > 400  # the sample scene: cameras within ~39 ms, sets 500 ms apart
+    info_spread, info_interval = open_info_file(path, SAMPLES / "frames").camera_spread_ns(ORDER)
+    assert info_spread == pytest.approx(spread * 1e6, abs=tol("camera_spread_ns").atol)
+    assert info_interval == pytest.approx(interval * 1e6, abs=tol("camera_spread_ns").atol)
+    assert sync_problem(info_spread, info_interval, math.ceil(spread)) is None
+    assert "would split samples (set it to at least 40)" in sync_problem(info_spread, info_interval, spread - 1)
+    assert "reaches the next sample" in sync_problem(info_spread, info_interval, interval + 1)
 
     exact = _run(_deployment(path, tolerance_ms=math.ceil(spread)))
     assert len(exact) == 4 and all(b.valid.all() for _fs, b in exact)
@@ -448,3 +450,44 @@ def test_an_image_that_is_a_fifo_is_an_unreadable_drop_not_a_hang(tmp_path):
     acc = out["result"].accounting
     assert out["sets"] == len(data["infos"]) and acc.dropped["CAM_BACK"].get("unreadable") == 1
     assert acc.check() == []
+
+
+@pytest.mark.parametrize("tolerance_ms, exact", [(59.999, False), (60.0, True), (99.999, True), (100.0, False)])
+def test_sync_problem_agrees_with_the_synchroniser_when_the_spread_exceeds_the_gap(tolerance_ms, exact):
+    """Two cameras 60 ms apart in samples every 100 ms (the gap from one sample's last image to the next one's
+    first, 40 ms, is below the spread): with anchor earliest a set spans tol from its first image, so every
+    tolerance from 60 to below 100 ms groups exactly the samples (hand: the next sample starts 100 ms after a
+    set's time). The real synchroniser is the reference; sync_problem must say the same."""
+    from types import SimpleNamespace
+
+    from dvpipe.deploy.sources.base import Item
+    from dvpipe.deploy.sources.infos import sync_problem
+    from dvpipe.deploy.sync import Synchroniser
+    from dvpipe.mmdet3d._infos import InfoFile
+
+    times = {"a": [0, 100_000_000, 200_000_000], "b": [60_000_000, 160_000_000, 260_000_000]}
+    samples = [{"cameras": {c: {"timestamp_ns": ts[k]} for c, ts in times.items()}} for k in range(3)]
+    spread_interval = InfoFile.camera_spread_ns(SimpleNamespace(samples=samples, cameras=["a", "b"]))
+    cfg = SimpleNamespace(tolerance_ms=tolerance_ms, deadline_ms=100.0, anchor="earliest", on_late="mask",
+                          max_reuse_age_ms=0)
+    sync = Synchroniser(["a", "b"], cfg, live=False, capacity=10)
+    for cam, ts in times.items():
+        for k, t in enumerate(ts):
+            sync.push(Item(dv.Frame(cam, k, t, b"")))
+    for cam in times:
+        sync.end(cam, "end of input")
+    sets = sync.poll(0)
+    grouped = [sorted((c, it.frame.capture_epoch_ns) for c, it in fs.members.items()) for fs in sets]
+    assert (grouped == [[("a", a), ("b", b)] for a, b in zip(times["a"], times["b"])]) is exact
+    assert spread_interval == (60_000_000, 100_000_000)
+    assert (sync_problem(*spread_interval, tolerance_ms) is None) is exact
+
+
+def test_sync_problem_rounds_the_tolerance_as_the_synchroniser_does():
+    """4.1 ms is 4099999.9999999995 ns in floating point; the synchroniser rounds it to 4_100_000 ns, so a 4.1 ms
+    spread fits a 4.1 ms tolerance; samples that overlap in time fit none; an anchor camera is not checked."""
+    from dvpipe.deploy.sources.infos import sync_problem
+
+    assert sync_problem(4_100_000, 1_000_000_000, 4.1) is None
+    assert "no tolerance" in sync_problem(120_000_000, 100_000_000, 110)
+    assert sync_problem(120_000_000, 100_000_000, 110, anchor="CAM_FRONT") is None

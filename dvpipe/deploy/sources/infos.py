@@ -15,8 +15,9 @@ deployment's default source)::
   folder, its parents and the working directory under which the first image exists, see
   :mod:`dvpipe.mmdet3d`), captured at that image's own ``timestamp`` (v0.x: microseconds, v1.x:
   seconds; epoch ns here). The cameras of one sample fire within the file's *spread* (nuScenes:
-  about 45 ms); ``sync.tolerance_ms`` between the spread and the gap to the next sample groups
-  exactly the file's samples (:func:`sync_problem` says whether a tolerance does).
+  about 45 ms); with ``anchor: earliest``, ``sync.tolerance_ms`` from the spread to below the interval
+  between samples' first images groups exactly the file's samples (:func:`sync_problem` says whether a
+  tolerance does).
 * Calibration: the info file is the authority, per sample (nuScenes' ``sensor2lidar`` includes the
   ego motion between a camera's and the lidar's capture, so it changes from sample to sample);
   ``metas_format="mmdet3d"`` with :func:`deployment_poses` as the pose source takes every sample's
@@ -84,19 +85,26 @@ def calibration_problem(camera: Camera, info_camera: Mapping[str, Any], where: s
     return None
 
 
-def sync_problem(spread_ns: int, gap_ns: Optional[int], tolerance_ms: float) -> Optional[str]:
+def sync_problem(spread_ns: int, interval_ns: Optional[int], tolerance_ms: float,
+                 anchor: str = "earliest") -> Optional[str]:
     """Why ``sync.tolerance_ms`` would not group an info file's samples exactly, or None.
 
-    With ``anchor: earliest`` a set starts at a sample's first image and takes each camera's frame
-    within ``+-tol``: every image of the sample needs ``tol >= spread``, and the next sample's first
-    image must be outside (``tol < gap``)."""
-    tol_ns = tolerance_ms * 1e6
+    With ``anchor: earliest`` a set starts at a sample's first image and takes each camera's frame up to
+    ``tol`` after it: every image of the sample needs ``tol >= spread``, and the next sample's first image
+    must be outside (``tol < interval``, first image to first image). The tolerance in ns as the
+    synchroniser rounds it. With an anchor camera the sets are timed otherwise: None (not checked)."""
+    if anchor != "earliest":
+        return None
+    tol_ns = round(tolerance_ms * 1e6)
+    if interval_ns is not None and spread_ns >= interval_ns:
+        return (f"the info file's cameras fire up to {spread_ns / 1e6:g} ms apart within a sample, but samples "
+                f"start as little as {interval_ns / 1e6:g} ms apart: no tolerance groups exactly its samples")
     if tol_ns < spread_ns:
         return (f"the info file's cameras fire up to {spread_ns / 1e6:g} ms apart within a sample; "
                 f"sync.tolerance_ms {tolerance_ms:g} would split samples (set it to at least {math.ceil(spread_ns / 1e6)})")
-    if gap_ns is not None and tol_ns >= gap_ns:
-        return (f"sync.tolerance_ms {tolerance_ms:g} reaches the next sample ({gap_ns / 1e6:g} ms from one sample's "
-                f"last image to the next one's first); set it below {gap_ns / 1e6:g}")
+    if interval_ns is not None and tol_ns >= interval_ns:
+        return (f"sync.tolerance_ms {tolerance_ms:g} reaches the next sample (samples start as little as "
+                f"{interval_ns / 1e6:g} ms apart); set it below {interval_ns / 1e6:g}")
     return None
 
 
@@ -168,7 +176,8 @@ class InfoSource(StampedFiles):
             if problem:
                 ctx.err(ctx.rig_key, problem)
         for (uri, root), keys in by_file.items():
-            problem = sync_problem(*open_info_file(uri, root).camera_spread_ns(keys), ctx.sync.tolerance_ms)
+            problem = sync_problem(*open_info_file(uri, root).camera_spread_ns(keys), ctx.sync.tolerance_ms,
+                                   ctx.sync.anchor)
             if problem:
                 ctx.warn(f"sync.tolerance_ms: {problem}")
 
