@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Iterator, Optional
 from .errors import ConfigError, DvpipeError
 
-__all__ = ["Picture", "StreamHeaders", "HeaderError", "split_nal_units", "nal_units", "picture_hash_mismatch",
+__all__ = ["Picture", "StreamHeaders", "StreamFormat", "stream_format", "HeaderError", "split_nal_units", "nal_units",
+           "picture_hash_mismatch",
            "has_recovery_point_sei"]
 
 
@@ -538,6 +539,7 @@ class _Sps265:
     sao: bool = False
     temporal_mvp: bool = False
     cropped: bool = False  # a conformance window: pictures are output smaller than coded (and hashed)
+    bit_depth: int = 8  # luma
 
 
 @dataclass
@@ -721,8 +723,8 @@ def _sps265(rbsp: bytes) -> tuple[int, _Sps265]:
     cropped = False
     if r.flag():  # conformance window
         cropped = any([r.ue() for _ in range(4)])
-    r.ue(8)
-    r.ue(8)  # bit depths
+    bit_depth = r.ue(8) + 8
+    r.ue(8)  # chroma bit depth
     log2_max_poc_lsb = r.ue(12) + 4
     ordering_all = r.flag()
     for _ in range(0 if ordering_all else max_sub_layers_minus1, max_sub_layers_minus1 + 1):
@@ -750,7 +752,7 @@ def _sps265(rbsp: bytes) -> tuple[int, _Sps265]:
             lt_sps.append((r.u(log2_max_poc_lsb), r.flag()))
     temporal_mvp = r.flag()
     return sps_id, _Sps265(log2_max_poc_lsb, separate, sets, long_term, lt_sps, (height, width), chroma, sao,
-                           temporal_mvp, cropped)
+                           temporal_mvp, cropped, bit_depth)
 
 
 def _sei_picture_hash(rbsp: bytes, components: int) -> Optional[tuple[str, list]]:
@@ -1111,3 +1113,74 @@ def picture_hash_mismatch(picture, expected: tuple[str, list], coded_size: Optio
             return (f"the decoded picture does not match its decoded-picture hash SEI ({kind} of colour "
                     f"component {c}): it was decoded from damaged data")
     return None
+
+
+# ------------------------------------------------------------------------------------- stream format
+_PROFILES_264 = {66: "baseline", 77: "main", 88: "extended", 100: "high", 110: "high10", 122: "high422",
+                 244: "high444", 44: "cavlc444"}
+_PROFILES_265 = {1: "main", 2: "main10", 3: "mainstillpicture", 4: "rext", 5: "highthroughput", 9: "scc"}
+_CHROMA = {0: "400", 1: "420", 2: "422", 3: "444"}
+
+
+@dataclass(frozen=True)
+class StreamFormat:
+    """What a stream's sequence parameter set says a decoder must support.
+
+    Attributes:
+        profile: ``baseline``, ``main``, ``high``, ``high10``... (H.264 profile_idc, A.2), ``main``, ``main10``,
+            ``rext``... (H.265 general_profile_idc, A.3), or ``profile_idc N`` for another.
+        level: the level number (H.264 level_idc / 10, level 1b as 1.0; H.265 general_level_idc / 30).
+        bit_depth: luma bits per sample.
+        chroma: ``420``, ``422``, ``444`` or ``400`` (chroma_format_idc).
+        interlaced: H.264 pictures may be fields (frame_mbs_only_flag 0); False for H.265 (signalled elsewhere).
+    """
+
+    profile: str
+    level: float
+    bit_depth: int
+    chroma: str
+    interlaced: bool = False
+
+    def check_extras(self) -> dict:
+        """The keyword arguments :func:`dvpipe.knowledge.check` takes for these properties."""
+        return {"profile": self.profile, "level": self.level, "bit_depth": self.bit_depth, "chroma": self.chroma,
+                "interlaced": self.interlaced}
+
+
+def stream_format(au: bytes, codec: str) -> Optional[StreamFormat]:
+    """The format the first sequence parameter set in Annex B access unit ``au`` declares (H.264 7.3.2.1.1,
+    H.265 7.3.2.2), or None when the unit has none or it cannot be read."""
+    for nal in split_nal_units(au):
+        try:
+            if codec == "h264" and nal and nal[0] & 0x1F == 7:
+                return _format264(_rbsp(nal[1:], 600))
+            if codec == "h265" and len(nal) > 2 and (nal[0] >> 1) & 0x3F == 33:
+                return _format265(_rbsp(nal[2:], _HEAD_BYTES))
+        except HeaderError:
+            return None
+    return None
+
+
+def _format264(rbsp: bytes) -> StreamFormat:
+    r = _Bits(rbsp)
+    profile, constraints, level_idc = r.u(8), r.u(8), r.u(8)
+    r.ue(31)
+    chroma, depth = 1, 8
+    if profile in _HIGH_PROFILES:
+        chroma = r.ue(3)
+        if chroma == 3:
+            r.flag()
+        depth = r.ue(6) + 8
+    one_b = level_idc == 9 or (level_idc == 11 and constraints & 0x10 and profile in (66, 77, 88))  # A.3.1
+    _, sps = _sps264(rbsp)
+    return StreamFormat(_PROFILES_264.get(profile, f"profile_idc {profile}"), 1.0 if one_b else level_idc / 10,
+                        depth, _CHROMA[chroma], not sps.frame_mbs_only)
+
+
+def _format265(rbsp: bytes) -> StreamFormat:
+    if len(rbsp) < 13:
+        raise HeaderError("an SPS shorter than its profile_tier_level")
+    profile, level_idc = rbsp[1] & 0x1F, rbsp[12]  # byte-aligned: general_profile_idc, general_level_idc
+    _, sps = _sps265(rbsp)
+    return StreamFormat(_PROFILES_265.get(profile, f"profile_idc {profile}"), level_idc / 30, sps.bit_depth,
+                        _CHROMA[sps.chroma_format])

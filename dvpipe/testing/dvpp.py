@@ -75,9 +75,11 @@ def encode_jpeg(bgr: np.ndarray, quality: int = 90, progressive: bool = False, s
 
 
 def h264_stream(frames: Iterable[np.ndarray], fmt: str = "h264", bframes: int = 0, gop: int = 5,
-                codec: str = "libx264", fps: int = 10) -> bytes:
+                codec: str = "libx264", fps: int = 10, pix_fmt: str = "yuv420p",
+                options: Optional[dict] = None) -> bytes:
     """Encode BGR frames with PyAV: an Annex-B elementary stream (``fmt="h264"``/``"hevc"``) or a container
-    (``"mp4"``, ``"matroska"``)."""
+    (``"mp4"``, ``"matroska"``); ``pix_fmt`` the encoder's (``yuv444p``, ``yuv420p10le``...), ``options``
+    more encoder options (``{"x264-params": "level=6.2"}``)."""
     import av
 
     frames = list(frames)
@@ -85,10 +87,10 @@ def h264_stream(frames: Iterable[np.ndarray], fmt: str = "h264", bframes: int = 
     buf = io.BytesIO()
     out = av.open(buf, "w", format=fmt)
     s: Any = out.add_stream(codec, rate=fps)  # a VideoStream
-    s.width, s.height, s.pix_fmt = w, h, "yuv420p"
-    s.options = {"bf": str(bframes), "g": str(gop)} if codec == "libx264" else {}
+    s.width, s.height, s.pix_fmt = w, h, pix_fmt
+    s.options = {**({"bf": str(bframes), "g": str(gop)} if codec == "libx264" else {}), **(options or {})}
     for img in frames:
-        for pkt in s.encode(av.VideoFrame.from_ndarray(img, format="bgr24")):
+        for pkt in s.encode(av.VideoFrame.from_ndarray(img, format="bgr24").reformat(format=pix_fmt)):
             out.mux(pkt)
     for pkt in s.encode():
         out.mux(pkt)

@@ -42,6 +42,7 @@ Annex-B) and yields frames in display order with their timestamps; :func:`run` i
 from __future__ import annotations
 
 import heapq
+import itertools
 import os
 import queue
 import threading
@@ -51,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import numpy as np
 
+from ...bitstream import stream_format
 from ...codecs import VIDEO_ENCODINGS
 from ...errors import ConfigError, CorruptFrameError, FrameError
 from ...latency.clock import DeviceSpan, now_ns
@@ -393,8 +395,8 @@ def access_units(source: Any, codec: Optional[str] = None) -> tuple[str, Optiona
         probe = av.CodecContext.create("hevc" if codec == "h265" else "h264", "r")
         pkts = [bytes(p) for p in parser.parse(data)] + [bytes(p) for p in parser.parse(None)]
         width = height = 0
-        for p in pkts:
-            for fr in probe.decode(av.Packet(p)):
+        for p in [*pkts, None]:  # None drains: a stream of one or two pictures is output only then
+            for fr in probe.decode(None if p is None else av.Packet(p)):
                 width, height = fr.width, fr.height
                 break
             if width:
@@ -439,7 +441,11 @@ def decode_stream(source: Any, target: Any, device: str = "sim", output: str = "
     from .support import kcheck
 
     codec, profile, width, height, aus = access_units(source, codec)
-    kv = kcheck(target, "vdec", "decode", max(width, 1), max(height, 1), codec, out_fmt="nv12")
+    first = next(aus, None)  # its sequence parameter set: profile, level, bit depth, chroma (§3.1)
+    fmt = stream_format(first[0], codec) if first is not None else None
+    aus = itertools.chain([first] if first is not None else [], aus)
+    kv = kcheck(target, "vdec", "decode", max(width, 1), max(height, 1), codec, out_fmt="nv12",
+                **(fmt.check_extras() if fmt is not None else {}))
     if not kv.ok:
         f = (kv.violations or kv.unknowns or kv.reasons)[0]
         raise StepRefused(f"{f.message} [rule {f.rule_id}; {f.source}]")

@@ -125,7 +125,7 @@ def test_h264_camera_pipeline_decodes_on_vdec_and_resizes_on_vpc():
 
 # ------------------------------------------------------------------------- issue 13: points 1, 6 and 9 (VDEC)
 
-def _raw_channel(rt, out_mode, calls, sent, out_size=None):
+def _raw_channel(rt, out_mode, calls, sent, out_size=None, entype=3):
     """A VDEC channel through the pyACL-shaped calls alone (no dvpipe engine): callbacks record the user data
     and how many sends had been made when they ran."""
     a = rt.acl
@@ -146,7 +146,7 @@ def _raw_channel(rt, out_mode, calls, sent, out_size=None):
     a.media.vdec_set_channel_desc_channel_id(d, 5)
     a.media.vdec_set_channel_desc_thread_id(d, tid)
     a.media.vdec_set_channel_desc_callback(d, cb)
-    a.media.vdec_set_channel_desc_entype(d, 3)
+    a.media.vdec_set_channel_desc_entype(d, entype)  # 3: H.264 High, 0: H.265 Main
     a.media.vdec_set_channel_desc_out_pic_format(d, 1)
     a.media.vdec_set_channel_desc_out_mode(d, out_mode)
     if out_size is not None:
@@ -354,3 +354,45 @@ def test_knowledge_notes_the_output_size_for_4k_vdec_on_310_and_910():
     for soc, (w, h) in (("Ascend310P3", (3840, 2160)), ("Ascend310", (1920, 1080)), ("Ascend310", (1920, 1120))):
         v = check(soc, "6.0.1", unit="vdec", width=w, height=h, fmt="h264")
         assert not [f for f in v.reasons if f.rule_id == "vdec.v1.out_pic_size_default.310_910"], (soc, w, h)
+
+
+@pytest.mark.parametrize("codec, pix_fmt, options, refused", [
+    ("libx264", "yuv420p", {}, None),
+    ("libx264", "yuv444p", {}, "profile high444 is not supported"),  # High 4:4:4, 4:4:4 chroma
+    ("libx264", "yuv420p10le", {}, "10-bit is not supported"),  # High 10
+    ("libx264", "yuv420p", {"x264-params": "level=6.2"}, "level 6.2 is above the maximum 5.1"),
+    ("libx265", "yuv420p10le", {"x265-params": "log-level=error"}, None),  # Main 10: "8/10bit"
+    ("libx265", "yuv420p12le", {"x265-params": "log-level=error"}, "12-bit is not supported"),
+    ("libx265", "yuv444p", {"x265-params": "log-level=error"}, "chroma 444 is not supported"),
+], ids=["h264-high", "h264-444", "h264-high10", "h264-level-6.2", "h265-main10", "h265-12bit", "h265-444"])
+def test_software_vdec_refuses_streams_outside_the_documented_formats(codec, pix_fmt, options, refused):
+    """constraints.md §3.1 (aclpythondevg_01_0337): H.264 Baseline/Main/High 8-bit, H.265 8/10-bit, 4:2:0, up to
+    level 5.1. The software device reads the stream's sequence parameter set and fails its pictures (callback ret
+    code 1) for anything else; decode_stream refuses such a stream before opening a channel."""
+    rt = _acl.runtime("sim", T310P)
+    data = h264_stream(_frames(2), fmt="h264" if codec == "libx264" else "hevc", codec=codec, pix_fmt=pix_fmt,
+                       options=options)
+    aus = list(access_units(data, "h264" if codec == "libx264" else "h265")[4])
+    calls, sent, bufs = [], [], []
+    a, d, tid, stop = _raw_channel(rt, 1, calls, sent, entype=3 if codec == "libx264" else 0)
+    seen = len(rt.acl.refusals)
+    sent.append(0)
+    assert _raw_send(rt, a, d, aus[0][0], 320 * 240 * 3 // 2, 0, bufs) == 0
+    _raw_close(a, d, tid, stop, bufs)
+    assert [c[0] for c in calls] == [0]
+    assert (calls[0][2] == 0) == (refused is None)
+    if refused is None:
+        assert len(list(decode_stream(data, T310P, codec="h264" if codec == "libx264" else "h265"))) == 2
+        return
+    assert refused in " ".join(m for _r, m in list(rt.acl.refusals)[seen:])
+    with pytest.raises(StepRefused, match=refused):
+        next(decode_stream(data, T310P, codec="h264" if codec == "libx264" else "h265"))
+
+
+def test_a_stream_of_two_pictures_is_sized_from_its_pictures():
+    """A short B-frame stream outputs its pictures only when the decoder drains: its size must still be read
+    (it was 0x0 and judged as 1x1, below VDEC's 128x128 minimum)."""
+    data = h264_stream(_frames(2), bframes=2)
+    codec, _profile, w, h, _aus = access_units(data)
+    assert (codec, w, h) == ("h264", 320, 240)
+    assert len(list(decode_stream(data, T310))) == 2

@@ -41,6 +41,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ....bitstream import stream_format
 from .. import _codes as C
 from .._enums import PIXEL_FORMAT_NAME
 from ..colour import write_nv12
@@ -86,6 +87,8 @@ class VdecChannelDesc:
     codec: str = "h264"
     checked: bool = False
     refused: str = ""
+    #: what the stream's first sequence parameter set declares (dvpipe.bitstream.StreamFormat), checked with its size
+    stream_format: Any = None
     pending: dict = field(default_factory=dict)  # send seq -> (stream desc, pic desc, user data)
     held: deque = field(default_factory=deque)  # decoded pictures not yet output: (seq, frame)
     seq: int = 0
@@ -274,7 +277,10 @@ class VdecMedia:
                 seq = ch.seq
                 ch.seq += 1
                 ch.pending[seq] = (input_stream_desc, output_pic_desc, user_data)
-                out = self._decode(ch, view.tobytes(), seq)
+                data = view.tobytes()
+                if ch.stream_format is None:  # profile, level, bit depth, chroma: refused as the size is (§3.1)
+                    ch.stream_format = stream_format(data, ch.codec)
+                out = self._decode(ch, data, seq)
                 ch.held.extend(out)
                 keep = 0 if ch.out_mode == 1 else HOLD
                 self._release(ch, max(0, len(ch.held) - keep))
@@ -336,7 +342,8 @@ class VdecMedia:
         sim = self._sim
         w, h = frame.width, frame.height
         if not ch.checked:
-            v = kcheck(t, "vdec", "decode", w, h, ch.codec)
+            extras = ch.stream_format.check_extras() if ch.stream_format is not None else {}
+            v = kcheck(t, "vdec", "decode", w, h, ch.codec, **extras)
             hard = v.violations
             if hard:
                 ch.refused = f"{hard[0].message} [rule {hard[0].rule_id}]"
