@@ -58,9 +58,12 @@ class ImageInfo:
         format: ``jpeg`` or ``png``.
         width / height: pixels.
         subsampling: JPEG chroma subsampling ``444``, ``422``, ``420``, ``440``, ``411``, ``400`` (gray), or ``""``.
-        coding: JPEG ``baseline``, ``extended``, ``progressive``, ``lossless`` or ``arithmetic``; ``""`` for PNG.
+        coding: JPEG ``baseline``, ``extended``, ``progressive``, ``lossless``, ``hierarchical`` or ``arithmetic``;
+            ``""`` for PNG.
         components: colour components (1 gray, 3 colour, 4 CMYK / RGBA).
         precision: JPEG bits per sample (8; 12 or 16 in extended or lossless files); 8 for PNG.
+        rgb: a 3-component JPEG stored in RGB rather than YCbCr, read as libjpeg reads it: no JFIF marker, and an
+            Adobe marker with transform 0 or (without one) components named ``R``, ``G``, ``B``.
     """
 
     format: str
@@ -70,6 +73,7 @@ class ImageInfo:
     coding: str = ""
     components: int = 3
     precision: int = 8
+    rgb: bool = False
 
     @property
     def encoding(self) -> str:
@@ -93,7 +97,9 @@ def sniff(data: bytes) -> Optional[str]:
     return None
 
 
-_SOF_CODING = {0xC0: "baseline", 0xC1: "extended", 0xC2: "progressive", 0xC3: "lossless"}
+#: SOFn -> coding (T.81 Table B.1); SOF9-SOF15 (but DHT/JPG/DAC) are arithmetic-coded
+_SOF_CODING = {0xC0: "baseline", 0xC1: "extended", 0xC2: "progressive", 0xC3: "lossless", 0xC5: "hierarchical",
+               0xC6: "hierarchical", 0xC7: "hierarchical"}
 
 
 def jpeg_complete(data) -> bool:
@@ -141,6 +147,7 @@ def _frame_header(mv: memoryview, to_scan: bool) -> tuple[int, ImageInfo, int]:
     n = len(mv)
     i = 2
     found: Optional[tuple[int, ImageInfo]] = None
+    jfif, adobe = False, None  # what decides a 3-component picture's colour space (libjpeg's reading)
     while i + 4 <= n:
         if mv[i] != 0xFF:
             raise FrameError(f"corrupt JPEG (expected a marker at byte {i})")
@@ -154,8 +161,12 @@ def _frame_header(mv: memoryview, to_scan: bool) -> tuple[int, ImageInfo, int]:
         (length,) = struct.unpack(">H", mv[i + 2:i + 4])
         if length < 2 or i + 2 + length > n:
             raise FrameError("corrupt JPEG (segment runs past the end)")
+        if marker == 0xE0 and bytes(mv[i + 4:i + 9]) == b"JFIF\x00":
+            jfif = True
+        elif marker == 0xEE and length >= 14 and bytes(mv[i + 4:i + 9]) == b"Adobe":
+            adobe = mv[i + 15]  # after "Adobe", version, flags0, flags1: the transform
         if found is None and 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
-            found = i, _sof_info(marker, mv[i + 4:i + 2 + length])
+            found = i, _sof_info(marker, mv[i + 4:i + 2 + length], jfif, adobe)
             if not to_scan:
                 return found[0], found[1], -1
         if marker == 0xDA:
@@ -166,15 +177,19 @@ def _frame_header(mv: memoryview, to_scan: bool) -> tuple[int, ImageInfo, int]:
     raise FrameError("corrupt JPEG (no frame header before the scan)")
 
 
-def _sof_info(marker: int, seg: memoryview) -> ImageInfo:
-    """ImageInfo from the payload of a SOFn segment (after its length field)."""
+def _sof_info(marker: int, seg: memoryview, jfif: bool = False, adobe: Optional[int] = None) -> ImageInfo:
+    """ImageInfo from the payload of a SOFn segment (after its length field); ``jfif`` / ``adobe`` (its
+    transform): the markers seen before it."""
     if len(seg) < 6:
         raise FrameError("corrupt JPEG (short frame header)")
     height, width = struct.unpack(">HH", seg[1:5])
     ncomp = seg[5]
     factors = [(seg[6 + 3 * c + 1] >> 4, seg[6 + 3 * c + 1] & 15) for c in range(ncomp) if 6 + 3 * c + 1 < len(seg)]
-    coding = "arithmetic" if marker >= 0xC9 else _SOF_CODING.get(marker, "baseline")
-    return ImageInfo("jpeg", width, height, _subsampling(factors), coding, ncomp, int(seg[0]))
+    coding = "arithmetic" if marker >= 0xC9 else _SOF_CODING[marker]
+    rgb = False
+    if ncomp == 3 and not jfif:  # libjpeg (jdapimin.c default_decompress_parms): JFIF means YCbCr
+        rgb = adobe == 0 if adobe is not None else bytes(seg[6:15:3]) == b"RGB"
+    return ImageInfo("jpeg", width, height, _subsampling(factors), coding, ncomp, int(seg[0]), rgb)
 
 
 def _subsampling(factors: list[tuple[int, int]]) -> str:

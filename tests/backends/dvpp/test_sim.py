@@ -68,6 +68,54 @@ def test_progressive_jpeg_is_refused_with_unsupported_jpeg(kitti_jpeg):
     assert rt.jpeg_info(kitti_jpeg[1]) == (1242, 375, 3)
 
 
+def _patch_sof(data: bytes, marker=None, factors=()) -> bytes:
+    """The JPEG with its frame header's marker (SOFn) or its components' sampling factors (Hi << 4 | Vi) changed:
+    a device judges the header alone."""
+    d, i = bytearray(data), 2
+    while not (0xC0 <= d[i + 1] <= 0xCF and d[i + 1] not in (0xC4, 0xC8, 0xCC)):
+        i += 2 + int.from_bytes(d[i + 2:i + 4], "big")
+    if marker is not None:
+        d[i + 1] = marker
+    for c, f in enumerate(factors):
+        d[i + 11 + 3 * c] = f
+    return bytes(d)
+
+
+def _pil_jpeg(**options) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(synthetic_bgr(640, 480, seed=1)[..., ::-1]).save(buf, "JPEG", quality=90, **options)
+    return buf.getvalue()
+
+
+def test_jpeg_outside_jpegds_formats_is_refused_with_unsupported_jpeg():
+    """§1.1 (aclcppdevg_03_0168): Huffman-coded, YUV colour space, 4:4:4/4:2:2/4:2:0/4:0:0/4:4:0. An RGB-stored
+    JPEG (Pillow keep_rgb: Adobe transform 0; FFmpeg decodes it to gbrp, planar RGB), sampling factors no listed
+    subsampling has (Y 4x2 over chroma 1x1: 4:1:0), and a hierarchical frame (SOF6, T.81 Table B.1: differential
+    progressive) are refused, as progressive is."""
+    import io
+
+    from PIL import Image
+
+    av = pytest.importorskip("av")
+    rgb = _pil_jpeg(keep_rgb=True, subsampling=0)
+    if Image.open(io.BytesIO(rgb)).info.get("adobe_transform") != 0:  # Pillow ignores options it does not know
+        pytest.skip("this Pillow cannot write an RGB JPEG (keep_rgb)")
+    with av.open(io.BytesIO(rgb), format="mjpeg") as c:
+        assert next(c.decode(video=0)).format.name == "gbrp"  # an independent reading: stored as RGB
+    rt = _rt(T310P)
+    cases = {"jpeg-rgb": rgb, "jpeg-sampling-other": _patch_sof(_pil_jpeg(subsampling=2), factors=(0x42, 0x11, 0x11)),
+             "jpeg-hierarchical": _patch_sof(_pil_jpeg(subsampling=2), marker=0xC6)}
+    for name, data in cases.items():
+        with pytest.raises(_acl.UnsupportedJpeg) as ei:
+            rt.jpeg_info(data)
+        assert ei.value.ret == 148052 and name in str(ei.value), name
+    assert rt.jpeg_info(_pil_jpeg(subsampling=0)) == (640, 480, 3)  # the same picture in YCbCr 4:4:4 (JFIF)
+
+
 def test_jpegd_floors_odd_height_and_pads_with_the_sentinel(kitti_jpeg):
     # §1.3: YUV420SP output floors odd sizes (read the real size back); §1.4: 310 strides A(w,128) x A(h,16)
     img, data = kitti_jpeg

@@ -78,9 +78,11 @@ def jpeg_bitstream(data: bytes) -> tuple[Any, str]:
         raise FrameError("not a JPEG")
     if info.components == 4:
         return info, "jpeg-cmyk"
-    if info.coding in ("progressive", "arithmetic", "lossless", "extended"):
+    if info.rgb:
+        return info, "jpeg-rgb"
+    if info.coding in ("progressive", "arithmetic", "lossless", "extended", "hierarchical"):
         return info, f"jpeg-{info.coding}"
-    return info, f"jpeg{info.subsampling}" if info.subsampling else "jpeg"
+    return info, f"jpeg{info.subsampling}" if info.subsampling else "jpeg-sampling-other"
 
 
 @functools.lru_cache(maxsize=4096)
