@@ -15,12 +15,15 @@ class DvpipeError(Exception):
 class ConfigError(DvpipeError, ValueError):
     """Bad configuration or arguments, detected before anything runs.
 
-    ``path`` names the offending field (``cameras[2].intrinsics``) when there is one.
+    ``path`` names the offending field (``cameras[2].intrinsics``) when there is one. ``problems``: each
+    problem as ``"key.path: message"``, when several are reported at once (the message joins them with "; ",
+    and a message may itself hold "; ", so split ``problems``, not the message).
     """
 
-    def __init__(self, message: str, path: str | None = None):
+    def __init__(self, message: str, path: str | None = None, problems: tuple[str, ...] = ()):
         self.path = path
         self.message = message
+        self.problems = tuple(problems) or ((f"{path}: {message}" if path else message),)
         super().__init__(f"{path}: {message}" if path else message)
 
 

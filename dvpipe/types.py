@@ -57,6 +57,22 @@ _MATRIX_MAX_ABS = 1e9
 _CAMERA_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}$")
 
 
+def similar_key(a: str, b: str) -> bool:
+    """Whether key ``a`` looks like a typo of ``b``: one letter added, left out, changed, or two neighbours
+    swapped (case aside) -- the "did you mean" of unknown keys. ``cam2lidar`` is not a typo of ``lidar2cam``."""
+    a, b = a.lower(), b.lower()
+    if a == b:
+        return True
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+                                  and a[diff[1]] == b[diff[0]])
+    if abs(len(a) - len(b)) != 1:
+        return False
+    s, t = (a, b) if len(a) < len(b) else (b, a)
+    return any(t[:i] + t[i + 1:] == s for i in range(len(t)))
+
+
 def short_repr(value: Any, limit: int = 60) -> str:
     """``repr(value)`` cut to ``limit`` characters (user values in one-line messages: a huge list or
     an integer of thousands of digits must not flood the line, nor fail to print)."""
@@ -516,11 +532,20 @@ class Rig:
                                   f"epoch), got {short_repr(t)}")
                 if "capture_time_ns" in item and "image" not in item:
                     errors.append(f"{prefix}cameras[{i}].capture_time_ns: given without image (the time of which frame?)")
+        for key in data:  # other keys are kept (scene files carry their own), but not a known key's typo
+            close = [k for k in ("cameras", "name") if key not in ("cameras", "name") and similar_key(str(key), k)]
+            if close:
+                errors.append(f"{prefix}{key}: unknown key (did you mean {close[0]!r}?)")
         for i, item in enumerate(items):
             where = f"{prefix}cameras[{i}]"
             if not isinstance(item, Mapping):
                 errors.append(f"{where}: expected a mapping, got {type(item).__name__}")
                 continue
+            for key in item:  # kept in Camera.extra: a typo there would leave its field at the default silently
+                close = [k for k in sorted(known) if key not in known and similar_key(str(key), k)]
+                if close:
+                    errors.append(f"{where}.{key}: unknown key (did you mean {close[0]!r}? other keys are kept as "
+                                  "Camera.extra)")
             missing = [k for k in ("name", "width", "height") if k not in item]
             if missing:
                 errors.append(f"{where}: missing {', '.join(missing)}")
@@ -546,7 +571,7 @@ class Rig:
                 field_name = e.path.rsplit(".", 1)[1] if e.path and "." in e.path else ""
                 errors.append(f"{where}{'.' + field_name if field_name else ''}: {e.message}")
         if errors:
-            raise ConfigError("; ".join(errors))
+            raise ConfigError("; ".join(errors), problems=tuple(errors))
         name = data.get("name", "rig")
         return cls(tuple(cams), name=name if isinstance(name, str) else short_repr(name))
 

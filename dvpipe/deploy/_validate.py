@@ -19,6 +19,7 @@ from typing import Any, Mapping, Optional, Sequence
 from ..codecs import DEFAULT_MAX_PIXELS, max_file_bytes
 from ..errors import ConfigError
 from ..types import short_repr as _show
+from ..types import similar_key
 
 __all__ = ["DeploymentError", "NUMBER_MAX", "DAY_MS", "HOUR_S", "YEAR_S", "MAX_FRAMES", "MAX_FPS", "MAX_START_NS"]
 
@@ -97,7 +98,7 @@ class _V:
             return None
         for k in value:
             if k not in allowed:
-                close = [a for a in allowed if _similar(str(k), a)]
+                close = [a for a in allowed if similar_key(str(k), a)]
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 self.err(_join(path, k), f"unknown key{hint}; allowed: {', '.join(allowed)}")
         for k in required:
@@ -175,21 +176,6 @@ def _join(path: str, key: Any) -> str:
 
 def _kind(v: Any) -> str:
     return "null" if v is None else type(v).__name__
-
-
-def _similar(a: str, b: str) -> bool:
-    a, b = a.lower(), b.lower()
-    if a == b:
-        return True
-    if abs(len(a) - len(b)) > 2:
-        return False
-    # one edit apart, or the same letters in another order
-    if sorted(a) == sorted(b):
-        return True
-    if len(a) == len(b):
-        return sum(x != y for x, y in zip(a, b)) == 1
-    s, t = (a, b) if len(a) < len(b) else (b, a)
-    return any(t[:i] + t[i + 1:] == s for i in range(len(t)))
 
 
 def _pair(v: Any, path: str, V: _V, max_pixels: Optional[int] = None) -> Optional[tuple[int, int]]:

@@ -521,7 +521,7 @@ def _parse_rig(rig_v: Any, V: _V) -> tuple[Optional[Rig], Optional[str]]:
         rig = _rig_from(rig_v, "rig", V)
         if rig is not None:
             _check_camera_pixels(rig, "rig", V)
-    elif rig_v is not None:
+    else:  # null too: "rig:" with nothing after it
         V.err("rig", f"expected a rig file path or an inline rig {{cameras: [...]}}, got {_kind(rig_v)}")
     return rig, rig_path
 
@@ -803,8 +803,7 @@ def _rig_from(data: Any, path: str, V: _V) -> Optional[Rig]:
     try:
         return Rig.from_dict(data)
     except ConfigError as e:
-        msg = str(e)
-        for part in msg.split("; "):
+        for part in e.problems:
             field_path, sep, rest = part.partition(": ")
             if sep and re.match(r"^[\w\[\].]+$", field_path):
                 V.err(f"{path}.{field_path}", rest)

@@ -117,6 +117,33 @@ def test_rig_errors_carry_the_rig_path(tmp_path):
         load_deployment(write(tmp_path, d))
 
 
+def test_rig_key_typos_are_errors_and_each_problem_is_one_line(tmp_path):
+    """A rig camera's unknown keys are kept (Camera.extra: a scene file's own keys), but a known key's typo
+    (one letter off or two neighbours swapped) would leave the field at its default -- identity intrinsics --
+    silently: it is an error naming the key. A problem whose message holds "; " stays one problem."""
+    rig = tiny_rig(2)
+    rig["cameras"][0]["intrinsic"] = rig["cameras"][0].pop("intrinsics", [[1, 0, 0], [0, 1, 0], [0, 0, 1]])
+    rig["cameras"][0]["widht"] = 3
+    rig["cameras"][1]["cam2lidar"] = [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]  # not a typo: kept
+    rig["cameras"][1]["encoding"] = "h266"
+    d = {"rig": rig, "pipeline": {"profile": "bevformer-tiny"}, "source": {"type": "synthetic"}}
+    with pytest.raises(DeploymentError) as ei:
+        load_deployment(write(tmp_path, d))
+    errors = dict(ei.value.errors)
+    assert sorted(errors) == ["rig.cameras[0].intrinsic", "rig.cameras[0].widht", "rig.cameras[1].encoding"]
+    assert "did you mean 'intrinsics'?" in errors["rig.cameras[0].intrinsic"]
+    assert "did you mean 'width'?" in errors["rig.cameras[0].widht"]
+    assert "unknown encoding 'h266'; allowed: jpeg" in errors["rig.cameras[1].encoding"]
+    del rig["cameras"][0]["widht"], rig["cameras"][1]["encoding"]
+    rig["cameras"][0]["intrinsics"] = rig["cameras"][0].pop("intrinsic")
+    dep = load_deployment(write(tmp_path, d))
+    assert "cam2lidar" in dep.rig["CAM1"].extra
+    d["rig"] = None  # "rig:" with nothing after it
+    with pytest.raises(DeploymentError) as ei:
+        load_deployment(write(tmp_path, d))
+    assert dict(ei.value.errors) == {"rig": "expected a rig file path or an inline rig {cameras: [...]}, got null"}
+
+
 @pytest.mark.parametrize("source, path, text", [
     ({"type": "images"}, "source.uri", "required"),
     ({"type": "ftp", "uri": "x"}, "source.type", "'ftp' is not one of images, video"),
