@@ -263,10 +263,14 @@ def main(args: argparse.Namespace) -> int:
     rate = result.sets / result.elapsed_s if result.elapsed_s > 0 else 0.0
     line = f"{result.sets} frame sets in {result.elapsed_s:.2f} s ({rate:.1f} sets/s); {stop}"
     failed_outputs = {k: v for k, v in result.outputs.items() if str(v).startswith("not written")}
+    model_errors = (f"model errors: {result.accounting.model_errors}; first: {result.model_error}"
+                    if result.model_error else None)
     if quiet:
         print(line + _quiet_tail(result), file=out)
         if result.sets == 0:  # the run failed: the frame account is the error message's detail
             print(result.summary(), file=out)
+        if model_errors:  # an error: on stderr, as -q promises
+            print(model_errors, file=sys.stderr)
         return _exit_code(result, failed_outputs)
     print("\n" + line, file=out)
     print(result.summary(), file=out)
@@ -279,8 +283,8 @@ def main(args: argparse.Namespace) -> int:
                   "run.pictures_per_job: 1 or a latency budget measures each set alone", file=out)
     elif result.sets:
         print(f"\nlatency: all {result.sets} frame sets were warm-up (latency.warmup_sets); none measured", file=out)
-    if result.model_error:
-        print(f"model errors: {result.accounting.model_errors}; first: {result.model_error}", file=out)
+    if model_errors:
+        print(model_errors, file=out)
     if result.outputs:
         print("\noutputs:", file=out)
         for k, v in result.outputs.items():

@@ -103,7 +103,10 @@ def load_model(dep: Deployment) -> Optional[Callable]:
     except Exception as e:  # noqa: BLE001 - reported as a config error naming the entry
         raise ConfigError(f"cannot import {m.entry}: {type(e).__name__}: {e}", "model.entry") from None
     if m.init is not None:
-        obj = obj(**dict(m.init))
+        try:
+            obj = obj(**dict(m.init))
+        except Exception as e:  # noqa: BLE001 - the user's factory: its error, at the key that called it
+            raise ConfigError(f"{m.entry}(**init) raised {type(e).__name__}: {e}", "model.init") from None
     if not callable(obj):
         raise ConfigError(f"{m.entry} is not callable", "model.entry")
     return obj

@@ -306,11 +306,17 @@ def _parse_model(v: Any, V: _V, target: Any = None) -> Optional[ModelConfig]:
     if m is None:
         return None
     entry = V.string(m, "entry", "model", None, required=True)
+    init = m.get("init")
+    if init is not None and not isinstance(init, Mapping):
+        V.err("model.init", f"expected a mapping of keyword arguments, got {_kind(init)}")
+        init = None
+    init_args = MappingProxyType(dict(init)) if init is not None else None  # {}: the factory called with none
     if entry is not None and _FILE_ENTRY_RE.match(entry):  # path/to/file.py:callable
         file, _, attr = entry.rpartition(":")
         file = V.path(file, "model.entry")
-        init = m.get("init")
-        return ModelConfig(f"{file}:{attr}", None, MappingProxyType(dict(init)) if isinstance(init, Mapping) else None)
+        if V.probe and os.path.isfile(file):
+            _check_import(f"{file}:{attr}", None, V)
+        return ModelConfig(f"{file}:{attr}", None, init_args)
     if entry is not None and not _ENTRY_RE.match(entry):
         V.err("model.entry", f"expected 'module:callable' or 'path/to/file.py:callable' (for example "
                              f"'mypkg.model:infer'), got {_show(entry)}")
@@ -318,10 +324,6 @@ def _parse_model(v: Any, V: _V, target: Any = None) -> Optional[ModelConfig]:
     path = V.string(m, "path", "model", None)
     if path is not None:
         path = V.path(path, "model.path", kind="dir")
-    init = m.get("init")
-    if init is not None and not isinstance(init, Mapping):
-        V.err("model.init", f"expected a mapping of keyword arguments, got {_kind(init)}")
-        init = None
     if entry is not None:
         import sys
 
@@ -338,9 +340,30 @@ def _parse_model(v: Any, V: _V, target: Any = None) -> Optional[ModelConfig]:
                 sys.path.remove(path)
         if not found:
             V.err("model.entry", f"module {_show(mod)} not found" + (f" (also looked in {path})" if path else ""))
+        elif V.probe:
+            _check_import(entry, path, V)
     if entry is None:
         return None
-    return ModelConfig(entry, path, MappingProxyType(dict(init)) if init else None)
+    return ModelConfig(entry, path, init_args)
+
+
+def _check_import(entry: str, path: Optional[str], V: _V) -> None:
+    """``dvpipe validate``: import the model's entry as ``dvpipe run`` will (its module runs), so that a missing
+    attribute or a syntax error is reported here, at ``model.entry``; its ``init`` is not called."""
+    import sys
+
+    from ..plugins import import_entry
+
+    added = path is not None and path not in sys.path
+    if added:
+        sys.path.insert(0, path)
+    try:
+        import_entry(entry)
+    except Exception as e:  # noqa: BLE001 - the user's module: any error it raises is the problem to report
+        V.err("model.entry", f"cannot import {entry}: {type(e).__name__}: {e}")
+    finally:
+        if added:
+            sys.path.remove(path)
 
 
 _TOP_KEYS = ("version", "name", "description", "plugins", "rig", "pipeline", "encoding", "source", "cameras", "sync",

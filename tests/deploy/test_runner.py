@@ -241,6 +241,44 @@ def test_model_hook_from_the_yaml_with_init(tmp_path):
     assert st.step("model").count + st.warmup_batches == 2
 
 
+def test_model_hook_problems_are_reported_at_their_key(tmp_path, capsys):
+    """The user's model code, checked where it is named: an init of the wrong type (file entries too), an entry
+    whose module does not import or lacks the name (dvpipe validate imports it, as run does), a factory that
+    raises (model.init, not "please report it"); init {} calls the factory. Under -q, model errors are on stderr."""
+    from dvpipe.deploy import DeploymentError
+    from dvpipe.errors import ConfigError
+
+    (tmp_path / "hooks.py").write_text(
+        "def make(**kw):\n    if kw:\n        raise ValueError('no options')\n    return lambda batch: 'made'\n"
+        "def bad(batch):\n    raise ValueError('bad model')\n")
+    (tmp_path / "syn.py").write_text("def run(batch)\n")
+    hooks = str(tmp_path / "hooks.py")
+    with pytest.raises(DeploymentError) as ei:
+        load_deployment(synthetic_deployment(1, frames=2, model={"entry": hooks + ":make", "init": 5}))
+    assert dict(ei.value.errors) == {"model.init": "expected a mapping of keyword arguments, got int"}
+    for entry, text in ((hooks + ":nosuch", "AttributeError"), (str(tmp_path / "syn.py") + ":run", "SyntaxError"),
+                        ("hooks:nosuch", "AttributeError")):
+        model = {"entry": entry, "path": str(tmp_path)} if entry.startswith("hooks:") else entry
+        load_deployment(synthetic_deployment(1, frames=2, model=model))  # run's own load imports it later
+        with pytest.raises(DeploymentError) as ei:
+            load_deployment(synthetic_deployment(1, frames=2, model=model), probe=True)
+        (path, msg), = ei.value.errors
+        assert path == "model.entry" and msg.startswith("cannot import") and text in msg
+    r = Runner(load_deployment(synthetic_deployment(1, frames=2, model={"entry": hooks + ":make", "init": {}})),
+               write_outputs=False)
+    assert [rb.output for rb in r.batches()] == ["made", "made"]
+    with pytest.raises(ConfigError) as ce:
+        Runner(load_deployment(synthetic_deployment(1, frames=2, model={"entry": hooks + ":make", "init": {"a": 1}})),
+               write_outputs=False)
+    assert ce.value.path == "model.init" and "raised ValueError: no options" in str(ce.value)
+    path = tmp_path / "dep.yaml"
+    path.write_text(yaml.safe_dump(synthetic_deployment(1, frames=3, model=hooks + ":bad")))
+    capsys.readouterr()
+    assert cli_main(["run", str(path), "--no-outputs", "-q"]) == 0
+    out = capsys.readouterr()
+    assert "model errors: 3; first: ValueError: bad model" in out.err and "model errors" not in out.out
+
+
 def test_frames_and_duration_limits_and_ctrl_c():
     r = run(synthetic_deployment(2, frames=None, run={"frames": 4, "loop": True}))
     assert r.sets == 4 and r.stopped_by == "--frames 4"
