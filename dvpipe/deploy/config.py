@@ -354,16 +354,16 @@ def _check_import(entry: str, path: Optional[str], V: _V) -> None:
 
     from ..plugins import import_entry
 
-    added = path is not None and path not in sys.path
-    if added:
-        sys.path.insert(0, path)
+    added = path if path is not None and path not in sys.path else None
+    if added is not None:
+        sys.path.insert(0, added)
     try:
         import_entry(entry)
     except Exception as e:  # noqa: BLE001 - the user's module: any error it raises is the problem to report
         V.err("model.entry", f"cannot import {entry}: {type(e).__name__}: {e}")
     finally:
-        if added:
-            sys.path.remove(path)
+        if added is not None:
+            sys.path.remove(added)
 
 
 _TOP_KEYS = ("version", "name", "description", "plugins", "rig", "pipeline", "encoding", "source", "cameras", "sync",
