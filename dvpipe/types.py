@@ -349,12 +349,38 @@ class _YamlLimit(Exception):
     """A YAML document exceeded one of the ``YAML_MAX_*`` limits."""
 
 
+def refuse_duplicate_keys(loader: Any, node: Any) -> None:
+    """For a PyYAML loader's ``construct_mapping``: raise ``ConstructorError`` (with its line) when the mapping
+    ``node`` gives one key twice -- PyYAML keeps the last, so the first would be lost silently. Merge keys
+    (``<<``) are left out: YAML defines that the mapping's own keys override them."""
+    import yaml
+
+    if not isinstance(node, yaml.MappingNode):
+        return
+    seen: dict = {}
+    for key_node, _value in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+            continue
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"found key {key!r} twice in one mapping (first at line {seen[key] + 1}): one would be "
+                "lost", key_node.start_mark)
+        seen[key] = key_node.start_mark.line
+
+
 def _bounded_loader(text: str):
-    """A ``yaml.SafeLoader`` on ``text`` that refuses documents nested deeper than :data:`YAML_MAX_DEPTH`."""
+    """A ``yaml.SafeLoader`` on ``text`` that refuses documents nested deeper than :data:`YAML_MAX_DEPTH`, and
+    a mapping that gives one key twice (PyYAML keeps the last: the first would be lost silently; a merge
+    key's values are overridden as YAML defines)."""
     import yaml
 
     class _Loader(yaml.SafeLoader):
         _depth = 0
+
+        def construct_mapping(self, node, deep=False):  # noqa: D401 - PyYAML hook
+            refuse_duplicate_keys(self, node)
+            return super().construct_mapping(node, deep)
 
         def compose_node(self, parent, index):  # noqa: D401 - PyYAML hook
             self._depth += 1

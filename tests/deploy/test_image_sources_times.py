@@ -45,6 +45,20 @@ def _deployment(root: Path, source: dict) -> Path:
 
 
 # -- sidecar values --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["csv", "yaml", "json"])
+def test_a_sidecar_naming_a_file_twice_is_refused(tmp_path, kind):
+    """Two times for one file: YAML and JSON parsers keep the last, a dict the last row; one time would be lost
+    silently. The sidecar is refused naming the file."""
+    from dvpipe.deploy.sources.base import SourceError
+
+    _write(tmp_path / "img", ["a.jpg", "b.jpg"])
+    side = tmp_path / f"t.{kind}"
+    side.write_text({"csv": "a.jpg,1.5\nb.jpg,2.5\na.jpg,3.5\n", "yaml": "a.jpg: 1.5\nb.jpg: 2.5\na.jpg: 3.5\n",
+                     "json": '{"a.jpg": 1.5, "b.jpg": 2.5, "a.jpg": 3.5}'}[kind])
+    with pytest.raises(SourceError, match=r"a\.jpg.*(twice|two times)"):
+        _stamps(tmp_path / "img", timestamps="sidecar", sidecar=str(side))
+
+
 @pytest.mark.parametrize("kind", ["csv", "txt", "yaml", "json"])
 def test_numeric_sidecar_times_with_a_fraction_are_exact(tmp_path, kind):
     """Seconds with 9 fraction digits (KITTI, ROS) are the ns written, not a binary float's neighbour

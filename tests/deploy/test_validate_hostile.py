@@ -162,6 +162,9 @@ def _alias_bomb(levels: int = 9) -> str:
     ("rig: &r {cameras: [*r]}\npipeline: {}\n", "recursive structure"),
     ("rig: " + "9" * 5000 + "\n", "not valid YAML"),
     ("rig: [1, 2\npipeline: {}\n", "not valid YAML: expected ',' or ']'"),
+    # PyYAML keeps the last of two equal keys: the first would be lost silently
+    ("run: {frames: 5}\nrig: x.yaml\nrun: {frames: 7}\n", "found key 'run' twice in one mapping (first at line 1)"),
+    ("sync: {tolerance_ms: 10, tolerance_ms: 60}\n", "found key 'tolerance_ms' twice"),
 ])
 def test_hostile_yaml_is_one_line_naming_the_file(tmp_path, capsys, text, expected):
     p = tmp_path / "dep.yaml"
@@ -174,6 +177,14 @@ def test_hostile_yaml_is_one_line_naming_the_file(tmp_path, capsys, text, expect
     out = capsys.readouterr()
     assert_one_line_problems(out.out + out.err)
     assert expected in out.out
+
+
+def test_a_merge_keys_values_may_be_overridden_as_yaml_defines(tmp_path):
+    from dvpipe.types import read_yaml
+
+    p = tmp_path / "m.yaml"
+    p.write_text("base: &b {frames: 5, loop: true}\nrun:\n  <<: *b\n  frames: 7\n")
+    assert read_yaml(p)["run"] == {"frames": 7, "loop": True}
 
 
 def test_hostile_rig_files_and_huge_or_binary_files(tmp_path):

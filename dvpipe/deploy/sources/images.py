@@ -50,6 +50,7 @@ import yaml
 from ...codecs import MAX_FRAME_FILE_BYTES, read_regular_file
 from ...errors import ConfigError
 from ...latency import now_ns
+from ...types import refuse_duplicate_keys
 from ...types import short_repr as _show
 from . import _options
 from ._probe import check_image_header, sniff_file
@@ -132,7 +133,11 @@ def _to_ns(value: Any, unit: str) -> int:
 
 class _TextFloatLoader(yaml.SafeLoader):
     """YAML's safe loader, but a float or a date-time stays its text: :func:`_to_ns` converts it exactly
-    (PyYAML's float is binary, its date-time keeps microseconds)."""
+    (PyYAML's float is binary, its date-time keeps microseconds); a file named twice is refused."""
+
+    def construct_mapping(self, node, deep=False):  # noqa: D401 - PyYAML hook
+        refuse_duplicate_keys(self, node)
+        return super().construct_mapping(node, deep)
 
 
 def _as_text(loader: yaml.SafeLoader, node: yaml.Node) -> str:
@@ -141,6 +146,16 @@ def _as_text(loader: yaml.SafeLoader, node: yaml.Node) -> str:
 
 _TextFloatLoader.add_constructor("tag:yaml.org,2002:float", _as_text)
 _TextFloatLoader.add_constructor("tag:yaml.org,2002:timestamp", _as_text)
+
+
+def _unique_pairs(pairs: list) -> dict:
+    """A JSON object, refused when it names a key twice (``json`` keeps the last: one time would be lost)."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} given twice: one would be lost")
+        out[key] = value
+    return out
 
 
 def _read_sidecar(path: str) -> list[str] | dict[str, Any]:
@@ -154,7 +169,7 @@ def _read_sidecar(path: str) -> list[str] | dict[str, Any]:
         return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     if path.lower().endswith((".yaml", ".yml", ".json")):
         try:
-            data = (json.loads(text, parse_float=str) if path.lower().endswith(".json")
+            data = (json.loads(text, parse_float=str, object_pairs_hook=_unique_pairs) if path.lower().endswith(".json")
                     else yaml.load(text, Loader=_TextFloatLoader))  # noqa: S506 - a safe loader
         except (ValueError, yaml.YAMLError, RecursionError) as e:  # RecursionError: nesting deeper than Python's
             raise SourceError(f"sidecar {path}: not valid {'JSON' if path.lower().endswith('.json') else 'YAML'}: "
@@ -174,6 +189,8 @@ def _read_sidecar(path: str) -> list[str] | dict[str, Any]:
         name, t = r[0].strip(), r[1].strip()
         if i == 0 and not _is_time(t):
             continue  # a header row
+        if name in out:
+            raise SourceError(f"sidecar {path}: {_show(name)} is given two times (row {i + 1}); one would be lost")
         out[name] = t
     return out
 
