@@ -149,6 +149,10 @@ def test_rig_key_typos_are_errors_and_each_problem_is_one_line(tmp_path):
     ({"type": "ftp", "uri": "x"}, "source.type", "'ftp' is not one of images, video"),
     ({"type": "rtsp", "uri": "http://cam/1"}, "source.uri", "expected rtsp://"),
     ({"type": "rtsp", "uri": "rtsp://h/1", "reconnect": {"factor": 0.5}}, "source.reconnect.factor", ">= 1"),
+    # a port outside 1..65535 (RFC 3986 ports are 16-bit; 0 is no port) is the configuration's problem, not a
+    # network failure to retry; the message does not repeat the URL (it may hold a password)
+    ({"type": "rtsp", "uri": "rtsp://u:secret@127.0.0.1:99999/x"}, "source.uri", "not a number from 1 to 65535"),
+    ({"type": "rtsp", "uri": "rtsp://127.0.0.1:0/x"}, "source.uri", "not a number from 1 to 65535"),
     ({"type": "synthetic", "resolution": [640]}, "source.resolution", "[width, height]"),
     ({"type": "synthetic", "faults": {"corrupt": "3"}}, "source.faults.corrupt", "frame numbers"),
     ({"type": "synthetic", "faults": {"late_ms": {2: -5}}}, "source.faults.late_ms.2", "non-negative"),

@@ -271,9 +271,12 @@ def _parse_url(url: str) -> _Url:
     if scheme not in ("rtsp", "rtsps") or not u.hostname:
         raise SourceError(f"dvpipe's RTSP client reads rtsp:// and rtsps://host[:port]/path URLs, not {url!r}")
     try:
-        port = u.port or (322 if scheme == "rtsps" else 554)
+        given = u.port
     except ValueError:
-        raise SourceError(f"{url!r}: the port is not a number from 1 to 65535") from None
+        given = 0
+    if given == 0 and u.netloc.rpartition("@")[2].rpartition("]")[2].count(":"):  # ":0", ":99999", ":x"
+        raise SourceError(f"{url!r}: the port is not a number from 1 to 65535")
+    port = given or (322 if scheme == "rtsps" else 554)
     host = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
     clean = urllib.parse.urlunsplit((scheme, f"{host}:{u.port}" if u.port else host, u.path or "/", u.query, ""))
     user = urllib.parse.unquote(u.username) if u.username is not None else None
