@@ -292,7 +292,13 @@ class PrometheusOutput(Exporter):
     def open(self, run: RunContext) -> None:
         from ..latency.prometheus import PrometheusExporter
 
-        self.exporter = PrometheusExporter(port=self.options["port"], addr=self.options["addr"])
+        addr, port = self.options["addr"], self.options["port"]
+        try:
+            self.exporter = PrometheusExporter(port=port, addr=addr)
+        except OSError as e:  # the port taken, an address this machine does not have, a name that does not resolve
+            where = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+            raise ConfigError(f"cannot serve /metrics on {where} (--prometheus): {e.strerror or e}",
+                              "outputs.prometheus") from None
         self.exporter.watch(run.accounting.counters)
 
     def observe(self, result: BatchResult) -> None:
@@ -336,8 +342,10 @@ def parse_host_port(text: str, flag: str = "--prometheus") -> tuple[str, int]:
     host, sep, port = str(text).rpartition(":")
     if not sep:
         host, port = "127.0.0.1", str(text)
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not port.isdigit() or not 1 <= int(port) <= 65535 or not host:
+    bracketed = host.startswith("[") and host.endswith("]")
+    host = host[1:-1] if bracketed else host
+    if (not bracketed and (":" in host or "[" in host or "]" in host)) or not port.isdigit() \
+            or not 1 <= int(port) <= 65535 or not host:  # an IPv6 host needs its brackets: [::1]:9108
         raise ConfigError(f"{flag} {text}: expected PORT or HOST:PORT with a port in 1..65535 "
                           "(e.g. 9108, or 0.0.0.0:9108 to expose the metrics)")
     return host, int(port)

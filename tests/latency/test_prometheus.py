@@ -31,9 +31,25 @@ def test_host_port_parsing():
     assert parse_host_port("9108") == ("127.0.0.1", 9108)
     assert parse_host_port("0.0.0.0:9108") == ("0.0.0.0", 9108)
     assert parse_host_port("[::1]:9108") == ("::1", 9108)
-    for bad in ("0", "70000", "host:", ":9108", "nine"):
+    for bad in ("0", "70000", "host:", ":9108", "nine", "[::1", "::1:9108", "[::1:9108"):  # IPv6 needs [host]
         with pytest.raises(ConfigError, match=r"--prometheus .*expected PORT or HOST:PORT"):
             parse_host_port(bad)
+
+
+def test_a_port_that_cannot_be_served_is_a_configuration_error_naming_it():
+    """The port already taken (a real listener on 127.0.0.1): the run does not start, and the error names the
+    option and the address, not only "[Errno 98]"."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        dep = load_deployment(synthetic_deployment(1, outputs={"metrics": False, "prometheus": port}))
+        with pytest.raises(ConfigError) as ei:
+            Runner(dep, write_outputs=False)
+    assert ei.value.path == "outputs.prometheus" and f"127.0.0.1:{port} (--prometheus)" in str(ei.value)
+    assert "in use" in str(ei.value)
 
 
 def test_the_deployment_default_binds_loopback_only():
