@@ -455,16 +455,17 @@ def read_yaml(path: str | os.PathLike, what: str = "file") -> Any:
     """
     import yaml
 
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(YAML_MAX_BYTES + 1)
+    from .codecs import read_regular_file
+
+    try:  # a FIFO or a device node is refused, not waited on
+        _size, raw = read_regular_file(os.fspath(path), YAML_MAX_BYTES)
     except FileNotFoundError:
         raise ConfigError(f"{what} not found: {path}") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{what} {path} is a folder, not a YAML file") from None
-    except (OSError, ValueError) as e:  # permissions, name too long, NUL in the name...
+    except (OSError, ValueError) as e:  # permissions, name too long, NUL in the name, not a regular file...
+        if os.path.isdir(path):
+            raise ConfigError(f"{what} {path} is a folder, not a YAML file") from None
         raise ConfigError(f"cannot read {what} {path}: {getattr(e, 'strerror', None) or e}") from None
-    if len(raw) > YAML_MAX_BYTES:
+    if raw is None:
         raise ConfigError(f"{path}: larger than {YAML_MAX_BYTES // (1024 * 1024)} MiB; not a {what} dvpipe reads")
     try:
         text = raw.decode("utf-8")

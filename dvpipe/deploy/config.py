@@ -454,6 +454,8 @@ def _read(source: str | os.PathLike | Mapping[str, Any]) -> tuple[Any, Optional[
 
     if isinstance(source, Mapping):
         return dict(source), None, "deployment"
+    if not os.fspath(source):  # Path("") is ".": the folder would be blamed for a missing name
+        raise DeploymentError([("", "no deployment file named (an empty path)")], "''")
     path = Path(source)
     try:
         data = read_yaml(path, "deployment file")

@@ -202,6 +202,19 @@ def test_hostile_rig_files_and_huge_or_binary_files(tmp_path):
     binary = tmp_path / "bin.yaml"
     binary.write_bytes(b"rig: \xff\xfe\x00")
     assert "not UTF-8" in errors_of(binary)[""]
+    assert "is a folder" in errors_of(tmp_path)[""]
+    assert errors_of("")[""] == "no deployment file named (an empty path)"  # Path("") would be "."
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_named_pipe_is_refused_not_waited_on(tmp_path):
+    """open() of a FIFO blocks until a writer comes: validate would hang. It is refused at once, for a
+    deployment and for the rig it names."""
+    os.mkfifo(tmp_path / "dep.yaml")
+    assert "not a regular file" in errors_of(tmp_path / "dep.yaml")[""]
+    os.mkfifo(tmp_path / "rig.yaml")
+    d = {"rig": "rig.yaml", "pipeline": {"profile": "bevformer-tiny"}, "source": {"type": "synthetic"}}
+    assert "not a file" in errors_of(write(tmp_path, d, "d2.yaml"))["rig"]
 
 
 # -------------------------------------------------------------------------------- camera names
