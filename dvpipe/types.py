@@ -613,7 +613,7 @@ class Rig:
         try:
             return cls.from_dict(cast(Mapping[str, object], data or {}))  # from_dict checks it is one
         except ConfigError as e:
-            raise ConfigError(f"{path}: {e}") from None
+            raise ConfigError(f"{path}: {e}", problems=tuple(f"{path}: {p}" for p in e.problems)) from None
 
 
 def check_one_size(cameras: Sequence[Any], what: str) -> Any:

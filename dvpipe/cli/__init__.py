@@ -26,6 +26,19 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def error_text(e: BaseException) -> str:
+    """An error as the CLI prints it: one line, or a count and one indented line per problem when the error
+    holds several (a deployment's, a rig file's)."""
+    problems = getattr(e, "problems", ())
+    if len(problems) > 1:
+        return f"{len(problems)} problems:\n" + "\n".join(f"  {' '.join(p.split())}" for p in problems)
+    text = str(e)
+    lines = text.split("\n")
+    if len(lines) > 1 and all(ln.startswith("  ") for ln in lines[1:]):  # a DeploymentError: already one per line
+        return text
+    return " ".join(text.split())
+
+
 def _top_parser() -> argparse.ArgumentParser:
     epilog = "commands:\n" + "\n".join(f"  {name:<10} {help_}" for name, (_m, help_) in COMMANDS.items())
     p = argparse.ArgumentParser(prog="dvpipe", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -73,7 +86,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         expected = isinstance(e, (DvpipeError, OSError, UnicodeDecodeError))
         kind = "error" if expected else f"unexpected {type(e).__name__}"
-        print(f"dvpipe {name}: {kind}: {e}", file=sys.stderr)
+        print(f"dvpipe {name}: {kind}: {error_text(e)}", file=sys.stderr)
         if not expected:
             print("  (run with --debug for the traceback, and please report it)", file=sys.stderr)
         return 2

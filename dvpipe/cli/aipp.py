@@ -68,11 +68,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
+    from . import error_text
 
     try:
         groups = _routes(args)
     except ConfigError as e:
-        print(f"dvpipe aipp: error: {' '.join(str(e).split())}", file=sys.stderr)
+        print(f"dvpipe aipp: error: {error_text(e)}", file=sys.stderr)
         return 2
     text = "".join(_header(args)) + "\n".join(
         "".join(_block_comment(names, r) for names, r in _kinds(members)) + cfg.to_cfg() for cfg, members in groups)

@@ -206,6 +206,25 @@ def test_hostile_rig_files_and_huge_or_binary_files(tmp_path):
     assert errors_of("")[""] == "no deployment file named (an empty path)"  # Path("") would be "."
 
 
+def test_probe_and_aipp_print_one_line_per_problem(tmp_path, capsys):
+    """Every command prints several problems as a count and one indented line each (a rig file's problems were
+    joined with "; " on one line, and a message's own "; allowed:" read like another problem)."""
+    rig = tiny_rig(2)
+    rig["cameras"][0]["encoding"], rig["cameras"][1]["encoding"] = "h266", "vp9"
+    (tmp_path / "rig.yaml").write_text(yaml.safe_dump(rig))
+    assert cli_main(["probe", str(tmp_path / "rig.yaml")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "dvpipe probe: error: 2 problems:" and len(err) == 3
+    assert "cameras[0].encoding: unknown encoding 'h266'; allowed: jpeg" in err[1] and err[1].startswith("  ")
+    assert "cameras[1].encoding: unknown encoding 'vp9'" in err[2]
+    d = {"rig": tiny_rig(1), "pipeline": {"stages": [{"resize": {"scale": -0.5}}, {"normalise": {"mean": [1, 2]}}]},
+         "source": {"type": "synthetic"}}
+    assert cli_main(["aipp", str(write(tmp_path, d)), "--soc", "Ascend310P3", "-o", str(tmp_path / "a.cfg")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("dvpipe aipp: error: 2 problems in") and len(err) == 3
+    assert err[1].startswith("  pipeline.stages[0].resize: ") and err[2].startswith("  pipeline.stages[1].normalise: ")
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
 def test_a_named_pipe_is_refused_not_waited_on(tmp_path):
     """open() of a FIFO blocks until a writer comes: validate would hang. It is refused at once, for a
