@@ -143,6 +143,9 @@ class BackendFamily:
             forms = [f for f in self.name_forms if ":" in f]
             use = forms[0] if len(forms) == 1 else f"{', '.join(forms[:-1])} or {forms[-1]}"
             raise ConfigError(f"unknown {self.name} device {device!r} in backend {name!r}; use {use}")
+        kind, sep, index = device.partition(":")
+        if sep and not (index.isascii() and index.isdigit()):  # torch:npu:x, torch:cuda:-1, torch:cuda:0:1
+            raise ConfigError(f"backend {name!r}: a device number is 0, 1, 2... ({self.name}:{kind}:0), got {index!r}")
         return BackendRef(name, self.name, device)
 
     def hook(self, name: str) -> Optional[Callable[..., Any]]:

@@ -180,6 +180,11 @@ def test_every_builtin_name_resolves_as_before():
     with pytest.raises(dv.ConfigError) as e:
         resolve("torch:gpu")
     assert str(e.value) == "unknown torch device 'gpu' in backend 'torch:gpu'; use torch:cpu, torch:cuda[:N] or torch:npu[:N]"
+    for bad, form, index in (("torch:npu:x", "torch:npu:0", "'x'"), ("torch:cuda:-1", "torch:cuda:0", "'-1'"),
+                             ("torch:cuda:0:1", "torch:cuda:0", "'0:1'")):
+        with pytest.raises(dv.ConfigError) as e:  # in a list of backends it read as "unavailable", not as a typo
+            resolve(bad)
+        assert str(e.value) == f"backend '{bad}': a device number is 0, 1, 2... ({form}), got {index}"
     with pytest.raises(dv.ConfigError) as e:
         resolve("gpu9")
     assert str(e.value) == ("unknown backend 'gpu9'; known: cpu, reference, torch:cpu, torch:cuda[:N], torch:npu[:N], "
