@@ -117,12 +117,13 @@ def test_missing_torch_is_a_clear_verdict(monkeypatch):
 
 
 def test_a_negative_device_index_is_refused_with_its_reason(monkeypatch):
-    # on a machine with two CUDA devices (stood in): -1 is no device, refused at planning in one line
+    # on a machine with two CUDA devices (stood in): -1 is no device, refused as the name is read, in one line
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert td.available(resolve("torch:cuda:1")).ok
-    v = td.available(resolve("torch:cuda:-1"))
-    assert v.status == "unavailable" and "-1" in v.reason and "\n" not in v.reason, v
+    with pytest.raises(dv.ConfigError) as e:
+        resolve("torch:cuda:-1")
+    assert "-1" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_a_cpu_device_index_is_refused_with_its_reason():
