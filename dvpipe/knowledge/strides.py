@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Stride", "stride_for", "STRIDE_KEYS", "jpegd_odd_size_question"]
 
+#: the ``stride:`` keys that bound a stride from above (:attr:`Stride.limits`)
+_LIMIT_KEYS = ("ws_max", "hs_max", "ws_max_open", "hs_max_open")
+
+
 def _stride_applies(rule: Rule, req: "Request") -> bool:
     """A rule with a stride block applies only to the formats its stride covers (on its side)."""
     if not rule.stride:
@@ -72,7 +76,10 @@ def _stride_fails(rule: Rule, req: "Request") -> list[_Fail]:
 class Stride(tuple):
     """``(width_stride, height_stride, buffer_bytes)``: ws in bytes, hs in rows, buffer in bytes (a lower
     bound for the allocation). Unpacks and compares like a plain 3-tuple and also carries where it came
-    from: ``rule_id``, ``confidence``, ``source``, ``side``, ``fmt``, ``api``, ``note``.
+    from: ``rule_id``, ``confidence``, ``source``, ``side``, ``fmt``, ``api``, ``note``, and ``limits``: the
+    rule's stride maxima for a stride the caller sets larger (``ws_max`` / ``hs_max``: documented, above is
+    refused; ``ws_max_open`` / ``hs_max_open``: above them the docs leave it open), e.g. ``{"ws_max": 16384,
+    "hs_max": 16384}`` for VPC input on Ascend310 (CANN 6.0.1 aclcppdevg_03_0168).
     """
 
     rule_id: str
@@ -82,12 +89,14 @@ class Stride(tuple):
     fmt: str
     api: str
     note: str
+    limits: Mapping[str, int]
 
     def __new__(cls, ws: int, hs: int, size: int, *, rule_id: str, confidence: str, source: str, side: str,
-                fmt: str, api: str, note: str = "") -> "Stride":
+                fmt: str, api: str, note: str = "", limits: Optional[Mapping[str, int]] = None) -> "Stride":
         self = super().__new__(cls, (ws, hs, size))
         self.rule_id, self.confidence, self.source = rule_id, confidence, source
         self.side, self.fmt, self.api, self.note = side, fmt, api, note
+        self.limits = dict(limits or {})
         return self
 
     @property
@@ -168,8 +177,9 @@ def stride_for(soc: Optional[str], cann: VersionLike, unit: str, fmt: str, width
                 notes.append(f"{fam.label} is not in the DVPP docs at CANN {v}")
             notes.extend(x.notice for x in _rules_by_unit()[u] if x.notice and "stride" in x.id
                          and fam.key in x.families and x.api in (a, "any") and v in x.cann)
+            limits = {k: int(stride[k]) for k in _LIMIT_KEYS if stride.get(k)}
             return Stride(ws, hs, size, rule_id=rule.id, confidence=conf, source=rule.source, side=side, fmt=f,
-                          api=a, note="; ".join(notes))
+                          api=a, note="; ".join(notes), limits=limits)
     if gaps:
         g = gaps[0]
         raise KnowledgeGap(g.unknown or "", g.source, g.id)

@@ -205,7 +205,9 @@ class AippConfig:
             sizes = (self.left_padding_size, self.right_padding_size, self.top_padding_size, self.bottom_padding_size)
             if any(s < 0 or s > MAX_PADDING for s in sizes):
                 raise ConfigError(f"padding sizes must be 0..{MAX_PADDING} per side, got left/right/top/bottom {sizes}")
-            if w and self.output_hw[1] > MAX_PADDED_WIDTH:
+            # the padded width is known from the crop size with crop on, else from src_image_size (0 there: the
+            # model's input size, not known here)
+            if (self.crop or w) and self.output_hw[1] > MAX_PADDED_WIDTH:
                 raise ConfigError(f"the padded width {self.output_hw[1]} exceeds AIPP's {MAX_PADDED_WIDTH} "
                                   "(acl.mdl.set_aipp_padding_params restrictions)")
         for r in range(3):

@@ -1,0 +1,173 @@
+"""Documented limits at their boundaries on the software DVPP device: the VPC stride maximum, the acldvpp VPC output
+maximum before CANN 9.0.0, the paste box minimum and AIPP's padded width. Each case is written from the page, with
+the boundary values by hand (constraints.md: ../shared/reference/dvpp/constraints.md).
+"""
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import dvpipe as dv
+from dvpipe.backends.dvpp import _acl
+from dvpipe.backends.dvpp._enums import PIXEL_FORMAT
+from dvpipe.backends.dvpp.aipp import AippConfig
+from dvpipe.backends.dvpp.sim import SimAcl
+from dvpipe.errors import ConfigError
+from dvpipe.knowledge import check, stride_for
+
+T310 = dv.Target("Ascend310", "6.0.1")
+T310P = dv.Target("Ascend310P3", "8.0.0")
+T310B = dv.Target("Ascend310B1", "8.5.0")
+TA2 = dv.Target("Ascend910B3", "8.5.0")
+NV12 = PIXEL_FORMAT["nv12"]
+
+
+@pytest.fixture(autouse=True)
+def _collect_devices():
+    """Each test opens software devices of its own; a refusal's traceback keeps one alive in a reference cycle.
+    Collect them, so the process-wide ledger (dvpipe.backends.dvpp.sim.ledger) later tests read holds none."""
+    yield
+    gc.collect()
+
+
+def _rt(target, strict_unknown=True):
+    rt = _acl.Runtime(SimAcl(target, strict_unknown=strict_unknown), "sim", 0, target)
+    rt.open()
+    return rt
+
+
+def _picture(rt, w, h, ws, hs, seed=0):
+    size = ws * hs * 3 // 2
+    ptr = rt.malloc(size)
+    rt.upload(ptr, size, np.random.default_rng(seed).integers(0, 255, size, dtype=np.uint8).tobytes())
+    return rt.pic_desc(ptr, size, NV12, w, h, ws, hs)
+
+
+def _resize(rt, in_size, in_stride, out_size, out_stride):
+    """VPC resize of an NV12 picture with the strides the caller sets; raises what the device returns."""
+    chan, stream = rt.create_channel(), rt.create_stream()
+    src = _picture(rt, *in_size, *in_stride)
+    dst = _picture(rt, *out_size, *out_stride, seed=1)
+    rt.vpc_resize(chan, src, dst, rt.resize_config(), stream)
+    rt.synchronize(stream)
+    return rt.pic_info(dst)
+
+
+# ------------------------------------------------------------------ §2.2: width stride 32..16384, height 6..16384
+
+def test_vpc_input_stride_maximum_16384_on_310_310p_310b():
+    # widthStride 32..16384, heightStride 6..16384: 310/910 CANN 6.0.1 en aclcppdevg_03_0168, 310P 6.0.1
+    # aclcppdevg_03_0232; 310B at most 16384, 6.2.RC2 aclpythondevg_02_0409
+    rules = {T310: "vpc.v1.stride.310_910", T310P: "vpc.stride.310p", T310B: "vpc.stride.310b"}
+    for target, rule in rules.items():
+        assert _resize(_rt(target), (640, 480), (16384, 480), (320, 240), (320, 240))[:2] == (320, 240)
+        assert _resize(_rt(target), (640, 480), (640, 16384), (320, 240), (320, 240))[:2] == (320, 240)
+        with pytest.raises(_acl.InvalidParam, match=f"width stride 16400 bytes exceeds the maximum 16384 .*{rule}"):
+            _resize(_rt(target), (640, 480), (16400, 480), (320, 240), (320, 240))
+        with pytest.raises(_acl.InvalidParam, match=f"height stride 16386 rows exceeds the maximum 16384 .*{rule}"):
+            _resize(_rt(target), (640, 480), (640, 16386), (320, 240), (320, 240))
+
+
+def test_vpc_output_stride_maximum_follows_the_input_table():
+    # the output stride rules follow the input table (the output tables were not retrieved): 310/910 and 310P
+    # refuse above 16384 (100000); on 310B/A2/A3 the output maximum is open, so refused as undocumented (200006)
+    for target in (T310, T310P):
+        assert _resize(_rt(target), (640, 480), (640, 480), (320, 240), (16384, 240))[:4] == (320, 240, 16384, 240)
+        with pytest.raises(_acl.InvalidParam, match="VPC output: width stride 16400 bytes exceeds the maximum 16384"):
+            _resize(_rt(target), (640, 480), (640, 480), (320, 240), (16400, 240))
+        with pytest.raises(_acl.InvalidParam, match="VPC output: height stride 16386 rows exceeds the maximum 16384"):
+            _resize(_rt(target), (640, 480), (640, 480), (320, 240), (320, 16386))
+    assert _resize(_rt(T310B), (640, 480), (640, 480), (320, 240), (16384, 240))[:4] == (320, 240, 16384, 240)
+    with pytest.raises(_acl.FeatureUnsupported, match="width stride 16400 bytes is above 16384, the largest"):
+        _resize(_rt(T310B), (640, 480), (640, 480), (320, 240), (16400, 240))
+
+
+def test_a2_stride_above_16384_is_open_not_refused_as_documented():
+    # A2: the stride maximum is not stated (8.0.0 aclpythondevg_01_0429): refused rather than guessed (200006),
+    # accepted when the caller accepts what the docs leave open
+    assert _resize(_rt(TA2), (640, 480), (16384, 480), (320, 240), (320, 240))[:2] == (320, 240)
+    with pytest.raises(_acl.FeatureUnsupported, match="16400 bytes is above 16384.*vpc.stride.a2_a3"):
+        _resize(_rt(TA2), (640, 480), (16400, 480), (320, 240), (320, 240))
+    assert _resize(_rt(TA2, strict_unknown=False), (640, 480), (16400, 480), (320, 240), (320, 240))[:2] == (320, 240)
+
+
+def test_stride_for_carries_the_stride_maxima():
+    assert stride_for("Ascend310", "6.0.1", "vpc", "nv12", 640, 480).limits == {"ws_max": 16384, "hs_max": 16384}
+    assert stride_for("Ascend310B1", "8.5.0", "vpc", "nv12", 640, 480).limits == {"ws_max": 16384, "hs_max": 16384}
+    assert stride_for("Ascend910B3", "8.5.0", "vpc", "nv12", 640, 480).limits == {"ws_max_open": 16384,
+                                                                                  "hs_max_open": 16384}
+
+
+# ------------------------------------------------------------------ §2.1: acldvpp output 4096x8192 read in 9.0.0 only
+
+def test_acldvpp_vpc_output_4096x8192_is_documented_from_cann_9_0_0_only():
+    # 4096x8192 output: 9.0.0 aclcppdevg_03_0337 (310B, A2, A3); the 6.0.1 page (aclcppdevg_03_0168) gave
+    # 4096x4096 for every product, so before 9.0.0 an output height in (4096, 8192] is unknown
+    def v(soc, cann, ow, oh):
+        return check(soc, cann, "vpc", "resize", 2048, 4096, "nv12", out_width=ow, out_height=oh, api="acldvpp")
+
+    for soc in ("Ascend310B1", "Ascend910B3", "Ascend910_9391"):
+        assert v(soc, "9.0.0", 4096, 8192).status == "ok"
+        before = v(soc, "8.5.0", 4096, 8192)
+        assert before.status == "unknown"
+        assert "vpc.v1.range.310b_a2_a3.before_9_0.open" in {f.rule_id for f in before.unknowns}
+        assert v(soc, "8.5.0", 4096, 4096).status == "ok"
+    assert v("Ascend910B3", "8.0.0", 4096, 8192).status == "unknown"
+    assert v("Ascend910B3", "8.0.0", 4096, 4098).status == "unknown"
+    assert v("Ascend910B3", "8.0.0", 4096, 8194).status == "rejected"  # above 8192 under either reading
+    assert v("Ascend910B3", "9.0.0", 4096, 8194).status == "rejected"
+
+
+def test_software_device_refuses_acldvpp_output_above_4096_high_before_cann_9_0_0():
+    a2_9, a2_8 = dv.Target("Ascend910B3", "9.0.0"), dv.Target("Ascend910B3", "8.0.0")
+    assert _resize(_rt(a2_9), (2048, 4096), (2048, 4096), (4096, 8192), (4096, 8192))[:2] == (4096, 8192)
+    with pytest.raises(_acl.FeatureUnsupported, match="output height 8192 is above 4096"):
+        _resize(_rt(a2_8), (2048, 4096), (2048, 4096), (4096, 8192), (4096, 8192))
+    with pytest.raises(_acl.FeatureUnsupported, match="vpc.v1.range.310b_a2_a3.before_9_0.open"):
+        _resize(_rt(dv.Target("Ascend310B1", "7.0.0")), (2048, 4096), (2048, 4096), (2048, 8192), (2048, 8192))
+    assert _resize(_rt(a2_8), (2048, 4096), (2048, 4096), (4096, 4096), (4096, 4096))[:2] == (4096, 4096)
+
+
+# ------------------------------------------------------------------ §2.1 / §2.4: the paste box is at least 10x6
+
+def _paste(rt, crop, paste):
+    chan, stream = rt.create_channel(), rt.create_stream()
+    src = _picture(rt, 640, 480, 640, 480)
+    dst = _picture(rt, 640, 480, 640, 480, seed=1)
+    rt.vpc_crop_resize_paste(chan, src, dst, rt.roi(*crop), rt.roi(*paste), rt.resize_config(), stream)
+    rt.synchronize(stream)
+    return rt.pic_info(dst)
+
+
+def test_software_device_refuses_a_paste_box_below_10x6():
+    # output minimum 10x6 (§2.1, CANN 6.0.1 aclcppdevg_03_0168) and crop minimum 10x6 (§2.4): the paste box is the
+    # resize target, so the stricter reading holds it to 10x6 too. Boxes inclusive; on 310 left 16-aligned, right odd
+    assert _paste(_rt(T310), (0, 0, 255, 191), (16, 0, 25, 5))[:2] == (640, 480)  # 10x6
+    with pytest.raises(_acl.InvalidParam, match=r"paste box 8x6 is below the minimum 10x6.*vpc.crop_min"):
+        _paste(_rt(T310), (0, 0, 255, 191), (16, 0, 23, 5))
+    with pytest.raises(_acl.InvalidParam, match="paste box 10x4 is below the minimum 10x6"):
+        _paste(_rt(T310), (0, 0, 63, 31), (16, 0, 25, 3))
+    assert _paste(_rt(T310P), (0, 0, 255, 191), (16, 0, 25, 5))[:2] == (640, 480)
+    with pytest.raises(_acl.InvalidParam, match="paste box 9x6 is below the minimum 10x6"):
+        _paste(_rt(T310P), (0, 0, 255, 191), (16, 0, 24, 5))
+
+
+# ------------------------------------------------------------------ AIPP: padded width at most 1080
+
+def test_aipp_padded_width_is_checked_from_the_crop_size_without_a_source_size():
+    # pyACL set_aipp_padding_params: the padded width is at most 1080 (aclpythondevg_01_0188); with crop on the
+    # output width is the crop width, known whatever src_image_size says (0: the model's input size)
+    def cfg(crop_w, pad, src=(0, 0)):
+        return AippConfig(input_format="YUV420SP_U8", src_image_size_w=src[0], src_image_size_h=src[1], crop=True,
+                          crop_size_w=crop_w, crop_size_h=480, padding=True, left_padding_size=pad,
+                          right_padding_size=pad)
+
+    with pytest.raises(ConfigError, match="padded width 1104 exceeds AIPP's 1080"):
+        cfg(1040, 32)
+    with pytest.raises(ConfigError, match="padded width 1104 exceeds AIPP's 1080"):
+        cfg(1040, 32, src=(1040, 480))
+    assert cfg(1016, 32).output_hw == (480, 1080)
+    assert cfg(1040, 20).output_hw == (480, 1080)
+    assert cfg(1016, 32, src=(1920, 1080)).output_hw == (480, 1080)
