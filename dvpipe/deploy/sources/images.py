@@ -148,16 +148,6 @@ _TextFloatLoader.add_constructor("tag:yaml.org,2002:float", _as_text)
 _TextFloatLoader.add_constructor("tag:yaml.org,2002:timestamp", _as_text)
 
 
-def _unique_pairs(pairs: list) -> dict:
-    """A JSON object, refused when it names a key twice (``json`` keeps the last: one time would be lost)."""
-    out: dict = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"key {key!r} given twice: one would be lost")
-        out[key] = value
-    return out
-
-
 def _read_sidecar(path: str) -> list[str] | dict[str, Any]:
     """A mapping file name -> time, or (``.txt``) a list of times, one per line (line i: frame i), as
     written (text, or a YAML / JSON integer): :func:`_sidecar_ns` converts each."""
@@ -168,8 +158,16 @@ def _read_sidecar(path: str) -> list[str] | dict[str, Any]:
     if path.lower().endswith(".txt"):
         return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     if path.lower().endswith((".yaml", ".yml", ".json")):
+        def unique_pairs(pairs: list) -> dict:  # json keeps the last of two equal keys: one time would be lost
+            out: dict = {}
+            for key, value in pairs:
+                if key in out:
+                    raise SourceError(f"sidecar {path}: {_show(key)} is given two times; one would be lost")
+                out[key] = value
+            return out
+
         try:
-            data = (json.loads(text, parse_float=str, object_pairs_hook=_unique_pairs) if path.lower().endswith(".json")
+            data = (json.loads(text, parse_float=str, object_pairs_hook=unique_pairs) if path.lower().endswith(".json")
                     else yaml.load(text, Loader=_TextFloatLoader))  # noqa: S506 - a safe loader
         except (ValueError, yaml.YAMLError, RecursionError) as e:  # RecursionError: nesting deeper than Python's
             raise SourceError(f"sidecar {path}: not valid {'JSON' if path.lower().endswith('.json') else 'YAML'}: "
