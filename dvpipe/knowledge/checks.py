@@ -253,14 +253,16 @@ def _narrow_crop_min(val: Any, req: "Request", acc: dict) -> None:
     acc["crop_min"] = (max(cm[0], val[1]), max(cm[1], val[0]))
 
 
-@declare_check("crop_min", "[w, h]: the smallest crop box in pixels", narrow=_narrow_crop_min)
+@declare_check("crop_min", "[w, h]: the smallest crop box in pixels (and paste box: the docs do not say whether "
+                             "the minimum binds the resize target; the stricter reading)", narrow=_narrow_crop_min)
 def _chk_crop_min(val: Any, c: Mapping[str, Any], req: "Request", soft: bool) -> Iterable[Fail]:
-    if req.crop_size is None:
-        return
-    ch, cw = req.crop_size
-    for have, need, what, subj in ((cw, val[0], "crop width", "crop_w"), (ch, val[1], "crop height", "crop_h")):
-        if have < need:
-            yield Fail(subj, f"{what} {have} is below the minimum {need}", "crop_min")
+    for box, size in (("crop", req.crop_size), ("paste", req.paste_size)):
+        if size is None:
+            continue
+        h, w = size
+        for have, need, side in ((w, val[0], "width"), (h, val[1], "height")):
+            if have < need:
+                yield Fail(f"{box}_{side[0]}", f"{box} {side} {have} is below the minimum {need}", "crop_min")
 
 
 @declare_check("in_formats", "[input formats]; in_formats_unknown: formats the docs do not settle either way",

@@ -143,15 +143,22 @@ def _paste(rt, crop, paste):
 
 def test_software_device_refuses_a_paste_box_below_10x6():
     # output minimum 10x6 (§2.1, CANN 6.0.1 aclcppdevg_03_0168) and crop minimum 10x6 (§2.4): the paste box is the
-    # resize target, so the stricter reading holds it to 10x6 too. Boxes inclusive; on 310 left 16-aligned, right odd
+    # resize target, so the stricter reading holds it to 10x6 too, in the rule check (probe) and on the device.
+    # Boxes inclusive; on 310 left 16-aligned, right odd
+    from dvpipe.knowledge import check
+
     assert _paste(_rt(T310), (0, 0, 255, 191), (16, 0, 25, 5))[:2] == (640, 480)  # 10x6
-    with pytest.raises(_acl.InvalidParam, match=r"paste box 8x6 is below the minimum 10x6.*vpc.crop_min"):
+    with pytest.raises(_acl.InvalidParam, match=r"paste width 8 is below the minimum 10.*vpc.crop_min"):
         _paste(_rt(T310), (0, 0, 255, 191), (16, 0, 23, 5))
-    with pytest.raises(_acl.InvalidParam, match="paste box 10x4 is below the minimum 10x6"):
+    with pytest.raises(_acl.InvalidParam, match="paste height 4 is below the minimum 6"):
         _paste(_rt(T310), (0, 0, 63, 31), (16, 0, 25, 3))
     assert _paste(_rt(T310P), (0, 0, 255, 191), (16, 0, 25, 5))[:2] == (640, 480)
-    with pytest.raises(_acl.InvalidParam, match="paste box 9x6 is below the minimum 10x6"):
+    with pytest.raises(_acl.InvalidParam, match="paste width 9 is below the minimum 10"):
         _paste(_rt(T310P), (0, 0, 255, 191), (16, 0, 24, 5))
+    for paste, status in (((16, 0, 25, 5), "ok"), ((16, 0, 23, 5), "rejected")):
+        v = check("Ascend310", "6.0.1", "vpc", "crop_resize_paste", 640, 480, "nv12", out_width=640, out_height=480,
+                  crop=(0, 0, 255, 191), paste=paste, api="acldvpp")
+        assert v.status == status, v.summary
 
 
 # ------------------------------------------------------------------ AIPP: padded width at most 1080

@@ -25,7 +25,7 @@ import numpy as np
 
 from ....codecs import image_info
 from ....errors import FrameError
-from ....knowledge import jpegd_odd_size_question, register_cache
+from ....knowledge import jpegd_odd_size_question
 from .. import _codes as C
 from .._enums import JPEG_FORMAT, PIXEL_FORMAT_NAME
 from ..colour import (bgr_to_nv12_planes, fill_padding_nv12, fill_padding_packed, nv12_planes, nv12_to_bgr,
@@ -100,22 +100,6 @@ def _stride(soc: str, cann: str, unit: str, fmt: str, width: int, height: int, s
     wa = int((spec.get("ws_align_for") or {}).get(fmt, spec.get("ws_align", 1))) * bpp
     ha = int((spec.get("hs_align_for") or {}).get(fmt, spec.get("hs_align", 1)))
     return st, wa, ha, ""
-
-
-@register_cache  # cleared with the knowledge base's caches when extra data is layered in
-@functools.lru_cache(maxsize=1024)
-def _paste_min(soc: str, cann: str, op: str, width: int, height: int, fmt: str, extras: tuple):
-    """``(width, height, rule ids)``: the smallest paste box of a crop-resize-paste. The paste box is the resize
-    target; the docs give a minimum output size (§2.1, 10x6: CANN 6.0.1 aclcppdevg_03_0168) and crop size (§2.4)
-    without saying whether they bind the paste box, so the software device takes the stricter reading: both do."""
-    from ....knowledge import Request, requirements, rule_by_id
-
-    req = requirements(Request.make(soc, cann, "vpc", op, width, height, fmt, api="acldvpp", **dict(extras)))
-    cm_h, cm_w = req.crop_min or (0, 0)
-    mw, mh = max(req.out_w[0] if req.out_w else 0, cm_w), max(req.out_h[0] if req.out_h else 0, cm_h)
-    keys = {"out_w", "out_h", "crop_min"}
-    ids = tuple(i for i in req.rule_ids if keys & set(getattr(rule_by_id(i), "check", None) or ()))
-    return mw, mh, ids
 
 
 class DvppMedia:
@@ -523,16 +507,6 @@ class DvppMedia:
         ret, floors = self._judge("vpc", op, w, h, in_fmt, **extras)
         if ret:
             return ret
-        if paste is not None:
-            mw, mh, ids = _paste_min(sim.target.soc, str(sim.target.cann), op, int(w), int(h), in_fmt,
-                                     tuple(sorted(extras.items())))
-            pw, ph = paste[2] - paste[0] + 1, paste[3] - paste[1] + 1
-            if pw < mw or ph < mh:
-                return sim.fail(C.ACL_ERROR_INVALID_PARAM,
-                                f"VPC paste box {pw}x{ph} is below the minimum {mw}x{mh}: the paste box is the resize "
-                                "target, and the docs give a minimum output (§2.1) and crop (§2.4) size without saying "
-                                "whether it binds the paste box; the software device takes the stricter reading "
-                                f"[rules {', '.join(ids)}]")
         ret = self._check_layout("vpc", src, in_fmt, "in", "VPC input")
         if ret:
             return ret
