@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -59,7 +60,12 @@ def _number_problem(v: Any, *, integer: bool = False, minimum: float | None = No
                     maximum: float = _NUMBER_MAX) -> Optional[str]:
     """Why ``v`` is not an acceptable number (finite, of the right kind, in range), or None."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
-        return f"expected {'an integer' if integer else 'a number'}, got {_show(v)}"
+        hint = ""
+        if isinstance(v, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE]\d+", v.strip()):
+            x = float(v)  # YAML 1.1 (PyYAML) takes 1e5 and 1.0e30 for text: its exponent needs a sign
+            write = f"{int(x)}" if integer and x.is_integer() else v.strip().lower().replace("e", "e+")
+            hint = f" (YAML reads an exponent without its sign as text: write {write})"
+        return f"expected {'an integer' if integer else 'a number'}, got {_show(v)}{hint}"
     if isinstance(v, float) and not math.isfinite(v):
         return f"expected a finite number, got {_show(v)}"
     if minimum is not None and (v <= minimum if exclusive_min else v < minimum):

@@ -63,6 +63,18 @@ def test_non_finite_and_overflowing_numbers_are_refused_with_their_key_path(sect
     assert text in errors[f"{section}.{key}"], errors
 
 
+def test_a_number_yaml_reads_as_text_says_why(tmp_path):
+    """PyYAML (YAML 1.1) reads 1.0e30 and 1e5 as strings (its float needs the exponent's sign): the message says
+    so, rather than "expected a number" for what the user wrote as one."""
+    p = tmp_path / "dep.yaml"
+    p.write_text("rig: {cameras: [{name: A, width: 64, height: 32}]}\npipeline: {profile: bevformer-tiny}\n"
+                 "source: {type: synthetic}\nsync: {tolerance_ms: 1.5e1}\nrun: {frames: 1e3}\n")
+    assert isinstance(yaml.safe_load(p.read_text())["run"]["frames"], str)  # the premise
+    errors = errors_of(p)
+    assert errors["sync.tolerance_ms"].endswith("(YAML reads an exponent without its sign as text: write 1.5e+1)")
+    assert errors["run.frames"].endswith("write 1000)")
+
+
 def test_source_numbers_are_bounded():
     d = synthetic_deployment(1)
     d["source"].update(fps=math.inf, offset_ms=1e308, start_ns=2 ** 70, quality=1000)
