@@ -39,6 +39,7 @@ def parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str,
     m = V.mapping(v, where, COMMON_KEYS + tuple(s.name for s in specs))
     if m is None:
         return None
+    mark = len(V.errors)  # this source's own problems from here (SourceContext.ok, one problem per key)
     uri = m.get("uri")
     if uri is not None and not isinstance(uri, str):
         V.err(_join(where, "uri"), f"expected a string, got {_show(uri)}")
@@ -50,7 +51,7 @@ def parse_source(v: Any, path: str, V: _V, camera_name: str, encoding: str,
     ctx = SourceContext(camera=camera_name, encoding=encoding, size=cast("tuple[int, int]", tuple(size)), path=where,
                         uri=uri,
                         given=MappingProxyType({k: m[k] for k in m if k not in COMMON_KEYS}), probe=V.probe,
-                        max_pixels=V.max_pixels, max_bytes=V.max_bytes, _v=V, _mark=len(V.errors))
+                        max_pixels=V.max_pixels, max_bytes=V.max_bytes, _v=V, _mark=mark)
     options = cls.validate(options, ctx)
     opts = {f.name: getattr(options, f.name) for f in fields(options)}
     offset_ms = V.number(m, "offset_ms", where, 0.0, minimum=-_DAY_MS, maximum=_DAY_MS)

@@ -166,6 +166,21 @@ def test_source_errors(tmp_path, source, path, text):
     assert path in errors and text in errors[path], ei.value.errors
 
 
+@pytest.mark.parametrize("source, problems", [
+    # a key refused for its type or value gets no second problem that only follows from it
+    ({"type": "rtsp", "uri": 5}, {"source.uri": "expected a string, got 5"}),
+    ({"type": "elementary", "uri": "x.bin", "codec": "vp9"},
+     {"source.codec": "'vp9' is not one of h264, h265", "source.uri": "file not found"}),
+])
+def test_a_refused_key_is_one_problem(tmp_path, source, problems):
+    d = {"rig": tiny_rig(1, encoding="h264"), "pipeline": {"profile": "bevformer-tiny"}, "source": source}
+    with pytest.raises(DeploymentError) as ei:
+        load_deployment(write(tmp_path, d))
+    assert [p for p, _m in ei.value.errors] == list(problems), ei.value.errors
+    for (path, msg), want in zip(ei.value.errors, problems.values()):
+        assert want in msg, (path, msg)
+
+
 def test_camera_encoding_must_fit_the_source(tmp_path):
     (tmp_path / "a.h265").write_bytes(b"\x00\x00\x00\x01")
     d = {"rig": tiny_rig(1, encoding="h264"), "pipeline": {"profile": "bevformer-tiny"},

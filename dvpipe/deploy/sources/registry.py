@@ -328,8 +328,13 @@ class SourceContext:
         return self.path if key is None else _join(self.path, key)
 
     def err(self, key: Optional[str], message: str) -> None:
-        """Report a problem at ``key`` of this source (None: the source as a whole); one line."""
-        self._v.err(self.key(key), message)
+        """Report a problem at ``key`` of this source (None: the source as a whole); one line. A key already
+        refused while this source was read (a wrong type, a value not allowed) gets no second problem: what
+        follows from the refused value ("required", "cannot tell ...") would only repeat it."""
+        path = self.key(key)
+        if key is not None and any(p == path for p, _m in self._v.errors[self._mark:]):
+            return
+        self._v.err(path, message)
 
     def warn(self, message: str, key: Optional[str] = None) -> None:
         """A warning (``dvpipe validate`` prints it; the deployment still loads)."""
@@ -350,8 +355,8 @@ class SourceContext:
 
     @property
     def ok(self) -> bool:
-        """No problem reported since :meth:`Source.validate` began (follow-on checks can rely on the
-        values checked so far)."""
+        """No problem reported since this source's keys began to be read (its uri and options, then
+        :meth:`Source.validate`): follow-on checks can rely on the values checked so far."""
         return len(self._v.errors) == self._mark
 
 
