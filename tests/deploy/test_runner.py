@@ -401,6 +401,13 @@ def test_run_cli_checks_output_folders_before_running(tmp_path, capsys):
     assert f"--plots {blocker / 'plots'}: cannot create " in captured.err
     assert f"{blocker} is a file, not a folder" in captured.err
     assert "plan:" not in captured.out  # nothing ran
+    # --no-outputs wins over a file flag, and says so (it was silent); an empty flag is not the flag left out
+    assert cli_main(["run", str(p), "--trace", str(tmp_path / "t.json"), "--no-outputs", "-q"]) == 0
+    assert f"--no-outputs: not written: --trace {tmp_path / 't.json'}" in capsys.readouterr().err
+    assert not (tmp_path / "t.json").exists()
+    for flag in ("--backends", "--out"):
+        assert cli_main(["run", str(p), flag, "", "-q"]) == 2
+        assert f"{flag} is empty" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("sig,code,stopped_by,says", [
