@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Optional, cast
 import cv2
 import numpy as np
 
-from ..codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
+from ..codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS, sniff
 from ..stages.kernel_registry import KernelContext, KernelQuery, KernelVerdict, fused_runs, register_kernel
 from ..types import PixelFormat
 from ..video import bgr24, decode_picture, decode_video, picture_bgr, picture_swscale_coef, picture_yuv420
@@ -190,6 +190,19 @@ def _chroma_blur(img: np.ndarray, dst: np.ndarray, h: bool, v: bool) -> np.ndarr
     return dst
 
 
+def _decode_reduced(data, ctx: KernelContext, reduce: int, interpolation: str, size: tuple[int, int]):
+    """``(HxWx3 uint8 BGR at the resize's output size, whether it is a JPEG decoded at 1/reduce)``. What is not a
+    JPEG (a decoded array, PNG bytes on a JPEG camera: the frames ``Decode`` accepts) is taken at full size and
+    resized as the reference resizes it -- at an exact 1/r that is the r x r mean the 1/r decode stands for."""
+    jpeg = reduce > 1 and not isinstance(data, np.ndarray) and sniff(data) == "jpeg"
+    img = decode_bgr(data, ctx.spec_in, reduce=reduce if jpeg else 1, state=ctx.state, decoder="auto",
+                     on_corrupt=ctx.corrupt)
+    if reduce > 1 and not jpeg:
+        h, w = size
+        img = cv2.resize(img, (w, h), interpolation=_INTERP[interpolation])  # OpenCV's dsize is (W, H)
+    return img, jpeg
+
+
 @register_kernel(("decode", "resize"), backend="cpu", supports=_supports_dct, name="libjpeg-turbo-dct-scaled")
 def _decode_resize(data, stages, ctx: KernelContext):
     """JPEG -> HxWx3 uint8 BGR at 1/r scale, which is exactly the resize's output size (see :func:`_dct_reduce`).
@@ -204,8 +217,8 @@ def _decode_resize(data, stages, ctx: KernelContext):
     reduce = st.get("dct")
     if reduce is None:
         reduce = st["dct"] = _dct_reduce(ctx.spec_in, ctx.spec_out, stages[1].interpolation)
-    img = decode_bgr(data, ctx.spec_in, reduce=reduce, state=st, decoder="auto", on_corrupt=ctx.corrupt)
-    if reduce != 2 or isinstance(data, np.ndarray):
+    img, jpeg = _decode_reduced(data, ctx, reduce, stages[1].interpolation, ctx.spec_out.size)
+    if reduce != 2 or not jpeg:
         return img
     h, v = _chroma_axes(data, st)
     if not (h or v):
@@ -241,11 +254,11 @@ def _decode_resize_write(data, stages, ctx: KernelContext):
                                 (2, 1, 0) if norm.to_rgb else (0, 1, 2), tuple(norm.mean),
                                 tuple(1.0 / x for x in norm.std), float(pad.value) if pad is not None else 0.0, w, h)
     reduce, order, mean, inv_std, pad_value, w, h = prog
-    img = decode_bgr(data, ctx.spec_in, reduce=reduce, state=st, decoder="auto", on_corrupt=ctx.corrupt)
+    img, jpeg = _decode_reduced(data, ctx, reduce, stages[1].interpolation, (h, w))
     if img.strides[1:] != (3, 1):
         img = np.ascontiguousarray(img)
     out = _host_view(ctx.out)
-    hb, vb = _chroma_axes(data, st) if reduce == 2 and not isinstance(data, np.ndarray) else (False, False)
+    hb, vb = _chroma_axes(data, st) if reduce == 2 and jpeg else (False, False)
     if hb or vb:
         _native.normalise_chroma(img, out[:, :h, :w], order, mean, inv_std, hb, vb)
     else:

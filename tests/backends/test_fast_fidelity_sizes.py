@@ -149,3 +149,20 @@ def test_dct_scaling_applies_only_where_it_is_the_resize_sampling():
     assert r(1600, 900, 400, 225, "area") == 4     # INTER_AREA at 1/4 is the 4x4 mean
     assert r(1600, 896, 200, 112, "area") == 8
     assert r(1600, 900, 200, 112, "area") == 1     # 900 / 8 is not an integer
+
+
+@pytest.mark.parametrize("form", ["bgr array", "png bytes"])
+def test_fast_takes_every_frame_form_decode_accepts_where_the_dct_decode_applies(form):
+    """At an exact 1/2 (bevformer-tiny on an even size) ``fast`` decodes a JPEG at 1/2 in the DCT domain; a
+    decoded BGR array or PNG bytes on the same JPEG camera (frames Decode accepts) have no DCT: they were
+    dropped ("src must be exactly shrink times the size of dst"). They are resized as the reference resizes
+    them (at exactly 1/2, its 2x2 mean, rounded to uint8 as fast rounds it), so fast equals reference up to
+    half a grey level."""
+    photo = np.ascontiguousarray(_grace_hopper()[:480, :512])
+    frame = photo if form == "bgr array" else cv2.imencode(".png", photo)[1].tobytes()
+    rig = dv.Rig.from_dict(rig_dict([(512, 480)]))
+    batches = [dv.Pipeline.from_profile("bevformer-tiny", rig, fidelity=f).process({"CAM0": frame})
+               for f in ("fast", "reference")]
+    assert [b.valid.tolist() for b in batches] == [[True], [True]], [b.drops for b in batches]
+    diff = np.abs(batches[0].images.astype(np.float64) - batches[1].images.astype(np.float64))
+    assert diff.max() <= tol("uint8_mean_rounding", "fast", "cpu").atol, diff.max()
