@@ -125,8 +125,11 @@ class TraceExporter(Exporter):
     def open(self, run: RunContext) -> None:
         from ..latency import TraceWriter
 
-        self.writer = TraceWriter(run.output_path(self.options["path"]),
-                                  metadata={"deployment": run.deployment.name}, max_events=self.options["max_events"])
+        st = run.stats  # what `dvpipe trace FILE` needs to give latency.json's figures from the trace alone
+        stats = {"warmup": st.warmup, "budgets_ns": dict(st.budgets), "camera_order": list(st.camera_order),
+                 "window": st.window}
+        self.writer = TraceWriter(run.output_path(self.options["path"]), metadata={"deployment": run.deployment.name,
+                                  "stats": stats}, max_events=self.options["max_events"])
         self.sets = 0
 
     def observe(self, result: BatchResult) -> None:

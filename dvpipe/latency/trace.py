@@ -596,6 +596,26 @@ def stats_from_trace(trace: str | os.PathLike[str] | Mapping[str, Any] | list[An
     return LatencyStats.from_timelines(timelines_from_trace(obj, pid=pid), **stats_kwargs)
 
 
+def _run_stats_settings(settings: Any, dropped_batches: int = 0) -> dict[str, Any]:
+    """``LatencyStats`` keyword arguments from the run's settings a trace of ``dvpipe run`` records in
+    ``otherData.stats`` (warm-up sets, budgets in ns, rig order, window), so that its figures are the run's
+    latency.json's; warm-up sets the trace's ring dropped are not left out twice. ``{}`` for other traces."""
+    if not isinstance(settings, Mapping):
+        return {}
+    out: dict[str, Any] = {}
+    warmup = settings.get("warmup")
+    if isinstance(warmup, int) and not isinstance(warmup, bool) and warmup > 0:
+        out["warmup"] = max(0, warmup - dropped_batches)
+    if isinstance(settings.get("budgets_ns"), Mapping) and settings["budgets_ns"]:
+        out["budgets"] = dict(settings["budgets_ns"])
+    if isinstance(settings.get("camera_order"), list):
+        out["camera_order"] = [str(c) for c in settings["camera_order"]]
+    window = settings.get("window")
+    if isinstance(window, int) and not isinstance(window, bool) and window >= 1:
+        out["window"] = window
+    return out
+
+
 def summarise_trace(path: str | os.PathLike[str], *, window: bool = False, per_camera: bool = True,
                     budgets: Mapping[str, float] | None = None) -> str:
     """The terminal report of a trace file (what ``dvpipe trace FILE`` prints); one table per process."""
@@ -605,12 +625,18 @@ def summarise_trace(path: str | os.PathLike[str], *, window: bool = False, per_c
     procs = trace_processes(obj)
     parts = [f"trace {os.fspath(path)}: {n} events, {spans} spans, {len(procs)} process"
              f"{'' if len(procs) == 1 else 'es'}"]
-    ring = (obj.get("otherData") or {}).get("ring") if isinstance(obj.get("otherData"), dict) else None
+    other = obj.get("otherData") if isinstance(obj.get("otherData"), dict) else {}
+    ring = other.get("ring")
+    dropped = 0
     if isinstance(ring, dict) and ring.get("dropped_batches"):  # the tables cover the sets the ring kept
+        dropped = int(ring["dropped_batches"])
         parts[0] += (f"; the last {ring['batches_added'] - ring['dropped_batches']} of {ring['batches_added']} "
                      f"frame sets (the trace's ring of {ring.get('max_events')} events dropped the oldest "
                      f"{ring['dropped_batches']}; the run's own figures are in its latency.json)")
+    kwargs = _run_stats_settings(other.get("stats"), dropped)
+    if budgets is not None:
+        kwargs["budgets"] = budgets
     for pid, pname in procs.items():
-        stats = stats_from_trace(obj, pid=pid, budgets=budgets)
+        stats = stats_from_trace(obj, pid=pid, **kwargs)
         parts.append(stats.report(window=window, per_camera=per_camera, title=pname))
     return "\n\n".join(parts)

@@ -504,3 +504,25 @@ def test_the_summary_of_a_ring_that_dropped_sets_says_which_sets_it_covers(tmp_p
     text = summarise_trace(path)
     assert "the last 3 of 10 frame sets" in text and "dropped the oldest 7" in text
     assert "3 batches" in text
+
+
+def test_dvpipe_trace_gives_the_runs_own_figures(tmp_path):
+    """The trace of ``dvpipe run`` holds every frame set, warm-up included; ``dvpipe trace FILE`` leaves out the
+    run's warm-up sets and applies its budgets and rig order (``otherData.stats``), so that its figures are the
+    run's latency.json's. The reference: latency.json written by the same run."""
+    import yaml
+
+    from dvpipe.latency.trace import _run_stats_settings, stats_from_trace
+    from dvpipe.testing.deployments import synthetic_deployment
+
+    d = synthetic_deployment(3, frames=12, latency={"warmup_sets": 3, "budget_ms": 20, "steps_ms": {"decode": 2}})
+    (tmp_path / "dep.yaml").write_text(yaml.safe_dump(d))
+    assert cli_main(["run", str(tmp_path / "dep.yaml"), "--trace", str(tmp_path / "t.json"), "--json",
+                     str(tmp_path / "latency.json"), "--out", str(tmp_path / "out"), "-q"]) == 0
+    run = json.loads((tmp_path / "latency.json").read_text())
+    trace = load_trace(tmp_path / "t.json")
+    assert trace["otherData"]["stats"]["warmup"] == 3 and run["warmup_batches"] == 3
+    stats = stats_from_trace(trace, **_run_stats_settings(trace["otherData"]["stats"]))
+    assert json.loads(json.dumps(stats.to_json())) == run
+    text = summarise_trace(tmp_path / "t.json")
+    assert f"{run['batches']} batches" in text and "3 warm-up batches excluded" in text
