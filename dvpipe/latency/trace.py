@@ -64,7 +64,7 @@ BATCHER_TRACK = "batcher"
 #: mark R, clock sync c, context ( ))
 _PHASES = frozenset("BEXiICbneSTpFstfPNODMVvRc()")
 #: the phases that need an id (async events, nestable and legacy)
-_ASYNC_PHASES = frozenset("bneSTpF")
+_ASYNC_PHASES = frozenset("bneSTpFstf")  # async and flow events: matched by id
 
 
 class TraceFormatError(DvpipeError, ValueError):
@@ -482,7 +482,8 @@ def validate_trace(obj: Mapping[str, Any] | list[Any], *, check_nesting: bool = 
             if not num(dur) or cast(float, dur) < 0:
                 problems.append(f"{where}: complete events need a numeric 'dur' >= 0, got {dur!r}")
         if ph in _ASYNC_PHASES and _async_id(ev) is None:
-            problems.append(f"{where}: async events need an 'id' (or an 'id2' object with 'local' or 'global')")
+            problems.append(f"{where}: async and flow events need an 'id' (or an 'id2' object with 'local' or "
+                            "'global')")
         if "args" in ev and not isinstance(ev["args"], Mapping):
             problems.append(f"{where}: 'args' must be an object")
     if check_nesting and not problems:
@@ -494,11 +495,21 @@ def validate_trace(obj: Mapping[str, Any] | list[Any], *, check_nesting: bool = 
 
 def _nesting_problems(events: list[Any]) -> list[str]:
     by_thread: dict[tuple[Any, Any], list[tuple[int, int, int]]] = {}
+    begun: dict[tuple[Any, Any], list[tuple[int, int, str]]] = {}  # B and E events per thread: (ts, order, ph)
     for i, ev in enumerate(events):
         if ev.get("ph") == "X":
             start = _ns(ev["ts"])
             by_thread.setdefault((ev["pid"], ev["tid"]), []).append((start, start + _ns(ev["dur"]), i))
+        elif ev.get("ph") in ("B", "E"):
+            begun.setdefault((ev["pid"], ev["tid"]), []).append((_ns(ev["ts"]), i, ev["ph"]))
     problems = []
+    for (pid, tid), marks in begun.items():  # an E closes the latest open B of its thread (a B may stay open)
+        depth = 0
+        for _ts, i, ph in sorted(marks):
+            depth += 1 if ph == "B" else -1
+            if depth < 0:
+                problems.append(f"traceEvents[{i}] (pid {pid}, tid {tid}): an 'E' event with no 'B' open on its thread")
+                depth = 0
     for (pid, tid), items in by_thread.items():
         items.sort(key=lambda x: (x[0], -(x[1] - x[0])))
         stack: list[tuple[int, int]] = []

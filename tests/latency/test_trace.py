@@ -190,16 +190,23 @@ def test_validate_trace_reports_every_problem():
         {"ph": "X", "name": "no-ts", "dur": 1.0, "pid": 1, "tid": 1},
         {"ph": "Q", "name": "bad-ph", "ts": 0.0, "pid": 1, "tid": 1},
         {"ph": "b", "name": "no-id", "cat": "batch", "ts": 0.0, "pid": 1, "tid": 1},
+        {"ph": "s", "name": "flow-no-id", "cat": "flow", "ts": 0.0, "pid": 1, "tid": 1},  # flows pair by id too
         "not an event",
     ]
     with pytest.raises(TraceFormatError) as info:
         validate_trace({"traceEvents": bad})
     problems = info.value.problems
-    assert len(problems) == 8
+    assert len(problems) == 9
     text = str(info.value)
     for needle in ("numeric 'dur' >= 0, got None", "got -1", "invalid 'pid'", "invalid 'tid'", "non-numeric 'ts'",
-                   "'ph' must be one of", "async events need an 'id'", "expected an object"):
+                   "'ph' must be one of", "flow events need an 'id'", "expected an object"):
         assert needle in text
+    assert sum("need an 'id'" in p for p in problems) == 2
+    closing = [{"ph": "E", "ts": 1.0, "pid": 1, "tid": 1}]  # an E with no B open on its thread
+    validate_trace(closing)
+    with pytest.raises(TraceFormatError, match="no 'B' open"):
+        validate_trace(closing, check_nesting=True)
+    validate_trace([{"ph": "B", "name": "x", "ts": 0.5, "pid": 1, "tid": 1}] + closing, check_nesting=True)
     with pytest.raises(TraceFormatError, match="'traceEvents' list"):
         validate_trace({"events": []})
     overlap = [good, {**good, "name": "b", "ts": 0.5, "dur": 1.0}]
