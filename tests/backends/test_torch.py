@@ -819,3 +819,16 @@ def test_a_device_step_waits_for_its_own_device_not_the_threads_current_one(monk
     run = tdev.DeviceRun(torch.device("cuda", 1))
     run.sync_default()
     assert waited == [torch.device("cuda", 1)]
+
+
+@pytest.mark.parametrize("scale, interpolation", [(0.3, "linear"), (0.7, "area")])
+def test_uint8_resize_ties_stay_within_the_measured_bound_on_real_frames(nuscenes_dir, scale, interpolation):
+    """An exact .5 tie of a uint8 resize is decided by float noise in torch (float32) and in the reference
+    (float64): one grey level apart on a bounded fraction of the values -- the worst cases measured on the
+    nuScenes frames (1.9% at 0.3 bilinear, 1.4% at 0.7 area; docs/torch.md) -- and never more."""
+    rig = dv.Rig.from_yaml(nuscenes_dir / "rig.yaml")
+    frames = {c.name: (nuscenes_dir / f"{c.name}.jpg").read_bytes() for c in rig}
+    stages = [dv.Decode(), dv.Resize(scale=scale, interpolation=interpolation)]
+    got, want = (np.asarray(dv.Pipeline(rig, stages, backends=b).process(frames).images)
+                 for b in (("torch:cpu", "cpu"), ("reference",)))
+    tol("uint8_resize", "reference", "torch").check(got, want)
