@@ -636,7 +636,8 @@ def summarise_trace(path: str | os.PathLike[str], *, window: bool = False, per_c
     procs = trace_processes(obj)
     parts = [f"trace {os.fspath(path)}: {n} events, {spans} spans, {len(procs)} process"
              f"{'' if len(procs) == 1 else 'es'}"]
-    other = obj.get("otherData") if isinstance(obj.get("otherData"), dict) else {}
+    found = obj.get("otherData")
+    other: dict = found if isinstance(found, dict) else {}
     ring = other.get("ring")
     dropped = 0
     if isinstance(ring, dict) and ring.get("dropped_batches"):  # the tables cover the sets the ring kept
