@@ -28,6 +28,7 @@ from ._data import add_data_dir, extra_data, register_cache, remove_data_dir
 from .socs import (Alias, Family, FamilyFacts, SocInfo, aliases, expand_families, facts, families, family, family_of,
                    find_soc_name, group, groups, known_soc_names, latest_checked, lookup_alias, soc_info, soc_name_re)
 from .versions import CannVersion, VersionRange, page_version
+from .vocabulary import bytes_per_pixel
 
 __all__ = [
     # versions and names
@@ -45,6 +46,7 @@ __all__ = [
     "documented_versions", "page_version",
     # listings
     "Rule", "rules", "OpenQuestion", "open_questions", "units", "ops", "pixel_formats", "bitstreams",
+    "bytes_per_pixel",
     # detours
     "Detour", "propose", "legal_crop", "legal_box", "resize_hops", "align_up", "align_down", "align_down_even",
 ]

@@ -15,7 +15,8 @@ from .checks import Fail as _Fail
 from .schema import STRIDE_KEYS, Rule, _rules_by_unit
 from .socs import family as _family, soc_info
 from .versions import CannVersion, VersionLike
-from .vocabulary import _API_LABEL, KnowledgeGap, _bpp, _norm_api, _norm_pixel, _norm_unit, _strength, _vocab, align_up
+from .vocabulary import (_API_LABEL, KnowledgeGap, _norm_api, _norm_pixel, _norm_unit, _strength, _vocab, align_up,
+                         bytes_per_pixel)
 
 if TYPE_CHECKING:
     from .request import Request
@@ -37,7 +38,7 @@ def _stride_applies(rule: Rule, req: "Request") -> bool:
 
 def _compute_stride(spec: Mapping[str, Any], fmt: str, w: int, h: int) -> tuple[int, int, int, bool]:
     """(ws bytes, hs rows, buffer bytes, size_inferred) from a stride block."""
-    bpp = _bpp(fmt) if spec.get("times_bpp") else 1
+    bpp = bytes_per_pixel(fmt) if spec.get("times_bpp") else 1
     wa = int((spec.get("ws_align_for") or {}).get(fmt, spec.get("ws_align", 1)))
     ws = align_up(w, wa) * bpp
     if spec.get("ws_min") and ws < spec["ws_min"]:

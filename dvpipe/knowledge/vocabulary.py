@@ -139,7 +139,9 @@ def _norm_bitstream(fmt: str, unit: str) -> str:
     return f
 
 
-def _bpp(fmt: str) -> int:
+def bytes_per_pixel(fmt: str) -> int:
+    """Bytes per pixel of pixel format ``fmt``'s first plane (the ``bpp`` of ``ws = A(w, n) * bpp``): 1 for YUV400
+    and semi-planar formats, 2 for YUV422 packed, 3 for YUV444 packed / RGB888 / BGR888, 4 for the 8888 formats."""
     return int(_vocab().pixel[fmt]["bpp"])
 
 

@@ -105,6 +105,13 @@ CASES = [
          api="acldvpp", out_width=3000, out_height=2000),
     case("s2.1-310P-8k-crop-unknown", P310, "7.0.0", "vpc", "crop", 6000, 4000, "nv12", "unknown", "8K mode",
          api="acldvpp", crop=(0, 0, 999, 999)),
+    # 310B/A2 acldvpp before 9.0.0: the 8.0.RC1 page's 8K-mode formats (aclcppdevg_03_0272); from 9.0.0 any but 440
+    case("s2.1-310B-8k-rgb-before-9.0-rejected", "Ascend310B1", "8.0.0", "vpc", "resize", 6000, 4000, "rgb888",
+         "rejected", "8K mode", api="acldvpp", out_fmt="rgb888", out_width=3000, out_height=2000),
+    case("s2.1-A2-8k-bgra-before-9.0-rejected", "Ascend910B1", "8.0.RC1", "vpc", "resize", 4000, 6000, "bgra8888",
+         "rejected", "8K mode", api="acldvpp", out_fmt="bgra8888", out_width=2000, out_height=3000),
+    case("s2.1-A2-8k-nv12-before-9.0-ok", "Ascend910B1", "8.0.0", "vpc", "resize", 6000, 4000, "nv12", "ok",
+         api="acldvpp", out_width=3000, out_height=2000),
     # ---------------------------------------------------------------- §2.2 alignment and stride
     case("s2.2-310-odd-height-nv12", A310, "6.0.1", "vpc", "resize", 1242, 375, "nv12", "rejected",
          "input height 375 must be even (floored to 374 silently)", out_width=620, out_height=186),

@@ -178,3 +178,18 @@ def test_aipp_padded_width_is_checked_from_the_crop_size_without_a_source_size()
     assert cfg(1016, 32).output_hw == (480, 1080)
     assert cfg(1040, 20).output_hw == (480, 1080)
     assert cfg(1016, 32, src=(1920, 1080)).output_hw == (480, 1080)
+
+
+# ------------------------------------------------------------------ §2.2: ws = A(w, 16) * bytes per pixel
+
+def test_a_packed_formats_caller_stride_alignment_is_16_pixels_not_16_bytes():
+    """VPC input widthStride is A(w, 16) x bytes per pixel on 310/310P (CANN 6.0.1 aclcppdevg_03_0168 / 0232): the
+    alignment a caller's stride must keep is 16 pixels -- 32 bytes for YUYV, 48 for YUV444 packed, 64 for
+    ARGB8888 (it was 16 bytes for every format but RGB888/BGR888). The device runs VPC from NV12/NV21 only, so the
+    rule is read where the device reads it."""
+    from dvpipe.backends.dvpp.sim._dvpp import _stride
+
+    for fmt, bpp in (("nv12", 1), ("yuyv", 2), ("yuv444packed", 3), ("rgb888", 3), ("argb8888", 4)):
+        st, ws_align, _hs_align, gap = _stride("Ascend310P3", "8.0.0", "vpc", fmt, 100, 50, "in")
+        assert not gap and ws_align == 16 * bpp, (fmt, ws_align)
+        assert st.width_stride == -(-100 // 16) * 16 * bpp

@@ -88,7 +88,7 @@ def jpeg_bitstream(data: bytes) -> tuple[Any, str]:
 @functools.lru_cache(maxsize=4096)
 def _stride(soc: str, cann: str, unit: str, fmt: str, width: int, height: int, side: str):
     """(Stride, ws alignment in bytes, hs alignment in rows) or the KnowledgeGap message."""
-    from ....knowledge import KnowledgeGap, rules, soc_info, stride_for
+    from ....knowledge import KnowledgeGap, bytes_per_pixel, rules, soc_info, stride_for
 
     try:
         st = stride_for(soc, cann, unit, fmt, width, height, api="acldvpp", side=side)
@@ -96,7 +96,7 @@ def _stride(soc: str, cann: str, unit: str, fmt: str, width: int, height: int, s
         return None, 1, 1, str(e)
     fam = soc_info(soc).family
     spec = next((dict(r.stride) for r in rules(family=fam, unit=unit) if r.id == st.rule_id and r.stride), {})
-    bpp = {"rgb888": 3, "bgr888": 3}.get(fmt, 1) if spec.get("times_bpp") else 1
+    bpp = bytes_per_pixel(fmt) if spec.get("times_bpp") else 1  # YUYV 2, YUV444 packed 3, ARGB8888 4...
     wa = int((spec.get("ws_align_for") or {}).get(fmt, spec.get("ws_align", 1))) * bpp
     ha = int((spec.get("hs_align_for") or {}).get(fmt, spec.get("hs_align", 1)))
     return st, wa, ha, ""
