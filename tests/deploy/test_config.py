@@ -181,6 +181,18 @@ def test_a_refused_key_is_one_problem(tmp_path, source, problems):
         assert want in msg, (path, msg)
 
 
+def test_an_unknown_placeholder_in_the_output_folder_is_refused(tmp_path):
+    """outputs.dir substitutes {name}; any other {...} (a typo of it) would become a literal folder name."""
+    d = {"rig": tiny_rig(1), "pipeline": {"profile": "bevformer-tiny"}, "source": {"type": "synthetic"},
+         "outputs": {"dir": "out/{nmae}/{date}"}}
+    with pytest.raises(DeploymentError) as ei:
+        load_deployment(write(tmp_path, d))
+    assert dict(ei.value.errors) == {"outputs.dir": "unknown placeholder {date}, {nmae}; the one there is: {name} "
+                                                    "(the deployment's name)"}
+    d["outputs"]["dir"] = "out/{name}"
+    assert load_deployment(write(tmp_path, d)).outputs.dir.endswith("/out/dep")
+
+
 def test_camera_encoding_must_fit_the_source(tmp_path):
     (tmp_path / "a.h265").write_bytes(b"\x00\x00\x00\x01")
     d = {"rig": tiny_rig(1, encoding="h264"), "pipeline": {"profile": "bevformer-tiny"},
