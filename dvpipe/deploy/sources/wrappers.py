@@ -118,6 +118,11 @@ class Limited(SourceWrapper):
             self.remaining += 1 if self._credited else 1 + self.slack
             self._credited = True
 
+    def refund(self) -> None:
+        """A frame read here never reached the run (an injected loss, ``faults.lose``): one more may be read."""
+        with self._lock:
+            self.remaining += 1
+
 
 class ReplayClock:
     """Shared by the paced sources of a run: capture time ``c0`` (the first frame read by any camera)
@@ -257,6 +262,10 @@ class Faulty(SourceWrapper):
         self._late = dict(faults.late_ms)
         self._stall = dict(faults.stall)
         self._resize = dict(faults.resize)
+        below = inner  # the recording's run.frames limit, if any: a lost frame is not one of the run's
+        while below is not None and not isinstance(below, Limited):
+            below = getattr(below, "inner", None)
+        self._limited: Optional[Limited] = below
 
     def open(self) -> None:
         self._opens += 1
@@ -286,6 +295,8 @@ class Faulty(SourceWrapper):
             if seq in self.faults.disconnect and self._once("disconnect", seq):
                 raise StreamLost(f"injected fault: stream lost before frame {seq}")
             if seq in self.faults.lose:
+                if self._limited is not None:
+                    self._limited.refund()
                 continue
             break
         f = item.frame
