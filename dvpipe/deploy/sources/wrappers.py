@@ -262,7 +262,7 @@ class Faulty(SourceWrapper):
         self._late = dict(faults.late_ms)
         self._stall = dict(faults.stall)
         self._resize = dict(faults.resize)
-        below = inner  # the recording's run.frames limit, if any: a lost frame is not one of the run's
+        below: Any = inner  # the recording's run.frames limit, if any: a lost frame is not one of the run's
         while below is not None and not isinstance(below, Limited):
             below = getattr(below, "inner", None)
         self._limited: Optional[Limited] = below
