@@ -57,10 +57,11 @@ def _resize(rt, in_size, in_stride, out_size, out_stride):
 
 # ------------------------------------------------------------------ §2.2: width stride 32..16384, height 6..16384
 
-def test_vpc_input_stride_maximum_16384_on_310_310p_310b():
+def test_vpc_input_stride_maximum_16384_on_310_310p_and_open_on_310b_acldvpp():
     # widthStride 32..16384, heightStride 6..16384: 310/910 CANN 6.0.1 en aclcppdevg_03_0168, 310P 6.0.1
-    # aclcppdevg_03_0232; 310B at most 16384, 6.2.RC2 aclpythondevg_02_0409
-    rules = {T310: "vpc.v1.stride.310_910", T310P: "vpc.stride.310p", T310B: "vpc.stride.310b"}
+    # aclcppdevg_03_0232. 310B's 16384 is the hi_mpi page's (6.2.RC2 aclpythondevg_02_0409): for acldvpp, whose
+    # 9.0.0 ranges take an 8192-wide RGB888 input (24576 bytes), above it is open -- refused as undocumented
+    rules = {T310: "vpc.v1.stride.310_910", T310P: "vpc.stride.310p"}
     for target, rule in rules.items():
         assert _resize(_rt(target), (640, 480), (16384, 480), (320, 240), (320, 240))[:2] == (320, 240)
         assert _resize(_rt(target), (640, 480), (640, 16384), (320, 240), (320, 240))[:2] == (320, 240)
@@ -68,6 +69,15 @@ def test_vpc_input_stride_maximum_16384_on_310_310p_310b():
             _resize(_rt(target), (640, 480), (16400, 480), (320, 240), (320, 240))
         with pytest.raises(_acl.InvalidParam, match=f"height stride 16386 rows exceeds the maximum 16384 .*{rule}"):
             _resize(_rt(target), (640, 480), (640, 16386), (320, 240), (320, 240))
+    assert _resize(_rt(T310B), (640, 480), (16384, 480), (320, 240), (320, 240))[:2] == (320, 240)
+    with pytest.raises(_acl.FeatureUnsupported, match="16400 bytes is above 16384.*vpc.stride.310b.acldvpp"):
+        _resize(_rt(T310B), (640, 480), (16400, 480), (320, 240), (320, 240))
+    v = check("Ascend310B1", "9.0.0", "vpc", "resize", 6000, 4000, "rgb888", out_width=3000, out_height=2000,
+              out_fmt="rgb888", api="acldvpp")
+    assert v.status == "unknown" and "vpc.stride.310b.acldvpp" in {f.rule_id for f in v.unknowns}
+    v = check("Ascend310B1", "9.0.0", "vpc", "resize", 6000, 4000, "rgb888", out_width=3000, out_height=2000,
+              out_fmt="rgb888", api="himpi")
+    assert v.status == "rejected" and "vpc.stride.310b" in {f.rule_id for f in v.violations}
 
 
 def test_vpc_output_stride_maximum_follows_the_input_table():
@@ -95,7 +105,10 @@ def test_a2_stride_above_16384_is_open_not_refused_as_documented():
 
 def test_stride_for_carries_the_stride_maxima():
     assert stride_for("Ascend310", "6.0.1", "vpc", "nv12", 640, 480).limits == {"ws_max": 16384, "hs_max": 16384}
-    assert stride_for("Ascend310B1", "8.5.0", "vpc", "nv12", 640, 480).limits == {"ws_max": 16384, "hs_max": 16384}
+    assert stride_for("Ascend310B1", "8.5.0", "vpc", "nv12", 640, 480, api="himpi").limits == {"ws_max": 16384,
+                                                                                             "hs_max": 16384}
+    assert stride_for("Ascend310B1", "8.5.0", "vpc", "nv12", 640, 480).limits == {"ws_max_open": 16384,
+                                                                                  "hs_max_open": 16384}
     assert stride_for("Ascend910B3", "8.5.0", "vpc", "nv12", 640, 480).limits == {"ws_max_open": 16384,
                                                                                   "hs_max_open": 16384}
 
