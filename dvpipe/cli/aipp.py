@@ -57,8 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                  "a target)")
     p.add_argument("--cann", help="CANN version of the target (default: the deployment's, else the latest dvpipe's "
                                   "tables know)")
-    p.add_argument("--size", default="1600x900", metavar="WxH", help="camera size with --profile (default 1600x900)")
-    p.add_argument("--source", choices=tuple(_SOURCE_STANDARD), default="jpeg",
+    p.add_argument("--size", metavar="WxH", help="camera size with --profile (default 1600x900)")
+    p.add_argument("--source", choices=tuple(_SOURCE_STANDARD),
                    help="what the camera sends, with --profile (default jpeg)")
     p.add_argument("--colour-standard", choices=COLOUR_STANDARDS,
                    help="the NV12 picture's YCbCr standard (default: the run's: JPEG jpeg_full; H.264/H.265 the "
@@ -222,14 +222,17 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[tuple[str, Any]]]]
 
     if bool(args.deployment) == bool(args.profile):
         raise ConfigError("give a DEPLOYMENT.yaml or --profile NAME (one of them)")
+    if args.deployment and (args.size or args.source):  # the deployment's cameras say both
+        raise ConfigError(f"{'--size' if args.size else '--source'} goes with --profile; a deployment's cameras "
+                          "give their own size and encoding")
     target = _target(args.soc, args.cann) if args.soc else None
     if args.profile:
         if args.profile not in PROFILES:
             raise ConfigError(f"unknown profile {args.profile!r}; known: {', '.join(PROFILES)}")
         if target is None:
             raise ConfigError("--profile needs --soc (the DVPP output stride and size detours AIPP reads depend on it)")
-        h, w = parse_wxh(args.size, "--size")
-        cam = Camera("camera", width=w, height=h, encoding=args.source)
+        h, w = parse_wxh(args.size or "1600x900", "--size")
+        cam = Camera("camera", width=w, height=h, encoding=args.source or "jpeg")
         notes = _order_note(args.profile, "reference")
         cameras, stages, who = [cam], profile_stages(args.profile, "fast", cam), "camera"
     else:

@@ -171,3 +171,13 @@ def test_rig_colour_keys_are_read_as_the_run_reads_them(tmp_path, capsys, extra)
     finally:
         pipe.close()
     assert "differs from the run's slot standard" not in printed
+
+
+@pytest.mark.parametrize("flag", [["--size", "100x100"], ["--source", "h264"]])
+def test_profile_only_flags_with_a_deployment_are_refused_not_ignored(tmp_path, capsys, flag):
+    """--size and --source describe the camera of --profile; a deployment's cameras give their own (the flag was
+    ignored and the config written for the deployment's size)."""
+    from dvpipe.cli.run import SAMPLE as sample  # the bundled sample deployment
+
+    assert cli_main(["aipp", str(sample), "--soc", "Ascend310P3", "-o", str(tmp_path / "a.cfg"), *flag]) == 2
+    assert f"{flag[0]} goes with --profile" in capsys.readouterr().err and not (tmp_path / "a.cfg").exists()
