@@ -44,6 +44,10 @@ def main(args: argparse.Namespace) -> int:
     if args.exports:
         raise ConfigError(f"dvpipe trace takes one FILE (got {1 + len(args.exports)}); "
                           "to combine traces use: dvpipe trace merge DVPIPE_TRACE EXPORT ... -o OUT")
+    merge_only = [flag for flag, given in (("-o/--out", args.out is not None), ("--align", args.align != "auto"),
+                                           ("--format", args.format != "auto")) if given]
+    if merge_only:  # they would be ignored by the summary
+        raise ConfigError(f"{', '.join(merge_only)}: options of dvpipe trace merge, not of the summary of one FILE")
     from ..latency.trace import TraceFormatError, summarise_trace
 
     try:

@@ -18,8 +18,9 @@ import sys
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("deployments", nargs="+", metavar="DEPLOYMENT.yaml", help="deployment files to check")
-    p.add_argument("--no-plan", action="store_true", help="check the YAML only, do not plan the pipeline")
-    p.add_argument("--plan", action="store_true", help="print the plan of each valid deployment")
+    plan = p.add_mutually_exclusive_group()
+    plan.add_argument("--no-plan", action="store_true", help="check the YAML only, do not plan the pipeline")
+    plan.add_argument("--plan", action="store_true", help="print the plan of each valid deployment")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
 
 

@@ -533,3 +533,13 @@ def test_dvpipe_trace_gives_the_runs_own_figures(tmp_path):
     assert json.loads(json.dumps(stats.to_json())) == run
     text = summarise_trace(tmp_path / "t.json")
     assert f"{run['batches']} batches" in text and "3 warm-up batches excluded" in text
+
+
+def test_merge_options_on_the_summary_of_one_file_are_refused(tmp_path, capsys):
+    """-o, --align and --format belong to `dvpipe trace merge`; given to the summary of one FILE they were ignored."""
+    path = write_trace(tmp_path / "t.json", make_batches(2))
+    for extra in (["-o", str(tmp_path / "m.json")], ["--align", "epoch"], ["--format", "torch"]):
+        assert cli_main(["trace", str(path), *extra]) == 2
+        assert "options of dvpipe trace merge" in capsys.readouterr().err
+    assert not (tmp_path / "m.json").exists()
+    assert cli_main(["trace", str(path)]) == 0
