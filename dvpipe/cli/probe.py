@@ -172,6 +172,10 @@ def load_input(path: str) -> tuple[Any, Optional[str], Optional[tuple], Optional
             dep = load_deployment(reduced, base_dir=os.path.dirname(os.path.abspath(path)))
         except DeploymentError:
             raise e from None
+        (first, why), n = e.errors[0], len(e.errors)  # probed without them: said, not passed over silently
+        sections = ", ".join(sorted({p.split(".")[0].split("[")[0] for p, _m in e.errors}))
+        print(f"dvpipe probe: {path}: rig and pipeline probed without its {sections} ({n} problem"
+              f"{'s' if n != 1 else ''} there, e.g. {first}: {why}; `dvpipe validate` lists them)", file=sys.stderr)
     p = dep.pipeline
     return dep.rig, p.profile, (tuple(p.stages) if p.stages else None), p.fidelity, "deployment"
 

@@ -480,6 +480,8 @@ def test_deployment_whose_sources_exist_only_on_the_device_is_still_probed(tmp_p
     assert rc == 0, err
     data = json.loads(out)
     assert [c["name"] for c in data["cameras"]] == ["CAM2", "CAM3"] and data["fidelity"] == "fast"
+    # what was left out is said on stderr (the JSON on stdout stays clean)
+    assert "rig and pipeline probed without its source (2 problems there, e.g. source.uri: folder not found" in err
     bad = tmp_path / "bad.yaml"
     bad.write_text("rig: missing.yaml\npipeline: {profile: bevformer-tiny}\nsource: {type: synthetic}\n")
     rc, _out, err = run_cli(capsys, str(bad), "--soc", "Ascend310", "--cann", "6.0.1")
