@@ -142,12 +142,13 @@ def resolve_target(soc: Optional[str], cann: Optional[str], driver: Optional[str
     return Target(soc, cann, driver)
 
 
-def load_input(path: str) -> tuple[Any, Optional[str], Optional[tuple], Optional[str], str]:
+def load_input(path: str, say_left_out: bool = True) -> tuple[Any, Optional[str], Optional[tuple], Optional[str],
+                                                               str]:
     """``(rig, profile, stages, fidelity, kind)`` from a deployment or rig YAML.
 
     A deployment is loaded with :func:`dvpipe.deploy.load_deployment`; when only its sources,
     outputs or model are unusable here (files that exist only on the device), its rig and pipeline
-    are still probed.
+    are still probed, and (``say_left_out``) stderr says what was left out.
     """
     from ..deploy import DeploymentError, load_deployment
     from ..errors import ConfigError
@@ -172,10 +173,12 @@ def load_input(path: str) -> tuple[Any, Optional[str], Optional[tuple], Optional
             dep = load_deployment(reduced, base_dir=os.path.dirname(os.path.abspath(path)))
         except DeploymentError:
             raise e from None
-        (first, why), n = e.errors[0], len(e.errors)  # probed without them: said, not passed over silently
-        sections = ", ".join(sorted({p.split(".")[0].split("[")[0] for p, _m in e.errors}))
-        print(f"dvpipe probe: {path}: rig and pipeline probed without its {sections} ({n} problem"
-              f"{'s' if n != 1 else ''} there, e.g. {first}: {why}; `dvpipe validate` lists them)", file=sys.stderr)
+        if say_left_out:  # probed without them: said, not passed over silently
+            (first, why), n = e.errors[0], len(e.errors)
+            sections = ", ".join(sorted({p.split(".")[0].split("[")[0] for p, _m in e.errors}))
+            print(f"dvpipe probe: {path}: rig and pipeline probed without its {sections} ({n} problem"
+                  f"{'s' if n != 1 else ''} there, e.g. {first}: {why}; `dvpipe validate` lists them)",
+                  file=sys.stderr)
     p = dep.pipeline
     return dep.rig, p.profile, (tuple(p.stages) if p.stages else None), p.fidelity, "deployment"
 
@@ -214,7 +217,8 @@ def _cameras(args: argparse.Namespace) -> int:
     cams: list = []
     profile, stages, fidelity, kind = args.profile, None, args.fidelity, "cameras"
     if args.config:
-        rig, cfg_profile, cfg_stages, cfg_fidelity, kind = load_input(args.config)
+        # --capacity reads the sources' rates itself and reports their problems as errors
+        rig, cfg_profile, cfg_stages, cfg_fidelity, kind = load_input(args.config, say_left_out=not args.capacity)
         cams.extend(rig.cameras)
         if kind == "deployment":
             if args.profile:
