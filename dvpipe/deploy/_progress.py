@@ -81,7 +81,11 @@ class ProgressLine:
             bar += f"  ETA {format_eta(eta)}"
         acc = runner.acc
         t = acc.totals()
-        issues = [f"{c} {h.state}" for c, h in acc.health.items() if h.state not in ("streaming", "ended", "starting")]
+        trouble = [(c, h) for c, h in acc.health.items() if h.state not in ("streaming", "ended", "starting")]
+        issues = [f"{c} {h.state}" for c, h in trouble]
+        if len(trouble) == 1 and trouble[0][1].detail:  # one camera down: why (a refused connection...), shortened
+            detail = " ".join(str(trouble[0][1].detail).split())
+            issues[0] += f" ({detail if len(detail) <= 80 else detail[:77] + '...'})"
         line = (f"{bar}  {done / elapsed:.1f} sets/s  frames {t['entered']} in, {t['dropped']} dropped"
                 + (f", {t['masked_slots']} masked" if t["masked_slots"] else "")
                 + (f"  | {', '.join(issues)}" if issues else ""))

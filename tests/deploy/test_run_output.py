@@ -350,3 +350,18 @@ def test_progress_close_before_the_first_set_on_a_tty_does_not_crash():
     acc = SimpleNamespace(totals=lambda: {"entered": 0, "dropped": 0, "masked_slots": 0}, health={})
     p.close(SimpleNamespace(sets_done=0, started_ns=1_000_000_000, acc=acc))
     assert "0/10 sets" in s.getvalue() and "0.0 sets/s" in s.getvalue()  # 4 s elapsed from started_ns
+
+
+def test_progress_line_says_why_the_one_camera_in_trouble_is():
+    """A live camera retrying showed only "CAM0 connecting"; with one camera in trouble its reason is shown too
+    (shortened); with several, only their states (the line stays short)."""
+    runner = SimpleNamespace(sets_done=1, started_ns=1, acc=Accounting(["CAM0", "CAM1"]))
+    h = runner.acc.health["CAM0"]
+    h.state, h.detail = "connecting", "attempt 3: cannot connect to 127.0.0.1:8554: Connection refused"
+    out = io.StringIO()
+    runner_mod.ProgressLine(None, None, stream=out, every_s=0.0, clock=lambda: 2_000_000_000)(runner)
+    assert "| CAM0 connecting (attempt 3: cannot connect to 127.0.0.1:8554: Connection refused)" in out.getvalue()
+    runner.acc.health["CAM1"].state = "stalled"
+    out = io.StringIO()
+    runner_mod.ProgressLine(None, None, stream=out, every_s=0.0, clock=lambda: 2_000_000_000)(runner)
+    assert out.getvalue().rstrip().endswith("| CAM0 connecting, CAM1 stalled")
