@@ -199,7 +199,8 @@ def _decode_reduced(data, ctx: KernelContext, reduce: int, interpolation: str, s
                      on_corrupt=ctx.corrupt)
     if reduce > 1 and not jpeg:
         h, w = size
-        img = cv2.resize(img, (w, h), interpolation=_INTERP[interpolation])  # OpenCV's dsize is (W, H)
+        dst = _scratch(ctx.state, "rs", (h, w, 3), np.uint8)
+        img = cv2.resize(img, (w, h), dst=dst, interpolation=_INTERP[interpolation])  # OpenCV's dsize is (W, H)
     return img, jpeg
 
 

@@ -223,8 +223,8 @@ def _routes(args: argparse.Namespace) -> list[tuple[Any, list[tuple[str, Any]]]]
     if bool(args.deployment) == bool(args.profile):
         raise ConfigError("give a DEPLOYMENT.yaml or --profile NAME (one of them)")
     if args.deployment and (args.size or args.source):  # the deployment's cameras say both
-        raise ConfigError(f"{'--size' if args.size else '--source'} goes with --profile; a deployment's cameras "
-                          "give their own size and encoding")
+        raise ConfigError(f"{'--size' if args.size else '--source'} goes with --profile (a deployment's cameras "
+                          "give their own size and encoding)")
     target = _target(args.soc, args.cann) if args.soc else None
     if args.profile:
         if args.profile not in PROFILES:

@@ -217,7 +217,7 @@ def main(args: argparse.Namespace) -> int:
         dep = replace(dep, target=Target(args.soc, args.cann))
     for flag, value in (("--backends", args.backends), ("--out", args.out)):
         if value is not None and not value.strip():  # an empty shell variable: not the same as leaving it out
-            raise ConfigError(f"{flag} is empty; leave it out for the deployment's own value")
+            raise ConfigError(f"{flag} is empty (leave it out for the deployment's own value)")
     writing = [flag for name, (flag, _o) in flags.items() if EXPORTERS[name].writes_files]
     if args.no_outputs and writing:  # --no-outputs wins (its paths are still checked), said rather than silent
         print(f"dvpipe run: --no-outputs: not written: {', '.join(writing)}", file=sys.stderr)

@@ -62,9 +62,11 @@ def _number_problem(v: Any, *, integer: bool = False, minimum: float | None = No
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
         hint = ""
         if isinstance(v, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE]\d+", v.strip()):
-            x = float(v)  # YAML 1.1 (PyYAML) takes 1e5 and 1.0e30 for text: its exponent needs a sign
-            write = f"{int(x)}" if integer and x.is_integer() else v.strip().lower().replace("e", "e+")
-            hint = f" (YAML reads an exponent without its sign as text: write {write})"
+            x = float(v)  # YAML 1.1 (PyYAML) takes 1e5 and 1.0e30 for text: a float needs a dot and a signed exponent
+            mantissa, _, exponent = v.strip().lower().partition("e")
+            write = (f"{int(x)}" if integer and x.is_integer()
+                     else f"{mantissa if '.' in mantissa else mantissa + '.0'}e+{exponent}")
+            hint = f" (YAML reads it as text: write {write})"
         return f"expected {'an integer' if integer else 'a number'}, got {_show(v)}{hint}"
     if isinstance(v, float) and not math.isfinite(v):
         return f"expected a finite number, got {_show(v)}"

@@ -763,7 +763,7 @@ def _parse_outputs(v: Any, name: str, V: _V) -> OutputsConfig:
     out_dir_v = V.string(om, "dir", "outputs", "out/{name}")
     other = sorted(set(re.findall(r"\{[^{}]*\}", out_dir_v)) - {"{name}"})
     if other:  # a typo of {name} would become a folder of that name
-        V.err("outputs.dir", f"unknown placeholder {', '.join(other)}; the one there is: {{name}} (the "
+        V.err("outputs.dir", f"unknown placeholder {', '.join(other)} (the one there is: {{name}}, the "
                              "deployment's name)")
     out_dir = os.path.abspath(os.path.expanduser(out_dir_v.replace("{name}", name or "deployment")))
     on, presets = parse_exporter_options(om, V)

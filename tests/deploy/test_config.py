@@ -153,6 +153,7 @@ def test_rig_key_typos_are_errors_and_each_problem_is_one_line(tmp_path):
     # network failure to retry; the message does not repeat the URL (it may hold a password)
     ({"type": "rtsp", "uri": "rtsp://u:secret@127.0.0.1:99999/x"}, "source.uri", "not a number from 1 to 65535"),
     ({"type": "rtsp", "uri": "rtsp://127.0.0.1:0/x"}, "source.uri", "not a number from 1 to 65535"),
+    ({"type": "rtsp", "uri": "rtsp://u:secret@:554/x"}, "source.uri", "rtsp:// and rtsps://host[:port]/path URLs"),
     ({"type": "synthetic", "resolution": [640]}, "source.resolution", "[width, height]"),
     ({"type": "synthetic", "faults": {"corrupt": "3"}}, "source.faults.corrupt", "frame numbers"),
     ({"type": "synthetic", "faults": {"late_ms": {2: -5}}}, "source.faults.late_ms.2", "non-negative"),
@@ -164,6 +165,7 @@ def test_source_errors(tmp_path, source, path, text):
         load_deployment(write(tmp_path, d))
     errors = dict(ei.value.errors)
     assert path in errors and text in errors[path], ei.value.errors
+    assert "secret" not in errors[path]  # a URL's password is not repeated in a message
 
 
 @pytest.mark.parametrize("source, problems", [
@@ -187,8 +189,8 @@ def test_an_unknown_placeholder_in_the_output_folder_is_refused(tmp_path):
          "outputs": {"dir": "out/{nmae}/{date}"}}
     with pytest.raises(DeploymentError) as ei:
         load_deployment(write(tmp_path, d))
-    assert dict(ei.value.errors) == {"outputs.dir": "unknown placeholder {date}, {nmae}; the one there is: {name} "
-                                                    "(the deployment's name)"}
+    assert dict(ei.value.errors) == {"outputs.dir": "unknown placeholder {date}, {nmae} (the one there is: {name}, the "
+                                                    "deployment's name)"}
     d["outputs"]["dir"] = "out/{name}"
     assert load_deployment(write(tmp_path, d)).outputs.dir.endswith("/out/dep")
 

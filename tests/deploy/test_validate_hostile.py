@@ -64,15 +64,18 @@ def test_non_finite_and_overflowing_numbers_are_refused_with_their_key_path(sect
 
 
 def test_a_number_yaml_reads_as_text_says_why(tmp_path):
-    """PyYAML (YAML 1.1) reads 1.0e30 and 1e5 as strings (its float needs the exponent's sign): the message says
-    so, rather than "expected a number" for what the user wrote as one."""
+    """PyYAML (YAML 1.1) reads 1.0e30 and 1e5 as strings (its float needs a dot and the exponent's sign): the message
+    says so and what to write, which PyYAML then reads as that number."""
     p = tmp_path / "dep.yaml"
     p.write_text("rig: {cameras: [{name: A, width: 64, height: 32}]}\npipeline: {profile: bevformer-tiny}\n"
-                 "source: {type: synthetic}\nsync: {tolerance_ms: 1.5e1}\nrun: {frames: 1e3}\n")
+                 "source: {type: synthetic}\nsync: {tolerance_ms: 1.5e1, deadline_ms: 2e2}\nrun: {frames: 1e3}\n")
     assert isinstance(yaml.safe_load(p.read_text())["run"]["frames"], str)  # the premise
     errors = errors_of(p)
-    assert errors["sync.tolerance_ms"].endswith("(YAML reads an exponent without its sign as text: write 1.5e+1)")
-    assert errors["run.frames"].endswith("write 1000)")
+    written = {"sync.tolerance_ms": ("1.5e+1", 15.0), "sync.deadline_ms": ("2.0e+2", 200.0),
+               "run.frames": ("1000", 1000)}
+    for key, (text, value) in written.items():
+        assert errors[key].endswith(f"(YAML reads it as text: write {text})"), errors[key]
+        assert yaml.safe_load(f"x: {text}")["x"] == value  # the advice is read as the number
 
 
 def test_source_numbers_are_bounded():

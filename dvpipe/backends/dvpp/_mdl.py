@@ -197,12 +197,12 @@ def first_aipp_info(rt: Any, model_id: int, index: int) -> dict:
     info = rt.call("acl.mdl.get_first_aipp_info", int(model_id), int(index), model_id=model_id, input=index)
     if not isinstance(info, dict):
         raise ConfigError(f"acl.mdl.get_first_aipp_info returned {type(info).__name__}, not the aclAippInfo dict its "
-                          "page documents (aclpythondevg_01_0925): this pyACL differs from the documented one; report "
-                          "it with your CANN version", "model")
+                          "page documents (aclpythondevg_01_0925): this pyACL differs from the documented one (report "
+                          "it with your CANN version)", "model")
     if not any(key in info for key in AIPP_INFO_FIELDS):
         raise ConfigError("acl.mdl.get_first_aipp_info returned a dict without any of the aclAippInfo keys its page "
                           f"documents (aclpythondevg_01_0925; got {sorted(info)[:6]}): this pyACL differs from the "
-                          "documented one; report it with your CANN version", "model")
+                          "documented one (report it with your CANN version)", "model")
     out: dict = {}
     for key, field in AIPP_INFO_FIELDS.items():
         if key not in info:

@@ -265,18 +265,27 @@ class _Url:
     tls: bool = False
 
 
+def url_problem(url: str) -> Optional[str]:
+    """Why dvpipe's RTSP client cannot read ``url``, in words that do not repeat it (it may hold a password),
+    or None."""
+    u = urllib.parse.urlsplit(url)
+    if u.scheme.lower() not in ("rtsp", "rtsps") or not u.hostname:
+        return "dvpipe's RTSP client reads rtsp:// and rtsps://host[:port]/path URLs"
+    try:
+        port = u.port  # ValueError: ":99999", ":x"
+    except ValueError:
+        port = 0
+    return "the port is not a number from 1 to 65535" if port == 0 else None
+
+
 def _parse_url(url: str) -> _Url:
+    problem = url_problem(url)
+    if problem is not None:
+        raise SourceError(f"{url!r}: {problem}")
     u = urllib.parse.urlsplit(url)
     scheme = u.scheme.lower()
-    if scheme not in ("rtsp", "rtsps") or not u.hostname:
-        raise SourceError(f"dvpipe's RTSP client reads rtsp:// and rtsps://host[:port]/path URLs, not {url!r}")
-    try:
-        given = u.port
-    except ValueError:
-        given = 0
-    if given == 0 and u.netloc.rpartition("@")[2].rpartition("]")[2].count(":"):  # ":0", ":99999", ":x"
-        raise SourceError(f"{url!r}: the port is not a number from 1 to 65535")
-    port = given or (322 if scheme == "rtsps" else 554)
+    assert u.hostname is not None  # url_problem checked it
+    port = u.port or (322 if scheme == "rtsps" else 554)
     host = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
     clean = urllib.parse.urlunsplit((scheme, f"{host}:{u.port}" if u.port else host, u.path or "/", u.query, ""))
     user = urllib.parse.unquote(u.username) if u.username is not None else None

@@ -162,7 +162,7 @@ def _read_sidecar(path: str) -> list[str] | dict[str, Any]:
             out: dict = {}
             for key, value in pairs:
                 if key in out:
-                    raise SourceError(f"sidecar {path}: {_show(key)} is given two times; one would be lost")
+                    raise SourceError(f"sidecar {path}: {_show(key)} is given two times (one would be lost)")
                 out[key] = value
             return out
 
@@ -188,7 +188,7 @@ def _read_sidecar(path: str) -> list[str] | dict[str, Any]:
         if i == 0 and not _is_time(t):
             continue  # a header row
         if name in out:
-            raise SourceError(f"sidecar {path}: {_show(name)} is given two times (row {i + 1}); one would be lost")
+            raise SourceError(f"sidecar {path}: {_show(name)} is given two times (row {i + 1}: one would be lost)")
         out[name] = t
     return out
 

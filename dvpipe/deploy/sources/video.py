@@ -766,12 +766,11 @@ class RtspSource(_LiveStream):
         elif not re.match(r"^rtsps?://[^/\s]+", ctx.uri):
             ctx.err("uri", f"expected rtsp://host[:port]/path, got {_show(ctx.uri)}")
         else:
-            from ._rtsp_client import _parse_url
+            from ._rtsp_client import url_problem
 
-            try:
-                _parse_url(ctx.uri)  # a port out of 1..65535 is the configuration's, not a network failure
-            except SourceError as e:
-                ctx.err("uri", str(e).rsplit(": ", 1)[-1])  # the URL's own words, without its credentials
+            problem = url_problem(ctx.uri)  # a port out of 1..65535 is the configuration's, not a network failure
+            if problem is not None:
+                ctx.err("uri", problem)
         if ctx.encoding not in VIDEO_ENCODINGS + ("jpeg", "raw"):
             ctx.err(None, f"an RTSP source needs camera encoding h264, h265, jpeg (MJPEG) or raw; "
                           f"camera {ctx.camera} declares {ctx.encoding}")

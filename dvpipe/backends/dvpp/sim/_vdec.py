@@ -278,7 +278,7 @@ class VdecMedia:
                 ch.seq += 1
                 ch.pending[seq] = (input_stream_desc, output_pic_desc, user_data)
                 data = view.tobytes()
-                if ch.stream_format is None:  # profile, level, bit depth, chroma: refused as the size is (§3.1)
+                if ch.stream_format is None and not ch.checked:  # profile, level, bit depth, chroma (§3.1)
                     ch.stream_format = stream_format(data, ch.codec)
                 out = self._decode(ch, data, seq)
                 ch.held.extend(out)
