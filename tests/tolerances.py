@@ -140,10 +140,13 @@ TABLE: dict[tuple[str, str, str], Bound] = {
         1e-4, "OpenCV resizes uint8 in fixed point (11-bit weights), the reference in float64 then rounds: one "
               "grey level (1/std after Normalise) plus float32 noise", levels=1.0, frac=1.0),
     ("uint8_resize", "reference", "torch"): Bound(
-        1e-4, "torch resizes uint8 in float32 and rounds as OpenCV's 8-bit resize does; an exact .5 tie is "
-              "decided by float noise in both backends (float32 / float64) and can round apart by 1 grey level: "
-              "measured on up to 1.9% of the values (nuScenes 1600x900 at scale 0.3, docs/torch.md)",
-        levels=1.0, frac=2.5e-2),
+        1e-4, "torch resizes uint8 in float32 and rounds as OpenCV's 8-bit resize does; a value within float32 "
+              "rounding of a .5 tie rounds apart by 1 grey level, on at most 0.5% of the values (camera sizes)",
+        levels=1.0, frac=5e-3),
+    ("uint8_resize_real_frames", "reference", "torch"): Bound(
+        1e-4, "the same on real frames at the worst scales: an exact .5 tie is decided by float noise in both "
+              "backends (float32 / float64): measured on up to 1.9% of the values (nuScenes 1600x900 at scale 0.3, "
+              "docs/torch.md)", levels=1.0, frac=2.5e-2),
     ("fast_vs_ffmpeg_bgr24", "fast", "cpu"): Bound(
         float("inf"), "fidelity fast's own YUV -> BGR (the picture's matrix and range) vs FFmpeg's fixed-point "
                       "bgr24 conversion, std = 1: about one grey level (a wrong matrix or range costs 4-8)",

@@ -831,4 +831,4 @@ def test_uint8_resize_ties_stay_within_the_measured_bound_on_real_frames(nuscene
     stages = [dv.Decode(), dv.Resize(scale=scale, interpolation=interpolation)]
     got, want = (np.asarray(dv.Pipeline(rig, stages, backends=b).process(frames).images)
                  for b in (("torch:cpu", "cpu"), ("reference",)))
-    tol("uint8_resize", "reference", "torch").check(got, want)
+    tol("uint8_resize_real_frames", "reference", "torch").check(got, want)

@@ -645,10 +645,12 @@ def test_run_frames_counts_sets_not_each_cameras_frames(tmp_path, case):
     assert result.accounting.check() == [] and not any(result.accounting.masked[c] for c in ("CAM0", "CAM1"))
 
 
-@pytest.mark.parametrize("frames, loop, lose, sets", [(10, True, [2], 10), (4, False, [2], 4), (10, True, [2, 3], 10)])
+@pytest.mark.parametrize("frames, loop, lose, sets", [(10, True, [2], 10), (4, False, [2], 4), (10, True, [2, 3], 10),
+                                                     (10, False, [2], 4)])
 def test_frames_lost_by_the_source_do_not_count_against_run_frames(frames, loop, lose, sets):
     """run.frames counts frame sets (docs/deployments.md); a frame the source loses (faults.lose: it never reaches
-    the run) is not one of them, so the recording reads one more in its place (a 5-frame recording: 0 1 _ 3 4)."""
+    the run) is not one of them, so the recording reads one more in its place (a 5-frame recording: 0 1 _ 3 4; without
+    loop it still ends with the recording)."""
     d = synthetic_deployment(1, frames=5, faults={"CAM0": {"lose": lose}}, run={"frames": frames, "loop": loop})
     result = run(d)
     assert result.sets == sets, (result.sets, result.stopped_by)

@@ -158,8 +158,6 @@ def test_software_device_refuses_a_paste_box_below_10x6():
     # output minimum 10x6 (§2.1, CANN 6.0.1 aclcppdevg_03_0168) and crop minimum 10x6 (§2.4): the paste box is the
     # resize target, so the stricter reading holds it to 10x6 too, in the rule check (probe) and on the device.
     # Boxes inclusive; on 310 left 16-aligned, right odd
-    from dvpipe.knowledge import check
-
     assert _paste(_rt(T310), (0, 0, 255, 191), (16, 0, 25, 5))[:2] == (640, 480)  # 10x6
     with pytest.raises(_acl.InvalidParam, match=r"paste width 8 is below the minimum 10.*vpc.crop_min"):
         _paste(_rt(T310), (0, 0, 255, 191), (16, 0, 23, 5))
