@@ -55,7 +55,8 @@ def test_a_sidecar_naming_a_file_twice_is_refused(tmp_path, kind):
     side = tmp_path / f"t.{kind}"
     side.write_text({"csv": "a.jpg,1.5\nb.jpg,2.5\na.jpg,3.5\n", "yaml": "a.jpg: 1.5\nb.jpg: 2.5\na.jpg: 3.5\n",
                      "json": '{"a.jpg": 1.5, "b.jpg": 2.5, "a.jpg": 3.5}'}[kind])
-    with pytest.raises(SourceError, match=r"a\.jpg.*(twice|two times)"):  # YAML: the loader's words; CSV, JSON: the sidecar's
+    # YAML: the loader's words ("twice"); CSV and JSON: the sidecar's ("two times")
+    with pytest.raises(SourceError, match=r"a\.jpg.*(twice|two times)"):
         _stamps(tmp_path / "img", timestamps="sidecar", sidecar=str(side))
 
 
