@@ -27,7 +27,7 @@ from .latency.clock import now_ns, to_monotonic_ns
 from .latency.profiler_ranges import ProfilerRanges, profiler_ranges as make_profiler_ranges
 from .latency.timeline import WORKER_WAIT, Timeline
 from .planner import CameraPlan, LiveMeasurements, Plan, PlanStep, plan_pipeline
-from .profiles import Profile, profile_metas, profile_stages
+from .profiles import Profile, camera_order_problem, profile_metas, profile_stages
 from .stages.base import Stage
 from .stages.kernel_registry import KernelContext
 from .types import IDENTITY_3X3, Frame, FrameBatch, PixelFormat, Rig, check_one_size
@@ -205,7 +205,11 @@ class Pipeline:
                      fidelity: Fidelity = "reference", target: Optional[Target] = None, **kwargs: Any) -> "Pipeline":
         """Pipeline with profile ``name``'s stages and metas (``bevformer-tiny``, ``petr``...); a
         :class:`~dvpipe.profiles.Profile` object is taken as it is. Every camera at one size
-        (:func:`check_one_size`)."""
+        (:func:`check_one_size`); a rig of the cameras the model was trained on in the order it was fed
+        them (:func:`~dvpipe.profiles.camera_order_problem`)."""
+        problem = camera_order_problem(name, rig.names)
+        if problem:
+            raise ConfigError(problem)
         what = f"profile {name if isinstance(name, str) else name.name}"
         stages = profile_stages(name, fidelity, check_one_size(rig.cameras, what))
         return cls(rig, stages, backends, profile=name, target=target, fidelity=fidelity, **kwargs)

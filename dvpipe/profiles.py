@@ -41,8 +41,8 @@ from .stages import Crop, Decode, Normalise, Pad, Resize, Stage
 from .types import Camera
 
 __all__ = ["Profile", "PROFILES", "register_profile", "METAS_CONTRACTS", "MetasContract", "register_metas_contract",
-           "CAN_BUS_ROTATIONS", "profile_stages", "profile_metas", "generic_metas",
-           "img_norm_cfg"]
+           "CAN_BUS_ROTATIONS", "NUSCENES_INFO_ORDER", "BEVDET_ORDER", "camera_order_problem", "profile_stages",
+           "profile_metas", "generic_metas", "img_norm_cfg"]
 
 #: What ``can_bus[3:7]`` holds. ``published``: ``[w, w, w, w]``, what BEVFormer's
 #: ``CustomNuScenesDataset.get_data_info`` writes (it assigns a pyquaternion ``Quaternion`` to the slice and
@@ -50,6 +50,13 @@ __all__ = ["Profile", "PROFILES", "register_profile", "METAS_CONTRACTS", "MetasC
 #: and what every released BEVFormer checkpoint was trained and evaluated with. ``quaternion``: the
 #: rotation ``[w, x, y, z]`` the code meant to write.
 CAN_BUS_ROTATIONS = ("published", "quaternion")
+
+#: The nuScenes cameras in the order mmdet3d's info files list them (``tools/data_converter/nuscenes_converter.py``
+#: ``camera_types``), the order BEVFormer's and PETR's datasets feed them and their checkpoints were trained on.
+NUSCENES_INFO_ORDER = ("CAM_FRONT", "CAM_FRONT_RIGHT", "CAM_FRONT_LEFT", "CAM_BACK", "CAM_BACK_LEFT", "CAM_BACK_RIGHT")
+#: BEVDet's ``data_config['cams']`` (HuangJunJie2017/BEVDet@1bacecb configs/bevdet/bevdet-r50.py), the order its
+#: loader feeds the cameras whatever the info file lists.
+BEVDET_ORDER = ("CAM_FRONT_LEFT", "CAM_FRONT", "CAM_FRONT_RIGHT", "CAM_BACK_LEFT", "CAM_BACK", "CAM_BACK_RIGHT")
 
 _CAFFE_BGR: dict[str, Any] = dict(mean=(103.530, 116.280, 123.675), std=(1.0, 1.0, 1.0), to_rgb=False)
 _IMAGENET_RGB: dict[str, Any] = dict(mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), to_rgb=True)
@@ -74,6 +81,10 @@ class Profile:
         metas: meta contract (``bevformer``, ``petr``, ``bevdet``).
         can_bus_rotation: what ``can_bus[3:7]`` holds in ``metas_format="mmdet3d"``
             (:data:`CAN_BUS_ROTATIONS`; None: ``quaternion``). The BEVFormer profiles say ``published``.
+        camera_order: the camera names the model was trained on, in the order it was fed them (the
+            batch's order is the model's: BEVFormer's camera embeddings are per position). A rig whose
+            cameras all bear these names must list them in this order (:func:`camera_order_problem`);
+            a rig with other names is not checked. None: no check.
     """
 
     name: str
@@ -91,6 +102,7 @@ class Profile:
     scale_offset: float = 0.0
     interpolation: str = "linear"
     can_bus_rotation: Optional[str] = None
+    camera_order: Optional[tuple[str, ...]] = None
 
     def __post_init__(self):
         if self.can_bus_rotation not in (None, *CAN_BUS_ROTATIONS):
@@ -158,16 +170,19 @@ def register_metas_contract(name: str, contract: MetasContract, *, replace: bool
 
 _BUILTIN_PROFILES = [
     Profile("bevformer-base", **_CAFFE_BGR, scale=None, can_bus_rotation="published",
+            camera_order=NUSCENES_INFO_ORDER,
             source="fundamentalvision/BEVFormer@66b65f3 projects/configs/bevformer/bevformer_base.py L16-17, L179-195"),
     Profile("bevformer-small", **_CAFFE_BGR, scale=0.8, can_bus_rotation="published",
+            camera_order=NUSCENES_INFO_ORDER,
             source="fundamentalvision/BEVFormer@66b65f3 projects/configs/bevformer/bevformer_small.py L23-24, L188-205"),
     Profile("bevformer-tiny", **_IMAGENET_RGB, scale=0.5, can_bus_rotation="published",
+            camera_order=NUSCENES_INFO_ORDER,
             source="fundamentalvision/BEVFormer@66b65f3 projects/configs/bevformer/bevformer_tiny.py L26-27, L190-207"),
     # PETR test (ResizeCropFlipImage, training=False): resize = max(fH/H, fW/W) = 0.5 with Pillow's
     # default filter on uint8 -> 800x450, crop (0, 130, 800, 450), then normalise, pad /32.
     Profile("petr", mean=(103.530, 116.280, 123.675), std=(57.375, 57.120, 58.395), to_rgb=False,
             scale=0.5, crop_bottom=320, crop_width=800, normalise_first=False, metas="petr",
-            interpolation="pil_bicubic",
+            interpolation="pil_bicubic", camera_order=NUSCENES_INFO_ORDER,
             source="megvii-research/PETR@f7525f9 projects/configs/petr/petr_vovnet_gridmask_p4_800x320.py "
                    "(img_norm_cfg L13-14, ida_aug_conf final_dim=(320, 800), test_pipeline); transform: "
                    "projects/mmdet3d_plugin/datasets/pipelines/transform_3d.py ResizeCropFlipImage"),
@@ -177,6 +192,7 @@ _BUILTIN_PROFILES = [
     Profile("bevdet", mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), to_rgb=True,
             scale=None, fit_width=704, scale_offset=0.04, crop_bottom=256, crop_width=704, size_divisor=None,
             normalise_first=False, metas="bevdet", interpolation="pil_bicubic",
+            camera_order=BEVDET_ORDER,
             source="HuangJunJie2017/BEVDet@1bacecb configs/bevdet/bevdet-r50.py (data_config input_size=(256, "
                    "704), resize_test=0.04); transform: mmdet3d/datasets/pipelines/loading.py "
                    "LoadMultiViewImageFromFiles_BEVDet"),
@@ -218,6 +234,22 @@ def _get(name: "str | Profile") -> Profile:
         return PROFILES[name]
     except KeyError:
         raise ConfigError(f"unknown profile {name!r}; known: {', '.join(PROFILES)}") from None
+
+
+def camera_order_problem(name: "str | Profile", cameras: Sequence[str]) -> Optional[str]:
+    """What is wrong with feeding ``cameras`` (names, in batch order) to profile ``name``'s model, or None.
+
+    A problem only when every name is one the profile's model was trained on (``Profile.camera_order``)
+    and they come in another order than it was fed them: the batch would be silently permuted."""
+    p = _get(name)
+    if not p.camera_order or not set(cameras) <= set(p.camera_order):
+        return None
+    want = [c for c in p.camera_order if c in cameras]
+    if list(cameras) == want:
+        return None
+    return (f"profile {p.name}'s model was trained on the cameras in the order {', '.join(want)}; the rig lists "
+            f"them as {', '.join(cameras)} (list the rig's cameras in the model's order; for a model trained on "
+            "another order, register a profile with that camera_order)")
 
 
 def profile_stages(name: "str | Profile", fidelity: Fidelity = "reference", camera: Optional[Camera] = None) -> list[Stage]:

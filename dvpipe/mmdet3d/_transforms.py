@@ -35,7 +35,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from ..errors import ConfigError
-from ..profiles import Profile
+from ..profiles import NUSCENES_INFO_ORDER, Profile
 
 __all__ = ["MappedConfig", "map_test_pipeline", "find_test_pipeline", "profile_from_config", "check_rig", "order_rig"]
 
@@ -220,7 +220,8 @@ def map_test_pipeline(pipeline: Sequence, name: str = "mmdet3d", skip: Iterable[
                       crop_width=crop[1] if crop else None, size_divisor=divisor, normalise_first=normalise_first,
                       metas=metas or "bevformer", source=f"mmdet3d config ({' -> '.join(names)})",
                       fit_width=fit[0] if fit else None, scale_offset=fit[1] if fit else 0.0,
-                      interpolation=interpolation, can_bus_rotation="published" if metas in (None, "bevformer") else None)
+                      interpolation=interpolation, can_bus_rotation="published" if metas in (None, "bevformer") else None,
+                      camera_order=cameras if metas == "bevdet" else NUSCENES_INFO_ORDER)
     return MappedConfig(profile, camera_size, tuple(names), tuple(skipped), cameras)
 
 

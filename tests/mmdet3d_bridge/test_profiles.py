@@ -286,3 +286,37 @@ def test_profile_can_bus_rotation_is_checked_and_the_bevformer_profiles_reproduc
     assert replace(PROFILES["bevformer-tiny"], can_bus_rotation="quaternion").can_bus_rotation == "quaternion"
     with pytest.raises(dv.ConfigError, match="profile x: can_bus_rotation must be one of published, quaternion"):
         Profile("x", mean=(0, 0, 0), std=(1, 1, 1), to_rgb=False, can_bus_rotation="wxyz")
+
+
+#: the info files' camera order, copied from ../shared/reference/anchors.md §A.3 (mmdet3d's nuscenes_converter
+#: ``camera_types``): what BEVFormer's and PETR's datasets feed
+_INFO_ORDER = ["CAM_FRONT", "CAM_FRONT_RIGHT", "CAM_FRONT_LEFT", "CAM_BACK", "CAM_BACK_LEFT", "CAM_BACK_RIGHT"]
+
+
+def _rig_named(names, size=(320, 180)):
+    d = rig_dict([size] * len(names))
+    for cam, name in zip(d["cameras"], names):
+        cam["name"] = name
+    return dv.Rig.from_dict(d)
+
+
+@pytest.mark.parametrize("profile", ["bevformer-tiny", "bevformer-base", "petr", "bevdet"])
+def test_a_named_profile_refuses_the_published_cameras_in_another_order_than_its_model_was_fed(profile):
+    from mmdet3d_bridge.test_config import CONFIGS
+
+    from dvpipe.mmdet3d._config import load_config
+
+    # BEVDet's loader feeds data_config['cams'] (the published bevdet-r50.py, tests/data), the others the info order
+    bevdet = list(load_config(CONFIGS / "bevdet/bevdet-r50.py")["data_config"]["cams"])
+    want = bevdet if profile == "bevdet" else _INFO_ORDER
+    other = _INFO_ORDER if profile == "bevdet" else bevdet
+    assert want != other and sorted(want) == sorted(other)
+    with pytest.raises(dv.ConfigError) as e:
+        dv.Pipeline.from_profile(profile, _rig_named(other))
+    msg = str(e.value)
+    assert "\n" not in msg and f"order {', '.join(want)}; the rig lists them as {', '.join(other)}" in msg
+    # the model's order, a subset in it, and cameras of other names (a rig of the user's) are accepted
+    for names in (want, want[1:4], ["FRONT", "BACK"], [other[1], "CAM_FRONT_WIDE"]):
+        assert dv.Pipeline.from_profile(profile, _rig_named(names)).rig.names == tuple(names)
+    with pytest.raises(dv.ConfigError, match="the rig lists them as CAM_BACK, CAM_FRONT "):
+        dv.Pipeline.from_profile(profile, _rig_named(["CAM_BACK", "CAM_FRONT"]))
