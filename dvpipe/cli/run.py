@@ -252,6 +252,8 @@ def main(args: argparse.Namespace) -> int:
         if dep.latency.profiler_ranges and getattr(runner.pipe, "profiler_ranges", None) is None:
             print("warning: profiler ranges asked for, but no profiler API is loaded here (pyACL's acl, NVTX via a "
                   "CUDA torch or the nvtx package, torch): no ranges are emitted", file=sys.stderr)
+        for note in runner.budget_notes:
+            print(f"warning: {note}", file=sys.stderr)
         if runner.backend_notes and not quiet:  # why "auto" did not pick the others (first clause of each reason)
             notes = "; ".join(n.split("; ")[0] for n in runner.backend_notes)
             print(f"backends auto: skipped {notes}", file=out)

@@ -60,6 +60,7 @@ def _problems(path: str, plan: bool, result: dict) -> list[list[str]]:
     if too_big:
         return [["pipeline", too_big]]
     from ..deploy._budget import pictures_per_job
+    from ..deploy._assembly import step_budget_notes
     from ..deploy.runner import build_pipeline
 
     try:
@@ -72,6 +73,7 @@ def _problems(path: str, plan: bool, result: dict) -> list[list[str]]:
     result["backend_notes"] = notes
     n, why = pictures_per_job(dep, pipe)
     result["pictures_per_job"] = {"value": n, "why": why}
+    result["warnings"] += step_budget_notes(dep, pipe.plan)
     getattr(pipe, "close", lambda: None)()
     return []
 

@@ -14,7 +14,7 @@ from .config import import_entry
 if TYPE_CHECKING:
     from ..pipeline import Pipeline
 
-__all__ = ["AUTO_BACKENDS", "resolve_backends", "build_pipeline", "load_model"]
+__all__ = ["AUTO_BACKENDS", "resolve_backends", "build_pipeline", "step_budget_notes", "load_model"]
 
 #: the preference order ``backends: auto`` picks from, as the built-in rows of the backend table rank it
 #: (:func:`dvpipe.backends.auto_backends`, which :func:`resolve_backends` reads: a family registered later
@@ -85,6 +85,26 @@ def build_pipeline(dep: Deployment) -> tuple[Pipeline, list[str]]:
     if p.profile is not None:
         return Pipeline.from_profile(p.profile, dep.rig, backends, **kwargs), notes
     return Pipeline(dep.rig, list(p.stages or ()), backends, **kwargs), notes
+
+
+def step_budget_notes(dep: Deployment, plan: Any) -> list[str]:
+    """One line per ``latency.steps_ms`` key that names no step of ``plan`` (a :class:`~dvpipe.planner.Plan`)
+    and no span a run records besides (:data:`~dvpipe.latency.timeline.RUN_SPAN_NAMES`): such a budget is
+    never checked. A note, not an error: the steps are the plan's on this machine (``backends: auto``, another
+    fidelity fuse them otherwise), and the run's latency table says so again at the end."""
+    from ..latency.timeline import RUN_SPAN_NAMES
+    from ..types import similar_key
+
+    steps = list(dict.fromkeys(s.name for cp in plan.cameras for s in cp.steps))
+    out = []
+    for key in dep.latency.steps_ms:
+        if key in steps or key in RUN_SPAN_NAMES:
+            continue
+        close = [k for k in (*steps, *RUN_SPAN_NAMES) if similar_key(key, k)]
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        out.append(f"latency.steps_ms.{key}: no step of that name in this plan{hint}, so this budget is never "
+                   f"checked; the plan's steps: {', '.join(steps)}")
+    return out
 
 
 def load_model(dep: Deployment) -> Optional[Callable]:

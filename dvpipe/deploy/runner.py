@@ -62,7 +62,7 @@ from ..errors import ConfigError, DvpipeError
 from ..latency import LatencyStats, Timeline, now_ns, wall_ns
 from ..types import Frame
 from ..video import GAP, VideoPacket, as_packet, merge_packets
-from ._assembly import AUTO_BACKENDS, build_pipeline, load_model, resolve_backends
+from ._assembly import AUTO_BACKENDS, build_pipeline, load_model, resolve_backends, step_budget_notes
 from ._budget import camera_problem, memory_problem, output_buffers, pictures_per_job, plan_output
 from ._live_loop import LiveLoop, polled
 from ._progress import ProgressLine, format_eta
@@ -167,6 +167,8 @@ class Runner:
         self.pipe, self.backend_notes = build_pipeline(dep)
         #: ``run.pictures_per_job`` as this run uses it (``auto`` resolved on the plan), and why
         self.pictures_per_job, self.pictures_per_job_reason = pictures_per_job(dep, self.pipe)
+        #: ``latency.steps_ms`` keys that name no step of the plan (their budgets are never checked), one line each
+        self.budget_notes = step_budget_notes(dep, self.pipe.plan)
         if getattr(self.pipe.plan, "device_batch", None) and dep.sync.on_late == "reuse":
             getattr(self.pipe, "close", lambda: None)()
             raise ConfigError("sync.on_late: reuse keeps host copies of each camera's image, but on the AIPP route "

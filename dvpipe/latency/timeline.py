@@ -52,6 +52,7 @@ __all__ = [
     "DIRECTIONS",
     "transfer_direction",
     "WORKER_WAIT",
+    "RUN_SPAN_NAMES",
 ]
 
 KINDS: tuple[str, ...] = ("host", "device", "transfer", "wait", "model", "io")
@@ -66,6 +67,11 @@ CATEGORIES: tuple[str, ...] = (
 #: the span of a camera's job waiting for a pipeline worker thread (its length depends on which thread
 #: took which camera first: the critical path does not count it)
 WORKER_WAIT = "worker_wait"
+
+#: the spans a run records besides its plan's steps (a step budget, ``latency.steps_ms``, may name these too):
+#: reading and queueing, the reordering decoder and DVPP units inside steps, the batch and the model hook
+RUN_SPAN_NAMES = ("read", "queue_wait", WORKER_WAIT, "decode", "reorder", "jpegd", "vdec", "vpc", "clear_slot",
+                  "batch_assembly_wait", "model_wait", "model", "model_upload", "model_download", "model_gather")
 
 DVPP_UNITS = frozenset({"dvpp", "jpegd", "jpege", "vpc", "vdec", "venc", "png"})
 ACCELERATOR_UNITS = frozenset({"cuda", "gpu", "npu", "mps", "xpu", "rocm", "hip"})

@@ -117,3 +117,30 @@ def test_cameras_with_their_own_backends_under_an_mmdet3d_config_give_one_pipeli
     assert prefs2 == [("CAM0", ["cpu"], "cpu"), ("CAM1", ["reference", "cpu"], "reference")]
     assert valid1.all() and valid2.all()
     np.testing.assert_allclose(mixed, one, **tol("float_path").allclose)
+
+
+@pytest.mark.parametrize("encoding,profile", [("jpeg", None), ("h264", None), ("h264", "bevformer-tiny")])
+def test_a_step_budget_on_a_name_no_run_records_is_noted_before_the_run(encoding, profile):
+    """A budget names a span; the end of a run said so when none of that name was recorded. Reference: the
+    runs themselves -- every span they record (with a model hook) is a plan step or a listed run span, so
+    none of their names is noted, and the keys they never record are noted before the run, with the typo's
+    step."""
+    from dvpipe.deploy._assembly import step_budget_notes
+
+    d = synthetic_deployment(2, width=96, height=64, encoding=encoding, frames=6, fps=60.0)
+    if profile:
+        d["pipeline"] = {"profile": profile, "backends": ["cpu"], "fidelity": "fast"}
+    dep = load_deployment(d)
+    runner = Runner(dep, model=lambda batch: None, write_outputs=False)
+    runner.run()
+    recorded = list(runner.stats.step_names)
+    steps = {s.name for cp in runner.pipe.plan.cameras for s in cp.steps}
+    assert {"model", "queue_wait"} | steps <= set(recorded)
+    d["latency"] = {"steps_ms": {**{name: 50 for name in recorded}, "queue_wiat": 5, "nosuch": 5}}
+    dep = load_deployment(d)
+    notes = step_budget_notes(dep, runner.pipe.plan)
+    assert [n.split(":")[0] for n in notes] == ["latency.steps_ms.queue_wiat", "latency.steps_ms.nosuch"]
+    assert "(did you mean queue_wait?)" in notes[0] and "did you mean" not in notes[1]
+    runner = Runner(dep, model=lambda batch: None, write_outputs=False)
+    assert runner.budget_notes == notes
+    runner.finish()
