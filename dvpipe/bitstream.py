@@ -37,6 +37,10 @@ class HeaderError(DvpipeError, ValueError):
     """A header that cannot be read as the standard writes it (the unit is damaged)."""
 
 
+class _PastEnd(HeaderError):
+    """A header runs past the bytes read of its unit (a unit cut short, or a header longer than dvpipe reads)."""
+
+
 # ------------------------------------------------------------------------------------- bit reading
 #: bytes of a NAL unit read at most: every header dvpipe reads ends well before (slice data is never read)
 _HEAD_BYTES = 4096
@@ -109,7 +113,7 @@ class _Bits:
         if n == 0:
             return 0
         if self._p + n > self._n:
-            raise HeaderError("the header runs past the end of the unit")
+            raise _PastEnd("the header runs past the end of the unit")
         self._p += n
         return (self._v >> (self._n - self._p)) & ((1 << n) - 1)
 
@@ -191,6 +195,7 @@ class _Sps264:
     frame_mbs_only: bool = True
     separate_colour_plane: bool = False
     chroma_array_type: int = 1  # ChromaArrayType (7.4.2.1.1): 0 for monochrome or separate colour planes
+    bit_depth_luma: int = 8
 
 
 @dataclass
@@ -203,6 +208,8 @@ class _Pps264:
     weighted_pred: bool = False
     weighted_bipred_idc: int = 0
     redundant_pic_cnt_present: bool = False
+    cabac: bool = False  # entropy_coding_mode_flag
+    pic_init_qp: int = 26
     complete: bool = False  # every field above read (a slice group map too long to read leaves it False)
 
 
@@ -227,12 +234,13 @@ def _sps264(rbsp: bytes) -> tuple[int, _Sps264]:
     sps_id = r.ue(31)
     chroma = 1
     separate = False
+    depth = 8
     if profile in _HIGH_PROFILES:
         chroma = r.ue(3)
         if chroma == 3:
             separate = r.flag()
-        r.ue(6)
-        r.ue(6)  # bit depths
+        depth = r.ue(6) + 8
+        r.ue(6)  # chroma bit depth
         r.u(1)
         if r.flag():  # seq_scaling_matrix_present_flag
             for i in range(8 if chroma != 3 else 12):
@@ -241,7 +249,7 @@ def _sps264(rbsp: bytes) -> tuple[int, _Sps264]:
     log2_max_frame_num = r.ue(12) + 4
     poc_type = r.ue(2)
     sps = _Sps264(log2_max_frame_num, poc_type, separate_colour_plane=separate,
-                  chroma_array_type=0 if separate else chroma)
+                  chroma_array_type=0 if separate else chroma, bit_depth_luma=depth)
     if poc_type == 0:
         sps.log2_max_poc_lsb = r.ue(12) + 4
     elif poc_type == 1:
@@ -260,8 +268,8 @@ def _sps264(rbsp: bytes) -> tuple[int, _Sps264]:
 def _pps264(rbsp: bytes) -> tuple[int, _Pps264]:
     r = _Bits(rbsp)
     pps_id, sps_id = r.ue(255), r.ue(31)
-    r.u(1)  # entropy_coding_mode_flag
-    pps = _Pps264(sps_id, r.flag())
+    cabac = r.flag()
+    pps = _Pps264(sps_id, r.flag(), cabac=cabac)
     try:
         groups = r.ue(7) + 1
         if groups > 1:  # slice group maps (Baseline's FMO)
@@ -280,7 +288,8 @@ def _pps264(rbsp: bytes) -> tuple[int, _Pps264]:
                     r.u(bits)
         pps.num_ref_idx_default = (r.ue(31) + 1, r.ue(31) + 1)
         pps.weighted_pred, pps.weighted_bipred_idc = r.flag(), r.u(2)
-        r.se(), r.se(), r.se()  # pic_init_qp, pic_init_qs, chroma_qp_index_offset
+        pps.pic_init_qp = 26 + r.se()
+        r.se(), r.se()  # pic_init_qs, chroma_qp_index_offset
         r.u(2)  # deblocking_filter_control_present, constrained_intra_pred
         pps.redundant_pic_cnt_present = r.flag()
         pps.complete = True
@@ -289,10 +298,12 @@ def _pps264(rbsp: bytes) -> tuple[int, _Pps264]:
     return pps_id, pps
 
 
-def _marking_operations(r: _Bits, sps: _Sps264, pps: _Pps264, slice_type: int) -> list[int]:
-    """The memory_management_control_operation values of a non-IDR reference slice (7.3.3.3), ``r`` just
-    after the picture order count fields: the fields between (7.3.3: redundant_pic_cnt, the reference
-    index counts, ref_pic_list_modification 7.3.3.1, pred_weight_table 7.3.3.2) are read past."""
+def _marking_operations(r: _Bits, sps: _Sps264, pps: _Pps264, slice_type: int, idr: bool = False,
+                        ref_idc: int = 1) -> list[int]:
+    """The memory_management_control_operation values of a slice (7.3.3.3; none but for a non-IDR reference
+    slice), ``r`` just after the picture order count fields: the fields between (7.3.3: redundant_pic_cnt,
+    the reference index counts, ref_pic_list_modification 7.3.3.1, pred_weight_table 7.3.3.2) are read past;
+    ``r`` is left after dec_ref_pic_marking."""
     if pps.redundant_pic_cnt_present:
         r.ue(127)
     kind = slice_type % 5  # 0 P, 1 B, 2 I, 3 SP, 4 SI
@@ -319,7 +330,9 @@ def _marking_operations(r: _Bits, sps: _Sps264, pps: _Pps264, slice_type: int) -
                 if sps.chroma_array_type and r.flag():
                     r.se(), r.se(), r.se(), r.se()
     operations: list[int] = []
-    if r.flag():  # adaptive_ref_pic_marking_mode_flag
+    if idr:
+        r.u(2)  # no_output_of_prior_pics_flag, long_term_reference_flag
+    elif ref_idc and r.flag():  # adaptive_ref_pic_marking_mode_flag
         while (op := r.ue(6)) != 0:
             operations.append(op)
             if op in (1, 3):
@@ -331,6 +344,21 @@ def _marking_operations(r: _Bits, sps: _Sps264, pps: _Pps264, slice_type: int) -
             if op == 4:
                 r.ue()  # max_long_term_frame_idx_plus1
     return operations
+
+
+def _slice_tail(r: _Bits, sps: _Sps264, pps: _Pps264, slice_type: int, idr: bool, ref_idc: int) -> tuple[list[int], int]:
+    """The rest of a slice header (7.3.3) from just after the picture order count fields to slice_qp_delta:
+    ``(memory_management_control_operation values, slice_qp_delta)``. Raises :class:`HeaderError` for a value
+    no encoder writes (an Exp-Golomb code longer than 32 bits, a slice QP outside -QpBdOffset..51, 7.4.3): a
+    damaged header whose first fields happened to read as numbers (a zeroed unit reads frame_num 0, POC 0)."""
+    operations = _marking_operations(r, sps, pps, slice_type, idr, ref_idc)
+    if pps.cabac and slice_type % 5 not in (2, 4):
+        r.ue(2)  # cabac_init_idc
+    delta = r.se()  # slice_qp_delta
+    qp, lowest = pps.pic_init_qp + delta, -6 * (sps.bit_depth_luma - 8)
+    if not lowest <= qp <= 51:
+        raise HeaderError(f"a slice QP of {qp}, outside {lowest}..51")
+    return operations, delta
 
 
 def _sei_number(rbsp: bytes, i: int) -> tuple[int, int]:
@@ -439,10 +467,10 @@ class _H264:
             if bottom_present and not field_pic:
                 delta[1] = r.se()
         reset = False  # memory_management_control_operation 5 (8.2.1, 8.2.5.4)
-        if ref_idc and not idr and pps.complete:
+        if pps.complete:  # a value no encoder writes raises here, before the stream's state takes the picture
             try:
-                reset = 5 in _marking_operations(r, sps, pps, slice_type)
-            except HeaderError:  # read no further than before: the picture order count is what it was
+                reset = 5 in _slice_tail(r, sps, pps, slice_type, idr, ref_idc)[0]
+            except _PastEnd:  # past the bytes read: the picture order count is what it was
                 pass
         max_frame_num = 1 << sps.log2_max_frame_num
         pic.random_access = idr or recovery

@@ -34,7 +34,8 @@ tvs.CODEC.update({name: "h264" for name in MMCO5})
 def ffmpeg_slices(path: Path) -> list[dict]:
     """Per slice NAL unit in decode order, as FFmpeg's ``trace_headers`` reads it: ``ops`` (the
     memory_management_control_operation values before the closing 0), ``end`` (bit position, NAL header
-    byte included, of the first field after dec_ref_pic_marking), ``reference``, ``idr``."""
+    byte included, of the first field after dec_ref_pic_marking), ``reference``, ``idr``, ``qp_delta``
+    (slice_qp_delta)."""
     with av.open(str(path), format="h264") as c:
         st = c.streams.video[0]
         av.logging.set_level(av.logging.TRACE)
@@ -57,7 +58,7 @@ def ffmpeg_slices(path: Path) -> list[dict]:
             cur = {}
             t = int(line.split()[1].split("(")[0])
             if t in (1, 5):
-                cur = {"ops": [], "end": None, "idr": t == 5, "in_marking": False,
+                cur = {"ops": [], "end": None, "idr": t == 5, "in_marking": False, "qp_delta": None,
                        "reference": line.rstrip().endswith(("1", "2", "3"))}
                 slices.append(cur)
             continue
@@ -65,6 +66,8 @@ def ffmpeg_slices(path: Path) -> list[dict]:
         if not m or not cur:
             continue
         pos, field, value = int(m.group(1)), m.group(2), int(m.group(3))
+        if field == "slice_qp_delta":
+            cur["qp_delta"] = value
         if field in marking:
             cur["in_marking"] = True
             if field == "memory_management_control_operation" and value:
@@ -93,9 +96,10 @@ def test_slice_headers_are_read_through_the_marking_as_ffmpeg_reads_them(media_d
     path = (media_file(name, media_dir) if name in MMCO5 else _x264_stream(tmp_path, name, X264_SYNTAX[name]))
     read = []
 
-    def spy(r, sps, pps, slice_type):
-        ops = real(r, sps, pps, slice_type)
-        read.append((ops, r.position + 8))  # + the NAL unit header byte, as FFmpeg counts
+    def spy(r, sps, pps, slice_type, idr=False, ref_idc=1):
+        ops = real(r, sps, pps, slice_type, idr, ref_idc)
+        if ref_idc and not idr:
+            read.append((ops, r.position + 8))  # + the NAL unit header byte, as FFmpeg counts
         return ops
 
     real = bitstream._marking_operations
@@ -106,6 +110,39 @@ def test_slice_headers_are_read_through_the_marking_as_ffmpeg_reads_them(media_d
     assert sum(bool(ops) for ops, _ in want) >= 2, "the stream should carry marking operations"
     assert read == want
     assert [p.damage for p in pictures if p.damage] == []
+
+
+@pytest.mark.parametrize("name", list(X264_SYNTAX) + MMCO5)
+def test_every_slice_header_is_read_to_its_qp_as_ffmpeg_reads_it(media_dir, tmp_path, monkeypatch, name):
+    """Through the marking and on (cabac_init_idc) to slice_qp_delta, for every slice (IDR, non-reference):
+    the QP is what tells a damaged header from a real one (a zeroed unit reads as numbers up to there)."""
+    path = (media_file(name, media_dir) if name in MMCO5 else _x264_stream(tmp_path, name, X264_SYNTAX[name]))
+    read = []
+
+    def spy(*args):
+        ops, delta = real(*args)
+        read.append(delta)
+        return ops, delta
+
+    real = bitstream._slice_tail
+    monkeypatch.setattr(bitstream, "_slice_tail", spy)
+    headers = StreamHeaders("h264")
+    units = media.annexb_units(path, "h264")
+    assert [p.damage for p in (headers.read(u) for u in units) if p.damage] == []
+    want = [s["qp_delta"] for s in ffmpeg_slices(path)]
+    assert None not in want and len(set(want)) > 1, want  # varied QPs, every one read by FFmpeg
+    assert read == [want[i] for i in _first_slices(path)]  # dvpipe reads the first slice of each access unit
+
+
+def _first_slices(path: Path) -> list[int]:
+    """Indices, among all slice NAL units in decode order, of each access unit's first slice."""
+    out, k = [], 0
+    for unit in media.annexb_units(path, "h264"):
+        types = [n[0] & 0x1F for n in bitstream.split_nal_units(unit)]
+        slices = sum(t in (1, 5) for t in types)
+        out.append(k)
+        k += slices
+    return out
 
 
 def test_ffmpeg_reads_the_rewritten_streams_as_libx264s_own(media_dir):

@@ -286,7 +286,8 @@ def probe_images(uri: str, pattern: Optional[str], ctx: SourceContext, max_bytes
 
 
 class SkippedFile(SourceError):
-    """An image file that was not read: the runner counts its frame as a drop of :attr:`category` (the
+    """A frame the source cannot deliver (an image file that was not read, an elementary stream's access
+    unit with no place in presentation order): the runner counts it as a drop of :attr:`category` (the
     reason is the message) and the camera reads on."""
 
     category = "decode_error"

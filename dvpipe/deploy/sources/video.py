@@ -16,7 +16,8 @@ Capture times:
   presentation order, from the picture order count in its slice headers (:mod:`dvpipe.bitstream`;
   a picture missing from the stream leaves its place empty). H.264 with POC type 2 is output in decode
   order: each picture takes the next place, after those of the reference pictures its ``frame_num`` says
-  were lost.
+  were lost. A unit whose slice header is damaged has no place in a stream placed by POC (a ``corrupt``
+  drop counted by the source, :class:`UnplacedUnit`); the next coded video sequence starts after it.
 * RTSP / V4L2 (live): the sender's clock where the stream says it and it agrees with the arrival
   clock (RTSP: RTCP sender reports, NTP time per RFC 3550, as FFmpeg's ``start_time_realtime``, from
   the first report on); else the picture's pts (RTP timestamp) plus the clock offset learnt from the
@@ -51,6 +52,7 @@ from ._probe import probe_elementary, probe_video
 from ._rtsp_client import RtspConnection
 from ._v4l2 import FOURCC as V4L2_FOURCC, V4l2Capture, reader_refusal as v4l2_reader_refusal
 from .base import Backoff, Item, NothingYet, Source, SourceError, StreamLost, StreamStalled
+from .images import SkippedFile
 from .registry import SourceContext, option, register_source
 
 __all__ = ["VideoFile", "ElementaryStream", "RtspSource", "V4l2Source", "AvStream", "VideoOptions",
@@ -454,6 +456,13 @@ class ElementaryOptions:
                                                   "ELEMENTARY_LOOKAHEAD)")
 
 
+class UnplacedUnit(SkippedFile):
+    """An elementary stream's access unit whose slice header is damaged, in a stream whose pictures take their
+    places from their picture order counts: its place is unknown, so it has no frame; a ``corrupt`` drop."""
+
+    category = "corrupt"
+
+
 @register_source("elementary")
 class ElementaryStream(AvStream):
     """Raw H.264/H.265 Annex B file (no timestamps): capture time = ``start_ns + k / fps``."""
@@ -493,6 +502,10 @@ class ElementaryStream(AvStream):
         self._last_guessed = False
         self._poc_step: Optional[int] = None  # picture order count between consecutive pictures (x264: 2, x265: 1)
         self._guessed_keys: set[int] = set()  # keys of pictures whose headers were unreadable (no POC to learn from)
+        self._poc_ordered = False  # the last readable picture had its place from its POC (not output in decode order)
+        self._unplaced: deque = deque()  # reasons of damaged units given no place, each counted as a drop
+        self._sequence_pictures: dict[int, int] = {0: 0}  # sequence base -> shown pictures read in it (damaged too)
+        self._emitting: Optional[tuple[int, int]] = None  # (base, place of its first frame) of the sequence emitted
 
     def _order_by(self) -> str:
         # Annex B carries no timestamps: a picture's place in presentation order is its picture order
@@ -509,11 +522,36 @@ class ElementaryStream(AvStream):
         if not unit.data:
             return unit
         pic = self._headers.read(unit.data)
-        return AccessUnit(unit.data, self._place_key(pic), unit.keyframe, unit.show and not pic.second_field,
-                          unit.damage)
+        if pic.poc is None and self._poc_ordered and not unit.keyframe:
+            # a damaged slice header in a stream placed by POC: the picture's place is unknown and any guess
+            # would move the frames after it; the decoder still gets the unit (what references it is judged),
+            # its frame takes no place and is counted as a corrupt drop (_read)
+            reason = f"corrupt {self.camera.encoding} access unit (dvpipe's header check: {pic.damage})"
+            self._unplaced.append(reason)
+            self._count_picture()  # its place is in this sequence, wherever it is
+            return AccessUnit(unit.data, None, False, False, unit.damage or pic.damage)
+        key = self._place_key(pic)
+        show = unit.show and not pic.second_field
+        if show:
+            self._count_picture()
+        return AccessUnit(unit.data, key, unit.keyframe, show, unit.damage)
+
+    def _count_picture(self) -> None:
+        base = self._sequence_base
+        self._sequence_pictures[base] = self._sequence_pictures.get(base, 0) + 1
+
+    def _read(self) -> Optional[Item]:
+        if self._unplaced:
+            raise UnplacedUnit(self._unplaced.popleft())  # (before the next frame: the order of drops is free)
+        item = super()._read()
+        if item is None and self._unplaced:
+            raise UnplacedUnit(self._unplaced.popleft())
+        return item
 
     def _place_key(self, pic: Picture) -> int:
         """The order key of a picture (its headers read in decode order): its place in presentation order."""
+        if pic.poc is not None:
+            self._poc_ordered = not pic.output_in_decode_order
         if pic.poc is None:  # headers unreadable: a frame after the ones known (the decoder judges it)
             key = self._max_key + 1
             self._guessed_keys.add(key)
@@ -534,12 +572,21 @@ class ElementaryStream(AvStream):
         """``start_ns + k / fps``, ``k`` the picture's place: the place of the frame before it plus its
         picture order count step(s) (a picture missing from the stream leaves its place empty). A picture
         whose headers were unreadable (a recording cut mid-GOP, before its first parameter sets) is the next
-        place, and its key, one more than the last, teaches nothing about the stream's POC step."""
+        place, and its key, one more than the last, teaches nothing about the stream's POC step. A coded video
+        sequence (from an IDR, POC restarting) starts after every picture read in the one before, those with
+        damaged headers and no place of their own included (at least one place after the last frame)."""
         key, last = packet.want, self._last_key
         guessed = False
         if key is not None and key in self._guessed_keys:
             guessed = True
             self._guessed_keys = {k for k in self._guessed_keys if k > key}  # keys come in increasing order
+        sequence = next((b for b in self._sequence_pictures if key is not None and abs(key - b) < (1 << 31)), None)
+        if sequence is not None and self._emitting is not None and sequence != self._emitting[0]:
+            base, first = self._emitting
+            self._place = max(self._place + 1, first + self._sequence_pictures.pop(base, 0))
+            self._emitting = (sequence, self._place)
+            self._last_key, self._last_guessed = key, guessed
+            return self._place_time()
         step = 1
         if (key is not None and last is not None and 0 < key - last < (1 << 31)  # the same coded video sequence
                 and not guessed and not self._last_guessed):
@@ -548,6 +595,11 @@ class ElementaryStream(AvStream):
             step = max(1, round(delta / self._poc_step))
         self._last_key, self._last_guessed = key, guessed
         self._place += step
+        if self._emitting is None and sequence is not None:
+            self._emitting = (sequence, self._place)
+        return self._place_time()
+
+    def _place_time(self) -> int:
         return int(self.options.get("start_ns") or 0) + int(round(self._place * 1e9 / self.options.get("fps", 30.0)))
 
 
