@@ -428,7 +428,23 @@ class _H264:
                 slice_nal = nal
         if slice_nal is None:
             raise HeaderError("an access unit without a slice")
-        return self._slice(slice_nal, recovery, pic)
+        try:
+            return self._slice(slice_nal, recovery, pic)
+        except HeaderError as e:
+            if slice_nal[0] & 0x1F != 5:
+                raise
+            return self._damaged_idr(str(e))
+
+    def _damaged_idr(self, damage: str) -> Picture:
+        """An IDR picture whose slice header cannot be read (its NAL unit type can): a coded video sequence
+        starts here all the same, so the state restarts as at an IDR (POC 0, frame_num 0: 8.2.1, 7.4.3; an
+        IDR's pic_order_cnt_lsb is 0 in every encoder's streams) and the pictures after it are placed from it.
+        Output in decode order as the last sequence parameter set read says (one per stream in practice)."""
+        self.prev_ref, self.prev_frame_num, self.prev_frame_num_offset = (0, 0, 0), 0, 0
+        self.prev_field, self.started = None, True
+        last = next(reversed(self.sps.values()), None)
+        return Picture(poc=0, new_sequence=True, damage=damage,
+                       output_in_decode_order=last is not None and last.poc_type == 2)
 
     def _slice(self, nal: bytes, recovery: bool, pic: Picture) -> Picture:
         ref_idc = (nal[0] >> 5) & 3

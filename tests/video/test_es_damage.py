@@ -4,8 +4,10 @@ An elementary stream has no timestamps: a frame's capture time is its place in p
 the picture order counts of the slice headers. A damaged unit whose slice header still reads as numbers (a
 unit zeroed after its first bytes, as ``faults: corrupt`` damages one) gave a picture order count of 0 or a
 frame_num gap, and every later frame moved by one or more frame periods -- silently, the pictures right but
-their times wrong. Streams by libx264 (tools/make_test_media.py), each picture showing its own input index
-(``frame_image(k)``); the damage is a unit's bytes zeroed after its first 6 (``corrupt_data``'s form).
+their times wrong; a damaged IDR slice header left the next pictures' POCs counted from the sequence before
+(the frames of two GOPs interleaved). Streams by libx264 (tools/make_test_media.py), each picture showing its
+own input index (``frame_image(k)``); the damage: a unit's bytes zeroed after its first 6 (``corrupt_data``'s
+form), or its slice zeroed after the slice's first bytes.
 
 References: the encoder's input (the picture a frame shows, and so its place, START + k / fps) and FFmpeg
 (every emitted frame is one of the pictures FFmpeg decodes from the damaged file, exactly).
@@ -17,14 +19,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dvpipe.bitstream import _nal_bounds
+
 from . import test_structures as tvs
 from .test_open_gop_es import source_index
 from .test_structures import ES_FPS, START_NS, drops, media, run_collect
 
-#: (stream, unit damaged in decode order, first picture of the next IDR's sequence, pictures): libx264's B-pyramid
-#: stream (keyint 16: unit 5 is P8, unit 13 the GOP's last picture in presentation order) and a stream without
-#: B-frames (POC type 2: pictures output in decode order, frame_num read for lost references)
-CASES = [("bframes", 5, 16, 40), ("bframes", 13, 16, 40), ("no_bframes", 5, 12, 36), ("no_bframes", 13, 24, 36)]
+#: (stream, unit damaged in decode order, how, first picture of the next intact IDR's sequence, pictures):
+#: libx264's B-pyramid stream (keyint 16: unit 5 is P8, unit 13 the GOP's last picture in presentation order,
+#: unit 16 the second IDR) and a stream without B-frames (POC type 2: pictures output in decode order, frame_num
+#: read for lost references); "unit": zeroed after its first 6 bytes, "slice": its slice NAL unit zeroed after
+#: the NAL header and one byte (the parameter sets before it intact)
+CASES = [("bframes", 5, "unit", 16, 40), ("bframes", 13, "unit", 16, 40), ("bframes", 16, "slice", 32, 40),
+         ("no_bframes", 5, "unit", 12, 36), ("no_bframes", 13, "unit", 24, 36), ("no_bframes", 12, "slice", 24, 36)]
 
 
 def _stream(folder: Path, kind: str) -> Path:
@@ -34,18 +41,25 @@ def _stream(folder: Path, kind: str) -> Path:
                          options=media._x264("keyint=12:scenecut=0:bframes=0"))
 
 
-@pytest.mark.parametrize("kind,unit,next_idr,n", CASES)
-def test_a_damaged_unit_costs_its_pictures_and_moves_no_frame(tmp_path, kind, unit, next_idr, n):
+def _damaged(au: bytes, how: str) -> bytes:
+    if how == "unit":
+        return au[:6] + bytes(len(au) - 6)
+    start, end = list(_nal_bounds(au))[-1]  # the slice, after any parameter sets and SEI
+    return au[:start + 2] + bytes(end - start - 2) + au[end:]
+
+
+@pytest.mark.parametrize("kind,unit,how,next_idr,n", CASES)
+def test_a_damaged_unit_costs_its_pictures_and_moves_no_frame(tmp_path, kind, unit, how, next_idr, n):
     units = media.annexb_units(_stream(tmp_path, kind), "h264")
     assert len(units) == n
-    units[unit] = units[unit][:6] + bytes(len(units[unit]) - 6)
+    units[unit] = _damaged(units[unit], how)
     path = tmp_path / f"{kind}_damaged.h264"
     path.write_bytes(b"".join(units))
     tvs.CODEC[path.stem] = "h264"
     ref = [r["image"].astype(np.float32) for r in media.reference_frames(path)]
     got, acc = run_collect(path, "h264", media.W, media.H, es=True)
     d = drops(acc)
-    label = f"{kind}, unit {unit} zeroed: {len(got)} emitted, drops {d}"
+    label = f"{kind}, unit {unit} damaged ({how}): {len(got)} emitted, drops {d}"
     emitted = set()
     for t, img in got:
         k, err = source_index(img, range(n))
