@@ -293,18 +293,14 @@ def test_profile_can_bus_rotation_is_checked_and_the_bevformer_profiles_reproduc
 _INFO_ORDER = ["CAM_FRONT", "CAM_FRONT_RIGHT", "CAM_FRONT_LEFT", "CAM_BACK", "CAM_BACK_LEFT", "CAM_BACK_RIGHT"]
 
 
-def _rig_named(names, size=(320, 180)):
-    d = rig_dict([size] * len(names))
-    for cam, name in zip(d["cameras"], names):
-        cam["name"] = name
-    return dv.Rig.from_dict(d)
-
-
 @pytest.mark.parametrize("profile", ["bevformer-tiny", "bevformer-base", "petr", "bevdet"])
 def test_a_named_profile_refuses_the_published_cameras_in_another_order_than_its_model_was_fed(profile):
-    from mmdet3d_bridge.test_config import CONFIGS
+    from mmdet3d_bridge.test_config import CONFIGS, _named_rig
 
     from dvpipe.mmdet3d._config import load_config
+
+    def _rig_named(names):
+        return _named_rig((320, 180), names)
 
     # BEVDet's loader feeds data_config['cams'] (the published bevdet-r50.py, tests/data), the others the info order
     bevdet = list(load_config(CONFIGS / "bevdet/bevdet-r50.py")["data_config"]["cams"])
