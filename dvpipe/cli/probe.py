@@ -210,7 +210,7 @@ def main(args: argparse.Namespace) -> int:
 def _cameras(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
     from ..probe.report import DEFAULT_FIDELITY, build_report, parse_camera
-    from ..profiles import PROFILES
+    from ..profiles import PROFILES, camera_order_problem
 
     if args.profile and args.profile not in PROFILES:
         raise ConfigError(f"--profile {args.profile}: unknown profile; known: {', '.join(PROFILES)}")
@@ -269,6 +269,9 @@ def _cameras(args: argparse.Namespace) -> int:
         cache = live.LiveCache.load(args.cache)
     rep = build_report(cams, target, profile=profile, stages=stages, fidelity=fidelity or DEFAULT_FIDELITY,
                        empirical=cache)
+    order = camera_order_problem(profile, [c.name for c in cams]) if profile else None
+    if order:  # planned per camera all the same: the offload answers hold, the run refuses the order
+        sys.stderr.write(f"dvpipe probe: warning: {order}; `dvpipe run` refuses this rig\n")
     if args.capacity:
         return _capacity(args, cams, target, rep, kind, profile, stages, fidelity, cache)
     if args.json:

@@ -528,3 +528,16 @@ def test_an_unknown_profile_is_one_error_before_any_planning(capsys, samples_dir
     captured = capsys.readouterr()
     assert rc == 2 and captured.out == ""
     assert captured.err.count("unknown profile") == 1 and "bevformer-tiny" in captured.err
+
+
+def test_a_rig_in_another_order_than_the_profiles_model_was_fed_is_probed_and_warned_about(capsys):
+    """The probe answers what runs where per camera; the camera order is the run's to refuse, and the probe says so."""
+    names = ["CAM_FRONT_LEFT", "CAM_FRONT", "CAM_FRONT_RIGHT"]  # BEVDet's order, not the info files'
+    cams = [arg for n in names for arg in ("--camera", f"{n}=1600x900:jpeg420")]
+    rc, out, err = run_cli(capsys, *cams, "--profile", "bevformer-tiny", "--soc", "Ascend310P3", "--cann", "7.0.0",
+                           "--json")
+    assert rc == 0 and [c["name"] for c in json.loads(out)["cameras"]] == names
+    assert ("warning: profile bevformer-tiny's model was trained on the cameras in the order CAM_FRONT, "
+            "CAM_FRONT_RIGHT, CAM_FRONT_LEFT; the rig lists them as CAM_FRONT_LEFT, CAM_FRONT, CAM_FRONT_RIGHT") in err
+    rc, _out, err = run_cli(capsys, *cams, "--profile", "bevdet", "--soc", "Ascend310P3", "--cann", "7.0.0", "--json")
+    assert rc == 0 and err == ""  # BEVDet's own order
