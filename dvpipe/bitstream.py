@@ -346,7 +346,8 @@ def _marking_operations(r: _Bits, sps: _Sps264, pps: _Pps264, slice_type: int, i
     return operations
 
 
-def _slice_tail(r: _Bits, sps: _Sps264, pps: _Pps264, slice_type: int, idr: bool, ref_idc: int) -> tuple[list[int], int]:
+def _slice_tail(r: _Bits, sps: _Sps264, pps: _Pps264, slice_type: int, idr: bool,
+                ref_idc: int) -> tuple[list[int], int]:
     """The rest of a slice header (7.3.3) from just after the picture order count fields to slice_qp_delta:
     ``(memory_management_control_operation values, slice_qp_delta)``. Raises :class:`HeaderError` for a value
     no encoder writes (an Exp-Golomb code longer than 32 bits, a slice QP outside -QpBdOffset..51, 7.4.3): a

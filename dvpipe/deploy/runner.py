@@ -69,9 +69,8 @@ from ._progress import ProgressLine, format_eta
 from .config import VIDEO_ENCODINGS, Deployment
 from .exporters import EXPORTERS, BatchResult, Exporter, RunContext, run_exporter_options
 from .sources import Limited, ReplayClock, Source, SourceError, StreamLost, open_source
-from .sources.base import Item, SourceWrapper, StreamStalled
+from .sources.base import Item, SkippedFrame, SourceWrapper, StreamStalled
 from .sources._probe import ORIENTATION_NOTE
-from .sources.images import SkippedFile
 from .summary import Accounting, classify_drop, format_summary, plan_routes, transfers_summary
 from .sync import Dropped, FrameSet, Synchroniser
 
@@ -568,7 +567,7 @@ class Runner:
                 return _END
             st.gap_next = True
             return _AGAIN
-        except SkippedFile as e:  # not read (too large, unreadable): a counted drop of this frame, the camera reads on
+        except SkippedFrame as e:  # not delivered (a file not read, an unplaced unit): a counted drop; reads on
             self.acc.enter(cam)
             self.acc.drop(cam, e.category, e.reason)
             return _AGAIN

@@ -1099,3 +1099,11 @@ def test_udp_setup_opens_the_way_for_the_stream_before_play():
         listener.close()
         rtp_sock.close()
         rtcp_sock.close()
+
+
+@pytest.mark.parametrize("url", ["rtsp://u:secret@127.0.0.1:99999/x", "rtsp://u:secret@:554/x", "http://u:secret@h/x"])
+def test_a_url_the_client_cannot_read_is_refused_without_repeating_its_password(url):
+    """The Python API reaches the client without `dvpipe validate`: its error names the problem, not the URL."""
+    with pytest.raises(SourceError) as e:
+        RtspConnection(url)
+    assert "secret" not in str(e.value) and str(e.value).startswith("the RTSP URL: "), str(e.value)

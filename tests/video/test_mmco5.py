@@ -131,13 +131,13 @@ def test_every_slice_header_is_read_to_its_qp_as_ffmpeg_reads_it(media_dir, tmp_
     assert [p.damage for p in (headers.read(u) for u in units) if p.damage] == []
     want = [s["qp_delta"] for s in ffmpeg_slices(path)]
     assert None not in want and len(set(want)) > 1, want  # varied QPs, every one read by FFmpeg
-    assert read == [want[i] for i in _first_slices(path)]  # dvpipe reads the first slice of each access unit
+    assert read == [want[i] for i in _first_slices(units)]  # dvpipe reads the first slice of each access unit
 
 
-def _first_slices(path: Path) -> list[int]:
+def _first_slices(units: list[bytes]) -> list[int]:
     """Indices, among all slice NAL units in decode order, of each access unit's first slice."""
     out, k = [], 0
-    for unit in media.annexb_units(path, "h264"):
+    for unit in units:
         types = [n[0] & 0x1F for n in bitstream.split_nal_units(unit)]
         slices = sum(t in (1, 5) for t in types)
         out.append(k)

@@ -280,8 +280,8 @@ def url_problem(url: str) -> Optional[str]:
 
 def _parse_url(url: str) -> _Url:
     problem = url_problem(url)
-    if problem is not None:
-        raise SourceError(f"{url!r}: {problem}")
+    if problem is not None:  # the URL itself is not repeated: it may hold a password
+        raise SourceError(f"the RTSP URL: {problem}")
     u = urllib.parse.urlsplit(url)
     scheme = u.scheme.lower()
     assert u.hostname is not None  # url_problem checked it

@@ -28,8 +28,8 @@ if TYPE_CHECKING:  # names for the type checker only
     from .._schema import CameraConfig, SourceConfig
     from .registry import DeploymentContext, SourceContext
 
-__all__ = ["Item", "Source", "SourceError", "StreamLost", "StreamStalled", "NothingYet", "Backoff", "SourceWrapper",
-           "wait_readable"]
+__all__ = ["Item", "Source", "SourceError", "SkippedFrame", "StreamLost", "StreamStalled", "NothingYet", "Backoff",
+           "SourceWrapper", "wait_readable"]
 
 
 class SourceError(DvpipeError, RuntimeError):
@@ -38,6 +38,14 @@ class SourceError(DvpipeError, RuntimeError):
     def __init__(self, reason: str):
         self.reason = reason
         super().__init__(reason)
+
+
+class SkippedFrame(SourceError):
+    """A frame the source cannot deliver (an image file that was not read, an elementary stream's access unit
+    with no place in presentation order): the runner counts it as a drop of :attr:`category` (the reason is the
+    message) and the camera reads on."""
+
+    category = "decode_error"
 
 
 class StreamLost(SourceError):

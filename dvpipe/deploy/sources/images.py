@@ -54,7 +54,7 @@ from ...types import refuse_duplicate_keys
 from ...types import short_repr as _show
 from . import _options
 from ._probe import check_image_header, sniff_file
-from .base import Item, Source, SourceError
+from .base import Item, SkippedFrame, Source, SourceError
 from .registry import SourceContext, option, register_source
 
 __all__ = ["ImageSequence", "ImageOptions", "scan_images", "FileTooLarge"]
@@ -285,21 +285,13 @@ def probe_images(uri: str, pattern: Optional[str], ctx: SourceContext, max_bytes
         check_image_header(files[0], ctx, cap)
 
 
-class SkippedFile(SourceError):
-    """A frame the source cannot deliver (an image file that was not read, an elementary stream's access
-    unit with no place in presentation order): the runner counts it as a drop of :attr:`category` (the
-    reason is the message) and the camera reads on."""
-
-    category = "decode_error"
-
-
-class FileTooLarge(SkippedFile):
+class FileTooLarge(SkippedFrame):
     """An image file larger than the cap (``decode.max_bytes``): a ``too_large`` drop."""
 
     category = "too_large"
 
 
-class FileUnreadable(SkippedFile):
+class FileUnreadable(SkippedFrame):
     """An image file that cannot be read (permissions, removed since the source opened, an I/O error):
     an ``unreadable`` drop."""
 

@@ -51,8 +51,7 @@ from . import _options
 from ._probe import probe_elementary, probe_video
 from ._rtsp_client import RtspConnection
 from ._v4l2 import FOURCC as V4L2_FOURCC, V4l2Capture, reader_refusal as v4l2_reader_refusal
-from .base import Backoff, Item, NothingYet, Source, SourceError, StreamLost, StreamStalled
-from .images import SkippedFile
+from .base import Backoff, Item, NothingYet, SkippedFrame, Source, SourceError, StreamLost, StreamStalled
 from .registry import SourceContext, option, register_source
 
 __all__ = ["VideoFile", "ElementaryStream", "RtspSource", "V4l2Source", "AvStream", "VideoOptions",
@@ -456,7 +455,7 @@ class ElementaryOptions:
                                                   "ELEMENTARY_LOOKAHEAD)")
 
 
-class UnplacedUnit(SkippedFile):
+class UnplacedUnit(SkippedFrame):
     """An elementary stream's access unit whose slice header is damaged, in a stream whose pictures take their
     places from their picture order counts: its place is unknown, so it has no frame; a ``corrupt`` drop."""
 
