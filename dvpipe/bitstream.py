@@ -50,9 +50,11 @@ _SLICE_HEAD_BYTES = 1024
 
 
 class _Nal(bytes):
-    """The first bytes of a NAL unit; ``size``: the whole unit's length in bytes."""
+    """The first bytes of a NAL unit; ``size``: the whole unit's length in bytes; ``start``: the offset in its
+    access unit of the start code before it."""
 
     size: int
+    start: int
 
 
 def _nal_bounds(au: bytes) -> Iterator[tuple[int, int]]:
@@ -79,6 +81,7 @@ def split_nal_units(au: bytes) -> list[bytes]:
             if start + _HEAD_BYTES >= end:
                 unit = _Nal(unit.rstrip(b"\x00"))
                 unit.size = len(unit)
+        unit.start = start - 3
         out.append(unit)
     return out
 
@@ -166,6 +169,10 @@ class Picture:
         hashed_stream: every picture of the stream so far carried a decoded picture hash that dvpipe checks
             (MD5 or checksum, pictures not cropped): each picture decoded from this one on is judged by its
             own hash (a damaged reference shows in it).
+        joined_at: H.265: the byte offset in the access unit where another picture's damaged unit starts,
+            joined to this picture by a parser that reads access units from a byte stream (FFmpeg's): a
+            picture whose first slice segment header is unreadable reads as more slices of the one before.
+            The bytes before it are this picture, intact; None when the unit is one picture.
     """
 
     poc: Optional[int] = None
@@ -179,6 +186,7 @@ class Picture:
     output_in_decode_order: bool = False
     lost_references: int = 0
     hashed_stream: bool = False
+    joined_at: Optional[int] = None
 
 
 # ------------------------------------------------------------------------------------- H.264
@@ -580,6 +588,7 @@ class _Sps265:
     long_term_present: bool
     lt_sps: list  # (poc lsb, used by curr)
     size: tuple[int, int] = (0, 0)  # (height, width) in luma samples, before cropping
+    ctbs: int = 1  # coding tree blocks in a picture (PicSizeInCtbsY)
     chroma_format: int = 1
     sao: bool = False
     temporal_mvp: bool = False
@@ -592,6 +601,7 @@ class _Pps265:
     """The picture parameter set fields the slice header depends on (7.3.2.3.1)."""
 
     sps_id: int
+    dependent_slices: bool = False  # dependent_slice_segments_enabled_flag
     output_flag: bool = False
     extra_bits: int = 0
     cabac_init_present: bool = False
@@ -611,7 +621,7 @@ class _Pps265:
 def _pps265(rbsp: bytes) -> tuple[int, _Pps265]:
     r = _Bits(rbsp)
     pps_id, p = r.ue(63), _Pps265(r.ue(15))
-    r.u(1)  # dependent_slice_segments_enabled_flag
+    p.dependent_slices = r.flag()
     p.output_flag, p.extra_bits = r.flag(), r.u(3)
     try:
         r.u(1)
@@ -776,8 +786,12 @@ def _sps265(rbsp: bytes) -> tuple[int, _Sps265]:
         r.ue()
         r.ue()
         r.ue()
-    for _ in range(6):
-        r.ue()  # coding / transform block sizes, hierarchy depths
+    log2_ctb = r.ue(3) + 3
+    log2_ctb += r.ue(3)  # log2 of the smallest coding block, the difference to the largest (CtbLog2SizeY)
+    for _ in range(4):
+        r.ue()  # transform block sizes, hierarchy depths
+    ctb = 1 << log2_ctb
+    ctbs = -(-width // ctb) * -(-height // ctb)
     if r.flag() and r.flag():  # scaling_list_enabled_flag, sps_scaling_list_data_present_flag
         _skip_scaling_list_data(r)
     r.u(1)  # amp
@@ -796,8 +810,8 @@ def _sps265(rbsp: bytes) -> tuple[int, _Sps265]:
         for _ in range(r.ue(32)):
             lt_sps.append((r.u(log2_max_poc_lsb), r.flag()))
     temporal_mvp = r.flag()
-    return sps_id, _Sps265(log2_max_poc_lsb, separate, sets, long_term, lt_sps, (height, width), chroma, sao,
-                           temporal_mvp, cropped, bit_depth)
+    return sps_id, _Sps265(log2_max_poc_lsb, separate, sets, long_term, lt_sps, (height, width), ctbs, chroma,
+                           sao, temporal_mvp, cropped, bit_depth)
 
 
 def _sei_picture_hash(rbsp: bytes, components: int) -> Optional[tuple[str, list]]:
@@ -923,9 +937,10 @@ class _H265:
         self._pps_id = -1  # of the last slice read
         self.hashed = 0  # pictures in a row that carried a decoded picture hash SEI
         self.hash_kind = ""  # of the last one: md5, crc or checksum
+        self.segments: Optional[int] = None  # slice segments of every picture so far (None: none read; 0: they differ)
 
     def read(self, nals: list[bytes]) -> Picture:
-        slice_nal = None
+        slices: list[bytes] = []
         hash_nals = []
         for nal in nals:
             if len(nal) < 2:
@@ -951,12 +966,23 @@ class _H265:
             elif t == 40:  # suffix SEI: a decoded picture hash, perhaps
                 hash_nals.append(nal)
             elif t <= 9 or 16 <= t <= 21:
-                slice_nal = slice_nal or nal
+                slices.append(nal)
             elif 10 <= t <= 15 or 22 <= t <= 31 or 41 <= t <= 47:
                 raise HeaderError(f"a NAL unit of reserved type {t}")
-        if slice_nal is None:
+        if not slices:
             raise HeaderError("an access unit without a slice")
-        pic = self._slice(slice_nal)
+        try:
+            pic = self._slice(slices[0])
+        except HeaderError as e:
+            damaged = self._damaged_idr(str(e)) if (slices[0][0] >> 1) & 0x3F in (19, 20) else Picture(damage=str(e))
+            # the parser joins the next picture to a damaged first slice segment (it found no picture start
+            # before that picture's): the bytes from that picture's first slice segment on are that picture
+            damaged.joined_at = next((getattr(nal, "start", None) for nal in slices[1:] if nal[2:3] >= b"\x80"),
+                                     None)
+            return damaged
+        self._segments(slices, pic)
+        if pic.joined_at is not None:
+            hash_nals = [nal for nal in hash_nals if getattr(nal, "start", 0) < pic.joined_at]
         active = self.sps.get(self.pps[self._pps_id].sps_id) if self._pps_id in self.pps else None
         if active is not None:
             pic.coded_size = active.size
@@ -976,6 +1002,55 @@ class _H265:
         else:
             self.hashed = 0
         return pic
+
+    def _damaged_idr(self, damage: str) -> Picture:
+        """An IDR picture whose slice header cannot be read (its NAL unit type can): its picture order count
+        is 0 (8.3.1) and a coded video sequence starts here all the same; the pictures after it that
+        reference it find it missing (its picture is not one to decode from)."""
+        self.refs = set()
+        self.started, self.after_eos, self.leading_of_restart = True, False, True
+        self.prev_tid0 = 0
+        self.hashed = 0
+        return Picture(poc=0, new_sequence=True, random_access=True, damage=damage)
+
+    def _segments(self, slices: list[bytes], pic: Picture) -> None:
+        """Check the slice segments after a picture's first (7.3.6.1: the same NAL unit type and picture
+        parameter set, addresses inside the picture and increasing). One that is not -- its header zeroed or
+        garbled -- is another picture joined to this one by the parser (``pic.joined_at``) when its NAL unit
+        type differs, or when it comes after as many segments as every picture before had (one, in most
+        streams); else it is this picture's own damage."""
+        t = (slices[0][0] >> 1) & 0x3F
+        pps = self.pps[self._pps_id]
+        ctbs = self.sps[pps.sps_id].ctbs
+        last, count = 0, len(slices)
+        for n, nal in enumerate(slices[1:], 1):
+            other = (nal[0] >> 1) & 0x3F
+            try:
+                if other != t:
+                    raise HeaderError(f"NAL unit type {other} in a picture of type {t}")
+                r = _Bits(_rbsp(nal[2:], 16))
+                if r.flag():  # the first segment of another picture, intact: not this check's business
+                    count = n
+                    break
+                if 16 <= t <= 23:
+                    r.u(1)
+                if r.ue(63) != self._pps_id:
+                    raise HeaderError("a slice segment names another picture parameter set than its picture's")
+                if pps.dependent_slices:
+                    r.u(1)
+                address = r.u(_ceil_log2(ctbs))
+                if not last < address < ctbs:
+                    raise HeaderError(f"slice segment address {address} after {last} in a picture of {ctbs} "
+                                      "coding tree blocks")
+                last = address
+            except HeaderError as e:
+                if other != t or n == self.segments:
+                    pic.joined_at = getattr(nal, "start", None)
+                    count = n
+                    break
+                pic.damage = pic.damage or f"slice segment {n + 1} of the picture is damaged ({e})"
+                return
+        self.segments = count if self.segments in (None, count) else 0
 
     def _slice(self, nal: bytes) -> Picture:
         t = (nal[0] >> 1) & 0x3F

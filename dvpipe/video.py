@@ -545,8 +545,12 @@ class ReorderingDecoder:
                 self._want_skipped = reason
             self._break(tag)
             return
-        if structural and not hashed:
-            self._break(tag)  # what is decoded after it may reference it (unless each picture has its own hash)
+        # what is decoded after a damaged picture may reference it, unless each picture has its own hash, or
+        # (H.265) its slice header was unreadable: then it entered no reference state, FFmpeg's or dvpipe's,
+        # and a picture that references it names it in its reference picture set and finds it missing
+        unread = self.codec == "h265" and headers is not None and headers.poc is None
+        if structural and not hashed and not unread:
+            self._break(tag)
         for t, pic, damage in released:
             self._output(t, pic, damage)
 

@@ -27,7 +27,7 @@ import pytest
 from .test_structures import ES_FPS, START_NS, drops, media, run_collect
 from . import test_structures as tvs
 
-from dvpipe.bitstream import StreamHeaders
+from dvpipe.bitstream import StreamHeaders, _nal_bounds
 from dvpipe.video import nal_types
 
 from tolerances import tol
@@ -231,6 +231,53 @@ def test_an_sps_with_an_inter_predicted_reference_picture_set_is_read_as_the_spe
     # 7-61 with deltaRps = -1 on set 0 {-1}: -1 (deltaRps itself), then -1 + -1 = -2
     assert sps.rps == [([-1], [], [True], []), ([-1, -2], [], [True, True], [])]
     assert sps.long_term_present and sps.lt_sps == [(5, True)] and sps.temporal_mvp
+
+
+#: (libx265 parameters, the unit zeroed, its slice segment zeroed): a picture whose first slice segment header is
+#: zeroed after the NAL unit header (first_slice_segment_in_pic_flag reads 0) is read by FFmpeg's parser as more
+#: slices of the picture before it (at the stream's first IDR: the next picture as more of it). The unit is the
+#: first IDR, the second, the first TRAIL_N picture after the first four (NAL unit type 0: nothing references
+#: it, so it alone may be lost) or TRAIL_R (type 1: referenced); ``slices=3`` codes three segments a picture
+#: (CTUs of 16), where segment 1 zeroed is that picture's own damage
+JOINED = [("open-gop=0", "IDR", 0), ("open-gop=0", "second IDR", 0), ("open-gop=0", "TRAIL_N", 0),
+          ("open-gop=0", "TRAIL_R", 0), ("open-gop=0:ctu=16:slices=3", "TRAIL_N", 0),
+          ("open-gop=0:ctu=16:slices=3", "TRAIL_N", 1)]
+
+
+@pytest.mark.parametrize("params,kind,segment", JOINED)
+def test_a_picture_joined_to_another_by_a_zeroed_slice_header_is_counted(folder, params, kind, segment):
+    multi = "slices" in params
+    name = f"joined_{'multi' if multi else 'single'}"
+    path = folder / f"{name}.h265"
+    if not path.exists():
+        encode_es(folder, name, params, n=40)
+    units = media.annexb_units(path, "hevc")
+    types = [nal_types(u, "h265") for u in units]
+    idrs = [i for i, t in enumerate(types) if 19 in t or 20 in t]
+    victim = {"IDR": 0, "second IDR": idrs[1],
+              "TRAIL_N": next(i for i in range(4, len(units)) if set(types[i]) == {0}),
+              "TRAIL_R": next(i for i in range(4, len(units)) if set(types[i]) == {1})}[kind]
+    clean = clean_decode(path)
+    place = {u: k for k, u in enumerate(ffmpeg_pictures(units))}
+    damaged = list(units)
+    start, end = list(_nal_bounds(units[victim]))[-3 if multi else -1:][segment]
+    damaged[victim] = units[victim][:start + 2] + bytes(end - start - 2) + units[victim][end:]
+    out = write_units(folder / f"{name}_{victim}_{segment}_damaged.h265", damaged)
+    tvs.CODEC[out.stem] = "h265"
+    if segment == 0:
+        with av.open(str(out)) as c:
+            assert sum(1 for p in c.demux(video=0) if p.size) == len(units) - 1, "the parser no longer joins"
+    emitted, d, acc = check_es_run(out, clean, 72, 128, f"{kind} segment {segment} zeroed")
+    label = f"{kind} (unit {victim}) segment {segment}: drops {d}"
+    assert acc.entered["CAM0"] == len(units) == len(emitted) + sum(d.values()), label
+    assert place[victim] not in emitted, label
+    after_next_idr = set(range(next((place[i] for i in idrs if i > victim), len(units)), len(units)))
+    if kind == "IDR":  # the stream's first: the pictures until the next IDR wait for a keyframe
+        assert set(d) == {"keyframe_wait"} and set(emitted) == after_next_idr, label
+    elif kind == "TRAIL_N" and segment == 0:  # a picture nothing references: it alone is lost
+        assert d == {"corrupt": 1} and set(emitted) == set(range(len(units))) - {place[victim]}, label
+    else:
+        assert d.get("corrupt", 0) >= 1 and (kind == "second IDR" or after_next_idr <= set(emitted)), label
 
 
 def test_a_slice_cut_before_its_last_wavefront_row_is_a_corrupt_drop(folder):

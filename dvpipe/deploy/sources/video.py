@@ -380,6 +380,14 @@ class _Damaged:
         self.pts_ns = pts_ns
 
 
+class _JoinedUnit(bytes):
+    """The bytes of a damaged picture that FFmpeg's parser joined to the access unit before it, read as a
+    packet of its own (an elementary stream's: no timestamps, no flags)."""
+
+    is_keyframe = is_corrupt = False
+    pts = dts = None
+
+
 @dataclass
 class VideoOptions:
     """The keys of ``type: video``."""
@@ -521,6 +529,12 @@ class ElementaryStream(AvStream):
         if not unit.data:
             return unit
         pic = self._headers.read(unit.data)
+        if pic.joined_at is not None:
+            # another picture's damaged unit, joined to this one by FFmpeg's parser: two units again, the
+            # damaged one read next (its own headers judge it: a corrupt drop, or an IDR that restarts)
+            data = unit.data[:pic.joined_at]
+            self._pending.insert(0, _JoinedUnit(unit.data[pic.joined_at:]))
+            unit = AccessUnit(data, unit.pts_ns, is_keyframe(data, self._headers.codec), unit.show, unit.damage)
         if pic.poc is None and self._poc_ordered and not unit.keyframe:
             # a damaged slice header in a stream placed by POC: the picture's place is unknown and any guess
             # would move the frames after it; the decoder still gets the unit (what references it is judged),
