@@ -24,6 +24,7 @@ per damage kind are in docs/deployments.md ("Integrity").
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 from .errors import ConfigError, DvpipeError
@@ -165,7 +166,9 @@ class Picture:
         output_in_decode_order: H.264 with picture order count type 2: pictures are output in decode order,
             and their POC steps (2 after a reference picture, 1 after a non-reference one) do not tell a
             lost picture's place.
-        lost_references: reference pictures missing just before this one (H.264: the gap in ``frame_num``).
+        lost_references: reference pictures found missing at this one: H.264, the gap in ``frame_num`` just
+            before it; H.265, the pictures its reference picture set uses that the stream lacks (each counted
+            at the first picture that names it).
         hashed_stream: every picture of the stream so far carried a decoded picture hash that dvpipe checks
             (MD5 or checksum, pictures not cropped): each picture decoded from this one on is judged by its
             own hash (a damaged reference shows in it).
@@ -187,6 +190,12 @@ class Picture:
     lost_references: int = 0
     hashed_stream: bool = False
     joined_at: Optional[int] = None
+
+
+def _damaged_parameter_set(sequence: bool, e: HeaderError) -> str:
+    """A parameter set that cannot be read is left out (a decoder keeps the one of its id sent before) and the
+    access unit's picture is damaged."""
+    return f"a damaged {'sequence' if sequence else 'picture'} parameter set ({e})"
 
 
 # ------------------------------------------------------------------------------------- H.264
@@ -419,30 +428,37 @@ class _H264:
         pic = Picture()
         slice_nal = None
         recovery = False
+        sets: Optional[str] = None  # a damaged parameter set: the slice is read with those sent before
         for nal in nals:
             if not nal:
                 continue
             if nal[0] & 0x80:
                 raise HeaderError("a NAL unit with its forbidden bit set")
             t = nal[0] & 0x1F
-            if t == 7:
-                sps_id, sps = _sps264(_rbsp(nal[1:], 600))
-                self.sps[sps_id] = sps
-            elif t == 8:
-                pps_id, pps = _pps264(_rbsp(nal[1:], _HEAD_BYTES))
-                self.pps[pps_id] = pps
+            if t in (7, 8):
+                try:
+                    if t == 7:
+                        sps_id, sps = _sps264(_rbsp(nal[1:], 600))
+                        self.sps[sps_id] = sps
+                    else:
+                        pps_id, pps = _pps264(_rbsp(nal[1:], _HEAD_BYTES))
+                        self.pps[pps_id] = pps
+                except HeaderError as e:
+                    sets = sets or _damaged_parameter_set(t == 7, e)
             elif t == 6:
                 recovery = recovery or _sei_recovery_point(_rbsp(nal[1:], _HEAD_BYTES))
             elif t in (1, 5) and slice_nal is None:
                 slice_nal = nal
         if slice_nal is None:
-            raise HeaderError("an access unit without a slice")
+            raise HeaderError(sets or "an access unit without a slice")
         try:
-            return self._slice(slice_nal, recovery, pic)
+            pic = self._slice(slice_nal, recovery, pic)
         except HeaderError as e:
             if slice_nal[0] & 0x1F != 5:
                 raise
-            return self._damaged_idr(str(e))
+            pic = self._damaged_idr(str(e))
+        pic.damage = pic.damage or sets
+        return pic
 
     def _damaged_idr(self, damage: str) -> Picture:
         """An IDR picture whose slice header cannot be read (its NAL unit type can): a coded video sequence
@@ -922,6 +938,27 @@ def _entry_point_check(r: _Bits, nal: bytes, sps: _Sps265, pps: _Pps265, slice_t
     return None
 
 
+class _RecentSet:
+    """The last ``size`` values added (membership in O(1))."""
+
+    def __init__(self, size: int):
+        self._order: deque = deque(maxlen=size)
+        self._members: set = set()
+
+    def append(self, value) -> None:
+        if len(self._order) == self._order.maxlen:
+            self._members.discard(self._order[0])
+        self._order.append(value)
+        self._members.add(value)
+
+    def clear(self) -> None:
+        self._order.clear()
+        self._members.clear()
+
+    def __contains__(self, value) -> bool:
+        return value in self._members
+
+
 class _H265:
     #: pictures remembered as decoded (the decoded picture buffer holds at most 16)
     _MAX_REFS = 32
@@ -931,6 +968,8 @@ class _H265:
         self.pps: dict[int, _Pps265] = {}
         self.prev_tid0: Optional[int] = None  # POC of the previous TemporalId-0 picture (8.3.1)
         self.refs: set[int] = set()  # POCs of the pictures the decoder holds for reference
+        self.missing: set[int] = set()  # POCs of the coded video sequence's pictures found missing as references
+        self.pocs = _RecentSet(256)  # POCs of the coded video sequence's latest pictures
         self.started = False
         self.after_eos = False
         self.leading_of_restart = False  # RASL pictures now lead an IRAP that started decoding
@@ -942,6 +981,7 @@ class _H265:
     def read(self, nals: list[bytes]) -> Picture:
         slices: list[bytes] = []
         hash_nals = []
+        sets: Optional[str] = None  # a damaged parameter set: the slices are read with those sent before
         for nal in nals:
             if len(nal) < 2:
                 if nal:
@@ -955,12 +995,16 @@ class _H265:
                 raise HeaderError("a NAL unit with TemporalId + 1 = 0")
             if layer != 0:
                 continue  # another layer's unit: single-layer decoders ignore it
-            if t == 33:
-                sps_id, sps = _sps265(_rbsp(nal[2:], 1200))
-                self.sps[sps_id] = sps
-            elif t == 34:
-                pps_id, pps = _pps265(_rbsp(nal[2:], _HEAD_BYTES))
-                self.pps[pps_id] = pps
+            if t in (33, 34):
+                try:
+                    if t == 33:
+                        sps_id, sps = _sps265(_rbsp(nal[2:], 1200))
+                        self.sps[sps_id] = sps
+                    else:
+                        pps_id, pps = _pps265(_rbsp(nal[2:], _HEAD_BYTES))
+                        self.pps[pps_id] = pps
+                except HeaderError as e:
+                    sets = sets or _damaged_parameter_set(t == 33, e)
             elif t in (36, 37):  # end of sequence / bitstream: the next IRAP starts decoding afresh
                 self.after_eos = True
             elif t == 40:  # suffix SEI: a decoded picture hash, perhaps
@@ -970,7 +1014,7 @@ class _H265:
             elif 10 <= t <= 15 or 22 <= t <= 31 or 41 <= t <= 47:
                 raise HeaderError(f"a NAL unit of reserved type {t}")
         if not slices:
-            raise HeaderError("an access unit without a slice")
+            raise HeaderError(sets or "an access unit without a slice")
         try:
             pic = self._slice(slices[0])
         except HeaderError as e:
@@ -979,7 +1023,9 @@ class _H265:
             # before that picture's): the bytes from that picture's first slice segment on are that picture
             damaged.joined_at = next((getattr(nal, "start", None) for nal in slices[1:] if nal[2:3] >= b"\x80"),
                                      None)
+            damaged.damage = damaged.damage or sets
             return damaged
+        pic.damage = pic.damage or sets
         self._segments(slices, pic)
         if pic.joined_at is not None:
             hash_nals = [nal for nal in hash_nals if getattr(nal, "start", 0) < pic.joined_at]
@@ -1007,7 +1053,9 @@ class _H265:
         """An IDR picture whose slice header cannot be read (its NAL unit type can): its picture order count
         is 0 (8.3.1) and a coded video sequence starts here all the same; the pictures after it that
         reference it find it missing (its picture is not one to decode from)."""
-        self.refs = set()
+        self.refs, self.missing = set(), {0}  # missing as a reference, yet read: not a lost picture
+        self.pocs.clear()
+        self.pocs.append(0)
         self.started, self.after_eos, self.leading_of_restart = True, False, True
         self.prev_tid0 = 0
         self.hashed = 0
@@ -1117,8 +1165,15 @@ class _H265:
                 msb = prev_msb
         poc = msb + lsb
         pic.poc = poc
+        if not restart and poc in self.pocs:
+            # a picture order count read before in this coded video sequence (7.4.3.1: each is unique): the IDR
+            # or BLA that started a new one was lost, and nothing before it can be referenced
+            self.refs, self.missing = set(), set()
+            self.pocs.clear()
         if restart:
             self.refs = set()
+            self.missing = set()
+            self.pocs.clear()
             self.started = True
             self.after_eos = False
             self.leading_of_restart = True
@@ -1136,6 +1191,8 @@ class _H265:
             # long-term pictures named by their POC lsb only: compared modulo MaxPicOrderCntLsb
             missing_lt = [p for p, used, full in lt if used and not full
                           and not any(q % max_lsb == p for q in self.refs)]
+            pic.lost_references = len(set(missing) - self.missing)
+            self.missing.update(missing)
             if missing or missing_lt:
                 pic.damage = (f"a reference picture is missing (POC {', '.join(map(str, missing + missing_lt))} "
                               f"for POC {poc}: lost, or never sent)")
@@ -1146,6 +1203,7 @@ class _H265:
         self.refs = {p for p in self.refs if p in keep or p % max_lsb in lt_lsbs}
         sub_layer_non_ref = t <= 14 and t % 2 == 0
         self.refs.add(poc)
+        self.pocs.append(poc)
         if len(self.refs) > self._MAX_REFS:
             self.refs = set(sorted(self.refs)[-self._MAX_REFS:])
         if tid == 0 and not (6 <= t <= 9) and not sub_layer_non_ref:

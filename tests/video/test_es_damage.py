@@ -71,3 +71,89 @@ def test_a_damaged_unit_costs_its_pictures_and_moves_no_frame(tmp_path, kind, un
     assert acc.entered["CAM0"] == n == len(got) + sum(d.values()), label
     assert d.get("corrupt") == 1 and set(d) <= {"corrupt", "keyframe_wait"}, label
     assert set(range(next_idr, n)) <= emitted, f"{label}: pictures after the next IDR lost"
+
+
+@pytest.mark.parametrize("codec", ["h264", "h265"])
+def test_a_picture_missing_before_the_second_shown_does_not_set_the_poc_step(tmp_path, codec):
+    """The place of a frame is its POC over the stream's POC step (x264: 2 a frame, x265: 1). Learnt from the
+    frames as they were emitted, the step was the first gap seen: with the picture shown second missing from
+    the file, the gap from the first picture to the third (x265: 2) became the step, and every later frame
+    took a place one early. The truth: the picture each frame shows (the encoder's input index)."""
+    n = 40
+    if codec == "h264":
+        path = media.make_h264_annexb(tmp_path, n)
+    else:
+        path = media._encode(tmp_path / "steps.h265", codec="libx265", fmt="hevc", n=n,
+                             options={"x265-params": "log-level=error:keyint=16:open-gop=0"})
+    units = media.annexb_units(path, "h264" if codec == "h264" else "hevc")
+    second = _presentation_order(units, codec)[1]  # the unit of the picture shown second
+    del units[second]
+    out = tmp_path / f"missing_second_{codec}.{codec}"
+    out.write_bytes(b"".join(units))
+    tvs.CODEC[out.stem] = codec
+    got, acc = run_collect(out, codec, media.W, media.H, es=True)
+    shown = []
+    for t, img in got:
+        k, err = source_index(img, range(n))
+        assert err < 12 and t == START_NS + round(k * 1e9 / ES_FPS), \
+            f"picture {k} at {(t - START_NS) * ES_FPS / 1e9:.2f} frame periods, its place is {k}"
+        shown.append(k)
+    assert 1 not in shown and len(shown) >= n // 2, (shown, drops(acc))
+
+
+def _presentation_order(units: list[bytes], codec: str) -> list[int]:
+    """Unit indices (decode order) in FFmpeg's output order: each unit decoded with its index as pts."""
+    import av
+
+    dec = av.CodecContext.create("h264" if codec == "h264" else "hevc", "r")
+    order = []
+    for i, u in enumerate(units + [None]):
+        pkt = None
+        if u is not None:
+            pkt = av.Packet(u)
+            pkt.pts = i
+        order += [f.pts for f in dec.decode(pkt)]
+    return order
+
+
+#: (codec, the unit lost or damaged, how): three GOPs of 16 (IDRs at 0, 16 and 32). "remove": the unit taken out
+#: of the file; "unit" and "slice" as above. The last picture of a GOP in presentation order is found missing
+#: only by the frame_num gap it leaves; an IDR lost lets its pictures' POCs repeat those of the sequence before;
+#: an IDR whose parameter sets are zeroed makes FFmpeg's parser join the next picture to the damaged unit.
+LOSSES = [("h264", "last shown of the first GOP", "remove"), ("h264", "second IDR", "remove"),
+          ("h264", "second IDR", "unit"), ("h265", "second IDR", "remove"), ("h265", "second IDR", "unit"),
+          ("h265", "second IDR", "slice")]
+
+
+@pytest.mark.parametrize("codec,which,how", LOSSES)
+def test_a_lost_or_damaged_idr_or_gop_end_moves_no_later_frame(tmp_path, codec, which, how):
+    """Before: the next sequence started one place early (the lost picture uncounted) or late (a damaged IDR
+    counted twice), moving every later frame; an H.265 IDR lost left the sequence before's POC 0 a reference.
+    The truth: the encoder's input index each frame shows, and the clean stream's picture at that place."""
+    n = 40
+    if codec == "h264":
+        path = media.make_h264_annexb(tmp_path, n)
+    else:
+        path = media._encode(tmp_path / "gops.h265", codec="libx265", fmt="hevc", n=n,
+                             options={"x265-params": "log-level=error:keyint=16:open-gop=0:scenecut=0"})
+    fmt = "h264" if codec == "h264" else "hevc"
+    units = media.annexb_units(path, fmt)
+    clean = [r["image"].astype(np.float32) for r in media.reference_frames(path)]
+    victim = 16 if which == "second IDR" else _presentation_order(units, codec)[15]
+    assert (victim == 16) == (which == "second IDR") and len(units) == len(clean) == n
+    if how == "remove":
+        del units[victim]
+    else:
+        units[victim] = _damaged(units[victim], how)
+    out = tmp_path / f"lost_{codec}_{victim}_{how}.{codec}"
+    out.write_bytes(b"".join(units))
+    tvs.CODEC[out.stem] = codec
+    got, acc = run_collect(out, codec, media.W, media.H, es=True)
+    shown = set()
+    for t, img in got:
+        k, err = source_index(img, range(n))
+        assert t == START_NS + round(k * 1e9 / ES_FPS), \
+            f"picture {k} at {(t - START_NS) * ES_FPS / 1e9:.2f} frame periods, its place is {k}; drops {drops(acc)}"
+        assert np.array_equal(img, clean[k]), f"frame {k} emitted valid, not the clean stream's picture"
+        shown.add(k)
+    assert set(range(32, n)) <= shown, (sorted(shown), drops(acc))

@@ -30,6 +30,7 @@ Capture times:
 """
 from __future__ import annotations
 
+import bisect
 import datetime as _dt
 import os
 import re
@@ -446,6 +447,9 @@ def _creation_time_ns(container) -> Optional[int]:
     return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
+#: order keys an elementary stream keeps to learn its picture order count step from (the most recent of twice as many)
+_KEYS_KEPT = 64
+
 _ES_EXT: dict[str, Literal["h264", "h265"]] = {".h264": "h264", ".264": "h264", ".avc": "h264",
                                               ".h265": "h265", ".265": "h265", ".hevc": "h265"}
 
@@ -508,9 +512,12 @@ class ElementaryStream(AvStream):
         self._last_key: Optional[int] = None
         self._last_guessed = False
         self._poc_step: Optional[int] = None  # picture order count between consecutive pictures (x264: 2, x265: 1)
+        self._shown_keys: list[int] = []  # order keys of the shown pictures read (sorted; see _learn_poc_step)
         self._guessed_keys: set[int] = set()  # keys of pictures whose headers were unreadable (no POC to learn from)
         self._poc_ordered = False  # the last readable picture had its place from its POC (not output in decode order)
         self._unplaced: deque = deque()  # reasons of damaged units given no place, each counted as a drop
+        self._unplaced_unnamed = 0  # those of the current sequence not yet named missing by a later picture
+        self._lost_idr: dict[int, int] = {}  # sequence base -> key of its IDR, which the stream lacks
         self._sequence_pictures: dict[int, int] = {0: 0}  # sequence base -> shown pictures read in it (damaged too)
         self._emitting: Optional[tuple[int, int]] = None  # (base, place of its first frame) of the sequence emitted
 
@@ -542,16 +549,44 @@ class ElementaryStream(AvStream):
             reason = f"corrupt {self.camera.encoding} access unit (dvpipe's header check: {pic.damage})"
             self._unplaced.append(reason)
             self._count_picture()  # its place is in this sequence, wherever it is
+            self._unplaced_unnamed += 1
             return AccessUnit(unit.data, None, False, False, unit.damage or pic.damage)
         key = self._place_key(pic)
         show = unit.show and not pic.second_field
         if show:
             self._count_picture()
+        if pic.lost_references:
+            # reference pictures of this sequence missing from the stream: places of its own, so that the next
+            # sequence starts after them (one lost last in presentation order leaves no other trace); those that
+            # are the damaged units counted above are not counted twice
+            named = min(pic.lost_references, self._unplaced_unnamed)
+            self._unplaced_unnamed -= named
+            self._count_picture(pic.lost_references - named)
         return AccessUnit(unit.data, key, unit.keyframe, show, unit.damage)
 
-    def _count_picture(self) -> None:
+    def _has_key(self, key: int) -> bool:
+        keys = self._shown_keys
+        i = bisect.bisect_left(keys, key)
+        return i < len(keys) and keys[i] == key
+
+    def _learn_poc_step(self, key: int) -> None:
+        """The stream's order key step (the picture order count's, x264: 2 a frame, x265: 1; 1 for pictures output
+        in decode order): the smallest gap between the keys of the pictures read, in decode order and ahead of
+        the frames emitted, so that a picture missing before the second one shown is not taken for the step
+        (which would move every later frame)."""
+        keys = self._shown_keys
+        i = bisect.bisect_left(keys, key)
+        for other in keys[max(0, i - 1):i + 1]:
+            gap = abs(key - other)
+            if gap and (self._poc_step is None or gap < self._poc_step):
+                self._poc_step = gap
+        keys.insert(i, key)
+        if len(keys) > 2 * _KEYS_KEPT:
+            del keys[:_KEYS_KEPT]  # the earliest in presentation order: long read and emitted
+
+    def _count_picture(self, n: int = 1) -> None:
         base = self._sequence_base
-        self._sequence_pictures[base] = self._sequence_pictures.get(base, 0) + 1
+        self._sequence_pictures[base] = self._sequence_pictures.get(base, 0) + n
 
     def _read(self) -> Optional[Item]:
         if self._unplaced:
@@ -571,10 +606,19 @@ class ElementaryStream(AvStream):
         elif pic.output_in_decode_order:  # the next place, after those of the reference pictures lost
             key = self._max_key + 1 + pic.lost_references
         else:
-            if pic.new_sequence:
+            # a picture order count read before in this sequence: the IDR that started a new one was lost (its
+            # pictures count from it again); they take a sequence of their own, the IDR's place in it counted
+            repeated = not pic.new_sequence and not pic.second_field and self._has_key(self._sequence_base + pic.poc)
+            if pic.new_sequence or repeated:
                 self._sequence_base = self._max_key + 1 + (1 << 32)  # above every key so far, even leading POCs < 0
+                self._unplaced_unnamed = 0
+            if repeated:
+                pic.lost_references = 1
+                self._lost_idr[self._sequence_base] = self._sequence_base  # its key: POC 0
             key = self._sequence_base + pic.poc
         self._max_key = max(self._max_key, key)
+        if pic.poc is not None and not pic.second_field:
+            self._learn_poc_step(key)
         return key
 
     def _lookahead(self):
@@ -587,7 +631,8 @@ class ElementaryStream(AvStream):
         whose headers were unreadable (a recording cut mid-GOP, before its first parameter sets) is the next
         place, and its key, one more than the last, teaches nothing about the stream's POC step. A coded video
         sequence (from an IDR, POC restarting) starts after every picture read in the one before, those with
-        damaged headers and no place of their own included (at least one place after the last frame)."""
+        damaged headers and no place of their own and the reference pictures found missing included (at least
+        one place after the last frame); one whose IDR was lost starts at the IDR's place."""
         key, last = packet.want, self._last_key
         guessed = False
         if key is not None and key in self._guessed_keys:
@@ -596,16 +641,19 @@ class ElementaryStream(AvStream):
         sequence = next((b for b in self._sequence_pictures if key is not None and abs(key - b) < (1 << 31)), None)
         if sequence is not None and self._emitting is not None and sequence != self._emitting[0]:
             base, first = self._emitting
-            self._place = max(self._place + 1, first + self._sequence_pictures.pop(base, 0))
-            self._emitting = (sequence, self._place)
+            start = max(self._place + 1, first + self._sequence_pictures.pop(base, 0))
+            # a sequence whose IDR was lost starts at the IDR's place: its first frame is its POC's steps after
+            origin = self._lost_idr.pop(sequence, None)
+            offset = 0 if origin is None or key is None else max(0, round((key - origin) / (self._poc_step or 1)))
+            self._place = start + offset
+            self._emitting = (sequence, start)
             self._last_key, self._last_guessed = key, guessed
             return self._place_time()
         step = 1
         if (key is not None and last is not None and 0 < key - last < (1 << 31)  # the same coded video sequence
                 and not guessed and not self._last_guessed):
             delta = key - last
-            self._poc_step = delta if self._poc_step is None else min(self._poc_step, delta)
-            step = max(1, round(delta / self._poc_step))
+            step = max(1, round(delta / (self._poc_step or delta)))
         self._last_key, self._last_guessed = key, guessed
         self._place += step
         if self._emitting is None and sequence is not None:
