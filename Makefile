@@ -6,7 +6,7 @@
 #                      their own venv, without torch: a subset of the suite against the source tree
 #                      (2 cores, 2026-12-01: 43 s of CPU from nothing, pip downloading, 34 s with the venv
 #                      there; 1m47 and 1m07 wall while other jobs loaded the machine, 297 tests)
-#   make test-slow   - the slow checks (a wheel installed into a fresh venv runs the sample, ...)
+#   make test-slow   - the slow checks (a wheel installed into a fresh venv runs the sample, V4L2 on a vivid guest, ...)
 VENV   ?= .venv
 PYTHON ?= python3
 PY      = $(VENV)/bin/python
@@ -62,7 +62,7 @@ test-lowest:
 	$(LOWEST_VENV)/bin/python -m pip install -q $(LOWEST_PINS) 'pytest>=7'
 	PYTHONPATH=$(CURDIR) $(LOWEST_VENV)/bin/python -m pytest -p no:cacheprovider $(LOWEST_TESTS)
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) test-deps
 	$(PY) -m pytest -q -p no:cacheprovider -m slow
 
 bench: $(STAMP)

@@ -239,9 +239,10 @@ def test_a_device_whose_format_does_not_serve_the_camera_is_closed(monkeypatch):
     assert closed == ["/dev/video9", "/dev/video9"]
 
 
+@pytest.mark.slow
 def test_on_a_guest_with_vivid():
     """tests/deploy/test_v4l2_vivid.py on a QEMU guest with seven vivid devices, the last multi-planar
-    (about 50 s under emulation)."""
+    (about a minute under emulation: ``make test-slow``, which keeps the default suite under 10 minutes)."""
     sys.path.insert(0, str(ROOT / "tools" / "vivid_vm"))
     try:
         import run as vivid_vm
