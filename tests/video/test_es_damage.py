@@ -80,12 +80,7 @@ def test_a_picture_missing_before_the_second_shown_does_not_set_the_poc_step(tmp
     the file, the gap from the first picture to the third (x265: 2) became the step, and every later frame
     took a place one early. The truth: the picture each frame shows (the encoder's input index)."""
     n = 40
-    if codec == "h264":
-        path = media.make_h264_annexb(tmp_path, n)
-    else:
-        path = media._encode(tmp_path / "steps.h265", codec="libx265", fmt="hevc", n=n,
-                             options={"x265-params": "log-level=error:keyint=16:open-gop=0"})
-    units = media.annexb_units(path, "h264" if codec == "h264" else "hevc")
+    path, units = _three_gops(tmp_path, codec, n)
     second = _presentation_order(units, codec)[1]  # the unit of the picture shown second
     del units[second]
     out = tmp_path / f"missing_second_{codec}.{codec}"
@@ -99,6 +94,16 @@ def test_a_picture_missing_before_the_second_shown_does_not_set_the_poc_step(tmp
             f"picture {k} at {(t - START_NS) * ES_FPS / 1e9:.2f} frame periods, its place is {k}"
         shown.append(k)
     assert 1 not in shown and len(shown) >= n // 2, (shown, drops(acc))
+
+
+def _three_gops(folder: Path, codec: str, n: int) -> tuple[Path, list[bytes]]:
+    """A libx264 (B-pyramid) or libx265 elementary stream of ``n`` pictures in GOPs of 16, and its access units."""
+    if codec == "h264":
+        path = media.make_h264_annexb(folder, n)
+    else:
+        path = media._encode(folder / "gops.h265", codec="libx265", fmt="hevc", n=n,
+                             options={"x265-params": "log-level=error:keyint=16:open-gop=0:scenecut=0"})
+    return path, media.annexb_units(path, "h264" if codec == "h264" else "hevc")
 
 
 def _presentation_order(units: list[bytes], codec: str) -> list[int]:
@@ -131,13 +136,7 @@ def test_a_lost_or_damaged_idr_or_gop_end_moves_no_later_frame(tmp_path, codec, 
     counted twice), moving every later frame; an H.265 IDR lost left the sequence before's POC 0 a reference.
     The truth: the encoder's input index each frame shows, and the clean stream's picture at that place."""
     n = 40
-    if codec == "h264":
-        path = media.make_h264_annexb(tmp_path, n)
-    else:
-        path = media._encode(tmp_path / "gops.h265", codec="libx265", fmt="hevc", n=n,
-                             options={"x265-params": "log-level=error:keyint=16:open-gop=0:scenecut=0"})
-    fmt = "h264" if codec == "h264" else "hevc"
-    units = media.annexb_units(path, fmt)
+    path, units = _three_gops(tmp_path, codec, n)
     clean = [r["image"].astype(np.float32) for r in media.reference_frames(path)]
     victim = 16 if which == "second IDR" else _presentation_order(units, codec)[15]
     assert (victim == 16) == (which == "second IDR") and len(units) == len(clean) == n
