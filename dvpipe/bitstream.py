@@ -176,6 +176,8 @@ class Picture:
             joined to this picture by a parser that reads access units from a byte stream (FFmpeg's): a
             picture whose first slice segment header is unreadable reads as more slices of the one before.
             The bytes before it are this picture, intact; None when the unit is one picture.
+        poc_msb: the picture order count's most significant part (PicOrderCntMsb; 0 where the POC type has
+            none): after a lost IDR, the part carried over from the sequence before.
     """
 
     poc: Optional[int] = None
@@ -190,6 +192,23 @@ class Picture:
     lost_references: int = 0
     hashed_stream: bool = False
     joined_at: Optional[int] = None
+    poc_msb: int = 0
+
+
+def may_be_reference(au: bytes, codec: str) -> bool:
+    """Whether the picture of Annex B access unit ``au`` may be a reference picture, by the NAL unit header of its
+    first slice (H.264: ``nal_ref_idc`` not 0; H.265: not a sub-layer non-reference type), which damage to the
+    slice header leaves readable; True when no slice is found."""
+    for start, end in _nal_bounds(au):
+        if start >= end:
+            continue
+        b = au[start]
+        if codec == "h264" and b & 0x1F in (1, 5):
+            return bool(b & 0x60)
+        t = (b >> 1) & 0x3F
+        if codec == "h265" and (t <= 9 or 16 <= t <= 21):
+            return not (t <= 14 and t % 2 == 0)
+    return True
 
 
 def _damaged_parameter_set(sequence: bool, e: HeaderError) -> str:
@@ -545,6 +564,7 @@ class _H264:
                 msb = prev_msb
             top = msb + lsb
             pic.poc = top if field_pic else min(top, top + delta_bottom)
+            pic.poc_msb = msb
             if ref_idc:
                 self.prev_ref = (msb, lsb, frame_num)
         else:
@@ -626,6 +646,7 @@ class _Pps265:
     weighted_pred: bool = False
     weighted_bipred: bool = False
     entry_points: bool = False  # tiles or wavefront (WPP): slices list their substreams' byte offsets
+    tiles: bool = False
     loop_filter_across_slices: bool = False
     deblocking_override: bool = False
     deblocking_disabled: bool = False
@@ -652,7 +673,7 @@ def _pps265(rbsp: bytes) -> tuple[int, _Pps265]:
         p.slice_chroma_qp_offsets, p.weighted_pred, p.weighted_bipred = r.flag(), r.flag(), r.flag()
         r.u(1)
         tiles, wpp = r.flag(), r.flag()
-        p.entry_points = tiles or wpp
+        p.tiles, p.entry_points = tiles, tiles or wpp
         if tiles:
             cols, rows = r.ue(), r.ue()
             if not r.flag():
@@ -1033,8 +1054,11 @@ class _H265:
         if active is not None:
             pic.coded_size = active.size
             for nal in hash_nals:
-                pic.picture_hash = pic.picture_hash or _sei_picture_hash(
-                    _rbsp(nal[2:], _HEAD_BYTES), 1 if active.chroma_format == 0 else 3)
+                try:
+                    pic.picture_hash = pic.picture_hash or _sei_picture_hash(
+                        _rbsp(nal[2:], _HEAD_BYTES), 1 if active.chroma_format == 0 else 3)
+                except HeaderError as e:  # the picture was read (and is a reference): damaged, not unread
+                    pic.damage = pic.damage or f"a damaged decoded picture hash SEI ({e})"
         # the chain of references is kept through damage only where every picture's own hash will be checked:
         # not a CRC, nor a cropped picture (its hash covers the samples before cropping: picture_hash_mismatch)
         if pic.picture_hash is not None:
@@ -1064,9 +1088,9 @@ class _H265:
     def _segments(self, slices: list[bytes], pic: Picture) -> None:
         """Check the slice segments after a picture's first (7.3.6.1: the same NAL unit type and picture
         parameter set, addresses inside the picture and increasing). One that is not -- its header zeroed or
-        garbled -- is another picture joined to this one by the parser (``pic.joined_at``) when its NAL unit
-        type differs, or when it comes after as many segments as every picture before had (one, in most
-        streams); else it is this picture's own damage."""
+        garbled -- is another picture joined to this one by the parser (``pic.joined_at``) when it comes after
+        as many segments as every picture before had (one, in most streams); else it is this picture's own
+        damage. With tiles, segments follow the tile scan: addresses need not increase in raster order."""
         t = (slices[0][0] >> 1) & 0x3F
         pps = self.pps[self._pps_id]
         ctbs = self.sps[pps.sps_id].ctbs
@@ -1087,12 +1111,12 @@ class _H265:
                 if pps.dependent_slices:
                     r.u(1)
                 address = r.u(_ceil_log2(ctbs))
-                if not last < address < ctbs:
+                if not (0 if pps.tiles else last) < address < ctbs:
                     raise HeaderError(f"slice segment address {address} after {last} in a picture of {ctbs} "
                                       "coding tree blocks")
                 last = address
             except HeaderError as e:
-                if other != t or n == self.segments:
+                if n == self.segments:
                     pic.joined_at = getattr(nal, "start", None)
                     count = n
                     break
@@ -1164,7 +1188,7 @@ class _H265:
             else:
                 msb = prev_msb
         poc = msb + lsb
-        pic.poc = poc
+        pic.poc, pic.poc_msb = poc, msb
         if not restart and poc in self.pocs:
             # a picture order count read before in this coded video sequence (7.4.3.1: each is unique): the IDR
             # or BLA that started a new one was lost, and nothing before it can be referenced

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from dvpipe.bitstream import _nal_bounds
+from dvpipe.video import nal_types
 
 from . import test_structures as tvs
 from .test_open_gop_es import source_index
@@ -156,3 +157,53 @@ def test_a_lost_or_damaged_idr_or_gop_end_moves_no_later_frame(tmp_path, codec, 
         assert np.array_equal(img, clean[k]), f"frame {k} emitted valid, not the clean stream's picture"
         shown.add(k)
     assert set(range(32, n)) <= shown, (sorted(shown), drops(acc))
+
+
+def test_a_lost_idr_after_a_gop_longer_than_half_the_poc_cycle_moves_no_later_frame(tmp_path):
+    """libx264 GOPs of 40 with MaxPicOrderCntLsb 64: after the second IDR is lost, its pictures' POCs carry the
+    sequence before's high part (64), so the lost IDR's POC 0 is 64 there, not 0; counted from 0, every frame
+    after the third IDR moved 32 places."""
+    n = 120
+    path = media._encode(tmp_path / "long_gops.h264", codec="libx264", fmt="h264", n=n, max_b_frames=3,
+                         options=media._x264("keyint=40:min-keyint=40:scenecut=0:bframes=3:b-pyramid=normal:b-adapt=0"))
+    units = media.annexb_units(path, "h264")
+    clean = [r["image"].astype(np.float32) for r in media.reference_frames(path)]
+    del units[40]  # the second IDR
+    out = tmp_path / "long_gops_lost_idr.h264"
+    out.write_bytes(b"".join(units))
+    tvs.CODEC[out.stem] = "h264"
+    got, acc = run_collect(out, "h264", media.W, media.H, es=True)
+    shown = set()
+    for t, img in got:
+        k, _ = source_index(img, range(n))
+        assert t == START_NS + round(k * 1e9 / ES_FPS) and np.array_equal(img, clean[k]), \
+            f"picture {k} at {(t - START_NS) * ES_FPS / 1e9:.2f} frame periods; drops {drops(acc)}"
+        shown.add(k)
+    assert set(range(80, n)) <= shown, sorted(shown)
+
+
+def test_a_later_slice_segment_of_another_nal_type_is_the_pictures_damage_not_another_picture(tmp_path):
+    """Three slice segments a picture; the second segment of a TRAIL_R picture given NAL unit type 0 (one bit):
+    a picture's own damage. Taken for another picture joined to it, the unit was split, the damaged picture
+    emitted valid and a phantom picture counted, moving the frames after the next IDR one place late."""
+    n = 40
+    path = media._encode(tmp_path / "slices.h265", codec="libx265", fmt="hevc", n=n, options={
+        "x265-params": "log-level=error:keyint=16:min-keyint=16:scenecut=0:open-gop=0:ctu=16:slices=3"})
+    units = media.annexb_units(path, "hevc")
+    clean = [r["image"].astype(np.float32) for r in media.reference_frames(path)]
+    victim = next(i for i in range(4, n) if set(nal_types(units[i], "h265")) == {1})
+    start, _ = [b for b in _nal_bounds(units[victim]) if (units[victim][b[0]] >> 1) & 0x3F == 1][1]
+    unit = bytearray(units[victim])
+    unit[start] &= 0x81  # NAL unit type 0 (TRAIL_N), the forbidden bit and the layer bit kept
+    units[victim] = bytes(unit)
+    out = tmp_path / "slices_retyped.h265"
+    out.write_bytes(b"".join(units))
+    tvs.CODEC[out.stem] = "h265"
+    got, acc = run_collect(out, "h265", media.W, media.H, es=True)
+    d = drops(acc)
+    assert acc.entered["CAM0"] == n == len(got) + sum(d.values()), d
+    for t, img in got:
+        k, _ = source_index(img, range(n))
+        assert t == START_NS + round(k * 1e9 / ES_FPS) and np.array_equal(img, clean[k]), \
+            f"picture {k} at {(t - START_NS) * ES_FPS / 1e9:.2f} frame periods; drops {d}"
+    assert d.get("corrupt", 0) >= 1, d

@@ -44,7 +44,7 @@ from ...codecs import RAW_YUV_ENCODINGS, VIDEO_ENCODINGS
 from ...types import short_repr as _show
 from ...latency import now_ns, to_epoch_ns, to_monotonic_ns, wall_ns
 from ...types import PixelFormat
-from ...bitstream import Picture, StreamHeaders
+from ...bitstream import Picture, StreamHeaders, may_be_reference
 from ...errors import FrameError
 from ...video import (ELEMENTARY_LOOKAHEAD, FILE_LOOKAHEAD, RESET, AccessUnit, FFmpegEngine, Lookahead,
                             PresentationOrder, ReorderingDecoder, VideoPacket, bgr24, is_keyframe, nal_types)
@@ -516,7 +516,8 @@ class ElementaryStream(AvStream):
         self._guessed_keys: set[int] = set()  # keys of pictures whose headers were unreadable (no POC to learn from)
         self._poc_ordered = False  # the last readable picture had its place from its POC (not output in decode order)
         self._unplaced: deque = deque()  # reasons of damaged units given no place, each counted as a drop
-        self._unplaced_unnamed = 0  # those of the current sequence not yet named missing by a later picture
+        self._unread_references = 0  # pictures of the current sequence with unreadable headers that may be references,
+        # not yet named missing by a later picture
         self._lost_idr: dict[int, int] = {}  # sequence base -> key of its IDR, which the stream lacks
         self._sequence_pictures: dict[int, int] = {0: 0}  # sequence base -> shown pictures read in it (damaged too)
         self._emitting: Optional[tuple[int, int]] = None  # (base, place of its first frame) of the sequence emitted
@@ -549,18 +550,20 @@ class ElementaryStream(AvStream):
             reason = f"corrupt {self.camera.encoding} access unit (dvpipe's header check: {pic.damage})"
             self._unplaced.append(reason)
             self._count_picture()  # its place is in this sequence, wherever it is
-            self._unplaced_unnamed += 1
+            self._unread_references += may_be_reference(unit.data, self._headers.codec)
             return AccessUnit(unit.data, None, False, False, unit.damage or pic.damage)
         key = self._place_key(pic)
         show = unit.show and not pic.second_field
         if show:
             self._count_picture()
+            if pic.poc is None:
+                self._unread_references += may_be_reference(unit.data, self._headers.codec)
         if pic.lost_references:
             # reference pictures of this sequence missing from the stream: places of its own, so that the next
             # sequence starts after them (one lost last in presentation order leaves no other trace); those that
             # are the damaged units counted above are not counted twice
-            named = min(pic.lost_references, self._unplaced_unnamed)
-            self._unplaced_unnamed -= named
+            named = min(pic.lost_references, self._unread_references)
+            self._unread_references -= named
             self._count_picture(pic.lost_references - named)
         return AccessUnit(unit.data, key, unit.keyframe, show, unit.damage)
 
@@ -611,10 +614,11 @@ class ElementaryStream(AvStream):
             repeated = not pic.new_sequence and not pic.second_field and self._has_key(self._sequence_base + pic.poc)
             if pic.new_sequence or repeated:
                 self._sequence_base = self._max_key + 1 + (1 << 32)  # above every key so far, even leading POCs < 0
-                self._unplaced_unnamed = 0
+                self._unread_references = 0
             if repeated:
                 pic.lost_references = 1
-                self._lost_idr[self._sequence_base] = self._sequence_base  # its key: POC 0
+                # its key: POC 0 of the sequence, whose high part the POCs read carry over from the one before
+                self._lost_idr[self._sequence_base] = self._sequence_base + pic.poc_msb
             key = self._sequence_base + pic.poc
         self._max_key = max(self._max_key, key)
         if pic.poc is not None and not pic.second_field:
