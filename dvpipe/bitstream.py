@@ -1217,6 +1217,8 @@ class _H265:
                           and not any(q % max_lsb == p for q in self.refs)]
             pic.lost_references = len(set(missing) - self.missing)
             self.missing.update(missing)
+            if len(self.missing) > self._MAX_REFS:  # a stream that never restarts: the latest are enough
+                self.missing = set(sorted(self.missing)[-self._MAX_REFS:])
             if missing or missing_lt:
                 pic.damage = (f"a reference picture is missing (POC {', '.join(map(str, missing + missing_lt))} "
                               f"for POC {poc}: lost, or never sent)")
