@@ -24,9 +24,8 @@ per damage kind are in docs/deployments.md ("Integrity").
 """
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 from .errors import ConfigError, DvpipeError
 
 __all__ = ["Picture", "StreamHeaders", "StreamFormat", "stream_format", "HeaderError", "split_nal_units", "nal_units",
@@ -202,19 +201,27 @@ def may_be_reference(au: bytes, codec: str) -> bool:
     for start, end in _nal_bounds(au):
         if start >= end:
             continue
-        b = au[start]
-        if codec == "h264" and b & 0x1F in (1, 5):
-            return bool(b & 0x60)
-        t = (b >> 1) & 0x3F
-        if codec == "h265" and (t <= 9 or 16 <= t <= 21):
-            return not (t <= 14 and t % 2 == 0)
+        header = au[start]
+        if codec == "h264":
+            if header & 0x1F in (1, 5):
+                return header & 0x60 != 0  # nal_ref_idc
+        else:
+            t = (header >> 1) & 0x3F
+            if t <= 9 or 16 <= t <= 21:
+                return not (t <= 14 and t % 2 == 0)  # TRAIL_N, TSA_N, STSA_N, RADL_N, RASL_N, RSV_VCL_N*
     return True
 
 
-def _damaged_parameter_set(sequence: bool, e: HeaderError) -> str:
-    """A parameter set that cannot be read is left out (a decoder keeps the one of its id sent before) and the
-    access unit's picture is damaged."""
-    return f"a damaged {'sequence' if sequence else 'picture'} parameter set ({e})"
+def _store_parameter_set(table: dict, parse: Callable[[bytes], tuple[int, Any]], rbsp: bytes,
+                         kind: str) -> Optional[str]:
+    """Parse a parameter set into ``table`` by its id. One that cannot be read is left out (a decoder keeps the
+    one of its id sent before): the damage it gives the access unit's picture is returned."""
+    try:
+        set_id, value = parse(rbsp)
+    except HeaderError as e:
+        return f"a damaged {kind} parameter set ({e})"
+    table[set_id] = value
+    return None
 
 
 # ------------------------------------------------------------------------------------- H.264
@@ -454,16 +461,10 @@ class _H264:
             if nal[0] & 0x80:
                 raise HeaderError("a NAL unit with its forbidden bit set")
             t = nal[0] & 0x1F
-            if t in (7, 8):
-                try:
-                    if t == 7:
-                        sps_id, sps = _sps264(_rbsp(nal[1:], 600))
-                        self.sps[sps_id] = sps
-                    else:
-                        pps_id, pps = _pps264(_rbsp(nal[1:], _HEAD_BYTES))
-                        self.pps[pps_id] = pps
-                except HeaderError as e:
-                    sets = sets or _damaged_parameter_set(t == 7, e)
+            if t == 7:
+                sets = _store_parameter_set(self.sps, _sps264, _rbsp(nal[1:], 600), "sequence") or sets
+            elif t == 8:
+                sets = _store_parameter_set(self.pps, _pps264, _rbsp(nal[1:], _HEAD_BYTES), "picture") or sets
             elif t == 6:
                 recovery = recovery or _sei_recovery_point(_rbsp(nal[1:], _HEAD_BYTES))
             elif t in (1, 5) and slice_nal is None:
@@ -959,30 +960,11 @@ def _entry_point_check(r: _Bits, nal: bytes, sps: _Sps265, pps: _Pps265, slice_t
     return None
 
 
-class _RecentSet:
-    """The last ``size`` values added (membership in O(1))."""
-
-    def __init__(self, size: int):
-        self._order: deque = deque(maxlen=size)
-        self._members: set = set()
-
-    def append(self, value) -> None:
-        if len(self._order) == self._order.maxlen:
-            self._members.discard(self._order[0])
-        self._order.append(value)
-        self._members.add(value)
-
-    def clear(self) -> None:
-        self._order.clear()
-        self._members.clear()
-
-    def __contains__(self, value) -> bool:
-        return value in self._members
-
-
 class _H265:
     #: pictures remembered as decoded (the decoded picture buffer holds at most 16)
     _MAX_REFS = 32
+    #: picture order counts remembered to find one repeated (a lost IDR)
+    _MAX_POCS = 256
 
     def __init__(self) -> None:
         self.sps: dict[int, _Sps265] = {}
@@ -990,7 +972,7 @@ class _H265:
         self.prev_tid0: Optional[int] = None  # POC of the previous TemporalId-0 picture (8.3.1)
         self.refs: set[int] = set()  # POCs of the pictures the decoder holds for reference
         self.missing: set[int] = set()  # POCs of the coded video sequence's pictures found missing as references
-        self.pocs = _RecentSet(256)  # POCs of the coded video sequence's latest pictures
+        self.pocs: dict[int, None] = {}  # POCs of the coded video sequence's latest pictures (_MAX_POCS, in order)
         self.started = False
         self.after_eos = False
         self.leading_of_restart = False  # RASL pictures now lead an IRAP that started decoding
@@ -1016,16 +998,10 @@ class _H265:
                 raise HeaderError("a NAL unit with TemporalId + 1 = 0")
             if layer != 0:
                 continue  # another layer's unit: single-layer decoders ignore it
-            if t in (33, 34):
-                try:
-                    if t == 33:
-                        sps_id, sps = _sps265(_rbsp(nal[2:], 1200))
-                        self.sps[sps_id] = sps
-                    else:
-                        pps_id, pps = _pps265(_rbsp(nal[2:], _HEAD_BYTES))
-                        self.pps[pps_id] = pps
-                except HeaderError as e:
-                    sets = sets or _damaged_parameter_set(t == 33, e)
+            if t == 33:
+                sets = _store_parameter_set(self.sps, _sps265, _rbsp(nal[2:], 1200), "sequence") or sets
+            elif t == 34:
+                sets = _store_parameter_set(self.pps, _pps265, _rbsp(nal[2:], _HEAD_BYTES), "picture") or sets
             elif t in (36, 37):  # end of sequence / bitstream: the next IRAP starts decoding afresh
                 self.after_eos = True
             elif t == 40:  # suffix SEI: a decoded picture hash, perhaps
@@ -1073,14 +1049,18 @@ class _H265:
             self.hashed = 0
         return pic
 
+    def _new_sequence(self) -> None:
+        """A coded video sequence starts (an IRAP that starts decoding): nothing before it is referenced."""
+        self.refs, self.missing = set(), set()
+        self.pocs.clear()
+        self.started, self.after_eos, self.leading_of_restart = True, False, True
+
     def _damaged_idr(self, damage: str) -> Picture:
         """An IDR picture whose slice header cannot be read (its NAL unit type can): its picture order count
         is 0 (8.3.1) and a coded video sequence starts here all the same; the pictures after it that
         reference it find it missing (its picture is not one to decode from)."""
-        self.refs, self.missing = set(), {0}  # missing as a reference, yet read: not a lost picture
-        self.pocs.clear()
-        self.pocs.append(0)
-        self.started, self.after_eos, self.leading_of_restart = True, False, True
+        self._new_sequence()
+        self.missing, self.pocs[0] = {0}, None  # missing as a reference, yet read: not a lost picture
         self.prev_tid0 = 0
         self.hashed = 0
         return Picture(poc=0, new_sequence=True, random_access=True, damage=damage)
@@ -1189,19 +1169,14 @@ class _H265:
                 msb = prev_msb
         poc = msb + lsb
         pic.poc, pic.poc_msb = poc, msb
-        if not restart and poc in self.pocs:
+        if restart:
+            self._new_sequence()
+        elif poc in self.pocs:
             # a picture order count read before in this coded video sequence (7.4.3.1: each is unique): the IDR
             # or BLA that started a new one was lost, and nothing before it can be referenced
             self.refs, self.missing = set(), set()
             self.pocs.clear()
-        if restart:
-            self.refs = set()
-            self.missing = set()
-            self.pocs.clear()
-            self.started = True
-            self.after_eos = False
-            self.leading_of_restart = True
-        elif irap:
+        if irap and not restart:
             self.leading_of_restart = False
         rasl = t in (8, 9)
         pic.leading_skipped = rasl and self.leading_of_restart
@@ -1229,7 +1204,9 @@ class _H265:
         self.refs = {p for p in self.refs if p in keep or p % max_lsb in lt_lsbs}
         sub_layer_non_ref = t <= 14 and t % 2 == 0
         self.refs.add(poc)
-        self.pocs.append(poc)
+        self.pocs[poc] = None
+        if len(self.pocs) > self._MAX_POCS:
+            del self.pocs[next(iter(self.pocs))]
         if len(self.refs) > self._MAX_REFS:
             self.refs = set(sorted(self.refs)[-self._MAX_REFS:])
         if tid == 0 and not (6 <= t <= 9) and not sub_layer_non_ref:
