@@ -123,13 +123,15 @@ that the output folders can be created and written.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
 import re
+import sys
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from ..codecs import DEFAULT_MAX_PIXELS, VIDEO_ENCODINGS
 from ..errors import ConfigError
@@ -325,19 +327,12 @@ def _parse_model(v: Any, V: _V, target: Any = None) -> Optional[ModelConfig]:
     if path is not None:
         path = V.path(path, "model.path", kind="dir")
     if entry is not None:
-        import sys
-
         mod = entry.split(":")[0]
-        added = path is not None and path not in sys.path
-        if added:
-            sys.path.insert(0, path)
-        try:
-            found = importlib.util.find_spec(mod) is not None
-        except (ImportError, ValueError):
-            found = False
-        finally:
-            if added:
-                sys.path.remove(path)
+        with _on_import_path(path):
+            try:
+                found = importlib.util.find_spec(mod) is not None
+            except (ImportError, ValueError):
+                found = False
         if not found:
             V.err("model.entry", f"module {_show(mod)} not found" + (f" (also looked in {path})" if path else ""))
         elif V.probe:
@@ -347,23 +342,28 @@ def _parse_model(v: Any, V: _V, target: Any = None) -> Optional[ModelConfig]:
     return ModelConfig(entry, path, init_args)
 
 
-def _check_import(entry: str, path: Optional[str], V: _V) -> None:
-    """``dvpipe validate``: import the model's entry as ``dvpipe run`` will (its module runs), so that a missing
-    attribute or a syntax error is reported here, at ``model.entry``; its ``init`` is not called."""
-    import sys
-
-    from ..plugins import import_entry
-
+@contextlib.contextmanager
+def _on_import_path(path: Optional[str]) -> Iterator[None]:
+    """``model.path`` first on ``sys.path`` while validation looks the entry up (removed after, unless it
+    was there before)."""
     added = path if path is not None and path not in sys.path else None
     if added is not None:
         sys.path.insert(0, added)
     try:
-        import_entry(entry)
-    except Exception as e:  # noqa: BLE001 - the user's module: any error it raises is the problem to report
-        V.err("model.entry", f"cannot import {entry}: {type(e).__name__}: {e}")
+        yield
     finally:
         if added is not None:
             sys.path.remove(added)
+
+
+def _check_import(entry: str, path: Optional[str], V: _V) -> None:
+    """``dvpipe validate``: import the model's entry as ``dvpipe run`` will (its module runs), so that a missing
+    attribute or a syntax error is reported here, at ``model.entry``; its ``init`` is not called."""
+    with _on_import_path(path):
+        try:
+            import_entry(entry)
+        except Exception as e:  # noqa: BLE001 - the user's module: any error it raises is the problem to report
+            V.err("model.entry", f"cannot import {entry}: {type(e).__name__}: {e}")
 
 
 _TOP_KEYS = ("version", "name", "description", "plugins", "rig", "pipeline", "encoding", "source", "cameras", "sync",
@@ -498,7 +498,6 @@ def _import_plugins(v: Any, V: _V) -> None:
 def _import_file(file: str) -> Any:
     """Import the Python file ``file`` once per process (``sys.modules`` key: ``dvpipe_plugin_<hash>``)."""
     import hashlib
-    import sys
 
     key = "dvpipe_plugin_" + hashlib.sha1(os.path.realpath(file).encode()).hexdigest()[:12]
     if key in sys.modules:

@@ -69,7 +69,7 @@ from ._progress import ProgressLine, format_eta
 from .config import VIDEO_ENCODINGS, Deployment
 from .exporters import EXPORTERS, BatchResult, Exporter, RunContext, run_exporter_options
 from .sources import Limited, ReplayClock, Source, SourceError, StreamLost, open_source
-from .sources.base import Item, SkippedFrame, SourceWrapper, StreamStalled
+from .sources.base import Item, SkippedFrame, StreamStalled, innermost, wrapper_of
 from .sources._probe import ORIENTATION_NOTE
 from .summary import Accounting, classify_drop, format_summary, plan_routes, transfers_summary
 from .sync import Dropped, FrameSet, Synchroniser
@@ -302,7 +302,7 @@ class Runner:
                               start_ns=start_wall, limit=self.dep.run.frames)
             src.set_stop(self.stop_event)
             self._sources[cc.name] = src
-        self._limited = {cam: w for cam, src in self._sources.items() if (w := _wrapper(src, Limited)) is not None}
+        self._limited = {cam: w for cam, src in self._sources.items() if (w := wrapper_of(src, Limited)) is not None}
         for w in self._limited.values():
             w.slack = self.dep.run.queue_size + 1  # the frames a camera's reader may hold ahead of the sets
         if self._limited:
@@ -1020,25 +1020,11 @@ def shares_reader(src: Source) -> bool:
 
     if src.camera.encoding == "raw" or (src.live and not isinstance(src, Paced)):
         return False
-    s: Any = src
-    while isinstance(s, SourceWrapper):
-        if isinstance(s, Faulty):
-            return False
-        s = s.inner
-    return not s.live
+    return wrapper_of(src, Faulty) is None and not innermost(src).live
 
 
 #: the synchroniser's drops: frames that left a run without joining a set (they do not count toward run.frames)
 _SYNC_DROPS = frozenset({"unmatched", "superseded", "late", "set_dropped"})
-
-
-def _wrapper(src: Optional[Source], kind: type) -> Any:
-    """The ``kind`` wrapper around a camera's source (outermost first), or None."""
-    while src is not None:
-        if isinstance(src, kind):
-            return src
-        src = getattr(src, "inner", None)
-    return None
 
 
 def _paced(src: Source) -> Any:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import select
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Sequence, TypeVar
 
 from ...errors import DvpipeError
 from ...types import Camera, Frame, PixelFormat
@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # names for the type checker only
     from .registry import DeploymentContext, SourceContext
 
 __all__ = ["Item", "Source", "SourceError", "SkippedFrame", "StreamLost", "StreamStalled", "NothingYet", "Backoff",
-           "SourceWrapper", "wait_readable"]
+           "SourceWrapper", "wrapper_of", "innermost", "wait_readable"]
 
 
 class SourceError(DvpipeError, RuntimeError):
@@ -290,10 +290,27 @@ class SourceWrapper(Source):
         return self.inner.stall_reconnect_s
 
     def set_stop(self, event: threading.Event) -> None:
-        self.stop = event
-        inner = self.inner
-        while True:
-            inner.stop = event
-            if not isinstance(inner, SourceWrapper):
-                break
-            inner = inner.inner
+        for layer in _layers(self):
+            layer.stop = event
+
+
+def _layers(src: Source) -> Iterator[Source]:
+    """``src`` and every source it wraps, outermost first."""
+    layer: Optional[Source] = src
+    while layer is not None:
+        yield layer
+        layer = layer.inner if isinstance(layer, SourceWrapper) else None
+
+
+T = TypeVar("T", bound=Source)
+
+
+def wrapper_of(src: Source, kind: type[T]) -> Optional[T]:
+    """The outermost layer of ``src`` (itself or a source it wraps) that is a ``kind``, or None."""
+    return next((layer for layer in _layers(src) if isinstance(layer, kind)), None)
+
+
+def innermost(src: Source) -> Source:
+    """The source that ``src``'s wrappers wrap (``src`` itself when it wraps none): the one that reads."""
+    *_, reader = _layers(src)
+    return reader

@@ -22,7 +22,7 @@ from ...codecs import VIDEO_ENCODINGS
 from ...latency import now_ns
 from ...types import PixelFormat
 from ...video import AccessUnit, VideoPacket, is_keyframe
-from .base import Item, Source, SourceError, SourceWrapper, StreamLost
+from .base import Item, Source, SourceError, SourceWrapper, StreamLost, wrapper_of
 
 __all__ = ["Looped", "Limited", "Paced", "ReplayClock", "Faulty", "corrupt_data"]
 
@@ -262,10 +262,8 @@ class Faulty(SourceWrapper):
         self._late = dict(faults.late_ms)
         self._stall = dict(faults.stall)
         self._resize = dict(faults.resize)
-        below: Any = inner  # the recording's run.frames limit, if any: a lost frame is not one of the run's
-        while below is not None and not isinstance(below, Limited):
-            below = getattr(below, "inner", None)
-        self._limited: Optional[Limited] = below
+        # the recording's run.frames limit, if any: a lost frame is not one of the run's
+        self._limited: Optional[Limited] = wrapper_of(inner, Limited)
 
     def open(self) -> None:
         self._opens += 1
