@@ -16,18 +16,12 @@ from dvpipe.backends.dvpp.sim import SimAcl
 from dvpipe.testing.dvpp import encode_jpeg, error_stats, synthetic_bgr
 from tolerances import tol
 
+from ._sim_device import NV12, nv12_picture, sim_runtime
+
 T310 = dv.Target("Ascend310", "6.0.1")
 T310P = dv.Target("Ascend310P3", "7.0.0")
 TA2 = dv.Target("Ascend910B3", "8.0.0")
 TA3 = dv.Target("Ascend910_9391", "8.1.RC1")
-NV12 = PIXEL_FORMAT["nv12"]
-
-
-def _rt(target):
-    """A fresh runtime on its own software device (counters and refusals start at zero)."""
-    rt = _acl.Runtime(SimAcl(target), "sim", 0, target)
-    rt.open()
-    return rt
 
 
 def _session(rt):
@@ -60,7 +54,7 @@ def kitti_jpeg():
 
 def test_progressive_jpeg_is_refused_with_unsupported_jpeg(kitti_jpeg):
     # §1.1: no progressive JPEG; the documented code of acldvppJpegGetImageInfo is ACL_ERROR_UNSUPPORTED_JPEG
-    rt = _rt(T310)
+    rt = sim_runtime(T310)
     prog = encode_jpeg(kitti_jpeg[0], progressive=True)
     with pytest.raises(_acl.UnsupportedJpeg) as ei:
         rt.jpeg_info(prog)
@@ -106,7 +100,7 @@ def test_jpeg_outside_jpegds_formats_is_refused_with_unsupported_jpeg():
         pytest.skip("this Pillow cannot write an RGB JPEG (keep_rgb)")
     with av.open(io.BytesIO(rgb), format="mjpeg") as c:
         assert next(c.decode(video=0)).format.name == "gbrp"  # an independent reading: stored as RGB
-    rt = _rt(T310P)
+    rt = sim_runtime(T310P)
     cases = {"jpeg-rgb": rgb, "jpeg-sampling-other": _patch_sof(_pil_jpeg(subsampling=2), factors=(0x42, 0x11, 0x11)),
              "jpeg-hierarchical": _patch_sof(_pil_jpeg(subsampling=2), marker=0xC6)}
     for name, data in cases.items():
@@ -119,7 +113,7 @@ def test_jpeg_outside_jpegds_formats_is_refused_with_unsupported_jpeg():
 def test_jpegd_floors_odd_height_and_pads_with_the_sentinel(kitti_jpeg):
     # §1.3: YUV420SP output floors odd sizes (read the real size back); §1.4: 310 strides A(w,128) x A(h,16)
     img, data = kitti_jpeg
-    rt = _rt(T310)
+    rt = sim_runtime(T310)
     desc, out, size, _ = _decode(rt, data, 1242, 374, 1280, 384)
     w, h, ws, hs, ret = rt.pic_info(desc)
     assert (w, h, ws, hs, ret) == (1242, 374, 1280, 384, 0)
@@ -151,7 +145,7 @@ def test_jpegd_refuses_an_odd_size_whose_two_stride_readings_differ(target, wa, 
     assert source != floored  # the case under test, by hand
     data = encode_jpeg(synthetic_bgr(w, h, seed=1))
     for ws, hs in (source, floored):
-        rt = _rt(target)
+        rt = sim_runtime(target)
         with pytest.raises(_acl.InvalidParam) as ei:
             _decode(rt, data, w // 2 * 2, h // 2 * 2, ws, hs)
         assert ei.value.ret == 100000 and "does not say" in str(ei.value), str(ei.value)
@@ -164,7 +158,7 @@ def test_jpegd_odd_size_whose_readings_agree_decodes_at_that_stride(target, wa):
     w, h = 1279, 719
     assert (_up(w, wa), _up(h, 16)) == (_up(w - 1, wa), _up(h - 1, 16)) == (1280, 720)
     data = encode_jpeg(synthetic_bgr(w, h, seed=2))
-    rt = _rt(target)
+    rt = sim_runtime(target)
     assert rt.jpeg_predict_size(data, NV12) == 1280 * 720 * 3 // 2
     desc, _out, _size, _ = _decode(rt, data, 1278, 718, 1280, 720)
     assert rt.pic_info(desc) == (1278, 718, 1280, 720, 0)
@@ -174,7 +168,7 @@ def test_jpegd_output_stride_follows_the_product_table(kitti_jpeg):
     # §1.4: 310/910 need A(w,128); 310P/310B/A2 need A(w,64). 1242 -> 1280 either way; 1600-wide shows it.
     data = encode_jpeg(synthetic_bgr(1600, 900))
     for target, ws, ok in ((T310, 1600, False), (T310P, 1600, True), (TA2, 1600, True), (T310, 1664, True)):
-        rt = _rt(target)
+        rt = sim_runtime(target)
         if ok:
             desc, *_ = _decode(rt, data, 1600, 900, ws, 912)
             assert rt.pic_info(desc)[:2] == (1600, 900)
@@ -182,18 +176,17 @@ def test_jpegd_output_stride_follows_the_product_table(kitti_jpeg):
             with pytest.raises(_acl.InvalidParam, match=r"jpegd\.v1\.stride\.128.*width stride is 1664"):
                 _decode(rt, data, 1600, 900, ws, 912)
     with pytest.raises(_acl.InvalidParam, match="height stride"):
-        _decode(_rt(T310P), data, 1600, 900, 1600, 900)  # hs must be A(h,16) = 912
+        _decode(sim_runtime(T310P), data, 1600, 900, 1600, 900)  # hs must be A(h,16) = 912
 
 
 def test_undocumented_combination_is_refused_not_guessed():
     # §8 / families: Atlas A3 JPEGD is not documented at CANN 8.1.RC1 -> unknown -> the software device refuses
     data = encode_jpeg(synthetic_bgr(640, 480))
-    rt = _rt(TA3)
+    rt = sim_runtime(TA3)
     with pytest.raises(_acl.FeatureUnsupported) as ei:
         _decode(rt, data, 640, 480, 640, 480)
     assert ei.value.ret == 200006 and "A3" in str(ei.value)
-    lenient = _acl.Runtime(SimAcl(TA3, strict_unknown=False), "sim", 0, TA3)
-    lenient.open()
+    lenient = sim_runtime(TA3, strict_unknown=False)
     desc, *_ = _decode(lenient, data, 640, 480, 640, 480)  # strict_unknown=False: accepted as if it worked
     assert lenient.pic_info(desc)[:2] == (640, 480)
 
@@ -205,8 +198,7 @@ def test_accepting_the_undocumented_still_checks_what_every_reading_documents():
     both were accepted (a live check could pass a layout no reading allows)."""
     data = encode_jpeg(synthetic_bgr(1600, 900))
     for target in (TA2, TA3):
-        strict_or_not = _acl.Runtime(SimAcl(target, strict_unknown=False), "sim", 0, target)
-        strict_or_not.open()
+        strict_or_not = sim_runtime(target, strict_unknown=False)
         with pytest.raises(_acl.InvalidParam, match="height stride"):
             _decode(strict_or_not, data, 1600, 900, 1600, 900)
         chan, stream = _session(strict_or_not)
@@ -222,20 +214,12 @@ def test_accepting_the_undocumented_still_checks_what_every_reading_documents():
 
 
 def test_async_work_runs_at_stream_sync(kitti_jpeg):
-    rt = _rt(T310)
+    rt = sim_runtime(T310)
     desc, out, size, stream = _decode(rt, kitti_jpeg[1], 1242, 374, 1280, 384, sync=False)
     before = rt.download(out, size)
     assert np.all(before == 0xCD)  # fresh DVPP memory: nothing written before the sync
     rt.synchronize(stream)
     assert not np.all(rt.download(out, size) == 0xCD)
-
-
-def _nv12_picture(rt, w, h, ws, hs, seed=0):
-    size = ws * hs * 3 // 2
-    ptr = rt.malloc(size)
-    rng = np.random.default_rng(seed)
-    rt.upload(ptr, size, rng.integers(0, 255, size, dtype=np.uint8).tobytes())
-    return rt.pic_desc(ptr, size, NV12, w, h, ws, hs), ptr
 
 
 def _vpc_out(rt, fmt, w, h, ws, hs):
@@ -246,9 +230,9 @@ def _vpc_out(rt, fmt, w, h, ws, hs):
 
 def test_vpc_rejects_odd_nv12_output_on_310():
     # §2.3 (310/910 v1 output: NV12 only, even width and height)
-    rt = _rt(T310)
+    rt = sim_runtime(T310)
     chan, stream = _session(rt)
-    src, _ = _nv12_picture(rt, 1242, 374, 1248, 374)
+    src, _ = nv12_picture(rt, 1242, 374, 1248, 374)
     cfg = rt.resize_config()
     dst, *_ = _vpc_out(rt, "nv12", 621, 187, 624, 188)
     with pytest.raises(_acl.InvalidParam, match=r"output width 621 must be even.*vpc\.v1\.out_stride\.310_910"):
@@ -263,9 +247,9 @@ def test_vpc_rejects_odd_nv12_output_on_310():
 def test_vpc_floors_odd_input_silently_on_310_but_refuses_on_310p():
     # §2.2: "If the input width or height is odd, VPC on 310/910 silently floors it"; 310P: h2 for NV12
     for target, ok in ((T310, True), (T310P, False)):
-        rt = _rt(target)
+        rt = sim_runtime(target)
         chan, stream = _session(rt)
-        src, _ = _nv12_picture(rt, 1242, 375, 1248, 376)
+        src, _ = nv12_picture(rt, 1242, 375, 1248, 376)
         dst, *_ = _vpc_out(rt, "nv12", 620, 186, 624, 186)
         if ok:
             rt.vpc_resize(chan, src, dst, rt.resize_config(), stream)
@@ -279,9 +263,9 @@ def test_vpc_bgr_output_and_colour_conversion_per_product():
     # §2.3: 310/910 VPC writes NV12/NV21 only; 310P adds RGB888/BGR888; acldvppVpcConvertColorAsync is not
     # supported on Atlas 200/300/500 (pyACL reference)
     for target, ok in ((T310, False), (T310P, True)):
-        rt = _rt(target)
+        rt = sim_runtime(target)
         chan, stream = _session(rt)
-        src, _ = _nv12_picture(rt, 640, 480, 640, 480)
+        src, _ = nv12_picture(rt, 640, 480, 640, 480)
         dst, ptr, size = _vpc_out(rt, "bgr888", 320, 240, 960, 240)
         if ok:
             rt.vpc_resize(chan, src, dst, rt.resize_config(), stream)
@@ -298,9 +282,9 @@ def test_vpc_bgr_output_and_colour_conversion_per_product():
 def test_vpc_crop_box_parity_on_310_only():
     # §2.4: 310/910 crop left/top even, right/bottom odd; 310P no parity rule
     for target, ok in ((T310, False), (T310P, True)):
-        rt = _rt(target)
+        rt = sim_runtime(target)
         chan, stream = _session(rt)
-        src, _ = _nv12_picture(rt, 640, 480, 640, 480)
+        src, _ = nv12_picture(rt, 640, 480, 640, 480)
         dst, *_ = _vpc_out(rt, "nv12", 320, 240, 320, 240)
         roi = rt.roi(1, 0, 320, 239)  # left 1 (odd), right 320 (even)
         if ok:
@@ -313,9 +297,9 @@ def test_vpc_crop_box_parity_on_310_only():
 
 def test_vpc_crop_resize_paste_writes_into_the_canvas_only():
     # §2.4: paste left offset 16-aligned on 310
-    rt = _rt(T310)
+    rt = sim_runtime(T310)
     chan, stream = _session(rt)
-    src, _ = _nv12_picture(rt, 640, 480, 640, 480)
+    src, _ = nv12_picture(rt, 640, 480, 640, 480)
     canvas, ptr, size = _vpc_out(rt, "nv12", 640, 480, 640, 480)
     rt.upload(ptr, size, bytes(size))  # a black canvas
     crop, paste = rt.roi(0, 0, 639, 479), rt.roi(8, 8, 327, 247)
@@ -330,7 +314,7 @@ def test_vpc_crop_resize_paste_writes_into_the_canvas_only():
 
 
 def test_descriptor_buffer_must_be_dvpp_memory():
-    rt = _rt(T310)
+    rt = sim_runtime(T310)
     chan, stream = _session(rt)
     data = encode_jpeg(synthetic_bgr(64, 64))
     host = rt.call("acl.util.bytes_to_ptr", data)
@@ -376,7 +360,7 @@ def test_resize_filter_default_on_310_is_not_bilinear_and_the_backend_sets_bilin
     import cv2
 
     for target, default_is_bilinear in ((T310, False), (T310P, True)):
-        rt = _rt(target)
+        rt = sim_runtime(target)
         src, y, _uv = _nv12_src(rt, 320, 240)
         want = cv2.resize(np.ascontiguousarray(y), (200, 150), interpolation=cv2.INTER_LINEAR).astype(np.int16)
         assert np.abs(_resized_y(rt, 1, src, 200, 150) - want).max() <= tol("vpc_bilinear_luma").atol
@@ -405,7 +389,7 @@ def test_creators_return_0_on_failure_and_the_runtime_raises_under_their_name():
 
     bare = SimAcl(T310)
     assert bare.media.dvpp_create_pic_desc() == 0 and bare.media.dvpp_create_stream_desc() == 0
-    rt = _rt(T310)
+    rt = sim_runtime(T310)
     assert rt.call("acl.media.dvpp_create_pic_desc") != 0
     with sim.faults("vdec"):
         assert rt.acl.media.vdec_create_channel_desc() == 0
@@ -418,7 +402,7 @@ def test_creators_return_0_on_failure_and_the_runtime_raises_under_their_name():
 def test_jpegd_stride_is_exactly_the_documented_one(kitti_jpeg, ws, hs):
     """aclpythondevg_01_0321 (CANN 8.0.0, table 2): on Atlas 200/300/500 the JPEGD output width stride *is*
     align(w, 128) and the height stride align(h, 16): 1242x374 -> 1280x384 and nothing else."""
-    rt = _rt(T310)
+    rt = sim_runtime(T310)
     with pytest.raises(_acl.InvalidParam, match="exactly"):
         _decode(rt, kitti_jpeg[1], 1242, 374, ws, hs)
     desc, *_ = _decode(rt, kitti_jpeg[1], 1242, 374, 1280, 384)

@@ -6,22 +6,20 @@ from __future__ import annotations
 
 import gc
 
-import numpy as np
 import pytest
 
 import dvpipe as dv
 from dvpipe.backends.dvpp import _acl
-from dvpipe.backends.dvpp._enums import PIXEL_FORMAT
 from dvpipe.backends.dvpp.aipp import AippConfig
-from dvpipe.backends.dvpp.sim import SimAcl
 from dvpipe.errors import ConfigError
 from dvpipe.knowledge import check, stride_for
+
+from ._sim_device import nv12_picture, sim_runtime
 
 T310 = dv.Target("Ascend310", "6.0.1")
 T310P = dv.Target("Ascend310P3", "8.0.0")
 T310B = dv.Target("Ascend310B1", "8.5.0")
 TA2 = dv.Target("Ascend910B3", "8.5.0")
-NV12 = PIXEL_FORMAT["nv12"]
 
 
 @pytest.fixture(autouse=True)
@@ -32,24 +30,11 @@ def _collect_devices():
     gc.collect()
 
 
-def _rt(target, strict_unknown=True):
-    rt = _acl.Runtime(SimAcl(target, strict_unknown=strict_unknown), "sim", 0, target)
-    rt.open()
-    return rt
-
-
-def _picture(rt, w, h, ws, hs, seed=0):
-    size = ws * hs * 3 // 2
-    ptr = rt.malloc(size)
-    rt.upload(ptr, size, np.random.default_rng(seed).integers(0, 255, size, dtype=np.uint8).tobytes())
-    return rt.pic_desc(ptr, size, NV12, w, h, ws, hs)
-
-
 def _resize(rt, in_size, in_stride, out_size, out_stride):
     """VPC resize of an NV12 picture with the strides the caller sets; raises what the device returns."""
     chan, stream = rt.create_channel(), rt.create_stream()
-    src = _picture(rt, *in_size, *in_stride)
-    dst = _picture(rt, *out_size, *out_stride, seed=1)
+    src = nv12_picture(rt, *in_size, *in_stride)[0]
+    dst = nv12_picture(rt, *out_size, *out_stride, seed=1)[0]
     rt.vpc_resize(chan, src, dst, rt.resize_config(), stream)
     rt.synchronize(stream)
     return rt.pic_info(dst)
@@ -63,15 +48,15 @@ def test_vpc_input_stride_maximum_16384_on_310_310p_and_open_on_310b_acldvpp():
     # 9.0.0 ranges take an 8192-wide RGB888 input (24576 bytes), above it is open -- refused as undocumented
     rules = {T310: "vpc.v1.stride.310_910", T310P: "vpc.stride.310p"}
     for target, rule in rules.items():
-        assert _resize(_rt(target), (640, 480), (16384, 480), (320, 240), (320, 240))[:2] == (320, 240)
-        assert _resize(_rt(target), (640, 480), (640, 16384), (320, 240), (320, 240))[:2] == (320, 240)
+        assert _resize(sim_runtime(target), (640, 480), (16384, 480), (320, 240), (320, 240))[:2] == (320, 240)
+        assert _resize(sim_runtime(target), (640, 480), (640, 16384), (320, 240), (320, 240))[:2] == (320, 240)
         with pytest.raises(_acl.InvalidParam, match=f"width stride 16400 bytes exceeds the maximum 16384 .*{rule}"):
-            _resize(_rt(target), (640, 480), (16400, 480), (320, 240), (320, 240))
+            _resize(sim_runtime(target), (640, 480), (16400, 480), (320, 240), (320, 240))
         with pytest.raises(_acl.InvalidParam, match=f"height stride 16386 rows exceeds the maximum 16384 .*{rule}"):
-            _resize(_rt(target), (640, 480), (640, 16386), (320, 240), (320, 240))
-    assert _resize(_rt(T310B), (640, 480), (16384, 480), (320, 240), (320, 240))[:2] == (320, 240)
+            _resize(sim_runtime(target), (640, 480), (640, 16386), (320, 240), (320, 240))
+    assert _resize(sim_runtime(T310B), (640, 480), (16384, 480), (320, 240), (320, 240))[:2] == (320, 240)
     with pytest.raises(_acl.FeatureUnsupported, match="16400 bytes is above 16384.*vpc.stride.310b.acldvpp"):
-        _resize(_rt(T310B), (640, 480), (16400, 480), (320, 240), (320, 240))
+        _resize(sim_runtime(T310B), (640, 480), (16400, 480), (320, 240), (320, 240))
     v = check("Ascend310B1", "9.0.0", "vpc", "resize", 6000, 4000, "rgb888", out_width=3000, out_height=2000,
               out_fmt="rgb888", api="acldvpp")
     assert v.status == "unknown" and "vpc.stride.310b.acldvpp" in {f.rule_id for f in v.unknowns}
@@ -84,23 +69,23 @@ def test_vpc_output_stride_maximum_follows_the_input_table():
     # the output stride rules follow the input table (the output tables were not retrieved): 310/910 and 310P
     # refuse above 16384 (100000); on 310B/A2/A3 the output maximum is open, so refused as undocumented (200006)
     for target in (T310, T310P):
-        assert _resize(_rt(target), (640, 480), (640, 480), (320, 240), (16384, 240))[:4] == (320, 240, 16384, 240)
+        assert _resize(sim_runtime(target), (640, 480), (640, 480), (320, 240), (16384, 240))[:4] == (320, 240, 16384, 240)
         with pytest.raises(_acl.InvalidParam, match="VPC output: width stride 16400 bytes exceeds the maximum 16384"):
-            _resize(_rt(target), (640, 480), (640, 480), (320, 240), (16400, 240))
+            _resize(sim_runtime(target), (640, 480), (640, 480), (320, 240), (16400, 240))
         with pytest.raises(_acl.InvalidParam, match="VPC output: height stride 16386 rows exceeds the maximum 16384"):
-            _resize(_rt(target), (640, 480), (640, 480), (320, 240), (320, 16386))
-    assert _resize(_rt(T310B), (640, 480), (640, 480), (320, 240), (16384, 240))[:4] == (320, 240, 16384, 240)
+            _resize(sim_runtime(target), (640, 480), (640, 480), (320, 240), (320, 16386))
+    assert _resize(sim_runtime(T310B), (640, 480), (640, 480), (320, 240), (16384, 240))[:4] == (320, 240, 16384, 240)
     with pytest.raises(_acl.FeatureUnsupported, match="width stride 16400 bytes is above 16384, the largest"):
-        _resize(_rt(T310B), (640, 480), (640, 480), (320, 240), (16400, 240))
+        _resize(sim_runtime(T310B), (640, 480), (640, 480), (320, 240), (16400, 240))
 
 
 def test_a2_stride_above_16384_is_open_not_refused_as_documented():
     # A2: the stride maximum is not stated (8.0.0 aclpythondevg_01_0429): refused rather than guessed (200006),
     # accepted when the caller accepts what the docs leave open
-    assert _resize(_rt(TA2), (640, 480), (16384, 480), (320, 240), (320, 240))[:2] == (320, 240)
+    assert _resize(sim_runtime(TA2), (640, 480), (16384, 480), (320, 240), (320, 240))[:2] == (320, 240)
     with pytest.raises(_acl.FeatureUnsupported, match="16400 bytes is above 16384.*vpc.stride.a2_a3"):
-        _resize(_rt(TA2), (640, 480), (16400, 480), (320, 240), (320, 240))
-    assert _resize(_rt(TA2, strict_unknown=False), (640, 480), (16400, 480), (320, 240), (320, 240))[:2] == (320, 240)
+        _resize(sim_runtime(TA2), (640, 480), (16400, 480), (320, 240), (320, 240))
+    assert _resize(sim_runtime(TA2, strict_unknown=False), (640, 480), (16400, 480), (320, 240), (320, 240))[:2] == (320, 240)
 
 
 def test_stride_for_carries_the_stride_maxima():
@@ -135,20 +120,20 @@ def test_acldvpp_vpc_output_4096x8192_is_documented_from_cann_9_0_0_only():
 
 def test_software_device_refuses_acldvpp_output_above_4096_high_before_cann_9_0_0():
     a2_9, a2_8 = dv.Target("Ascend910B3", "9.0.0"), dv.Target("Ascend910B3", "8.0.0")
-    assert _resize(_rt(a2_9), (2048, 4096), (2048, 4096), (4096, 8192), (4096, 8192))[:2] == (4096, 8192)
+    assert _resize(sim_runtime(a2_9), (2048, 4096), (2048, 4096), (4096, 8192), (4096, 8192))[:2] == (4096, 8192)
     with pytest.raises(_acl.FeatureUnsupported, match="output height 8192 is above 4096"):
-        _resize(_rt(a2_8), (2048, 4096), (2048, 4096), (4096, 8192), (4096, 8192))
+        _resize(sim_runtime(a2_8), (2048, 4096), (2048, 4096), (4096, 8192), (4096, 8192))
     with pytest.raises(_acl.FeatureUnsupported, match="vpc.v1.range.310b_a2_a3.before_9_0.open"):
-        _resize(_rt(dv.Target("Ascend310B1", "7.0.0")), (2048, 4096), (2048, 4096), (2048, 8192), (2048, 8192))
-    assert _resize(_rt(a2_8), (2048, 4096), (2048, 4096), (4096, 4096), (4096, 4096))[:2] == (4096, 4096)
+        _resize(sim_runtime(dv.Target("Ascend310B1", "7.0.0")), (2048, 4096), (2048, 4096), (2048, 8192), (2048, 8192))
+    assert _resize(sim_runtime(a2_8), (2048, 4096), (2048, 4096), (4096, 4096), (4096, 4096))[:2] == (4096, 4096)
 
 
 # ------------------------------------------------------------------ §2.1 / §2.4: the paste box is at least 10x6
 
 def _paste(rt, crop, paste):
     chan, stream = rt.create_channel(), rt.create_stream()
-    src = _picture(rt, 640, 480, 640, 480)
-    dst = _picture(rt, 640, 480, 640, 480, seed=1)
+    src = nv12_picture(rt, 640, 480, 640, 480)[0]
+    dst = nv12_picture(rt, 640, 480, 640, 480, seed=1)[0]
     rt.vpc_crop_resize_paste(chan, src, dst, rt.roi(*crop), rt.roi(*paste), rt.resize_config(), stream)
     rt.synchronize(stream)
     return rt.pic_info(dst)
@@ -158,14 +143,14 @@ def test_software_device_refuses_a_paste_box_below_10x6():
     # output minimum 10x6 (§2.1, CANN 6.0.1 aclcppdevg_03_0168) and crop minimum 10x6 (§2.4): the paste box is the
     # resize target, so the stricter reading holds it to 10x6 too, in the rule check (probe) and on the device.
     # Boxes inclusive; on 310 left 16-aligned, right odd
-    assert _paste(_rt(T310), (0, 0, 255, 191), (16, 0, 25, 5))[:2] == (640, 480)  # 10x6
+    assert _paste(sim_runtime(T310), (0, 0, 255, 191), (16, 0, 25, 5))[:2] == (640, 480)  # 10x6
     with pytest.raises(_acl.InvalidParam, match=r"paste width 8 is below the minimum 10.*vpc.crop_min"):
-        _paste(_rt(T310), (0, 0, 255, 191), (16, 0, 23, 5))
+        _paste(sim_runtime(T310), (0, 0, 255, 191), (16, 0, 23, 5))
     with pytest.raises(_acl.InvalidParam, match="paste height 4 is below the minimum 6"):
-        _paste(_rt(T310), (0, 0, 63, 31), (16, 0, 25, 3))
-    assert _paste(_rt(T310P), (0, 0, 255, 191), (16, 0, 25, 5))[:2] == (640, 480)
+        _paste(sim_runtime(T310), (0, 0, 63, 31), (16, 0, 25, 3))
+    assert _paste(sim_runtime(T310P), (0, 0, 255, 191), (16, 0, 25, 5))[:2] == (640, 480)
     with pytest.raises(_acl.InvalidParam, match="paste width 9 is below the minimum 10"):
-        _paste(_rt(T310P), (0, 0, 255, 191), (16, 0, 24, 5))
+        _paste(sim_runtime(T310P), (0, 0, 255, 191), (16, 0, 24, 5))
     for paste, status in (((16, 0, 25, 5), "ok"), ((16, 0, 23, 5), "rejected")):
         v = check("Ascend310", "6.0.1", "vpc", "crop_resize_paste", 640, 480, "nv12", out_width=640, out_height=480,
                   crop=(0, 0, 255, 191), paste=paste, api="acldvpp")
