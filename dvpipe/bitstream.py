@@ -237,8 +237,13 @@ class _Sps264:
     gaps_allowed: bool = False
     frame_mbs_only: bool = True
     separate_colour_plane: bool = False
-    chroma_array_type: int = 1  # ChromaArrayType (7.4.2.1.1): 0 for monochrome or separate colour planes
+    chroma_format_idc: int = 1  # 0 monochrome, 1 4:2:0, 2 4:2:2, 3 4:4:4
     bit_depth_luma: int = 8
+
+    @property
+    def chroma_array_type(self) -> int:
+        """ChromaArrayType (7.4.2.1.1): 0 for monochrome or separate colour planes."""
+        return 0 if self.separate_colour_plane else self.chroma_format_idc
 
 
 @dataclass
@@ -291,8 +296,8 @@ def _sps264(rbsp: bytes) -> tuple[int, _Sps264]:
                     _skip_scaling_list(r, 16 if i < 6 else 64)
     log2_max_frame_num = r.ue(12) + 4
     poc_type = r.ue(2)
-    sps = _Sps264(log2_max_frame_num, poc_type, separate_colour_plane=separate,
-                  chroma_array_type=0 if separate else chroma, bit_depth_luma=depth)
+    sps = _Sps264(log2_max_frame_num, poc_type, separate_colour_plane=separate, chroma_format_idc=chroma,
+                  bit_depth_luma=depth)
     if poc_type == 0:
         sps.log2_max_poc_lsb = r.ue(12) + 4
     elif poc_type == 1:
@@ -1343,19 +1348,11 @@ def stream_format(au: bytes, codec: str) -> Optional[StreamFormat]:
 
 
 def _format264(rbsp: bytes) -> StreamFormat:
-    r = _Bits(rbsp)
-    profile, constraints, level_idc = r.u(8), r.u(8), r.u(8)
-    r.ue(31)
-    chroma, depth = 1, 8
-    if profile in _HIGH_PROFILES:
-        chroma = r.ue(3)
-        if chroma == 3:
-            r.flag()
-        depth = r.ue(6) + 8
-    one_b = level_idc == 9 or (level_idc == 11 and constraints & 0x10 and profile in (66, 77, 88))  # A.3.1
     _, sps = _sps264(rbsp)
+    profile, constraints, level_idc = rbsp[0], rbsp[1], rbsp[2]  # byte-aligned, as _sps264 read them
+    one_b = level_idc == 9 or (level_idc == 11 and constraints & 0x10 and profile in (66, 77, 88))  # A.3.1
     return StreamFormat(_PROFILES_264.get(profile, f"profile_idc {profile}"), 1.0 if one_b else level_idc / 10,
-                        depth, _CHROMA[chroma], not sps.frame_mbs_only)
+                        sps.bit_depth_luma, _CHROMA[sps.chroma_format_idc], not sps.frame_mbs_only)
 
 
 def _format265(rbsp: bytes) -> StreamFormat:
