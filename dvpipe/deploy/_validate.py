@@ -30,9 +30,10 @@ class DeploymentError(ConfigError):
 
     def __init__(self, errors: Sequence[tuple[str, str]], where: str = "deployment"):
         self.errors = list(errors)
-        lines = "\n".join(f"  {p}: {m}" if p else f"  {m}" for p, m in self.errors)
+        problems = tuple(f"{p}: {m}" if p else m for p, m in self.errors)
+        lines = "\n".join(f"  {line}" for line in problems)
         n = len(self.errors)
-        super().__init__(f"{n} problem{'s' if n != 1 else ''} in {where}:\n{lines}")
+        super().__init__(f"{n} problem{'s' if n != 1 else ''} in {where}:\n{lines}", problems=problems)
 
 
 _MISSING = object()

@@ -131,6 +131,8 @@ def test_rig_key_typos_are_errors_and_each_problem_is_one_line(tmp_path):
         load_deployment(write(tmp_path, d))
     errors = dict(ei.value.errors)
     assert sorted(errors) == ["rig.cameras[0].intrinsic", "rig.cameras[0].widht", "rig.cameras[1].encoding"]
+    # as ConfigError states them for every caller that catches one: one "key.path: message" a problem
+    assert sorted(ei.value.problems) == sorted(f"{k}: {m}" for k, m in errors.items())
     assert "did you mean 'intrinsics'?" in errors["rig.cameras[0].intrinsic"]
     assert "did you mean 'width'?" in errors["rig.cameras[0].widht"]
     assert "unknown encoding 'h266'; allowed: jpeg" in errors["rig.cameras[1].encoding"]
