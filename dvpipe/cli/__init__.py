@@ -29,13 +29,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def error_text(e: BaseException) -> str:
     """An error as the CLI prints it: one line, or a count and one indented line per problem when the error
     holds several (a deployment's, a rig file's)."""
-    problems = getattr(e, "problems", ())
-    if len(problems) > 1:
-        return f"{len(problems)} problems:\n" + "\n".join(f"  {' '.join(p.split())}" for p in problems)
     text = str(e)
     lines = text.split("\n")
     if len(lines) > 1 and all(ln.startswith("  ") for ln in lines[1:]):  # a DeploymentError: already one per line
         return text
+    problems = getattr(e, "problems", ())
+    if len(problems) > 1:
+        return f"{len(problems)} problems:\n" + "\n".join(f"  {' '.join(p.split())}" for p in problems)
     return " ".join(text.split())
 
 
