@@ -137,6 +137,45 @@ def test_lost_transport_packets_in_mpeg_ts_are_corrupt_drops(folder):
     assert d.get("corrupt", 0) >= 1 and "demuxer flagged" in " ".join(acc.examples.values()), d
 
 
+def test_a_picture_joined_to_a_damaged_one_in_mpeg_ts_is_counted_and_still_decoded(folder):
+    """A non-reference picture's first slice segment header zeroed in place, inside its transport packet:
+    FFmpeg's HEVC parser then joins the next picture to it in one packet, with the damaged one's timestamp.
+    The joined picture was neither a frame nor a drop, and decoding the two as one cut the reference chain
+    to the next keyframe (28 intact frames dropped). Each is a ``corrupt`` drop now; the joined one is still
+    decoded, so the pictures after it are emitted, each the clean stream's picture of its pts."""
+    n = 36
+    path = media._encode(folder / "ts_join.ts", codec="libx265", fmt="mpegts", n=n, width=128, height=72,
+                         options={"x265-params": "log-level=error:keyint=24:scenecut=0"})
+    with av.open(str(path)) as c:
+        tb = c.streams.video[0].time_base
+        packets = [(p.pos, p.pts, bytes(p)) for p in c.demux(video=0) if p.size]
+    to_ns = lambda pts: START_NS + round(Fraction(pts) * tb * 10**9)  # noqa: E731
+    # a non-reference picture (TRAIL_N, type 0) followed by another that is no IRAP
+    v = next(i for i in range(2, len(packets) - 1) if 0 in nal_types(packets[i][2], "h265")
+             and not any(16 <= t <= 23 for t in nal_types(packets[i + 1][2], "h265")))
+    pos, victim_pts, body = packets[v]
+    nal = next(s for s, _ in _nal_bounds(body) if (body[s] >> 1) & 0x3F == 0)
+    data = bytearray(path.read_bytes())
+    at = data.find(body[nal + 2:nal + 10], pos)  # the header's bytes inside one transport packet's payload
+    assert at > 0
+    data[at:at + 6] = bytes(6)
+    bad = folder / "ts_join_damaged.ts"
+    bad.write_bytes(bytes(data))
+    with av.open(str(bad)) as c:
+        damaged = [(p.pts, nal_types(bytes(p), "h265")) for p in c.demux(video=0) if p.size]
+    assert len(damaged) == n - 1 and damaged[v][0] == victim_pts and damaged[v][1].count(35) == 2, \
+        "the parser did not join two pictures (the test would prove nothing)"
+    truth = {to_ns(r["pts"]): r["image"] for r in media.reference_frames(path)}
+    got, acc = run_collect(bad, "h265", 128, 72)
+    d = drops(acc)
+    for t, img in got:
+        assert np.array_equal(img, truth[t].astype(np.float32)), f"frame at {(t - START_NS) / 1e6:.1f} ms differs"
+    assert len(got) + sum(d.values()) == n, f"{len(got)} frames and drops {d}: not every picture is accounted"
+    assert d == {"corrupt": 2}, d
+    assert "joined by FFmpeg's parser" in " ".join(acc.examples.values()), acc.examples
+    assert {t for t, _ in got} == set(truth) - {to_ns(victim_pts), to_ns(packets[v + 1][1])}
+
+
 @pytest.mark.parametrize("kind", ["bitflip", "truncate"])
 def test_a_picture_hash_sei_catches_damage_inside_slice_data(folder, kind):
     path = encode_es(folder, f"md5_{kind}", "hash=1")

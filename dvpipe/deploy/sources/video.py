@@ -68,6 +68,12 @@ _LIVE_LAG_WINDOW = 16  # units: the offset moves up when all of the last this ma
 _DEMUXER_CORRUPT = ("the demuxer flagged the packet corrupt (part of it was lost: an MPEG-TS continuity "
                     "counter error, or a damaged container)")
 _MAX_DEMUX_ERRORS = 100  # consecutive demux errors in a recording before it counts as unreadable
+#: FFmpeg demuxers that cut H.264/H.265 access units with its parser (AVSTREAM_PARSE_FULL): a picture whose first
+#: slice header is damaged can be joined with the next one into one packet, which keeps the first one's timestamp
+_PARSER_FORMATS = frozenset({"mpegts", "mpeg", "rtsp"})
+#: the start of an access unit delimiter (H.264 nal_unit_type 9, nal_ref_idc 0; H.265 type 35, nuh_layer_id 0), of
+#: which an access unit has at most one, first (H.264 7.4.1.2.3, H.265 7.4.2.4.4); MPEG-TS carries one in each
+_DELIMITER = {"h264": b"\x00\x00\x01\x09", "h265": b"\x00\x00\x01\x46"}
 
 
 def _av():
@@ -171,6 +177,9 @@ class AvStream(Source):
         self._keys_flagged = False  # see index_flags_keys: set once a flagged packet is a keyframe by its NAL units
         self._corrupt_before = False  # the last packet carried the demuxer's corrupt flag
         self._pending: list = []
+        self._unplaced: deque = deque()  # reasons of pictures read that take no frame, each counted as a drop
+        fmt = self._container.format.name if getattr(self, "_container", None) is not None else ""
+        self._parser_joins = not _PARSER_FORMATS.isdisjoint(fmt.split(","))
         self._eof = False
         self._no_pts = 0
         # decode order -> presentation order, the one place (dvpipe.video)
@@ -263,16 +272,42 @@ class AvStream(Source):
         self._corrupt_before = bool(pkt.is_corrupt)
         if self._mode == "access_units" or (self._mode == "decode" and self._codec is not None):
             assert self._codec is not None  # access units: the camera's encoding is the stream's codec
-            if self._keys_flagged and not pkt.is_keyframe:  # the file's index flags its keyframes: no scan
+            flagged = bool(pkt.is_keyframe)
+            if self._parser_joins:
+                cut = self._split_joined(data, damage)
+                if cut < len(data):
+                    data, flagged = data[:cut], False  # the flag may be the joined picture's
+            if self._keys_flagged and not flagged:  # the file's index flags its keyframes: no scan
                 return AccessUnit(data, pts, False, show, damage)
             types = nal_types(data, self._codec)  # one scan for both questions
             found = is_keyframe(data, self._codec, types)
-            key = found or bool(pkt.is_keyframe and self._order.by == "pts")
-            self._keys_flagged = self._keys_flagged or (found and bool(pkt.is_keyframe) and self.index_flags_keys)
+            key = found or (flagged and self._order.by == "pts")
+            self._keys_flagged = self._keys_flagged or (found and flagged and self.index_flags_keys)
             if key and self._extradata_annexb and _PARAM_SETS[self._codec].isdisjoint(types):
                 data = self._extradata_annexb + data
             return AccessUnit(data, pts, key, show, damage)
         return AccessUnit(data, pts, bool(pkt.is_keyframe), show)
+
+    def _split_joined(self, data: bytes, damage: Optional[str]) -> int:
+        """Where the first access unit of a packet ends: at its second delimiter when it holds two (FFmpeg's
+        parser joined a picture to a damaged one before it), else its length. The second is read next as a
+        unit of its own, without the timestamp that went with the join: it is decoded (later pictures may
+        reference it), shows no frame and is counted as a ``corrupt`` drop; the first is judged by its own
+        headers. Both carry ``damage``, what the demuxer said of the packet."""
+        assert self._codec is not None
+        delimiter = _DELIMITER[self._codec]
+        first = data.find(delimiter)
+        cut = -1 if first < 0 else data.find(delimiter, first + len(delimiter))
+        if cut < 0:
+            return len(data)
+        joined = _UntimedUnit(data[cut:])
+        joined.damage = damage
+        joined.is_keyframe = is_keyframe(joined, self._codec)
+        self._pending.insert(0, joined)
+        self._unplaced.append(f"{self.camera.encoding} picture joined by FFmpeg's parser to the damaged access unit "
+                              "before it: its timestamp was lost with the join (decoded for the pictures that "
+                              "reference it, no frame)" + (f"; {damage}" if damage else ""))
+        return cut
 
     def _pts_ns(self, pkt) -> Optional[int]:
         if self._order.by != "pts" or pkt is None:
@@ -294,8 +329,16 @@ class AvStream(Source):
         return None
 
     def _read(self) -> Optional[Item]:
+        if self._unplaced:
+            raise UnplacedUnit(self._unplaced.popleft())  # (before the next frame: the order of drops is free)
         if self._mode == "packets":
             return self._read_packet()
+        item = self._read_units()
+        if item is None and self._unplaced:
+            raise UnplacedUnit(self._unplaced.popleft())
+        return item
+
+    def _read_units(self) -> Optional[Item]:
         t0 = now_ns()
         while True:
             packet = self._order.pop()
@@ -389,6 +432,16 @@ class _JoinedUnit(bytes):
     pts = dts = None
 
 
+class _UntimedUnit(bytes):
+    """A picture that FFmpeg's parser joined to the damaged access unit before it in a container with
+    timestamps (:meth:`AvStream._split_joined`), read as a packet of its own: no timestamp, not shown."""
+
+    is_keyframe = is_corrupt = False
+    is_discard = True
+    pts = dts = None
+    damage: Optional[str] = None  # the demuxer's word on the packet it came in
+
+
 @dataclass
 class VideoOptions:
     """The keys of ``type: video``."""
@@ -468,8 +521,9 @@ class ElementaryOptions:
 
 
 class UnplacedUnit(SkippedFrame):
-    """An elementary stream's access unit whose slice header is damaged, in a stream whose pictures take their
-    places from their picture order counts: its place is unknown, so it has no frame; a ``corrupt`` drop."""
+    """A picture read that takes no frame, a ``corrupt`` drop: an elementary stream's access unit whose slice
+    header is damaged, in a stream whose pictures take their places from their picture order counts (its place
+    is unknown), or a picture whose timestamp FFmpeg's parser lost by joining it to a damaged one."""
 
     category = "corrupt"
 
@@ -515,7 +569,6 @@ class ElementaryStream(AvStream):
         self._shown_keys: list[int] = []  # order keys of the shown pictures read (sorted; see _learn_poc_step)
         self._guessed_keys: set[int] = set()  # keys of pictures whose headers were unreadable (no POC to learn from)
         self._poc_ordered = False  # the last readable picture had its place from its POC (not output in decode order)
-        self._unplaced: deque = deque()  # reasons of damaged units given no place, each counted as a drop
         self._unread_references = 0  # pictures of the current sequence with unreadable headers that may be references,
         # not yet named missing by a later picture
         self._lost_idr: dict[int, int] = {}  # sequence base -> key of its IDR, which the stream lacks
@@ -590,14 +643,6 @@ class ElementaryStream(AvStream):
     def _count_picture(self, n: int = 1) -> None:
         base = self._sequence_base
         self._sequence_pictures[base] = self._sequence_pictures.get(base, 0) + n
-
-    def _read(self) -> Optional[Item]:
-        if self._unplaced:
-            raise UnplacedUnit(self._unplaced.popleft())  # (before the next frame: the order of drops is free)
-        item = super()._read()
-        if item is None and self._unplaced:
-            raise UnplacedUnit(self._unplaced.popleft())
-        return item
 
     def _place_key(self, pic: Picture) -> int:
         """The order key of a picture (its headers read in decode order): its place in presentation order."""
