@@ -597,7 +597,9 @@ class Runner:
         t = self.clock()
         item.arrival_ns = t
         seq = item.frame.seq
-        item.discontinuity = (item.discontinuity or st.gap_next or item.lost_before > 0
+        # (frames the source counted as lost before this one are no discontinuity of their own: a source
+        # whose losses break a decoder's reference chain says so in item.discontinuity)
+        item.discontinuity = (item.discontinuity or st.gap_next
                               or (st.last_seq is not None and seq != st.last_seq + 1))
         st.gap_next = False
         st.last_seq = seq

@@ -126,7 +126,7 @@ class CameraHealth:
     outages: int = 0
     outage_ns: int = 0
     lost_in_outage: int = 0
-    lost_at_source: int = 0  # frames the source knows were lost before it read them (V4L2 sequence gaps)
+    lost_at_source: int = 0  # frames the source knows were lost before it read them (V4L2 sequence gaps, ES POC gaps)
     nominal_fps: Optional[float] = None
     last_arrival_ns: Optional[int] = None
     last_media_ns: Optional[int] = None
@@ -157,9 +157,9 @@ class CameraHealth:
     # -- events ----------------------------------------------------------------------------------------
     def arrived(self, t: int, media_ns: Optional[int] = None, lost_before: int = 0) -> Optional[Outage]:
         """A frame arrived at ``t``; returns the outage it ended, if any. ``lost_before``: frames the source
-        itself counted as skipped just before this one (a V4L2 driver's sequence numbers): exact, so an
-        outage this frame ends has lost those (not an estimate from the time gap, which would count them
-        twice), and outside an outage they are :attr:`lost_at_source`."""
+        itself counted as skipped just before this one (a V4L2 driver's sequence numbers, an elementary
+        stream's picture order counts): exact, so an outage this frame ends has lost those (not an estimate
+        from the time gap, which would count them twice), and outside an outage they are :attr:`lost_at_source`."""
         with self._lock:
             ended = self._end_outage(t, media_ns, known_lost=lost_before or None) if self.outage is not None else None
             if ended is None:
@@ -486,7 +486,7 @@ def format_summary(acc: Accounting) -> str:
              + f"; {t['sets']} frame sets"
              + (f"; ~{t['lost_in_outage']} more lost in outages (estimated, never entered)"
                 if t["lost_in_outage"] else "")
-             + (f"; {t['lost_at_source']} more lost at the source (the device's count, never entered)"
+             + (f"; {t['lost_at_source']} more lost at the source (the device's or the stream's count, never entered)"
                 if t["lost_at_source"] else "")]
     lines += _table(rows, right=set(range(1, len(head) - 1)))
     by_reason: dict[tuple[str, str], list[str]] = {}

@@ -145,6 +145,49 @@ def test_a_lost_or_damaged_idr_or_gop_end_moves_no_later_frame(tmp_path, codec, 
         assert np.array_equal(img, clean[k]), f"frame {k} emitted valid, not the clean stream's picture"
         shown.add(k)
     assert set(range(32, n)) <= shown, (sorted(shown), drops(acc))
+    # every picture of the encoder's accounted: a frame, a drop, or lost at the source (taken out of the file, or
+    # zeroed with its start codes, so that its picture is not one the stream holds)
+    lost = acc.health["CAM0"].lost_at_source
+    assert len(got) + sum(drops(acc).values()) + lost == n and (how != "remove" or lost == 1), (lost, drops(acc))
+
+
+def _unreferenced(au: bytes, codec: str) -> bool:
+    """Whether an access unit's slice NAL unit headers say no picture references it: H.264 nal_ref_idc 0,
+    H.265 a sub-layer non-reference type (even, below 16)."""
+    heads = [au[start] for start, _ in _nal_bounds(au)]
+    if codec == "h264":
+        slices = [h for h in heads if h & 0x1F in (1, 5)]
+        return bool(slices) and all(h & 0x60 == 0 for h in slices)
+    types = [(h >> 1) & 0x3F for h in heads if (h >> 1) & 0x3F < 32]
+    return bool(types) and all(t < 16 and t % 2 == 0 for t in types)
+
+
+@pytest.mark.parametrize("codec", ["h264", "h265"])
+def test_a_picture_lost_from_the_file_is_counted_lost_at_the_source_and_costs_no_other_frame(tmp_path, codec):
+    """A picture that nothing references, taken out of the middle of a GOP: its place stays empty (the frames
+    after it keep theirs), it was counted nowhere (the run's frames added up to the units read, the summary
+    said nothing of it), and it must not cost another frame. The truth: the encoder's input index each frame
+    shows and the clean stream's picture at that place."""
+    n = 40
+    path, units = _three_gops(tmp_path, codec, n)
+    clean = [r["image"].astype(np.float32) for r in media.reference_frames(path)]
+    order = media._source_order(units, _FMT[codec])
+    unreferenced = [i for i in range(1, 16) if _unreferenced(units[i], codec)]
+    assert unreferenced, "no non-reference picture in the first GOP (the test would prove nothing)"
+    victim = unreferenced[0]
+    del units[victim]
+    out = tmp_path / f"lost_unreferenced_{codec}.{codec}"
+    out.write_bytes(b"".join(units))
+    tvs.CODEC[out.stem] = codec
+    got, acc = run_collect(out, codec, media.W, media.H, es=True)
+    shown = set()
+    for t, img in got:
+        k, _ = source_index(img, range(n))
+        assert t == START_NS + round(k * 1e9 / ES_FPS) and np.array_equal(img, clean[k]), \
+            f"picture {k} at {(t - START_NS) * ES_FPS / 1e9:.2f} frame periods; drops {drops(acc)}"
+        shown.add(k)
+    assert shown == set(range(n)) - {order[victim]} and drops(acc) == {}, (sorted(set(range(n)) - shown), drops(acc))
+    assert acc.health["CAM0"].lost_at_source == 1 and acc.totals()["lost_at_source"] == 1
 
 
 def test_a_lost_idr_after_a_gop_longer_than_half_the_poc_cycle_moves_no_later_frame(tmp_path):

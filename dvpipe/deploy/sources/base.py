@@ -96,7 +96,10 @@ class Item:
         reorder_span_ns: ``(arrival of the frame's own data, emission)`` (monotonic) when a live video
             source held the frame in its reordering look-ahead (B-frames): latency of its own.
         lost_before: frames of this camera the source knows were lost just before this one and never
-            read (a V4L2 driver's sequence numbers skipped them): counted as lost at the source.
+            read (a V4L2 driver's sequence numbers skipped them; an elementary stream's picture order
+            counts left their places empty): counted as lost at the source. Not a discontinuity by itself
+            (the elementary stream's decoder judges the references from the headers; a lost picture that
+            nothing references costs no other frame).
     """
 
     frame: Frame

@@ -574,6 +574,8 @@ class ElementaryStream(AvStream):
         self._lost_idr: dict[int, int] = {}  # sequence base -> key of its IDR, which the stream lacks
         self._sequence_pictures: dict[int, int] = {0: 0}  # sequence base -> shown pictures read in it (damaged too)
         self._emitting: Optional[tuple[int, int]] = None  # (base, place of its first frame) of the sequence emitted
+        self._unplaced_places = 0  # damaged units counted as drops whose empty places no frame has passed yet
+        self._lost_places = 0  # empty places before the next frame that no damaged unit explains: lost pictures
 
     def _order_by(self) -> str:
         # Annex B carries no timestamps: a picture's place in presentation order is its picture order
@@ -602,6 +604,7 @@ class ElementaryStream(AvStream):
             # its frame takes no place and is counted as a corrupt drop (_read)
             reason = f"corrupt {self.camera.encoding} access unit (dvpipe's header check: {pic.damage})"
             self._unplaced.append(reason)
+            self._unplaced_places += 1
             self._count_picture()  # its place is in this sequence, wherever it is
             self._unread_references += may_be_reference(unit.data, self._headers.codec)
             return AccessUnit(unit.data, None, False, False, unit.damage or pic.damage)
@@ -694,6 +697,7 @@ class ElementaryStream(AvStream):
             # a sequence whose IDR was lost starts at the IDR's place: its first frame is its POC's steps after
             origin = self._lost_idr.pop(sequence, None)
             offset = 0 if origin is None or key is None else max(0, round((key - origin) / (self._poc_step or 1)))
+            self._skip_places(start + offset - self._place - 1)
             self._place = start + offset
             self._emitting = (sequence, start)
             self._last_key, self._last_guessed = key, guessed
@@ -704,10 +708,24 @@ class ElementaryStream(AvStream):
             delta = key - last
             step = max(1, round(delta / (self._poc_step or delta)))
         self._last_key, self._last_guessed = key, guessed
+        self._skip_places(step - 1)
         self._place += step
         if self._emitting is None and sequence is not None:
             self._emitting = (sequence, self._place)
         return self._place_time()
+
+    def _skip_places(self, n: int) -> None:
+        """``n`` places left empty before the next frame: damaged units already counted as drops explain
+        some (whichever were read, in decode order, before; the rest wait for a later gap), pictures lost
+        from the stream the rest (:meth:`_emit` hands them over as lost at the source)."""
+        explained = min(max(0, n), self._unplaced_places)
+        self._unplaced_places -= explained
+        self._lost_places += max(0, n) - explained
+
+    def _emit(self, packet: VideoPacket, t0: int) -> Item:
+        item = super()._emit(packet, t0)
+        item.lost_before, self._lost_places = self._lost_places, 0
+        return item
 
     def _place_time(self) -> int:
         return int(self.options.get("start_ns") or 0) + int(round(self._place * 1e9 / self.options.get("fps", 30.0)))
