@@ -150,14 +150,19 @@ def test_a_picture_joined_to_a_damaged_one_in_mpeg_ts_is_counted_and_still_decod
         tb = c.streams.video[0].time_base
         packets = [(p.pos, p.pts, bytes(p)) for p in c.demux(video=0) if p.size]
     to_ns = lambda pts: START_NS + round(Fraction(pts) * tb * 10**9)  # noqa: E731
+    data = bytearray(path.read_bytes())
+
+    def header_at(i: int) -> int:
+        """Where in the file the first bytes of packet i's TRAIL_N slice segment header lie, -1 when they do
+        not lie together in one transport packet's payload."""
+        pos, _, body = packets[i]
+        nal = next(s for s, _ in _nal_bounds(body) if (body[s] >> 1) & 0x3F == 0)
+        return data.find(body[nal + 2:nal + 10], pos, pos + len(body) + 188 * (len(body) // 184 + 2))
+
     # a non-reference picture (TRAIL_N, type 0) followed by another that is no IRAP
     v = next(i for i in range(2, len(packets) - 1) if 0 in nal_types(packets[i][2], "h265")
-             and not any(16 <= t <= 23 for t in nal_types(packets[i + 1][2], "h265")))
-    pos, victim_pts, body = packets[v]
-    nal = next(s for s, _ in _nal_bounds(body) if (body[s] >> 1) & 0x3F == 0)
-    data = bytearray(path.read_bytes())
-    at = data.find(body[nal + 2:nal + 10], pos)  # the header's bytes inside one transport packet's payload
-    assert at > 0
+             and not any(16 <= t <= 23 for t in nal_types(packets[i + 1][2], "h265")) and header_at(i) > 0)
+    victim_pts, at = packets[v][1], header_at(v)
     data[at:at + 6] = bytes(6)
     bad = folder / "ts_join_damaged.ts"
     bad.write_bytes(bytes(data))
