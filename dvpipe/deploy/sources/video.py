@@ -718,9 +718,10 @@ class ElementaryStream(AvStream):
         """``n`` places left empty before the next frame: damaged units already counted as drops explain
         some (whichever were read, in decode order, before; the rest wait for a later gap), pictures lost
         from the stream the rest (:meth:`_emit` hands them over as lost at the source)."""
-        explained = min(max(0, n), self._unplaced_places)
+        n = max(0, n)
+        explained = min(n, self._unplaced_places)
         self._unplaced_places -= explained
-        self._lost_places += max(0, n) - explained
+        self._lost_places += n - explained
 
     def _emit(self, packet: VideoPacket, t0: int) -> Item:
         item = super()._emit(packet, t0)
