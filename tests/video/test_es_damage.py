@@ -110,6 +110,22 @@ def _three_gops(folder: Path, codec: str, n: int) -> tuple[Path, list[bytes]]:
     return path, media.annexb_units(path, _FMT[codec])
 
 
+def _run_placed(folder: Path, name: str, codec: str, units: list[bytes], clean: list[np.ndarray]):
+    """Run the elementary stream of ``units``: every frame must be at the place of the picture it shows (the
+    encoder's input index) and be the clean stream's picture there. Returns (places shown, accounting)."""
+    out = folder / f"{name}.{codec}"
+    out.write_bytes(b"".join(units))
+    tvs.CODEC[out.stem] = codec
+    got, acc = run_collect(out, codec, media.W, media.H, es=True)
+    shown: set[int] = set()
+    for t, img in got:
+        k, _ = source_index(img, range(len(clean)))
+        assert k not in shown and t == START_NS + round(k * 1e9 / ES_FPS) and np.array_equal(img, clean[k]), \
+            f"picture {k} at {(t - START_NS) * ES_FPS / 1e9:.2f} frame periods, its place is {k}; drops {drops(acc)}"
+        shown.add(k)
+    return shown, acc
+
+
 #: (codec, the unit lost or damaged, how): three GOPs of 16 (IDRs at 0, 16 and 32). "remove": the unit taken out
 #: of the file; "unit" and "slice" as above. The last picture of a GOP in presentation order is found missing
 #: only by the frame_num gap it leaves; an IDR lost lets its pictures' POCs repeat those of the sequence before;
@@ -133,22 +149,12 @@ def test_a_lost_or_damaged_idr_or_gop_end_moves_no_later_frame(tmp_path, codec, 
         del units[victim]
     else:
         units[victim] = _damaged(units[victim], how)
-    out = tmp_path / f"lost_{codec}_{victim}_{how}.{codec}"
-    out.write_bytes(b"".join(units))
-    tvs.CODEC[out.stem] = codec
-    got, acc = run_collect(out, codec, media.W, media.H, es=True)
-    shown = set()
-    for t, img in got:
-        k, err = source_index(img, range(n))
-        assert t == START_NS + round(k * 1e9 / ES_FPS), \
-            f"picture {k} at {(t - START_NS) * ES_FPS / 1e9:.2f} frame periods, its place is {k}; drops {drops(acc)}"
-        assert np.array_equal(img, clean[k]), f"frame {k} emitted valid, not the clean stream's picture"
-        shown.add(k)
+    shown, acc = _run_placed(tmp_path, f"lost_{codec}_{victim}_{how}", codec, units, clean)
     assert set(range(32, n)) <= shown, (sorted(shown), drops(acc))
     # every picture of the encoder's accounted: a frame, a drop, or lost at the source (taken out of the file, or
     # zeroed with its start codes, so that its picture is not one the stream holds)
     lost = acc.health["CAM0"].lost_at_source
-    assert len(got) + sum(drops(acc).values()) + lost == n and (how != "remove" or lost == 1), (lost, drops(acc))
+    assert len(shown) + sum(drops(acc).values()) + lost == n and (how != "remove" or lost == 1), (lost, drops(acc))
 
 
 def _unreferenced(au: bytes, codec: str) -> bool:
@@ -176,16 +182,7 @@ def test_a_picture_lost_from_the_file_is_counted_lost_at_the_source_and_costs_no
     assert unreferenced, "no non-reference picture in the first GOP (the test would prove nothing)"
     victim = unreferenced[0]
     del units[victim]
-    out = tmp_path / f"lost_unreferenced_{codec}.{codec}"
-    out.write_bytes(b"".join(units))
-    tvs.CODEC[out.stem] = codec
-    got, acc = run_collect(out, codec, media.W, media.H, es=True)
-    shown = set()
-    for t, img in got:
-        k, _ = source_index(img, range(n))
-        assert t == START_NS + round(k * 1e9 / ES_FPS) and np.array_equal(img, clean[k]), \
-            f"picture {k} at {(t - START_NS) * ES_FPS / 1e9:.2f} frame periods; drops {drops(acc)}"
-        shown.add(k)
+    shown, acc = _run_placed(tmp_path, f"lost_unreferenced_{codec}", codec, units, clean)
     assert shown == set(range(n)) - {order[victim]} and drops(acc) == {}, (sorted(set(range(n)) - shown), drops(acc))
     assert acc.health["CAM0"].lost_at_source == 1 and acc.totals()["lost_at_source"] == 1
 
@@ -200,16 +197,7 @@ def test_a_lost_idr_after_a_gop_longer_than_half_the_poc_cycle_moves_no_later_fr
     units = media.annexb_units(path, "h264")
     clean = [r["image"].astype(np.float32) for r in media.reference_frames(path)]
     del units[40]  # the second IDR
-    out = tmp_path / "long_gops_lost_idr.h264"
-    out.write_bytes(b"".join(units))
-    tvs.CODEC[out.stem] = "h264"
-    got, acc = run_collect(out, "h264", media.W, media.H, es=True)
-    shown = set()
-    for t, img in got:
-        k, _ = source_index(img, range(n))
-        assert t == START_NS + round(k * 1e9 / ES_FPS) and np.array_equal(img, clean[k]), \
-            f"picture {k} at {(t - START_NS) * ES_FPS / 1e9:.2f} frame periods; drops {drops(acc)}"
-        shown.add(k)
+    shown, _ = _run_placed(tmp_path, "long_gops_lost_idr", "h264", units, clean)
     assert set(range(80, n)) <= shown, sorted(shown)
 
 
@@ -227,14 +215,7 @@ def test_a_later_slice_segment_of_another_nal_type_is_the_pictures_damage_not_an
     unit = bytearray(units[victim])
     unit[start] &= 0x81  # NAL unit type 0 (TRAIL_N), the forbidden bit and the layer bit kept
     units[victim] = bytes(unit)
-    out = tmp_path / "slices_retyped.h265"
-    out.write_bytes(b"".join(units))
-    tvs.CODEC[out.stem] = "h265"
-    got, acc = run_collect(out, "h265", media.W, media.H, es=True)
+    shown, acc = _run_placed(tmp_path, "slices_retyped", "h265", units, clean)
     d = drops(acc)
-    assert acc.entered["CAM0"] == n == len(got) + sum(d.values()), d
-    for t, img in got:
-        k, _ = source_index(img, range(n))
-        assert t == START_NS + round(k * 1e9 / ES_FPS) and np.array_equal(img, clean[k]), \
-            f"picture {k} at {(t - START_NS) * ES_FPS / 1e9:.2f} frame periods; drops {d}"
+    assert acc.entered["CAM0"] == n == len(shown) + sum(d.values()), d
     assert d.get("corrupt", 0) >= 1, d
