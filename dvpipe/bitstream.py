@@ -549,9 +549,12 @@ class _H264:
         if not idr and self.started and not sps.gaps_allowed and self.prev_ref is not None:
             prev = self.prev_ref[2]
             if frame_num not in (prev, (prev + 1) % max_frame_num):
-                pic.lost_references = (frame_num - prev - 1) % max_frame_num
+                gap = (frame_num - prev - 1) % max_frame_num
+                # frame_num 1 follows an IDR (frame_num 0): a gap that ends there is one lost IDR far more
+                # often than a run of lost reference pictures that happens to wrap to it
+                pic.lost_references = 1 if frame_num == 1 else gap
                 pic.damage = (f"a reference picture is missing (frame_num {frame_num} after {prev}: "
-                              f"{pic.lost_references} lost)")
+                              + ("the IDR before it lost)" if frame_num == 1 else f"{gap} lost)"))
                 # 8.2.5.2: the frames of the gap are inferred, the last of them the previous reference picture
                 self.prev_ref = (self.prev_ref[0], self.prev_ref[1], (frame_num - 1) % max_frame_num)
         self.started = self.started or idr or recovery

@@ -187,6 +187,23 @@ def test_a_picture_lost_from_the_file_is_counted_lost_at_the_source_and_costs_no
     assert acc.health["CAM0"].lost_at_source == 1 and acc.totals()["lost_at_source"] == 1
 
 
+def test_a_lost_idr_in_a_stream_output_in_decode_order_moves_no_later_frame(tmp_path):
+    """libx264 without B-frames (POC type 2: each picture the next place, after the reference pictures its
+    frame_num says were lost). With the second IDR lost, the P picture after it (frame_num 1) read as 5 lost
+    reference pictures (frame_num 11 to 1, modulo 16): every frame after the third IDR took a place 4 late,
+    and 5 pictures were counted lost where 1 was. The truth: the encoder's input index each frame shows."""
+    n = 36
+    path = _stream(tmp_path, "no_bframes")
+    units = media.annexb_units(path, "h264")
+    clean = [r["image"].astype(np.float32) for r in media.reference_frames(path)]
+    assert 5 in nal_types(units[12], "h264")
+    del units[12]  # the second IDR
+    shown, acc = _run_placed(tmp_path, "no_bframes_lost_idr", "h264", units, clean)
+    assert set(range(24, n)) <= shown, sorted(shown)
+    lost = acc.health["CAM0"].lost_at_source
+    assert lost == 1 and len(shown) + sum(drops(acc).values()) + lost == n, (lost, drops(acc))
+
+
 def test_a_lost_idr_after_a_gop_longer_than_half_the_poc_cycle_moves_no_later_frame(tmp_path):
     """libx264 GOPs of 40 with MaxPicOrderCntLsb 64: after the second IDR is lost, its pictures' POCs carry the
     sequence before's high part (64), so the lost IDR's POC 0 is 64 there, not 0; counted from 0, every frame
