@@ -208,8 +208,13 @@ def may_be_reference(au: bytes, codec: str) -> bool:
         else:
             t = (header >> 1) & 0x3F
             if t <= 9 or 16 <= t <= 21:
-                return not (t <= 14 and t % 2 == 0)  # TRAIL_N, TSA_N, STSA_N, RADL_N, RASL_N, RSV_VCL_N*
+                return not _sub_layer_non_reference(t)
     return True
+
+
+def _sub_layer_non_reference(t: int) -> bool:
+    """H.265 NAL unit type ``t`` is TRAIL_N, TSA_N, STSA_N, RADL_N, RASL_N or RSV_VCL_N10/12/14 (7.4.2.2)."""
+    return t <= 14 and t % 2 == 0
 
 
 def _store_parameter_set(table: dict, parse: Callable[[bytes], tuple[int, Any]], rbsp: bytes,
@@ -1059,9 +1064,13 @@ class _H265:
 
     def _new_sequence(self) -> None:
         """A coded video sequence starts (an IRAP that starts decoding): nothing before it is referenced."""
+        self._forget_sequence()
+        self.started, self.after_eos, self.leading_of_restart = True, False, True
+
+    def _forget_sequence(self) -> None:
+        """The pictures of the coded video sequence so far are no references, missing or read."""
         self.refs, self.missing = set(), set()
         self.pocs.clear()
-        self.started, self.after_eos, self.leading_of_restart = True, False, True
 
     def _damaged_idr(self, damage: str) -> Picture:
         """An IDR picture whose slice header cannot be read (its NAL unit type can): its picture order count
@@ -1182,8 +1191,7 @@ class _H265:
         elif poc in self.pocs:
             # a picture order count read before in this coded video sequence (7.4.3.1: each is unique): the IDR
             # or BLA that started a new one was lost, and nothing before it can be referenced
-            self.refs, self.missing = set(), set()
-            self.pocs.clear()
+            self._forget_sequence()
         if irap and not restart:
             self.leading_of_restart = False
         rasl = t in (8, 9)
@@ -1210,14 +1218,13 @@ class _H265:
         keep = set(curr) | set(foll) | {p for p, _, full in lt if full}
         lt_lsbs = {p for p, _, full in lt if not full}
         self.refs = {p for p in self.refs if p in keep or p % max_lsb in lt_lsbs}
-        sub_layer_non_ref = t <= 14 and t % 2 == 0
         self.refs.add(poc)
         self.pocs[poc] = None
         if len(self.pocs) > self._MAX_POCS:
             del self.pocs[next(iter(self.pocs))]
         if len(self.refs) > self._MAX_REFS:
             self.refs = set(sorted(self.refs)[-self._MAX_REFS:])
-        if tid == 0 and not (6 <= t <= 9) and not sub_layer_non_ref:
+        if tid == 0 and not (6 <= t <= 9) and not _sub_layer_non_reference(t):
             self.prev_tid0 = poc
         return pic
 

@@ -300,9 +300,8 @@ class AvStream(Source):
         cut = -1 if first < 0 else data.find(delimiter, first + len(delimiter))
         if cut < 0:
             return len(data)
-        joined = _UntimedUnit(data[cut:])
-        joined.damage = damage
-        joined.is_keyframe = is_keyframe(joined, self._codec)
+        joined = _JoinedUnit(data[cut:])
+        joined.is_discard, joined.damage, joined.is_keyframe = True, damage, is_keyframe(joined, self._codec)
         self._pending.insert(0, joined)
         self._unplaced.append(f"{self.camera.encoding} picture joined by FFmpeg's parser to the damaged access unit "
                               "before it: its timestamp was lost with the join (decoded for the pictures that "
@@ -425,21 +424,14 @@ class _Damaged:
 
 
 class _JoinedUnit(bytes):
-    """The bytes of a damaged picture that FFmpeg's parser joined to the access unit before it, read as a
-    packet of its own (an elementary stream's: no timestamps, no flags)."""
+    """The bytes of a picture that FFmpeg's parser joined to another access unit, read as a packet of its own:
+    no timestamp, no flags. An elementary stream's takes its place from its own headers; one split off in a
+    container with timestamps (:meth:`AvStream._split_joined`) lost its timestamp with the join and is not
+    shown (``is_discard``), and carries what the demuxer said of the packet (``damage``)."""
 
-    is_keyframe = is_corrupt = False
+    is_keyframe = is_corrupt = is_discard = False
     pts = dts = None
-
-
-class _UntimedUnit(bytes):
-    """A picture that FFmpeg's parser joined to the damaged access unit before it in a container with
-    timestamps (:meth:`AvStream._split_joined`), read as a packet of its own: no timestamp, not shown."""
-
-    is_keyframe = is_corrupt = False
-    is_discard = True
-    pts = dts = None
-    damage: Optional[str] = None  # the demuxer's word on the packet it came in
+    damage: Optional[str] = None
 
 
 @dataclass
