@@ -112,7 +112,8 @@ def test_rtsp_stall_is_reported_and_does_not_block_the_other_camera(h264_units, 
     with LoopbackRtspServer(streams) as srv:
         dep = load_deployment(rtsp_deployment({n: srv.url(n) for n in streams}, client=client,
                                               reconnect={"initial_ms": 100, "attempts": 5},
-                                              run={"duration_s": 2.5, "stall_timeout_ms": 300}))
+                                              # A pauses 0.8 s; B must not read a host's pause as a stall
+                                              run={"duration_s": 2.5, "stall_timeout_ms": 450}))
         result = Runner(dep, write_outputs=False).run()
     check_accounted(result)
     acc = result.accounting
