@@ -178,7 +178,7 @@ class AvStream(Source):
         self._corrupt_before = False  # the last packet carried the demuxer's corrupt flag
         self._pending: list = []
         self._unplaced: deque = deque()  # reasons of pictures read that take no frame, each counted as a drop
-        fmt = self._container.format.name if getattr(self, "_container", None) is not None else ""
+        fmt = self._container.format.name if self._container is not None else ""  # None: dvpipe's RTSP client
         self._parser_joins = not _PARSER_FORMATS.isdisjoint(fmt.split(","))
         self._eof = False
         self._no_pts = 0
@@ -561,8 +561,9 @@ class ElementaryStream(AvStream):
         self._shown_keys: list[int] = []  # order keys of the shown pictures read (sorted; see _learn_poc_step)
         self._guessed_keys: set[int] = set()  # keys of pictures whose headers were unreadable (no POC to learn from)
         self._poc_ordered = False  # the last readable picture had its place from its POC (not output in decode order)
-        self._unread_references = 0  # pictures of the current sequence with unreadable headers that may be references,
-        # not yet named missing by a later picture
+        # pictures of the current sequence with unreadable headers that may be references, not yet named missing
+        # by a later picture
+        self._unread_references = 0
         self._lost_idr: dict[int, int] = {}  # sequence base -> key of its IDR, which the stream lacks
         self._sequence_pictures: dict[int, int] = {0: 0}  # sequence base -> shown pictures read in it (damaged too)
         self._emitting: Optional[tuple[int, int]] = None  # (base, place of its first frame) of the sequence emitted
